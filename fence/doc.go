@@ -1,0 +1,34 @@
+// Package fence holds the fencing token, the one rule every sink uses to
+// accept or reject a write, and the typed error for a stale token.
+//
+// # Why fencing
+//
+// A lease (see package lease) cannot give mutual exclusion on its own: a
+// holder that pauses (GC, VM freeze, network stall) past its TTL keeps
+// running after someone else acquired the lease. Kleppmann ("How to do
+// distributed locking", 2016) and the Chubby paper (Burrows, OSDI 2006,
+// "sequencers") give the remedy used here: every acquisition gets a token
+// that is strictly larger than every token issued before for the same lease
+// name, the holder sends it with every write, and the place where the write
+// lands refuses any token smaller than one it has already seen.
+//
+// # The acceptance rule
+//
+// A sink keeps, per resource, the highest token it accepted and the owner
+// that presented it. A write with token t and owner o is accepted iff
+//
+//	t > stored, or t == stored and o == stored owner
+//
+// and is rejected with *StaleTokenError (matching ErrStaleToken) otherwise.
+// Token 0 means "no token" and is never accepted (ErrNoToken). The check and
+// the write must commit atomically: same SQL statement or transaction, same
+// Lua script. Accept and Check implement the rule; sinks embed it in their
+// own storage.
+//
+// # Carriage
+//
+// WithToken and FromContext carry a token and its owner in a
+// context.Context, so code far from the lease (an HTTP client, a repository
+// layer) can fence its writes. FormatHeader and ParseToken are the codec for
+// the Fencing-Token header: a decimal uint64 without sign or leading zeros.
+package fence

@@ -1,0 +1,61 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrStaleToken matches every *StaleTokenError with errors.Is.
+var ErrStaleToken = errors.New("fence: stale fencing token")
+
+// ErrNoToken is returned by Check when the presented token is None (0).
+// A write without a token is never accepted.
+var ErrNoToken = errors.New("fence: no fencing token presented")
+
+// StaleTokenError reports a write refused by the acceptance rule: the
+// presented token is below the resource's current token, or equal to it but
+// presented by another owner. It matches ErrStaleToken with errors.Is.
+type StaleTokenError struct {
+	// Resource names what the write was for (a guard row, a key, a URL).
+	Resource string
+	// Presented is the token the writer sent.
+	Presented Token
+	// Current is the highest token the resource has accepted.
+	Current Token
+}
+
+// Error implements error.
+func (e *StaleTokenError) Error() string {
+	if e.Presented == e.Current {
+		return fmt.Sprintf("fence: stale fencing token for %q: token %d already used by another owner", e.Resource, e.Presented)
+	}
+	return fmt.Sprintf("fence: stale fencing token for %q: presented %d, current %d", e.Resource, e.Presented, e.Current)
+}
+
+// Is makes errors.Is(err, ErrStaleToken) true.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// Accept is the acceptance rule. current and currentOwner are what the
+// resource holds (None and "" for a resource never written); presented and
+// owner come with the write. It reports whether the write is accepted:
+// presented > current, or presented == current and owner == currentOwner.
+// None is never accepted.
+func Accept(current Token, currentOwner string, presented Token, owner string) bool {
+	if presented == None {
+		return false
+	}
+	return presented > current || (presented == current && owner == currentOwner)
+}
+
+// Check applies Accept for resource and returns nil when the write is
+// accepted, ErrNoToken when presented is None, and a *StaleTokenError
+// otherwise.
+func Check(resource string, current Token, currentOwner string, presented Token, owner string) error {
+	if presented == None {
+		return fmt.Errorf("%w (resource %q)", ErrNoToken, resource)
+	}
+	if Accept(current, currentOwner, presented, owner) {
+		return nil
+	}
+	return &StaleTokenError{Resource: resource, Presented: presented, Current: current}
+}

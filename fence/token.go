@@ -1,0 +1,88 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Token is a fencing token: strictly increasing per lease name across
+// acquisitions. The zero value means "no token" and is never accepted.
+type Token uint64
+
+// None is the zero Token: no token was issued.
+const None Token = 0
+
+// HeaderName is the HTTP header that carries a Token in decimal.
+const HeaderName = "Fencing-Token"
+
+// maxTokenDigits is the length of the largest uint64 in decimal.
+const maxTokenDigits = 20
+
+// ErrInvalidToken is returned by ParseToken for text that is not a decimal
+// uint64 in canonical form.
+var ErrInvalidToken = errors.New("fence: invalid fencing token")
+
+// String returns the token in decimal.
+func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
+
+// IsZero reports whether t is None.
+func (t Token) IsZero() bool { return t == None }
+
+// FormatHeader returns the Fencing-Token header value for t (decimal).
+func FormatHeader(t Token) string { return t.String() }
+
+// ParseToken parses a token in canonical decimal form: 1 to 20 ASCII digits,
+// no sign, no leading zero (except "0" itself), no surrounding space, at most
+// 2^64-1. It returns an error matching ErrInvalidToken otherwise. "0" parses
+// to None; whether None is acceptable is the caller's rule (sinks refuse it).
+func ParseToken(s string) (Token, error) {
+	if len(s) == 0 || len(s) > maxTokenDigits {
+		return None, fmt.Errorf("%w: %q: want 1 to %d decimal digits", ErrInvalidToken, truncate(s), maxTokenDigits)
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return None, fmt.Errorf("%w: %q: leading zero", ErrInvalidToken, truncate(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return None, fmt.Errorf("%w: %q: not a decimal digit at offset %d", ErrInvalidToken, truncate(s), i)
+		}
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return None, fmt.Errorf("%w: %q: out of range", ErrInvalidToken, truncate(s))
+	}
+	return Token(v), nil
+}
+
+func truncate(s string) string {
+	const max = 32
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
+
+type ctxKey struct{}
+
+type carried struct {
+	token Token
+	owner string
+}
+
+// WithToken returns a copy of ctx that carries token t presented by owner.
+// Sinks and clients read it back with FromContext.
+func WithToken(ctx context.Context, t Token, owner string) context.Context {
+	return context.WithValue(ctx, ctxKey{}, carried{token: t, owner: owner})
+}
+
+// FromContext returns the token and owner carried by ctx. ok is false when
+// ctx carries none or carries None.
+func FromContext(ctx context.Context) (t Token, owner string, ok bool) {
+	c, found := ctx.Value(ctxKey{}).(carried)
+	if !found || c.token == None {
+		return None, "", false
+	}
+	return c.token, c.owner, true
+}

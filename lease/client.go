@@ -1,0 +1,160 @@
+package lease
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// Client acquires leases on one Redis deployment: a single server, a
+// Sentinel-managed primary or a Cluster, through any redis.UniversalClient.
+// A Client starts no goroutine; each Lease owns its keep-alive. It is safe
+// for concurrent use.
+type Client struct {
+	rdb  redis.UniversalClient
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns a Client over rdb. It returns ErrNilClient for a nil rdb and
+// an error matching ErrInvalidOptions for bad options.
+func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
+	if rdb == nil {
+		return nil, ErrNilClient
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Client{rdb: rdb, opts: opts, log: opts.Logger}, nil
+}
+
+// Keys returns the Redis keys of the lease called name: the lease key and
+// its fence counter. Both carry the hash tag {name}, so they live in one
+// Cluster slot.
+func (c *Client) Keys(name string) (leaseKey, fenceKey string) {
+	leaseKey = c.opts.Prefix + "{" + name + "}"
+	return leaseKey, leaseKey + ":fence"
+}
+
+// TryAcquire makes one attempt (one round trip) to take the lease called
+// name for ttl. On success the returned Lease is kept alive until it is
+// released, lost, or ctx ends: ctx is the parent of Lease.Context.
+//
+// Errors: *NotAcquiredError (matches ErrNotAcquired) when another owner
+// holds it; ErrInvalidName, ErrInvalidTTL for bad input; Redis errors
+// as returned by go-redis, joined with ctx's error when ctx ended.
+func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	if err := validateTTL(ttl); err != nil {
+		return nil, err
+	}
+	return c.try(ctx, name, ttl)
+}
+
+// Acquire takes the lease called name for ttl, waiting while another owner
+// holds it until ctx ends. Between attempts it waits for the holder's
+// remaining TTL, bounded by Options.RetryMin and RetryMax, with jitter.
+// ctx is also the parent of Lease.Context: when it ends, the lease is lost
+// and released.
+//
+// Errors: as TryAcquire, except that a held lease makes it wait; when ctx
+// ends first it returns ctx's error joined with the last
+// *NotAcquiredError, so both errors.Is(err, context.DeadlineExceeded) and
+// errors.Is(err, ErrNotAcquired) hold.
+func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	if err := validateTTL(ttl); err != nil {
+		return nil, err
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		l, err := c.try(ctx, name, ttl)
+		var held *NotAcquiredError
+		if !errors.As(err, &held) {
+			return l, err
+		}
+		wait := c.backoff(held.RemainingTTL)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(ctx.Err(), err)
+		case <-timer.C:
+		}
+	}
+}
+
+// backoff returns the wait before the next attempt: the holder's remaining
+// TTL clamped to [RetryMin, RetryMax], then jittered into its upper half so
+// that waiters spread out.
+func (c *Client) backoff(remaining time.Duration) time.Duration {
+	d := min(max(remaining, c.opts.RetryMin), c.opts.RetryMax)
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	return half + rand.N(half+1)
+}
+
+func (c *Client) try(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	owner, err := newOwner()
+	if err != nil {
+		return nil, err
+	}
+	leaseKey, fenceKey := c.Keys(name)
+	start := time.Now()
+	res, err := acquireScript.Run(ctx, c.rdb, []string{leaseKey, fenceKey}, owner, ttl.Milliseconds()).Int64Slice()
+	if err != nil {
+		return nil, joinCtx(ctx, fmt.Errorf("lease %q: acquire: %w", name, err))
+	}
+	if len(res) != 2 {
+		return nil, fmt.Errorf("lease %q: acquire: unexpected reply %v", name, res)
+	}
+	if res[0] != 1 {
+		return nil, &NotAcquiredError{Name: name, RemainingTTL: time.Duration(max(res[1], 0)) * time.Millisecond}
+	}
+	l := newLease(ctx, c, name, owner, fence.Token(res[1]), ttl, start)
+	c.log.LogAttrs(ctx, slog.LevelInfo, "lease_acquired",
+		slog.String("lease", name), slog.String("owner", owner),
+		slog.Uint64("token", uint64(l.token)), slog.Duration("ttl", ttl))
+	return l, nil
+}
+
+// newOwner returns a random 128-bit owner value in hex.
+func newOwner() (string, error) {
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("lease: owner: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// joinCtx joins ctx's error to err when ctx has ended, so both match.
+func joinCtx(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return errors.Join(err, cerr)
+	}
+	return err
+}

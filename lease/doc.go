@@ -1,0 +1,77 @@
+// Package lease gives TTL leases on Redis with automatic renewal and a
+// fencing token issued in the same round trip as the acquire.
+//
+// # Overview
+//
+// A Client works over any redis.UniversalClient (single server, Sentinel,
+// Cluster). TryAcquire makes one attempt; Acquire waits while another owner
+// holds the lease. A successful acquisition returns a *Lease that carries a
+// random owner (128 bits from crypto/rand) and a fence.Token strictly larger
+// than every token issued before for that name. Present both to every sink
+// (package fence, sinks/...): the lease gives liveness, the sinks give
+// safety.
+//
+//	l, err := client.Acquire(ctx, "daily-settlement", 30*time.Second)
+//	if err != nil { ... }
+//	defer l.Release(context.Background())
+//	doWork(l.Context(), l.Token(), l.Owner()) // stop when l.Context() ends
+//
+// # Keys and scripts
+//
+// A lease called name lives in the key <prefix>{name} (value: owner) with its
+// token counter in <prefix>{name}:fence; the hash tag keeps both in one
+// Cluster slot, so CROSSSLOT cannot happen. Acquire, renew and release are
+// one Lua script each (scripts/*.lua), run with EVALSHA and an EVAL fallback
+// on NOSCRIPT. Renew and release act only while the key holds our owner and
+// never re-create an expired key; only acquire issues tokens.
+//
+// # State model
+//
+//	acquired --renew ok--> acquired
+//	acquired --Release--------------------------------> lost (ErrReleased)
+//	acquired --renew says "not owner"-----------------> lost (ErrNotHeld)
+//	acquired --trust window ends without a renew------> lost (ErrExpired)
+//	acquired --parent context ends--------------------> lost (ErrParentDone)
+//
+// Lost is final: a new acquisition gives a new owner and a larger token.
+//
+// # Trust window
+//
+// The holder may act until Deadline: the start of the last successful
+// acquire or renew call, plus TTL, minus Drift(TTL) (1% of TTL + 2 ms),
+// measured on the monotonic clock. Starting from the call's start, not its
+// answer, means a slow reply never stretches the window past the moment
+// Redis may expire the key. The keep-alive renews every RenewInterval(TTL)
+// (TTL/3) and retries a failed renew at a quarter of that.
+//
+// # Loss signal
+//
+// Lease.Context is canceled when the lease is lost, with a *LostError as its
+// cause (context.Cause; errors.Is(cause, ErrLost)) that unwraps to the
+// reason. A timer ends the lease at Deadline whatever the keep-alive is doing,
+// so loss is signalled no later than the end of the trust window even while
+// Redis hangs. Release cancels the context before it deletes the key. The
+// context passed to Acquire is the lease's parent: when it ends, the lease
+// is lost and its key released.
+//
+// # Goroutines
+//
+// Each Lease owns one keep-alive goroutine. Release (or the end of the
+// parent context) stops it and Release waits for it. A renew blocked on a
+// hung server returns within the go-redis client's ReadTimeout, or at the
+// trust window's end when the client honours context deadlines
+// (redis.Options.ContextTimeoutEnabled).
+//
+// # Guarantees and non-guarantees
+//
+//   - Tokens for one name strictly increase across acquisitions, also after
+//     the counter is lost (restart without persistence, FLUSHALL, eviction):
+//     each token is max(INCR(counter), Redis TIME in microseconds). This
+//     assumes the Redis host clock is not stepped back across the loss.
+//   - At most one owner holds the key at any time in one Redis. After a
+//     failover to a replica that missed the acquire, two owners can each
+//     believe they hold the lease; their tokens then decide at the sink.
+//   - No lease gives mutual exclusion of effects on its own: a holder can
+//     pause after its last check. Effects are safe only where a sink checks
+//     the token (fence.Accept).
+package lease

@@ -1,0 +1,79 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors for bad input. They are returned before any I/O.
+var (
+	// ErrNilClient is returned by New when the Redis client is nil.
+	ErrNilClient = errors.New("lease: nil redis client")
+	// ErrInvalidName is returned for an empty or oversized lease name, or
+	// one that holds a '{' or '}' (they would break the Cluster hash tag).
+	ErrInvalidName = errors.New("lease: invalid lease name")
+	// ErrInvalidTTL is returned for a TTL below MinTTL.
+	ErrInvalidTTL = errors.New("lease: invalid TTL")
+	// ErrInvalidOptions is returned by New for out-of-range Options.
+	ErrInvalidOptions = errors.New("lease: invalid options")
+)
+
+// Errors for lease states.
+var (
+	// ErrNotAcquired matches every *NotAcquiredError: the lease is held by
+	// another owner.
+	ErrNotAcquired = errors.New("lease: not acquired, held by another owner")
+	// ErrNotHeld is returned by Renew and Release, and is the cause of a
+	// loss, when the key no longer holds our owner: it expired, was
+	// deleted, or was taken by someone else.
+	ErrNotHeld = errors.New("lease: not held")
+	// ErrLost matches every *LostError, the cause of a canceled
+	// Lease.Context.
+	ErrLost = errors.New("lease: lost")
+	// ErrExpired is the cause of a loss when the trust window ended
+	// without a successful renew (Redis unreachable, slow or hung).
+	ErrExpired = errors.New("lease: trust window ended without a successful renew")
+	// ErrReleased is the cause of a loss when Release was called.
+	ErrReleased = errors.New("lease: released")
+	// ErrParentDone is the cause of a loss when the context passed to
+	// Acquire ended; the parent's own cause is joined to it.
+	ErrParentDone = errors.New("lease: parent context ended")
+)
+
+// NotAcquiredError reports a lease held by another owner. It matches
+// ErrNotAcquired.
+type NotAcquiredError struct {
+	// Name is the lease name.
+	Name string
+	// RemainingTTL is the holder's remaining TTL as Redis reported it
+	// (ms precision); 0 when unknown.
+	RemainingTTL time.Duration
+}
+
+// Error implements error.
+func (e *NotAcquiredError) Error() string {
+	return fmt.Sprintf("lease %q: not acquired, held by another owner for %v more", e.Name, e.RemainingTTL)
+}
+
+// Is makes errors.Is(err, ErrNotAcquired) true.
+func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquired }
+
+// LostError is the cause (context.Cause) of a canceled Lease.Context. It
+// matches ErrLost, and unwraps to the reason: ErrNotHeld, ErrExpired,
+// ErrReleased or ErrParentDone (joined with the parent's cause).
+type LostError struct {
+	// Name is the lease name.
+	Name string
+	// Reason says why the lease was lost.
+	Reason error
+}
+
+// Error implements error.
+func (e *LostError) Error() string { return fmt.Sprintf("lease %q lost: %v", e.Name, e.Reason) }
+
+// Is makes errors.Is(err, ErrLost) true.
+func (e *LostError) Is(target error) bool { return target == ErrLost }
+
+// Unwrap returns the reason.
+func (e *LostError) Unwrap() error { return e.Reason }

@@ -1,0 +1,42 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+// Two replicas want the same lease: one gets it with a fencing token, the
+// other learns who holds it and for how long.
+func Example() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	client, _ := lease.New(rdb, lease.Options{})
+	ctx := context.Background()
+
+	l, err := client.TryAcquire(ctx, "daily-settlement", 30*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("held, token > 0:", l.Token() > 0)
+
+	_, err = client.TryAcquire(ctx, "daily-settlement", 30*time.Second)
+	fmt.Println("second replica:", errors.Is(err, lease.ErrNotAcquired))
+
+	_ = l.Release(ctx)
+	<-l.Done()
+	fmt.Println("cause:", errors.Is(l.Err(), lease.ErrReleased))
+	// Output:
+	// held, token > 0: true
+	// second replica: true
+	// cause: true
+}

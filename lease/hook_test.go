@@ -1,0 +1,96 @@
+package lease
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scriptHook watches the lease scripts a client runs: it counts them and,
+// while blocked, holds every renew call until the call's context ends (a
+// Redis that hangs, from the caller's point of view).
+type scriptHook struct {
+	mu      sync.Mutex
+	calls   map[string]int // script name -> calls that returned
+	blocked chan struct{}  // non-nil: renew calls wait on it
+	delay   func()         // non-nil: run before each renew call
+}
+
+func newScriptHook() *scriptHook { return &scriptHook{calls: map[string]int{}} }
+
+func scriptName(cmd redis.Cmder) string {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return ""
+	}
+	verb, _ := args[0].(string)
+	body, _ := args[1].(string)
+	verb = strings.ToLower(verb)
+	if verb != "evalsha" && verb != "eval" {
+		return ""
+	}
+	switch body {
+	case acquireScript.Hash(), acquireSrc:
+		return "acquire"
+	case renewScript.Hash(), renewSrc:
+		return "renew"
+	case releaseScript.Hash(), releaseSrc:
+		return "release"
+	}
+	return ""
+}
+
+func (h *scriptHook) count(name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls[name]
+}
+
+// block makes renew calls hang until unblock is called or their context
+// ends.
+func (h *scriptHook) block() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.blocked = make(chan struct{})
+}
+
+func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := scriptName(cmd)
+		if name == "renew" {
+			h.mu.Lock()
+			blocked, delay := h.blocked, h.delay
+			h.mu.Unlock()
+			if blocked != nil {
+				select {
+				case <-blocked:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if delay != nil {
+				delay()
+			}
+		}
+		err := next(ctx, cmd)
+		// A NOSCRIPT reply is followed by EVAL of the same script:
+		// count the call once.
+		if name != "" && (err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT")) {
+			h.mu.Lock()
+			h.calls[name]++
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

@@ -1,0 +1,94 @@
+package lease
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Defaults for Options and limits on input.
+const (
+	// DefaultPrefix starts every key the client writes.
+	DefaultPrefix = "holdfast:lease:"
+	// DefaultRetryMax caps the wait between two attempts of a blocked
+	// Acquire (1 s).
+	DefaultRetryMax = time.Second
+	// DefaultRetryMin is the shortest wait between two attempts of a
+	// blocked Acquire (5 ms).
+	DefaultRetryMin = 5 * time.Millisecond
+	// MinTTL is the shortest TTL a lease may have (10 ms).
+	MinTTL = 10 * time.Millisecond
+	// MaxNameLen is the longest lease name in bytes.
+	MaxNameLen = 256
+)
+
+// Options configure a Client. The zero value is valid: every field has a
+// default.
+type Options struct {
+	// Prefix starts every key. Default DefaultPrefix. It must not hold
+	// '{' or '}': the lease name is the Cluster hash tag.
+	Prefix string
+	// RetryMin and RetryMax bound the jittered wait between two attempts
+	// of a blocked Acquire. The wait follows the holder's remaining TTL
+	// within these bounds. Defaults DefaultRetryMin (5 ms) and
+	// DefaultRetryMax (1 s).
+	RetryMin, RetryMax time.Duration
+	// Logger receives lease_acquired, lease_renewed (debug), lease_lost
+	// and lease_released events. Default: discard.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.RetryMin == 0 {
+		o.RetryMin = DefaultRetryMin
+	}
+	if o.RetryMax == 0 {
+		o.RetryMax = DefaultRetryMax
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return fmt.Errorf("%w: Prefix %q must not hold '{' or '}'", ErrInvalidOptions, o.Prefix)
+	}
+	if o.RetryMin < 0 || o.RetryMax < o.RetryMin {
+		return fmt.Errorf("%w: want 0 <= RetryMin <= RetryMax, got %v and %v", ErrInvalidOptions, o.RetryMin, o.RetryMax)
+	}
+	return nil
+}
+
+func validateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidName, len(name), MaxNameLen)
+	case strings.ContainsAny(name, "{}"):
+		return fmt.Errorf("%w: %q holds '{' or '}'", ErrInvalidName, name)
+	}
+	return nil
+}
+
+func validateTTL(ttl time.Duration) error {
+	if ttl < MinTTL {
+		return fmt.Errorf("%w: %v, at least %v", ErrInvalidTTL, ttl, MinTTL)
+	}
+	return nil
+}
+
+// Drift is the margin taken off a TTL to form the trust window: 1% of the
+// TTL plus 2 ms, for clock-rate differences between this process and Redis
+// and for the time the reply spends on the wire.
+func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// RenewInterval is how often the keep-alive renews a lease of the given
+// TTL: TTL/3, so two renewals can fail before the trust window ends.
+func RenewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
