@@ -1,0 +1,34 @@
+# holdfast: make demo | make test | make lint | make bench
+GO ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+PKGS := ./...
+
+.PHONY: demo test test-short services lint bench
+
+## demo: three replicas run daily-settlement; one is frozen past its TTL and
+## its late write is rejected. Embedded Redis and store unless REDIS_URL and
+## DATABASE_URL are set.
+demo:
+	$(GO) run ./examples/settlement
+
+## services: make a real Redis and PostgreSQL reachable (idempotent).
+services:
+	bash scripts/services.sh
+
+## test: unit and integration tests (real Redis and PostgreSQL), with -race.
+test: services
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## test-short: unit tests only, no services needed.
+test-short:
+	HOLDFAST_SKIP_INTEGRATION=1 $(GO) test -race -count=1 $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+## bench: benchmarks against the real services.
+bench: services
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS)

@@ -1,0 +1,89 @@
+// Package pgfence enforces the fence acceptance rule in PostgreSQL, inside
+// the caller's own transaction, so a business write commits only when the
+// fencing token that came with it is fresh.
+//
+// # Model
+//
+// A lease (package lease) hands its holder a fencing token that grows with
+// every acquisition. A holder can still be stale: it paused past its TTL and
+// another replica took the lease and a larger token. pgfence is where such a
+// holder is stopped. A guard table keeps, per resource, the highest token
+// accepted and the owner that presented it:
+//
+//	holdfast.fence_guard(resource text primary key, token bigint, owner text, updated_at timestamptz)
+//
+// A resource is any name the writers agree on ("settlement:2026-03-08",
+// "account:42"); all writes that must be fenced against each other use the
+// same one. Migrate creates the table; New names it (Config).
+//
+// # The rule
+//
+// A write with token t and owner o is accepted iff t > stored, or t == stored
+// and o == stored owner (the same holder writing again under one lease).
+// Otherwise Check returns *fence.StaleTokenError, which matches
+// fence.ErrStaleToken and carries the resource, the presented token and the
+// current one. Token 0 (fence.None) is never accepted. See package fence.
+//
+// Check applies the rule and raises the stored token in one statement (an
+// INSERT ... ON CONFLICT DO UPDATE ... WHERE), so no other writer can slip in
+// between the check and the raise.
+//
+// # Usage
+//
+// Call Check first in the transaction that makes the business write, and
+// roll back on any error:
+//
+//	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+//		if err := guard.Check(ctx, tx, "settlement:2026-03-08", run.Token, run.Owner); err != nil {
+//			return err // rolled back: nothing of this attempt is committed
+//		}
+//		_, err := tx.Exec(ctx, "INSERT INTO settlements ...")
+//		return err
+//	})
+//	if errors.Is(err, fence.ErrStaleToken) {
+//		// Another holder with a newer token got there; stop working.
+//	}
+//
+// The guard row stays locked by the transaction until it ends, so writers of
+// one resource run one after another, and a writer whose token became stale
+// while it waited is refused once the newer writer commits. Keep these
+// transactions short. Checking first is not required for safety (a write
+// made before a refused Check is rolled back with the transaction) but it
+// takes the lock early and avoids wasted work.
+//
+// # Guarantees
+//
+//   - For one resource, the transactions that commit after a nil Check do
+//     so in strictly increasing token order across owners: a writer never
+//     commits after a writer with a larger token, and two owners never both
+//     commit with one token. Only the same owner may commit the same token
+//     again.
+//   - From a nil Check until its transaction ends, no other transaction can
+//     pass Check for that resource: the guard row is locked.
+//   - Bad input (empty names, token 0, a token above math.MaxInt64) is
+//     refused without touching the database.
+//
+// # Non-guarantees
+//
+//   - Nothing is enforced if the caller commits after Check returned an
+//     error, or makes the business write in another transaction or on
+//     another database. The guarantee is exactly as wide as the transaction.
+//   - A refused Check does not abort the transaction by itself; rolling back
+//     is the caller's job (pgx.BeginFunc does it when the function returns
+//     the error).
+//   - Under REPEATABLE READ or SERIALIZABLE, a concurrent writer of the same
+//     resource makes Check fail with a serialization failure instead of
+//     waiting; it matches ErrRetryable. The default READ COMMITTED waits.
+//   - Effects outside Postgres (emails, HTTP calls) are not fenced; use the
+//     HTTP sinks or an idempotency key for those.
+//   - Tokens are stored as bigint: tokens above math.MaxInt64 are refused
+//     with ErrTokenOutOfRange (lease tokens stay below 2^53).
+//
+// # Errors
+//
+// Bad input matches ErrInvalidResource, ErrInvalidOwner, ErrTokenOutOfRange
+// or fence.ErrNoToken; New reports ErrInvalidConfig. Database errors are
+// wrapped: errors.As finds the *pgconn.PgError, and errors.Is(err,
+// ErrRetryable) is true for a serialization failure or a deadlock, after
+// which the whole transaction may be run again.
+package pgfence

@@ -1,0 +1,61 @@
+package pgfence
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Errors that report bad input. They are returned before the database is
+// touched, wrapped with the offending value, and matched with errors.Is.
+var (
+	// ErrInvalidConfig is returned by New when Config.Schema or Config.Table
+	// is not a valid identifier (see Config).
+	ErrInvalidConfig = errors.New("pgfence: invalid config")
+
+	// ErrInvalidResource is returned for an empty resource, one longer than
+	// MaxResourceLen bytes, or one that is not valid UTF-8 or holds a NUL byte.
+	ErrInvalidResource = errors.New("pgfence: invalid resource")
+
+	// ErrInvalidOwner is returned for an empty owner, or one that is not
+	// valid UTF-8 or holds a NUL byte.
+	ErrInvalidOwner = errors.New("pgfence: invalid owner")
+
+	// ErrTokenOutOfRange is returned for a token above math.MaxInt64: the
+	// guard stores tokens in a Postgres bigint. Lease tokens stay below 2^53.
+	ErrTokenOutOfRange = errors.New("pgfence: fencing token out of range")
+
+	// ErrNotCreated is returned by the methods of a Guard that was not made
+	// by New (a nil or zero Guard).
+	ErrNotCreated = errors.New("pgfence: guard not created with New")
+)
+
+// ErrRetryable matches a database error after which the caller should roll
+// back and run the whole transaction again: a serialization failure
+// (SQLSTATE 40001) or a deadlock (40P01). The *pgconn.PgError stays
+// reachable with errors.As. Under the default READ COMMITTED isolation Check
+// produces neither; under REPEATABLE READ or SERIALIZABLE a concurrent
+// writer of the same resource makes Check fail with 40001.
+//
+// Everything else is terminal for the transaction: a *fence.StaleTokenError
+// never becomes fresh by retrying with the same token.
+var ErrRetryable = errors.New("pgfence: retryable database error")
+
+// retryableCodes are the SQLSTATEs after which running the transaction again
+// can succeed. This is the one place that decides retryable vs terminal.
+var retryableCodes = map[string]bool{
+	"40001": true, // serialization_failure
+	"40P01": true, // deadlock_detected
+}
+
+// wrapDBError annotates an error from the database with what pgfence was
+// doing. It adds ErrRetryable to the chain for retryable SQLSTATEs and keeps
+// the original error (a *pgconn.PgError, a context error) reachable.
+func wrapDBError(op, resource string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && retryableCodes[pgErr.Code] {
+		return fmt.Errorf("pgfence: %s %q: %w (%w)", op, resource, err, ErrRetryable)
+	}
+	return fmt.Errorf("pgfence: %s %q: %w", op, resource, err)
+}

@@ -1,0 +1,80 @@
+package pgfence
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// migrations holds the schema, one file per step, applied in name order.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Migrate creates the schema and the guard table if they do not exist. It is
+// idempotent, and safe when several processes run it at once against one
+// database: the whole script runs in one transaction that first takes
+// pg_advisory_xact_lock on a key derived from the schema name, so concurrent
+// runs take turns instead of racing on the system catalogs (CREATE ... IF NOT
+// EXISTS alone fails with a unique violation on pg_type or pg_namespace when
+// two sessions create the same name at once).
+//
+// The script is sent as one simple-protocol query without parameters, which
+// Postgres runs as one implicit transaction; given a pgx.Tx, it runs inside
+// that transaction and the lock is held until it ends. Migrate needs the
+// privilege to create the schema (or its existence) and a table in it.
+func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
+	if err := g.ready(); err != nil {
+		return err
+	}
+	script, err := g.migrationScript()
+	if err != nil {
+		return err
+	}
+	if _, err := db.Exec(ctx, script); err != nil {
+		return wrapDBError("migrate", g.schema+"."+g.table, err)
+	}
+	return nil
+}
+
+// migrationScript returns the advisory lock statement followed by every
+// migration file, with the placeholders replaced by quoted identifiers.
+func (g *Guard) migrationScript() (string, error) {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return "", fmt.Errorf("pgfence: list migrations: %w", err)
+	}
+	placeholders := strings.NewReplacer(
+		"{{schema}}", pgx.Identifier{g.schema}.Sanitize(),
+		"{{table}}", pgx.Identifier{g.table}.Sanitize(),
+	)
+	var b strings.Builder
+	// No parameters may be used here (see Migrate), so the key goes in as a
+	// literal; it is a number computed here, never user text.
+	b.WriteString("SELECT pg_advisory_xact_lock(" + strconv.FormatInt(migrateLockKey(g.schema), 10) + ");\n")
+	for _, name := range names { // fs.Glob returns names sorted
+		text, err := migrations.ReadFile(name)
+		if err != nil {
+			return "", fmt.Errorf("pgfence: read migration %s: %w", name, err)
+		}
+		b.WriteString(placeholders.Replace(string(text)))
+		b.WriteString("\n")
+	}
+	return b.String(), nil
+}
+
+// migrateLockKey is the advisory lock key for migrations into schema: the
+// 64-bit FNV-1a hash of "holdfast:migrate:" + schema. It depends on the
+// schema only, not the table, because CREATE SCHEMA IF NOT EXISTS races as
+// well: every holdfast store migrating into one schema should use this key.
+func migrateLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("holdfast:migrate:" + schema))
+	return int64(h.Sum64())
+}

@@ -1,0 +1,18 @@
+-- 001_fence_guard.sql: the guard table of package pgfence.
+--
+-- {{schema}} and {{table}} stand for the quoted identifiers from Config.
+-- Migrate runs every file in name order, in one transaction, after taking
+-- an advisory lock for the schema. Every statement must be idempotent: there
+-- is no version table, a file runs again on every Migrate.
+
+CREATE SCHEMA IF NOT EXISTS {{schema}};
+
+-- One row per resource: the highest token accepted for it and the owner
+-- that presented it. A row is only ever raised, never lowered or deleted by
+-- pgfence.
+CREATE TABLE IF NOT EXISTS {{schema}}.{{table}} (
+    resource   text        PRIMARY KEY,
+    token      bigint      NOT NULL CHECK (token > 0),
+    owner      text        NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);

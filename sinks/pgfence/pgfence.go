@@ -1,0 +1,234 @@
+package pgfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// Defaults for Config.
+const (
+	// DefaultSchema is the schema of the guard table when Config.Schema is "".
+	DefaultSchema = "holdfast"
+	// DefaultTable is the name of the guard table when Config.Table is "".
+	DefaultTable = "fence_guard"
+)
+
+// MaxResourceLen is the longest resource name Check and Current accept, in
+// bytes. It keeps every key far below the btree entry limit of the primary
+// key index (about 2.7 kB).
+const MaxResourceLen = 512
+
+// DBTX is what the guard needs from a connection: pgx.Tx, *pgx.Conn and
+// *pgxpool.Pool satisfy it. Check is meant to be given the caller's own
+// pgx.Tx; see the package documentation.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Config names the guard table. The zero Config is valid and uses
+// DefaultSchema and DefaultTable.
+type Config struct {
+	// Schema holds the guard table; Migrate creates it if missing.
+	// Default DefaultSchema ("holdfast").
+	Schema string
+	// Table is the guard table's name. Default DefaultTable ("fence_guard").
+	Table string
+}
+
+// identifierRE is the identifier form accepted for Schema and Table: what
+// Postgres accepts unquoted, lower case only, so the name a user types in
+// psql without quotes is the name pgfence uses. 63 bytes is NAMEDATALEN-1.
+var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// withDefaults returns c with empty fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	return c
+}
+
+// validate reports an error matching ErrInvalidConfig for a field that is
+// not an identifier. It expects defaults to be applied.
+func (c Config) validate() error {
+	if !identifierRE.MatchString(c.Schema) {
+		return fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, c.Schema, identifierRE)
+	}
+	if !identifierRE.MatchString(c.Table) {
+		return fmt.Errorf("%w: Table %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, c.Table, identifierRE)
+	}
+	return nil
+}
+
+// Guard enforces the fence acceptance rule on one guard table. It holds no
+// connection and no goroutine; it is safe for concurrent use.
+type Guard struct {
+	schema, table string
+	checkSQL      string // upsert that raises the stored token iff the rule accepts
+	currentSQL    string // reads the stored token and owner
+}
+
+// New returns a Guard for the table named by cfg. It returns an error
+// matching ErrInvalidConfig when a name is not a valid identifier. New does
+// not touch the database: run Migrate once before the first Check.
+func New(cfg Config) (*Guard, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	// Identifiers are validated above and quoted here as well, so no input
+	// can reach the SQL text unescaped.
+	guard := pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
+	return &Guard{
+		schema: cfg.Schema,
+		table:  cfg.Table,
+		// The rule, in one statement. ON CONFLICT DO UPDATE locks the
+		// existing row whether or not the WHERE clause holds, and evaluates
+		// the WHERE clause against the latest committed version after
+		// waiting for any concurrent writer. So the check and the raise are
+		// atomic, and the row lock held until the caller's transaction ends
+		// serialises every writer of one resource.
+		checkSQL: `INSERT INTO ` + guard + ` AS g (resource, token, owner, updated_at)
+VALUES ($1, $2, $3, now())
+ON CONFLICT (resource) DO UPDATE
+   SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = now()
+ WHERE g.token < EXCLUDED.token
+    OR (g.token = EXCLUDED.token AND g.owner = EXCLUDED.owner)
+RETURNING token`,
+		currentSQL: `SELECT token, owner FROM ` + guard + ` WHERE resource = $1`,
+	}, nil
+}
+
+// Check applies the acceptance rule to a write for resource with token t
+// presented by owner, inside tx, and raises the stored token when it
+// accepts. It returns:
+//
+//   - nil: accepted. The guard row now holds (t, owner) and stays locked
+//     until tx commits or rolls back; commit the business write in tx.
+//   - a *fence.StaleTokenError (errors.Is fence.ErrStaleToken): t is below
+//     the stored token, or equal to it and owner is not the stored owner.
+//     Current is the stored token. Roll tx back.
+//   - an error matching fence.ErrNoToken for t == fence.None, or
+//     ErrTokenOutOfRange, ErrInvalidResource, ErrInvalidOwner for bad
+//     input; the database is not touched.
+//   - a wrapped database error; errors.As finds the *pgconn.PgError, and
+//     errors.Is(err, ErrRetryable) tells a serialization failure or
+//     deadlock worth running the whole transaction again for.
+//
+// tx should be the transaction that makes the business write. Given a pool
+// or a connection outside a transaction, Check still applies the rule and
+// raises the stored token, but nothing ties the write to it.
+func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, t fence.Token, owner string) error {
+	if err := g.ready(); err != nil {
+		return err
+	}
+	if err := validateResource(resource); err != nil {
+		return err
+	}
+	if err := validateOwner(owner); err != nil {
+		return err
+	}
+	if t == fence.None {
+		return fmt.Errorf("pgfence: check %q: %w", resource, fence.ErrNoToken)
+	}
+	if uint64(t) > math.MaxInt64 {
+		return fmt.Errorf("%w: token %d for %q exceeds the bigint maximum %d", ErrTokenOutOfRange, t, resource, int64(math.MaxInt64))
+	}
+
+	var raised int64
+	err := tx.QueryRow(ctx, g.checkSQL, resource, int64(t), owner).Scan(&raised)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return wrapDBError("check", resource, err)
+	}
+
+	// No row came back: the rule refused the write, and the upsert left the
+	// row locked by this transaction, so this read sees what refused it.
+	current, _, err := g.current(ctx, tx, resource)
+	if err != nil {
+		return err
+	}
+	return &fence.StaleTokenError{Resource: resource, Presented: t, Current: current}
+}
+
+// Current returns the token and owner stored for resource, or
+// (fence.None, "", nil) when no write for it was ever accepted. It takes no
+// lock; the answer may be stale by the time it returns unless db is a
+// transaction that already called Check for resource.
+func (g *Guard) Current(ctx context.Context, db DBTX, resource string) (fence.Token, string, error) {
+	if err := g.ready(); err != nil {
+		return fence.None, "", err
+	}
+	if err := validateResource(resource); err != nil {
+		return fence.None, "", err
+	}
+	return g.current(ctx, db, resource)
+}
+
+func (g *Guard) current(ctx context.Context, db DBTX, resource string) (fence.Token, string, error) {
+	var (
+		token int64
+		owner string
+	)
+	err := db.QueryRow(ctx, g.currentSQL, resource).Scan(&token, &owner)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fence.None, "", nil
+	case err != nil:
+		return fence.None, "", wrapDBError("read current token of", resource, err)
+	}
+	// The table's CHECK (token > 0) makes the conversion exact.
+	return fence.Token(token), owner, nil
+}
+
+// ready reports ErrNotCreated for a nil Guard or one not made by New.
+func (g *Guard) ready() error {
+	if g == nil || g.checkSQL == "" {
+		return ErrNotCreated
+	}
+	return nil
+}
+
+func validateResource(resource string) error {
+	switch {
+	case resource == "":
+		return fmt.Errorf("%w: empty", ErrInvalidResource)
+	case len(resource) > MaxResourceLen:
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidResource, len(resource), MaxResourceLen)
+	case !validText(resource):
+		return fmt.Errorf("%w: %q: not valid UTF-8 or holds a NUL byte", ErrInvalidResource, resource)
+	}
+	return nil
+}
+
+func validateOwner(owner string) error {
+	switch {
+	case owner == "":
+		return fmt.Errorf("%w: empty", ErrInvalidOwner)
+	case !validText(owner):
+		return fmt.Errorf("%w: %q: not valid UTF-8 or holds a NUL byte", ErrInvalidOwner, owner)
+	}
+	return nil
+}
+
+// validText reports whether s can be stored in a Postgres text column:
+// valid UTF-8 without NUL bytes (Postgres rejects both).
+func validText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
