@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// demoConfig sets the scenario.
+type demoConfig struct {
+	Replicas int
+	Slots    int
+	Victim   int // the holder of this slot (0-based) is frozen
+	TTL      time.Duration
+	Work     time.Duration
+	Unfenced bool // negative control: the sink does not check tokens
+	Out      io.Writer
+}
+
+// replicaProc is a running replica process.
+type replicaProc struct {
+	id  string
+	cmd *exec.Cmd
+}
+
+// runDemo starts the replicas, freezes the holder of the victim slot past
+// its TTL, resumes it once another replica wrote with a newer token, and
+// prints what the sink recorded. It returns the tally.
+func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
+	out := cfg.Out
+	redisURL, pgURL := os.Getenv("REDIS_URL"), os.Getenv("DATABASE_URL")
+	if (redisURL == "") != (pgURL == "") {
+		return tally{}, errors.New("set both REDIS_URL and DATABASE_URL for real mode, or neither for embedded mode")
+	}
+	id := randomID()
+	rc := replicaConfig{
+		Prefix: "holdfast-demo:" + id + ":", Schema: "holdfast_demo_" + id,
+		Slots: cfg.Slots, TTL: cfg.TTL, Work: cfg.Work, Unfenced: cfg.Unfenced,
+	}
+	var sink store
+	if redisURL != "" {
+		fmt.Fprintf(out, "mode: real (Redis %s, PostgreSQL %s)\n", redactURL(redisURL), redactURL(pgURL))
+		pg, err := openPG(ctx, pgURL, rc.Schema, cfg.Unfenced)
+		if err != nil {
+			return tally{}, err
+		}
+		defer pg.Close()
+		if err := pg.migrate(ctx); err != nil {
+			return tally{}, err
+		}
+		defer func() { _ = pg.dropSchema(context.WithoutCancel(ctx)) }()
+		sink, rc.RedisURL, rc.PGURL = pg, redisURL, pgURL
+		defer func() { _ = deleteKeys(context.WithoutCancel(ctx), redisURL, rc.Prefix) }()
+	} else {
+		fmt.Fprintln(out, "mode: embedded (miniredis on loopback, in-memory fenced store; set REDIS_URL and DATABASE_URL for real services)")
+		mr := miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			return tally{}, err
+		}
+		defer mr.Close()
+		// miniredis expires keys only when told time has passed: drive its
+		// clock from ours, so lease TTLs run out as they would on Redis.
+		stopClock := driveClock(mr)
+		defer stopClock()
+		mem := &memStore{unfenced: cfg.Unfenced}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return tally{}, err
+		}
+		srv := &http.Server{Handler: mem.handler(), ReadHeaderTimeout: 5 * time.Second}
+		served := make(chan struct{})
+		go func() { defer close(served); _ = srv.Serve(ln) }()
+		defer func() { _ = srv.Close(); <-served }()
+		sink, rc.RedisURL, rc.StoreURL = mem, "redis://"+mr.Addr(), "http://"+ln.Addr().String()
+	}
+	if cfg.Unfenced {
+		fmt.Fprintln(out, "NEGATIVE CONTROL: the sink does not check fencing tokens")
+	}
+
+	// Slots start a little ahead so every replica is up for the first.
+	rc.Start = time.Now().Truncate(time.Second).Add(3 * time.Second)
+	slots := make([]time.Time, cfg.Slots)
+	for i := range slots {
+		slots[i] = rc.Start.Add(time.Duration(i) * time.Second).UTC()
+	}
+	victimSlot := slots[cfg.Victim]
+
+	exe, err := os.Executable()
+	if err != nil {
+		return tally{}, err
+	}
+	events := make(chan event, 256)
+	quit := make(chan struct{}) // readers drop what arrives after the demo ends
+	defer close(quit)
+	var procs []*replicaProc
+	defer func() { stopReplicas(procs) }()
+	for i := range cfg.Replicas {
+		rc.ID = fmt.Sprintf("r%d", i+1)
+		p, err := startReplica(exe, rc, events, quit)
+		if err != nil {
+			return tally{}, err
+		}
+		procs = append(procs, p)
+	}
+	fmt.Fprintf(out, "%d replicas run job daily-settlement every second for %d slots from %s; lease TTL %v\n",
+		cfg.Replicas, cfg.Slots, rc.Start.UTC().Format(time.TimeOnly), cfg.TTL)
+
+	deadline := time.NewTimer(45 * time.Second)
+	defer deadline.Stop()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	var (
+		frozen      *replicaProc
+		frozenToken fence.Token
+		resumed     bool
+		lateWrite   bool
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return tally{}, ctx.Err()
+		case <-deadline.C:
+			return tally{}, errors.New("demo did not finish within 45s")
+		case ev := <-events:
+			switch {
+			case ev.Ev == "run" && frozen == nil && ev.Slot.Equal(victimSlot):
+				frozen = findProc(procs, ev.Replica)
+				frozenToken = ev.Token
+				if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+					return tally{}, err
+				}
+				fmt.Fprintf(out, "froze %s (SIGSTOP) in its run of slot %d, token %d: a stop-the-world pause past the %v TTL\n",
+					ev.Replica, cfg.Victim+1, ev.Token, cfg.TTL)
+			case ev.Ev == "log":
+				fmt.Fprintf(out, "  %s | %s\n", ev.Replica, ev.Result)
+			case ev.Ev == "write" && frozen != nil && ev.Replica == frozen.id && ev.Token == frozenToken:
+				lateWrite = true
+				fmt.Fprintf(out, "%s resumed and made its late write with token %d: %s\n", ev.Replica, ev.Token, ev.Result)
+			}
+		case <-poll.C:
+		}
+		if frozen != nil && !resumed {
+			cur, err := sink.MaxToken(ctx)
+			if err != nil {
+				return tally{}, err
+			}
+			if cur > frozenToken {
+				fmt.Fprintf(out, "another replica took over and wrote with token %d; resuming %s (SIGCONT)\n", cur, frozen.id)
+				if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+					return tally{}, err
+				}
+				resumed = true
+			}
+		}
+		if lateWrite {
+			rep, err := sink.Report(ctx)
+			if err != nil {
+				return tally{}, err
+			}
+			if t := measure(rep, slots); t.missed == 0 {
+				break
+			}
+		}
+	}
+	stopReplicas(procs)
+	procs = nil
+
+	rep, err := sink.Report(ctx)
+	if err != nil {
+		return tally{}, err
+	}
+	t := measure(rep, slots)
+	printTable(out, rep, slots)
+	fmt.Fprintf(out, "summary: slots=%d ran_once=%d duplicates=%d missed=%d stale_rejected=%d\n",
+		t.slots, t.ranOnce, t.duplicates, t.missed, t.staleRejected)
+	return t, nil
+}
+
+func printTable(out io.Writer, rep report, slots []time.Time) {
+	index := map[time.Time]int{}
+	for i, s := range slots {
+		index[s] = i + 1
+	}
+	var all []row
+	all = append(all, rep.Rows...)
+	for _, r := range rep.Rejections {
+		r.Replica += "*"
+		all = append(all, r)
+	}
+	sortRows(all)
+	fmt.Fprintf(out, "%-4s  %-20s  %-7s  %-18s  %s\n", "slot", "scheduled (UTC)", "replica", "token", "result")
+	for _, r := range all {
+		result := "accepted"
+		if strings.HasSuffix(r.Replica, "*") {
+			result = fmt.Sprintf("stale: rejected, sink holds %d", r.Current)
+		}
+		fmt.Fprintf(out, "%-4d  %-20s  %-7s  %-18d  %s\n", index[r.Slot.UTC()], r.Slot.UTC().Format(time.RFC3339),
+			strings.TrimSuffix(r.Replica, "*"), r.Token, result)
+	}
+}
+
+// startReplica starts one replica process. Its stdout events and its
+// stderr log lines (as "log" events) go to events until quit is closed.
+func startReplica(exe string, rc replicaConfig, events chan<- event, quit <-chan struct{}) (*replicaProc, error) {
+	args := []string{"-replica", rc.ID,
+		"-redis", rc.RedisURL, "-store", rc.StoreURL, "-pg", rc.PGURL, "-schema", rc.Schema,
+		"-prefix", rc.Prefix, "-start", rc.Start.UTC().Format(time.RFC3339), "-slots", fmt.Sprint(rc.Slots),
+		"-ttl", rc.TTL.String(), "-work", rc.Work.String()}
+	if rc.Unfenced {
+		args = append(args, "-unfenced")
+	}
+	cmd := exec.Command(exe, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	send := func(ev event) {
+		select {
+		case events <- ev:
+		case <-quit:
+		}
+	}
+	// Both readers end when the process exits and its pipes close.
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				send(ev)
+			}
+		}
+	}()
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			send(event{Ev: "log", Replica: rc.ID, Result: sc.Text()})
+		}
+	}()
+	return &replicaProc{id: rc.ID, cmd: cmd}, nil
+}
+
+// stopReplicas sends SIGCONT (a frozen one must be able to stop) and
+// SIGTERM to each replica, and waits for it, killing it after 10 s.
+func stopReplicas(procs []*replicaProc) {
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+func findProc(procs []*replicaProc, id string) *replicaProc {
+	for _, p := range procs {
+		if p.id == id {
+			return p
+		}
+	}
+	return nil
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// redactURL drops the password from a service URL before printing it.
+func redactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if j := strings.LastIndex(u, "@"); j > i {
+			if k := strings.Index(u[i+3:j], ":"); k >= 0 {
+				return u[:i+3+k] + ":***" + u[j:]
+			}
+		}
+	}
+	return u
+}
+
+// driveClock advances mr's key expiry with the wall clock every 5 ms until
+// the returned function is called; it waits for its goroutine.
+func driveClock(mr *miniredis.Miniredis) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-tick.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// deleteKeys removes the demo's keys from a real Redis.
+func deleteKeys(ctx context.Context, url, prefix string) error {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if err := rdb.Del(ctx, iter.Val()).Err(); err != nil {
+			return err
+		}
+	}
+	return iter.Err()
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler"
+)
+
+// replicaConfig is what the coordinator hands each replica on its command
+// line.
+type replicaConfig struct {
+	ID       string
+	RedisURL string
+	StoreURL string // embedded mode: the coordinator's sink
+	PGURL    string // real mode
+	Schema   string
+	Prefix   string
+	Start    time.Time
+	Slots    int
+	TTL      time.Duration
+	Work     time.Duration
+	Unfenced bool
+}
+
+// event is one line a replica prints on stdout for the coordinator.
+type event struct {
+	Ev      string      `json:"ev"` // ready | run | write
+	Replica string      `json:"replica"`
+	Slot    time.Time   `json:"slot,omitzero"`
+	Token   fence.Token `json:"token,omitempty"`
+	Attempt int         `json:"attempt,omitempty"`
+	Result  string      `json:"result,omitempty"` // accepted | stale | error: ...
+}
+
+type emitter struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (e *emitter) emit(ev event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_ = e.enc.Encode(ev)
+}
+
+// runReplica is one replica process: a scheduler with the daily-settlement
+// job, until SIGTERM, then a graceful Stop.
+func runReplica(cfg replicaConfig) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	out := &emitter{enc: json.NewEncoder(os.Stdout)}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", cfg.ID)
+
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+
+	var sink store
+	if cfg.PGURL != "" {
+		pg, err := openPG(ctx, cfg.PGURL, cfg.Schema, cfg.Unfenced)
+		if err != nil {
+			return err
+		}
+		sink = pg
+	} else {
+		sink = &httpStore{url: cfg.StoreURL, client: &http.Client{Timeout: 5 * time.Second}}
+	}
+	defer sink.Close()
+
+	leases, err := lease.New(rdb, lease.Options{Prefix: cfg.Prefix + "lease:", Logger: logger})
+	if err != nil {
+		return err
+	}
+	ledger, err := scheduler.NewRedisLedger(rdb, cfg.Prefix+"ledger:")
+	if err != nil {
+		return err
+	}
+	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, Logger: logger})
+	if err != nil {
+		return err
+	}
+	err = s.Register(scheduler.Job{
+		Name:     "daily-settlement",
+		Spec:     "* * * * * *", // every second, for the demo; "0 2 * * *" in real life
+		Zone:     "UTC",
+		LeaseTTL: cfg.TTL,
+		StartAt:  cfg.Start,
+		EndAt:    cfg.Start.Add(time.Duration(cfg.Slots) * time.Second),
+		Run: func(ctx context.Context, run scheduler.Run) error {
+			out.emit(event{Ev: "run", Replica: cfg.ID, Slot: run.At, Token: run.Token, Attempt: run.Attempt})
+			// The settlement is computed here. This job deliberately does not
+			// look at ctx before its write: a pause (GC, VM freeze, SIGSTOP)
+			// can land between any check and the write, so only the sink's
+			// token check makes the write safe.
+			<-time.After(cfg.Work)
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			err := sink.Write(wctx, run.At, cfg.ID, run.Token, run.Owner)
+			result := "accepted"
+			switch {
+			case errors.Is(err, fence.ErrStaleToken):
+				result = "stale"
+			case err != nil:
+				result = "error: " + err.Error()
+			}
+			out.emit(event{Ev: "write", Replica: cfg.ID, Slot: run.At, Token: run.Token, Attempt: run.Attempt, Result: result})
+			return err
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	out.emit(event{Ev: "ready", Replica: cfg.ID})
+	<-ctx.Done()
+	grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Stop(grace); err != nil {
+		return fmt.Errorf("replica %s: stop: %w", cfg.ID, err)
+	}
+	return nil
+}
