@@ -17,12 +17,13 @@ import (
 
 // Client acquires leases on one Redis deployment: a single server, a
 // Sentinel-managed primary or a Cluster, through any redis.UniversalClient.
-// A Client starts no goroutine; each Lease owns its keep-alive. It is safe
-// for concurrent use.
+// It keeps its leases alive in batches (one goroutine while it holds any,
+// gone when the last is released). It is safe for concurrent use.
 type Client struct {
-	rdb  redis.UniversalClient
-	opts Options
-	log  *slog.Logger
+	rdb    redis.UniversalClient
+	opts   Options
+	log    *slog.Logger
+	keeper *keeper
 }
 
 // New returns a Client over rdb. It returns ErrNilClient for a nil rdb and
@@ -35,7 +36,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, opts: opts, log: opts.Logger}, nil
+	c := &Client{rdb: rdb, opts: opts, log: opts.Logger}
+	c.keeper = newKeeper(c)
+	return c, nil
 }
 
 // Keys returns the Redis keys of the lease called name: the lease key and
@@ -46,13 +49,20 @@ func (c *Client) Keys(name string) (leaseKey, fenceKey string) {
 	return leaseKey, leaseKey + ":fence"
 }
 
+// channel returns the lease key and the channel its release is published on.
+func (c *Client) channel(name string) (leaseKey, channel string) {
+	leaseKey, _ = c.Keys(name)
+	return leaseKey, leaseKey + ":released"
+}
+
 // TryAcquire makes one attempt (one round trip) to take the lease called
 // name for ttl. On success the returned Lease is kept alive until it is
 // released, lost, or ctx ends: ctx is the parent of Lease.Context.
 //
 // Errors: *NotAcquiredError (matches ErrNotAcquired) when another owner
-// holds it; ErrInvalidName, ErrInvalidTTL for bad input; Redis errors
-// as returned by go-redis, joined with ctx's error when ctx ended.
+// holds it; ErrInvalidName, ErrInvalidTTL for bad input;
+// *NotReplicatedError with Options.ReplicaAck; Redis errors as returned by
+// go-redis, joined with ctx's error when ctx ended.
 func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	if err := validateName(name); err != nil {
 		return nil, err
@@ -64,10 +74,11 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 }
 
 // Acquire takes the lease called name for ttl, waiting while another owner
-// holds it until ctx ends. Between attempts it waits for the holder's
-// remaining TTL, bounded by Options.RetryMin and RetryMax, with jitter.
-// ctx is also the parent of Lease.Context: when it ends, the lease is lost
-// and released.
+// holds it until ctx ends. A waiter is woken by the holder's Release (Redis
+// pub/sub) and otherwise retries when the holder's remaining TTL runs out,
+// bounded by Options.RetryMin and RetryMax, with jitter. Each wake-up costs
+// one round trip. ctx is also the parent of Lease.Context: when it ends,
+// the lease is lost and released.
 //
 // Errors: as TryAcquire, except that a held lease makes it wait; when ctx
 // ends first it returns ctx's error joined with the last
@@ -80,27 +91,33 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	if err := validateTTL(ttl); err != nil {
 		return nil, err
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	l, err := c.try(ctx, name, ttl)
+	var held *NotAcquiredError
+	if !errors.As(err, &held) {
+		return l, err
+	}
+	// Subscribe before the next try, so a release between the two is not
+	// missed. Without pub/sub (a proxy that refuses it), poll.
+	_, channel := c.channel(name)
+	sub := c.rdb.Subscribe(ctx, channel)
+	defer sub.Close()
+	var released <-chan *redis.Message
+	if _, err := sub.Receive(ctx); err == nil {
+		released = sub.Channel(redis.WithChannelSize(1))
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
 	for {
-		l, err := c.try(ctx, name, ttl)
-		var held *NotAcquiredError
+		l, err = c.try(ctx, name, ttl)
 		if !errors.As(err, &held) {
 			return l, err
 		}
-		wait := c.backoff(held.RemainingTTL)
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
+		timer.Reset(c.backoff(held.RemainingTTL))
 		select {
 		case <-ctx.Done():
 			return nil, errors.Join(ctx.Err(), err)
+		case <-released:
 		case <-timer.C:
 		}
 	}
@@ -126,20 +143,58 @@ func (c *Client) try(ctx context.Context, name string, ttl time.Duration) (*Leas
 	leaseKey, fenceKey := c.Keys(name)
 	start := time.Now()
 	res, err := acquireScript.Run(ctx, c.rdb, []string{leaseKey, fenceKey}, owner, ttl.Milliseconds()).Int64Slice()
+	took := time.Since(start)
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("unexpected reply %v", res)
+	}
 	if err != nil {
+		c.opts.Observer.ObserveAcquire(name, OutcomeError, took)
 		return nil, joinCtx(ctx, fmt.Errorf("lease %q: acquire: %w", name, err))
 	}
-	if len(res) != 2 {
-		return nil, fmt.Errorf("lease %q: acquire: unexpected reply %v", name, res)
-	}
 	if res[0] != 1 {
+		c.opts.Observer.ObserveAcquire(name, OutcomeHeld, took)
 		return nil, &NotAcquiredError{Name: name, RemainingTTL: time.Duration(max(res[1], 0)) * time.Millisecond}
 	}
+	c.opts.Observer.ObserveAcquire(name, OutcomeAcquired, took)
 	l := newLease(ctx, c, name, owner, fence.Token(res[1]), ttl, start)
+	if c.opts.ReplicaAck.Replicas > 0 {
+		if err := c.waitReplicas(ctx, l); err != nil {
+			_ = l.Release(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "lease_acquired",
 		slog.String("lease", name), slog.String("owner", owner),
 		slog.Uint64("token", uint64(l.token)), slog.Duration("ttl", ttl))
 	return l, nil
+}
+
+// waitReplicas runs WAIT on the node that holds the lease key.
+func (c *Client) waitReplicas(ctx context.Context, l *Lease) error {
+	want, timeout := c.opts.ReplicaAck.Replicas, c.opts.ReplicaAck.Timeout
+	type waiter interface {
+		Wait(ctx context.Context, numReplicas int, timeout time.Duration) *redis.IntCmd
+	}
+	var node any = c.rdb
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		master, err := cc.MasterForKey(ctx, l.leaseKey)
+		if err != nil {
+			return fmt.Errorf("lease %q: replica ack: %w", l.name, err)
+		}
+		node = master
+	}
+	w, ok := node.(waiter)
+	if !ok {
+		return fmt.Errorf("lease %q: replica ack: %T cannot run WAIT", l.name, node)
+	}
+	got, err := w.Wait(ctx, want, timeout).Result()
+	if err != nil {
+		return joinCtx(ctx, fmt.Errorf("lease %q: replica ack: %w", l.name, err))
+	}
+	if int(got) < want {
+		return &NotReplicatedError{Name: l.name, Want: want, Got: int(got)}
+	}
+	return nil
 }
 
 // newOwner returns a random 128-bit owner value in hex.

@@ -41,6 +41,24 @@ var (
 	ErrParentDone = errors.New("lease: parent context ended")
 )
 
+// ErrNotReplicated matches every *NotReplicatedError.
+var ErrNotReplicated = errors.New("lease: acquire not acknowledged by enough replicas")
+
+// NotReplicatedError reports an acquire that fewer replicas than
+// Options.ReplicaAck.Replicas acknowledged in time. The lease was released.
+type NotReplicatedError struct {
+	Name      string
+	Want, Got int
+}
+
+// Error implements error.
+func (e *NotReplicatedError) Error() string {
+	return fmt.Sprintf("lease %q: acquire acknowledged by %d replicas, want %d", e.Name, e.Got, e.Want)
+}
+
+// Is makes errors.Is(err, ErrNotReplicated) true.
+func (e *NotReplicatedError) Is(target error) bool { return target == ErrNotReplicated }
+
 // NotAcquiredError reports a lease held by another owner. It matches
 // ErrNotAcquired.
 type NotAcquiredError struct {

@@ -17,6 +17,8 @@ type scriptHook struct {
 	calls   map[string]int // script name -> calls that returned
 	blocked chan struct{}  // non-nil: renew calls wait on it
 	delay   func()         // non-nil: run before each renew call
+	// pipelines counts pipelines that carried renew scripts.
+	pipelines int
 }
 
 func newScriptHook() *scriptHook { return &scriptHook{calls: map[string]int{}} }
@@ -64,33 +66,77 @@ func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook {
 func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		name := scriptName(cmd)
-		if name == "renew" {
-			h.mu.Lock()
-			blocked, delay := h.blocked, h.delay
-			h.mu.Unlock()
-			if blocked != nil {
-				select {
-				case <-blocked:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			if delay != nil {
-				delay()
-			}
+		if err := h.hold(ctx, name); err != nil {
+			return err
 		}
 		err := next(ctx, cmd)
-		// A NOSCRIPT reply is followed by EVAL of the same script:
-		// count the call once.
-		if name != "" && (err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT")) {
+		h.record(name, err)
+		return err
+	}
+}
+
+// ProcessPipelineHook treats a pipeline holding renew scripts as one renew
+// call (blocked or delayed once) and counts each script in it.
+func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		renews := 0
+		for _, cmd := range cmds {
+			if scriptName(cmd) == "renew" {
+				renews++
+			}
+		}
+		if renews > 0 {
+			if err := h.hold(ctx, "renew"); err != nil {
+				return err
+			}
+		}
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.record(scriptName(cmd), cmd.Err())
+		}
+		if renews > 0 {
 			h.mu.Lock()
-			h.calls[name]++
+			h.pipelines++
 			h.mu.Unlock()
 		}
 		return err
 	}
 }
 
-func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+// hold blocks or delays a renew call as the test asked.
+func (h *scriptHook) hold(ctx context.Context, name string) error {
+	if name != "renew" {
+		return nil
+	}
+	h.mu.Lock()
+	blocked, delay := h.blocked, h.delay
+	h.mu.Unlock()
+	if blocked != nil {
+		select {
+		case <-blocked:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if delay != nil {
+		delay()
+	}
+	return nil
+}
+
+// record counts a script call that returned. A NOSCRIPT reply is followed
+// by EVAL or SCRIPT LOAD and a retry: count the call once.
+func (h *scriptHook) record(name string, err error) {
+	if name == "" || (err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")) {
+		return
+	}
+	h.mu.Lock()
+	h.calls[name]++
+	h.mu.Unlock()
+}
+
+func (h *scriptHook) pipelineCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pipelines
 }

@@ -11,28 +11,27 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 )
 
-// Lease is one acquisition of a named lease. Its keep-alive renews it every
-// RenewInterval(TTL) until Release is called, the lease is lost, or the
-// parent context ends. All methods are safe for concurrent use and on a nil
-// *Lease (which behaves as a lost lease).
+// Lease is one acquisition of a named lease. The Client's keep-alive renews
+// it every RenewInterval(TTL) until Release is called, the lease is lost, or
+// the parent context ends. All methods are safe for concurrent use and on a
+// nil *Lease (which behaves as a lost lease).
 type Lease struct {
-	c     *Client
-	name  string
-	owner string
-	token fence.Token
-	ttl   time.Duration
+	c        *Client
+	name     string
+	leaseKey string
+	owner    string
+	token    fence.Token
+	ttl      time.Duration
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex
-	deadline time.Time   // end of the trust window (monotonic reading)
-	expiry   *time.Timer // fires end(ErrExpired) at deadline
-	ended    bool
-
-	stop       chan struct{} // closed by end
-	done       chan struct{} // closed when the keep-alive returns
-	stopParent func() bool   // unregisters the parent-context watch
+	mu         sync.Mutex
+	deadline   time.Time   // end of the trust window (monotonic reading)
+	nextRenew  time.Time   // when the keep-alive renews next
+	expiry     *time.Timer // ends the lease at deadline
+	ended      bool
+	stopParent func() bool // unregisters the parent-context watch
 
 	releaseOnce sync.Once
 	releaseErr  error
@@ -40,21 +39,25 @@ type Lease struct {
 
 func newLease(parent context.Context, c *Client, name, owner string, token fence.Token, ttl time.Duration, start time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	leaseKey, _ := c.Keys(name)
 	l := &Lease{
-		c: c, name: name, owner: owner, token: token, ttl: ttl,
-		ctx:      fence.WithToken(ctx, token, owner),
-		cancel:   cancel,
-		deadline: start.Add(ttl - Drift(ttl)),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		c: c, name: name, leaseKey: leaseKey, owner: owner, token: token, ttl: ttl,
+		ctx:       fence.WithToken(ctx, token, owner),
+		cancel:    cancel,
+		deadline:  start.Add(ttl - Drift(ttl)),
+		nextRenew: start.Add(RenewInterval(ttl)),
 	}
 	l.mu.Lock()
-	l.expiry = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.expiry = time.AfterFunc(time.Until(l.deadline), func() { l.end(ErrExpired) })
 	l.stopParent = context.AfterFunc(parent, func() {
 		l.end(errors.Join(ErrParentDone, context.Cause(parent)))
+		// Free the key for the next holder now rather than at TTL.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(parent), ttl)
+		defer cancel()
+		_ = l.releaseKey(rctx)
 	})
 	l.mu.Unlock()
-	go l.keepAlive()
+	c.keeper.add(l)
 	return l
 }
 
@@ -94,7 +97,7 @@ func (l *Lease) TTL() time.Duration {
 // Context returns a context that is canceled when the lease is lost or
 // released, no later than the end of the trust window. Its cause
 // (context.Cause) is a *LostError. It carries the token and owner for
-// fence.FromContext. It keeps the parent's values.
+// fence.FromContext, and the values of the context passed to Acquire.
 func (l *Lease) Context() context.Context {
 	if l == nil {
 		return canceledContext()
@@ -128,8 +131,8 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Renew extends the lease by its TTL now, in one round trip. The keep-alive
-// calls it; call it yourself only to renew early. The trust window moves to
-// the start of this call + TTL - Drift, never further.
+// renews on its own; call Renew only to renew early. The trust window moves
+// to the start of this call + TTL - Drift, never further.
 //
 // Errors: a *LostError when the lease had already ended; ErrNotHeld when
 // Redis says we no longer own it (the lease is then lost with that cause);
@@ -140,51 +143,74 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	leaseKey, _ := l.c.Keys(l.name)
-	n, err := renewScript.Run(ctx, l.c.rdb, []string{leaseKey}, l.owner, l.ttl.Milliseconds()).Int64()
+	n, err := renewScript.Run(ctx, l.c.rdb, []string{l.leaseKey}, l.owner, l.ttl.Milliseconds()).Int64()
 	if err != nil {
+		l.c.opts.Observer.ObserveRenew(l.name, err, time.Since(start))
 		return joinCtx(ctx, fmt.Errorf("lease %q: renew: %w", l.name, err))
 	}
 	if n != 1 {
+		l.c.opts.Observer.ObserveRenew(l.name, ErrNotHeld, time.Since(start))
 		l.end(ErrNotHeld)
 		return fmt.Errorf("lease %q: renew: %w", l.name, ErrNotHeld)
 	}
+	l.c.opts.Observer.ObserveRenew(l.name, nil, time.Since(start))
+	return l.renewed(start)
+}
+
+// renewed moves the trust window after a renew call that started at start
+// succeeded. It returns a *LostError when the window had already ended
+// while the answer was on the wire.
+func (l *Lease) renewed(start time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
 		return context.Cause(l.ctx)
 	}
+	l.nextRenew = start.Add(RenewInterval(l.ttl))
 	if d := start.Add(l.ttl - Drift(l.ttl)); d.After(l.deadline) {
-		l.deadline = d
 		if !l.expiry.Stop() {
-			// The trust window ended while the call was on the wire: the
-			// expiry callback is ending the lease.
+			// The expiry callback is ending the lease.
 			return &LostError{Name: l.name, Reason: ErrExpired}
 		}
+		l.deadline = d
 		l.expiry.Reset(time.Until(d))
 	}
-	l.c.log.LogAttrs(ctx, slog.LevelDebug, "lease_renewed",
-		slog.String("lease", l.name), slog.Uint64("token", uint64(l.token)), slog.Duration("took", time.Since(start)))
 	return nil
+}
+
+// renewFailed schedules the next attempt after a failed renew call: a
+// quarter interval later. The trust window does not move.
+func (l *Lease) renewFailed(err error) {
+	l.mu.Lock()
+	l.nextRenew = time.Now().Add(max(RenewInterval(l.ttl)/4, time.Millisecond))
+	l.mu.Unlock()
+	l.c.log.LogAttrs(context.Background(), slog.LevelDebug, "lease_renew_failed",
+		slog.String("lease", l.name), slog.Any("error", err))
+}
+
+// renewState returns when the lease is due for renewal and whether it
+// ended.
+func (l *Lease) renewState() (next time.Time, ended bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextRenew, l.ended
 }
 
 // Release ends the lease: it cancels Context with ErrReleased (before the
 // key is deleted, so no one else can hold the lease while we still think we
-// do), stops the keep-alive and waits for it, then deletes the key if we
-// still own it, in one round trip. It is idempotent: every call returns the
-// first call's result.
+// do), stops keeping it alive, then deletes the key if we still own it, in
+// one round trip, waking the waiters of Acquire. It is idempotent: every
+// call returns the first call's result.
 //
 // Errors: ErrNotHeld when the key was no longer ours (the lease had been
-// lost); Redis errors; ctx's error when ctx ended while waiting.
+// lost); Redis errors; ctx's error when ctx ended first.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld
 	}
 	l.end(ErrReleased)
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-		return fmt.Errorf("lease %q: release: waiting for keep-alive: %w", l.name, ctx.Err())
+	if err := l.c.keeper.remove(ctx, l); err != nil {
+		return fmt.Errorf("lease %q: release: waiting for keep-alive: %w", l.name, err)
 	}
 	return l.releaseKey(ctx)
 }
@@ -192,8 +218,8 @@ func (l *Lease) Release(ctx context.Context) error {
 // releaseKey runs the compare-and-delete once.
 func (l *Lease) releaseKey(ctx context.Context) error {
 	l.releaseOnce.Do(func() {
-		leaseKey, _ := l.c.Keys(l.name)
-		n, err := releaseScript.Run(ctx, l.c.rdb, []string{leaseKey}, l.owner).Int64()
+		_, channel := l.c.channel(l.name)
+		n, err := releaseScript.Run(ctx, l.c.rdb, []string{l.leaseKey}, l.owner, channel).Int64()
 		switch {
 		case err != nil:
 			l.releaseErr = joinCtx(ctx, fmt.Errorf("lease %q: release: %w", l.name, err))
@@ -207,10 +233,7 @@ func (l *Lease) releaseKey(ctx context.Context) error {
 	return l.releaseErr
 }
 
-// expire is the trust-window timer's callback.
-func (l *Lease) expire() { l.end(ErrExpired) }
-
-// end cancels the context with reason (once) and stops the keep-alive.
+// end cancels the context with reason, once.
 func (l *Lease) end(reason error) {
 	l.mu.Lock()
 	if l.ended {
@@ -219,14 +242,14 @@ func (l *Lease) end(reason error) {
 	}
 	l.ended = true
 	l.expiry.Stop()
-	cause := &LostError{Name: l.name, Reason: reason}
-	l.cancel(cause)
-	close(l.stop)
+	l.cancel(&LostError{Name: l.name, Reason: reason})
 	stopParent := l.stopParent
 	l.mu.Unlock()
 	if stopParent != nil {
 		stopParent()
 	}
+	l.c.keeper.poke()
+	l.c.opts.Observer.ObserveLoss(l.name, reason)
 	if !errors.Is(reason, ErrReleased) {
 		l.c.log.LogAttrs(context.Background(), slog.LevelWarn, "lease_lost",
 			slog.String("lease", l.name), slog.Uint64("token", uint64(l.token)), slog.String("cause", reason.Error()))

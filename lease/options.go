@@ -21,6 +21,8 @@ const (
 	MinTTL = 10 * time.Millisecond
 	// MaxNameLen is the longest lease name in bytes.
 	MaxNameLen = 256
+	// DefaultBatchSize is how many leases one renewal round trip carries.
+	DefaultBatchSize = 1000
 )
 
 // Options configure a Client. The zero value is valid: every field has a
@@ -37,6 +39,27 @@ type Options struct {
 	// Logger receives lease_acquired, lease_renewed (debug), lease_lost
 	// and lease_released events. Default: discard.
 	Logger *slog.Logger
+	// Observer receives measurements (see package lease/leaseprom).
+	// Default: none.
+	Observer Observer
+	// BatchSize is how many leases the keep-alive renews in one round
+	// trip (a pipeline). Default DefaultBatchSize (1000).
+	BatchSize int
+	// ReplicaAck, when Replicas > 0, makes every acquire wait (WAIT) until
+	// that many replicas acknowledged the new key, for at most Timeout
+	// (default 100 ms). An acquire that is not acknowledged in time is
+	// released and fails with *NotReplicatedError. This narrows, but does
+	// not close, the window in which a Sentinel or Cluster failover loses
+	// a lease: replication stays asynchronous.
+	ReplicaAck ReplicaAck
+}
+
+// ReplicaAck configures Options.ReplicaAck.
+type ReplicaAck struct {
+	// Replicas is how many replicas must acknowledge; 0 disables.
+	Replicas int
+	// Timeout bounds the wait. Default 100 ms.
+	Timeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -52,12 +75,24 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.ReplicaAck.Replicas > 0 && o.ReplicaAck.Timeout == 0 {
+		o.ReplicaAck.Timeout = 100 * time.Millisecond
+	}
 	return o
 }
 
 func (o Options) validate() error {
 	if strings.ContainsAny(o.Prefix, "{}") {
 		return fmt.Errorf("%w: Prefix %q must not hold '{' or '}'", ErrInvalidOptions, o.Prefix)
+	}
+	if o.BatchSize < 0 || o.ReplicaAck.Replicas < 0 || o.ReplicaAck.Timeout < 0 {
+		return fmt.Errorf("%w: negative BatchSize or ReplicaAck", ErrInvalidOptions)
 	}
 	if o.RetryMin < 0 || o.RetryMax < o.RetryMin {
 		return fmt.Errorf("%w: want 0 <= RetryMin <= RetryMax, got %v and %v", ErrInvalidOptions, o.RetryMin, o.RetryMax)

@@ -1,0 +1,160 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/redistest"
+)
+
+// acquireMany takes n leases over 16 goroutines.
+func acquireMany(t *testing.T, c *Client, n int, ttl time.Duration) []*Lease {
+	t.Helper()
+	leases := make([]*Lease, n)
+	var wg sync.WaitGroup
+	const workers = 16
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				l, err := c.TryAcquire(context.Background(), fmt.Sprintf("many-%d", i), ttl)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				leases[i] = l
+			}
+		})
+	}
+	wg.Wait()
+	require.False(t, t.Failed())
+	return leases
+}
+
+func releaseAll(t *testing.T, leases []*Lease) {
+	t.Helper()
+	for _, l := range leases {
+		if l != nil {
+			_ = l.Release(context.Background())
+		}
+	}
+}
+
+func TestManyLeasesAreRenewedInBatches(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		backend   redistest.Backend
+		n, batch  int
+		intervals int
+	}{
+		{redistest.Backends()[0], 10_000, 1000, 5},
+		{redistest.Backends()[1], 1_000, 100, 5},
+	} {
+		t.Run(tc.backend.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := tc.backend.New(t)
+			hook := newScriptHook()
+			rdb.AddHook(hook)
+			c, err := New(rdb, Options{Prefix: redistest.Prefix(t, rdb), BatchSize: tc.batch})
+			require.NoError(t, err)
+			ttl := 6 * time.Second
+			leases := acquireMany(t, c, tc.n, ttl)
+			defer releaseAll(t, leases)
+
+			// After one round (batches form as leases were acquired over
+			// a spread of time), watch intervals rounds of renewal.
+			eventually(t, 4*RenewInterval(ttl), "first round", func() bool { return hook.count("renew") >= tc.n })
+			base, basePipes := hook.count("renew"), hook.pipelineCount()
+			want := base + tc.intervals*tc.n
+			eventually(t, time.Duration(tc.intervals+4)*RenewInterval(ttl), "renewals", func() bool {
+				return hook.count("renew") >= want
+			})
+			pipes := hook.pipelineCount() - basePipes
+			perInterval := (tc.n + tc.batch - 1) / tc.batch
+			t.Logf("%d leases, batch %d: %d renewals in %d round trips (limit %d per interval)",
+				tc.n, tc.batch, hook.count("renew")-base, pipes, perInterval)
+			require.LessOrEqual(t, pipes, (tc.intervals+1)*perInterval,
+				"at most ceil(n/batch) round trips per interval")
+			for _, l := range leases {
+				require.NoError(t, l.Err())
+			}
+		})
+	}
+}
+
+func TestLosingOneLeaseCancelsOnlyThatLease(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ttl := 300 * time.Millisecond
+		leases := acquireMany(t, s.client, 20, ttl)
+		defer releaseAll(t, leases)
+		victim := leases[7]
+		require.NoError(t, s.rdb.Del(context.Background(), victim.leaseKey).Err())
+		waitDone(t, victim.Done(), 5*time.Second, "victim lost")
+		require.ErrorIs(t, victim.Err(), ErrNotHeld)
+		// Two more rounds: everyone else is still held.
+		base := s.hook.count("renew")
+		eventually(t, 5*time.Second, "two more rounds", func() bool { return s.hook.count("renew") >= base+2*19 })
+		for i, l := range leases {
+			if i != 7 {
+				require.NoError(t, l.Err(), "lease %d", i)
+			}
+		}
+	})
+}
+
+func TestWaiterIsWokenByReleaseNotByPolling(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		// Polling would wait a minute: only the release message can wake
+		// the waiter in time.
+		c, err := New(s.rdb, Options{Prefix: s.prefix, RetryMin: time.Minute, RetryMax: time.Minute})
+		require.NoError(t, err)
+		ctx := context.Background()
+		holder, err := c.TryAcquire(ctx, "handoff", time.Minute)
+		require.NoError(t, err)
+		got := make(chan *Lease, 1)
+		go func() {
+			l, err := c.Acquire(ctx, "handoff", time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		eventually(t, 5*time.Second, "waiter tried twice", func() bool { return s.hook.count("acquire") >= 3 })
+		require.NoError(t, holder.Release(ctx))
+		timer := time.NewTimer(10 * time.Second)
+		defer timer.Stop()
+		select {
+		case l := <-got:
+			require.NotNil(t, l)
+			require.Greater(t, l.Token(), holder.Token())
+			require.Equal(t, 4, s.hook.count("acquire"), "one round trip for the wake-up")
+			require.NoError(t, l.Release(ctx))
+		case <-timer.C:
+			t.Fatal("waiter not woken by the release")
+		}
+	})
+}
+
+func TestReplicaAckFailsWithoutReplicasAndReleases(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Real(t)
+	prefix := redistest.Prefix(t, rdb)
+	c, err := New(rdb, Options{Prefix: prefix, ReplicaAck: ReplicaAck{Replicas: 1, Timeout: 20 * time.Millisecond}})
+	require.NoError(t, err)
+	_, err = c.TryAcquire(context.Background(), "acked", time.Minute)
+	var nre *NotReplicatedError
+	require.ErrorAs(t, err, &nre)
+	require.ErrorIs(t, err, ErrNotReplicated)
+	require.Equal(t, 1, nre.Want)
+	require.Equal(t, 0, nre.Got)
+	leaseKey, _ := c.Keys("acked")
+	n, err := rdb.Exists(context.Background(), leaseKey).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "an unacknowledged acquire is released")
+}
