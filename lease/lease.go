@@ -31,6 +31,7 @@ type Lease struct {
 	nextRenew  time.Time   // when the keep-alive renews next
 	expiry     *time.Timer // ends the lease at deadline
 	ended      bool
+	frozen     bool        // by leasetest.Freeze: no renewals, no expiry
 	stopParent func() bool // unregisters the parent-context watch
 
 	releaseOnce sync.Once
@@ -167,7 +168,9 @@ func (l *Lease) renewed(start time.Time) error {
 		return context.Cause(l.ctx)
 	}
 	l.nextRenew = start.Add(RenewInterval(l.ttl))
-	if d := start.Add(l.ttl - Drift(l.ttl)); d.After(l.deadline) {
+	if d := start.Add(l.ttl - Drift(l.ttl)); d.After(l.deadline) && l.frozen {
+		l.deadline = d // thaw re-arms the timer
+	} else if d.After(l.deadline) {
 		if !l.expiry.Stop() {
 			// The expiry callback is ending the lease.
 			return &LostError{Name: l.name, Reason: ErrExpired}
@@ -193,6 +196,9 @@ func (l *Lease) renewFailed(err error) {
 func (l *Lease) renewState() (next time.Time, ended bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.frozen {
+		return l.nextRenew.Add(time.Hour), l.ended
+	}
 	return l.nextRenew, l.ended
 }
 

@@ -1,0 +1,38 @@
+package lease
+
+import (
+	"time"
+
+	"github.com/holdfast-go/holdfast/lease/internal/testhooks"
+)
+
+func init() {
+	testhooks.Freeze = func(l any) { l.(*Lease).freeze() }
+	testhooks.Thaw = func(l any) { l.(*Lease).thaw() }
+}
+
+// freeze stops renewals and the expiry timer: the holder keeps believing
+// it holds the lease while Redis lets the key expire.
+func (l *Lease) freeze() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	l.frozen = true
+	l.expiry.Stop()
+}
+
+// thaw resumes renewals and re-arms the expiry timer for what is left of
+// the trust window (nothing, after a long pause: the lease is lost now).
+func (l *Lease) thaw() {
+	l.mu.Lock()
+	if l.ended || !l.frozen {
+		l.mu.Unlock()
+		return
+	}
+	l.frozen = false
+	l.expiry.Reset(max(time.Until(l.deadline), 0))
+	l.mu.Unlock()
+	l.c.keeper.poke()
+}
