@@ -95,7 +95,11 @@ func (s *Scheduler) due(ctx context.Context, job *registered, fire cron.Fire, no
 			from = since.Add(-time.Second)
 		}
 	}
-	for _, f := range s.latest(job, from, now, job.MaxCatchUp+1) {
+	to := now
+	if !job.EndAt.IsZero() && job.EndAt.Before(now) {
+		to = job.EndAt.Add(-time.Nanosecond) // the last slot is before EndAt
+	}
+	for _, f := range s.latest(job, from, to, job.MaxCatchUp+1) {
 		add(f)
 	}
 	add(fire)
