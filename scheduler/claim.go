@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -13,120 +14,160 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 )
 
-// claim tries to take job's lease for fire. The replica that gets it runs,
-// in order and under that one lease, every slot that is due: the ones the
-// ledger shows unfinished (failed, or running under a holder that lost its
-// lease), the ones nobody began (gap detection from the last begun slot),
-// and fire itself, within the job's catch-up window. The others skip: the
-// holder will run this slot too.
-//
-// It returns the instant of its last look at the ledger (zero when it did not
-// get the lease): every slot due by then was run or left to a later claim, so
-// the caller's timer resumes strictly after it.
-func (s *Scheduler) claim(claimCtx, runCtx context.Context, job *registered, fire cron.Fire) (checked time.Time) {
-	l, err := s.cfg.Leases.TryAcquire(runCtx, job.Name, job.LeaseTTL)
-	if err != nil {
-		reason := "error"
-		if errors.Is(err, lease.ErrNotAcquired) {
-			reason = "lease_held"
-		}
-		s.log.LogAttrs(claimCtx, slog.LevelDebug, "job_claim_skipped",
-			slog.String("job", job.Name), slog.Time("slot", fire.At), slog.String("reason", reason), slog.Any("error", err))
-		return time.Time{}
-	}
-	defer func() { _ = l.Release(context.WithoutCancel(runCtx)) }()
-	done := map[time.Time]bool{}
-	// Runs as long as work is due and the lease is held; each pass asks
-	// the ledger again, so slots that came due meanwhile are run too.
-	for claimCtx.Err() == nil && l.Err() == nil {
-		now := time.Now()
-		due, err := s.due(l.Context(), job, fire, now)
-		if err != nil {
-			s.log.LogAttrs(claimCtx, slog.LevelWarn, "job_claim_skipped",
-				slog.String("job", job.Name), slog.Time("slot", fire.At), slog.String("reason", "ledger_error"), slog.Any("error", err))
-			return checked
-		}
-		checked = now
-		due = slices.DeleteFunc(due, func(f cron.Fire) bool { return done[f.At] })
-		if len(due) == 0 {
-			return checked
-		}
-		for _, f := range due {
-			if claimCtx.Err() != nil || l.Err() != nil {
-				return checked
-			}
-			done[f.At] = true
-			s.attempt(l, job, f)
-		}
-	}
-	return checked
+// step is one thing a claim does for a slot: run it, or record it skipped
+// or missed.
+type step struct {
+	fire   cron.Fire
+	skip   Status // "" to run
+	reason string
 }
 
-// due lists the slots to run now, oldest first: unfinished and never-begun
-// slots in the catch-up window, up to MaxCatchUp of them, then every slot up
-// to fire, and the slots that came due since.
-func (s *Scheduler) due(ctx context.Context, job *registered, fire cron.Fire, now time.Time) ([]cron.Fire, error) {
-	since := now.Add(-job.CatchUpWindow)
-	if !job.StartAt.IsZero() && job.StartAt.After(since) {
-		since = job.StartAt
-	}
-	open, last, err := s.cfg.Ledger.Outstanding(ctx, job.Name, "", since)
+// claim tries to take u's lease. The replica that gets it works, in order
+// and under that one lease, through everything due for u: open slots
+// (failed with their retry time passed, abandoned, requested), slots nobody
+// began since the last one the ledger saw (missed-slot policy for those
+// before the fire, overlap policy for those after it), and the fire itself.
+// Other replicas skip: the holder does their slot too.
+func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, scheduled bool) {
+	job := u.job
+	l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, job.LeaseTTL)
 	if err != nil {
-		return nil, err
+		reason, level := "error", slog.LevelWarn
+		if errors.Is(err, lease.ErrNotAcquired) {
+			reason, level = "lease_held", slog.LevelDebug
+			s.obs.ClaimConflict(job.Name)
+		}
+		s.log.LogAttrs(claimCtx, level, "job_claim_skipped", slog.String("job", job.Name),
+			slog.String("partition", u.partition), slog.Time("slot", fire.At), slog.String("reason", reason), slog.Any("error", err))
+		return
 	}
-	seen := map[time.Time]bool{}
-	var due []cron.Fire
-	add := func(f cron.Fire) {
-		if !seen[f.At] && !f.At.After(now) && (job.EndAt.IsZero() || f.At.Before(job.EndAt)) {
-			seen[f.At] = true
-			due = append(due, f)
+	defer func() { _ = l.Release(context.WithoutCancel(runCtx)) }()
+	f := Fence{Token: l.Token(), Owner: l.Owner()}
+	handled := map[time.Time]bool{}
+	for claimCtx.Err() == nil && l.Err() == nil {
+		steps, retryAt, err := s.plan(l.Context(), u, fire, scheduled, handled)
+		if err != nil {
+			s.log.LogAttrs(claimCtx, slog.LevelWarn, "job_claim_skipped", slog.String("job", job.Name),
+				slog.String("partition", u.partition), slog.Time("slot", fire.At), slog.String("reason", "ledger_error"), slog.Any("error", err))
+			return
+		}
+		if !retryAt.IsZero() {
+			s.wakeAt(u, retryAt)
+		}
+		if len(steps) == 0 {
+			return
+		}
+		for _, st := range steps {
+			if claimCtx.Err() != nil || l.Err() != nil {
+				return
+			}
+			handled[st.fire.At] = true
+			if st.skip != "" {
+				s.skip(l, u, f, st)
+				continue
+			}
+			s.attempt(l, u, f, st.fire)
 		}
 	}
-	for _, at := range open {
-		add(s.fireAt(job, at))
+}
+
+// plan reads the ledger and lists what is due now, oldest first, leaving
+// out slots already handled by this claim. retryAt is the earliest retry
+// still to come (zero if none).
+func (s *Scheduler) plan(ctx context.Context, u *unit, fire cron.Fire, scheduled bool, handled map[time.Time]bool) (steps []step, retryAt time.Time, err error) {
+	job := u.job
+	now := time.Now()
+	since := now.Add(-job.CatchUpWindow)
+	if job.StartAt.After(since) {
+		since = job.StartAt
 	}
-	// Gap detection: slots after the last one begun that nobody began.
-	// With no slot ever begun, the job starts at fire: no backfill of the
-	// time before it existed.
-	from := fire.At.Add(-time.Second)
-	if !last.IsZero() {
-		from = last
+	st, err := s.cfg.Ledger.State(ctx, job.Name, u.partition, since)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if st.Paused {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "job_claim_skipped", slog.String("job", job.Name),
+			slog.String("partition", u.partition), slog.Time("slot", fire.At), slog.String("reason", "paused"))
+		return nil, time.Time{}, nil
+	}
+	if st.Horizon.After(since) {
+		since = st.Horizon.Truncate(time.Second)
+	}
+	byAt := map[time.Time]step{}
+	add := func(s step) {
+		if !handled[s.fire.At] && !s.fire.At.After(now) && (job.EndAt.IsZero() || s.fire.At.Before(job.EndAt)) {
+			byAt[s.fire.At] = s
+		}
+	}
+	for _, o := range st.Open {
+		if o.RetryAt.After(now) {
+			if retryAt.IsZero() || o.RetryAt.Before(retryAt) {
+				retryAt = o.RetryAt
+			}
+			continue
+		}
+		add(step{fire: s.fireAt(job, o.At)})
+	}
+	// Gap detection: slots after the last one the ledger saw that nobody
+	// began. A job the ledger never saw starts at this fire: no backfill
+	// of the time before it existed.
+	if !st.Last.IsZero() {
+		from := st.Last
 		if from.Before(since) {
 			from = since.Add(-time.Second)
 		}
+		var missed, overlapped []cron.Fire
+		for _, g := range job.schedule.Between(from, now, 1<<16) {
+			switch {
+			case handled[g.At] || (scheduled && g.At.Equal(fire.At)):
+			case !scheduled || g.At.Before(fire.At):
+				missed = append(missed, g)
+			default:
+				overlapped = append(overlapped, g)
+			}
+		}
+		for _, stp := range missedSteps(job, missed) {
+			add(stp)
+		}
+		for i, g := range overlapped {
+			if job.Overlap == OverlapBufferOne && i == len(overlapped)-1 {
+				add(step{fire: g})
+				continue
+			}
+			add(step{fire: g, skip: StatusSkipped, reason: "overlap"})
+		}
 	}
-	to := now
-	if !job.EndAt.IsZero() && job.EndAt.Before(now) {
-		to = job.EndAt.Add(-time.Nanosecond) // the last slot is before EndAt
+	if scheduled {
+		add(step{fire: fire})
 	}
-	for _, f := range s.latest(job, from, to, job.MaxCatchUp+1) {
-		add(f)
+	for _, stp := range byAt {
+		steps = append(steps, stp)
 	}
-	add(fire)
-	slices.SortFunc(due, func(a, b cron.Fire) int { return a.At.Compare(b.At) })
-	if len(due) > job.MaxCatchUp+1 {
-		// Keep the most recent ones: the oldest are the least useful.
-		due = due[len(due)-job.MaxCatchUp-1:]
-	}
-	return due, nil
+	slices.SortFunc(steps, func(a, b step) int { return a.fire.At.Compare(b.fire.At) })
+	return steps, retryAt, nil
 }
 
-// latest returns the last n fires of job in (from, to], oldest first. It
-// walks the schedule from from, n fires at a time: Between gives the
-// earliest fires, and after downtime the most recent ones are wanted.
-func (s *Scheduler) latest(job *registered, from, to time.Time, n int) []cron.Fire {
-	var out []cron.Fire
-	for {
-		page := job.schedule.Between(from, to, n)
-		out = append(out, page...)
-		if len(out) > n {
-			out = append(out[:0:0], out[len(out)-n:]...)
-		}
-		if len(page) < n {
-			return out
-		}
-		from = page[len(page)-1].At
+// missedSteps applies the missed-slot policy to slots nobody began.
+func missedSteps(job *registered, missed []cron.Fire) []step {
+	steps := make([]step, 0, len(missed))
+	run := len(missed) // the first index to run
+	switch job.Missed {
+	case MissedCatchUp:
+		run = max(len(missed)-job.MaxCatchUp, 0)
+	case MissedLatestOnly:
+		run = max(len(missed)-1, 0)
 	}
+	for i, g := range missed {
+		switch {
+		case i >= run:
+			steps = append(steps, step{fire: g})
+		case job.Missed == MissedManual:
+			steps = append(steps, step{fire: g, skip: StatusMissed, reason: "missed: awaits an operator"})
+		default:
+			steps = append(steps, step{fire: g, skip: StatusSkipped, reason: "missed"})
+		}
+	}
+	return steps
 }
 
 // fireAt rebuilds the Fire of a slot instant read back from the ledger.
@@ -138,66 +179,149 @@ func (s *Scheduler) fireAt(job *registered, at time.Time) cron.Fire {
 	return cron.Fire{At: at, Local: local, BusinessDate: local.Format(time.DateOnly)}
 }
 
+func (s *Scheduler) skip(l *lease.Lease, u *unit, f Fence, st step) {
+	slot := Slot{Job: u.job.Name, At: st.fire.At, Partition: u.partition}
+	if err := s.cfg.Ledger.Skip(l.Context(), slot, f, st.skip, st.reason, time.Now()); err != nil {
+		s.ledgerRefused(l.Context(), slot, "skip", err)
+		return
+	}
+	s.obs.SlotSkipped(u.job.Name, st.skip)
+	s.log.LogAttrs(l.Context(), slog.LevelInfo, "slot_skipped", slog.String("job", slot.Job),
+		slog.String("partition", slot.Partition), slog.Time("slot", slot.At),
+		slog.String("status", string(st.skip)), slog.String("reason", st.reason))
+}
+
 // attempt runs one attempt of slot f under lease l, fenced in the ledger.
-func (s *Scheduler) attempt(l *lease.Lease, job *registered, f cron.Fire) {
+func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) {
+	job := u.job
 	ctx := l.Context()
-	slot := Slot{Job: job.Name, At: f.At}
-	attempt, err := s.cfg.Ledger.Begin(ctx, slot, l.Token(), l.Owner(), job.MaxAttempts)
+	slot := Slot{Job: job.Name, At: f.At, Partition: u.partition}
+	n, err := s.cfg.Ledger.Begin(ctx, slot, fen, job.MaxAttempts, time.Now())
 	if err != nil {
-		s.logLedgerRefusal(ctx, slot, l, "begin", err)
+		s.ledgerRefused(ctx, slot, "begin", err)
 		return
 	}
 	run := Run{
-		Slot: slot, Local: f.Local, Zone: job.schedule.Zone().String(), BusinessDate: f.BusinessDate,
-		Attempt: attempt, Token: l.Token(), Owner: l.Owner(), IdempotencyKey: slot.Key(),
+		Slot: slot, Local: f.Local, Zone: job.schedule.Zone().String(), BusinessDate: f.BusinessDate, Rule: f.Rule,
+		Attempt: n, Token: fen.Token, Owner: fen.Owner, IdempotencyKey: slot.Key(),
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "job_claimed",
-		slog.String("job", job.Name), slog.Time("slot", f.At), slog.Int("attempt", attempt),
-		slog.Uint64("token", uint64(l.Token())), slog.Duration("lag", time.Since(f.At)))
+	lag := time.Since(f.At)
+	s.obs.RunStarted(job.Name, lag)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "job_claimed", slog.String("job", job.Name), slog.String("partition", u.partition),
+		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(fen.Token)), slog.Duration("lag", lag))
+
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if job.Timeout > 0 {
+		runCtx, cancel = context.WithTimeoutCause(ctx, job.Timeout, errTimeout)
+	}
+	stopBeat := s.heartbeat(runCtx, slot, fen, n, job.LeaseTTL)
 	started := time.Now()
-	runErr := runJob(ctx, job.Run, run)
-	status, errText := StatusSucceeded, ""
+	runErr := runJob(runCtx, job.Run, run)
+	stopBeat()
+	timedOut := errors.Is(context.Cause(runCtx), errTimeout)
+	cancel()
+
+	o := Outcome{Status: StatusSucceeded}
 	if runErr != nil {
-		status, errText = StatusFailed, runErr.Error()
-		if ctx.Err() != nil {
-			errText = "interrupted: " + errText
+		o = Outcome{Status: StatusFailed, Error: runErr.Error(), Class: classify(ctx, runErr, timedOut)}
+		if o.Class != ClassPermanent && n < job.MaxAttempts {
+			o.RetryAt = time.Now().Add(retryDelay(job, n))
 		}
 	}
-	final := status == StatusFailed && attempt >= job.MaxAttempts
+	took := time.Since(started)
 	// The ledger write must go through even though ctx may have ended: the
 	// fence, not the context, decides whether it is still ours to make.
-	err = s.cfg.Ledger.Finish(context.WithoutCancel(ctx), slot, l.Token(), l.Owner(), attempt, status, errText, final)
-	if err != nil {
-		s.logLedgerRefusal(ctx, slot, l, "finish", err)
+	if err := s.cfg.Ledger.Finish(context.WithoutCancel(ctx), slot, fen, n, o, time.Now()); err != nil {
+		s.ledgerRefused(ctx, slot, "finish", err)
 		return
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished",
-		slog.String("job", job.Name), slog.Time("slot", f.At), slog.Int("attempt", attempt),
-		slog.String("status", string(status)), slog.Duration("took", time.Since(started)), slog.String("error", errText))
+	s.obs.RunCompleted(job.Name, o.Status, took, time.Now())
+	if !o.RetryAt.IsZero() {
+		s.wakeAt(u, o.RetryAt)
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", job.Name), slog.String("partition", u.partition),
+		slog.Time("slot", f.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
+		slog.Duration("took", took), slog.String("class", string(o.Class)), slog.String("error", o.Error))
 }
+
+var errTimeout = errors.New("scheduler: run timed out (Job.Timeout)")
+
+// classify is the one place that decides how a failed attempt is recorded.
+func classify(leaseCtx context.Context, err error, timedOut bool) ErrorClass {
+	var p *panicError
+	switch {
+	case errors.As(err, &p):
+		return ClassPanic
+	case IsPermanent(err):
+		return ClassPermanent
+	case timedOut:
+		return ClassTimeout
+	case leaseCtx.Err() != nil:
+		return ClassInterrupted
+	}
+	return ClassRetryable
+}
+
+// retryDelay is RetryBackoff * 2^(attempt-1), capped, with ±20% jitter.
+func retryDelay(job *registered, attempt int) time.Duration {
+	d := job.RetryBackoff
+	for i := 1; i < attempt && d < job.RetryMaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, job.RetryMaxBackoff)
+	jitter := time.Duration(rand.Int64N(int64(d)/5+1)) * 2
+	return d - d/5 + jitter
+}
+
+// heartbeat records the attempt alive every LeaseTTL/3 until the returned
+// function is called (which waits for it).
+func (s *Scheduler) heartbeat(ctx context.Context, slot Slot, f Fence, attempt int, ttl time.Duration) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if err := s.cfg.Ledger.Heartbeat(ctx, slot, f, attempt, time.Now()); err != nil && ctx.Err() == nil {
+					s.ledgerRefused(ctx, slot, "heartbeat", err)
+				}
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+type panicError struct{ v any }
+
+func (p *panicError) Error() string { return fmt.Sprintf("scheduler: job panicked: %v", p.v) }
 
 // runJob calls fn, turning a panic into an error: one bad job must not take
 // the scheduler down.
 func runJob(ctx context.Context, fn JobFunc, run Run) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("scheduler: job %q panicked: %v", run.Job, r)
+			err = &panicError{v: r}
 		}
 	}()
 	return fn(ctx, run)
 }
 
-func (s *Scheduler) logLedgerRefusal(ctx context.Context, slot Slot, l *lease.Lease, step string, err error) {
+func (s *Scheduler) ledgerRefused(ctx context.Context, slot Slot, step string, err error) {
+	attrs := []slog.Attr{slog.String("job", slot.Job), slog.String("partition", slot.Partition),
+		slog.Time("slot", slot.At), slog.String("step", step), slog.Any("error", err)}
 	switch {
 	case errors.Is(err, ErrSlotDone):
-		s.log.LogAttrs(ctx, slog.LevelDebug, "job_claim_skipped",
-			slog.String("job", slot.Job), slog.Time("slot", slot.At), slog.String("reason", "done"))
+		s.log.LogAttrs(ctx, slog.LevelDebug, "job_claim_skipped", append(attrs, slog.String("reason", "done"))...)
 	case errors.Is(err, fence.ErrStaleToken):
-		s.log.LogAttrs(ctx, slog.LevelWarn, "stale_token_rejected",
-			slog.String("job", slot.Job), slog.Time("slot", slot.At), slog.String("step", step),
-			slog.Uint64("token", uint64(l.Token())), slog.Any("error", err))
+		s.obs.StaleRejected(slot.Job)
+		s.log.LogAttrs(ctx, slog.LevelWarn, "stale_token_rejected", attrs...)
 	default:
-		s.log.LogAttrs(ctx, slog.LevelError, "ledger_error",
-			slog.String("job", slot.Job), slog.Time("slot", slot.At), slog.String("step", step), slog.Any("error", err))
+		s.log.LogAttrs(ctx, slog.LevelError, "ledger_error", attrs...)
 	}
 }

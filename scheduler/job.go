@@ -18,35 +18,79 @@ const (
 	DefaultLeaseTTL = 30 * time.Second
 	// DefaultMaxAttempts is how many attempts a slot gets (3).
 	DefaultMaxAttempts = 3
+	// DefaultRetryBackoff is the wait before the second attempt (1 s); it
+	// doubles with each attempt, with ±20% jitter.
+	DefaultRetryBackoff = time.Second
+	// DefaultRetryMaxBackoff caps the wait between attempts (5 min).
+	DefaultRetryMaxBackoff = 5 * time.Minute
 	// DefaultCatchUpWindow bounds how far back missed and unfinished slots
 	// are run (1 h).
 	DefaultCatchUpWindow = time.Hour
-	// DefaultMaxCatchUp bounds how many earlier slots one claim runs (16).
+	// DefaultMaxCatchUp bounds how many missed slots one claim runs (16).
 	DefaultMaxCatchUp = 16
 	// MaxJobNameLen is the longest job name in bytes.
 	MaxJobNameLen = 200
+	// MaxPartitionLen is the longest partition key in bytes.
+	MaxPartitionLen = 48
 )
 
-// Errors for bad input, returned by Register before anything runs.
+// Errors for bad input, returned before anything runs.
 var (
 	// ErrInvalidJob matches every rejected Job: empty or oversized name,
-	// a name holding '{', '}' or '|', a nil Run, negative durations, or
-	// EndAt before StartAt. Spec and zone errors wrap cron's errors
+	// a name holding '{', '}' or '|', a nil Run, bad partitions, negative
+	// durations, a LeaseTTL below lease.MinTTL, EndAt before StartAt, or
+	// an unsupported policy. Spec and zone errors wrap cron's errors
 	// (cron.ErrInvalidSpec, cron.ErrUnknownZone) as well.
 	ErrInvalidJob = errors.New("scheduler: invalid job")
 	// ErrDuplicateJob is returned when a job of that name is registered.
 	ErrDuplicateJob = errors.New("scheduler: job already registered")
+	// ErrUnknownJob is returned by operations on a job never registered,
+	// or a partition it does not have.
+	ErrUnknownJob = errors.New("scheduler: unknown job or partition")
 	// ErrStarted is returned by Register after Start, and by a second
 	// Start.
 	ErrStarted = errors.New("scheduler: already started")
 )
 
 // JobFunc does the work of one slot. ctx ends when the job's lease is lost,
-// the scheduler shuts down past its grace period, or the run times out; it
+// Job.Timeout passes, or the scheduler shuts down past its grace period; it
 // carries the run's fencing token (fence.FromContext). Return an error to
-// record the attempt as failed; the slot is retried at a later claim until
-// Job.MaxAttempts.
+// record the attempt as failed: it is retried with backoff until
+// Job.MaxAttempts, unless the error is Permanent.
 type JobFunc func(ctx context.Context, run Run) error
+
+// OverlapPolicy says what happens to slots that come due while a run of the
+// same job and partition is in progress.
+type OverlapPolicy int
+
+// Overlap policies.
+const (
+	// OverlapForbid (default) skips them: recorded skipped, reason
+	// "overlap".
+	OverlapForbid OverlapPolicy = iota
+	// OverlapBufferOne runs the latest of them after the current run and
+	// skips the others.
+	OverlapBufferOne
+)
+
+// MissedPolicy says what happens to slots that came due while no replica
+// could run them (all down, Redis unreachable), found by gap detection
+// from the last slot the ledger saw.
+type MissedPolicy int
+
+// Missed-slot policies.
+const (
+	// MissedCatchUp (default) runs them, oldest first, at most MaxCatchUp
+	// of the latest ones within CatchUpWindow; older ones are skipped.
+	MissedCatchUp MissedPolicy = iota
+	// MissedLatestOnly runs only the latest missed slot.
+	MissedLatestOnly
+	// MissedSkip skips them all (recorded skipped, reason "missed").
+	MissedSkip
+	// MissedManual records them as StatusMissed; they run only when an
+	// operator asks (Scheduler.Retry, Backfill).
+	MissedManual
+)
 
 // Job is a named schedule and the function it runs.
 type Job struct {
@@ -58,19 +102,43 @@ type Job struct {
 	Spec string
 	// Zone is the IANA zone the spec is read in. Default UTC.
 	Zone string
+	// Gap and DSTOverlap override the DST rule for fixed-time specs
+	// (default: run once after a spring-forward gap; run at the first
+	// occurrence in a fall-back overlap). See package cron.
+	Gap        cron.GapPolicy
+	DSTOverlap cron.OverlapPolicy
+	// Partitions splits every slot by tenant: each partition is a slot
+	// dimension with its own lease and ledger records, run in parallel
+	// within Config.MaxConcurrentClaims. Default: one partition, "".
+	// Keys are 1 to MaxPartitionLen bytes without '{', '}' or '|'.
+	Partitions []string
 	// Run is the work. Required.
 	Run JobFunc
-	// LeaseTTL is the TTL of the job's lease, at least lease.MinTTL.
-	// Default DefaultLeaseTTL.
+	// LeaseTTL is the TTL of the job's lease: loss is signalled within it
+	// and a crashed holder's slot is taken over after it. Default
+	// DefaultLeaseTTL; at least lease.MinTTL.
 	LeaseTTL time.Duration
+	// Timeout bounds one attempt (0: none). A run that times out is failed
+	// with ClassTimeout and retried.
+	Timeout time.Duration
 	// MaxAttempts is how many attempts a slot gets. Default
 	// DefaultMaxAttempts.
 	MaxAttempts int
-	// CatchUpWindow: slots older than this are not run late. Default
-	// DefaultCatchUpWindow.
+	// RetryBackoff and RetryMaxBackoff shape the wait before each retry:
+	// RetryBackoff * 2^(attempt-1), at most RetryMaxBackoff, ±20% jitter.
+	// The next attempt's time is stored in the ledger, so a crash in the
+	// wait loses nothing. Defaults DefaultRetryBackoff and
+	// DefaultRetryMaxBackoff.
+	RetryBackoff, RetryMaxBackoff time.Duration
+	// Overlap is the overlap policy. Default OverlapForbid.
+	Overlap OverlapPolicy
+	// Missed is the missed-slot policy. Default MissedCatchUp.
+	Missed MissedPolicy
+	// CatchUpWindow: slots older than this are not run late, whatever the
+	// policy. Default DefaultCatchUpWindow.
 	CatchUpWindow time.Duration
-	// MaxCatchUp bounds how many earlier slots one claim runs. Default
-	// DefaultMaxCatchUp.
+	// MaxCatchUp bounds how many missed slots one claim runs under
+	// MissedCatchUp. Default DefaultMaxCatchUp.
 	MaxCatchUp int
 	// StartAt and EndAt, when set, bound the slots the job has: none
 	// before StartAt, none at or after EndAt.
@@ -84,11 +152,20 @@ func (j Job) withDefaults() Job {
 	if j.MaxAttempts == 0 {
 		j.MaxAttempts = DefaultMaxAttempts
 	}
+	if j.RetryBackoff == 0 {
+		j.RetryBackoff = DefaultRetryBackoff
+	}
+	if j.RetryMaxBackoff == 0 {
+		j.RetryMaxBackoff = DefaultRetryMaxBackoff
+	}
 	if j.CatchUpWindow == 0 {
 		j.CatchUpWindow = DefaultCatchUpWindow
 	}
 	if j.MaxCatchUp == 0 {
 		j.MaxCatchUp = DefaultMaxCatchUp
+	}
+	if len(j.Partitions) == 0 {
+		j.Partitions = []string{""}
 	}
 	return j
 }
@@ -103,13 +180,29 @@ func (j Job) validate() error {
 		return fmt.Errorf("%w: name %q holds '{', '}' or '|'", ErrInvalidJob, j.Name)
 	case j.Run == nil:
 		return fmt.Errorf("%w: %q has no Run", ErrInvalidJob, j.Name)
-	case j.LeaseTTL < 0 || j.CatchUpWindow < 0 || j.MaxAttempts < 0 || j.MaxCatchUp < 0:
-		return fmt.Errorf("%w: %q: negative LeaseTTL, CatchUpWindow, MaxAttempts or MaxCatchUp", ErrInvalidJob, j.Name)
+	case j.LeaseTTL < 0 || j.CatchUpWindow < 0 || j.MaxAttempts < 0 || j.MaxCatchUp < 0 ||
+		j.Timeout < 0 || j.RetryBackoff < 0 || j.RetryMaxBackoff < 0:
+		return fmt.Errorf("%w: %q: negative duration or count", ErrInvalidJob, j.Name)
 	case j.LeaseTTL != 0 && j.LeaseTTL < lease.MinTTL:
-		// The lease could never be acquired: the job would never run.
-		return fmt.Errorf("%w: %q: LeaseTTL %v below lease.MinTTL %v", ErrInvalidJob, j.Name, j.LeaseTTL, lease.MinTTL)
+		return fmt.Errorf("%w: %q: LeaseTTL %v is below lease.MinTTL (%v)", ErrInvalidJob, j.Name, j.LeaseTTL, lease.MinTTL)
 	case !j.EndAt.IsZero() && !j.EndAt.After(j.StartAt):
 		return fmt.Errorf("%w: %q: EndAt %v is not after StartAt %v", ErrInvalidJob, j.Name, j.EndAt, j.StartAt)
+	case j.Overlap < OverlapForbid || j.Overlap > OverlapBufferOne:
+		return fmt.Errorf("%w: %q: unknown overlap policy %d", ErrInvalidJob, j.Name, j.Overlap)
+	case j.Missed < MissedCatchUp || j.Missed > MissedManual:
+		return fmt.Errorf("%w: %q: unknown missed-slot policy %d", ErrInvalidJob, j.Name, j.Missed)
+	}
+	seen := map[string]bool{}
+	for _, p := range j.Partitions {
+		switch {
+		case len(j.Partitions) > 1 && p == "":
+			return fmt.Errorf("%w: %q: empty partition key among several", ErrInvalidJob, j.Name)
+		case len(p) > MaxPartitionLen || strings.ContainsAny(p, "{}|"):
+			return fmt.Errorf("%w: %q: partition %q: at most %d bytes, no '{', '}' or '|'", ErrInvalidJob, j.Name, p, MaxPartitionLen)
+		case seen[p]:
+			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
+		}
+		seen[p] = true
 	}
 	return nil
 }
@@ -135,18 +228,50 @@ type Run struct {
 	// Local is the slot's instant in the job's zone; Zone names it.
 	Local time.Time
 	Zone  string
-	// BusinessDate is the local date of the slot, "2006-01-02".
+	// BusinessDate is the local date of the scheduled wall time,
+	// "2006-01-02".
 	BusinessDate string
+	// Rule is the DST rule that produced the slot (cron.RuleNormal
+	// outside transitions).
+	Rule cron.Rule
 	// Attempt counts from 1.
 	Attempt int
 	// Token and Owner are the job lease's; present them to every sink.
 	Token fence.Token
 	Owner string
-	// IdempotencyKey is Slot.Key().
+	// IdempotencyKey is Slot.Key(): the same for every attempt.
 	IdempotencyKey string
+}
+
+// permanentError marks an error that no retry can fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so that the attempt fails for good: no retry.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err was wrapped by Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
 }
 
 type registered struct {
 	Job
 	schedule *cron.Schedule
+}
+
+// leaseName is the lease of one partition of job.
+func leaseName(job, partition string) string {
+	if partition == "" {
+		return job
+	}
+	return job + "|" + partition
 }

@@ -11,52 +11,159 @@ import (
 // Status is the state of a slot's run in the ledger.
 //
 //	pending -> running -> succeeded | failed | abandoned
-//	failed | abandoned -> running (a later attempt)
+//	failed | abandoned -> running            (a later attempt)
+//	succeeded | failed -> pending            (an operator's Request)
+//	skipped, missed                          (by policy; missed awaits a Request)
 //
-// A running record whose token is below the current lease holder's is
-// abandoned: its holder lost the lease. Begin takes it over as the next
-// attempt.
+// A running attempt whose holder lost the job lease is abandoned: the next
+// holder's Begin marks it so and starts the next attempt.
 type Status string
 
 // Run states.
 const (
+	StatusPending   Status = "pending"
 	StatusRunning   Status = "running"
 	StatusSucceeded Status = "succeeded"
 	StatusFailed    Status = "failed"
 	StatusAbandoned Status = "abandoned"
+	StatusSkipped   Status = "skipped"
+	StatusMissed    Status = "missed"
 )
 
-// ErrSlotDone is returned by Ledger.Begin when the slot needs no attempt:
-// it succeeded, or failed its last attempt.
-var ErrSlotDone = errors.New("scheduler: slot already done")
+// ErrorClass classifies a failed attempt. A bounded set: safe as a label.
+type ErrorClass string
 
-// Ledger records runs: one logical run per slot, many attempts. Every
-// transition is fenced by the job lease's token with fence's acceptance
-// rule, per (job, partition): a holder that lost its lease can never mark a
-// slot after a newer holder touched the ledger; such calls return
-// *fence.StaleTokenError.
-type Ledger interface {
-	// Outstanding returns the slots of (job, partition) at or after since
-	// that have not succeeded and still have attempts left, oldest first,
-	// and the latest slot ever begun (zero if none).
-	Outstanding(ctx context.Context, job, partition string, since time.Time) (open []time.Time, last time.Time, err error)
-	// Begin starts the next attempt of slot under token and owner and
-	// returns its number (from 1). ErrSlotDone when the slot succeeded or
-	// failed its maxAttempts-th attempt.
-	Begin(ctx context.Context, slot Slot, token fence.Token, owner string, maxAttempts int) (attempt int, err error)
-	// Finish records the end of attempt. With final, a failed slot gets no
-	// further attempt.
-	Finish(ctx context.Context, slot Slot, token fence.Token, owner string, attempt int, status Status, errText string, final bool) error
+// Error classes.
+const (
+	ClassNone        ErrorClass = ""
+	ClassRetryable   ErrorClass = "retryable"
+	ClassPermanent   ErrorClass = "permanent"   // Permanent(err): no further attempt
+	ClassInterrupted ErrorClass = "interrupted" // shutdown or lease loss
+	ClassTimeout     ErrorClass = "timeout"     // Job.Timeout passed
+	ClassPanic       ErrorClass = "panic"
+)
+
+// Errors returned by ledgers.
+var (
+	// ErrSlotDone is returned by Ledger.Begin when the slot needs no
+	// attempt: it succeeded, was skipped, failed its last attempt, or
+	// awaits an operator (missed).
+	ErrSlotDone = errors.New("scheduler: slot already done")
+	// ErrSlotRunning is returned by Ledger.Request for a slot that is
+	// running: retry it after it ends.
+	ErrSlotRunning = errors.New("scheduler: slot is running")
+)
+
+// Fence is the job lease's token and owner, presented with every ledger
+// transition.
+type Fence struct {
+	Token fence.Token
+	Owner string
 }
 
-// Record is one slot's run as a ledger holds it.
-type Record struct {
-	Slot      Slot
-	Status    Status
-	Attempt   int
+// Outcome is how an attempt ended, for Ledger.Finish.
+type Outcome struct {
+	// Status is StatusSucceeded or StatusFailed.
+	Status Status
+	// Error and Class describe a failure.
+	Error string
+	Class ErrorClass
+	// RetryAt, for a failure with attempts left, is the earliest time of
+	// the next attempt; zero makes the failure final.
+	RetryAt time.Time
+}
+
+// OpenSlot is a slot that still needs an attempt.
+type OpenSlot struct {
+	At time.Time
+	// RetryAt is the earliest time of its next attempt (zero: now).
+	RetryAt time.Time
+}
+
+// State is what a ledger knows of one (job, partition) for a claim.
+type State struct {
+	// Open lists slots at or after the asked-for time that need an
+	// attempt (failed with attempts left, abandoned, pending), oldest first.
+	Open []OpenSlot
+	// Last is the latest slot ever begun, skipped or missed (zero if none).
+	Last time.Time
+	// Horizon is when this ledger's memory starts: no slot before it is
+	// ever caught up. A store that lost its data (a Redis restart without
+	// persistence) starts a new horizon, so succeeded slots it forgot are
+	// not run again.
+	Horizon time.Time
+	// Paused reports that the job is paused (SetPaused).
+	Paused bool
+}
+
+// Attempt is one attempt of a slot as the ledger records it.
+type Attempt struct {
+	N         int
 	Token     fence.Token
 	Owner     string
+	Status    Status
+	Class     ErrorClass
+	Error     string
 	Started   time.Time
+	Heartbeat time.Time
 	Finished  time.Time
-	LastError string
+}
+
+// Record is one slot's logical run as a ledger holds it.
+type Record struct {
+	Slot     Slot
+	Status   Status
+	Attempt  int // latest attempt number, 0 before the first
+	RetryAt  time.Time
+	Reason   string // why the slot was skipped, missed or requested
+	Attempts []Attempt
+}
+
+// Ledger records runs: one logical run per slot, many attempts. Every
+// transition a lease holder makes (Begin, Heartbeat, Finish, Skip) is
+// fenced with the acceptance rule per (job, partition): a holder that lost
+// its lease can never write after a newer holder touched the ledger; such
+// calls return *fence.StaleTokenError. Operator actions (Request,
+// SetPaused) are not fenced. Run every implementation through
+// scheduler/ledgertest.Exercise.
+type Ledger interface {
+	// State returns what a claim needs: open slots at or after since,
+	// the last begun slot, the horizon and the pause flag.
+	State(ctx context.Context, job, partition string, since time.Time) (State, error)
+	// Begin starts the next attempt of slot and returns its number (from
+	// 1). A running attempt of another owner is marked abandoned first.
+	// ErrSlotDone when the slot needs no attempt, or when maxAttempts
+	// attempts were made since the last Request.
+	Begin(ctx context.Context, slot Slot, f Fence, maxAttempts int, now time.Time) (attempt int, err error)
+	// Heartbeat records that attempt is alive.
+	Heartbeat(ctx context.Context, slot Slot, f Fence, attempt int, now time.Time) error
+	// Finish records how attempt ended.
+	Finish(ctx context.Context, slot Slot, f Fence, attempt int, o Outcome, now time.Time) error
+	// Skip records a slot that policy does not run: StatusSkipped
+	// (overlap, missed-slot skip, latest-only) or StatusMissed (manual:
+	// awaits a Request). A slot that was begun is left as it is.
+	Skip(ctx context.Context, slot Slot, f Fence, status Status, reason string, now time.Time) error
+	// Request asks for a new attempt of slot (operator retry, trigger or
+	// backfill), whatever its state but running: it becomes pending with
+	// a fresh attempt budget, and reason is recorded. ErrSlotRunning for
+	// a running slot.
+	Request(ctx context.Context, slot Slot, reason string, now time.Time) error
+	// SetPaused pauses or resumes every partition of job.
+	SetPaused(ctx context.Context, job string, paused bool) error
+	// Get returns slot's record; found is false when there is none.
+	Get(ctx context.Context, slot Slot) (rec Record, found bool, err error)
+	// List returns the records of (job, partition) with from <= slot < to,
+	// newest first, at most limit.
+	List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]Record, error)
+}
+
+func isRunning(err error) bool { return errors.Is(err, ErrSlotRunning) }
+
+// Latest returns the record's latest attempt; ok is false before the
+// first.
+func (r Record) Latest() (a Attempt, ok bool) {
+	if len(r.Attempts) == 0 {
+		return Attempt{}, false
+	}
+	return r.Attempts[len(r.Attempts)-1], true
 }

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -18,22 +19,44 @@ import (
 const DefaultLedgerPrefix = "holdfast:ledger:"
 
 var (
+	//go:embed scripts/fence.lua
+	fencePrelude string
 	//go:embed scripts/begin.lua
-	beginSrc    string
-	beginScript = redis.NewScript(beginSrc)
-
+	beginSrc string
+	//go:embed scripts/heartbeat.lua
+	heartbeatSrc string
 	//go:embed scripts/finish.lua
-	finishSrc    string
-	finishScript = redis.NewScript(finishSrc)
+	finishSrc string
+	//go:embed scripts/skip.lua
+	skipSrc string
+	//go:embed scripts/request.lua
+	requestSrc string
+
+	beginScript     = redis.NewScript(fencePrelude + beginSrc)
+	heartbeatScript = redis.NewScript(fencePrelude + heartbeatSrc)
+	finishScript    = redis.NewScript(fencePrelude + finishSrc)
+	skipScript      = redis.NewScript(fencePrelude + skipSrc)
+	requestScript   = redis.NewScript(requestSrc)
 )
 
 // RedisLedger is the default Ledger. The records of one (job, partition)
 // share the hash tag {job|partition}, so it works on Redis Cluster; every
-// transition is one Lua script that checks and raises the fence.
+// fenced transition is one Lua script that checks and raises the fence.
+//
+// Keys under <prefix>{job|partition}: fence (hash: token, owner), run:<unix>
+// (hash per slot: status, attempt, base, owner, token, heartbeat, retry_at,
+// reason, and a<n>.* per attempt), open, pending, retry and index (sorted
+// sets of slots), last (latest slot begun or skipped), horizon (ms, set on
+// first use). <prefix>{job}:paused holds the pause flag.
+//
+// Durability is Redis's: after a data loss the horizon starts again at
+// the first State call, so slots from before the loss are never caught up.
 type RedisLedger struct {
 	rdb    redis.UniversalClient
 	prefix string
 }
+
+var _ Ledger = (*RedisLedger)(nil)
 
 // NewRedisLedger returns a ledger over rdb with keys under prefix (default
 // DefaultLedgerPrefix). It returns ErrInvalidConfig for a nil rdb or a
@@ -51,42 +74,79 @@ func NewRedisLedger(rdb redis.UniversalClient, prefix string) (*RedisLedger, err
 	return &RedisLedger{rdb: rdb, prefix: prefix}, nil
 }
 
-func (l *RedisLedger) base(job, partition string) string {
-	return l.prefix + "{" + job + "|" + partition + "}"
+type ledgerKeys struct {
+	fence, open, pending, retry, index, last, horizon string
+	base                                              string
 }
 
-func (l *RedisLedger) keys(s Slot) []string {
-	b := l.base(s.Job, s.Partition)
-	return []string{b + ":fence", b + ":run:" + strconv.FormatInt(s.At.Unix(), 10), b + ":open", b + ":last"}
+func (l *RedisLedger) keys(job, partition string) ledgerKeys {
+	b := l.prefix + "{" + job + "|" + partition + "}:"
+	return ledgerKeys{
+		fence: b + "fence", open: b + "open", pending: b + "pending", retry: b + "retry",
+		index: b + "index", last: b + "last", horizon: b + "horizon", base: b,
+	}
 }
 
-// Outstanding implements Ledger.
-func (l *RedisLedger) Outstanding(ctx context.Context, job, partition string, since time.Time) ([]time.Time, time.Time, error) {
-	b := l.base(job, partition)
+func (k ledgerKeys) run(at time.Time) string { return k.base + "run:" + unix(at) }
+
+func unix(t time.Time) string   { return strconv.FormatInt(t.Unix(), 10) }
+func millis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+func fromUnix(s string) time.Time {
+	v, _ := strconv.ParseInt(s, 10, 64)
+	return time.Unix(v, 0).UTC()
+}
+func fromMillis(s string) time.Time {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// State implements Ledger. One pipeline: one round trip on a single server.
+func (l *RedisLedger) State(ctx context.Context, job, partition string, since time.Time) (State, error) {
+	k := l.keys(job, partition)
 	pipe := l.rdb.Pipeline()
-	openCmd := pipe.ZRangeByScore(ctx, b+":open", &redis.ZRangeBy{Min: strconv.FormatInt(since.Unix(), 10), Max: "+inf"})
-	lastCmd := pipe.Get(ctx, b+":last")
+	open := pipe.ZRangeByScore(ctx, k.open, &redis.ZRangeBy{Min: unix(since), Max: "+inf"})
+	pending := pipe.ZRange(ctx, k.pending, 0, -1)
+	retry := pipe.ZRangeWithScores(ctx, k.retry, 0, -1)
+	last := pipe.Get(ctx, k.last)
+	pipe.SetNX(ctx, k.horizon, millis(time.Now()), 0)
+	horizon := pipe.Get(ctx, k.horizon)
+	paused := pipe.Exists(ctx, l.pausedKey(job))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, time.Time{}, fmt.Errorf("scheduler: ledger outstanding %s: %w", job, err)
+		return State{}, fmt.Errorf("scheduler: ledger state %s: %w", job, err)
 	}
-	var open []time.Time
-	for _, v := range openCmd.Val() {
-		sec, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("scheduler: ledger outstanding %s: bad member %q", job, v)
+	retryAt := map[string]time.Time{}
+	for _, z := range retry.Val() {
+		retryAt[fmt.Sprint(z.Member)] = time.UnixMilli(int64(z.Score)).UTC()
+	}
+	seen := map[string]bool{}
+	var st State
+	for _, m := range append(open.Val(), pending.Val()...) {
+		if seen[m] {
+			continue
 		}
-		open = append(open, time.Unix(sec, 0).UTC())
+		seen[m] = true
+		st.Open = append(st.Open, OpenSlot{At: fromUnix(m), RetryAt: retryAt[m]})
 	}
-	var last time.Time
-	if v, err := lastCmd.Int64(); err == nil {
-		last = time.Unix(v, 0).UTC()
+	sort.Slice(st.Open, func(i, j int) bool { return st.Open[i].At.Before(st.Open[j].At) })
+	if last.Err() == nil {
+		st.Last = fromUnix(last.Val())
 	}
-	return open, last, nil
+	st.Horizon = fromMillis(horizon.Val())
+	st.Paused = paused.Val() == 1
+	return st, nil
 }
+
+func (l *RedisLedger) pausedKey(job string) string { return l.prefix + "{" + job + "}:paused" }
 
 // Begin implements Ledger.
-func (l *RedisLedger) Begin(ctx context.Context, s Slot, token fence.Token, owner string, maxAttempts int) (int, error) {
-	res, err := beginScript.Run(ctx, l.rdb, l.keys(s), token.String(), owner, s.At.Unix(), time.Now().UnixMilli(), max(maxAttempts, 1)).Int64Slice()
+func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts int, now time.Time) (int, error) {
+	k := l.keys(s.Job, s.Partition)
+	res, err := beginScript.Run(ctx, l.rdb,
+		[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry},
+		f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1)).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("scheduler: ledger begin %s: %w", s.Key(), err)
 	}
@@ -96,44 +156,145 @@ func (l *RedisLedger) Begin(ctx context.Context, s Slot, token fence.Token, owne
 	case 0:
 		return 0, ErrSlotDone
 	default:
-		return 0, &fence.StaleTokenError{Resource: "ledger:" + s.Key(), Presented: token, Current: fence.Token(res[1])}
+		return 0, staleLedger(s, f, res[1])
 	}
 }
 
-// Finish implements Ledger.
-func (l *RedisLedger) Finish(ctx context.Context, s Slot, token fence.Token, owner string, attempt int, status Status, errText string, final bool) error {
-	f := "0"
-	if final {
-		f = "1"
-	}
-	res, err := finishScript.Run(ctx, l.rdb, l.keys(s)[:3], token.String(), owner, s.At.Unix(), attempt, string(status), errText, time.Now().UnixMilli(), f).Int64Slice()
+// Heartbeat implements Ledger.
+func (l *RedisLedger) Heartbeat(ctx context.Context, s Slot, f Fence, attempt int, now time.Time) error {
+	k := l.keys(s.Job, s.Partition)
+	res, err := heartbeatScript.Run(ctx, l.rdb, []string{k.fence, k.run(s.At)},
+		f.Token.String(), f.Owner, attempt, millis(now)).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("scheduler: ledger finish %s: %w", s.Key(), err)
+		return fmt.Errorf("scheduler: ledger heartbeat %s: %w", s.Key(), err)
 	}
 	if res[0] != 1 {
-		return &fence.StaleTokenError{Resource: "ledger:" + s.Key(), Presented: token, Current: fence.Token(res[1])}
+		return staleLedger(s, f, res[1])
 	}
 	return nil
 }
 
-// Get returns the record of slot; found is false when the ledger has none.
-func (l *RedisLedger) Get(ctx context.Context, s Slot) (rec Record, found bool, err error) {
-	m, err := l.rdb.HGetAll(ctx, l.keys(s)[1]).Result()
+// Finish implements Ledger.
+func (l *RedisLedger) Finish(ctx context.Context, s Slot, f Fence, attempt int, o Outcome, now time.Time) error {
+	k := l.keys(s.Job, s.Partition)
+	retry := ""
+	if o.Status == StatusFailed && !o.RetryAt.IsZero() {
+		retry = millis(o.RetryAt)
+	}
+	res, err := finishScript.Run(ctx, l.rdb, []string{k.fence, k.run(s.At), k.open, k.retry},
+		f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
+		millis(now), retry).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("scheduler: ledger finish %s: %w", s.Key(), err)
+	}
+	if res[0] != 1 {
+		return staleLedger(s, f, res[1])
+	}
+	return nil
+}
+
+// Skip implements Ledger.
+func (l *RedisLedger) Skip(ctx context.Context, s Slot, f Fence, status Status, reason string, now time.Time) error {
+	if status != StatusSkipped && status != StatusMissed {
+		return fmt.Errorf("scheduler: ledger skip %s: status %q, want skipped or missed", s.Key(), status)
+	}
+	k := l.keys(s.Job, s.Partition)
+	res, err := skipScript.Run(ctx, l.rdb, []string{k.fence, k.run(s.At), k.last, k.index},
+		f.Token.String(), f.Owner, unix(s.At), string(status), reason, millis(now)).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("scheduler: ledger skip %s: %w", s.Key(), err)
+	}
+	if res[0] == -1 {
+		return staleLedger(s, f, res[1])
+	}
+	return nil
+}
+
+// Request implements Ledger.
+func (l *RedisLedger) Request(ctx context.Context, s Slot, reason string, now time.Time) error {
+	k := l.keys(s.Job, s.Partition)
+	n, err := requestScript.Run(ctx, l.rdb, []string{k.run(s.At), k.open, k.index, k.pending, k.retry},
+		unix(s.At), reason, millis(now)).Int64()
+	if err != nil {
+		return fmt.Errorf("scheduler: ledger request %s: %w", s.Key(), err)
+	}
+	if n == -2 {
+		return fmt.Errorf("%w: %s", ErrSlotRunning, s.Key())
+	}
+	return nil
+}
+
+// SetPaused implements Ledger.
+func (l *RedisLedger) SetPaused(ctx context.Context, job string, paused bool) error {
+	var err error
+	if paused {
+		err = l.rdb.Set(ctx, l.pausedKey(job), "1", 0).Err()
+	} else {
+		err = l.rdb.Del(ctx, l.pausedKey(job)).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("scheduler: ledger pause %s: %w", job, err)
+	}
+	return nil
+}
+
+// Get implements Ledger.
+func (l *RedisLedger) Get(ctx context.Context, s Slot) (Record, bool, error) {
+	m, err := l.rdb.HGetAll(ctx, l.keys(s.Job, s.Partition).run(s.At)).Result()
 	if err != nil {
 		return Record{}, false, fmt.Errorf("scheduler: ledger get %s: %w", s.Key(), err)
 	}
 	if len(m) == 0 {
 		return Record{Slot: s}, false, nil
 	}
-	rec = Record{Slot: s, Status: Status(m["status"]), Owner: m["owner"], LastError: m["error"]}
+	return parseRecord(s, m), true, nil
+}
+
+// List implements Ledger.
+func (l *RedisLedger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]Record, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	k := l.keys(job, partition)
+	slots, err := l.rdb.ZRevRangeByScore(ctx, k.index, &redis.ZRangeBy{
+		Min: unix(from), Max: "(" + unix(to), Count: int64(limit),
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: ledger list %s: %w", job, err)
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(slots))
+	for i, m := range slots {
+		cmds[i] = pipe.HGetAll(ctx, k.base+"run:"+m)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("scheduler: ledger list %s: %w", job, err)
+	}
+	recs := make([]Record, 0, len(slots))
+	for i, m := range slots {
+		recs = append(recs, parseRecord(Slot{Job: job, At: fromUnix(m), Partition: partition}, cmds[i].Val()))
+	}
+	return recs, nil
+}
+
+func parseRecord(s Slot, m map[string]string) Record {
+	rec := Record{Slot: s, Status: Status(m["status"]), Reason: m["reason"], RetryAt: fromMillis(m["retry_at"])}
 	rec.Attempt, _ = strconv.Atoi(m["attempt"])
-	tok, _ := strconv.ParseUint(m["token"], 10, 64)
-	rec.Token = fence.Token(tok)
-	if ms, err := strconv.ParseInt(m["started"], 10, 64); err == nil {
-		rec.Started = time.UnixMilli(ms).UTC()
+	for n := 1; n <= rec.Attempt; n++ {
+		a := "a" + strconv.Itoa(n) + "."
+		if _, ok := m[a+"status"]; !ok {
+			continue
+		}
+		tok, _ := strconv.ParseUint(m[a+"token"], 10, 64)
+		rec.Attempts = append(rec.Attempts, Attempt{
+			N: n, Token: fence.Token(tok), Owner: m[a+"owner"], Status: Status(m[a+"status"]),
+			Class: ErrorClass(m[a+"class"]), Error: m[a+"error"],
+			Started: fromMillis(m[a+"started"]), Heartbeat: fromMillis(m[a+"hb"]), Finished: fromMillis(m[a+"finished"]),
+		})
 	}
-	if ms, err := strconv.ParseInt(m["finished"], 10, 64); err == nil {
-		rec.Finished = time.UnixMilli(ms).UTC()
-	}
-	return rec, true, nil
+	return rec
+}
+
+func staleLedger(s Slot, f Fence, current int64) error {
+	return &fence.StaleTokenError{Resource: "ledger:" + s.Job + "|" + s.Partition, Presented: f.Token, Current: fence.Token(current)}
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -15,30 +16,45 @@ import (
 // ErrInvalidConfig matches every Config that New rejects.
 var ErrInvalidConfig = errors.New("scheduler: invalid config")
 
+// DefaultMaxConcurrentClaims bounds the claims (and runs) one Scheduler
+// works on at once (64).
+const DefaultMaxConcurrentClaims = 64
+
 // Config configures a Scheduler.
 type Config struct {
 	// Leases acquires the job leases. Required.
 	Leases *lease.Client
 	// Ledger records runs. Required; NewRedisLedger gives the default
-	// store.
+	// store, scheduler/pgledger a Postgres one.
 	Ledger Ledger
-	// Logger receives job_claimed, job_claim_skipped, job_run_finished and
-	// stale_token_rejected events. Default: discard.
+	// Logger receives job_claimed, job_claim_skipped, job_run_finished,
+	// slot_skipped and stale_token_rejected events. Default: discard.
 	Logger *slog.Logger
+	// Observer receives measurements (see scheduler/schedprom).
+	Observer Observer
+	// MaxConcurrentClaims bounds how many (job, partition) claims run at
+	// once on this replica. Default DefaultMaxConcurrentClaims.
+	MaxConcurrentClaims int
 }
 
 // Scheduler turns cron ticks into slots and runs each slot once, under the
-// job's lease, recording every attempt in the ledger. Create it with New,
-// Register jobs, then Start; Stop drains it.
+// lease of its (job, partition), recording every attempt in the ledger.
+// Create it with New, Register jobs, then Start; Stop drains it.
 type Scheduler struct {
 	cfg Config
 	log *slog.Logger
+	obs Observer
 
 	mu      sync.Mutex
 	jobs    map[string]*registered
-	order   []*registered
+	units   map[unitKey]*unit
+	order   []*unit
 	started bool
+	queue   entryHeap
+	wake    chan struct{}
 
+	sem         chan struct{}
+	claimCtx    context.Context
 	claimCancel context.CancelFunc // stops claiming
 	runCancel   context.CancelFunc // cancels running jobs
 	wg          sync.WaitGroup
@@ -46,8 +62,22 @@ type Scheduler struct {
 	stopped     chan struct{}
 }
 
+type unitKey struct{ job, partition string }
+
+// unit is one (job, partition): one lease, one line of slots.
+type unit struct {
+	job       *registered
+	partition string
+	lease     string
+
+	mu      sync.Mutex
+	busy    bool // a claim is running
+	again   bool // a fire or wake-up arrived while busy
+	pending cron.Fire
+}
+
 // New returns a Scheduler. It returns an error matching ErrInvalidConfig
-// when Leases or Ledger is nil.
+// when Leases or Ledger is nil or MaxConcurrentClaims is negative.
 func New(cfg Config) (*Scheduler, error) {
 	if cfg.Leases == nil {
 		return nil, fmt.Errorf("%w: nil Leases", ErrInvalidConfig)
@@ -55,10 +85,24 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.Ledger == nil {
 		return nil, fmt.Errorf("%w: nil Ledger", ErrInvalidConfig)
 	}
+	if cfg.MaxConcurrentClaims < 0 {
+		return nil, fmt.Errorf("%w: negative MaxConcurrentClaims", ErrInvalidConfig)
+	}
+	if cfg.MaxConcurrentClaims == 0 {
+		cfg.MaxConcurrentClaims = DefaultMaxConcurrentClaims
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger, jobs: map[string]*registered{}, stopped: make(chan struct{})}, nil
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	return &Scheduler{
+		cfg: cfg, log: cfg.Logger, obs: cfg.Observer,
+		jobs: map[string]*registered{}, units: map[unitKey]*unit{},
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims),
+		stopped: make(chan struct{}),
+	}, nil
 }
 
 // Register adds a job. It must be called before Start.
@@ -70,7 +114,7 @@ func (s *Scheduler) Register(job Job) error {
 		return err
 	}
 	job = job.withDefaults()
-	sched, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone})
+	sched, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone, Gap: job.Gap, Overlap: job.DSTOverlap})
 	if err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrInvalidJob, job.Name, err)
 	}
@@ -84,12 +128,18 @@ func (s *Scheduler) Register(job Job) error {
 	}
 	r := &registered{Job: job, schedule: sched}
 	s.jobs[job.Name] = r
-	s.order = append(s.order, r)
+	for _, p := range job.Partitions {
+		u := &unit{job: r, partition: p, lease: leaseName(job.Name, p)}
+		s.units[unitKey{job.Name, p}] = u
+		s.order = append(s.order, u)
+	}
 	return nil
 }
 
-// Start begins claiming slots, one goroutine per job, until Stop is called
-// or ctx ends. It returns ErrStarted when called twice.
+// Start begins claiming slots until Stop is called or ctx ends. One
+// goroutine keeps the timers of every (job, partition); claims run on at
+// most Config.MaxConcurrentClaims goroutines. It returns ErrStarted when
+// called twice.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,16 +149,20 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.started = true
 	runCtx, runCancel := context.WithCancel(context.WithoutCancel(ctx))
 	claimCtx, claimCancel := context.WithCancel(ctx)
-	s.runCancel, s.claimCancel = runCancel, claimCancel
-	for _, job := range s.order {
-		s.wg.Go(func() { s.loop(claimCtx, runCtx, job) })
+	s.claimCtx, s.runCancel, s.claimCancel = claimCtx, runCancel, claimCancel
+	now := time.Now()
+	for _, u := range s.order {
+		if f, ok := s.next(u.job, now); ok {
+			heap.Push(&s.queue, &entry{at: f.At, u: u, fire: f, scheduled: true})
+		}
 	}
+	s.wg.Go(func() { s.dispatch(claimCtx, runCtx) })
 	return nil
 }
 
 // Stop shuts down gracefully: it stops claiming, lets running attempts
-// finish until ctx ends, then cancels them (they are recorded as failed,
-// "interrupted", and retried at a later claim), releases the leases and
+// finish until ctx ends, then cancels them (they are recorded failed with
+// ClassInterrupted and retried at a later claim), releases the leases and
 // waits for every goroutine. It is safe to call twice and before Start.
 // It returns ctx's error when the grace period ran out.
 func (s *Scheduler) Stop(ctx context.Context) error {
@@ -130,40 +184,10 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 		s.runCancel()
 		return nil
 	case <-ctx.Done():
-		s.runCancel()
-		<-s.stopped
-		return ctx.Err()
 	}
-}
-
-// loop waits for each fire time of job and claims it, until claimCtx ends.
-func (s *Scheduler) loop(claimCtx, runCtx context.Context, job *registered) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	after := time.Now()
-	for {
-		fire, ok := s.next(job, after)
-		if !ok {
-			return
-		}
-		timer.Reset(time.Until(fire.At))
-		select {
-		case <-claimCtx.Done():
-			return
-		case <-timer.C:
-		}
-		checked := s.claim(claimCtx, runCtx, job, fire)
-		// The claim ran every slot due by its last look at the ledger;
-		// the loop waits for the first one after that. Resuming after
-		// the current time instead would skip a slot that came due
-		// between that look and the lease's release, while the other
-		// replicas skipped it because the lease was still held.
-		after = fire.At
-		if checked.After(after) {
-			after = checked
-		}
-	}
+	s.runCancel()
+	<-s.stopped
+	return ctx.Err()
 }
 
 // next returns job's first fire strictly after t within [StartAt, EndAt).
@@ -176,4 +200,117 @@ func (s *Scheduler) next(job *registered, t time.Time) (cron.Fire, bool) {
 		return cron.Fire{}, false
 	}
 	return fire, true
+}
+
+// entry is a timer: a scheduled fire of a unit, or a wake-up (a retry
+// falls due, an operator asked for a run).
+type entry struct {
+	at        time.Time
+	u         *unit
+	fire      cron.Fire
+	scheduled bool
+	index     int
+}
+
+type entryHeap []*entry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *entryHeap) Push(x any)        { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
+
+// wakeAt asks for a claim of u at t (a retry's time, or now).
+func (s *Scheduler) wakeAt(u *unit, t time.Time) {
+	s.mu.Lock()
+	heap.Push(&s.queue, &entry{at: t, u: u})
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch is the one timer goroutine: it pops due entries, schedules each
+// unit's next fire and hands the claims to the bounded pool.
+func (s *Scheduler) dispatch(claimCtx, runCtx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		now := time.Now()
+		var due []*entry
+		for s.queue.Len() > 0 && !s.queue[0].at.After(now) {
+			e := heap.Pop(&s.queue).(*entry)
+			due = append(due, e)
+			if e.scheduled {
+				if f, ok := s.next(e.u.job, e.fire.At); ok {
+					heap.Push(&s.queue, &entry{at: f.At, u: e.u, fire: f, scheduled: true})
+				}
+			}
+		}
+		wait := time.Hour
+		if s.queue.Len() > 0 {
+			wait = time.Until(s.queue[0].at)
+		}
+		s.mu.Unlock()
+		for _, e := range due {
+			s.trigger(claimCtx, runCtx, e)
+		}
+		timer.Reset(wait)
+		select {
+		case <-claimCtx.Done():
+			return
+		case <-s.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// trigger starts a claim of e's unit, or, when one is running, leaves it a
+// note to look again when it is done.
+func (s *Scheduler) trigger(claimCtx, runCtx context.Context, e *entry) {
+	u := e.u
+	u.mu.Lock()
+	if u.busy {
+		u.again = true
+		if e.scheduled {
+			u.pending = e.fire
+		}
+		u.mu.Unlock()
+		return
+	}
+	u.busy = true
+	u.mu.Unlock()
+	s.wg.Go(func() {
+		select {
+		case s.sem <- struct{}{}:
+		case <-claimCtx.Done():
+			u.mu.Lock()
+			u.busy = false
+			u.mu.Unlock()
+			return
+		}
+		defer func() { <-s.sem }()
+		fire, scheduled := e.fire, e.scheduled
+		for {
+			s.claim(claimCtx, runCtx, u, fire, scheduled)
+			u.mu.Lock()
+			if !u.again || claimCtx.Err() != nil {
+				u.busy = false
+				u.mu.Unlock()
+				return
+			}
+			u.again = false
+			fire, scheduled = u.pending, !u.pending.At.IsZero()
+			u.pending = cron.Fire{}
+			u.mu.Unlock()
+		}
+	})
 }

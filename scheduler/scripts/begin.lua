@@ -1,33 +1,46 @@
 -- begin.lua: fenced start of a slot's next attempt.
 --
--- KEYS[1]  fence hash   <prefix>{<job>|<partition>}:fence  (token, owner)
--- KEYS[2]  run hash     <prefix>{<job>|<partition>}:run:<slot unix s>
--- KEYS[3]  open zset    <prefix>{<job>|<partition>}:open   (slots not done)
--- KEYS[4]  last slot    <prefix>{<job>|<partition>}:last
--- ARGV[1]  token (decimal, < 2^53)   ARGV[2] owner
--- ARGV[3]  slot unix seconds          ARGV[4] now unix ms
--- ARGV[5]  max attempts
+-- KEYS[1] fence hash  KEYS[2] run hash  KEYS[3] open zset  KEYS[4] last
+-- KEYS[5] index zset  KEYS[6] pending zset  KEYS[7] retry zset
+-- (all <prefix>{<job>|<partition>}:...)
+-- ARGV[1] token  ARGV[2] owner  ARGV[3] slot (unix s)  ARGV[4] now (unix ms)
+-- ARGV[5] max attempts since the last request
 --
--- Returns {1, attempt} started; {0, 0} slot done; {-1, current token} stale.
-local cur = tonumber(redis.call('HGET', KEYS[1], 'token') or '0')
-local curOwner = redis.call('HGET', KEYS[1], 'owner') or ''
-local token = tonumber(ARGV[1])
-if not (token > cur or (token == cur and ARGV[2] == curOwner)) then
-  return {-1, cur}
-end
-redis.call('HSET', KEYS[1], 'token', ARGV[1], 'owner', ARGV[2])
-local status = redis.call('HGET', KEYS[2], 'status')
-local attempt = tonumber(redis.call('HGET', KEYS[2], 'attempt') or '0')
-if status == 'succeeded' or (status and status ~= 'running' and attempt >= tonumber(ARGV[5])) then
+-- Returns {1, attempt} started; {0, 0} nothing to do; {-1, current} stale.
+local ok, cur = raise(KEYS[1], ARGV[1], ARGV[2])
+if not ok then return {-1, cur} end
+local run = KEYS[2]
+local status = redis.call('HGET', run, 'status')
+local attempt = tonumber(redis.call('HGET', run, 'attempt') or '0')
+local base = tonumber(redis.call('HGET', run, 'base') or '0')
+if status == 'succeeded' or status == 'skipped' or status == 'missed' then
   return {0, 0}
 end
-if status == 'running' and redis.call('HGET', KEYS[2], 'owner') == ARGV[2] then
-  return {1, attempt} -- our own attempt, begun again after a lost reply
+if status == 'failed' and not redis.call('ZSCORE', KEYS[3], ARGV[3]) then
+  return {0, 0} -- failed for good
+end
+if status == 'running' then
+  if redis.call('HGET', run, 'owner') == ARGV[2] then
+    return {1, attempt} -- ours, begun again after a lost reply
+  end
+  -- Its holder lost the lease: it is abandoned.
+  redis.call('HSET', run, 'a' .. attempt .. '.status', 'abandoned', 'a' .. attempt .. '.finished', ARGV[4])
+end
+if attempt - base >= tonumber(ARGV[5]) then
+  redis.call('HSET', run, 'status', status == 'running' and 'abandoned' or status)
+  redis.call('ZREM', KEYS[3], ARGV[3])
+  redis.call('ZREM', KEYS[6], ARGV[3])
+  return {0, 0}
 end
 attempt = attempt + 1
-redis.call('HSET', KEYS[2], 'status', 'running', 'attempt', attempt, 'token', ARGV[1],
-  'owner', ARGV[2], 'started', ARGV[4], 'finished', '')
+local a = 'a' .. attempt .. '.'
+redis.call('HSET', run, 'status', 'running', 'attempt', attempt, 'base', base,
+  'owner', ARGV[2], 'token', ARGV[1], 'heartbeat', ARGV[4],
+  a .. 'owner', ARGV[2], a .. 'token', ARGV[1], a .. 'status', 'running',
+  a .. 'started', ARGV[4], a .. 'hb', ARGV[4])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[3])
-local last = tonumber(redis.call('GET', KEYS[4]) or '0')
-if tonumber(ARGV[3]) > last then redis.call('SET', KEYS[4], ARGV[3]) end
+redis.call('ZADD', KEYS[5], ARGV[3], ARGV[3])
+redis.call('ZREM', KEYS[6], ARGV[3])
+redis.call('ZREM', KEYS[7], ARGV[3])
+mark(KEYS[4], ARGV[3])
 return {1, attempt}

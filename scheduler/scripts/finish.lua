@@ -1,23 +1,25 @@
 -- finish.lua: fenced end of an attempt.
 --
--- KEYS[1]  fence hash   KEYS[2] run hash   KEYS[3] open zset
--- ARGV[1]  token   ARGV[2] owner   ARGV[3] slot unix seconds
--- ARGV[4]  attempt ARGV[5] status (succeeded | failed)
--- ARGV[6]  error text ARGV[7] now unix ms ARGV[8] "1" when final
+-- KEYS[1] fence hash  KEYS[2] run hash  KEYS[3] open zset  KEYS[4] retry zset
+-- ARGV[1] token  ARGV[2] owner  ARGV[3] slot  ARGV[4] attempt
+-- ARGV[5] status (succeeded | failed)  ARGV[6] class  ARGV[7] error
+-- ARGV[8] now (unix ms)  ARGV[9] retry at (unix ms; "" = final)
 --
--- Returns {1, 0} recorded; {-1, current token} stale (another holder
--- touched the ledger, or the record is no longer this attempt's).
-local cur = tonumber(redis.call('HGET', KEYS[1], 'token') or '0')
-local curOwner = redis.call('HGET', KEYS[1], 'owner') or ''
-local token = tonumber(ARGV[1])
-if not (token > cur or (token == cur and ARGV[2] == curOwner)) then
+-- Returns {1, 0} recorded; {-1, current} stale or not this attempt's.
+local ok, cur = raise(KEYS[1], ARGV[1], ARGV[2])
+if not ok then return {-1, cur} end
+local run = KEYS[2]
+if redis.call('HGET', run, 'status') ~= 'running' or redis.call('HGET', run, 'owner') ~= ARGV[2]
+  or redis.call('HGET', run, 'attempt') ~= ARGV[4] then
   return {-1, cur}
 end
-if redis.call('HGET', KEYS[2], 'owner') ~= ARGV[2] or redis.call('HGET', KEYS[2], 'attempt') ~= ARGV[4] then
-  return {-1, cur}
-end
-redis.call('HSET', KEYS[2], 'status', ARGV[5], 'error', ARGV[6], 'finished', ARGV[7])
-if ARGV[5] == 'succeeded' or ARGV[8] == '1' then
+local a = 'a' .. ARGV[4] .. '.'
+redis.call('HSET', run, 'status', ARGV[5], 'retry_at', ARGV[9],
+  a .. 'status', ARGV[5], a .. 'class', ARGV[6], a .. 'error', ARGV[7], a .. 'finished', ARGV[8])
+if ARGV[5] == 'succeeded' or ARGV[9] == '' then
   redis.call('ZREM', KEYS[3], ARGV[3])
+  redis.call('ZREM', KEYS[4], ARGV[3])
+else
+  redis.call('ZADD', KEYS[4], ARGV[9], ARGV[3])
 end
 return {1, 0}

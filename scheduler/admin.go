@@ -1,0 +1,169 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxBackfill bounds how many slots one Backfill asks for (1000).
+const MaxBackfill = 1000
+
+// JobInfo describes a registered job for operators.
+type JobInfo struct {
+	Name       string
+	Spec       string
+	Zone       string
+	Partitions []string
+	// Next is the job's next scheduled slot after now (zero if none).
+	Next time.Time
+}
+
+// Jobs lists the registered jobs, in registration order.
+func (s *Scheduler) Jobs() []JobInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []JobInfo
+	seen := map[string]bool{}
+	for _, u := range s.order {
+		if seen[u.job.Name] {
+			continue
+		}
+		seen[u.job.Name] = true
+		info := JobInfo{Name: u.job.Name, Spec: u.job.Spec, Zone: u.job.schedule.Zone().String(),
+			Partitions: append([]string(nil), u.job.Partitions...)}
+		if f, ok := s.next(u.job, time.Now()); ok {
+			info.Next = f.At
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Runs lists the ledger records of (job, partition) with from <= slot < to,
+// newest first, at most limit. ErrUnknownJob for an unknown job/partition.
+func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]Record, error) {
+	if _, err := s.unit(job, partition); err != nil {
+		return nil, err
+	}
+	return s.cfg.Ledger.List(ctx, job, partition, from, to, limit)
+}
+
+// Retry asks for a new attempt of the slot of (job, partition) at at, with
+// reason recorded in the ledger: the same logical run, a fresh attempt
+// budget. The slot must be one of the job's schedule. The run starts at
+// the next claim on any replica, at once on this one when started.
+//
+// Errors: ErrUnknownJob; ErrInvalidJob wrapped when at is not a slot of
+// the schedule; ErrSlotRunning; ledger errors.
+func (s *Scheduler) Retry(ctx context.Context, job, partition string, at time.Time, reason string) error {
+	u, err := s.unit(job, partition)
+	if err != nil {
+		return err
+	}
+	at = at.UTC().Truncate(time.Second)
+	if f, ok := u.job.schedule.Next(at.Add(-time.Second)); !ok || !f.At.Equal(at) {
+		return fmt.Errorf("%w: %s is not a slot of %q", ErrInvalidJob, at.Format(time.RFC3339), job)
+	}
+	return s.request(ctx, u, at, "retry: "+reason)
+}
+
+// Trigger asks for an extra run of (job, partition) now, outside the
+// schedule: a slot at the current second. It returns that slot.
+func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) (Slot, error) {
+	u, err := s.unit(job, partition)
+	if err != nil {
+		return Slot{}, err
+	}
+	at := time.Now().UTC().Truncate(time.Second)
+	return Slot{Job: job, At: at, Partition: partition}, s.request(ctx, u, at, "trigger: "+reason)
+}
+
+// Backfill asks for a run of every slot of (job, partition) with
+// from <= slot < to (at most MaxBackfill), as Retry does for one. It
+// returns the slots asked for. Running slots are left alone.
+func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, to time.Time, reason string) ([]Slot, error) {
+	u, err := s.unit(job, partition)
+	if err != nil {
+		return nil, err
+	}
+	fires := u.job.schedule.Between(from.Add(-time.Second), to.Add(-time.Second), MaxBackfill+1)
+	if len(fires) > MaxBackfill {
+		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidJob, MaxBackfill)
+	}
+	var out []Slot
+	for _, f := range fires {
+		slot := Slot{Job: job, At: f.At, Partition: partition}
+		err := s.cfg.Ledger.Request(ctx, slot, "backfill: "+reason, time.Now())
+		if err != nil && !isRunning(err) {
+			return out, err
+		}
+		if err == nil {
+			out = append(out, slot)
+		}
+	}
+	s.poke(u)
+	return out, nil
+}
+
+// Pause stops every replica from running job's slots (they are still
+// recorded as due and run on Resume, within the catch-up policy).
+func (s *Scheduler) Pause(ctx context.Context, job string) error {
+	if _, ok := s.jobByName(job); !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownJob, job)
+	}
+	return s.cfg.Ledger.SetPaused(ctx, job, true)
+}
+
+// Resume undoes Pause.
+func (s *Scheduler) Resume(ctx context.Context, job string) error {
+	r, ok := s.jobByName(job)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownJob, job)
+	}
+	if err := s.cfg.Ledger.SetPaused(ctx, job, false); err != nil {
+		return err
+	}
+	for _, p := range r.Partitions {
+		if u, err := s.unit(job, p); err == nil {
+			s.poke(u)
+		}
+	}
+	return nil
+}
+
+func (s *Scheduler) request(ctx context.Context, u *unit, at time.Time, reason string) error {
+	slot := Slot{Job: u.job.Name, At: at, Partition: u.partition}
+	if err := s.cfg.Ledger.Request(ctx, slot, reason, time.Now()); err != nil {
+		return err
+	}
+	s.poke(u)
+	return nil
+}
+
+// poke wakes u now when the scheduler runs.
+func (s *Scheduler) poke(u *unit) {
+	s.mu.Lock()
+	started := s.started && s.claimCtx != nil && s.claimCtx.Err() == nil
+	s.mu.Unlock()
+	if started {
+		s.wakeAt(u, time.Now())
+	}
+}
+
+func (s *Scheduler) unit(job, partition string) (*unit, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.units[unitKey{job, partition}]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q partition %q", ErrUnknownJob, job, partition)
+	}
+	return u, nil
+}
+
+func (s *Scheduler) jobByName(job string) (*registered, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.jobs[job]
+	return r, ok
+}

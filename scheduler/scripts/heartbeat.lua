@@ -1,0 +1,15 @@
+-- heartbeat.lua: fenced heartbeat of a running attempt.
+--
+-- KEYS[1] fence hash  KEYS[2] run hash
+-- ARGV[1] token  ARGV[2] owner  ARGV[3] attempt  ARGV[4] now (unix ms)
+--
+-- Returns {1, 0} recorded; {-1, current} stale or not this attempt's.
+local ok, cur = raise(KEYS[1], ARGV[1], ARGV[2])
+if not ok then return {-1, cur} end
+local run = KEYS[2]
+if redis.call('HGET', run, 'status') ~= 'running' or redis.call('HGET', run, 'owner') ~= ARGV[2]
+  or redis.call('HGET', run, 'attempt') ~= ARGV[3] then
+  return {-1, cur}
+end
+redis.call('HSET', run, 'heartbeat', ARGV[4], 'a' .. ARGV[3] .. '.hb', ARGV[4])
+return {1, 0}
