@@ -1,0 +1,126 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+func newAdminScheduler(t *testing.T) (*Scheduler, *RedisLedger) {
+	t.Helper()
+	rdb := redistest.Mini(t)
+	leases, err := lease.New(rdb, lease.Options{})
+	require.NoError(t, err)
+	ledger, err := NewRedisLedger(rdb, "")
+	require.NoError(t, err)
+	s, err := New(Config{Leases: leases, Ledger: ledger})
+	require.NoError(t, err)
+	require.NoError(t, s.Register(Job{
+		Name: "settle", Spec: "0 2 * * *", Zone: "Europe/Berlin", Partitions: []string{"eu", "us"},
+		Run: func(context.Context, Run) error { return nil },
+	}))
+	return s, ledger
+}
+
+func TestAdminHandlerStatusCodes(t *testing.T) {
+	t.Parallel()
+	s, ledger := newAdminScheduler(t)
+	allow := func(*http.Request, Action, string) error { return nil }
+	refuse := func(*http.Request, Action, string) error { return ErrForbidden }
+	slot := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC) // 02:00 in Berlin
+	running := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	_, err := ledger.Begin(context.Background(), Slot{Job: "settle", At: running, Partition: "eu"},
+		Fence{Token: 1_700_000_000_000_001, Owner: "holder"}, 3, time.Now())
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name       string
+		auth       func(*http.Request, Action, string) error
+		method     string
+		path, body string
+		want       int
+	}{
+		{"NoAuthorizerRefusesEverything", nil, "GET", "/jobs", "", http.StatusForbidden},
+		{"AuthorizerRefusal", refuse, "POST", "/jobs/settle/pause", "", http.StatusForbidden},
+		{"ListJobs", allow, "GET", "/jobs", "", http.StatusOK},
+		{"UnknownJob", allow, "POST", "/jobs/nope/pause", "", http.StatusNotFound},
+		{"UnknownPartition", allow, "POST", "/jobs/settle/trigger", `{"partition":"asia"}`, http.StatusNotFound},
+		{"MalformedBody", allow, "POST", "/jobs/settle/retry", `{"slot":`, http.StatusBadRequest},
+		{"UnknownField", allow, "POST", "/jobs/settle/retry", `{"slott":"2026-11-29T01:00:00Z"}`, http.StatusBadRequest},
+		{"RetryNeedsSlot", allow, "POST", "/jobs/settle/retry", `{"partition":"eu"}`, http.StatusBadRequest},
+		{"RetryOfNonSlot", allow, "POST", "/jobs/settle/retry", `{"partition":"eu","slot":"2026-11-29T01:30:00Z"}`, http.StatusBadRequest},
+		{"RetryOfRunningSlot", allow, "POST", "/jobs/settle/retry", `{"partition":"eu","slot":"2026-11-28T01:00:00Z"}`, http.StatusConflict},
+		{"Retry", allow, "POST", "/jobs/settle/retry", `{"partition":"eu","slot":"2026-11-29T01:00:00Z","reason":"bank was down"}`, http.StatusAccepted},
+		{"Trigger", allow, "POST", "/jobs/settle/trigger", `{"partition":"us","reason":"month end"}`, http.StatusAccepted},
+		{"BackfillNeedsRange", allow, "POST", "/jobs/settle/backfill", `{"partition":"us","from":"2026-11-20T00:00:00Z"}`, http.StatusBadRequest},
+		{"Backfill", allow, "POST", "/jobs/settle/backfill", `{"partition":"us","from":"2026-11-20T00:00:00Z","to":"2026-11-23T00:00:00Z"}`, http.StatusAccepted},
+		{"Runs", allow, "GET", "/jobs/settle/runs?partition=eu&limit=10", "", http.StatusOK},
+		{"RunsBadLimit", allow, "GET", "/jobs/settle/runs?limit=0", "", http.StatusBadRequest},
+		{"OversizedBody", allow, "POST", "/jobs/settle/trigger", `{"reason":"` + strings.Repeat("x", 70<<10) + `"}`, http.StatusRequestEntityTooLarge},
+		{"Pause", allow, "POST", "/jobs/settle/pause", "", http.StatusNoContent},
+		{"Resume", allow, "POST", "/jobs/settle/resume", "", http.StatusNoContent},
+	} {
+		h := s.Handler(HandlerConfig{Authorizer: tc.auth})
+		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, tc.want, rec.Code, "%s: %s", tc.name, rec.Body.String())
+		if rec.Code >= 400 {
+			require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"), tc.name)
+		}
+	}
+
+	// What the accepted requests did to the ledger.
+	ctx := context.Background()
+	rec, found, err := ledger.Get(ctx, Slot{Job: "settle", At: slot, Partition: "eu"})
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, StatusPending, rec.Status)
+	require.Equal(t, "retry: bank was down", rec.Reason)
+	backfilled, err := ledger.List(ctx, "settle", "us", time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), 10)
+	require.NoError(t, err)
+	require.Len(t, backfilled, 3, "three daily slots in the range")
+	st, err := ledger.State(ctx, "settle", "eu", time.Time{})
+	require.NoError(t, err)
+	require.False(t, st.Paused, "paused, then resumed")
+}
+
+func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
+	t.Parallel()
+	s, _ := newAdminScheduler(t)
+	var got []string
+	h := s.Handler(HandlerConfig{Authorizer: func(r *http.Request, a Action, job string) error {
+		got = append(got, string(a)+":"+job)
+		if r.Header.Get("Authorization") != "Bearer ops" {
+			return errors.New("who are you")
+		}
+		return nil
+	}})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/pause", nil))
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	var problem map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &problem))
+	require.Equal(t, "who are you", problem["detail"])
+
+	req := httptest.NewRequest("GET", "/jobs", nil)
+	req.Header.Set("Authorization", "Bearer ops")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	var jobs []JobInfo
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &jobs))
+	require.Len(t, jobs, 1)
+	require.Equal(t, []string{"eu", "us"}, jobs[0].Partitions)
+	require.Equal(t, []string{"pause:settle", "list:"}, got)
+}
