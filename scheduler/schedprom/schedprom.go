@@ -1,0 +1,127 @@
+// Package schedprom exposes a scheduler's measurements as Prometheus
+// collectors. Create an Observer, pass it as scheduler.Config.Observer and
+// register it with your own registry; nothing is registered globally.
+//
+// Metrics (namespace configurable, default "holdfast"; label job is a
+// registered job name, a bounded set; slots, owners and partitions are never
+// labels):
+//
+//	job_run_started_total{job}
+//	job_run_completed_total{job,status}      status: succeeded | failed
+//	job_run_duration_seconds{job}            histogram
+//	job_claim_conflict_total{job}            claims that found the lease held
+//	job_run_stale_total{job}                 ledger writes refused as stale
+//	job_schedule_lag_seconds{job}            histogram: start - scheduled instant
+//	job_last_success_timestamp{job}          unix seconds of the last success
+//	job_slot_skipped_total{job,status}       status: skipped | missed
+package schedprom
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/holdfast-go/holdfast/scheduler"
+)
+
+// Options configure an Observer.
+type Options struct {
+	// Namespace prefixes every metric name. Default "holdfast".
+	Namespace string
+	// DurationBuckets and LagBuckets are histogram buckets in seconds.
+	// Defaults: prometheus.DefBuckets and 1 ms to ~65 s exponential.
+	DurationBuckets, LagBuckets []float64
+}
+
+// Observer implements scheduler.Observer and prometheus.Collector.
+type Observer struct {
+	started     *prometheus.CounterVec
+	completed   *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	conflicts   *prometheus.CounterVec
+	stale       *prometheus.CounterVec
+	lag         *prometheus.HistogramVec
+	lastSuccess *prometheus.GaugeVec
+	skipped     *prometheus.CounterVec
+}
+
+var _ scheduler.Observer = (*Observer)(nil)
+
+// New returns an Observer; register it with a prometheus.Registerer.
+func New(opts Options) *Observer {
+	ns := opts.Namespace
+	if ns == "" {
+		ns = "holdfast"
+	}
+	durations := opts.DurationBuckets
+	if durations == nil {
+		durations = prometheus.DefBuckets
+	}
+	lags := opts.LagBuckets
+	if lags == nil {
+		lags = prometheus.ExponentialBuckets(0.001, 2, 17)
+	}
+	job := []string{"job"}
+	return &Observer{
+		started: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_run_started_total",
+			Help: "Attempts started."}, job),
+		completed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_run_completed_total",
+			Help: "Attempts finished, by status."}, []string{"job", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "job_run_duration_seconds",
+			Help: "Duration of finished attempts.", Buckets: durations}, job),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_claim_conflict_total",
+			Help: "Claims that found the job's lease held by another replica."}, job),
+		stale: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_run_stale_total",
+			Help: "Ledger writes refused because this replica's token was stale."}, job),
+		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "job_schedule_lag_seconds",
+			Help: "Time from a slot's scheduled instant to the start of its attempt.", Buckets: lags}, job),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "job_last_success_timestamp",
+			Help: "Unix time (s) of the job's last successful attempt on this replica."}, job),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_slot_skipped_total",
+			Help: "Slots recorded skipped or missed by policy."}, []string{"job", "status"}),
+	}
+}
+
+func (o *Observer) collectors() []prometheus.Collector {
+	return []prometheus.Collector{o.started, o.completed, o.duration, o.conflicts, o.stale, o.lag, o.lastSuccess, o.skipped}
+}
+
+// Describe implements prometheus.Collector.
+func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range o.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (o *Observer) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range o.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// RunStarted implements scheduler.Observer.
+func (o *Observer) RunStarted(job string, lag time.Duration) {
+	o.started.WithLabelValues(job).Inc()
+	o.lag.WithLabelValues(job).Observe(max(lag, 0).Seconds())
+}
+
+// RunCompleted implements scheduler.Observer.
+func (o *Observer) RunCompleted(job string, status scheduler.Status, took time.Duration, finished time.Time) {
+	o.completed.WithLabelValues(job, string(status)).Inc()
+	o.duration.WithLabelValues(job).Observe(took.Seconds())
+	if status == scheduler.StatusSucceeded {
+		o.lastSuccess.WithLabelValues(job).Set(float64(finished.UnixMilli()) / 1000)
+	}
+}
+
+// ClaimConflict implements scheduler.Observer.
+func (o *Observer) ClaimConflict(job string) { o.conflicts.WithLabelValues(job).Inc() }
+
+// StaleRejected implements scheduler.Observer.
+func (o *Observer) StaleRejected(job string) { o.stale.WithLabelValues(job).Inc() }
+
+// SlotSkipped implements scheduler.Observer.
+func (o *Observer) SlotSkipped(job string, status scheduler.Status) {
+	o.skipped.WithLabelValues(job, string(status)).Inc()
+}
