@@ -21,13 +21,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/scheduler"
 )
 
 // demoConfig sets the scenario.
 type demoConfig struct {
 	Replicas int
 	Slots    int
-	Victim   int // the holder of this slot (0-based) is frozen
+	Victim   int    // the holder of this slot (0-based) meets the fault
+	Fault    string // stop (SIGSTOP, then SIGCONT), kill (SIGKILL, then restart) or none
 	TTL      time.Duration
 	Work     time.Duration
 	Unfenced bool // negative control: the sink does not check tokens
@@ -122,54 +124,71 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 	fmt.Fprintf(out, "%d replicas run job daily-settlement every second for %d slots from %s; lease TTL %v\n",
 		cfg.Replicas, cfg.Slots, rc.Start.UTC().Format(time.TimeOnly), cfg.TTL)
 
-	deadline := time.NewTimer(45 * time.Second)
+	limit := time.Duration(cfg.Slots)*time.Second + 35*time.Second
+	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
 	var (
-		frozen      *replicaProc
-		frozenToken fence.Token
+		victim      *replicaProc
+		victimToken fence.Token
 		resumed     bool
-		lateWrite   bool
+		settled     = cfg.Fault != "stop" // stop: wait for the late write too
+		replicaOf   = map[fence.Token]string{}
 	)
 	for {
 		select {
 		case <-ctx.Done():
 			return tally{}, ctx.Err()
 		case <-deadline.C:
-			return tally{}, errors.New("demo did not finish within 45s")
+			return tally{}, fmt.Errorf("demo did not finish within %v", limit)
 		case ev := <-events:
+			if ev.Ev == "run" {
+				replicaOf[ev.Token] = ev.Replica
+			}
 			switch {
-			case ev.Ev == "run" && frozen == nil && ev.Slot.Equal(victimSlot):
-				frozen = findProc(procs, ev.Replica)
-				frozenToken = ev.Token
-				if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			case ev.Ev == "run" && victim == nil && cfg.Fault != "none" && ev.Slot.Equal(victimSlot):
+				victim, victimToken = findProc(procs, ev.Replica), ev.Token
+				if cfg.Fault == "kill" {
+					if err := victim.kill(); err != nil {
+						return tally{}, err
+					}
+					fmt.Fprintf(out, "killed %s (SIGKILL) in its run of slot %d, token %d; restarting it\n", ev.Replica, cfg.Victim+1, ev.Token)
+					rc.ID = victim.id
+					p, err := startReplica(exe, rc, events, quit)
+					if err != nil {
+						return tally{}, err
+					}
+					*victim = *p
+					continue
+				}
+				if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 					return tally{}, err
 				}
 				fmt.Fprintf(out, "froze %s (SIGSTOP) in its run of slot %d, token %d: a stop-the-world pause past the %v TTL\n",
 					ev.Replica, cfg.Victim+1, ev.Token, cfg.TTL)
 			case ev.Ev == "log":
 				fmt.Fprintf(out, "  %s | %s\n", ev.Replica, ev.Result)
-			case ev.Ev == "write" && frozen != nil && ev.Replica == frozen.id && ev.Token == frozenToken:
-				lateWrite = true
+			case ev.Ev == "write" && cfg.Fault == "stop" && victim != nil && ev.Replica == victim.id && ev.Token == victimToken:
+				settled = true
 				fmt.Fprintf(out, "%s resumed and made its late write with token %d: %s\n", ev.Replica, ev.Token, ev.Result)
 			}
 		case <-poll.C:
 		}
-		if frozen != nil && !resumed {
+		if cfg.Fault == "stop" && victim != nil && !resumed {
 			cur, err := sink.MaxToken(ctx)
 			if err != nil {
 				return tally{}, err
 			}
-			if cur > frozenToken {
-				fmt.Fprintf(out, "another replica took over and wrote with token %d; resuming %s (SIGCONT)\n", cur, frozen.id)
-				if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			if cur > victimToken {
+				fmt.Fprintf(out, "another replica took over and wrote with token %d; resuming %s (SIGCONT)\n", cur, victim.id)
+				if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 					return tally{}, err
 				}
 				resumed = true
 			}
 		}
-		if lateWrite {
+		if settled && time.Now().After(slots[len(slots)-1]) {
 			rep, err := sink.Report(ctx)
 			if err != nil {
 				return tally{}, err
@@ -188,6 +207,11 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 	}
 	t := measure(rep, slots)
 	printTable(out, rep, slots)
+	if cfg.Fault != "none" {
+		if err := printAttempts(ctx, out, rc, victimSlot, cfg.Victim+1, replicaOf); err != nil {
+			return tally{}, err
+		}
+	}
 	fmt.Fprintf(out, "summary: slots=%d ran_once=%d duplicates=%d missed=%d stale_rejected=%d\n",
 		t.slots, t.ranOnce, t.duplicates, t.missed, t.staleRejected)
 	return t, nil
@@ -346,4 +370,37 @@ func deleteKeys(ctx context.Context, url, prefix string) error {
 		}
 	}
 	return iter.Err()
+}
+
+// kill sends SIGKILL and waits for the process.
+func (p *replicaProc) kill() error {
+	if err := p.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	_ = p.cmd.Wait()
+	return nil
+}
+
+// printAttempts prints the ledger's attempts of the victim's slot.
+func printAttempts(ctx context.Context, out io.Writer, rc replicaConfig, at time.Time, n int, replicaOf map[fence.Token]string) error {
+	opts, err := redis.ParseURL(rc.RedisURL)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ledger, err := scheduler.NewRedisLedger(rdb, rc.Prefix+"ledger:")
+	if err != nil {
+		return err
+	}
+	rec, _, err := ledger.Get(ctx, scheduler.Slot{Job: "daily-settlement", At: at})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "ledger: slot %d %s", n, rec.Status)
+	for _, a := range rec.Attempts {
+		fmt.Fprintf(out, ", attempt %d %s by %s", a.N, a.Status, replicaOf[a.Token])
+	}
+	fmt.Fprintln(out)
+	return nil
 }

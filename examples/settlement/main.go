@@ -31,7 +31,8 @@ func main() {
 		rc       replicaConfig
 		start    string
 		replicas = flag.Int("replicas", 3, "replica processes")
-		victim   = flag.Int("victim", 3, "the holder of this slot (1-based) is frozen")
+		victim   = flag.Int("victim", 3, "the holder of this slot (1-based) meets the fault")
+		fault    = flag.String("fault", "stop", "stop: SIGSTOP the victim past its TTL, then SIGCONT; kill: SIGKILL and restart it; none")
 	)
 	flag.StringVar(&rc.ID, "replica", "", "internal: run as the replica with this id")
 	flag.StringVar(&rc.RedisURL, "redis", "", "internal: Redis URL")
@@ -60,21 +61,21 @@ func main() {
 		return
 	}
 
-	if *victim < 1 || *victim > rc.Slots || *replicas < 2 {
-		fmt.Fprintln(os.Stderr, "settlement: want -replicas >= 2 and 1 <= -victim <= -slots")
+	if *victim < 1 || *victim > rc.Slots || *replicas < 2 || (*fault != "stop" && *fault != "kill" && *fault != "none") {
+		fmt.Fprintln(os.Stderr, "settlement: want -replicas >= 2, 1 <= -victim <= -slots, -fault stop|kill|none")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	t, err := runDemo(ctx, demoConfig{
-		Replicas: *replicas, Slots: rc.Slots, Victim: *victim - 1,
+		Replicas: *replicas, Slots: rc.Slots, Victim: *victim - 1, Fault: *fault,
 		TTL: rc.TTL, Work: rc.Work, Unfenced: rc.Unfenced, Out: os.Stdout,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "settlement:", err)
 		os.Exit(1)
 	}
-	ok := t.duplicates == 0 && t.missed == 0 && t.staleRejected >= 1
+	ok := t.duplicates == 0 && t.missed == 0 && (t.staleRejected >= 1 || *fault != "stop")
 	if rc.Unfenced {
 		ok = t.duplicates >= 1 // the control must show the damage
 	}

@@ -36,7 +36,7 @@ type summary struct{ slots, ranOnce, duplicates, missed, staleRejected int }
 // figures and its whole output.
 func runDemoBinary(t *testing.T, bin string, env []string, args ...string) (summary, string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -64,6 +64,7 @@ func TestDemo(t *testing.T) {
 		require.NoError(t, err, out)
 		require.Contains(t, out, "mode: real")
 		require.Equal(t, summary{slots: 10, ranOnce: 10, duplicates: 0, missed: 0, staleRejected: 1}, got, out)
+		require.Regexp(t, `ledger: slot 3 succeeded, attempt 1 abandoned by r\d, attempt 2 succeeded by r\d`, out)
 	})
 	t.Run("EmbeddedModeNeedsNoServices", func(t *testing.T) {
 		t.Parallel()
@@ -71,6 +72,16 @@ func TestDemo(t *testing.T) {
 		require.NoError(t, err, out)
 		require.Contains(t, out, "mode: embedded")
 		require.Equal(t, summary{slots: 10, ranOnce: 10, duplicates: 0, missed: 0, staleRejected: 1}, got, out)
+	})
+	// Five replica processes, 64 one-second slots; the holder of slot 20 is
+	// killed mid-run and restarted: the slot is found abandoned and run
+	// again as attempt 2, and no slot runs twice or goes missing.
+	t.Run("FiveReplicasSixtyFourSlotsWithAKilledHolder", func(t *testing.T) {
+		t.Parallel()
+		got, out, err := runDemoBinary(t, bin, realEnv(t), "-replicas", "5", "-slots", "64", "-fault", "kill", "-victim", "20")
+		require.NoError(t, err, out)
+		require.Equal(t, summary{slots: 64, ranOnce: 64, duplicates: 0, missed: 0, staleRejected: 0}, got, out)
+		require.Regexp(t, `ledger: slot 20 succeeded, attempt 1 abandoned by r\d, attempt 2 succeeded by r\d`, out)
 	})
 	// Negative control: with the sink's token check removed, the frozen
 	// holder's late write lands and the tally shows the duplicate.
