@@ -70,7 +70,7 @@ func TestManyLeasesAreRenewedInBatches(t *testing.T) {
 			eventually(t, 4*RenewInterval(ttl), "first round", func() bool { return hook.count("renew") >= tc.n })
 			base, basePipes := hook.count("renew"), hook.pipelineCount()
 			want := base + tc.intervals*tc.n
-			eventually(t, time.Duration(tc.intervals+4)*RenewInterval(ttl), "renewals", func() bool {
+			eventually(t, time.Minute, "renewals", func() bool {
 				return hook.count("renew") >= want
 			})
 			pipes := hook.pipelineCount() - basePipes

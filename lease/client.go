@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/holdfast-go/holdfast/fence"
 )
 
 // Client acquires leases on one Redis deployment: a single server, a
@@ -20,7 +18,8 @@ import (
 // It keeps its leases alive in batches (one goroutine while it holds any,
 // gone when the last is released). It is safe for concurrent use.
 type Client struct {
-	rdb    redis.UniversalClient
+	b      Backend
+	rdb    redis.UniversalClient // nil on another backend
 	opts   Options
 	log    *slog.Logger
 	keeper *keeper
@@ -36,7 +35,27 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{rdb: rdb, opts: opts, log: opts.Logger}
+	c := &Client{b: &redisBackend{rdb: rdb, prefix: opts.Prefix}, rdb: rdb, opts: opts, log: opts.Logger}
+	c.keeper = newKeeper(c)
+	return c, nil
+}
+
+// NewWithBackend returns a Client over another Backend, such as
+// lease/quorum's. Options.Prefix and ReplicaAck do not apply (the backend
+// has its own); ErrNilClient for a nil backend, ErrInvalidOptions for
+// ReplicaAck.
+func NewWithBackend(b Backend, opts Options) (*Client, error) {
+	if b == nil {
+		return nil, ErrNilClient
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.ReplicaAck.Replicas > 0 {
+		return nil, fmt.Errorf("%w: ReplicaAck %v", ErrInvalidOptions, errNoRedis)
+	}
+	c := &Client{b: b, opts: opts, log: opts.Logger}
 	c.keeper = newKeeper(c)
 	return c, nil
 }
@@ -47,12 +66,6 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 func (c *Client) Keys(name string) (leaseKey, fenceKey string) {
 	leaseKey = c.opts.Prefix + "{" + name + "}"
 	return leaseKey, leaseKey + ":fence"
-}
-
-// channel returns the lease key and the channel its release is published on.
-func (c *Client) channel(name string) (leaseKey, channel string) {
-	leaseKey, _ = c.Keys(name)
-	return leaseKey, leaseKey + ":released"
 }
 
 // TryAcquire makes one attempt (one round trip) to take the lease called
@@ -96,14 +109,14 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	if !errors.As(err, &held) {
 		return l, err
 	}
-	// Subscribe before the next try, so a release between the two is not
-	// missed. Without pub/sub (a proxy that refuses it), poll.
-	_, channel := c.channel(name)
-	sub := c.rdb.Subscribe(ctx, channel)
-	defer sub.Close()
-	var released <-chan *redis.Message
-	if _, err := sub.Receive(ctx); err == nil {
-		released = sub.Channel(redis.WithChannelSize(1))
+	// Listen before the next try, so a release between the two is not
+	// missed. Without a Notifier (or pub/sub refused by a proxy), poll.
+	var released <-chan struct{}
+	if n, ok := c.b.(Notifier); ok {
+		if ch, stop, err := n.Released(ctx, name); err == nil {
+			defer stop()
+			released = ch
+		}
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -140,23 +153,19 @@ func (c *Client) try(ctx context.Context, name string, ttl time.Duration) (*Leas
 	if err != nil {
 		return nil, err
 	}
-	leaseKey, fenceKey := c.Keys(name)
 	start := time.Now()
-	res, err := acquireScript.Run(ctx, c.rdb, []string{leaseKey, fenceKey}, owner, ttl.Milliseconds()).Int64Slice()
+	g, err := c.b.Acquire(ctx, name, owner, ttl)
 	took := time.Since(start)
-	if err == nil && len(res) != 2 {
-		err = fmt.Errorf("unexpected reply %v", res)
-	}
 	if err != nil {
 		c.opts.Observer.ObserveAcquire(name, OutcomeError, took)
 		return nil, joinCtx(ctx, fmt.Errorf("lease %q: acquire: %w", name, err))
 	}
-	if res[0] != 1 {
+	if !g.Acquired {
 		c.opts.Observer.ObserveAcquire(name, OutcomeHeld, took)
-		return nil, &NotAcquiredError{Name: name, RemainingTTL: time.Duration(max(res[1], 0)) * time.Millisecond}
+		return nil, &NotAcquiredError{Name: name, RemainingTTL: g.Remaining}
 	}
 	c.opts.Observer.ObserveAcquire(name, OutcomeAcquired, took)
-	l := newLease(ctx, c, name, owner, fence.Token(res[1]), ttl, start)
+	l := newLease(ctx, c, name, owner, g.Token, ttl, start)
 	if c.opts.ReplicaAck.Replicas > 0 {
 		if err := c.waitReplicas(ctx, l); err != nil {
 			_ = l.Release(context.WithoutCancel(ctx))
@@ -172,6 +181,9 @@ func (c *Client) try(ctx context.Context, name string, ttl time.Duration) (*Leas
 // waitReplicas runs WAIT on the node that holds the lease key.
 func (c *Client) waitReplicas(ctx context.Context, l *Lease) error {
 	want, timeout := c.opts.ReplicaAck.Replicas, c.opts.ReplicaAck.Timeout
+	if c.rdb == nil {
+		return errNoRedis
+	}
 	type waiter interface {
 		Wait(ctx context.Context, numReplicas int, timeout time.Duration) *redis.IntCmd
 	}

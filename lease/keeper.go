@@ -2,12 +2,10 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // keeper renews every lease of one Client in batches: one pipeline of
@@ -150,46 +148,27 @@ func (k *keeper) renewChunk(chunk []*Lease) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	start := time.Now()
-	cmds, err := k.pipeline(ctx, chunk)
-	if err != nil && isNoScript(err) {
-		// After a SCRIPT FLUSH, a restart or a failover: load and retry.
-		if lerr := k.c.rdb.ScriptLoad(ctx, renewSrc).Err(); lerr == nil {
-			start = time.Now()
-			cmds, err = k.pipeline(ctx, chunk)
-		}
-	}
-	took := time.Since(start)
+	batch := make([]Held, len(chunk))
 	for i, l := range chunk {
-		var n int64
-		cerr := err
-		if cmds != nil {
-			n, cerr = cmds[i].Int64()
-		}
+		batch[i] = Held{Name: l.name, Owner: l.owner, TTL: l.ttl}
+	}
+	start := time.Now()
+	errs := k.c.b.Renew(ctx, batch)
+	took := time.Since(start)
+	failed := 0
+	for i, l := range chunk {
+		err := errs[i]
+		k.c.opts.Observer.ObserveRenew(l.name, err, took)
 		switch {
-		case cerr != nil:
-			k.c.opts.Observer.ObserveRenew(l.name, cerr, took)
-			l.renewFailed(cerr)
-		case n != 1:
-			k.c.opts.Observer.ObserveRenew(l.name, ErrNotHeld, took)
+		case err == nil:
+			l.renewed(start)
+		case errors.Is(err, ErrNotHeld):
 			l.end(ErrNotHeld)
 		default:
-			k.c.opts.Observer.ObserveRenew(l.name, nil, took)
-			l.renewed(start)
+			failed++
+			l.renewFailed(err)
 		}
 	}
 	k.c.log.LogAttrs(ctx, slog.LevelDebug, "lease_renewed",
-		slog.Int("leases", len(chunk)), slog.Duration("took", took), slog.Any("error", err))
+		slog.Int("leases", len(chunk)), slog.Int("failed", failed), slog.Duration("took", took))
 }
-
-func (k *keeper) pipeline(ctx context.Context, chunk []*Lease) ([]*redis.Cmd, error) {
-	pipe := k.c.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(chunk))
-	for i, l := range chunk {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{l.leaseKey}, l.owner, l.ttl.Milliseconds())
-	}
-	_, err := pipe.Exec(ctx)
-	return cmds, err
-}
-
-func isNoScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }

@@ -144,17 +144,15 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	n, err := renewScript.Run(ctx, l.c.rdb, []string{l.leaseKey}, l.owner, l.ttl.Milliseconds()).Int64()
-	if err != nil {
-		l.c.opts.Observer.ObserveRenew(l.name, err, time.Since(start))
-		return joinCtx(ctx, fmt.Errorf("lease %q: renew: %w", l.name, err))
-	}
-	if n != 1 {
-		l.c.opts.Observer.ObserveRenew(l.name, ErrNotHeld, time.Since(start))
+	err := l.c.b.Renew(ctx, []Held{{Name: l.name, Owner: l.owner, TTL: l.ttl}})[0]
+	l.c.opts.Observer.ObserveRenew(l.name, err, time.Since(start))
+	if errors.Is(err, ErrNotHeld) {
 		l.end(ErrNotHeld)
 		return fmt.Errorf("lease %q: renew: %w", l.name, ErrNotHeld)
 	}
-	l.c.opts.Observer.ObserveRenew(l.name, nil, time.Since(start))
+	if err != nil {
+		return joinCtx(ctx, fmt.Errorf("lease %q: renew: %w", l.name, err))
+	}
 	return l.renewed(start)
 }
 
@@ -224,13 +222,12 @@ func (l *Lease) Release(ctx context.Context) error {
 // releaseKey runs the compare-and-delete once.
 func (l *Lease) releaseKey(ctx context.Context) error {
 	l.releaseOnce.Do(func() {
-		_, channel := l.c.channel(l.name)
-		n, err := releaseScript.Run(ctx, l.c.rdb, []string{l.leaseKey}, l.owner, channel).Int64()
+		err := l.c.b.Release(ctx, l.name, l.owner)
 		switch {
+		case errors.Is(err, ErrNotHeld):
+			l.releaseErr = fmt.Errorf("lease %q: release: %w", l.name, ErrNotHeld)
 		case err != nil:
 			l.releaseErr = joinCtx(ctx, fmt.Errorf("lease %q: release: %w", l.name, err))
-		case n != 1:
-			l.releaseErr = fmt.Errorf("lease %q: release: %w", l.name, ErrNotHeld)
 		default:
 			l.c.log.LogAttrs(ctx, slog.LevelInfo, "lease_released",
 				slog.String("lease", l.name), slog.Uint64("token", uint64(l.token)))
