@@ -82,8 +82,12 @@ type OpenSlot struct {
 
 // State is what a ledger knows of one (job, partition) for a claim.
 type State struct {
-	// Open lists slots at or after the asked-for time that need an
-	// attempt (failed with attempts left, abandoned, pending), oldest first.
+	// Open lists the slots that need an attempt, oldest first: failed with
+	// attempts left and running ones at or after the asked-for time, and
+	// pending ones (asked for by an operator) whatever their time. A lease
+	// holder calls State only between its own attempts, so a running slot
+	// it sees belongs to a holder that lost the lease: it is abandoned,
+	// and the next Begin takes it over.
 	Open []OpenSlot
 	// Last is the latest slot ever begun, skipped or missed (zero if none).
 	Last time.Time

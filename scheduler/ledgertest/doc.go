@@ -1,0 +1,56 @@
+// Package ledgertest is the conformance suite every scheduler.Ledger meets,
+// and Memory, a reference ledger in memory that doubles as a fake.
+//
+// # Exercise
+//
+// Exercise(t, newLedger) runs the contract of scheduler.Ledger as parallel
+// subtests, each on a job name of its own:
+//
+//   - attempts: Begin numbers attempts from 1; a Begin by another owner with
+//     a larger token (the previous holder lost the lease) marks the running
+//     attempt abandoned and starts the next; Finish records status, class,
+//     error, finish time and RetryAt; a succeeded slot, a final failure
+//     (zero RetryAt) and spent attempts (maxAttempts since the last
+//     Request) make Begin return scheduler.ErrSlotDone; Heartbeat records
+//     the attempt's heartbeat;
+//   - fencing, per (job, partition): a smaller token, or an equal one from
+//     another owner, is refused on Begin, Heartbeat, Finish and Skip with a
+//     *fence.StaleTokenError carrying the current token, and changes
+//     nothing; a holder whose lease passed to another can write nothing
+//     more, not even the end of its own attempt; token 0 is refused;
+//     partitions have fences and records of their own; 16 holders racing
+//     Begin on one slot are accepted in strictly increasing token order;
+//   - State: Open lists pending slots, failures with a retry, and slots
+//     running under a holder that lost the lease (abandoned), at or after
+//     since, oldest first, with RetryAt; not succeeded, final, skipped,
+//     missed or spent slots, nor a slot running under the current holder.
+//     Last is the latest slot begun, skipped or missed; Horizon is set on
+//     first use and never moves; Paused follows SetPaused for every
+//     partition of the job;
+//   - operators: Skip records skipped or missed with a reason and leaves a
+//     slot with a record as it is; a missed slot awaits a Request; Request
+//     makes any slot but a running one pending (ErrSlotRunning) with a
+//     fresh attempt budget and records its reason, and makes a slot the
+//     ledger never saw pending (backfill);
+//   - reads: Get of an unknown slot is not found; List is newest first,
+//     from inclusive, to exclusive, at most limit, records whole.
+//
+// The suite passes explicit now values and compares times at millisecond
+// precision, so stores may truncate; slot instants have second precision
+// (whole minutes in the suite). Tokens are realistic (TokenBase + n).
+//
+// # What the contract leaves open
+//
+// The suite takes no side where scheduler.Ledger's documentation does not:
+// whether Skip of a slot with a record returns nil or ErrSlotDone (both
+// pass), whether token 0 is refused with fence.ErrNoToken or as stale,
+// what Begin repeated by the running attempt's own owner returns, whether
+// a taken-over slot whose attempts are spent is listed as open, and how an
+// abandoned attempt's class and finish time are set.
+//
+// # Memory
+//
+// NewMemory returns a Ledger that keeps everything in maps behind one
+// mutex. It meets Exercise, and follows pgledger where the contract leaves
+// a choice. Use it in tests of code that takes a scheduler.Ledger.
+package ledgertest

@@ -1,0 +1,291 @@
+package ledgertest
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/scheduler"
+)
+
+// Memory is a scheduler.Ledger in memory: the contract with nothing else in
+// the way, and a fake for tests of code that uses a ledger. It meets
+// Exercise. It is safe for concurrent use; the zero value is not ready, use
+// NewMemory. Slot instants are kept at second precision, as the stores do.
+type Memory struct {
+	mu     sync.Mutex
+	pairs  map[pairKey]*memPair
+	paused map[string]bool
+}
+
+var _ scheduler.Ledger = (*Memory)(nil)
+
+type pairKey struct{ job, partition string }
+
+// memPair is one (job, partition): its fence, horizon, latest slot, runs.
+type memPair struct {
+	token   fence.Token
+	owner   string
+	horizon time.Time
+	last    time.Time
+	runs    map[int64]*memRun // by slot, unix seconds
+}
+
+type memRun struct {
+	rec   scheduler.Record
+	base  int // attempts before the last Request
+	owner string
+	token fence.Token
+}
+
+// NewMemory returns an empty Memory ledger.
+func NewMemory() *Memory {
+	return &Memory{pairs: map[pairKey]*memPair{}, paused: map[string]bool{}}
+}
+
+// pair returns the pair of (job, partition), creating it (and starting its
+// horizon, the wall clock truncated to the second) on first use.
+func (m *Memory) pair(job, partition string) *memPair {
+	k := pairKey{job, partition}
+	p := m.pairs[k]
+	if p == nil {
+		p = &memPair{horizon: time.Now().UTC().Truncate(time.Second), runs: map[int64]*memRun{}}
+		m.pairs[k] = p
+	}
+	return p
+}
+
+// raise applies the acceptance rule to the pair's fence and raises it.
+func (p *memPair) raise(job, partition string, f scheduler.Fence) error {
+	if err := fence.Check(job+"|"+partition, p.token, p.owner, f.Token, f.Owner); err != nil {
+		return fmt.Errorf("ledgertest: %w", err)
+	}
+	p.token, p.owner = f.Token, f.Owner
+	return nil
+}
+
+func slotKey(t time.Time) int64 { return t.Unix() }
+
+// State implements scheduler.Ledger.
+func (m *Memory) State(_ context.Context, job, partition string, since time.Time) (scheduler.State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pair(job, partition)
+	st := scheduler.State{Last: p.last, Horizon: p.horizon, Paused: m.paused[job]}
+	for _, r := range p.runs {
+		if r.rec.Status != scheduler.StatusPending && r.rec.Slot.At.Before(since) {
+			continue
+		}
+		switch {
+		case r.rec.Status == scheduler.StatusPending, r.rec.Status == scheduler.StatusRunning:
+			st.Open = append(st.Open, scheduler.OpenSlot{At: r.rec.Slot.At})
+		case r.rec.Status == scheduler.StatusFailed && !r.rec.RetryAt.IsZero():
+			st.Open = append(st.Open, scheduler.OpenSlot{At: r.rec.Slot.At, RetryAt: r.rec.RetryAt})
+		}
+	}
+	slices.SortFunc(st.Open, func(a, b scheduler.OpenSlot) int { return a.At.Compare(b.At) })
+	return st, nil
+}
+
+// Begin implements scheduler.Ledger, with the rules of pgledger.Ledger.Begin.
+func (m *Memory) Begin(_ context.Context, slot scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) (int, error) {
+	if maxAttempts < 1 {
+		return 0, fmt.Errorf("ledgertest: begin %s: maxAttempts %d, want at least 1", slot.Key(), maxAttempts)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pair(slot.Job, slot.Partition)
+	if err := p.raise(slot.Job, slot.Partition, f); err != nil {
+		return 0, err
+	}
+	at := slot.At.UTC().Truncate(time.Second)
+	if at.After(p.last) {
+		p.last = at
+	}
+	r := p.runs[slotKey(at)]
+	if r == nil {
+		r = &memRun{rec: scheduler.Record{Slot: scheduler.Slot{Job: slot.Job, At: at, Partition: slot.Partition}}}
+		p.runs[slotKey(at)] = r
+	}
+	done := fmt.Errorf("ledgertest: begin %s: %w", slot.Key(), scheduler.ErrSlotDone)
+	switch r.rec.Status {
+	case scheduler.StatusSucceeded, scheduler.StatusSkipped, scheduler.StatusMissed:
+		return 0, done
+	case scheduler.StatusFailed:
+		if r.rec.RetryAt.IsZero() {
+			return 0, done
+		}
+	case scheduler.StatusRunning:
+		if r.owner == f.Owner {
+			return r.rec.Attempt, nil
+		}
+		a := &r.rec.Attempts[len(r.rec.Attempts)-1]
+		a.Status, a.Class, a.Finished = scheduler.StatusAbandoned, scheduler.ClassInterrupted, now
+	}
+	if r.rec.Attempt-r.base >= maxAttempts {
+		if r.rec.Status == scheduler.StatusRunning {
+			r.rec.Status = scheduler.StatusAbandoned
+		}
+		r.rec.RetryAt = time.Time{}
+		return 0, done
+	}
+	r.rec.Attempt++
+	r.rec.Status, r.rec.RetryAt, r.owner, r.token = scheduler.StatusRunning, time.Time{}, f.Owner, f.Token
+	r.rec.Attempts = append(r.rec.Attempts, scheduler.Attempt{
+		N: r.rec.Attempt, Token: f.Token, Owner: f.Owner, Status: scheduler.StatusRunning, Started: now, Heartbeat: now,
+	})
+	return r.rec.Attempt, nil
+}
+
+// running returns the run of slot when attempt is its running attempt of
+// f.Owner, and a *fence.StaleTokenError otherwise.
+func (p *memPair) running(slot scheduler.Slot, f scheduler.Fence, attempt int) (*memRun, error) {
+	r := p.runs[slotKey(slot.At)]
+	if r == nil || r.rec.Status != scheduler.StatusRunning || r.owner != f.Owner || r.rec.Attempt != attempt {
+		cur := f.Token
+		if r != nil && r.token != fence.None {
+			cur = r.token
+		}
+		return nil, fmt.Errorf("ledgertest: attempt %d of %s is not running under %q: %w",
+			attempt, slot.Key(), f.Owner, &fence.StaleTokenError{Resource: slot.Key(), Presented: f.Token, Current: cur})
+	}
+	return r, nil
+}
+
+// Heartbeat implements scheduler.Ledger.
+func (m *Memory) Heartbeat(_ context.Context, slot scheduler.Slot, f scheduler.Fence, attempt int, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pair(slot.Job, slot.Partition)
+	if err := p.raise(slot.Job, slot.Partition, f); err != nil {
+		return err
+	}
+	r, err := p.running(slot, f, attempt)
+	if err != nil {
+		return err
+	}
+	r.rec.Attempts[len(r.rec.Attempts)-1].Heartbeat = now // the running one
+	return nil
+}
+
+// Finish implements scheduler.Ledger.
+func (m *Memory) Finish(_ context.Context, slot scheduler.Slot, f scheduler.Fence, attempt int, o scheduler.Outcome, now time.Time) error {
+	if o.Status != scheduler.StatusSucceeded && o.Status != scheduler.StatusFailed {
+		return fmt.Errorf("ledgertest: finish %s: outcome status %q", slot.Key(), o.Status)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pair(slot.Job, slot.Partition)
+	if err := p.raise(slot.Job, slot.Partition, f); err != nil {
+		return err
+	}
+	r, err := p.running(slot, f, attempt)
+	if err != nil {
+		return err
+	}
+	if o.Status == scheduler.StatusSucceeded {
+		o = scheduler.Outcome{Status: scheduler.StatusSucceeded}
+	}
+	r.rec.Status, r.rec.RetryAt = o.Status, o.RetryAt
+	a := &r.rec.Attempts[len(r.rec.Attempts)-1]
+	a.Status, a.Class, a.Error, a.Finished = o.Status, o.Class, o.Error, now
+	return nil
+}
+
+// Skip implements scheduler.Ledger.
+func (m *Memory) Skip(_ context.Context, slot scheduler.Slot, f scheduler.Fence, status scheduler.Status, reason string, _ time.Time) error {
+	if status != scheduler.StatusSkipped && status != scheduler.StatusMissed {
+		return fmt.Errorf("ledgertest: skip %s: status %q", slot.Key(), status)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pair(slot.Job, slot.Partition)
+	if err := p.raise(slot.Job, slot.Partition, f); err != nil {
+		return err
+	}
+	at := slot.At.UTC().Truncate(time.Second)
+	if p.runs[slotKey(at)] != nil {
+		return nil
+	}
+	p.runs[slotKey(at)] = &memRun{
+		rec:   scheduler.Record{Slot: scheduler.Slot{Job: slot.Job, At: at, Partition: slot.Partition}, Status: status, Reason: reason},
+		owner: f.Owner, token: f.Token,
+	}
+	if at.After(p.last) {
+		p.last = at
+	}
+	return nil
+}
+
+// Request implements scheduler.Ledger.
+func (m *Memory) Request(_ context.Context, slot scheduler.Slot, reason string, _ time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pair(slot.Job, slot.Partition)
+	at := slot.At.UTC().Truncate(time.Second)
+	r := p.runs[slotKey(at)]
+	switch {
+	case r == nil:
+		r = &memRun{rec: scheduler.Record{Slot: scheduler.Slot{Job: slot.Job, At: at, Partition: slot.Partition}}}
+		p.runs[slotKey(at)] = r
+	case r.rec.Status == scheduler.StatusRunning:
+		return fmt.Errorf("ledgertest: request %s: %w", slot.Key(), scheduler.ErrSlotRunning)
+	}
+	r.rec.Status, r.rec.Reason, r.rec.RetryAt, r.base = scheduler.StatusPending, reason, time.Time{}, r.rec.Attempt
+	return nil
+}
+
+// SetPaused implements scheduler.Ledger.
+func (m *Memory) SetPaused(_ context.Context, job string, paused bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.paused[job] = paused
+	return nil
+}
+
+// Get implements scheduler.Ledger.
+func (m *Memory) Get(_ context.Context, slot scheduler.Slot) (scheduler.Record, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pairs[pairKey{slot.Job, slot.Partition}]
+	if p == nil {
+		return scheduler.Record{}, false, nil
+	}
+	r := p.runs[slotKey(slot.At)]
+	if r == nil {
+		return scheduler.Record{}, false, nil
+	}
+	return r.copy(), true, nil
+}
+
+// List implements scheduler.Ledger.
+func (m *Memory) List(_ context.Context, job, partition string, from, to time.Time, limit int) ([]scheduler.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pairs[pairKey{job, partition}]
+	if p == nil {
+		return nil, nil
+	}
+	var recs []scheduler.Record
+	for _, r := range p.runs {
+		if !r.rec.Slot.At.Before(from) && r.rec.Slot.At.Before(to) {
+			recs = append(recs, r.copy())
+		}
+	}
+	slices.SortFunc(recs, func(a, b scheduler.Record) int { return cmp.Compare(b.Slot.At.Unix(), a.Slot.At.Unix()) })
+	if len(recs) > limit {
+		recs = recs[:max(limit, 0)]
+	}
+	return recs, nil
+}
+
+// copy returns the record with its own Attempts.
+func (r *memRun) copy() scheduler.Record {
+	rec := r.rec
+	rec.Attempts = slices.Clone(r.rec.Attempts)
+	return rec
+}

@@ -1,0 +1,87 @@
+// Package pgledger is a scheduler.Ledger in PostgreSQL: the durable audit
+// of every slot a scheduler ran, with the same fencing as the default Redis
+// ledger.
+//
+// # Tables
+//
+// Migrate creates, in Config.Schema (default "holdfast"):
+//
+//	job_fences(job_name, partition_key, token, owner, horizon, last_slot, updated_at)
+//	    PRIMARY KEY (job_name, partition_key)
+//	job_runs(id bigserial, job_name, schedule_slot timestamptz, partition_key, status,
+//	    attempt, attempt_base, retry_at, reason, owner, fence_token, heartbeat_at,
+//	    created_at, updated_at)
+//	    UNIQUE (job_name, schedule_slot, partition_key)
+//	job_run_attempts(job_run_id REFERENCES job_runs ON DELETE CASCADE, attempt, owner,
+//	    fence_token, status, error_class, error, started_at, heartbeat_at, finished_at)
+//	    UNIQUE (job_run_id, attempt)
+//	job_pauses(job_name PRIMARY KEY, paused, updated_at)
+//
+// One job_runs row is a slot's logical run; its job_run_attempts rows are
+// the attempts, never removed by the ledger. attempt - attempt_base is how
+// many attempts were made since the last Request: that is what Begin
+// compares with maxAttempts. retry_at is set for a failure that may be
+// retried and NULL when it is final. Slot instants are stored at second
+// precision (a Slot's identity); the times passed as now are stored as
+// given (microseconds).
+//
+// # Fencing
+//
+// Every transition a lease holder makes (Begin, Heartbeat, Finish, Skip) is
+// one READ COMMITTED transaction whose first statement applies the
+// acceptance rule to the (job, partition) row of job_fences and raises it:
+//
+//	INSERT INTO job_fences ... VALUES (job, partition, token, owner, ...)
+//	ON CONFLICT (job_name, partition_key) DO UPDATE SET token = ..., owner = ...
+//	 WHERE job_fences.token < EXCLUDED.token
+//	    OR (job_fences.token = EXCLUDED.token AND job_fences.owner = EXCLUDED.owner)
+//	RETURNING token
+//
+// No row back means the rule refused: the call returns a
+// *fence.StaleTokenError (errors.Is fence.ErrStaleToken) carrying the
+// current token, and the transaction is rolled back, so nothing changed.
+// Otherwise the fence row stays locked until the transaction ends, and the
+// job_runs and job_run_attempts writes follow in the same transaction. So,
+// for one (job, partition):
+//
+//   - transitions commit one at a time, each seeing what the previous one
+//     committed (every statement after the lock takes a fresh snapshot);
+//   - once a holder with a larger token touched the ledger, a holder with a
+//     smaller one can write nothing, for any slot of the pair, including the
+//     slot it was running;
+//   - two owners never both write under one token.
+//
+// Operator actions are not fenced. Request still locks the fence row (it
+// creates it with token 0 if missing), so it never interleaves with a
+// transition; SetPaused writes job_pauses only. Locks are always taken in
+// one order, fence row then run row, so the ledger causes no deadlock.
+//
+// # Running slots and abandonment
+//
+// A running slot whose token is below the pair's fence was begun by a
+// holder that has since lost the job lease to one that touched the ledger:
+// it is abandoned. State lists it as open, and the next Begin (by another
+// owner) marks its attempt abandoned (class interrupted) and starts the
+// next. A Begin repeated by the owner of the running attempt returns that
+// attempt: a retry after a lost reply starts nothing.
+//
+// # Horizon
+//
+// The first call that touches a (job, partition) pair creates its fence
+// row, and with it the pair's horizon: the database's clock, truncated to
+// the second. It never changes afterwards. PostgreSQL does not lose its data
+// the way a Redis without persistence does, so the horizon only says since
+// when the ledger has known the pair.
+//
+// # Errors
+//
+// Bad input matches ErrInvalidArgument (or fence.ErrNoToken for token 0)
+// and touches nothing; New reports ErrInvalidConfig. Database errors are
+// wrapped: errors.As finds the *pgconn.PgError, and errors.Is(err,
+// ErrRetryable) (the same value as pgfence.ErrRetryable) is true for a
+// serialization failure or a deadlock, after which the call may be made
+// again. scheduler.ErrSlotDone and scheduler.ErrSlotRunning are returned
+// wrapped, as the contract says.
+//
+// pgledger meets scheduler/ledgertest.Exercise.
+package pgledger

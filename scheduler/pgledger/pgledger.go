@@ -1,0 +1,196 @@
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/scheduler"
+)
+
+// DefaultSchema holds the ledger's tables when Config.Schema is "". It is
+// pgfence's default too: both stores can share one schema.
+const DefaultSchema = "holdfast"
+
+// Limits on what the ledger stores, in bytes.
+const (
+	// MaxPartitionLen is the longest partition key accepted (512): it keeps
+	// every index entry far below the btree limit (about 2.7 kB). Job names
+	// are bounded by scheduler.MaxJobNameLen.
+	MaxPartitionLen = 512
+	// MaxTextLen bounds an error message or a reason (4096). Longer text is
+	// cut, not refused: a job's error must not make its Finish fail.
+	MaxTextLen = 4096
+)
+
+// rollbackTimeout bounds the rollback of a transaction whose context ended.
+const rollbackTimeout = 5 * time.Second
+
+// DB is what the ledger needs from a database: every transition runs in a
+// transaction of its own, every read is one statement. *pgxpool.Pool and
+// *pgx.Conn satisfy it; use a pool, as a *pgx.Conn is not safe for
+// concurrent use. A pgx.Tx does not: the ledger commits its own writes.
+type DB interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Config names where the ledger lives. The zero Config is valid.
+type Config struct {
+	// Schema holds the tables job_fences, job_runs, job_run_attempts and
+	// job_pauses; Migrate creates them. A lower-case SQL identifier.
+	// Default DefaultSchema ("holdfast").
+	Schema string
+}
+
+// identifierRE is the form accepted for Schema: what Postgres accepts
+// unquoted, lower case only (as pgfence). 63 bytes is NAMEDATALEN-1.
+var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+func (c Config) withDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if !identifierRE.MatchString(c.Schema) {
+		return fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, c.Schema, identifierRE)
+	}
+	return nil
+}
+
+// Ledger is a scheduler.Ledger in PostgreSQL. It holds no goroutine and is
+// safe for concurrent use; see the package documentation for the model.
+type Ledger struct {
+	db     DB
+	schema string
+	sql    queries
+}
+
+var _ scheduler.Ledger = (*Ledger)(nil)
+
+// New returns a Ledger over db with its tables in cfg.Schema. It returns an
+// error matching ErrInvalidConfig for a nil db or an invalid schema name. New
+// does not touch the database: run Migrate once before the first call.
+func New(db DB, cfg Config) (*Ledger, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil DB", ErrInvalidConfig)
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Ledger{db: db, schema: cfg.Schema, sql: newQueries(cfg.Schema)}, nil
+}
+
+// ready reports ErrNotCreated for a nil Ledger or one not made by New.
+func (l *Ledger) ready() error {
+	if l == nil || l.db == nil {
+		return ErrNotCreated
+	}
+	return nil
+}
+
+// inTx runs fn in a READ COMMITTED transaction and commits it when fn
+// returns nil. fn wraps its own errors; inTx wraps those of BEGIN and
+// COMMIT. The rollback of a failed transaction outlives ctx (bounded by
+// rollbackTimeout), so a canceled call leaves a usable connection.
+func (l *Ledger) inTx(ctx context.Context, op, what string, fn func(pgx.Tx) error) error {
+	tx, err := l.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return wrapDBError(op, what, err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx) // after Commit: pgx.ErrTxClosed, ignored
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return wrapDBError(op, what, err)
+	}
+	return nil
+}
+
+// raise applies the acceptance rule to the (job, partition) fence inside tx
+// and raises it: one upsert that locks the fence row until tx ends, so every
+// later statement of tx sees what the previous holder committed and no
+// other transition of the pair runs meanwhile. last, when not nil, raises
+// the pair's latest slot in the same statement. It returns a
+// *fence.StaleTokenError carrying the current token when the rule refuses.
+func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op, job, partition string, f scheduler.Fence, last *time.Time) error {
+	var raised int64
+	err := tx.QueryRow(ctx, l.sql.raise, job, partition, int64(f.Token), f.Owner, last).Scan(&raised)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return wrapDBError(op, fenceResource(job, partition), err)
+	}
+	// Refused. ON CONFLICT locked the row even so: this read sees the
+	// token that refused the write.
+	var current int64
+	if err := tx.QueryRow(ctx, l.sql.fenceToken, job, partition).Scan(&current); err != nil {
+		return wrapDBError(op, fenceResource(job, partition), err)
+	}
+	return fmt.Errorf("pgledger: %s: %w", op, &fence.StaleTokenError{
+		Resource: fenceResource(job, partition), Presented: f.Token, Current: fence.Token(current),
+	})
+}
+
+// fenceResource names a (job, partition) fence in errors.
+func fenceResource(job, partition string) string {
+	return "job_fences(" + job + ", " + partition + ")"
+}
+
+// slotName names a slot in errors.
+func slotName(s scheduler.Slot) string { return s.Key() }
+
+// slotTime is the stored form of a slot's instant: UTC, whole seconds (a
+// Slot's identity has second precision, as in the Redis ledger).
+func slotTime(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
+
+// validateKey checks a (job, partition) pair.
+func validateKey(job, partition string) error {
+	switch {
+	case job == "":
+		return fmt.Errorf("%w: empty job name", ErrInvalidArgument)
+	case len(job) > scheduler.MaxJobNameLen:
+		return fmt.Errorf("%w: job name of %d bytes, limit %d", ErrInvalidArgument, len(job), scheduler.MaxJobNameLen)
+	case !validText(job):
+		return fmt.Errorf("%w: job name %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, job)
+	case len(partition) > MaxPartitionLen:
+		return fmt.Errorf("%w: partition of %d bytes, limit %d", ErrInvalidArgument, len(partition), MaxPartitionLen)
+	case !validText(partition):
+		return fmt.Errorf("%w: partition %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, partition)
+	}
+	return nil
+}
+
+// validateFenced checks what every fenced transition presents.
+func validateFenced(op string, s scheduler.Slot, f scheduler.Fence) error {
+	if err := validateKey(s.Job, s.Partition); err != nil {
+		return err
+	}
+	switch {
+	case f.Token == fence.None:
+		return fmt.Errorf("pgledger: %s %s: %w", op, slotName(s), fence.ErrNoToken)
+	case uint64(f.Token) > math.MaxInt64:
+		return fmt.Errorf("%w: token %d exceeds the bigint maximum", ErrInvalidArgument, f.Token)
+	case f.Owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
+	case !validText(f.Owner):
+		return fmt.Errorf("%w: owner %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, f.Owner)
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package pgledger_test
+
+import (
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledgertest"
+	"github.com/holdfast-go/holdfast/scheduler/pgledger"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.Exercise(t, func(t *testing.T) scheduler.Ledger { return newLedger(t) })
+}
+
+// TestConformanceSharedSchema runs the suite with every subtest on one
+// ledger, as replicas share one in production.
+func TestConformanceSharedSchema(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	ledgertest.Exercise(t, func(*testing.T) scheduler.Ledger { return l })
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	for _, schema := range []string{"Holdfast", "1x", "a-b", "x;drop", strings.Repeat("s", 64)} {
+		_, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+		require.ErrorIs(t, err, pgledger.ErrInvalidConfig, "schema %q", schema)
+	}
+	_, err := pgledger.New(nil, pgledger.Config{})
+	require.ErrorIs(t, err, pgledger.ErrInvalidConfig, "nil DB")
+
+	var zero *pgledger.Ledger
+	require.ErrorIs(t, zero.Migrate(t.Context()), pgledger.ErrNotCreated)
+	_, err = zero.State(t.Context(), "job", "", time.Time{})
+	require.ErrorIs(t, err, pgledger.ErrNotCreated)
+}
+
+// Replicas migrate at start-up, all at once, into a schema that does not
+// exist yet, beside pgfence migrating into the same schema: they take turns
+// on one advisory lock instead of racing on the catalogs.
+func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t)
+	const migrators = 8
+	var wg sync.WaitGroup
+	errs := make([]error, 2*migrators)
+	for i := range migrators {
+		wg.Go(func() {
+			l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+			if err == nil {
+				err = l.Migrate(t.Context())
+			}
+			errs[i] = err
+		})
+		wg.Go(func() {
+			g, err := pgfence.New(pgfence.Config{Schema: schema})
+			if err == nil {
+				err = g.Migrate(t.Context(), pool)
+			}
+			errs[migrators+i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, l.Migrate(t.Context()), "again")
+	_, err = l.State(t.Context(), "settle", "", time.Time{})
+	require.NoError(t, err)
+}
+
+// The tables are the documented ones, with their unique keys: other tools
+// (audits, dashboards, retention jobs) read them.
+func TestTables(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t)
+	l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, l.Migrate(t.Context()))
+
+	rows, err := pool.Query(t.Context(), `
+SELECT c.conrelid::regclass::text, pg_get_constraintdef(c.oid)
+  FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+ WHERE n.nspname = $1 AND c.contype IN ('u', 'p', 'f')`, schema)
+	require.NoError(t, err)
+	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var table, def string
+		err := r.Scan(&table, &def)
+		return table[strings.LastIndex(table, ".")+1:] + " " + def, err
+	})
+	require.NoError(t, err)
+	require.Subset(t, defs, []string{
+		"job_runs UNIQUE (job_name, schedule_slot, partition_key)",
+		"job_run_attempts UNIQUE (job_run_id, attempt)",
+		"job_fences PRIMARY KEY (job_name, partition_key)",
+		"job_pauses PRIMARY KEY (job_name)",
+	})
+	var fk bool
+	for _, d := range defs {
+		fk = fk || strings.HasPrefix(d, "job_run_attempts FOREIGN KEY (job_run_id) REFERENCES")
+	}
+	require.True(t, fk, "job_run_attempts references job_runs: %v", defs)
+}
+
+func TestInvalidArguments(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	ctx := t.Context()
+	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
+	slot := scheduler.Slot{Job: "settle", At: at}
+	ok := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
+
+	_, err := l.Begin(ctx, slot, scheduler.Fence{Owner: "a"}, 3, at)
+	require.ErrorIs(t, err, fence.ErrNoToken)
+	for name, call := range map[string]func() error{
+		"empty job": func() error { _, err := l.Begin(ctx, scheduler.Slot{At: at}, ok, 3, at); return err },
+		"long job": func() error {
+			_, err := l.Begin(ctx, scheduler.Slot{Job: strings.Repeat("j", scheduler.MaxJobNameLen+1), At: at}, ok, 3, at)
+			return err
+		},
+		"NUL in partition": func() error {
+			_, err := l.State(ctx, "settle", "eu\x00", at)
+			return err
+		},
+		"empty owner": func() error {
+			_, err := l.Begin(ctx, slot, scheduler.Fence{Token: ok.Token}, 3, at)
+			return err
+		},
+		"token above bigint": func() error {
+			_, err := l.Begin(ctx, slot, scheduler.Fence{Token: math.MaxInt64 + 1, Owner: "a"}, 3, at)
+			return err
+		},
+		"maxAttempts 0": func() error { _, err := l.Begin(ctx, slot, ok, 0, at); return err },
+		"attempt 0":     func() error { return l.Heartbeat(ctx, slot, ok, 0, at) },
+		"finish running": func() error {
+			return l.Finish(ctx, slot, ok, 1, scheduler.Outcome{Status: scheduler.StatusRunning}, at)
+		},
+		"skip as pending": func() error { return l.Skip(ctx, slot, ok, scheduler.StatusPending, "", at) },
+		"list limit 0": func() error {
+			_, err := l.List(ctx, "settle", "", at, at.Add(time.Hour), 0)
+			return err
+		},
+	} {
+		require.ErrorIs(t, call(), pgledger.ErrInvalidArgument, name)
+	}
+	_, found, err := l.Get(ctx, slot)
+	require.NoError(t, err)
+	require.False(t, found, "nothing was written")
+}
+
+// A job's error text is stored whatever bytes it holds, cut to MaxTextLen:
+// Finish must not fail because of it.
+func TestFinishStoresAnyErrorText(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	ctx := t.Context()
+	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
+	f := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
+	for i, msg := range []string{"nul\x00byte", "bad \xff utf-8", strings.Repeat("é", pgledger.MaxTextLen)} {
+		slot := scheduler.Slot{Job: "settle", At: at.Add(time.Duration(i) * time.Minute)}
+		n, err := l.Begin(ctx, slot, f, 3, at)
+		require.NoError(t, err)
+		require.NoError(t, l.Finish(ctx, slot, f, n, scheduler.Outcome{
+			Status: scheduler.StatusFailed, Class: scheduler.ClassPanic, Error: msg,
+		}, at))
+		rec, _, err := l.Get(ctx, slot)
+		require.NoError(t, err)
+		stored := rec.Attempts[0].Error
+		require.LessOrEqual(t, len(stored), pgledger.MaxTextLen)
+		require.NotEmpty(t, stored)
+	}
+}
+
+// A Finish repeated after a lost reply is accepted; a different outcome for
+// the same ended attempt is not.
+func TestFinishRepeatedIsIdempotent(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	ctx := t.Context()
+	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
+	slot := scheduler.Slot{Job: "settle", At: at}
+	f := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
+	n, err := l.Begin(ctx, slot, f, 3, at)
+	require.NoError(t, err)
+	again, err := l.Begin(ctx, slot, f, 3, at.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, n, again, "Begin repeated by the same owner returns the running attempt")
+
+	ok := scheduler.Outcome{Status: scheduler.StatusSucceeded}
+	require.NoError(t, l.Finish(ctx, slot, f, n, ok, at.Add(2*time.Second)))
+	require.NoError(t, l.Finish(ctx, slot, f, n, ok, at.Add(3*time.Second)))
+	err = l.Finish(ctx, slot, f, n, scheduler.Outcome{Status: scheduler.StatusFailed}, at.Add(4*time.Second))
+	require.ErrorIs(t, err, fence.ErrStaleToken)
+	err = l.Heartbeat(ctx, slot, f, n, at.Add(5*time.Second))
+	require.ErrorIs(t, err, fence.ErrStaleToken, "heartbeat of an ended attempt")
+
+	rec, _, err := l.Get(ctx, slot)
+	require.NoError(t, err)
+	require.Equal(t, scheduler.StatusSucceeded, rec.Status)
+	require.Equal(t, at.Add(2*time.Second), rec.Attempts[0].Finished)
+}
+
+// A taken-over slot whose attempts are spent is left abandoned, final.
+func TestBeginExhaustedTakeoverLeavesAbandoned(t *testing.T) {
+	t.Parallel()
+	l := newLedger(t)
+	ctx := t.Context()
+	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
+	slot := scheduler.Slot{Job: "settle", At: at, Partition: "eu"}
+	a := scheduler.Fence{Token: ledgertest.TokenBase + 1, Owner: "a"}
+	b := scheduler.Fence{Token: ledgertest.TokenBase + 2, Owner: "b"}
+	_, err := l.Begin(ctx, slot, a, 1, at)
+	require.NoError(t, err)
+	_, err = l.Begin(ctx, slot, b, 1, at.Add(time.Minute))
+	require.ErrorIs(t, err, scheduler.ErrSlotDone)
+
+	rec, _, err := l.Get(ctx, slot)
+	require.NoError(t, err)
+	require.Equal(t, scheduler.StatusAbandoned, rec.Status)
+	require.Equal(t, scheduler.StatusAbandoned, rec.Attempts[0].Status)
+	require.Equal(t, scheduler.ClassInterrupted, rec.Attempts[0].Class)
+	st, err := l.State(ctx, "settle", "eu", at)
+	require.NoError(t, err)
+	require.Empty(t, st.Open)
+
+	require.NoError(t, l.Request(ctx, slot, "ops", at.Add(2*time.Minute)))
+	n, err := l.Begin(ctx, slot, b, 1, at.Add(3*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+}
