@@ -1,0 +1,296 @@
+package httpfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// Defaults for Transport.
+const (
+	// DefaultMaxAttempts is the number of attempts per request, the first
+	// included.
+	DefaultMaxAttempts = 4
+	// DefaultBaseDelay is the backoff before the second attempt; it doubles
+	// per attempt, with jitter, up to MaxDelay.
+	DefaultBaseDelay = 100 * time.Millisecond
+	// DefaultMaxDelay caps every wait, backoff and Retry-After alike.
+	DefaultMaxDelay = 10 * time.Second
+)
+
+// maxDrainBytes is how much of a retried response's body is read so that its
+// connection can be reused; the rest is dropped with the connection.
+const maxDrainBytes = 64 << 10
+
+type keyCtxKey struct{}
+
+// WithIdempotencyKey returns a copy of ctx whose requests sent through a
+// Transport carry key in the Idempotency-Key header. Use one key per
+// logical operation, the same for all its attempts (the scheduler's
+// Run.IdempotencyKey is one). key must be 1 to MaxKeyLen bytes of printable
+// ASCII; RoundTrip fails with ErrInvalidKey otherwise.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyCtxKey{}, key)
+}
+
+// KeyFromContext returns the key set by WithIdempotencyKey.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	key, ok := ctx.Value(keyCtxKey{}).(string)
+	return key, ok
+}
+
+// Transport is an http.RoundTripper that sends the idempotency key and the
+// fencing token of the request's context, and retries.
+//
+// Headers: Idempotency-Key from WithIdempotencyKey (as an RFC 8941
+// sf-string; a key already set on the request is kept when the context has
+// none), Fencing-Token and Fencing-Owner from fence.FromContext (the token in
+// decimal, the owner as an sf-string).
+//
+// Retries: a network error, 409, 429 or 5xx is retried up to MaxAttempts
+// attempts in all, with the same key and headers, when the request can be
+// sent again: its method is idempotent (GET, HEAD, OPTIONS, TRACE, PUT,
+// DELETE) or it carries an Idempotency-Key, and it has no body or a GetBody
+// (http.NewRequest sets one for in-memory bodies). A POST or PATCH without a
+// key is sent once. The wait before attempt n+1 is a jittered exponential
+// backoff (BaseDelay * 2^(n-1), between half and all of it, capped at
+// MaxDelay), or the response's Retry-After (seconds or HTTP-date) when that
+// is longer. A Retry-After beyond MaxDelay ends the retries: the response is
+// returned as is. Cancelling the request's context ends the wait at once;
+// the error then matches both the context error and the last attempt's.
+// The last attempt's outcome is returned unchanged, whatever its status.
+//
+// Stale token: a 412 whose RFC 9457 problem type ends in
+// "/stale-fencing-token" (what Middleware sends) is not returned as a
+// response: RoundTrip closes it and returns a nil response and a
+// *fence.StaleTokenError (matching fence.ErrStaleToken), never retried.
+// http.Client wraps it in a *url.Error, through which errors.As and
+// errors.Is still find it. This departs from the RoundTripper convention
+// that any status is a response on purpose: a stale holder must stop, and an
+// error is what callers cannot overlook.
+//
+// The zero Transport is ready to use; it is safe for concurrent use and
+// must not be copied after first use.
+type Transport struct {
+	// Base sends each attempt. Default http.DefaultTransport.
+	Base http.RoundTripper
+	// MaxAttempts is the number of attempts per request, the first
+	// included. 0: DefaultMaxAttempts (4); 1: no retries.
+	MaxAttempts int
+	// BaseDelay is the backoff before the second attempt. 0:
+	// DefaultBaseDelay (100 ms).
+	BaseDelay time.Duration
+	// MaxDelay caps each wait. 0: DefaultMaxDelay (10 s).
+	MaxDelay time.Duration
+
+	// Now reads the clock for HTTP-date Retry-After values. nil: time.Now.
+	Now func() time.Time
+	// Sleep waits d or until ctx ends, returning ctx's error then. nil: a
+	// timer. Tests inject it to observe waits without sleeping.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	r := req.Clone(ctx) // RoundTrip must not modify req
+	if err := setHeaders(ctx, r.Header); err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	retryable := canResend(r)
+	maxAttempts := t.maxAttempts()
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			r = r.Clone(ctx)
+			if r.GetBody != nil {
+				body, err := r.GetBody()
+				if err != nil {
+					return nil, fmt.Errorf("httpfence: rewind request body for attempt %d: %w", attempt, err)
+				}
+				r.Body = body
+			}
+		}
+		resp, err := t.base().RoundTrip(r)
+		if err == nil {
+			if stale, ok := readStale(resp); ok {
+				drainClose(resp)
+				if stale.Resource == "" {
+					stale.Resource = r.URL.String()
+				}
+				if stale.Presented == fence.None {
+					stale.Presented, _, _ = fence.FromContext(ctx)
+				}
+				return nil, stale
+			}
+		}
+		if !retryable || attempt >= maxAttempts || !retryableOutcome(resp, err) {
+			return resp, err
+		}
+		wait := t.backoff(attempt)
+		last := err
+		if resp != nil {
+			if ra, ok := retryAfter(resp.Header.Get("Retry-After"), t.now()); ok {
+				if ra > t.maxDelay() {
+					return resp, nil // the server asks for more than we wait
+				}
+				wait = max(wait, ra)
+			}
+			last = fmt.Errorf("httpfence: attempt %d: %s", attempt, resp.Status)
+			drainClose(resp)
+		}
+		if err := t.sleep(ctx, wait); err != nil {
+			return nil, errors.Join(err, last)
+		}
+	}
+}
+
+// CloseIdleConnections closes the idle connections of Base when it can.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// setHeaders writes the key and the fencing headers carried by ctx.
+func setHeaders(ctx context.Context, h http.Header) error {
+	if key, ok := KeyFromContext(ctx); ok {
+		v, err := FormatKey(key)
+		if err != nil {
+			return err
+		}
+		h.Set(KeyHeader, v)
+	}
+	if tok, owner, ok := fence.FromContext(ctx); ok {
+		if err := checkValue(owner); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOwner, err)
+		}
+		h.Set(TokenHeader, fence.FormatHeader(tok))
+		h.Set(OwnerHeader, quote(owner))
+	}
+	return nil
+}
+
+// canResend reports whether r may be sent more than once: an idempotent
+// method or an idempotency key, and a body that can be produced again.
+func canResend(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	default:
+		if r.Header.Get(KeyHeader) == "" {
+			return false
+		}
+	}
+	return r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
+}
+
+// retryableOutcome is the one place that decides whether an attempt's
+// outcome is worth another attempt: any transport error, 409 (in flight
+// elsewhere), 429 and every 5xx. An error caused by the request context's
+// end is "retryable" too: the wait that follows returns at once with the
+// context's error, joined with this one.
+func retryableOutcome(resp *http.Response, err error) bool {
+	if err != nil {
+		return true
+	}
+	return resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+}
+
+// retryAfter parses a Retry-After value (RFC 9110 §10.2.3): delay-seconds or
+// an HTTP-date, relative to now. A date in the past means no wait.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		secs, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return 0, false
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(at.Sub(now), 0), true
+}
+
+// backoff returns the jittered wait after attempt n (1-based): a uniform
+// draw from [d/2, d] where d = BaseDelay * 2^(n-1), capped at MaxDelay.
+func (t *Transport) backoff(n int) time.Duration {
+	d, limit := t.baseDelay(), t.maxDelay()
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+func (t *Transport) base() http.RoundTripper {
+	if t.Base == nil {
+		return http.DefaultTransport
+	}
+	return t.Base
+}
+
+func (t *Transport) maxAttempts() int {
+	if t.MaxAttempts <= 0 {
+		return DefaultMaxAttempts
+	}
+	return t.MaxAttempts
+}
+
+func (t *Transport) baseDelay() time.Duration {
+	if t.BaseDelay <= 0 {
+		return DefaultBaseDelay
+	}
+	return t.BaseDelay
+}
+
+func (t *Transport) maxDelay() time.Duration {
+	if t.MaxDelay <= 0 {
+		return DefaultMaxDelay
+	}
+	return t.MaxDelay
+}
+
+func (t *Transport) now() time.Time {
+	if t.Now == nil {
+		return time.Now()
+	}
+	return t.Now()
+}
+
+func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
+	if t.Sleep != nil {
+		return t.Sleep(ctx, d)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// drainClose reads a little of resp's body, so its connection can be reused,
+// and closes it.
+func drainClose(resp *http.Response) {
+	_, _ = io.CopyN(io.Discard, resp.Body, maxDrainBytes)
+	_ = resp.Body.Close()
+}

@@ -1,0 +1,405 @@
+package httpfence_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+)
+
+// hit is one request as a test server saw it.
+type hit struct {
+	method, key, token, owner string
+	body                      []byte
+}
+
+// scripted is a test server answering its n-th request with answers[n]
+// (the last answer repeats) and recording every request.
+type scripted struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	hits []hit
+}
+
+type answer struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+func newScripted(t *testing.T, answers ...answer) *scripted {
+	t.Helper()
+	s := &scripted{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.hits = append(s.hits, hit{r.Method, r.Header.Get("Idempotency-Key"), r.Header.Get("Fencing-Token"), r.Header.Get("Fencing-Owner"), body})
+		a := answers[min(len(s.hits), len(answers))-1]
+		s.mu.Unlock()
+		for k, v := range a.header {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(a.status)
+		_, _ = io.WriteString(w, a.body)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *scripted) requests() []hit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]hit(nil), s.hits...)
+}
+
+// sleeps records the waits of a Transport instead of waiting.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *sleeps) waits() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+// newClient returns a client whose Transport records its waits.
+func newClient(srv *httptest.Server, tr *httpfence.Transport) (*http.Client, *sleeps) {
+	sl := &sleeps{}
+	tr.Base = srv.Client().Transport
+	if tr.Sleep == nil {
+		tr.Sleep = sl.sleep
+	}
+	return &http.Client{Transport: tr}, sl
+}
+
+func fencedContext(key string, token fence.Token, owner string) context.Context {
+	return httpfence.WithIdempotencyKey(fence.WithToken(context.Background(), token, owner), key)
+}
+
+func TestTransportSendsKeyAndFencingHeaders(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t, answer{status: http.StatusCreated})
+	client, _ := newClient(s.srv, &httpfence.Transport{})
+
+	req, err := http.NewRequestWithContext(fencedContext(`settle:"eu"\x`, 1780000000000042, "replica-a:9f3c"), http.MethodPost, s.srv.URL, strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+
+	require.Equal(t, []hit{{http.MethodPost, `"settle:\"eu\"\\x"`, "1780000000000042", `"replica-a:9f3c"`, []byte("{}")}}, s.requests())
+	require.Empty(t, req.Header, "the caller's request is not modified")
+}
+
+func TestTransportKeepsAKeyAlreadyOnTheRequest(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t, answer{status: http.StatusOK})
+	client, _ := newClient(s.srv, &httpfence.Transport{})
+	req, err := http.NewRequest(http.MethodPost, s.srv.URL, nil)
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", `"preset"`)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, `"preset"`, s.requests()[0].key)
+	require.Empty(t, s.requests()[0].token, "no token in the context, none sent")
+}
+
+func TestTransportRefusesKeysAnSfStringCannotCarry(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t, answer{status: http.StatusOK})
+	client, _ := newClient(s.srv, &httpfence.Transport{})
+	for _, ctx := range []context.Context{
+		httpfence.WithIdempotencyKey(context.Background(), "café"),
+		httpfence.WithIdempotencyKey(context.Background(), ""),
+		fence.WithToken(context.Background(), 1, "owner\n"),
+	} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.srv.URL, strings.NewReader("x"))
+		require.NoError(t, err)
+		_, err = client.Do(req)
+		require.Error(t, err)
+		require.True(t, errors.Is(err, httpfence.ErrInvalidKey) || errors.Is(err, httpfence.ErrInvalidOwner), err)
+	}
+	require.Empty(t, s.requests(), "nothing was sent")
+}
+
+func TestTransportRetriesWithTheSameKeyAndBody(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t,
+		answer{status: http.StatusServiceUnavailable},
+		answer{status: http.StatusTooManyRequests},
+		answer{status: http.StatusConflict},
+		answer{status: http.StatusCreated, body: "done"},
+	)
+	tr := &httpfence.Transport{MaxAttempts: 5, BaseDelay: 100 * time.Millisecond, MaxDelay: 300 * time.Millisecond}
+	client, sl := newClient(s.srv, tr)
+
+	req, err := http.NewRequestWithContext(fencedContext("op-1", 7, "a"), http.MethodPost, s.srv.URL, bytes.NewReader([]byte("payload")))
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.Equal(t, "done", string(body))
+
+	hits := s.requests()
+	require.Len(t, hits, 4)
+	for _, h := range hits {
+		require.Equal(t, hit{http.MethodPost, `"op-1"`, "7", `"a"`, []byte("payload")}, h)
+	}
+	// Jittered exponential backoff: [d/2, d] for d = 100ms, 200ms, then the 300ms cap.
+	waits := sl.waits()
+	require.Len(t, waits, 3)
+	for i, d := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond} {
+		require.GreaterOrEqual(t, waits[i], d/2, "wait %d", i)
+		require.LessOrEqual(t, waits[i], d, "wait %d", i)
+	}
+}
+
+func TestTransportGivesUpAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t, answer{status: http.StatusBadGateway, body: "last"})
+	client, sl := newClient(s.srv, &httpfence.Transport{MaxAttempts: 3})
+	req, err := http.NewRequest(http.MethodGet, s.srv.URL, nil)
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err, "the last attempt's response is returned as is")
+	body, _ := io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	require.Equal(t, "last", string(body))
+	require.Len(t, s.requests(), 3)
+	require.Len(t, sl.waits(), 2)
+}
+
+func TestTransportDoesNotRetryOtherStatuses(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusPreconditionFailed} {
+		s := newScripted(t, answer{status: status})
+		client, _ := newClient(s.srv, &httpfence.Transport{})
+		req, err := http.NewRequest(http.MethodGet, s.srv.URL, nil)
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, status, resp.StatusCode)
+		require.Len(t, s.requests(), 1, "status %d", status)
+	}
+}
+
+func TestTransportHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		retryAfter string
+		wantWait   time.Duration // -1: no retry
+	}{
+		{"Seconds", "7", 7 * time.Second},
+		{"HTTPDate", now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
+		{"LongerThanMaxDelayEndsRetries", "3600", -1},
+		{"DateInThePastFallsBackToBackoff", now.Add(-time.Hour).Format(http.TimeFormat), time.Millisecond},
+		{"GarbageFallsBackToBackoff", "soon", time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newScripted(t,
+				answer{status: http.StatusServiceUnavailable, header: map[string]string{"Retry-After": tc.retryAfter}},
+				answer{status: http.StatusOK},
+			)
+			client, sl := newClient(s.srv, &httpfence.Transport{
+				BaseDelay: time.Millisecond, MaxDelay: time.Minute,
+				Now: func() time.Time { return now },
+			})
+			req, err := http.NewRequestWithContext(httpfence.WithIdempotencyKey(context.Background(), "k"), http.MethodPost, s.srv.URL, strings.NewReader("x"))
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			if tc.wantWait < 0 {
+				require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+				require.Len(t, s.requests(), 1)
+				require.Empty(t, sl.waits())
+				return
+			}
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			require.Len(t, s.requests(), 2)
+			waits := sl.waits()
+			require.Len(t, waits, 1)
+			if tc.wantWait == time.Millisecond { // the jittered backoff, not the header
+				require.LessOrEqual(t, waits[0], time.Millisecond)
+				return
+			}
+			require.Equal(t, tc.wantWait, waits[0])
+		})
+	}
+}
+
+func TestTransportNeverResendsWhatItCannot(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		method   string
+		key      bool
+		body     io.Reader
+		wantHits int
+	}{
+		{"PostWithoutKey", http.MethodPost, false, strings.NewReader("x"), 1},
+		{"PatchWithoutKey", http.MethodPatch, false, strings.NewReader("x"), 1},
+		{"PostWithKey", http.MethodPost, true, strings.NewReader("x"), 3},
+		{"PostWithKeyAndNoBody", http.MethodPost, true, nil, 3},
+		{"PostWithKeyButUnrewindableBody", http.MethodPost, true, struct{ io.Reader }{strings.NewReader("x")}, 1},
+		{"GetWithoutKey", http.MethodGet, false, nil, 3},
+		{"PutWithoutKey", http.MethodPut, false, strings.NewReader("x"), 3},
+		{"DeleteWithoutKey", http.MethodDelete, false, nil, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newScripted(t, answer{status: http.StatusServiceUnavailable})
+			client, _ := newClient(s.srv, &httpfence.Transport{MaxAttempts: 3})
+			ctx := context.Background()
+			if tc.key {
+				ctx = httpfence.WithIdempotencyKey(ctx, "k")
+			}
+			req, err := http.NewRequestWithContext(ctx, tc.method, s.srv.URL, tc.body)
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			require.Len(t, s.requests(), tc.wantHits)
+		})
+	}
+}
+
+// roundTripFunc adapts a function to http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestTransportRetriesNetworkErrors(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t, answer{status: http.StatusOK, body: "ok"})
+	var (
+		mu    sync.Mutex
+		calls int
+	)
+	base := s.srv.Client().Transport
+	sl := &sleeps{}
+	client := &http.Client{Transport: &httpfence.Transport{
+		Sleep: sl.sleep,
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			if n == 1 {
+				_ = r.Body.Close()
+				return nil, errors.New("connection reset by peer")
+			}
+			return base.RoundTrip(r)
+		}),
+	}}
+	req, err := http.NewRequestWithContext(httpfence.WithIdempotencyKey(context.Background(), "k"), http.MethodPost, s.srv.URL, strings.NewReader("body"))
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, []hit{{http.MethodPost, `"k"`, "", "", []byte("body")}}, s.requests(), "the resent body is whole")
+	require.Len(t, sl.waits(), 1)
+}
+
+func TestTransportStopsWaitingWhenTheContextEnds(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t, answer{status: http.StatusServiceUnavailable, header: map[string]string{"Retry-After": "3600"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base := s.srv.Client().Transport
+	// The real timer: an hour-long wait that only the cancellation, made
+	// once the first answer is in, can end.
+	client := &http.Client{Transport: &httpfence.Transport{
+		MaxDelay: 2 * time.Hour,
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := base.RoundTrip(r)
+			cancel()
+			return resp, err
+		}),
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.srv.URL, nil)
+	require.NoError(t, err)
+	_, err = client.Do(req)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Contains(t, err.Error(), "503", "the last attempt's outcome is joined")
+	require.Len(t, s.requests(), 1)
+}
+
+func TestTransportMapsStaleTokenToError(t *testing.T) {
+	t.Parallel()
+	handler, err := httpfence.Middleware(httpfence.MiddlewareConfig{
+		Store: httpfence.NewMemoryStore(),
+		Fence: httpfence.NewMemoryFence(),
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	})))
+	t.Cleanup(srv.Close)
+	client, sl := newClient(srv, &httpfence.Transport{})
+
+	post := func(key string, token fence.Token, owner string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(fencedContext(key, token, owner), http.MethodPost, srv.URL+"/settlements/2026-03-08", strings.NewReader("{}"))
+		require.NoError(t, err)
+		return client.Do(req)
+	}
+	resp, err := post("k1", 10, "b")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	resp, err = post("k2", 9, "a")
+	require.Nil(t, resp)
+	var urlErr *url.Error
+	require.ErrorAs(t, err, &urlErr, "http.Client wraps the RoundTrip error")
+	require.ErrorIs(t, err, fence.ErrStaleToken)
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, fence.StaleTokenError{Resource: "/settlements/2026-03-08", Presented: 9, Current: 10}, *stale)
+	require.Empty(t, sl.waits(), "a stale token is never retried")
+}
+
+func TestTransportReturnsOther412sAsResponses(t *testing.T) {
+	t.Parallel()
+	body := `{"type":"https://example.com/problems/etag-mismatch","title":"x","status":412}`
+	s := newScripted(t, answer{status: http.StatusPreconditionFailed, header: map[string]string{"Content-Type": "application/problem+json"}, body: body})
+	client, _ := newClient(s.srv, &httpfence.Transport{})
+	resp, err := client.Get(s.srv.URL)
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusPreconditionFailed, resp.StatusCode)
+	require.Equal(t, body, string(got), "the peeked body is given back whole")
+}

@@ -1,0 +1,111 @@
+// Package httpfence carries fencing tokens and idempotency keys over HTTP:
+// a client http.RoundTripper (Transport) that sends them and retries safely,
+// and a server middleware (Middleware) that runs each keyed request's handler
+// at most once, replays its response to retries, and refuses stale tokens.
+//
+// # Model
+//
+// A job that calls another service across the network has two problems a
+// lease cannot solve. A retry after a lost response (timeout, connection
+// reset) must not repeat the effect; and a holder that paused past its lease
+// TTL must not get its late call accepted after a newer holder's.
+//
+// The client sends, with every attempt of one logical operation:
+//
+//	Idempotency-Key: "settle:2026-03-08T02:00:00Z:eu"   (RFC 8941 sf-string)
+//	Fencing-Token:   1780000000000042                   (decimal uint64)
+//	Fencing-Owner:   "9f3c2e..."                         (sf-string)
+//
+// taken from the request's context: WithIdempotencyKey for the key (the
+// scheduler's Run.IdempotencyKey), fence.WithToken for the token and owner
+// (Run.Token, Run.Owner). The Idempotency-Key header follows
+// draft-ietf-httpapi-idempotency-key-header (IETF HTTPAPI working group):
+// an Item Structured Header Field whose value is a String; parameters are
+// refused.
+//
+// The server keeps one record per key (scoped by MiddlewareConfig.Identity)
+// in a Store: in flight under a lock while the handler runs, then completed
+// with the response. The record holds a fingerprint of the request (method,
+// path, query, body; not the headers, hence neither key nor token), so a key
+// reused for another request is detected.
+//
+// # Status table
+//
+// For a request whose method is in MiddlewareConfig.Methods, in this order:
+//
+//	400 missing-idempotency-key   no Idempotency-Key
+//	400 invalid-idempotency-key   not one valid sf-string of 1-255 printable ASCII bytes
+//	400 invalid-fencing-token     malformed Fencing-Token or Fencing-Owner, token 0,
+//	                              or none while a Fence store is configured
+//	413 request-too-large         body above MaxBodyBytes (default 1 MiB)
+//	422 idempotency-key-reused    key live with another fingerprint (in flight or completed)
+//	409 request-in-flight         key in flight with this fingerprint (Retry-After: 1)
+//	(stored status)               key completed: the stored status, header fields and
+//	                              body bytes, without running the handler; a replay
+//	                              wins over the fence check
+//	412 stale-fencing-token       new key, Fence refuses the token (members resource,
+//	                              currentToken, presentedToken); the key is released
+//	503 store-unavailable         a store call failed; the key is released
+//	(handler's)                   otherwise: the handler runs once, with the token and
+//	                              owner in its context (fence.FromContext)
+//
+// Problems are RFC 9457 application/problem+json documents whose type is
+// MiddlewareConfig.ProblemBase (default "https://holdfast.dev/problems/")
+// followed by the name above.
+//
+// After the handler: a response whose status DefaultStorable accepts (every
+// status below 500 except 408, 409, 425 and 429) is stored for TTL (default
+// 24 h) and replayed to retries; any other (5xx above all) releases the key,
+// so a retry runs the handler again. A panicking handler releases the key
+// too. A response body above MaxResponseBytes still reaches the client but
+// is stored as a 410 response-not-retained problem.
+//
+// # Fencing
+//
+// With MiddlewareConfig.Fence, a request that claims a new key must present
+// a token the FenceStore accepts under the rule of package fence (token >
+// stored, or equal from the stored owner); the store raises its token in the
+// same atomic step (a Lua script in Redis, one INSERT ... ON CONFLICT in
+// Postgres through sinks/pgfence). The Transport turns the resulting 412
+// into a *fence.StaleTokenError.
+//
+// # Guarantees
+//
+//   - While a key's record lives (LockTTL while in flight, TTL once
+//     completed), the handler runs at most once for it per identity, and
+//     every retry gets the 409, 422 or the byte-identical stored response.
+//   - The middleware admits, per resource, tokens in non-decreasing order
+//     under the acceptance rule: a request whose token was stale when it
+//     arrived never reaches the handler.
+//   - The Transport never sends a non-idempotent request (POST, PATCH, ...)
+//     without a key twice, always resends with the same key, and never
+//     resends a body it cannot rewind.
+//
+// # Non-guarantees
+//
+//   - The fence is checked at admission, not when the handler's effect
+//     lands: a request admitted with token 5 can still be running when one
+//     with token 6 is admitted. To fence the effect itself, use the token in
+//     the handler's own write (pgfence.Guard.Check in the handler's
+//     transaction; PostgresFence.Guard shares the guard table).
+//   - A handler that outlives LockTTL loses its key: a retry may run it
+//     again, and its response is not stored. Choose LockTTL above the
+//     handler's worst-case time.
+//   - A crash after the effect but before the response was stored leaves
+//     the key in flight until LockTTL passes; then a retry runs the handler
+//     again. Only an effect committed in the same database transaction as
+//     the record could close that gap, which a generic middleware cannot.
+//   - Records expire: a retry after TTL runs the handler again. A Redis
+//     store that loses data (restart without persistence, failover,
+//     eviction) forgets keys and tokens the same way.
+//   - Trailers, hijacked connections (WebSocket) and 1xx responses are not
+//     stored.
+//
+// # Stores
+//
+// Store and FenceStore each have a Redis implementation (NewRedisStore,
+// NewRedisFence: one Lua script per operation, one key per record, hash
+// tagged, so Redis Cluster works), a PostgreSQL one (NewPostgresStore with
+// an embedded idempotent migration, NewPostgresFence on sinks/pgfence), and
+// an in-memory one for tests and examples (NewMemoryStore, NewMemoryFence).
+package httpfence

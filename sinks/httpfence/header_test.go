@@ -1,0 +1,175 @@
+package httpfence_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+)
+
+func TestParseKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want string // "" means invalid
+	}{
+		{`"abc"`, "abc"},
+		{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "8e03978e-40d5-43e8-bc93-6894a57f9324"},
+		{`  "abc"  `, "abc"},
+		{`"a\"b"`, `a"b`},
+		{`"a\\b"`, `a\b`},
+		{`"settle:2026-03-08T02:00:00Z:eu"`, "settle:2026-03-08T02:00:00Z:eu"},
+		{`" lead and trail "`, " lead and trail "},
+		{`"` + strings.Repeat("k", httpfence.MaxKeyLen) + `"`, strings.Repeat("k", httpfence.MaxKeyLen)},
+		{`abc`, ""},             // a token, not a string
+		{`""`, ""},              // empty
+		{`"abc`, ""},            // unterminated
+		{`"abc"x`, ""},          // trailing bytes
+		{`"abc";p=1`, ""},       // parameters
+		{`"abc", "def"`, ""},    // a list
+		{`"a\nb"`, ""},          // only " and \ may be escaped
+		{`"a\`, ""},             // escape at the end
+		{"\"a\tb\"", ""},        // control byte
+		{"\"caf\xc3\xa9\"", ""}, // non-ASCII
+		{"\t\"abc\"", ""},       // only SP is trimmed
+		{`"` + strings.Repeat("k", httpfence.MaxKeyLen+1) + `"`, ""},
+		{``, ""},
+	} {
+		got, err := httpfence.ParseKey(tc.in)
+		if tc.want == "" {
+			require.ErrorIs(t, err, httpfence.ErrInvalidKey, "ParseKey(%q)", tc.in)
+			continue
+		}
+		require.NoError(t, err, "ParseKey(%q)", tc.in)
+		require.Equal(t, tc.want, got)
+	}
+}
+
+func TestFormatKey(t *testing.T) {
+	t.Parallel()
+	v, err := httpfence.FormatKey(`a"b\c`)
+	require.NoError(t, err)
+	require.Equal(t, `"a\"b\\c"`, v)
+	for _, bad := range []string{"", "caf\u00e9", "a\nb", strings.Repeat("k", httpfence.MaxKeyLen+1)} {
+		_, err := httpfence.FormatKey(bad)
+		require.ErrorIs(t, err, httpfence.ErrInvalidKey, "FormatKey(%q)", bad)
+	}
+}
+
+func TestParseFencing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		header  http.Header
+		token   fence.Token
+		owner   string
+		present bool
+		err     error
+	}{
+		{"none", http.Header{}, 0, "", false, nil},
+		{"token and owner", http.Header{"Fencing-Token": {"42"}, "Fencing-Owner": {`"replica-a"`}}, 42, "replica-a", true, nil},
+		{"zero parses", http.Header{"Fencing-Token": {"0"}, "Fencing-Owner": {`"a"`}}, 0, "a", true, nil},
+		{"spaces", http.Header{"Fencing-Token": {" 7 "}, "Fencing-Owner": {` "a" `}}, 7, "a", true, nil},
+		{"leading zero", http.Header{"Fencing-Token": {"042"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
+		{"negative", http.Header{"Fencing-Token": {"-1"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
+		{"overflow", http.Header{"Fencing-Token": {"18446744073709551616"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
+		{"two tokens", http.Header{"Fencing-Token": {"1", "2"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
+		{"token without owner", http.Header{"Fencing-Token": {"1"}}, 0, "", false, httpfence.ErrInvalidOwner},
+		{"owner without token", http.Header{"Fencing-Owner": {`"a"`}}, 0, "", false, httpfence.ErrInvalidOwner},
+		{"bare owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`a`}}, 0, "", false, httpfence.ErrInvalidOwner},
+		{"empty owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`""`}}, 0, "", false, httpfence.ErrInvalidOwner},
+		{"two owners", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`"a"`, `"b"`}}, 0, "", false, httpfence.ErrInvalidOwner},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, owner, present, err := httpfence.ParseFencing(tc.header)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				require.False(t, present)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.present, present)
+			require.Equal(t, tc.token, tok)
+			require.Equal(t, tc.owner, owner)
+		})
+	}
+}
+
+// FuzzParseKey: whatever parses is 1 to MaxKeyLen printable ASCII bytes and
+// formats back to text that parses to the same key; whatever FormatKey
+// accepts, ParseKey reads back.
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\"b\\c"`, `abc`, `""`, `"abc";p`, `"a\q"`, " \"x\" ", "\"\x7f\"", `"\`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		key, err := httpfence.ParseKey(s)
+		if err == nil {
+			if key == "" || len(key) > httpfence.MaxKeyLen {
+				t.Fatalf("ParseKey(%q) = %q: bad length", s, key)
+			}
+			for i := 0; i < len(key); i++ {
+				if key[i] < 0x20 || key[i] > 0x7e {
+					t.Fatalf("ParseKey(%q) = %q: byte 0x%02x", s, key, key[i])
+				}
+			}
+			v, err := httpfence.FormatKey(key)
+			if err != nil {
+				t.Fatalf("FormatKey(%q) after ParseKey(%q): %v", key, s, err)
+			}
+			if back, err := httpfence.ParseKey(v); err != nil || back != key {
+				t.Fatalf("round trip %q -> %q -> %q, %v", s, v, back, err)
+			}
+		} else if !errors.Is(err, httpfence.ErrInvalidKey) {
+			t.Fatalf("ParseKey(%q): untyped error %v", s, err)
+		}
+		// The other direction: any string FormatKey takes round-trips.
+		if v, err := httpfence.FormatKey(s); err == nil {
+			if back, err := httpfence.ParseKey(v); err != nil || back != s {
+				t.Fatalf("FormatKey(%q) = %q parses to %q, %v", s, v, back, err)
+			}
+		}
+	})
+}
+
+// FuzzParseFencing: a parsed token is canonical decimal (it formats back to
+// the trimmed header text) and a parsed owner is a valid key-like string;
+// errors are typed.
+func FuzzParseFencing(f *testing.F) {
+	for _, s := range [][2]string{{"1", `"a"`}, {"0", `"a"`}, {"18446744073709551615", `"o\"w"`}, {"01", `"a"`}, {"1", "a"}, {"", ""}, {"-1", `""`}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, token, owner string) {
+		h := http.Header{}
+		if token != "" {
+			h.Set("Fencing-Token", token)
+		}
+		if owner != "" {
+			h.Set("Fencing-Owner", owner)
+		}
+		tok, o, present, err := httpfence.ParseFencing(h)
+		if err != nil {
+			if !errors.Is(err, fence.ErrInvalidToken) && !errors.Is(err, httpfence.ErrInvalidOwner) {
+				t.Fatalf("ParseFencing(%q, %q): untyped error %v", token, owner, err)
+			}
+			return
+		}
+		if !present {
+			if token != "" || owner != "" {
+				t.Fatalf("ParseFencing(%q, %q): not present", token, owner)
+			}
+			return
+		}
+		if fence.FormatHeader(tok) != strings.Trim(token, " ") {
+			t.Fatalf("token %q parsed to %d", token, tok)
+		}
+		if back, err := httpfence.ParseKey(owner); err != nil || back != o {
+			t.Fatalf("owner %q parsed to %q, but as a key to %q, %v", owner, o, back, err)
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package httpfence
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// MemoryStore is a Store in process memory, for tests and examples: it is
+// lost on restart and not shared between replicas, so it gives none of the
+// guarantees of the package across processes. Expired records are dropped
+// lazily, when their key is used again. Safe for concurrent use.
+type MemoryStore struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	records map[string]*memRecord
+}
+
+type memRecord struct {
+	fingerprint string
+	lock        string // "" once completed
+	resp        *Response
+	expires     time.Time
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{now: time.Now, records: map[string]*memRecord{}}
+}
+
+// Begin implements Store.
+func (s *MemoryStore) Begin(_ context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error) {
+	if err := validTTL("lock TTL", lockTTL); err != nil {
+		return Outcome{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if r, ok := s.records[key]; ok && now.Before(r.expires) {
+		switch {
+		case r.fingerprint != fingerprint:
+			return Outcome{State: StateMismatch}, nil
+		case r.lock != "":
+			return Outcome{State: StateInFlight}, nil
+		}
+		return Outcome{State: StateCompleted, Response: cloneResponse(r.resp)}, nil
+	}
+	lock, err := newLock()
+	if err != nil {
+		return Outcome{}, err
+	}
+	s.records[key] = &memRecord{fingerprint: fingerprint, lock: lock, expires: now.Add(lockTTL)}
+	return Outcome{State: StateNew, Lock: lock}, nil
+}
+
+// Complete implements Store.
+func (s *MemoryStore) Complete(_ context.Context, key, lock string, resp *Response, ttl time.Duration) error {
+	if err := validTTL("TTL", ttl); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.held(key, lock)
+	if err != nil {
+		return err
+	}
+	r.lock, r.resp, r.expires = "", cloneResponse(resp), s.now().Add(ttl)
+	return nil
+}
+
+// Abandon implements Store.
+func (s *MemoryStore) Abandon(_ context.Context, key, lock string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.held(key, lock); err != nil {
+		return err
+	}
+	delete(s.records, key)
+	return nil
+}
+
+// held returns the live in-flight record of key under lock.
+func (s *MemoryStore) held(key, lock string) (*memRecord, error) {
+	r, ok := s.records[key]
+	if !ok || r.lock == "" || r.lock != lock || !s.now().Before(r.expires) {
+		return nil, fmt.Errorf("%w: key %q", ErrLockLost, key)
+	}
+	return r, nil
+}
+
+func cloneResponse(r *Response) *Response {
+	if r == nil {
+		return &Response{}
+	}
+	return &Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
+}
+
+// MemoryFence is a FenceStore in process memory, for tests and examples.
+// Safe for concurrent use.
+type MemoryFence struct {
+	mu   sync.Mutex
+	seen map[string]memToken
+}
+
+type memToken struct {
+	token fence.Token
+	owner string
+}
+
+// NewMemoryFence returns an empty MemoryFence.
+func NewMemoryFence() *MemoryFence { return &MemoryFence{seen: map[string]memToken{}} }
+
+// Accept implements FenceStore.
+func (f *MemoryFence) Accept(_ context.Context, resource string, t fence.Token, owner string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.seen[resource]
+	if err := fence.Check(resource, cur.token, cur.owner, t, owner); err != nil {
+		return err
+	}
+	f.seen[resource] = memToken{token: t, owner: owner}
+	return nil
+}

@@ -1,0 +1,370 @@
+package httpfence
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+)
+
+// Defaults for MiddlewareConfig.
+const (
+	// DefaultMaxBodyBytes limits request bodies (larger: 413).
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxResponseBytes limits the response body kept for replay.
+	DefaultMaxResponseBytes = 1 << 20
+	// DefaultTTL is how long a completed record is kept for replay.
+	DefaultTTL = 24 * time.Hour
+	// DefaultLockTTL is how long an in-flight record blocks its key when
+	// the handler never finishes (the process crashed).
+	DefaultLockTTL = time.Minute
+	// DefaultStoreTimeout bounds Complete and Abandon after the handler.
+	DefaultStoreTimeout = 5 * time.Second
+)
+
+// DefaultMethods are the methods the middleware applies to when
+// MiddlewareConfig.Methods is nil. Others pass through untouched.
+var DefaultMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// MiddlewareConfig configures Middleware. Only Store is required.
+type MiddlewareConfig struct {
+	// Store keeps the idempotency records. Required.
+	Store Store
+
+	// Fence, when set, applies the fence acceptance rule to every request
+	// that claims a new key: the request must then carry Fencing-Token and
+	// Fencing-Owner (400 otherwise), and a stale token is answered with 412.
+	// nil: tokens are parsed (400 when malformed) and passed to the handler
+	// in the context, but not checked.
+	Fence FenceStore
+
+	// Resource names what a request writes, for Fence. Default: the
+	// request's URL path.
+	Resource func(r *http.Request) string
+
+	// Identity scopes keys, typically by tenant or authenticated client: two
+	// identities never share a key. Default: no scoping. It runs after the
+	// handlers wrapping the middleware (authentication, say) and before the
+	// key lookup.
+	Identity func(r *http.Request) string
+
+	// Methods lists the methods the middleware applies to; requests with
+	// other methods go to the handler untouched. Default DefaultMethods
+	// (POST, PUT, PATCH, DELETE).
+	Methods []string
+
+	// MaxBodyBytes limits the request body, which is read in full to
+	// fingerprint it (larger: 413). Default DefaultMaxBodyBytes (1 MiB);
+	// -1: no limit.
+	MaxBodyBytes int64
+
+	// MaxResponseBytes limits the response body kept for replay. A larger
+	// response still reaches the client in full, but is stored as a 410
+	// response-not-retained problem: the handler does not run again for the
+	// key. Default DefaultMaxResponseBytes (1 MiB); -1: no limit.
+	MaxResponseBytes int64
+
+	// TTL is how long a completed record is kept and replayed. Default
+	// DefaultTTL (24 h).
+	TTL time.Duration
+
+	// LockTTL is how long an in-flight record holds its key. A request
+	// whose handler runs longer than LockTTL loses the key: a retry may run
+	// the handler a second time, and the late response is not stored.
+	// Default DefaultLockTTL (1 min).
+	LockTTL time.Duration
+
+	// StoreTimeout bounds the store calls made after the handler returns
+	// (Complete, Abandon), which run even when the client has gone away.
+	// Default DefaultStoreTimeout (5 s).
+	StoreTimeout time.Duration
+
+	// Storable reports whether a response with the handler's status code is
+	// stored for replay; when false the key is released and a retry runs the
+	// handler again. Default DefaultStorable.
+	Storable func(status int) bool
+
+	// ProblemBase prefixes the problem type URIs. Default
+	// DefaultProblemBase ("https://holdfast.dev/problems/").
+	ProblemBase string
+
+	// Logger receives stale_token_rejected and store failure events.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultStorable stores every response below 500 except 408, 409, 425 and
+// 429, which tell the client to come back: a retry of a 5xx or of one of
+// these runs the handler again.
+func DefaultStorable(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status < 500
+}
+
+func (c MiddlewareConfig) withDefaults() MiddlewareConfig {
+	if c.Resource == nil {
+		c.Resource = func(r *http.Request) string { return r.URL.Path }
+	}
+	if c.Identity == nil {
+		c.Identity = func(*http.Request) string { return "" }
+	}
+	if c.Methods == nil {
+		c.Methods = DefaultMethods
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.LockTTL == 0 {
+		c.LockTTL = DefaultLockTTL
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	}
+	if c.Storable == nil {
+		c.Storable = DefaultStorable
+	}
+	if c.ProblemBase == "" {
+		c.ProblemBase = DefaultProblemBase
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c MiddlewareConfig) validate() error {
+	switch {
+	case c.Store == nil:
+		return fmt.Errorf("%w: Store is required", ErrInvalidConfig)
+	case c.MaxBodyBytes < -1:
+		return fmt.Errorf("%w: MaxBodyBytes %d: want > 0, or -1 for no limit", ErrInvalidConfig, c.MaxBodyBytes)
+	case c.MaxResponseBytes < -1:
+		return fmt.Errorf("%w: MaxResponseBytes %d: want > 0, or -1 for no limit", ErrInvalidConfig, c.MaxResponseBytes)
+	case c.TTL < time.Millisecond:
+		return fmt.Errorf("%w: TTL %v: want at least 1ms", ErrInvalidConfig, c.TTL)
+	case c.LockTTL < time.Millisecond:
+		return fmt.Errorf("%w: LockTTL %v: want at least 1ms", ErrInvalidConfig, c.LockTTL)
+	case c.StoreTimeout < 0:
+		return fmt.Errorf("%w: StoreTimeout %v: want > 0", ErrInvalidConfig, c.StoreTimeout)
+	}
+	return nil
+}
+
+// Middleware returns the idempotency and fencing middleware described in the
+// package documentation, or an error matching ErrInvalidConfig.
+func Middleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return func(next http.Handler) http.Handler {
+		return &middleware{cfg: cfg, next: next}
+	}, nil
+}
+
+type middleware struct {
+	cfg  MiddlewareConfig
+	next http.Handler
+}
+
+func (m *middleware) problem(w http.ResponseWriter, status int, typ, title, detail string) {
+	writeProblem(w, Problem{Type: m.cfg.ProblemBase + typ, Title: title, Status: status, Detail: detail})
+}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !slices.Contains(m.cfg.Methods, r.Method) {
+		m.next.ServeHTTP(w, r)
+		return
+	}
+
+	// 1. Headers: key, then fencing token and owner.
+	keys := r.Header.Values(KeyHeader)
+	if len(keys) == 0 {
+		m.problem(w, http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key header required", "")
+		return
+	}
+	if len(keys) > 1 {
+		m.problem(w, http.StatusBadRequest, ProblemInvalidKey, "Invalid Idempotency-Key header", "more than one field line")
+		return
+	}
+	key, err := ParseKey(keys[0])
+	if err != nil {
+		m.problem(w, http.StatusBadRequest, ProblemInvalidKey, "Invalid Idempotency-Key header", err.Error())
+		return
+	}
+	token, owner, fenced, err := ParseFencing(r.Header)
+	switch {
+	case err != nil:
+		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Invalid fencing headers", err.Error())
+		return
+	case fenced && token == fence.None:
+		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Invalid fencing headers", fence.ErrNoToken.Error())
+		return
+	case !fenced && m.cfg.Fence != nil:
+		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Fencing-Token and Fencing-Owner headers required", "")
+		return
+	}
+
+	// 2. Body, read in full for the fingerprint and replayed to the handler.
+	body, err := m.readBody(w, r)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			m.problem(w, http.StatusRequestEntityTooLarge, ProblemRequestTooLarge, "Request body too large",
+				fmt.Sprintf("limit %d bytes", tooLarge.Limit))
+			return
+		}
+		// The client went away or sent a broken body: nothing to store.
+		m.problem(w, http.StatusBadRequest, ProblemInvalidBody, "Request body could not be read", err.Error())
+		return
+	}
+
+	// 3. The key: claim it, or answer from what holds it. A completed key
+	// is replayed before any fence check.
+	storeKey := key
+	if id := m.cfg.Identity(r); id != "" {
+		// Keys are printable ASCII, so the last 0x1f splits the pair.
+		storeKey = id + "\x1f" + key
+	}
+	ctx := r.Context()
+	out, err := m.cfg.Store.Begin(ctx, storeKey, fingerprint(r, body), m.cfg.LockTTL)
+	if err != nil {
+		m.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idempotency_store_failed", slog.String("op", "begin"), slog.Any("error", err))
+		m.problem(w, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Idempotency store unavailable", "")
+		return
+	}
+	switch out.State {
+	case StateInFlight:
+		w.Header().Set("Retry-After", "1")
+		m.problem(w, http.StatusConflict, ProblemInFlight, "A request with this Idempotency-Key is in progress", "")
+		return
+	case StateMismatch:
+		m.problem(w, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused with a different request", "")
+		return
+	case StateCompleted:
+		replay(w, out.Response)
+		return
+	case StateNew:
+	default:
+		m.problem(w, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Idempotency store unavailable", "state "+out.State.String())
+		return
+	}
+
+	// 4. The fence, for a new key only.
+	if m.cfg.Fence != nil {
+		resource := m.cfg.Resource(r)
+		if err := m.cfg.Fence.Accept(ctx, resource, token, owner); err != nil {
+			m.abandon(ctx, storeKey, out.Lock)
+			m.fenceRefused(w, r, resource, token, owner, err)
+			return
+		}
+	}
+
+	// 5. The handler, recorded; then store or release the key.
+	hctx := ctx
+	if fenced {
+		hctx = fence.WithToken(ctx, token, owner)
+	}
+	r2 := r.WithContext(hctx)
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	rec := &recorder{w: w, limit: m.cfg.MaxResponseBytes}
+	done := false
+	defer func() {
+		if !done { // the handler panicked: release the key, keep panicking
+			m.abandon(ctx, storeKey, out.Lock)
+		}
+	}()
+	m.next.ServeHTTP(rec, r2)
+	done = true
+	m.finish(ctx, storeKey, out.Lock, rec)
+}
+
+// readBody reads r's body within MaxBodyBytes.
+func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return []byte{}, nil
+	}
+	src := r.Body
+	if m.cfg.MaxBodyBytes >= 0 {
+		src = http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes)
+	}
+	return io.ReadAll(src)
+}
+
+// fenceRefused answers a request whose token the fence refused.
+func (m *middleware) fenceRefused(w http.ResponseWriter, r *http.Request, resource string, token fence.Token, owner string, err error) {
+	var stale *fence.StaleTokenError
+	switch {
+	case errors.As(err, &stale):
+		m.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "stale_token_rejected",
+			slog.String("resource", resource), slog.String("owner", owner),
+			slog.Uint64("presented", uint64(token)), slog.Uint64("current", uint64(stale.Current)))
+		writeProblem(w, Problem{
+			Type:           m.cfg.ProblemBase + ProblemStaleToken,
+			Title:          "Stale fencing token",
+			Status:         http.StatusPreconditionFailed,
+			Detail:         stale.Error(),
+			Resource:       resource,
+			CurrentToken:   stale.Current,
+			PresentedToken: token,
+		})
+	case errors.Is(err, fence.ErrNoToken), errors.Is(err, pgfence.ErrTokenOutOfRange), errors.Is(err, pgfence.ErrInvalidOwner):
+		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store", err.Error())
+	default:
+		m.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "fence_store_failed", slog.String("resource", resource), slog.Any("error", err))
+		m.problem(w, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Fence store unavailable", "")
+	}
+}
+
+// finish stores the recorded response for replay, or releases the key.
+func (m *middleware) finish(ctx context.Context, key, lock string, rec *recorder) {
+	if rec.status == 0 { // the handler wrote nothing: net/http sends 200
+		rec.status, rec.header = http.StatusOK, rec.w.Header().Clone()
+	}
+	if !m.cfg.Storable(rec.status) {
+		m.abandon(ctx, key, lock)
+		return
+	}
+	resp := &Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
+	if rec.overflow {
+		b := problemBody(Problem{
+			Type:   m.cfg.ProblemBase + ProblemNotRetained,
+			Title:  "Response not retained",
+			Status: http.StatusGone,
+			Detail: fmt.Sprintf("the request was processed (status %d) but its response exceeded %d bytes and was not kept; it will not be processed again", rec.status, m.cfg.MaxResponseBytes),
+		})
+		resp = &Response{Status: http.StatusGone, Header: http.Header{"Content-Type": {problemContentType}}, Body: b}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
+	defer cancel()
+	if err := m.cfg.Store.Complete(sctx, key, lock, resp, m.cfg.TTL); err != nil {
+		m.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idempotency_store_failed", slog.String("op", "complete"), slog.Any("error", err))
+	}
+}
+
+// abandon releases the key so that a retry runs the handler.
+func (m *middleware) abandon(ctx context.Context, key, lock string) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
+	defer cancel()
+	if err := m.cfg.Store.Abandon(sctx, key, lock); err != nil {
+		m.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idempotency_store_failed", slog.String("op", "abandon"), slog.Any("error", err))
+	}
+}

@@ -1,0 +1,285 @@
+package httpfence
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+)
+
+// DefaultSchema is the schema of PostgresStore's table when none is given.
+const DefaultSchema = "holdfast"
+
+// migrations holds the schema of PostgresStore, applied in name order.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// identifierRE is the schema form accepted: what Postgres accepts unquoted,
+// lower case only (as in pgfence).
+var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// beginAttempts bounds Begin's loop when other requests keep moving a key
+// on (creating, completing, abandoning it) between its steps.
+const beginAttempts = 3
+
+// PostgresStore is a Store in PostgreSQL: one row per key in
+// <schema>.idempotency_keys. Begin is one statement for a new key (INSERT
+// ... ON CONFLICT DO NOTHING), two for a live one (plus a SELECT, neither
+// writing, so a replay costs no commit flush) and three for a dead one (plus
+// a conditional UPDATE that takes it over); Complete and Abandon are one
+// conditional statement each. Expiry uses the database clock. Dead rows of keys never used again stay
+// until DeleteExpired removes them: call it periodically (hourly, say).
+// Safe for concurrent use.
+type PostgresStore struct {
+	db     pgfence.DBTX
+	schema string
+	// Statements, built once with the quoted table name.
+	insertSQL, readSQL, takeoverSQL           string
+	completeSQL, abandonSQL, deleteExpiredSQL string
+}
+
+// NewPostgresStore returns a PostgresStore working through db (a
+// *pgxpool.Pool, typically) on the table idempotency_keys in schema
+// (DefaultSchema when empty). It returns an error matching ErrInvalidConfig
+// when schema is not a lower-case SQL identifier. It does not touch the
+// database: run Migrate once at start-up.
+func NewPostgresStore(db pgfence.DBTX, schema string) (*PostgresStore, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidConfig)
+	}
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if !identifierRE.MatchString(schema) {
+		return nil, fmt.Errorf("%w: schema %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, schema, identifierRE)
+	}
+	t := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
+	return &PostgresStore{
+		db:     db,
+		schema: schema,
+		// Creates the record. DO NOTHING on a conflict neither writes nor
+		// locks, so Begin of a live key costs no commit flush.
+		insertSQL: `INSERT INTO ` + t + ` (key, fingerprint, lock_id, expires_at)
+VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
+ON CONFLICT (key) DO NOTHING
+RETURNING lock_id`,
+		readSQL: `SELECT fingerprint = $2, lock_id IS NOT NULL, status, header, body
+  FROM ` + t + ` WHERE key = $1 AND expires_at > now()`,
+		// Takes over a dead record. The WHERE clause is re-checked on the
+		// latest row version after waiting for a concurrent writer, so two
+		// concurrent takeovers never both return a row.
+		takeoverSQL: `UPDATE ` + t + `
+   SET fingerprint = $2, lock_id = $3, status = NULL, header = NULL, body = NULL,
+       created_at = now(), expires_at = now() + $4::bigint * interval '1 millisecond'
+ WHERE key = $1 AND expires_at <= now()
+RETURNING lock_id`,
+		completeSQL: `UPDATE ` + t + `
+   SET lock_id = NULL, status = $3, header = $4::jsonb, body = $5,
+       expires_at = now() + $6::bigint * interval '1 millisecond'
+ WHERE key = $1 AND lock_id = $2 AND expires_at > now()`,
+		abandonSQL:       `DELETE FROM ` + t + ` WHERE key = $1 AND lock_id = $2 AND expires_at > now()`,
+		deleteExpiredSQL: `DELETE FROM ` + t + ` WHERE expires_at <= now()`,
+	}, nil
+}
+
+// Migrate creates the schema and the table if they do not exist. It is
+// idempotent and safe to run from several processes at once: it runs in one
+// transaction under the advisory lock every holdfast store takes for the
+// schema (the one pgfence.Guard.Migrate takes).
+func (s *PostgresStore) Migrate(ctx context.Context) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return fmt.Errorf("httpfence: list migrations: %w", err)
+	}
+	var b strings.Builder
+	// A literal, not a parameter: the script goes as one simple-protocol
+	// query, which Postgres runs as one implicit transaction.
+	b.WriteString("SELECT pg_advisory_xact_lock(" + strconv.FormatInt(migrateLockKey(s.schema), 10) + ");\n")
+	for _, name := range names {
+		text, err := migrations.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("httpfence: read migration %s: %w", name, err)
+		}
+		b.WriteString(strings.ReplaceAll(string(text), "{{schema}}", pgx.Identifier{s.schema}.Sanitize()))
+		b.WriteString("\n")
+	}
+	if _, err := s.db.Exec(ctx, b.String()); err != nil {
+		return fmt.Errorf("httpfence: migrate %s: %w", s.schema, err)
+	}
+	return nil
+}
+
+// migrateLockKey is pgfence's advisory lock key for migrations into schema:
+// the 64-bit FNV-1a hash of "holdfast:migrate:" + schema.
+func migrateLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("holdfast:migrate:" + schema))
+	return int64(h.Sum64())
+}
+
+// Begin implements Store.
+func (s *PostgresStore) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error) {
+	if err := validTTL("lock TTL", lockTTL); err != nil {
+		return Outcome{}, err
+	}
+	lock, err := newLock()
+	if err != nil {
+		return Outcome{}, err
+	}
+	// insert -> read -> takeover, until one of them decides: a key is new
+	// (insert), live (read) or dead (takeover); between two steps another
+	// request may move it on, which the next step sees.
+	for range beginAttempts {
+		claimed, err := s.claim(ctx, s.insertSQL, key, fingerprint, lock, lockTTL)
+		if err != nil || claimed {
+			return Outcome{State: StateNew, Lock: lock}, err
+		}
+		out, live, err := s.read(ctx, key, fingerprint)
+		if err != nil || live {
+			return out, err
+		}
+		claimed, err = s.claim(ctx, s.takeoverSQL, key, fingerprint, lock, lockTTL)
+		if err != nil || claimed {
+			return Outcome{State: StateNew, Lock: lock}, err
+		}
+	}
+	return Outcome{}, fmt.Errorf("httpfence: postgres begin: key %q changed state %d times in a row", key, beginAttempts)
+}
+
+// claim runs the insert or takeover statement and reports whether it
+// returned the row, that is, whether lock now holds the key.
+func (s *PostgresStore) claim(ctx context.Context, sql, key, fingerprint, lock string, lockTTL time.Duration) (bool, error) {
+	var got string
+	err := s.db.QueryRow(ctx, sql, key, fingerprint, lock, lockTTL.Milliseconds()).Scan(&got)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	}
+	return false, fmt.Errorf("httpfence: postgres begin: %w", err)
+}
+
+// read returns the outcome for the live record of key, or live == false
+// when the key has none (dead or gone).
+func (s *PostgresStore) read(ctx context.Context, key, fingerprint string) (out Outcome, live bool, err error) {
+	var (
+		same, inFlight bool
+		status         *int32
+		header, body   []byte
+	)
+	err = s.db.QueryRow(ctx, s.readSQL, key, fingerprint).Scan(&same, &inFlight, &status, &header, &body)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Outcome{}, false, nil
+	case err != nil:
+		return Outcome{}, false, fmt.Errorf("httpfence: postgres begin: read record: %w", err)
+	case !same:
+		return Outcome{State: StateMismatch}, true, nil
+	case inFlight:
+		return Outcome{State: StateInFlight}, true, nil
+	}
+	h, err := decodeHeader(header)
+	if err != nil {
+		return Outcome{}, false, err
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	return Outcome{State: StateCompleted, Response: &Response{Status: int(*status), Header: h, Body: body}}, true, nil
+}
+
+// Complete implements Store.
+func (s *PostgresStore) Complete(ctx context.Context, key, lock string, resp *Response, ttl time.Duration) error {
+	if err := validTTL("TTL", ttl); err != nil {
+		return err
+	}
+	h, err := encodeHeader(resp.Header)
+	if err != nil {
+		return err
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{} // NULL would read back as a missing body
+	}
+	tag, err := s.db.Exec(ctx, s.completeSQL, key, lock, resp.Status, string(h), body, ttl.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("httpfence: postgres complete: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("%w: key %q", ErrLockLost, key)
+	}
+	return nil
+}
+
+// Abandon implements Store.
+func (s *PostgresStore) Abandon(ctx context.Context, key, lock string) error {
+	tag, err := s.db.Exec(ctx, s.abandonSQL, key, lock)
+	if err != nil {
+		return fmt.Errorf("httpfence: postgres abandon: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("%w: key %q", ErrLockLost, key)
+	}
+	return nil
+}
+
+// DeleteExpired deletes every dead record (in flight past its lock TTL, or
+// completed past its TTL) and returns how many it deleted. Begin takes over
+// dead records by itself; this only reclaims space.
+func (s *PostgresStore) DeleteExpired(ctx context.Context) (int64, error) {
+	tag, err := s.db.Exec(ctx, s.deleteExpiredSQL)
+	if err != nil {
+		return 0, fmt.Errorf("httpfence: postgres delete expired: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// PostgresFence is a FenceStore on a pgfence.Guard: Accept is Guard.Check
+// run in its own implicit transaction (one INSERT ... ON CONFLICT statement),
+// so the check and the raise are atomic. The guard table is the one the
+// handler can use in its own transactions (fence.FromContext gives it the
+// token the middleware admitted), which fences its writes end to end.
+// Tokens above math.MaxInt64 are refused (pgfence.ErrTokenOutOfRange).
+// Safe for concurrent use.
+type PostgresFence struct {
+	db    pgfence.DBTX
+	guard *pgfence.Guard
+}
+
+// NewPostgresFence returns a PostgresFence on the guard table named by cfg
+// (the zero Config: holdfast.fence_guard), working through db. It returns
+// pgfence's ErrInvalidConfig for a bad name. Run Migrate once at start-up.
+func NewPostgresFence(db pgfence.DBTX, cfg pgfence.Config) (*PostgresFence, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidConfig)
+	}
+	g, err := pgfence.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &PostgresFence{db: db, guard: g}, nil
+}
+
+// Guard returns the pgfence.Guard, for the handler's own fenced writes.
+func (f *PostgresFence) Guard() *pgfence.Guard { return f.guard }
+
+// Migrate creates the guard table (pgfence.Guard.Migrate).
+func (f *PostgresFence) Migrate(ctx context.Context) error { return f.guard.Migrate(ctx, f.db) }
+
+// Accept implements FenceStore.
+func (f *PostgresFence) Accept(ctx context.Context, resource string, t fence.Token, owner string) error {
+	return f.guard.Check(ctx, f.db, resource, t, owner)
+}

@@ -1,0 +1,149 @@
+package httpfence
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// Store keeps one record per idempotency key: in flight (a handler is
+// running under a lock) or completed (its response is kept for replay).
+// Implementations: NewRedisStore, NewPostgresStore, NewMemoryStore. Every
+// implementation must pass the package's conformance suite; the contract is:
+//
+//   - Begin is atomic per key. When no live record exists (never seen,
+//     abandoned, or expired) it creates an in-flight record for fingerprint
+//     under a new random lock that expires after lockTTL, and returns
+//     StateNew with that lock. Otherwise it changes nothing and returns
+//     StateMismatch when the record's fingerprint differs (in flight or
+//     completed), StateInFlight when it is in flight, and StateCompleted
+//     with the stored response when it is completed.
+//   - Complete turns the in-flight record held under lock into a completed
+//     one holding resp, kept for ttl from now. Abandon deletes the in-flight
+//     record held under lock. Both return an error matching ErrLockLost, and
+//     change nothing, when the record is gone or no longer holds lock (its
+//     lockTTL passed; another request may have taken it over).
+//   - Keys are opaque byte strings chosen by the middleware; the Postgres
+//     store needs valid UTF-8 without NUL bytes.
+type Store interface {
+	Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error)
+	Complete(ctx context.Context, key, lock string, resp *Response, ttl time.Duration) error
+	Abandon(ctx context.Context, key, lock string) error
+}
+
+// FenceStore applies the fence acceptance rule at admission: it keeps per
+// resource the highest token accepted and its owner. Accept returns nil and
+// raises the stored token (atomically with the check) when the rule accepts
+// token t from owner, a *fence.StaleTokenError when it refuses, an error
+// matching fence.ErrNoToken for fence.None, and any other error when the
+// store fails. Implementations: NewRedisFence, NewPostgresFence,
+// NewMemoryFence.
+type FenceStore interface {
+	Accept(ctx context.Context, resource string, t fence.Token, owner string) error
+}
+
+// State is what Store.Begin found for a key.
+type State int
+
+// The outcomes of Store.Begin.
+const (
+	// StateNew: no live record existed; the caller holds the new in-flight
+	// record under Outcome.Lock and must Complete or Abandon it.
+	StateNew State = iota + 1
+	// StateInFlight: another request with the same fingerprint holds the key.
+	StateInFlight
+	// StateMismatch: the key is live with another request fingerprint.
+	StateMismatch
+	// StateCompleted: the key completed; Outcome.Response is the stored one.
+	StateCompleted
+)
+
+// String returns the state's name.
+func (s State) String() string {
+	switch s {
+	case StateNew:
+		return "new"
+	case StateInFlight:
+		return "in-flight"
+	case StateMismatch:
+		return "mismatch"
+	case StateCompleted:
+		return "completed"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Outcome is the result of Store.Begin.
+type Outcome struct {
+	State State
+	// Lock identifies the in-flight record created by Begin (StateNew only).
+	Lock string
+	// Response is the stored response (StateCompleted only).
+	Response *Response
+}
+
+// Response is a stored response: replayed with the same status, header
+// fields and body bytes.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// ErrLockLost is returned by Store.Complete and Store.Abandon when the
+// record no longer holds the caller's lock: the in-flight lock expired
+// (MiddlewareConfig.LockTTL) and the key was abandoned, expired or taken
+// over by another request.
+var ErrLockLost = errors.New("httpfence: idempotency key lock lost")
+
+// ErrInvalidConfig is returned by constructors for a configuration they
+// cannot use; the message names the field.
+var ErrInvalidConfig = errors.New("httpfence: invalid config")
+
+// newLock returns a random 128-bit lock identifier in hex.
+func newLock() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("httpfence: random lock id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// encodeHeader and decodeHeader are the header codec every store uses: JSON
+// of the field map, which keeps the order of values within a field.
+func encodeHeader(h http.Header) ([]byte, error) {
+	if h == nil {
+		h = http.Header{}
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("httpfence: encode header: %w", err)
+	}
+	return b, nil
+}
+
+func decodeHeader(b []byte) (http.Header, error) {
+	h := http.Header{}
+	if len(b) == 0 {
+		return h, nil
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("httpfence: decode stored header: %w", err)
+	}
+	return h, nil
+}
+
+// validTTL reports an error for a TTL the stores cannot express.
+func validTTL(name string, d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("httpfence: %s %v: want at least 1ms", name, d)
+	}
+	return nil
+}

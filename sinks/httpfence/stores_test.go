@@ -1,0 +1,140 @@
+package httpfence_test
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+)
+
+// Behaviour particular to one implementation; the shared contract is in
+// conformance_test.go.
+
+func TestRedisFenceComparesTheWholeUint64Range(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := b.New(t)
+			f := httpfence.NewRedisFence(rdb, redistest.Prefix(t, rdb))
+			ctx := context.Background()
+			// Above 2^53 doubles round: 2^53 and 2^53+1 are one double.
+			require.NoError(t, f.Accept(ctx, "r", 1<<53+1, "a"))
+			require.ErrorIs(t, f.Accept(ctx, "r", 1<<53, "b"), fence.ErrStaleToken)
+			require.NoError(t, f.Accept(ctx, "r", math.MaxUint64-1, "a"))
+			err := f.Accept(ctx, "r", math.MaxUint64-1, "b")
+			var stale *fence.StaleTokenError
+			require.ErrorAs(t, err, &stale)
+			require.Equal(t, fence.Token(math.MaxUint64-1), stale.Current)
+			require.NoError(t, f.Accept(ctx, "r", math.MaxUint64, "b"))
+		})
+	}
+}
+
+func TestRedisStoresShareOneServerByPrefix(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Real(t)
+	prefix := redistest.Prefix(t, rdb)
+	a, b := httpfence.NewRedisStore(rdb, prefix+"a:"), httpfence.NewRedisStore(rdb, prefix+"b:")
+	ctx := context.Background()
+	for _, s := range []*httpfence.RedisStore{a, b} {
+		out, err := s.Begin(ctx, "k", "fp", long)
+		require.NoError(t, err)
+		require.Equal(t, httpfence.StateNew, out.State)
+	}
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 2)
+	for _, k := range keys {
+		require.Regexp(t, `^`+prefix+`[ab]:\{[0-9a-f]{64}\}$`, k, "one hash-tagged key per record")
+	}
+}
+
+func TestPostgresStoreConfig(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	for _, bad := range []string{"Upper", "1digit", "semi;colon", "quote\"d"} {
+		_, err := httpfence.NewPostgresStore(pool, bad)
+		require.ErrorIs(t, err, httpfence.ErrInvalidConfig, bad)
+	}
+	_, err := httpfence.NewPostgresStore(nil, "")
+	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
+	_, err = httpfence.NewPostgresFence(pool, pgfence.Config{Schema: "Bad"})
+	require.ErrorIs(t, err, pgfence.ErrInvalidConfig)
+}
+
+func TestPostgresMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t)
+	store, err := httpfence.NewPostgresStore(pool, schema)
+	require.NoError(t, err)
+	f, err := httpfence.NewPostgresFence(pool, pgfence.Config{Schema: schema})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			if i%2 == 0 {
+				errs <- store.Migrate(context.Background())
+			} else {
+				errs <- f.Migrate(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, store.Migrate(context.Background()))
+}
+
+func TestPostgresDeleteExpired(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	store, err := httpfence.NewPostgresStore(pool, newSchema(t))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, store.Migrate(ctx))
+
+	lock := begin(t, store, "dead", fpA, short)
+	begin(t, store, "live", fpA, long)
+	var deleted int64
+	eventually(t, "the dead record is deleted", func() bool {
+		deleted += mustDeleteExpired(t, store)
+		return deleted == 1
+	})
+	require.ErrorIs(t, store.Complete(ctx, "dead", lock, &httpfence.Response{Status: 200}, long), httpfence.ErrLockLost)
+	requireState(t, store, "live", fpA, httpfence.StateInFlight)
+	require.Zero(t, mustDeleteExpired(t, store))
+}
+
+func mustDeleteExpired(t *testing.T, s *httpfence.PostgresStore) int64 {
+	t.Helper()
+	n, err := s.DeleteExpired(context.Background())
+	require.NoError(t, err)
+	return n
+}
+
+func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	f, err := httpfence.NewPostgresFence(pool, pgfence.Config{Schema: newSchema(t)})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, f.Migrate(ctx))
+	require.NoError(t, f.Accept(ctx, "/settle", 10, "a"))
+	tok, owner, err := f.Guard().Current(ctx, pool, "/settle")
+	require.NoError(t, err)
+	require.Equal(t, fence.Token(10), tok)
+	require.Equal(t, "a", owner)
+	require.ErrorIs(t, f.Accept(ctx, "/settle", math.MaxUint64, "a"), pgfence.ErrTokenOutOfRange)
+}
