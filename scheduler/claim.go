@@ -25,8 +25,9 @@ type step struct {
 // claim tries to take u's lease. The replica that gets it works, in order
 // and under that one lease, through everything due for u: open slots
 // (failed with their retry time passed, abandoned, requested), slots nobody
-// began since the last one the ledger saw (missed-slot policy for those
-// before the fire, overlap policy for those after it), and the fire itself.
+// began since the last one the ledger saw (missed-slot policy for those due
+// before the claim began, overlap policy for those due during its runs),
+// and the fire itself.
 // Other replicas skip: the holder does their slot too.
 func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, scheduled bool) {
 	job := u.job
@@ -43,9 +44,17 @@ func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.F
 	}
 	defer func() { _ = l.Release(context.WithoutCancel(runCtx)) }()
 	f := Fence{Token: l.Token(), Owner: l.Owner()}
-	handled := map[time.Time]bool{}
+	s.mu.Lock()
+	cs := claimState{handled: map[time.Time]bool{}, seen: u.seen}
+	s.mu.Unlock()
+	if scheduled && fire.At.After(cs.seen) {
+		cs.seen = fire.At
+	}
+	if cs.seen.IsZero() { // a claim outside the dispatcher
+		cs.seen = time.Now()
+	}
 	for claimCtx.Err() == nil && l.Err() == nil {
-		steps, retryAt, err := s.plan(l.Context(), u, fire, scheduled, handled)
+		steps, retryAt, err := s.plan(l.Context(), u, fire, scheduled, &cs)
 		if err != nil {
 			s.log.LogAttrs(claimCtx, slog.LevelWarn, "job_claim_skipped", slog.String("job", job.Name),
 				slog.String("partition", u.partition), slog.Time("slot", fire.At), slog.String("reason", "ledger_error"), slog.Any("error", err))
@@ -61,20 +70,38 @@ func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.F
 			if claimCtx.Err() != nil || l.Err() != nil {
 				return
 			}
-			handled[st.fire.At] = true
+			cs.handled[st.fire.At] = true
 			if st.skip != "" {
 				s.skip(l, u, f, st)
 				continue
 			}
-			s.attempt(l, u, f, st.fire)
+			started := time.Now()
+			if s.attempt(l, u, f, st.fire) {
+				if cs.runFrom.IsZero() {
+					cs.runFrom = started
+				}
+				cs.runTo = time.Now()
+			}
 		}
 	}
+}
+
+// claimState is what one claim carries from one plan to the next.
+type claimState struct {
+	// handled holds the slots this claim ran or skipped.
+	handled map[time.Time]bool
+	// seen is the latest slot whose timer had fired before the claim
+	// began: a never-begun slot at or before it was missed.
+	seen time.Time
+	// runFrom and runTo span this claim's attempts (zero before the
+	// first): a slot that came due within it overlapped a run.
+	runFrom, runTo time.Time
 }
 
 // plan reads the ledger and lists what is due now, oldest first, leaving
 // out slots already handled by this claim. retryAt is the earliest retry
 // still to come (zero if none).
-func (s *Scheduler) plan(ctx context.Context, u *unit, fire cron.Fire, scheduled bool, handled map[time.Time]bool) (steps []step, retryAt time.Time, err error) {
+func (s *Scheduler) plan(ctx context.Context, u *unit, fire cron.Fire, scheduled bool, cs *claimState) (steps []step, retryAt time.Time, err error) {
 	job := u.job
 	now := time.Now()
 	since := now.Add(-job.CatchUpWindow)
@@ -93,14 +120,22 @@ func (s *Scheduler) plan(ctx context.Context, u *unit, fire cron.Fire, scheduled
 	if st.Horizon.After(since) {
 		since = st.Horizon.Truncate(time.Second)
 	}
+	// The first step listed for a slot wins: an open slot (requested,
+	// abandoned, failed) is run even when it is also a gap slot, and a
+	// slot waiting for its retry time is not begun early by a late timer.
 	byAt := map[time.Time]step{}
+	waiting := map[time.Time]bool{}
 	add := func(s step) {
-		if !handled[s.fire.At] && !s.fire.At.After(now) && (job.EndAt.IsZero() || s.fire.At.Before(job.EndAt)) {
-			byAt[s.fire.At] = s
+		at := s.fire.At
+		if _, dup := byAt[at]; dup || waiting[at] || cs.handled[at] || at.After(now) ||
+			(!job.EndAt.IsZero() && !at.Before(job.EndAt)) {
+			return
 		}
+		byAt[at] = s
 	}
 	for _, o := range st.Open {
 		if o.RetryAt.After(now) {
+			waiting[o.At] = true
 			if retryAt.IsZero() || o.RetryAt.Before(retryAt) {
 				retryAt = o.RetryAt
 			}
@@ -109,8 +144,12 @@ func (s *Scheduler) plan(ctx context.Context, u *unit, fire cron.Fire, scheduled
 		add(step{fire: s.fireAt(job, o.At)})
 	}
 	// Gap detection: slots after the last one the ledger saw that nobody
-	// began. A job the ledger never saw starts at this fire: no backfill
-	// of the time before it existed.
+	// began. Those whose timer fired before this claim began were missed
+	// (missed-slot policy); those that came due during one of this
+	// claim's runs overlapped it (overlap policy); the others came due
+	// while the claim was between runs and are simply due. A job the
+	// ledger never saw starts at this fire: no backfill of the time before
+	// it existed.
 	if !st.Last.IsZero() {
 		from := st.Last
 		if from.Before(since) {
@@ -119,11 +158,13 @@ func (s *Scheduler) plan(ctx context.Context, u *unit, fire cron.Fire, scheduled
 		var missed, overlapped []cron.Fire
 		for _, g := range job.schedule.Between(from, now, 1<<16) {
 			switch {
-			case handled[g.At] || (scheduled && g.At.Equal(fire.At)):
-			case !scheduled || g.At.Before(fire.At):
+			case cs.handled[g.At] || (scheduled && g.At.Equal(fire.At)):
+			case !g.At.After(cs.seen):
 				missed = append(missed, g)
-			default:
+			case !cs.runFrom.IsZero() && g.At.After(cs.runFrom) && !g.At.After(cs.runTo):
 				overlapped = append(overlapped, g)
+			default:
+				add(step{fire: g})
 			}
 		}
 		for _, stp := range missedSteps(job, missed) {
@@ -192,14 +233,15 @@ func (s *Scheduler) skip(l *lease.Lease, u *unit, f Fence, st step) {
 }
 
 // attempt runs one attempt of slot f under lease l, fenced in the ledger.
-func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) {
+// It reports whether the job function ran.
+func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) (ran bool) {
 	job := u.job
 	ctx := l.Context()
 	slot := Slot{Job: job.Name, At: f.At, Partition: u.partition}
 	n, err := s.cfg.Ledger.Begin(ctx, slot, fen, job.MaxAttempts, time.Now())
 	if err != nil {
 		s.ledgerRefused(ctx, slot, "begin", err)
-		return
+		return false
 	}
 	run := Run{
 		Slot: slot, Local: f.Local, Zone: job.schedule.Zone().String(), BusinessDate: f.BusinessDate, Rule: f.Rule,
@@ -233,7 +275,7 @@ func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) {
 	// fence, not the context, decides whether it is still ours to make.
 	if err := s.cfg.Ledger.Finish(context.WithoutCancel(ctx), slot, fen, n, o, time.Now()); err != nil {
 		s.ledgerRefused(ctx, slot, "finish", err)
-		return
+		return true
 	}
 	s.obs.RunCompleted(job.Name, o.Status, took, time.Now())
 	if !o.RetryAt.IsZero() {
@@ -242,6 +284,7 @@ func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) {
 	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", job.Name), slog.String("partition", u.partition),
 		slog.Time("slot", f.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
 		slog.Duration("took", took), slog.String("class", string(o.Class)), slog.String("error", o.Error))
+	return true
 }
 
 var errTimeout = errors.New("scheduler: run timed out (Job.Timeout)")

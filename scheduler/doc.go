@@ -5,123 +5,204 @@
 // # Overview
 //
 // Every replica of a service creates a Scheduler over the same Redis,
-// registers the same jobs and calls Start. At each fire time of a job every
-// replica tries to take the job's lease; the one that gets it runs the due
-// slots and the others skip. The lease gives liveness (one replica usually
-// does the work); safety comes from the fencing token that comes with the
-// lease: the ledger refuses a transition from a holder whose token has been
-// superseded, and so must every sink the job writes to (package fence).
+// registers the same jobs and calls Start. When a slot of a job comes due
+// every replica tries to take the lease of that (job, partition); the one
+// that gets it runs what is due and the others skip. The lease gives
+// liveness (one replica usually does the work); safety comes from the
+// fencing token that comes with the lease: the ledger refuses a transition
+// from a holder whose token has been superseded, and so must every sink the
+// job writes to (package fence).
 //
 //	leases, _ := lease.New(rdb, lease.Options{})
 //	ledger, _ := scheduler.NewRedisLedger(rdb, "")
 //	s, _ := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
 //	_ = s.Register(scheduler.Job{Name: "daily-settlement", Spec: "0 2 * * *",
-//		Zone: "Europe/Paris", Run: settle})
+//		Zone: "Europe/Paris", Partitions: []string{"eu", "us"}, Run: settle})
 //	_ = s.Start(ctx)
 //	defer s.Stop(shutdownCtx)
 //
-// # Slot identity
+// # Slots and partitions
 //
 // A Slot is (job name, scheduled instant in UTC at second precision,
-// partition; the partition is "" for now). It is computed from the schedule
-// (package cron, including its DST rules), never from the clock of the
-// replica whose timer fired: replicas whose timers fire seconds apart, or a
-// replica restarted after the slot, claim the same Slot. Run also carries the
-// slot's local time, zone and business date (the local date), and
-// Slot.Key, "job:2006-01-02T15:04:05Z:partition", as the idempotency key to
-// give to sinks.
+// partition). It is computed from the schedule (package cron, including its
+// DST rules), never from the clock of the replica whose timer fired:
+// replicas whose timers fire seconds apart, or a replica restarted after
+// the slot, claim the same Slot. Run also carries the slot's local time,
+// zone and business date (the local date), and Slot.Key,
+// "job:2006-01-02T15:04:05Z:partition", as the idempotency key to give to
+// sinks: the same for every attempt of the slot, on every replica.
+//
+// Job.Partitions splits every slot by tenant (default: one partition, "").
+// Each (job, partition) is a unit of its own: its own lease (named
+// "job|partition"), ledger records, fence and retries (Pause applies to
+// every partition of a job), so a slow tenant never holds up another and
+// the partitions of one slot run in parallel, on one replica or spread
+// over several, within Config.MaxConcurrentClaims claims per replica
+// (default 64).
 //
 // # Claim procedure
 //
-// Each job has one lease, named after the job (Job.LeaseTTL, kept alive while
-// held). At each fire time a replica:
+// One goroutine per Scheduler keeps a timer heap of every unit: its next
+// fire, and wake-ups (a retry falls due, an operator asked for a run). When
+// an entry comes due it hands a claim of the unit to a bounded pool; a unit
+// has at most one claim at a time on a replica (a fire that arrives during
+// one is noted and claimed right after). A claim:
 //
 //  1. calls lease.Client.TryAcquire once, without waiting. A replica that
 //     does not get the lease logs job_claim_skipped (reason=lease_held) and
-//     does nothing more: the holder runs this slot too;
-//  2. asks the ledger for the job's outstanding work (Ledger.Outstanding:
-//     the unfinished slots in the catch-up window and the last slot ever
-//     begun) and computes the due slots (see Catch-up);
-//  3. runs the due slots one at a time, oldest first, each as Ledger.Begin
-//     (fenced by the lease token) -> the job function -> Ledger.Finish
-//     (fenced). A slot already succeeded, or out of attempts, is refused by
-//     Begin (ErrSlotDone) and not run;
-//  4. asks the ledger again and repeats until nothing is due, so that slots
-//     that came due meanwhile are run by the holder rather than lost to the
-//     replicas that skipped;
-//  5. releases the lease. The replica's timer resumes with the first slot
-//     after its last look at the ledger.
+//     does nothing more: the holder does this slot too;
+//  2. reads the unit's State from the ledger (open slots, the last slot
+//     seen, the horizon, the pause flag) and plans what is due, oldest
+//     first: open slots whose retry time has come (failed with attempts
+//     left, abandoned, requested), slots nobody began since the last one
+//     the ledger saw (see Overlap and missed slots), and the fire itself;
+//  3. works through them one at a time: a run is Ledger.Begin (fenced) ->
+//     the job function -> Ledger.Finish (fenced); a policy skip is
+//     Ledger.Skip (fenced). A slot already succeeded, skipped, missed or
+//     out of attempts is refused by Begin (ErrSlotDone) and not run, and a
+//     failed slot is not begun before its stored retry time, however late
+//     a replica's timer fires;
+//  4. plans again and repeats until nothing is due, so that slots that came
+//     due meanwhile are handled by the holder rather than lost to the
+//     replicas that skipped; it schedules a wake-up at the earliest retry
+//     time still to come;
+//  5. releases the lease.
 //
-// The job function gets the lease's context: it ends when the lease is lost
-// or when Stop's grace period ends, and carries the token and owner
-// (fence.FromContext). Run.Token and Run.Owner are the same values.
+// The job function gets the lease's context: it ends when the lease is
+// lost, Job.Timeout passes, or Stop's grace period ends, and carries the
+// token and owner (fence.FromContext). Run.Token and Run.Owner are the same
+// values.
 //
 // # Ledger and fencing
 //
 // The ledger keeps one record per slot (one logical run, many attempts):
 //
-//	(none) --Begin--> running --Finish--> succeeded | failed
-//	failed  --Begin at a later claim--> running (next attempt)
-//	running --Begin by a newer holder--> running (next attempt)
+//	pending -> running -> succeeded | failed | abandoned
+//	failed | abandoned -> running            (the next attempt)
+//	succeeded | failed | missed -> pending   (an operator's request)
+//	skipped, missed                          (by policy)
 //
-// Each record holds the attempt number, its owner and token, start and
-// finish times and the last error. Every Begin and Finish checks and raises
-// a fence per (job, partition) with fence's acceptance rule: it is accepted
-// only with a token above the highest one seen, or equal to it from the same
-// owner; otherwise it returns a *fence.StaleTokenError (errors.Is
-// fence.ErrStaleToken) and changes nothing. Finish is also refused when the
-// record no longer holds the caller's attempt. So once a newer holder has
-// touched the job's ledger, a holder that lost its lease (paused, partitioned,
-// frozen past its TTL) can neither mark a slot done nor begin another one. A
-// running record whose holder lost the lease is abandoned: the next holder's
-// Begin takes it over as the next attempt. Every transition is one Lua script
-// (scripts/*.lua); a RedisLedger keeps the records of a (job, partition)
-// under one Cluster hash tag.
+// Each attempt records its number, owner, token, start, heartbeat, finish,
+// error and error class (Record.Attempts, Record.Latest). Every fenced
+// transition checks and raises a fence per (job, partition) with fence's
+// acceptance rule: it is accepted only with a token above the highest one
+// seen, or equal to it from the same owner; otherwise it returns a
+// *fence.StaleTokenError (errors.Is fence.ErrStaleToken) and changes
+// nothing. Finish and Heartbeat are also refused when the record no longer
+// holds the caller's attempt. So once a newer holder has touched the
+// unit's ledger, a holder that lost its lease (paused, partitioned, frozen
+// past its TTL) can neither mark a slot done nor begin another one.
+// Operator requests (Request, SetPaused) are not fenced. Every Redis
+// transition is one Lua script (scripts/*.lua) over keys that share one
+// Cluster hash tag per unit; scheduler/pgledger is a Postgres ledger, and
+// scheduler/ledgertest.Exercise checks any implementation.
 //
-// # Catch-up and gap detection
+// # Heartbeat and abandoned attempts
 //
-// The due slots of a claim are, among the job's slots in [StartAt, EndAt)
-// that are not in the future:
+// While an attempt runs, its holder records a heartbeat in the ledger every
+// LeaseTTL/3 (Attempt.Heartbeat). A running attempt whose holder lost the
+// lease (crashed, killed, stopped with a job that ignores its ctx, or
+// frozen past the TTL) stays running in the ledger until the next holder
+// of the unit claims: its Begin marks that attempt abandoned and starts the
+// next one. The stale holder's late Finish is refused by the fence.
 //
-//   - the unfinished slots the ledger holds (failed with attempts left, or
-//     abandoned) that are within CatchUpWindow of now;
-//   - the slots after the last begun one that nobody began (missed during
-//     downtime, or while every replica was busy), at most CatchUpWindow old;
-//   - the slot being claimed.
+// # Overlap and missed slots
 //
-// Of these only the MaxCatchUp+1 most recent are run; older ones are skipped
-// for good. A job whose ledger shows no begun slot starts at the slot of its
-// first claim: there is no backfill of the time before it first ran. Slots
-// skipped by these bounds, and slots older than the window, are left to
-// manual action.
+// Gap detection finds the slots after the last one the ledger saw that
+// nobody began. The job's policies decide what happens to them:
 //
-// # Retries
+//   - slots that came due while a run of the unit was in progress (the run
+//     is longer than the interval, or a retry runs into the next slot) follow
+//     Job.Overlap. OverlapForbid (default) records them skipped with reason
+//     "overlap" and never runs them; OverlapBufferOne runs the latest of
+//     them after the current run and skips the others. Runs of one unit
+//     never overlap in time;
+//   - slots that came due while no replica could run them (all down, Redis
+//     unreachable, the job paused) follow Job.Missed, found when a replica
+//     next claims. MissedCatchUp (default) runs them oldest first, at most
+//     the MaxCatchUp (default 16) latest, and records the older ones
+//     skipped, reason "missed"; MissedLatestOnly runs only the latest;
+//     MissedSkip records them all skipped, reason "missed"; MissedManual
+//     records them StatusMissed: they run only when an operator asks
+//     (Retry, Backfill).
 //
-// An attempt fails when the job function returns an error or panics. A
-// failed slot is retried at a later claim of the job (its next fire time, on
-// whichever replica wins the lease), never twice within one claim, until it
-// has had MaxAttempts attempts; it is then left failed and no longer
-// outstanding. Retries happen only within CatchUpWindow.
+// Whatever the policy, missed slots and retries older than CatchUpWindow
+// (default 1 h) or before StartAt are not run late (slots an operator
+// requests are), and a job whose ledger shows no slot starts at its first
+// claim: there is no backfill of the time before it existed.
+//
+// # Retries, backoff and timeout
+//
+// An attempt fails when the job function returns an error, panics
+// (ClassPanic) or exceeds Job.Timeout (ClassTimeout; 0 means no timeout).
+// classify is the one place that decides: Permanent(err) is ClassPermanent
+// and never retried; a context ended by lease loss or shutdown is
+// ClassInterrupted; anything else is ClassRetryable. Every class but
+// permanent is retried until attempt MaxAttempts (default 3) has failed;
+// the failure is then final. The wait before attempt n+1
+// is RetryBackoff * 2^(n-1) (default 1 s), capped at RetryMaxBackoff
+// (default 5 min), with ±20% jitter. The next attempt's time is stored in
+// the ledger with the failure (Record.RetryAt): the replica that failed
+// wakes at that time and claims again; if it dies in the wait, the next
+// claim of the unit on any replica finds the stored time and runs the
+// retry once it has come, so a crash during the backoff loses nothing. A
+// retry is another attempt of the same logical run: same Slot, same
+// idempotency key.
+//
+// # Operations
+//
+// Jobs lists the registered jobs with their next slot. Runs lists the
+// records of a unit, newest first. Retry asks for a new attempt of one
+// slot of the schedule (ErrInvalidJob for a time that is not one), a
+// succeeded, failed or missed one alike, as the next attempt of the same
+// run, with the reason recorded ("retry: ..."); Trigger asks for an
+// extra slot at the current second ("trigger: ..."); Backfill asks for
+// every slot of a range, at most MaxBackfill ("backfill: ..."). A
+// requested slot runs once, at once on this replica when it is started,
+// otherwise at the next claim of the unit on any replica. Pause stops
+// every replica from running the job's slots until Resume; slots that came
+// due while paused then follow the missed-slot policy. Operations on an
+// unknown job or partition return ErrUnknownJob; a running slot cannot be
+// requested (ErrSlotRunning). Scheduler.Handler serves the same operations
+// over HTTP behind a required authorizer.
 //
 // # Shutdown
 //
-// Stop stops claiming (a claim in progress begins no further slot), lets the
-// running attempts finish until its ctx ends, then cancels their context;
-// an attempt that ends that way is recorded failed, with its error prefixed
-// "interrupted: ", and is retried at a later claim. Stop then releases the
-// leases, waits for every goroutine the Scheduler started and returns nil,
-// or ctx's error when the grace period ran out. Stop is safe to call twice
-// and before Start. A Scheduler does not start again after Stop
-// (ErrStarted). When the ctx given to Start ends, claiming stops but running
-// attempts go on: only Stop cancels them.
+// Stop stops claiming (a claim in progress begins no further slot), lets
+// the running attempts finish until its ctx ends, then cancels their
+// context; an attempt that ends that way is recorded failed with
+// ClassInterrupted and retried later. Stop then releases the leases, waits
+// for every goroutine the Scheduler started and returns nil, or ctx's
+// error when the grace period ran out. Stop is safe to call twice and
+// before Start. A Scheduler does not start again after Stop (ErrStarted).
+// When the ctx given to Start ends, claiming stops but running attempts go
+// on: only Stop cancels them.
+//
+// # Data loss and the horizon
+//
+// Redis without persistence can forget the ledger (a restart, a failover
+// to an empty replica, FLUSHALL). Each unit's ledger keeps a horizon, the
+// time its memory starts, set on first use: after a loss the first claim
+// starts a new one. Gap detection never looks before the horizon, so the
+// slots whose records were lost are not caught up again, even when an
+// operator backfills an older slot afterwards. Use the Postgres ledger
+// where the run history must survive.
+//
+// # Observability
+//
+// Config.Logger receives job_claimed, job_claim_skipped (reason lease_held,
+// paused, done, ledger_error), job_run_finished, slot_skipped and
+// stale_token_rejected; Config.Observer receives measurements
+// (scheduler/schedprom turns them into Prometheus collectors).
 //
 // # Guarantees and non-guarantees
 //
 //   - A slot that succeeded is never run again by any replica, however late
 //     its timer fires or however often the process restarts, as long as the
-//     ledger keeps its record.
-//   - Each slot has at most one successful attempt in the ledger, and only
-//     the current lease holder's transitions are recorded.
+//     ledger keeps its record; only an operator's request runs it again.
+//   - Each (slot, partition) has at most one successful attempt per
+//     request, and only the current lease holder's transitions are
+//     recorded.
 //   - Replicas agree on slots, not on clocks: a replica runs a slot when its
 //     own clock reaches it. Clock skew moves when a slot runs, not how many
 //     times.
@@ -131,6 +212,7 @@
 //     where the sink checks the token (fence.Accept) or the idempotency key.
 //     A job that ignores ctx can still try a late write after its lease is
 //     gone; a fenced sink rejects it, an unfenced one does not.
-//   - A slot can be skipped: older than CatchUpWindow, beyond MaxCatchUp, or
-//     before the job's first run.
+//   - A slot can be skipped or left undone by design: by the overlap or
+//     missed-slot policy, older than CatchUpWindow, beyond MaxCatchUp,
+//     before the job's first run, or forgotten in a data loss.
 package scheduler

@@ -24,8 +24,8 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) RunStarted(string, time.Duration)                   {}
+func (nopObserver) RunStarted(string, time.Duration)                      {}
 func (nopObserver) RunCompleted(string, Status, time.Duration, time.Time) {}
-func (nopObserver) ClaimConflict(string)                               {}
-func (nopObserver) StaleRejected(string)                               {}
-func (nopObserver) SlotSkipped(string, Status)                         {}
+func (nopObserver) ClaimConflict(string)                                  {}
+func (nopObserver) StaleRejected(string)                                  {}
+func (nopObserver) SlotSkipped(string, Status)                            {}

@@ -70,6 +70,11 @@ type unit struct {
 	partition string
 	lease     string
 
+	// seen is the latest scheduled fire the dispatcher handed out (Start's
+	// time before the first), guarded by Scheduler.mu: a slot at or before
+	// it that nobody began when a claim starts was missed.
+	seen time.Time
+
 	mu      sync.Mutex
 	busy    bool // a claim is running
 	again   bool // a fire or wake-up arrived while busy
@@ -152,6 +157,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.claimCtx, s.runCancel, s.claimCancel = claimCtx, runCancel, claimCancel
 	now := time.Now()
 	for _, u := range s.order {
+		u.seen = now
 		if f, ok := s.next(u.job, now); ok {
 			heap.Push(&s.queue, &entry{at: f.At, u: u, fire: f, scheduled: true})
 		}
@@ -250,6 +256,9 @@ func (s *Scheduler) dispatch(claimCtx, runCtx context.Context) {
 			e := heap.Pop(&s.queue).(*entry)
 			due = append(due, e)
 			if e.scheduled {
+				if e.fire.At.After(e.u.seen) {
+					e.u.seen = e.fire.At
+				}
 				if f, ok := s.next(e.u.job, e.fire.At); ok {
 					heap.Push(&s.queue, &entry{at: f.At, u: e.u, fire: f, scheduled: true})
 				}

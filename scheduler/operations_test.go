@@ -1,0 +1,356 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPauseStopsEveryReplicaUntilResume(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		startAt, endAt, slots := window(5)
+		var (
+			mu     sync.Mutex
+			paused = map[string]map[time.Time]bool{} // job -> slots claimed while paused
+		)
+		handler := logTo(func(msg string, attrs map[string]string) {
+			if msg != "job_claim_skipped" || attrs["reason"] != "paused" {
+				return
+			}
+			at, err := time.Parse(time.RFC3339, attrs["slot"])
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if paused[attrs["job"]] == nil {
+				paused[attrs["job"]] = map[time.Time]bool{}
+			}
+			paused[attrs["job"]][at.UTC()] = true
+		})
+		pausedAfter := func(job string, p time.Time) int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for at := range paused[job] {
+				if at.After(p) {
+					n++
+				}
+			}
+			return n
+		}
+		logs := map[string]*runLog{"skipping": {}, "catching-up": {}}
+		jobOf := func(name string, missed MissedPolicy) Job {
+			l := logs[name]
+			return Job{
+				Name: name, Spec: everySecond, StartAt: startAt, EndAt: endAt, Missed: missed,
+				Run: func(ctx context.Context, run Run) error { defer l.begin(run)(); return nil },
+			}
+		}
+		var replicas []*Scheduler
+		for range 2 {
+			r := s.replica(t, handler)
+			require.NoError(t, r.Register(jobOf("skipping", MissedSkip)))
+			require.NoError(t, r.Register(jobOf("catching-up", MissedCatchUp)))
+			require.NoError(t, r.Start(context.Background()))
+			replicas = append(replicas, r)
+		}
+		a := replicas[0]
+		eventually(t, 10*time.Second, "the first slot ran", func() bool {
+			return s.status("skipping", "", slots[0]) == StatusSucceeded && s.status("catching-up", "", slots[0]) == StatusSucceeded
+		})
+
+		ctx := context.Background()
+		require.NoError(t, a.Pause(ctx, "skipping"))
+		require.NoError(t, a.Pause(ctx, "catching-up"))
+		pausedAt := time.Now()
+		eventually(t, 10*time.Second, "three slots came due while paused", func() bool {
+			return pausedAfter("skipping", pausedAt) >= 3 && pausedAfter("catching-up", pausedAt) >= 3
+		})
+		for name, l := range logs {
+			for _, at := range l.slots() {
+				require.False(t, at.After(pausedAt), "%s ran slot %v while paused", name, at)
+			}
+		}
+		resumeCalled := time.Now()
+		require.NoError(t, a.Resume(ctx, "skipping"))
+		require.NoError(t, a.Resume(ctx, "catching-up"))
+		resumedAt := time.Now()
+		last := slots[len(slots)-1]
+		eventually(t, 10*time.Second, "the last slot ran after Resume", func() bool {
+			return s.status("skipping", "", last) == StatusSucceeded && s.status("catching-up", "", last) == StatusSucceeded
+		})
+		for _, r := range replicas {
+			require.NoError(t, r.Stop(ctx))
+		}
+
+		// Slots due while paused, well before Resume, follow the
+		// missed-slot policy; the slot of Resume's second may go either
+		// way; later ones run as usual.
+		var whilePaused []time.Time
+		for _, at := range slots {
+			if at.After(pausedAt) && at.Before(resumeCalled.Truncate(time.Second)) {
+				whilePaused = append(whilePaused, at)
+			}
+		}
+		require.GreaterOrEqual(t, len(whilePaused), 2)
+		for _, at := range whilePaused {
+			require.Zero(t, logs["skipping"].count("", at), "slot %v", at)
+			rec := s.record(t, "skipping", "", at)
+			require.Equal(t, StatusSkipped, rec.Status, "slot %v", at)
+			require.Equal(t, "missed", rec.Reason)
+
+			require.Equal(t, 1, logs["catching-up"].count("", at), "slot %v is caught up once", at)
+			require.Equal(t, StatusSucceeded, s.status("catching-up", "", at))
+		}
+		for _, sp := range logs["catching-up"].allSpans() {
+			if sp.run.At.After(pausedAt) {
+				require.False(t, sp.start.Before(resumeCalled), "slot %v ran before Resume", sp.run.At)
+			}
+		}
+		for name, l := range logs {
+			for _, at := range slots {
+				require.LessOrEqual(t, l.count("", at), 1, "%s slot %v", name, at)
+				if at.After(resumedAt) {
+					require.Equal(t, StatusSucceeded, s.status(name, "", at), "%s slot %v", name, at)
+				}
+			}
+		}
+	})
+}
+
+func TestTriggerRunsAnExtraSlotOnce(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		var log runLog
+		job := Job{Name: "adhoc", Spec: yearly, Run: func(ctx context.Context, run Run) error { log.add(run); return nil }}
+		a := s.started(t, job)
+		b := s.started(t, job)
+		before := time.Now()
+		slot, err := a.Trigger(context.Background(), "adhoc", "", "month-end rerun")
+		require.NoError(t, err)
+		require.Equal(t, "adhoc", slot.Job)
+		require.Empty(t, slot.Partition)
+		require.False(t, slot.At.Before(before.Truncate(time.Second)))
+		require.False(t, slot.At.After(time.Now()))
+		eventually(t, 10*time.Second, "the triggered slot succeeded", func() bool {
+			return s.status("adhoc", "", slot.At) == StatusSucceeded
+		})
+		require.NoError(t, a.Stop(context.Background()))
+		require.NoError(t, b.Stop(context.Background()))
+
+		runs := log.all()
+		require.Len(t, runs, 1, "exactly once, on one replica")
+		require.Equal(t, slot, runs[0].Slot)
+		require.Equal(t, slot.Key(), runs[0].IdempotencyKey)
+		rec := s.record(t, "adhoc", "", slot.At)
+		require.Equal(t, "trigger: month-end rerun", rec.Reason)
+		require.Equal(t, 1, rec.Attempt)
+	})
+}
+
+func TestBackfillRunsEachSlotOfTheRangeOnce(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		slots := past(5, 2*time.Second)
+		var log runLog
+		job := Job{
+			Name: "reports", Spec: everySecond, StartAt: slots[0], EndAt: slots[4].Add(time.Second),
+			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
+		}
+		a := s.replica(t)
+		require.NoError(t, a.Register(job))
+		claimNow(t, a, "reports", "", slots[4]) // the job's first run
+		require.NoError(t, a.Start(context.Background()))
+		b := s.started(t, job)
+
+		got, err := a.Backfill(context.Background(), "reports", "", slots[1], slots[4], "late data")
+		require.NoError(t, err)
+		want := make([]Slot, 0, 3)
+		for _, at := range slots[1:4] {
+			want = append(want, Slot{Job: "reports", At: at})
+		}
+		require.Equal(t, want, got, "from <= slot < to")
+		eventually(t, 10*time.Second, "the backfilled slots succeeded", func() bool {
+			for _, at := range slots[1:4] {
+				if s.status("reports", "", at) != StatusSucceeded {
+					return false
+				}
+			}
+			return true
+		})
+		require.NoError(t, a.Stop(context.Background()))
+		require.NoError(t, b.Stop(context.Background()))
+
+		require.Equal(t, []time.Time{slots[4], slots[1], slots[2], slots[3]}, log.slots(), "each once, oldest first")
+		for _, at := range slots[1:4] {
+			rec := s.record(t, "reports", "", at)
+			require.Equal(t, "backfill: late data", rec.Reason)
+			require.Equal(t, 1, rec.Attempt)
+		}
+		require.Empty(t, s.status("reports", "", slots[0]), "outside the range")
+
+		_, err = a.Backfill(context.Background(), "reports", "", slots[4].Add(-2*time.Hour), slots[4], "too much")
+		require.ErrorIs(t, err, ErrInvalidJob, "more than MaxBackfill slots")
+	})
+}
+
+func TestRetryOfASucceededSlotIsANewAttemptOfTheSameRun(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 0)[0]
+		var log runLog
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(Job{
+			Name: "nightly", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
+		}))
+		claimNow(t, sched, "nightly", "", at)
+		require.NoError(t, sched.Start(context.Background()))
+		// A time inside the slot's second names the slot.
+		require.NoError(t, sched.Retry(context.Background(), "nightly", "", at.Add(300*time.Millisecond), "fixed the input"))
+		eventually(t, 10*time.Second, "the second attempt succeeded", func() bool {
+			rec := s.record(t, "nightly", "", at)
+			return rec.Attempt == 2 && rec.Status == StatusSucceeded
+		})
+		require.NoError(t, sched.Stop(context.Background()))
+
+		runs := log.all()
+		require.Len(t, runs, 2)
+		require.Equal(t, 2, runs[1].Attempt)
+		require.Equal(t, runs[0].IdempotencyKey, runs[1].IdempotencyKey, "the same logical run")
+		rec := s.record(t, "nightly", "", at)
+		require.Equal(t, "retry: fixed the input", rec.Reason)
+		require.Len(t, rec.Attempts, 2)
+		require.Equal(t, StatusSucceeded, rec.Attempts[0].Status)
+		require.Equal(t, StatusSucceeded, rec.Attempts[1].Status)
+	})
+}
+
+func TestOperationsRejectBadTargets(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		run := func(context.Context, Run) error { return nil }
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(Job{Name: "regional", Spec: everySecond, Partitions: []string{"eu", "us"}, Run: run}))
+		require.NoError(t, sched.Register(Job{Name: "annual", Spec: yearly, Run: run}))
+		now := time.Now()
+
+		require.ErrorIs(t, sched.Retry(ctx, "annual", "", now, "x"), ErrInvalidJob, "not a slot of the schedule")
+		for _, target := range []struct{ job, partition string }{{"nope", ""}, {"regional", ""}, {"regional", "asia"}} {
+			require.ErrorIs(t, sched.Retry(ctx, target.job, target.partition, now, "x"), ErrUnknownJob)
+			_, err := sched.Trigger(ctx, target.job, target.partition, "x")
+			require.ErrorIs(t, err, ErrUnknownJob)
+			_, err = sched.Backfill(ctx, target.job, target.partition, now.Add(-time.Minute), now, "x")
+			require.ErrorIs(t, err, ErrUnknownJob)
+			_, err = sched.Runs(ctx, target.job, target.partition, time.Time{}, now, 10)
+			require.ErrorIs(t, err, ErrUnknownJob)
+		}
+		require.ErrorIs(t, sched.Pause(ctx, "nope"), ErrUnknownJob)
+		require.ErrorIs(t, sched.Resume(ctx, "nope"), ErrUnknownJob)
+
+		// A running slot cannot be asked for again until it ends.
+		running := Slot{Job: "regional", At: now.Truncate(time.Second).UTC(), Partition: "eu"}
+		_, err := s.ledger.Begin(ctx, running, Fence{Token: 1, Owner: "holder"}, 3, now)
+		require.NoError(t, err)
+		require.ErrorIs(t, sched.Retry(ctx, "regional", "eu", running.At, "x"), ErrSlotRunning)
+	})
+}
+
+func TestJobsAndRunsListForOperators(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		run := func(context.Context, Run) error { return nil }
+		slots := past(3, time.Second)
+		future := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(Job{Name: "listed", Spec: everySecond, StartAt: slots[0], EndAt: slots[2].Add(time.Second), Run: run}))
+		require.NoError(t, sched.Register(Job{Name: "later", Spec: everySecond, StartAt: future, Run: run}))
+		require.NoError(t, sched.Register(Job{Name: "annual", Spec: yearly, Zone: "Europe/Paris", Partitions: []string{"fr", "be"}, Run: run}))
+
+		paris, err := time.LoadLocation("Europe/Paris")
+		require.NoError(t, err)
+		jobs := sched.Jobs()
+		require.Len(t, jobs, 3)
+		require.Equal(t, JobInfo{Name: "listed", Spec: everySecond, Zone: "UTC", Partitions: []string{""}}, jobs[0], "ended: no Next")
+		require.Equal(t, "later", jobs[1].Name)
+		require.Equal(t, future, jobs[1].Next)
+		require.Equal(t, "annual", jobs[2].Name)
+		require.Equal(t, "Europe/Paris", jobs[2].Zone)
+		require.Equal(t, []string{"fr", "be"}, jobs[2].Partitions)
+		require.Equal(t, time.Date(time.Now().In(paris).Year()+1, 1, 1, 0, 0, 0, 0, paris).UTC(), jobs[2].Next)
+
+		for _, at := range slots {
+			claimNow(t, sched, "listed", "", at)
+		}
+		recs, err := sched.Runs(ctx, "listed", "", slots[0], slots[2].Add(time.Second), 10)
+		require.NoError(t, err)
+		require.Len(t, recs, 3)
+		for i, at := range []time.Time{slots[2], slots[1], slots[0]} {
+			require.Equal(t, at, recs[i].Slot.At, "newest first")
+			require.Equal(t, StatusSucceeded, recs[i].Status)
+		}
+		recs, err = sched.Runs(ctx, "listed", "", slots[0], slots[2].Add(time.Second), 2)
+		require.NoError(t, err)
+		require.Equal(t, []time.Time{slots[2], slots[1]}, []time.Time{recs[0].Slot.At, recs[1].Slot.At}, "the newest, up to limit")
+		recs, err = sched.Runs(ctx, "listed", "", slots[0], slots[2], 10)
+		require.NoError(t, err)
+		require.Len(t, recs, 2, "to is exclusive")
+		recs, err = sched.Runs(ctx, "annual", "fr", time.Time{}, time.Now(), 10)
+		require.NoError(t, err)
+		require.Empty(t, recs)
+	})
+}
+
+func TestRedisDataLossDoesNotRerunForgottenSlots(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		slots := past(5, time.Second)
+		var log runLog
+		job := Job{
+			Name: "amnesia", Spec: everySecond, StartAt: slots[0], EndAt: slots[4].Add(time.Second),
+			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
+		}
+		before := s.replica(t)
+		require.NoError(t, before.Register(job))
+		for _, at := range slots[:4] {
+			claimNow(t, before, "amnesia", "", at)
+		}
+		require.Equal(t, slots[:4], log.slots())
+
+		// Redis restarts without persistence: the ledger forgot every
+		// record, the last slot and the horizon.
+		s.loseData(t)
+		lostAt := time.Now()
+
+		// An operator backfills the oldest slot after the loss. That
+		// slot's record is new, but the slots between it and the loss are
+		// before the ledger's new horizon: no catch-up re-runs them.
+		after := s.replica(t)
+		require.NoError(t, after.Register(job))
+		require.NoError(t, after.Start(ctx))
+		_, err := after.Backfill(ctx, "amnesia", "", slots[0], slots[1], "redo")
+		require.NoError(t, err)
+		eventually(t, 10*time.Second, "the backfilled slot ran", func() bool {
+			return s.status("amnesia", "", slots[0]) == StatusSucceeded
+		})
+		require.NoError(t, after.Stop(ctx))
+		st, err := s.ledger.State(ctx, "amnesia", "", slots[0])
+		require.NoError(t, err)
+		require.False(t, st.Horizon.Before(lostAt.Truncate(time.Millisecond)), "a new horizon: %v", st.Horizon)
+
+		// A later slot's claim runs that slot only.
+		claimNow(t, after, "amnesia", "", slots[4])
+		require.Equal(t, append(append([]time.Time(nil), slots[:4]...), slots[0], slots[4]), log.slots())
+		for _, at := range slots[1:4] {
+			require.Empty(t, s.status("amnesia", "", at), "slot %v is not run again", at)
+		}
+	})
+}

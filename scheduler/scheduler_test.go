@@ -1,0 +1,620 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler/cron"
+)
+
+func TestMultipleReplicasRunEachSlotExactlyOnce(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		const replicas = 3
+		startAt, endAt, slots := window(3)
+		var log runLog
+		job := Job{
+			Name: "settle", Spec: everySecond, StartAt: startAt, EndAt: endAt,
+			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
+		}
+		var scheds []*Scheduler
+		for range replicas {
+			sched := s.replica(t)
+			require.NoError(t, sched.Register(job))
+			scheds = append(scheds, sched)
+		}
+		for _, sched := range scheds {
+			require.NoError(t, sched.Start(context.Background()))
+		}
+		eventually(t, 20*time.Second, "every slot succeeded", func() bool {
+			for _, at := range slots {
+				if s.status("settle", "", at) != StatusSucceeded {
+					return false
+				}
+			}
+			return true
+		})
+		for _, sched := range scheds {
+			require.NoError(t, sched.Stop(context.Background()))
+		}
+
+		require.Equal(t, slots, log.slots(), "each slot once, in order")
+		for _, at := range slots {
+			rec := s.record(t, "settle", "", at)
+			require.Equal(t, StatusSucceeded, rec.Status)
+			require.Equal(t, 1, rec.Attempt)
+			require.Len(t, rec.Attempts, 1)
+			a, ok := rec.Latest()
+			require.True(t, ok)
+			require.Equal(t, StatusSucceeded, a.Status)
+			require.NotZero(t, a.Token)
+			require.Len(t, a.Owner, 32)
+			require.False(t, a.Started.IsZero())
+			require.False(t, a.Finished.Before(a.Started))
+		}
+	})
+}
+
+func TestLateTimerDoesNotRerunSlot(t *testing.T) {
+	t.Parallel()
+	t.Run("Succeeded", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			at := past(1, 0)[0]
+			var log runLog
+			job := Job{
+				Name: "late", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+				Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
+			}
+			a := s.replica(t)
+			require.NoError(t, a.Register(job))
+			claimNow(t, a, "late", "", at)
+			require.Equal(t, StatusSucceeded, s.status("late", "", at))
+			before := s.record(t, "late", "", at)
+
+			// Replica b's timer for the same slot fires late: b computes
+			// the same Fire from the schedule and claims it. So does a
+			// restarted a.
+			b := s.replica(t)
+			require.NoError(t, b.Register(job))
+			claimNow(t, b, "late", "", at)
+			restarted := s.replica(t)
+			require.NoError(t, restarted.Register(job))
+			claimNow(t, restarted, "late", "", at)
+
+			require.Equal(t, []time.Time{at}, log.slots(), "the slot ran once")
+			require.Equal(t, before, s.record(t, "late", "", at), "the record is untouched")
+		})
+	})
+	t.Run("FailedAwaitingItsRetry", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			at := past(1, 0)[0]
+			var log runLog
+			job := Job{
+				Name: "late-retry", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+				RetryBackoff: time.Minute,
+				Run:          func(ctx context.Context, run Run) error { log.add(run); return errors.New("down") },
+			}
+			a := s.replica(t)
+			require.NoError(t, a.Register(job))
+			claimNow(t, a, "late-retry", "", at)
+			rec := s.record(t, "late-retry", "", at)
+			require.Equal(t, StatusFailed, rec.Status)
+			require.True(t, rec.RetryAt.After(time.Now()), "retry at %v", rec.RetryAt)
+
+			// Another replica's timer fires late for the same slot: the
+			// stored retry time holds, whoever claims.
+			b := s.replica(t)
+			require.NoError(t, b.Register(job))
+			claimNow(t, b, "late-retry", "", at)
+			require.Equal(t, 1, log.count("", at), "no attempt before RetryAt")
+			require.Equal(t, rec, s.record(t, "late-retry", "", at))
+		})
+	})
+}
+
+func TestSlotDueWhileTheHolderReleasesIsNotLost(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		startAt, endAt, slots := window(2)
+		var log runLog
+		run := func(ctx context.Context, run Run) error { log.add(run); return nil }
+		// b's timer fires for slots[1] only, while a still holds the lease
+		// from its claim of slots[0]: b skips, leaving the slot to a.
+		bSkipped := make(chan struct{})
+		var once sync.Once
+		b := s.replica(t, logTo(func(msg string, attrs map[string]string) {
+			if msg == "job_claim_skipped" && attrs["reason"] == "lease_held" {
+				once.Do(func() { close(bSkipped) })
+			}
+		}))
+		require.NoError(t, b.Register(Job{Name: "edge", Spec: everySecond, StartAt: slots[1], EndAt: endAt, Run: run}))
+		// a's last look at the ledger in its claim of slots[0] waits until
+		// b skipped slots[1]: the slot came due after a's run, while a was
+		// between its run and its release.
+		watch := &watchedLedger{onState: func(call int) {
+			if call == 2 {
+				<-bSkipped
+			}
+		}}
+		a := s.replica(t, watched(watch))
+		require.NoError(t, a.Register(Job{Name: "edge", Spec: everySecond, StartAt: startAt, EndAt: endAt, Run: run}))
+		require.NoError(t, a.Start(context.Background()))
+		require.NoError(t, b.Start(context.Background()))
+		eventually(t, 10*time.Second, "both slots succeeded", func() bool {
+			return s.status("edge", "", slots[0]) == StatusSucceeded && s.status("edge", "", slots[1]) == StatusSucceeded
+		})
+		require.Equal(t, slots, log.slots())
+	})
+}
+
+func TestFrozenHolderCannotMarkSlot(t *testing.T) {
+	t.Parallel()
+	t.Run("Ledger", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			ctx := context.Background()
+			slot := Slot{Job: "frozen", At: past(1, 0)[0]}
+			a, b := Fence{Token: 100, Owner: "A"}, Fence{Token: 200, Owner: "B"}
+
+			attempt, err := s.ledger.Begin(ctx, slot, a, 3, time.Now())
+			require.NoError(t, err)
+			require.Equal(t, 1, attempt)
+			// A freezes past its lease; B takes the lease (larger token)
+			// and takes A's running attempt over: A's is abandoned.
+			attempt, err = s.ledger.Begin(ctx, slot, b, 3, time.Now())
+			require.NoError(t, err)
+			require.Equal(t, 2, attempt)
+
+			err = s.ledger.Finish(ctx, slot, a, 1, Outcome{Status: StatusSucceeded}, time.Now())
+			require.ErrorIs(t, err, fence.ErrStaleToken)
+			var stale *fence.StaleTokenError
+			require.ErrorAs(t, err, &stale)
+			require.Equal(t, a.Token, stale.Presented)
+			require.Equal(t, b.Token, stale.Current)
+			rec := s.record(t, "frozen", "", slot.At)
+			require.Equal(t, StatusRunning, rec.Status)
+			require.Equal(t, 2, rec.Attempt)
+			require.Len(t, rec.Attempts, 2)
+			require.Equal(t, StatusAbandoned, rec.Attempts[0].Status)
+			require.Equal(t, a.Token, rec.Attempts[0].Token)
+			latest, _ := rec.Latest()
+			require.Equal(t, StatusRunning, latest.Status)
+			require.Equal(t, b.Token, latest.Token)
+			require.Equal(t, "B", latest.Owner)
+
+			// A cannot begin another slot either, nor heartbeat, nor can
+			// another owner reuse B's token.
+			other := Slot{Job: "frozen", At: slot.At.Add(time.Second)}
+			_, err = s.ledger.Begin(ctx, other, a, 3, time.Now())
+			require.ErrorIs(t, err, fence.ErrStaleToken)
+			_, err = s.ledger.Begin(ctx, other, Fence{Token: b.Token, Owner: "C"}, 3, time.Now())
+			require.ErrorIs(t, err, fence.ErrStaleToken)
+			require.ErrorIs(t, s.ledger.Heartbeat(ctx, slot, a, 1, time.Now()), fence.ErrStaleToken)
+			_, found, err := s.ledger.Get(ctx, other)
+			require.NoError(t, err)
+			require.False(t, found, "a refused Begin writes nothing")
+
+			require.NoError(t, s.ledger.Finish(ctx, slot, b, 2, Outcome{Status: StatusSucceeded}, time.Now()))
+			rec = s.record(t, "frozen", "", slot.At)
+			require.Equal(t, StatusSucceeded, rec.Status)
+			require.Equal(t, 2, rec.Attempt)
+			_, err = s.ledger.Begin(ctx, slot, Fence{Token: b.Token + 1, Owner: "D"}, 3, time.Now())
+			require.ErrorIs(t, err, ErrSlotDone)
+		})
+	})
+	t.Run("Scheduler", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			at := past(1, 0)[0]
+			var (
+				log       runLog
+				aStarted  = make(chan struct{})
+				bRan      = make(chan struct{})
+				aCanceled = make(chan error, 1)
+			)
+			base := Job{Name: "frozen", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), LeaseTTL: 300 * time.Millisecond}
+			jobA, jobB := base, base
+			jobA.Run = func(ctx context.Context, run Run) error {
+				log.add(run)
+				close(aStarted)
+				<-ctx.Done() // until the lease is lost
+				aCanceled <- context.Cause(ctx)
+				<-bRan // a late write attempt, after the new holder started
+				return ctx.Err()
+			}
+			jobB.Run = func(ctx context.Context, run Run) error {
+				log.add(run)
+				close(bRan)
+				return nil
+			}
+			watchA := &watchedLedger{}
+			a := s.replica(t, watched(watchA))
+			require.NoError(t, a.Register(jobA))
+			b := s.replica(t)
+			require.NoError(t, b.Register(jobB))
+
+			aDone := make(chan struct{})
+			go func() {
+				defer close(aDone)
+				claimNow(t, a, "frozen", "", at)
+			}()
+			waitDone(t, aStarted, 10*time.Second, "a runs the slot")
+			// A's lease is force-lost (expired, evicted) while its job
+			// is still running; b's timer fires and b takes over.
+			s.dropLease(t, "frozen", "")
+			claimNow(t, b, "frozen", "", at)
+			waitDone(t, aDone, 10*time.Second, "a's claim ends")
+
+			require.ErrorIs(t, <-aCanceled, lease.ErrLost, "a's job ctx ends with the lease")
+			runs := log.all()
+			require.Len(t, runs, 2)
+			require.Equal(t, 1, runs[0].Attempt)
+			require.Equal(t, 2, runs[1].Attempt)
+			require.Greater(t, runs[1].Token, runs[0].Token)
+
+			calls := watchA.calls()
+			require.Len(t, calls, 1)
+			require.ErrorIs(t, calls[0].err, fence.ErrStaleToken, "a's Finish is refused")
+			require.Equal(t, runs[0].Token, calls[0].fence.Token)
+
+			rec := s.record(t, "frozen", "", at)
+			require.Equal(t, StatusSucceeded, rec.Status)
+			require.Equal(t, 2, rec.Attempt)
+			require.Len(t, rec.Attempts, 2)
+			require.Equal(t, StatusAbandoned, rec.Attempts[0].Status, "b's Begin marks a's attempt abandoned")
+			require.Equal(t, runs[0].Token, rec.Attempts[0].Token)
+			latest, _ := rec.Latest()
+			require.Equal(t, StatusSucceeded, latest.Status)
+			require.Equal(t, runs[1].Token, latest.Token)
+			require.Equal(t, runs[1].Owner, latest.Owner)
+		})
+	})
+}
+
+func TestFailedSlotIsRetried(t *testing.T) {
+	t.Parallel()
+	t.Run("UntilMaxAttempts", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			const maxAttempts = 3
+			at := past(1, 0)[0]
+			var log runLog
+			job := Job{
+				Name: "flaky", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+				MaxAttempts: maxAttempts, RetryBackoff: 50 * time.Millisecond,
+				Run: func(ctx context.Context, run Run) error {
+					log.add(run)
+					return fmt.Errorf("bank API down (attempt %d)", run.Attempt)
+				},
+			}
+			sched := s.replica(t)
+			require.NoError(t, sched.Register(job))
+			claimNow(t, sched, "flaky", "", at)
+			require.Equal(t, 1, log.count("", at), "one attempt per claim")
+			rec := s.record(t, "flaky", "", at)
+			require.Equal(t, StatusFailed, rec.Status)
+			require.Equal(t, 1, rec.Attempt)
+			require.False(t, rec.RetryAt.IsZero(), "the next attempt's time is stored")
+
+			// The retry is the dispatcher's: it wakes at RetryAt.
+			require.NoError(t, sched.Start(context.Background()))
+			eventually(t, 10*time.Second, "every attempt made", func() bool {
+				rec := s.record(t, "flaky", "", at)
+				return rec.Attempt == maxAttempts && rec.Status == StatusFailed
+			})
+			require.NoError(t, sched.Stop(context.Background()))
+			rec = s.record(t, "flaky", "", at)
+			require.True(t, rec.RetryAt.IsZero(), "the last failure is final")
+			require.Len(t, rec.Attempts, maxAttempts)
+			for i, a := range rec.Attempts {
+				require.Equal(t, i+1, a.N)
+				require.Equal(t, StatusFailed, a.Status)
+				require.Equal(t, ClassRetryable, a.Class)
+				require.Equal(t, fmt.Sprintf("bank API down (attempt %d)", i+1), a.Error)
+			}
+
+			// The last attempt was final: later claims, on any replica,
+			// leave the slot failed.
+			claimNow(t, sched, "flaky", "", at)
+			other := s.replica(t)
+			require.NoError(t, other.Register(job))
+			claimNow(t, other, "flaky", "", at)
+			claimWake(t, other, "flaky", "")
+			require.Equal(t, maxAttempts, log.count("", at))
+			require.Equal(t, rec, s.record(t, "flaky", "", at))
+			for i, r := range log.all() {
+				require.Equal(t, i+1, r.Attempt)
+			}
+			require.Empty(t, s.open(t, "flaky", ""), "a slot out of attempts is no longer open")
+		})
+	})
+	t.Run("PanicIsAFailedAttempt", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			at := past(1, 0)[0]
+			sched := s.replica(t)
+			require.NoError(t, sched.Register(Job{
+				Name: "panics", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+				Run: func(ctx context.Context, run Run) error { panic("boom") },
+			}))
+			claimNow(t, sched, "panics", "", at)
+			rec := s.record(t, "panics", "", at)
+			require.Equal(t, StatusFailed, rec.Status)
+			require.False(t, rec.RetryAt.IsZero(), "a panic is retried")
+			a, _ := rec.Latest()
+			require.Equal(t, ClassPanic, a.Class)
+			require.Contains(t, a.Error, "boom")
+		})
+	})
+	t.Run("SucceedsOnRetry", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			at := past(1, 0)[0]
+			var log runLog
+			job := Job{
+				Name: "flaky", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+				RetryBackoff: 50 * time.Millisecond,
+				Run: func(ctx context.Context, run Run) error {
+					log.add(run)
+					if run.Attempt == 1 {
+						return errors.New("transient")
+					}
+					return nil
+				},
+			}
+			sched := s.replica(t)
+			require.NoError(t, sched.Register(job))
+			claimNow(t, sched, "flaky", "", at)
+			require.NoError(t, sched.Start(context.Background()))
+			eventually(t, 10*time.Second, "retry succeeded", func() bool {
+				return s.status("flaky", "", at) == StatusSucceeded
+			})
+			require.NoError(t, sched.Stop(context.Background()))
+			claimNow(t, sched, "flaky", "", at)
+			require.Equal(t, 2, log.count("", at))
+			rec := s.record(t, "flaky", "", at)
+			require.Equal(t, 2, rec.Attempt)
+			require.Equal(t, StatusFailed, rec.Attempts[0].Status)
+			require.Equal(t, "transient", rec.Attempts[0].Error)
+			require.Equal(t, StatusSucceeded, rec.Attempts[1].Status)
+			require.Empty(t, rec.Attempts[1].Error)
+		})
+	})
+}
+
+func TestStopDrainsAndInterruptsAfterGrace(t *testing.T) {
+	t.Parallel()
+	t.Run("GenerousGraceLetsTheRunFinish", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			started, proceed := make(chan struct{}), make(chan struct{})
+			runErr := make(chan error, 1)
+			sched := s.started(t, Job{
+				Name: "drain", Spec: yearly,
+				Run: func(ctx context.Context, run Run) error {
+					close(started)
+					<-proceed
+					runErr <- ctx.Err()
+					return nil
+				},
+			})
+			slot, err := sched.Trigger(context.Background(), "drain", "", "drain test")
+			require.NoError(t, err)
+			waitDone(t, started, 10*time.Second, "job started")
+
+			stopped := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				stopped <- sched.Stop(ctx)
+			}()
+			select {
+			case err := <-stopped:
+				t.Fatalf("Stop returned %v while a run was in progress", err)
+			default:
+			}
+			close(proceed)
+			require.NoError(t, <-stopped)
+			require.NoError(t, <-runErr, "the job's ctx stayed alive within the grace period")
+			rec := s.record(t, "drain", "", slot.At)
+			require.Equal(t, StatusSucceeded, rec.Status)
+			leaseKey, _ := s.leaseKeys(t, "drain", "")
+			require.ErrorIs(t, s.rdb.Get(context.Background(), leaseKey).Err(), redis.Nil, "the lease is released")
+		})
+	})
+	t.Run("ShortGraceInterrupts", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			started := make(chan struct{})
+			cause := make(chan error, 1)
+			sched := s.started(t, Job{
+				Name: "interrupt", Spec: yearly,
+				Run: func(ctx context.Context, run Run) error {
+					close(started)
+					<-ctx.Done()
+					cause <- context.Cause(ctx)
+					return ctx.Err()
+				},
+			})
+			slot, err := sched.Trigger(context.Background(), "interrupt", "", "interrupt test")
+			require.NoError(t, err)
+			waitDone(t, started, 10*time.Second, "job started")
+
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			require.ErrorIs(t, sched.Stop(ctx), context.DeadlineExceeded)
+			require.ErrorIs(t, <-cause, lease.ErrParentDone, "the job's ctx was canceled")
+			rec := s.record(t, "interrupt", "", slot.At)
+			require.Equal(t, StatusFailed, rec.Status)
+			require.Equal(t, 1, rec.Attempt)
+			a, _ := rec.Latest()
+			require.Equal(t, ClassInterrupted, a.Class)
+			require.False(t, rec.RetryAt.IsZero(), "the interrupted slot is retried")
+			open := s.open(t, "interrupt", "")
+			require.Len(t, open, 1)
+			require.Equal(t, slot.At, open[0].At)
+			require.Equal(t, rec.RetryAt, open[0].RetryAt)
+
+			require.NoError(t, sched.Stop(context.Background()), "second Stop")
+			require.ErrorIs(t, sched.Start(context.Background()), ErrStarted)
+		})
+	})
+	t.Run("StopBeforeStart", func(t *testing.T) {
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			sched := s.replica(t)
+			require.NoError(t, sched.Stop(context.Background()))
+			require.NoError(t, sched.Stop(context.Background()))
+		})
+	})
+}
+
+func TestRegisterAndNewRejectBadInput(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		run := func(context.Context, Run) error { return nil }
+		ok := Job{Name: "ok", Spec: yearly, Run: run}
+		now := time.Now()
+		for _, tc := range []struct {
+			name string
+			edit func(j *Job)
+			want []error
+		}{
+			{"EmptyName", func(j *Job) { j.Name = "" }, []error{ErrInvalidJob}},
+			{"OversizedName", func(j *Job) { j.Name = strings.Repeat("x", MaxJobNameLen+1) }, []error{ErrInvalidJob}},
+			{"OpenBrace", func(j *Job) { j.Name = "a{b" }, []error{ErrInvalidJob}},
+			{"CloseBrace", func(j *Job) { j.Name = "a}b" }, []error{ErrInvalidJob}},
+			{"Pipe", func(j *Job) { j.Name = "a|b" }, []error{ErrInvalidJob}},
+			{"NilRun", func(j *Job) { j.Run = nil }, []error{ErrInvalidJob}},
+			{"InvalidSpec", func(j *Job) { j.Spec = "61 * * * * *" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
+			{"EmptySpec", func(j *Job) { j.Spec = "" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
+			{"UnknownZone", func(j *Job) { j.Zone = "Mars/Olympus_Mons" }, []error{ErrInvalidJob, cron.ErrUnknownZone}},
+			{"EndAtBeforeStartAt", func(j *Job) { j.StartAt, j.EndAt = now, now.Add(-time.Second) }, []error{ErrInvalidJob}},
+			{"EndAtEqualsStartAt", func(j *Job) { j.StartAt, j.EndAt = now, now }, []error{ErrInvalidJob}},
+			{"NegativeMaxAttempts", func(j *Job) { j.MaxAttempts = -1 }, []error{ErrInvalidJob}},
+			{"NegativeMaxCatchUp", func(j *Job) { j.MaxCatchUp = -1 }, []error{ErrInvalidJob}},
+			{"NegativeTimeout", func(j *Job) { j.Timeout = -time.Second }, []error{ErrInvalidJob}},
+			{"NegativeRetryBackoff", func(j *Job) { j.RetryBackoff = -time.Second }, []error{ErrInvalidJob}},
+			{"NegativeRetryMaxBackoff", func(j *Job) { j.RetryMaxBackoff = -time.Second }, []error{ErrInvalidJob}},
+			{"NegativeCatchUpWindow", func(j *Job) { j.CatchUpWindow = -time.Second }, []error{ErrInvalidJob}},
+			{"LeaseTTLBelowLeaseMinimum", func(j *Job) { j.LeaseTTL = lease.MinTTL - 1 }, []error{ErrInvalidJob}},
+			{"UnknownOverlapPolicy", func(j *Job) { j.Overlap = OverlapBufferOne + 1 }, []error{ErrInvalidJob}},
+			{"UnknownMissedPolicy", func(j *Job) { j.Missed = MissedManual + 1 }, []error{ErrInvalidJob}},
+			{"EmptyPartitionAmongSeveral", func(j *Job) { j.Partitions = []string{"eu", ""} }, []error{ErrInvalidJob}},
+			{"OversizedPartition", func(j *Job) { j.Partitions = []string{strings.Repeat("p", MaxPartitionLen+1)} }, []error{ErrInvalidJob}},
+			{"PartitionWithBrace", func(j *Job) { j.Partitions = []string{"e{u"} }, []error{ErrInvalidJob}},
+			{"PartitionWithPipe", func(j *Job) { j.Partitions = []string{"e|u"} }, []error{ErrInvalidJob}},
+			{"DuplicatePartition", func(j *Job) { j.Partitions = []string{"eu", "us", "eu"} }, []error{ErrInvalidJob}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				sched := s.replica(t)
+				job := ok
+				tc.edit(&job)
+				err := sched.Register(job)
+				for _, want := range tc.want {
+					require.ErrorIs(t, err, want)
+				}
+				require.NoError(t, sched.Register(ok), "a rejected job leaves no trace")
+			})
+		}
+
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(ok))
+		require.ErrorIs(t, sched.Register(ok), ErrDuplicateJob)
+		require.NoError(t, sched.Start(context.Background()))
+		late := ok
+		late.Name = "late"
+		require.ErrorIs(t, sched.Register(late), ErrStarted)
+		require.ErrorIs(t, sched.Start(context.Background()), ErrStarted)
+		require.NoError(t, sched.Stop(context.Background()))
+
+		leases, err := lease.New(s.rdb, lease.Options{Prefix: s.leasePrefix})
+		require.NoError(t, err)
+		_, err = New(Config{Ledger: s.ledger})
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		_, err = New(Config{Leases: leases})
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		_, err = New(Config{Leases: leases, Ledger: s.ledger, MaxConcurrentClaims: -1})
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		_, err = NewRedisLedger(nil, "")
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		_, err = NewRedisLedger(s.rdb, "a{b}:")
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		keys, err := s.rdb.Keys(context.Background(), s.ledgerPrefix+"*").Result()
+		require.NoError(t, err)
+		require.Empty(t, keys, "bad input must not touch the ledger")
+	})
+}
+
+func TestRunCarriesSlotTokenAndIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		const zone = "America/New_York"
+		at := past(1, 0)[0]
+		type seen struct {
+			run       Run
+			ctxToken  fence.Token
+			ctxOwner  string
+			ctxHasTok bool
+		}
+		got := make(chan seen, 1)
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(Job{
+			Name: "fields", Spec: everySecond, Zone: zone, StartAt: at, EndAt: at.Add(time.Second),
+			Run: func(ctx context.Context, run Run) error {
+				tok, owner, ok := fence.FromContext(ctx)
+				got <- seen{run: run, ctxToken: tok, ctxOwner: owner, ctxHasTok: ok}
+				return nil
+			},
+		}))
+		claimNow(t, sched, "fields", "", at)
+		var g seen
+		select {
+		case g = <-got:
+		default:
+			t.Fatal("job did not run")
+		}
+
+		loc, err := time.LoadLocation(zone)
+		require.NoError(t, err)
+		r := g.run
+		require.Equal(t, "fields", r.Job)
+		require.Equal(t, at, r.At)
+		require.Equal(t, time.UTC, r.At.Location())
+		require.Zero(t, r.At.Nanosecond(), "second precision")
+		require.Empty(t, r.Partition)
+		require.Equal(t, zone, r.Zone)
+		require.True(t, r.Local.Equal(r.At))
+		require.Equal(t, zone, r.Local.Location().String())
+		require.Equal(t, r.At.In(loc).Format(time.DateOnly), r.BusinessDate)
+		require.Equal(t, cron.RuleNormal, r.Rule)
+		require.Equal(t, 1, r.Attempt)
+		require.Equal(t, "fields:"+r.At.Format("2006-01-02T15:04:05Z")+":", r.IdempotencyKey)
+		require.Equal(t, r.Slot.Key(), r.IdempotencyKey)
+
+		_, fenceKey := s.leaseKeys(t, "fields", "")
+		issued, err := s.rdb.Get(context.Background(), fenceKey).Uint64()
+		require.NoError(t, err)
+		require.Equal(t, fence.Token(issued), r.Token, "the lease's token")
+		require.Len(t, r.Owner, 32)
+		require.True(t, g.ctxHasTok)
+		require.Equal(t, r.Token, g.ctxToken)
+		require.Equal(t, r.Owner, g.ctxOwner)
+		a, ok := s.record(t, "fields", "", r.At).Latest()
+		require.True(t, ok)
+		require.Equal(t, r.Token, a.Token)
+		require.Equal(t, r.Owner, a.Owner)
+	})
+}

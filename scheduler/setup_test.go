@@ -1,0 +1,426 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler/cron"
+)
+
+// everySecond is the spec the tests use: one slot per second keeps them
+// short, and StartAt/EndAt windows bound how many slots a job has.
+const everySecond = "* * * * * *"
+
+// yearly is a spec with no slot during a test: the runs of a job on it come
+// only from operator requests (Trigger, Backfill, Retry).
+const yearly = "0 0 0 1 1 *"
+
+// setup is the per-test bundle: one Redis, the key prefixes every replica of
+// the test shares, and a ledger over them for inspection.
+type setup struct {
+	backend      string
+	rdb          redis.UniversalClient
+	prefix       string
+	leasePrefix  string
+	ledgerPrefix string
+	ledger       *RedisLedger
+}
+
+func newSetup(t *testing.T, b redistest.Backend) *setup {
+	t.Helper()
+	rdb := b.New(t)
+	prefix := redistest.Prefix(t, rdb)
+	s := &setup{backend: b.Name, rdb: rdb, prefix: prefix, leasePrefix: prefix + "lease:", ledgerPrefix: prefix + "ledger:"}
+	var err error
+	s.ledger, err = NewRedisLedger(rdb, s.ledgerPrefix)
+	require.NoError(t, err)
+	return s
+}
+
+// eachBackend runs fn against real Redis and miniredis, in parallel.
+func eachBackend(t *testing.T, fn func(t *testing.T, s *setup)) {
+	t.Helper()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newSetup(t, b))
+		})
+	}
+}
+
+// replica returns a Scheduler as a separate replica would build it: its own
+// lease.Client and RedisLedger over the shared Redis and prefixes, changed
+// by opts. It is stopped when the test ends.
+func (s *setup) replica(t *testing.T, opts ...func(*Config)) *Scheduler {
+	t.Helper()
+	leases, err := lease.New(s.rdb, lease.Options{Prefix: s.leasePrefix})
+	require.NoError(t, err)
+	ledger, err := NewRedisLedger(s.rdb, s.ledgerPrefix)
+	require.NoError(t, err)
+	cfg := Config{Leases: leases, Ledger: ledger}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	sched, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = sched.Stop(ctx)
+	})
+	return sched
+}
+
+// started registers job on a new replica and starts it.
+func (s *setup) started(t *testing.T, job Job, opts ...func(*Config)) *Scheduler {
+	t.Helper()
+	sched := s.replica(t, opts...)
+	require.NoError(t, sched.Register(job))
+	require.NoError(t, sched.Start(context.Background()))
+	return sched
+}
+
+// loseData makes Redis forget everything the test wrote, as a restart
+// without persistence does: FLUSHALL on the test's own miniredis, the
+// test's keys on the shared real server.
+func (s *setup) loseData(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if s.backend == "miniredis" {
+		require.NoError(t, s.rdb.FlushAll(ctx).Err())
+		return
+	}
+	var keys []string
+	iter := s.rdb.Scan(ctx, 0, s.prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	require.NotEmpty(t, keys)
+	require.NoError(t, s.rdb.Del(ctx, keys...).Err())
+}
+
+// watched makes the replica's ledger w, wrapping its RedisLedger.
+func watched(w *watchedLedger) func(*Config) {
+	return func(c *Config) { w.Ledger = c.Ledger; c.Ledger = w }
+}
+
+// logTo sends the replica's events to fn.
+func logTo(fn func(msg string, attrs map[string]string)) func(*Config) {
+	return func(c *Config) { c.Logger = slog.New(eventHandler(fn)) }
+}
+
+// eventHandler is a slog.Handler that hands every event, at every level,
+// to a function: tests wait on events instead of sleeping.
+type eventHandler func(msg string, attrs map[string]string)
+
+func (h eventHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h eventHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h eventHandler) WithGroup(string) slog.Handler            { return h }
+func (h eventHandler) Handle(_ context.Context, r slog.Record) error {
+	attrs := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Value.Kind() == slog.KindTime {
+			attrs[a.Key] = a.Value.Time().UTC().Format(time.RFC3339)
+		} else {
+			attrs[a.Key] = a.Value.String()
+		}
+		return true
+	})
+	h(r.Message, attrs)
+	return nil
+}
+
+// leaseKeys returns the Redis keys of the lease of (job, partition) and its
+// token counter.
+func (s *setup) leaseKeys(t *testing.T, job, partition string) (leaseKey, fenceKey string) {
+	t.Helper()
+	c, err := lease.New(s.rdb, lease.Options{Prefix: s.leasePrefix})
+	require.NoError(t, err)
+	return c.Keys(leaseName(job, partition))
+}
+
+// dropLease deletes the lease key of (job, partition): the holder has lost
+// it (expired, evicted) and another replica may take it.
+func (s *setup) dropLease(t *testing.T, job, partition string) {
+	t.Helper()
+	k, _ := s.leaseKeys(t, job, partition)
+	require.NoError(t, s.rdb.Del(context.Background(), k).Err())
+}
+
+// record returns the ledger's record of the slot of (job, partition) at.
+func (s *setup) record(t *testing.T, job, partition string, at time.Time) Record {
+	t.Helper()
+	rec, found, err := s.ledger.Get(context.Background(), Slot{Job: job, At: at, Partition: partition})
+	require.NoError(t, err)
+	require.True(t, found, "no ledger record for %s/%s at %v", job, partition, at)
+	return rec
+}
+
+// status returns the status of the slot of (job, partition) at, "" when it
+// has no record.
+func (s *setup) status(job, partition string, at time.Time) Status {
+	rec, found, err := s.ledger.Get(context.Background(), Slot{Job: job, At: at, Partition: partition})
+	if err != nil || !found {
+		return ""
+	}
+	return rec.Status
+}
+
+// open returns the slots of (job, partition) the ledger still holds open.
+func (s *setup) open(t *testing.T, job, partition string) []OpenSlot {
+	t.Helper()
+	st, err := s.ledger.State(context.Background(), job, partition, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	return st.Open
+}
+
+// seed makes the ledger show slot begun and finished by a holder before the
+// test's schedulers, as a run before a downtime left it: a State (which
+// starts the ledger's horizon now, as a claim does), Begin and Finish. Its
+// token (1) is below any lease token. Slots before the current second are
+// before the horizon and so never caught up: seed the current one.
+func (s *setup) seed(t *testing.T, slot Slot, status Status) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := s.ledger.State(ctx, slot.Job, slot.Partition, slot.At)
+	require.NoError(t, err)
+	f := Fence{Token: 1, Owner: "before-downtime"}
+	attempt, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
+	require.NoError(t, err)
+	require.NoError(t, s.ledger.Finish(ctx, slot, f, attempt, Outcome{Status: status}, time.Now()))
+}
+
+// window returns n one-second slots, the first at least 300 ms from now:
+// far enough ahead that the replicas are started before it.
+func window(n int) (startAt, endAt time.Time, slots []time.Time) {
+	now := time.Now()
+	startAt = now.Truncate(time.Second).Add(time.Second)
+	if startAt.Sub(now) < 300*time.Millisecond {
+		startAt = startAt.Add(time.Second)
+	}
+	startAt = startAt.UTC()
+	for i := range n {
+		slots = append(slots, startAt.Add(time.Duration(i)*time.Second))
+	}
+	return startAt, startAt.Add(time.Duration(n) * time.Second), slots
+}
+
+// past returns n one-second slots that all lie in the past, the last one
+// `ago` before the current second.
+func past(n int, ago time.Duration) []time.Time {
+	last := time.Now().Truncate(time.Second).Add(-ago).UTC()
+	slots := make([]time.Time, n)
+	for i := range n {
+		slots[i] = last.Add(-time.Duration(n-1-i) * time.Second)
+	}
+	return slots
+}
+
+// unitOf returns sched's unit of (job, partition).
+func unitOf(t *testing.T, sched *Scheduler, job, partition string) *unit {
+	t.Helper()
+	u, err := sched.unit(job, partition)
+	require.NoError(t, err)
+	return u
+}
+
+// claimNow runs one claim of the slot of (job, partition) at on sched, as
+// the unit's timer would, without starting the scheduler's loops.
+func claimNow(t *testing.T, sched *Scheduler, job, partition string, at time.Time) {
+	t.Helper()
+	u := unitOf(t, sched, job, partition)
+	fire, ok := u.job.schedule.Next(at.Add(-time.Second))
+	require.True(t, ok)
+	require.Equal(t, at, fire.At)
+	ctx := context.Background()
+	sched.claim(ctx, ctx, u, fire, true)
+}
+
+// claimWake runs one claim of (job, partition) as a wake-up would (a retry
+// falls due, an operator asked for a run): no slot of its own.
+func claimWake(t *testing.T, sched *Scheduler, job, partition string) {
+	t.Helper()
+	u := unitOf(t, sched, job, partition)
+	ctx := context.Background()
+	sched.claim(ctx, ctx, u, cron.Fire{}, false)
+}
+
+// eventually polls cond every 10 ms until it holds, failing after limit.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		<-tick.C
+	}
+}
+
+// waitUntil blocks until the wall clock reaches at.
+func waitUntil(t *testing.T, at time.Time) {
+	t.Helper()
+	timer := time.NewTimer(time.Until(at))
+	defer timer.Stop()
+	<-timer.C
+}
+
+// waitDone waits for ch to close, failing the test after limit.
+func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
+	t.Helper()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		t.Fatalf("%s: not within %v", what, limit)
+	}
+}
+
+// runLog records the runs of job functions, in the order they started, with
+// the time each started and ended.
+type runLog struct {
+	mu    sync.Mutex
+	runs  []Run
+	spans []span
+}
+
+// span is one run of a job function, from start to end.
+type span struct {
+	run        Run
+	start, end time.Time
+}
+
+func (l *runLog) add(r Run) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.runs = append(l.runs, r)
+}
+
+// begin records a run that starts now; call the returned function when it
+// ends.
+func (l *runLog) begin(r Run) (end func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.runs = append(l.runs, r)
+	l.spans = append(l.spans, span{run: r, start: time.Now()})
+	i := len(l.spans) - 1
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.spans[i].end = time.Now()
+	}
+}
+
+// all returns a copy of the runs.
+func (l *runLog) all() []Run {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Run(nil), l.runs...)
+}
+
+// allSpans returns a copy of the spans recorded with begin.
+func (l *runLog) allSpans() []span {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]span(nil), l.spans...)
+}
+
+// slots returns the slot instants run, in order.
+func (l *runLog) slots() []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]time.Time, len(l.runs))
+	for i, r := range l.runs {
+		out[i] = r.At
+	}
+	return out
+}
+
+// count returns how many times the slot of partition at ran.
+func (l *runLog) count(partition string, at time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.runs {
+		if r.At.Equal(at) && r.Partition == partition {
+			n++
+		}
+	}
+	return n
+}
+
+// requireNoOverlap fails when two runs of the same (job, partition) were in
+// flight at the same time.
+func (l *runLog) requireNoOverlap(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, a := range l.spans {
+		require.False(t, a.end.IsZero(), "run %d of %v has not ended", i, a.run.Slot)
+		for _, b := range l.spans[i+1:] {
+			if a.run.Job != b.run.Job || a.run.Partition != b.run.Partition {
+				continue
+			}
+			require.True(t, !b.start.Before(a.end) || !a.start.Before(b.end),
+				"runs overlap: %v attempt %d [%v, %v] and %v attempt %d [%v, %v]",
+				a.run.At, a.run.Attempt, a.start, a.end, b.run.At, b.run.Attempt, b.start, b.end)
+		}
+	}
+}
+
+// finishCall is one Ledger.Finish seen by a watchedLedger.
+type finishCall struct {
+	slot    Slot
+	fence   Fence
+	outcome Outcome
+	err     error
+}
+
+// watchedLedger records the Finish calls of the Ledger it wraps and, when
+// onState is set, calls it (with the call's number, from 1) before each
+// State.
+type watchedLedger struct {
+	Ledger
+	onState func(call int)
+
+	mu       sync.Mutex
+	states   int
+	finishes []finishCall
+}
+
+func (w *watchedLedger) State(ctx context.Context, job, partition string, since time.Time) (State, error) {
+	w.mu.Lock()
+	w.states++
+	n := w.states
+	w.mu.Unlock()
+	if w.onState != nil {
+		w.onState(n)
+	}
+	return w.Ledger.State(ctx, job, partition, since)
+}
+
+func (w *watchedLedger) Finish(ctx context.Context, slot Slot, f Fence, attempt int, o Outcome, now time.Time) error {
+	err := w.Ledger.Finish(ctx, slot, f, attempt, o, now)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.finishes = append(w.finishes, finishCall{slot: slot, fence: f, outcome: o, err: err})
+	return err
+}
+
+func (w *watchedLedger) calls() []finishCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]finishCall(nil), w.finishes...)
+}
