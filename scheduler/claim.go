@@ -267,7 +267,9 @@ func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) (ra
 	if runErr != nil {
 		o = Outcome{Status: StatusFailed, Error: runErr.Error(), Class: classify(ctx, runErr, timedOut)}
 		if o.Class != ClassPermanent && n < job.MaxAttempts {
-			o.RetryAt = time.Now().Add(retryDelay(job, n))
+			// Whole milliseconds, rounded up: every store keeps them exactly, so
+			// no claim reads a retry time earlier than the one decided here.
+			o.RetryAt = time.Now().Add(retryDelay(job, n)).Truncate(time.Millisecond).Add(time.Millisecond)
 		}
 	}
 	took := time.Since(started)

@@ -450,7 +450,8 @@ func TestRetries(t *testing.T) {
 			}
 			// Replica 1 fails the first attempt, then dies in the wait:
 			// the wake-up it had set dies with it.
-			r1 := s.started(t, job)
+			r1 := s.replica(t)
+			require.NoError(t, r1.Register(job))
 			claimNow(t, r1, "resilient", "", at)
 			failed := s.record(t, "resilient", "", at)
 			require.Equal(t, StatusFailed, failed.Status)

@@ -143,8 +143,10 @@ func (s *Scheduler) Register(job Job) error {
 
 // Start begins claiming slots until Stop is called or ctx ends. One
 // goroutine keeps the timers of every (job, partition); claims run on at
-// most Config.MaxConcurrentClaims goroutines. It returns ErrStarted when
-// called twice.
+// most Config.MaxConcurrentClaims goroutines. Every (job, partition) is
+// claimed once at start, to recover what came due while no replica ran
+// (stored retries, abandoned attempts, missed slots). It returns
+// ErrStarted when called twice.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -161,6 +163,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		if f, ok := s.next(u.job, now); ok {
 			heap.Push(&s.queue, &entry{at: f.At, u: u, fire: f, scheduled: true})
 		}
+		// A recovery claim at start: retries whose time passed while no
+		// replica ran, abandoned attempts and slots missed during the
+		// downtime run now, not at the job's next fire (a day later for a
+		// daily job).
+		heap.Push(&s.queue, &entry{at: now, u: u})
 	}
 	s.wg.Go(func() { s.dispatch(claimCtx, runCtx) })
 	return nil
