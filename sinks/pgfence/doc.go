@@ -51,6 +51,34 @@
 // made before a refused Check is rolled back with the transaction) but it
 // takes the lock early and avoids wasted work.
 //
+// # Fenced writes to the caller's own tables
+//
+// Where the fenced state is one row of the caller's table, the guard table
+// can be left out: the row carries its own fence in two columns,
+//
+//	fence_token bigint, -- NULL or 0 until the first fenced write
+//	fence_owner text
+//
+// and FencedUpdate applies the rule and the write in one statement,
+// UPDATE ... SET ..., fence_token = t, fence_owner = o WHERE key = k AND
+// (fence_token < t OR (fence_token = t AND fence_owner = o)). When no row
+// changed, a follow-up read tells a stale row (*fence.StaleTokenError with
+// the row's token) from a missing one (ErrRowNotFound). FencedUpsert is the
+// same for a row's first write: INSERT ... ON CONFLICT (key) DO UPDATE ...
+// WHERE <rule>. Both take a pool, a connection or the caller's pgx.Tx, quote
+// every identifier and pass every value as a parameter:
+//
+//	err := pgfence.FencedUpdate(ctx, tx,
+//		pgfence.Row{Table: pgx.Identifier{"billing", "accounts"}, KeyColumn: "id", Key: 42},
+//		map[string]any{"balance": 1250, "settled_on": day},
+//		run.Token, run.Owner)
+//
+// Under READ COMMITTED a concurrent writer of the row makes them wait and
+// then judge the row as that writer left it; under REPEATABLE READ and
+// SERIALIZABLE they fail with ErrRetryable instead. The row's guarantees are
+// those of the guard row below, for the row: accepted writes commit in
+// strictly increasing token order across owners.
+//
 // # Guarantees
 //
 //   - For one resource, the transactions that commit after a nil Check do
@@ -81,9 +109,11 @@
 //
 // # Errors
 //
-// Bad input matches ErrInvalidResource, ErrInvalidOwner, ErrTokenOutOfRange
-// or fence.ErrNoToken; New reports ErrInvalidConfig. Database errors are
-// wrapped: errors.As finds the *pgconn.PgError, and errors.Is(err,
-// ErrRetryable) is true for a serialization failure or a deadlock, after
-// which the whole transaction may be run again.
+// Bad input matches ErrInvalidResource, ErrInvalidOwner, ErrTokenOutOfRange,
+// ErrInvalidIdentifier or fence.ErrNoToken; New reports ErrInvalidConfig.
+// FencedUpdate reports a missing row with ErrRowNotFound, never with a
+// stale-token error. Database errors are wrapped: errors.As finds the
+// *pgconn.PgError, and errors.Is(err, ErrRetryable) is true for a
+// serialization failure or a deadlock, after which the whole transaction
+// may be run again; IsRetryable also recognizes one that COMMIT returned.
 package pgfence

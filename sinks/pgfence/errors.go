@@ -29,18 +29,47 @@ var (
 	// ErrNotCreated is returned by the methods of a Guard that was not made
 	// by New (a nil or zero Guard).
 	ErrNotCreated = errors.New("pgfence: guard not created with New")
+
+	// ErrInvalidIdentifier is returned by FencedUpdate and FencedUpsert for
+	// a table name, key column or set column that is empty, not valid UTF-8
+	// or holds a NUL byte, and for a set column that names the key column
+	// or one of the fence columns (TokenColumn, OwnerColumn).
+	ErrInvalidIdentifier = errors.New("pgfence: invalid identifier")
 )
+
+// ErrRowNotFound is returned by FencedUpdate when no row has the given key.
+// It is told apart from a refusal by the acceptance rule, which returns a
+// *fence.StaleTokenError instead. Use FencedUpsert for a row's first write.
+var ErrRowNotFound = errors.New("pgfence: row not found")
 
 // ErrRetryable matches a database error after which the caller should roll
 // back and run the whole transaction again: a serialization failure
 // (SQLSTATE 40001) or a deadlock (40P01). The *pgconn.PgError stays
-// reachable with errors.As. Under the default READ COMMITTED isolation Check
-// produces neither; under REPEATABLE READ or SERIALIZABLE a concurrent
-// writer of the same resource makes Check fail with 40001.
+// reachable with errors.As. Under the default READ COMMITTED isolation Check,
+// FencedUpdate and FencedUpsert produce neither; under REPEATABLE READ or
+// SERIALIZABLE a concurrent writer of the same resource or row makes them
+// fail with 40001. FencedUpdate and FencedUpsert also return ErrRetryable
+// (without a *pgconn.PgError) in one rare case under READ COMMITTED: the
+// write was refused, but the row was deleted or changed outside the rule
+// before the follow-up read could explain the refusal.
 //
 // Everything else is terminal for the transaction: a *fence.StaleTokenError
 // never becomes fresh by retrying with the same token.
 var ErrRetryable = errors.New("pgfence: retryable database error")
+
+// IsRetryable reports whether err is worth rolling back and running the
+// whole transaction again for: it matches ErrRetryable, or it holds a
+// *pgconn.PgError with a retryable SQLSTATE (40001, 40P01) that did not
+// pass through pgfence. Use it on the error of the whole transaction:
+// under SERIALIZABLE the failure often comes from COMMIT (pgx.BeginTxFunc
+// returns it unwrapped), not from the statement pgfence ran.
+func IsRetryable(err error) bool {
+	if errors.Is(err, ErrRetryable) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && retryableCodes[pgErr.Code]
+}
 
 // retryableCodes are the SQLSTATEs after which running the transaction again
 // can succeed. This is the one place that decides retryable vs terminal.

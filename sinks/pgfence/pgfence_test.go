@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 // testPool returns the shared pool, failing (or, with
 // HOLDFAST_SKIP_INTEGRATION=1, skipping) the test when Postgres is
 // unreachable.
-func testPool(t *testing.T) *pgxpool.Pool {
+func testPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	shared.once.Do(func() { shared.pool, shared.err = connect() })
 	if shared.err != nil {
@@ -129,7 +129,7 @@ func setup(t *testing.T) *bundle {
 
 // newSchema returns a fresh schema name and drops that schema when the test
 // ends. The schema itself is created by Migrate.
-func newSchema(t *testing.T) string {
+func newSchema(t testing.TB) string {
 	t.Helper()
 	pool := testPool(t)
 	schema := fmt.Sprintf("pgfence_test_%016x", rand.Uint64())

@@ -1,0 +1,179 @@
+package pgfence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+	"github.com/holdfast-go/holdfast/sinks/sinktest"
+)
+
+// The conformance suite of package sinktest, run against every way pgfence
+// fences a write, plus the negative control with the fence removed.
+
+// guardSink adapts Guard.Check: Check and the business write in one
+// transaction, as the package documentation shows.
+type guardSink struct{ b *bundle }
+
+func (s guardSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
+	return pgx.BeginFunc(ctx, s.b.pool, func(tx pgx.Tx) error {
+		if err := s.b.guard.Check(ctx, tx, resource, t, owner); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO `+s.b.registers()+` (resource, value) VALUES ($1, $2)
+			ON CONFLICT (resource) DO UPDATE SET value = EXCLUDED.value`, resource, value)
+		return err
+	})
+}
+
+// Read takes the value and the guard's token in one statement: one snapshot.
+func (s guardSink) Read(ctx context.Context, resource string) (string, fence.Token, error) {
+	guard := pgx.Identifier{s.b.schema, pgfence.DefaultTable}.Sanitize()
+	var (
+		value string
+		token int64
+	)
+	err := s.b.pool.QueryRow(ctx, `SELECT
+		coalesce((SELECT value FROM `+s.b.registers()+` WHERE resource = $1), ''),
+		coalesce((SELECT token FROM `+guard+` WHERE resource = $1), 0)`, resource).Scan(&value, &token)
+	return value, fence.Token(token), err
+}
+
+func (b *bundle) registers() string { return pgx.Identifier{b.schema, "registers"}.Sanitize() }
+
+func newGuardSink(t *testing.T) sinktest.Sink {
+	b := setup(t)
+	_, err := b.pool.Exec(t.Context(), `CREATE TABLE `+b.registers()+` (resource text PRIMARY KEY, value text NOT NULL)`)
+	require.NoError(t, err)
+	return guardSink{b}
+}
+
+// rowSink adapts FencedUpdate or FencedUpsert on a user table
+//
+//	registers(resource text PRIMARY KEY, value text NOT NULL DEFAULT '',
+//	          fence_token bigint, fence_owner text)
+//
+// in autocommit on the pool (READ COMMITTED) or, with isolation set, in a
+// transaction of that level run again while it fails with ErrRetryable.
+type rowSink struct {
+	pool      *pgxpool.Pool
+	table     pgx.Identifier
+	upsert    bool
+	isolation pgx.TxIsoLevel // "": no transaction
+}
+
+func newRowSink(upsert bool, isolation pgx.TxIsoLevel) func(t *testing.T) sinktest.Sink {
+	return func(t *testing.T) sinktest.Sink {
+		pool := testPool(t)
+		schema := newSchema(t)
+		s := &rowSink{pool: pool, table: pgx.Identifier{schema, "registers"}, upsert: upsert, isolation: isolation}
+		_, err := pool.Exec(t.Context(), `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
+CREATE TABLE `+s.table.Sanitize()+` (resource text PRIMARY KEY, value text NOT NULL DEFAULT '', fence_token bigint, fence_owner text)`)
+		require.NoError(t, err)
+		return s
+	}
+}
+
+// maxAttempts bounds the retries of a serialization failure; one writer
+// commits in every round of conflicts, so this is never reached.
+const maxAttempts = 1000
+
+func (s *rowSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
+	if !s.upsert {
+		// FencedUpdate needs the row: the application created it, with no
+		// fence yet (NULL), before any fenced write. Same state as absent.
+		if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.table.Sanitize()+` (resource) VALUES ($1) ON CONFLICT DO NOTHING`, resource); err != nil {
+			return err
+		}
+	}
+	write := pgfence.FencedUpdate
+	if s.upsert {
+		write = pgfence.FencedUpsert
+	}
+	row := pgfence.Row{Table: s.table, KeyColumn: "resource", Key: resource}
+	set := map[string]any{"value": value}
+	if s.isolation == "" {
+		return write(ctx, s.pool, row, set, t, owner)
+	}
+	var err error
+	for range maxAttempts {
+		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: s.isolation}, func(tx pgx.Tx) error {
+			return write(ctx, tx, row, set, t, owner)
+		})
+		if !pgfence.IsRetryable(err) { // from the statement or from COMMIT
+			return err
+		}
+	}
+	return err
+}
+
+func (s *rowSink) Read(ctx context.Context, resource string) (string, fence.Token, error) {
+	var (
+		value string
+		token int64
+	)
+	err := s.pool.QueryRow(ctx, `SELECT value, coalesce(fence_token, 0) FROM `+s.table.Sanitize()+` WHERE resource = $1`, resource).
+		Scan(&value, &token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fence.None, nil
+	}
+	return value, fence.Token(token), err
+}
+
+// unguardedRowSink is the negative control: it reads the fence columns,
+// applies the rule in Go, and then writes without the WHERE clause, in two
+// statements, the mistake FencedUpdate exists to prevent.
+type unguardedRowSink struct{ *rowSink }
+
+func (s unguardedRowSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
+	var (
+		current      int64
+		currentOwner string
+	)
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(fence_token, 0), coalesce(fence_owner, '') FROM `+s.table.Sanitize()+
+		` WHERE resource = $1`, resource).Scan(&current, &currentOwner)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	if err := fence.Check(resource, fence.Token(current), currentOwner, t, owner); err != nil {
+		return err
+	}
+	runtime.Gosched()
+	_, err = s.pool.Exec(ctx, `INSERT INTO `+s.table.Sanitize()+` (resource, value, fence_token, fence_owner) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (resource) DO UPDATE SET value = EXCLUDED.value, fence_token = EXCLUDED.fence_token, fence_owner = EXCLUDED.fence_owner`,
+		resource, value, int64(t), owner)
+	return err
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	t.Run("GuardCheck", func(t *testing.T) {
+		t.Parallel()
+		sinktest.Exercise(t, newGuardSink)
+	})
+	for _, upsert := range []bool{false, true} {
+		for _, iso := range []pgx.TxIsoLevel{"", pgx.Serializable} {
+			name := fmt.Sprintf("%s/%s", map[bool]string{false: "FencedUpdate", true: "FencedUpsert"}[upsert],
+				map[pgx.TxIsoLevel]string{"": "ReadCommittedAutocommit", pgx.Serializable: "SerializableTx"}[iso])
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				sinktest.Exercise(t, newRowSink(upsert, iso))
+			})
+		}
+	}
+	t.Run("NegativeControlUnguarded", func(t *testing.T) {
+		t.Parallel()
+		newSink := newRowSink(true, "")
+		sinktest.NegativeControl(t, func(t *testing.T) sinktest.Sink {
+			return unguardedRowSink{newSink(t).(*rowSink)}
+		})
+	})
+}

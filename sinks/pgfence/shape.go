@@ -1,0 +1,200 @@
+package pgfence
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// prepareWrite checks the input of FencedUpdate and FencedUpsert and
+// returns the statements for the shape of row and set.
+func prepareWrite(row Row, set map[string]any, t fence.Token, owner string) (*shape, error) {
+	if err := validateOwner(owner); err != nil {
+		return nil, err
+	}
+	if t == fence.None {
+		return nil, fmt.Errorf("pgfence: fenced write of %s: %w", row.resource(), fence.ErrNoToken)
+	}
+	if uint64(t) > math.MaxInt64 {
+		return nil, fmt.Errorf("%w: token %d for %s exceeds the bigint maximum %d", ErrTokenOutOfRange, t, row.resource(), int64(math.MaxInt64))
+	}
+	if len(row.Table) == 0 || len(row.Table) > len(shapeKey{}.table) {
+		return nil, fmt.Errorf("%w: table %q: want 1 to 3 name parts", ErrInvalidIdentifier, []string(row.Table))
+	}
+	if len(set) > len(shapeKey{}.cols) {
+		return newShape(row, slices.Sorted(maps.Keys(set)))
+	}
+	var key shapeKey
+	copy(key.table[:], row.Table)
+	key.parts = len(row.Table)
+	key.key = row.KeyColumn
+	for col := range set {
+		key.cols[key.ncols] = col
+		key.ncols++
+	}
+	slices.Sort(key.cols[:key.ncols])
+	return shapes.get(key, row)
+}
+
+// shape is the SQL of the fenced statements for one table, key column and
+// set of columns.
+type shape struct {
+	cols                    []string // the columns of set, sorted: $4, $5, ...
+	update, upsert, current string
+}
+
+// newShape validates the identifiers and builds the statements.
+func newShape(row Row, cols []string) (*shape, error) {
+	for _, part := range row.Table {
+		if !validIdentifier(part) {
+			return nil, fmt.Errorf("%w: table %q: empty part, invalid UTF-8 or NUL byte", ErrInvalidIdentifier, []string(row.Table))
+		}
+	}
+	if !validIdentifier(row.KeyColumn) {
+		return nil, fmt.Errorf("%w: key column %q", ErrInvalidIdentifier, row.KeyColumn)
+	}
+	if row.KeyColumn == TokenColumn || row.KeyColumn == OwnerColumn {
+		return nil, fmt.Errorf("%w: key column %q is a fence column", ErrInvalidIdentifier, row.KeyColumn)
+	}
+	for _, col := range cols {
+		switch {
+		case !validIdentifier(col):
+			return nil, fmt.Errorf("%w: set column %q", ErrInvalidIdentifier, col)
+		case col == row.KeyColumn:
+			return nil, fmt.Errorf("%w: set column %q is the key column", ErrInvalidIdentifier, col)
+		case col == TokenColumn || col == OwnerColumn:
+			return nil, fmt.Errorf("%w: set column %q is a fence column, written by pgfence", ErrInvalidIdentifier, col)
+		}
+	}
+	return &shape{cols: cols, update: updateSQL(row, cols), upsert: upsertSQL(row, cols), current: currentRowSQL(row)}, nil
+}
+
+// args returns the parameters of the statements: $1 the key, $2 the token,
+// $3 the owner, then the values of set in column order.
+func (sh *shape) args(row Row, set map[string]any, t fence.Token, owner string) []any {
+	args := make([]any, 0, 3+len(sh.cols))
+	args = append(args, row.Key, int64(t), owner)
+	for _, col := range sh.cols {
+		args = append(args, set[col])
+	}
+	return args
+}
+
+// shapeKey identifies a shape without allocating: up to 3 table name parts
+// and up to 8 set columns (sorted). Larger sets are not cached.
+type shapeKey struct {
+	table [3]string
+	parts int
+	key   string
+	ncols int
+	cols  [8]string
+}
+
+// maxShapes bounds the cache: a program uses a handful of statement shapes;
+// one that builds column sets dynamically should not grow memory forever.
+const maxShapes = 1024
+
+// shapeCache memoizes shapes, so a write builds no SQL and pgx finds its
+// prepared statement by the same text every time.
+type shapeCache struct {
+	mu sync.RWMutex
+	m  map[shapeKey]*shape
+}
+
+var shapes = shapeCache{m: map[shapeKey]*shape{}}
+
+func (c *shapeCache) get(key shapeKey, row Row) (*shape, error) {
+	c.mu.RLock()
+	sh, ok := c.m[key]
+	c.mu.RUnlock()
+	if ok {
+		return sh, nil
+	}
+	sh, err := newShape(row, slices.Clone(key.cols[:key.ncols]))
+	if err != nil {
+		return nil, err // invalid shapes are not cached: they never reach SQL
+	}
+	c.mu.Lock()
+	if len(c.m) < maxShapes {
+		c.m[key] = sh
+	}
+	c.mu.Unlock()
+	return sh, nil
+}
+
+// validIdentifier reports whether s can name a table or column: not empty,
+// valid UTF-8 without NUL bytes. Quoting makes every such name safe.
+func validIdentifier(s string) bool { return s != "" && validText(s) }
+
+var (
+	quotedToken = pgx.Identifier{TokenColumn}.Sanitize()
+	quotedOwner = pgx.Identifier{OwnerColumn}.Sanitize()
+)
+
+// updateSQL builds FencedUpdate's statement (see its documentation).
+func updateSQL(row Row, cols []string) string {
+	var b strings.Builder
+	b.Grow(160 + 24*len(cols))
+	b.WriteString("UPDATE ")
+	b.WriteString(row.Table.Sanitize())
+	b.WriteString(" SET ")
+	for i, col := range cols {
+		b.WriteString(pgx.Identifier{col}.Sanitize())
+		b.WriteString(" = $")
+		b.WriteString(strconv.Itoa(i + 4))
+		b.WriteString(", ")
+	}
+	b.WriteString(quotedToken + " = $2, " + quotedOwner + " = $3 WHERE ")
+	b.WriteString(pgx.Identifier{row.KeyColumn}.Sanitize())
+	b.WriteString(" = $1 AND (" + quotedToken + " IS NULL OR " + quotedToken + " < $2 OR (" +
+		quotedToken + " = $2 AND " + quotedOwner + " = $3))")
+	return b.String()
+}
+
+// upsertSQL builds FencedUpsert's statement (see its documentation).
+func upsertSQL(row Row, cols []string) string {
+	key := pgx.Identifier{row.KeyColumn}.Sanitize()
+	quoted := make([]string, len(cols))
+	for i, col := range cols {
+		quoted[i] = pgx.Identifier{col}.Sanitize()
+	}
+	var b strings.Builder
+	b.Grow(320 + 48*len(cols))
+	b.WriteString("INSERT INTO ")
+	b.WriteString(row.Table.Sanitize())
+	b.WriteString(" AS cur (")
+	b.WriteString(key)
+	for _, q := range quoted {
+		b.WriteString(", ")
+		b.WriteString(q)
+	}
+	b.WriteString(", " + quotedToken + ", " + quotedOwner + ") VALUES ($1")
+	for i := range quoted {
+		b.WriteString(", $")
+		b.WriteString(strconv.Itoa(i + 4))
+	}
+	b.WriteString(", $2, $3) ON CONFLICT (")
+	b.WriteString(key)
+	b.WriteString(") DO UPDATE SET ")
+	for _, q := range quoted {
+		b.WriteString(q + " = EXCLUDED." + q + ", ")
+	}
+	b.WriteString(quotedToken + " = EXCLUDED." + quotedToken + ", " + quotedOwner + " = EXCLUDED." + quotedOwner +
+		" WHERE cur." + quotedToken + " IS NULL OR cur." + quotedToken + " < EXCLUDED." + quotedToken +
+		" OR (cur." + quotedToken + " = EXCLUDED." + quotedToken + " AND cur." + quotedOwner + " = EXCLUDED." + quotedOwner + ")")
+	return b.String()
+}
+
+// currentRowSQL reads the row's fence columns, NULL as none.
+func currentRowSQL(row Row) string {
+	return "SELECT COALESCE(" + quotedToken + ", 0), COALESCE(" + quotedOwner + ", '') FROM " +
+		row.Table.Sanitize() + " WHERE " + pgx.Identifier{row.KeyColumn}.Sanitize() + " = $1"
+}

@@ -1,0 +1,170 @@
+package pgfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// The fence columns FencedUpdate and FencedUpsert expect on the caller's
+// table:
+//
+//	fence_token bigint, -- highest token accepted for the row; NULL or 0: none yet
+//	fence_owner text    -- the owner that presented it
+//
+// Both may be NULL (for example right after ALTER TABLE ... ADD COLUMN on an
+// existing table): a NULL token counts as fence.None, so any token is
+// accepted for that row.
+const (
+	TokenColumn = "fence_token"
+	OwnerColumn = "fence_owner"
+)
+
+// Row names one row of a caller's table that carries the fence columns
+// (TokenColumn, OwnerColumn).
+type Row struct {
+	// Table is the table, schema-qualified or not:
+	// pgx.Identifier{"billing", "accounts"} or pgx.Identifier{"accounts"}.
+	// Each part is quoted, so it is matched exactly (case included).
+	Table pgx.Identifier
+	// KeyColumn names a column that identifies at most one row: a primary
+	// key or a column with a unique constraint (FencedUpsert needs it for
+	// ON CONFLICT). It is quoted like Table.
+	KeyColumn string
+	// Key is the row's value of KeyColumn, sent as a query parameter.
+	Key any
+}
+
+// resource names the row in errors, e.g. billing.accounts[id=42]. It is
+// built only when an error needs it, never on the accepted path.
+func (r Row) resource() string {
+	return fmt.Sprintf("%s[%s=%v]", strings.Join(r.Table, "."), r.KeyColumn, r.Key)
+}
+
+// FencedUpdate updates the row named by row in one statement, iff the
+// acceptance rule passes for token t and owner: the row's fence_token is
+// below t (or NULL), or equal to t and fence_owner equals owner. The same
+// statement sets every column of set to its value and the fence columns to
+// (t, owner):
+//
+//	UPDATE <table> SET <col> = $4, ..., fence_token = $2, fence_owner = $3
+//	 WHERE <key> = $1
+//	   AND (fence_token IS NULL OR fence_token < $2
+//	        OR (fence_token = $2 AND fence_owner = $3))
+//
+// Identifiers are quoted with pgx.Identifier.Sanitize and every value is a
+// query parameter, so no input reaches the SQL text unescaped. The SQL is
+// built once per shape (table, key column, set's columns in sorted order)
+// and cached, so a write builds no SQL and pgx reuses one prepared
+// statement per shape.
+// set may be empty: the row's fence is raised and nothing else changes.
+//
+// It returns:
+//
+//   - nil: accepted; the row holds the new values and (t, owner).
+//   - a *fence.StaleTokenError (matches fence.ErrStaleToken) when the rule
+//     refused the write; Current is the row's token, read by a follow-up
+//     SELECT on db. Nothing was written.
+//   - ErrRowNotFound when no row has the key. Nothing was written.
+//   - an error matching fence.ErrNoToken, ErrTokenOutOfRange,
+//     ErrInvalidOwner or ErrInvalidIdentifier for bad input, before the
+//     database is touched.
+//   - a wrapped database error; errors.Is(err, ErrRetryable) tells a
+//     serialization failure or deadlock (see ErrRetryable).
+//
+// db may be a pool, a connection or the caller's pgx.Tx; in a transaction
+// the update commits or rolls back with it. Under READ COMMITTED a
+// concurrent writer of the row makes FencedUpdate wait for it and then
+// apply the rule to the row as that writer left it. Under REPEATABLE READ or
+// SERIALIZABLE it fails with ErrRetryable instead.
+func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, t fence.Token, owner string) error {
+	sh, err := prepareWrite(row, set, t, owner)
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, sh.update, sh.args(row, set, t, owner)...)
+	if err != nil {
+		return wrapDBError("fenced update of", row.resource(), err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	return refused(ctx, db, row, sh.current, t, owner, ErrRowNotFound)
+}
+
+// FencedUpsert is FencedUpdate for a row that may not exist yet: its first
+// write inserts it with the key, the columns of set and the fence columns,
+// in one statement that updates the row instead, iff the rule passes, when
+// the key is taken:
+//
+//	INSERT INTO <table> AS cur (<key>, <col>, ..., fence_token, fence_owner)
+//	VALUES ($1, $4, ..., $2, $3)
+//	ON CONFLICT (<key>) DO UPDATE SET <col> = EXCLUDED.<col>, ...,
+//	       fence_token = EXCLUDED.fence_token, fence_owner = EXCLUDED.fence_owner
+//	 WHERE cur.fence_token IS NULL OR cur.fence_token < EXCLUDED.fence_token
+//	    OR (cur.fence_token = EXCLUDED.fence_token AND cur.fence_owner = EXCLUDED.fence_owner)
+//
+// Row.KeyColumn must carry a unique constraint or be the primary key
+// (otherwise Postgres reports SQLSTATE 42P10), and set must give every
+// column the insert needs (NOT NULL without default).
+//
+// It returns nil when the row was inserted or updated, a
+// *fence.StaleTokenError when the rule refused the write, and the same
+// input and database errors as FencedUpdate. Under READ COMMITTED a
+// concurrent insert or update of the key makes it wait and then apply the
+// rule to the committed row; under REPEATABLE READ or SERIALIZABLE it fails
+// with ErrRetryable instead.
+func FencedUpsert(ctx context.Context, db DBTX, row Row, set map[string]any, t fence.Token, owner string) error {
+	sh, err := prepareWrite(row, set, t, owner)
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, sh.upsert, sh.args(row, set, t, owner)...)
+	if err != nil {
+		return wrapDBError("fenced upsert of", row.resource(), err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	// The key existed (the insert did not happen) and the rule refused the
+	// update. A row gone by the time of the read was deleted in between:
+	// running the write again will insert it.
+	return refused(ctx, db, row, sh.current, t, owner, fmt.Errorf("row deleted concurrently: %w", ErrRetryable))
+}
+
+// refused explains a statement that changed no row: it reads the row's
+// token and returns a *fence.StaleTokenError, or notFound when the row does
+// not exist.
+//
+// The read is a second statement. In a transaction under REPEATABLE READ or
+// SERIALIZABLE it sees the snapshot the refusal saw. Under READ COMMITTED,
+// or on a pool, it may see a later commit; tokens only grow under the rule,
+// so the token read still refuses t and is at least the one that did. A
+// token that would accept t means the row was changed outside the rule (or
+// moved to another key) in between, and is reported as retryable.
+func refused(ctx context.Context, db DBTX, row Row, currentSQL string, t fence.Token, owner string, notFound error) error {
+	var (
+		current      int64
+		currentOwner string
+	)
+	err := db.QueryRow(ctx, currentSQL, row.Key).Scan(&current, &currentOwner)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("pgfence: %s: %w", row.resource(), notFound)
+	case err != nil:
+		return wrapDBError("read fence token of", row.resource(), err)
+	}
+	if current < 0 {
+		current = 0 // outside the contract; never reported as a token
+	}
+	if fence.Accept(fence.Token(current), currentOwner, t, owner) {
+		return fmt.Errorf("pgfence: %s: write refused but the row now accepts token %d: changed concurrently outside the rule: %w",
+			row.resource(), t, ErrRetryable)
+	}
+	return &fence.StaleTokenError{Resource: row.resource(), Presented: t, Current: fence.Token(current)}
+}

@@ -1,0 +1,74 @@
+// Package redisfence makes fenced writes to state that lives in Redis: a
+// write lands only if the fencing token that came with it passes the
+// acceptance rule of package fence, checked in the same Lua script that
+// writes, so nothing can slip in between.
+//
+// # Model
+//
+// A lease (package lease) hands its holder a token that grows with every
+// acquisition. A holder that paused past its TTL still holds an old token;
+// its late writes must be refused where they land. For each resource (a
+// Redis key the holders write), a Writer keeps the highest token accepted
+// and the owner that presented it, and accepts a write with token t and
+// owner o iff
+//
+//	nothing stored yet, or t > stored token, or t == stored token and o == stored owner
+//
+// Otherwise it returns *fence.StaleTokenError (matching fence.ErrStaleToken)
+// with Resource = the key, Presented = t, Current = the stored token, and
+// writes nothing. Token 0 is refused with fence.ErrNoToken before Redis is
+// contacted.
+//
+// Set, HSet and Eval each run as ONE Lua script: read the fence state,
+// apply the rule, raise the state, write. Redis runs a script alone, so the
+// check and the write are atomic, and one round trip does both.
+//
+// # Key layout
+//
+// A resource key K has one companion key, its fence key:
+//
+//	K          the caller's value (a string for Set, a hash for HSet, anything for Eval)
+//	K:fence    a hash {token: "<decimal uint64>", owner: "<owner>"}
+//
+// FenceKey(K) returns K + FenceSuffix. On Redis Cluster both keys must hash
+// to one slot, which holds when K carries a hash tag: "settlement:{2026-03-08}"
+// and "settlement:{2026-03-08}:fence" hash by "2026-03-08". A Writer over a
+// *redis.ClusterClient refuses keys without a tag (ErrInvalidKey) instead
+// of failing with CROSSSLOT. Eval's other keys must share the tag too.
+//
+// The fence key has no TTL, even when Set gives the value one: if the fence
+// state expired while a stale holder still ran, that holder's next write
+// would be accepted. Delete K and K:fence together only once no holder can
+// write K again (the resource is retired). Tokens are stored as decimal
+// strings and compared as such, exactly over the whole uint64 range.
+//
+// # Scripts
+//
+// The Lua sources are embedded .lua files, each with a header naming its
+// KEYS and ARGV; they run by EVALSHA with an EVAL fallback on NOSCRIPT. A
+// caller's own script becomes fenced with NewScript: its body runs only
+// when the rule accepts, with KEYS and ARGV as the caller passed them.
+//
+// # Errors
+//
+// Input errors match ErrInvalidKey, ErrInvalidOwner, ErrInvalidTTL,
+// ErrNoFields or fence.ErrNoToken and are returned before Redis is
+// contacted. Redis errors are wrapped with the key; when the context ended,
+// its error is joined, so errors.Is finds context.Canceled or
+// context.DeadlineExceeded. After a network error the write may or may not
+// have been applied; running it again with the same token and owner is
+// safe (the rule accepts the same holder again).
+//
+// # What is not guaranteed
+//
+//   - Writes to K that do not go through a Writer are not fenced.
+//   - Redis does not roll back a script that fails halfway: an Eval body
+//     that raises an error after writing leaves that write, and the raised
+//     fence, in place.
+//   - Durability is the server's: a Redis restart without persistence, or a
+//     failover to a replica that missed the last writes, can lose the fence
+//     state along with the value. Lease tokens resume above every token
+//     issued before (package lease), so a lost fence state accepts the
+//     current holder again, but a stale holder's write racing the loss can
+//     land.
+package redisfence

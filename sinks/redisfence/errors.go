@@ -1,0 +1,47 @@
+package redisfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Errors for bad input, returned before Redis is contacted and matched with
+// errors.Is. A token of 0 is refused with fence.ErrNoToken.
+var (
+	// ErrInvalidKey is returned for an empty key or key list, and, on a
+	// *redis.ClusterClient, for a resource key without a hash tag (see the
+	// package documentation, "Key layout").
+	ErrInvalidKey = errors.New("redisfence: invalid key")
+
+	// ErrInvalidOwner is returned for an empty owner.
+	ErrInvalidOwner = errors.New("redisfence: invalid owner")
+
+	// ErrInvalidTTL is returned by Set for a negative TTL other than
+	// KeepTTL.
+	ErrInvalidTTL = errors.New("redisfence: invalid TTL")
+
+	// ErrNoFields is returned by HSet for an empty field map.
+	ErrNoFields = errors.New("redisfence: no fields to set")
+
+	// ErrNotCreated is returned by the methods of a Writer not made by New.
+	ErrNotCreated = errors.New("redisfence: writer not created with New")
+
+	// ErrUnexpectedReply is returned when a script answers in a shape this
+	// package does not know: a server or proxy that changed the reply.
+	ErrUnexpectedReply = errors.New("redisfence: unexpected reply from script")
+)
+
+// wrapRedisError annotates an error from Redis with the operation and key.
+// When ctx has ended, its error is joined so that errors.Is finds both the
+// Redis error and context.Canceled or context.DeadlineExceeded.
+//
+// After such an error the write may or may not have been applied. Running
+// it again with the same token and owner is safe: the rule accepts the same
+// holder again, and a newer holder's write refuses it.
+func wrapRedisError(ctx context.Context, op, key string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+		err = errors.Join(err, ctxErr)
+	}
+	return fmt.Errorf("redisfence: %s %q: %w", op, key, err)
+}

@@ -1,0 +1,243 @@
+package redisfence
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// FenceSuffix is appended to a resource's key to name its fence key, the
+// hash that holds the resource's fence state (see "Key layout").
+const FenceSuffix = ":fence"
+
+// KeepTTL, given to Set as the TTL, keeps the key's current time to live
+// (SET ... KEEPTTL). It equals redis.KeepTTL.
+const KeepTTL = redis.KeepTTL
+
+// Writer makes fenced writes to Redis: each write runs in one Lua script
+// that applies the acceptance rule to the resource's fence state and, only
+// when it passes, raises the state and writes. It holds no connection and
+// no goroutine of its own; it is safe for concurrent use.
+type Writer struct {
+	client  redis.Scripter
+	cluster bool // keys must carry a hash tag
+}
+
+// New returns a Writer over client: a *redis.Client, *redis.ClusterClient,
+// *redis.Ring, a failover client or any redis.UniversalClient. On a
+// *redis.ClusterClient every resource key must carry a hash tag (see "Key
+// layout" in the package documentation).
+func New(client redis.Scripter) *Writer {
+	_, cluster := client.(*redis.ClusterClient)
+	return &Writer{client: client, cluster: cluster}
+}
+
+// FenceKey returns the key of the hash that holds key's fence state:
+// key + FenceSuffix.
+func FenceKey(key string) string { return key + FenceSuffix }
+
+// Set sets key to value, iff token t presented by owner passes the rule
+// for key, atomically with the check. ttl is the value key's time to live:
+// 0 for none (any previous TTL is removed, as SET does), KeepTTL to keep the
+// key's current one, else rounded down to milliseconds (1 ms at least). The
+// fence key never expires (see "Key layout").
+//
+// value is encoded as go-redis encodes command arguments: string, []byte,
+// numbers, bool, time.Time, encoding.BinaryMarshaler.
+//
+// It returns nil when written, a *fence.StaleTokenError (Resource = key)
+// when refused, an input error (fence.ErrNoToken, ErrInvalidKey,
+// ErrInvalidOwner, ErrInvalidTTL) before contacting Redis, or a wrapped
+// Redis error.
+func (w *Writer) Set(ctx context.Context, key string, value any, t fence.Token, owner string, ttl time.Duration) error {
+	if err := w.validate(key, t, owner); err != nil {
+		return err
+	}
+	var px string
+	switch {
+	case ttl == 0:
+		px = "0"
+	case ttl == KeepTTL:
+		px = "-1"
+	case ttl < 0:
+		return fmt.Errorf("%w: %v: want > 0, 0 (none) or KeepTTL", ErrInvalidTTL, ttl)
+	default:
+		px = strconv.FormatInt(max(ttl, time.Millisecond).Milliseconds(), 10)
+	}
+	reply, err := setScript.Run(ctx, w.client, []string{key, FenceKey(key)}, t.String(), owner, value, px).Slice()
+	if err != nil {
+		return wrapRedisError(ctx, "fenced set of", key, err)
+	}
+	_, err = outcome(key, t, reply)
+	return err
+}
+
+// HSet sets fields of the hash at key, iff token t presented by owner
+// passes the rule for key, atomically with the check. fields must not be
+// empty. Return values as for Set (ErrNoFields for an empty map).
+func (w *Writer) HSet(ctx context.Context, key string, fields map[string]string, t fence.Token, owner string) error {
+	if err := w.validate(key, t, owner); err != nil {
+		return err
+	}
+	if len(fields) == 0 {
+		return fmt.Errorf("%w: key %q", ErrNoFields, key)
+	}
+	args := make([]any, 0, 2+2*len(fields))
+	args = append(args, t.String(), owner)
+	for f, v := range fields {
+		args = append(args, f, v)
+	}
+	reply, err := hsetScript.Run(ctx, w.client, []string{key, FenceKey(key)}, args...).Slice()
+	if err != nil {
+		return wrapRedisError(ctx, "fenced hset of", key, err)
+	}
+	_, err = outcome(key, t, reply)
+	return err
+}
+
+// Eval runs script with keys and args, iff token t presented by owner
+// passes the rule for keys[0], the fenced resource; the check, the raise of
+// the fence and the script run in one script invocation. It returns what
+// the script's body returned (nil for nil or false), a
+// *fence.StaleTokenError (Resource = keys[0]) when refused, an input error,
+// or a wrapped Redis error (an error the body raised comes back this way).
+//
+// All keys must hash to one slot on Cluster: give them keys[0]'s hash tag.
+func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, t fence.Token, owner string, args ...any) (any, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: Eval needs at least the resource key", ErrInvalidKey)
+	}
+	if err := w.validate(keys[0], t, owner); err != nil {
+		return nil, err
+	}
+	if script == nil || script.script == nil {
+		return nil, fmt.Errorf("redisfence: Eval of %q: nil script, use NewScript", keys[0])
+	}
+	allKeys := make([]string, 0, len(keys)+1)
+	allKeys = append(append(allKeys, keys...), FenceKey(keys[0]))
+	allArgs := make([]any, 0, len(args)+2)
+	allArgs = append(append(allArgs, t.String(), owner), args...)
+	reply, err := script.script.Run(ctx, w.client, allKeys, allArgs...).Slice()
+	if err != nil {
+		return nil, wrapRedisError(ctx, "fenced eval on", keys[0], err)
+	}
+	return outcome(keys[0], t, reply)
+}
+
+// Current returns the token and owner stored for key, or (fence.None, "",
+// nil) when no write for it was ever accepted. It takes no lock: another
+// holder may raise the token right after.
+func (w *Writer) Current(ctx context.Context, key string) (fence.Token, string, error) {
+	if err := w.ready(); err != nil {
+		return fence.None, "", err
+	}
+	if err := w.validateKey(key); err != nil {
+		return fence.None, "", err
+	}
+	reply, err := currentScript.Run(ctx, w.client, []string{FenceKey(key)}).Slice()
+	if err != nil {
+		return fence.None, "", wrapRedisError(ctx, "read fence of", key, err)
+	}
+	if len(reply) != 2 || reply[0] == nil {
+		return fence.None, "", nil
+	}
+	token, err := parseToken(reply[0])
+	if err != nil {
+		return fence.None, "", fmt.Errorf("redisfence: fence of %q: %w", key, err)
+	}
+	owner, _ := reply[1].(string)
+	return token, owner, nil
+}
+
+// outcome interprets a write script's reply: {1[, result]} accepted, {0,
+// stored token} refused.
+func outcome(key string, t fence.Token, reply []any) (any, error) {
+	if len(reply) == 0 {
+		return nil, fmt.Errorf("%w: empty reply for %q", ErrUnexpectedReply, key)
+	}
+	switch reply[0] {
+	case int64(1):
+		if len(reply) < 2 {
+			return nil, nil
+		}
+		if err, ok := reply[1].(error); ok { // the body returned an error reply
+			return nil, fmt.Errorf("redisfence: fenced eval on %q: %w", key, err)
+		}
+		return reply[1], nil
+	case int64(0):
+		if len(reply) != 2 {
+			break
+		}
+		current, err := parseToken(reply[1])
+		if err != nil {
+			return nil, fmt.Errorf("redisfence: fence of %q: %w", key, err)
+		}
+		return nil, &fence.StaleTokenError{Resource: key, Presented: t, Current: current}
+	}
+	return nil, fmt.Errorf("%w: %v for %q", ErrUnexpectedReply, reply, key)
+}
+
+// parseToken reads a token stored in a fence hash.
+func parseToken(v any) (fence.Token, error) {
+	s, ok := v.(string)
+	if !ok {
+		return fence.None, fmt.Errorf("%w: stored token %v (%T)", ErrUnexpectedReply, v, v)
+	}
+	t, err := fence.ParseToken(s)
+	if err != nil {
+		return fence.None, fmt.Errorf("%w: stored token: %w", ErrUnexpectedReply, err)
+	}
+	return t, nil
+}
+
+func (w *Writer) ready() error {
+	if w == nil || w.client == nil {
+		return ErrNotCreated
+	}
+	return nil
+}
+
+func (w *Writer) validate(key string, t fence.Token, owner string) error {
+	if err := w.ready(); err != nil {
+		return err
+	}
+	if err := w.validateKey(key); err != nil {
+		return err
+	}
+	if owner == "" {
+		return fmt.Errorf("%w: empty (key %q)", ErrInvalidOwner, key)
+	}
+	if t == fence.None {
+		return fmt.Errorf("redisfence: write of %q: %w", key, fence.ErrNoToken)
+	}
+	return nil
+}
+
+func (w *Writer) validateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if w.cluster && !hasHashTag(key) {
+		return fmt.Errorf("%w: %q has no hash tag: on Cluster the key and its fence key %q must share one, e.g. \"settlement:{2026-03-08}\"",
+			ErrInvalidKey, key, FenceKey(key))
+	}
+	return nil
+}
+
+// hasHashTag reports whether Redis Cluster hashes key by a tag: the text
+// between the first '{' and the next '}', when not empty. Then key and
+// key+FenceSuffix hash to the same slot.
+func hasHashTag(key string) bool {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return false
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	return end > 0
+}

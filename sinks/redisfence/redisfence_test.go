@@ -1,0 +1,316 @@
+package redisfence_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/sinks/redisfence"
+)
+
+// bundle is one test's setup: a Writer over one backend and a key prefix
+// of the test's own.
+type bundle struct {
+	rdb    redis.UniversalClient
+	w      *redisfence.Writer
+	prefix string
+}
+
+// eachBackend runs fn as a parallel subtest per backend: real Redis and
+// miniredis.
+func eachBackend(t *testing.T, fn func(t *testing.T, b *bundle)) {
+	t.Helper()
+	for _, backend := range redistest.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := backend.New(t)
+			fn(t, &bundle{rdb: rdb, w: redisfence.New(rdb), prefix: redistest.Prefix(t, rdb)})
+		})
+	}
+}
+
+func requireStale(t *testing.T, err error, key string, presented, current fence.Token) {
+	t.Helper()
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, err, &stale)
+	require.ErrorIs(t, err, fence.ErrStaleToken)
+	require.Equal(t, fence.StaleTokenError{Resource: key, Presented: presented, Current: current}, *stale)
+}
+
+func TestSetFollowsTheRule(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		key := b.prefix + "settlement"
+
+		require.NoError(t, b.w.Set(ctx, key, "v10", 10, "a", 0))
+		requireStale(t, b.w.Set(ctx, key, "v9", 9, "b", 0), key, 9, 10)
+		requireStale(t, b.w.Set(ctx, key, "x", 10, "b", 0), key, 10, 10)
+		require.NoError(t, b.w.Set(ctx, key, "v10-again", 10, "a", 0), "same holder again")
+		require.Equal(t, "v10-again", b.rdb.Get(ctx, key).Val())
+
+		require.NoError(t, b.w.Set(ctx, key, "v11", 11, "b", 0))
+		require.Equal(t, "v11", b.rdb.Get(ctx, key).Val())
+		tok, owner, err := b.w.Current(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, fence.Token(11), tok)
+		require.Equal(t, "b", owner)
+
+		// The layout is documented: a hash at key + ":fence".
+		require.Equal(t, map[string]string{"token": "11", "owner": "b"}, b.rdb.HGetAll(ctx, key+":fence").Val())
+	})
+}
+
+func TestTokensCompareExactlyBeyondFloatPrecision(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		key := b.prefix + "big"
+		const p53 = fence.Token(1) << 53 // 2^53+1 is not a float64
+
+		require.NoError(t, b.w.Set(ctx, key, "a", p53+1, "a", 0))
+		requireStale(t, b.w.Set(ctx, key, "b", p53, "b", 0), key, p53, p53+1)
+		require.NoError(t, b.w.Set(ctx, key, "c", p53+2, "c", 0))
+		require.NoError(t, b.w.Set(ctx, key, "d", math.MaxUint64, "d", 0))
+		requireStale(t, b.w.Set(ctx, key, "e", math.MaxUint64-1, "e", 0), key, math.MaxUint64-1, math.MaxUint64)
+
+		// Shorter decimal is smaller, whatever its digits: 9 < 10.
+		short := b.prefix + "digits"
+		require.NoError(t, b.w.Set(ctx, short, "10", 10, "a", 0))
+		requireStale(t, b.w.Set(ctx, short, "9", 9, "b", 0), short, 9, 10)
+		require.NoError(t, b.w.Set(ctx, short, "100", 100, "b", 0))
+	})
+}
+
+func TestSetTTL(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		key := b.prefix + "ttl"
+
+		require.NoError(t, b.w.Set(ctx, key, "v", 1, "a", time.Hour))
+		ttl := b.rdb.PTTL(ctx, key).Val()
+		require.Greater(t, ttl, 59*time.Minute)
+		require.LessOrEqual(t, ttl, time.Hour)
+		require.Equal(t, time.Duration(-1), b.rdb.PTTL(ctx, redisfence.FenceKey(key)).Val(), "the fence key never expires")
+
+		require.NoError(t, b.w.Set(ctx, key, "kept", 2, "a", redisfence.KeepTTL))
+		require.Greater(t, b.rdb.PTTL(ctx, key).Val(), 59*time.Minute, "KeepTTL keeps it")
+		require.Equal(t, "kept", b.rdb.Get(ctx, key).Val())
+
+		require.NoError(t, b.w.Set(ctx, key, "forever", 3, "a", 0))
+		require.Equal(t, time.Duration(-1), b.rdb.PTTL(ctx, key).Val(), "0 removes the TTL, as SET does")
+
+		require.NoError(t, b.w.Set(ctx, key, "short", 4, "a", time.Microsecond))
+		ttl = b.rdb.PTTL(ctx, key).Val()
+		require.LessOrEqual(t, ttl, time.Millisecond, "below 1 ms rounds up to 1 ms")
+
+		// A refused write leaves the TTL alone.
+		require.NoError(t, b.w.Set(ctx, key, "v5", 5, "a", time.Hour))
+		requireStale(t, b.w.Set(ctx, key, "old", 4, "b", time.Second), key, 4, 5)
+		require.Greater(t, b.rdb.PTTL(ctx, key).Val(), 59*time.Minute)
+	})
+}
+
+func TestHSet(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		key := b.prefix + "account:42"
+
+		require.NoError(t, b.w.HSet(ctx, key, map[string]string{"balance": "100", "currency": "EUR"}, 7, "a"))
+		requireStale(t, b.w.HSet(ctx, key, map[string]string{"balance": "0"}, 6, "b"), key, 6, 7)
+		require.NoError(t, b.w.HSet(ctx, key, map[string]string{"balance": "90"}, 8, "b"))
+		require.Equal(t, map[string]string{"balance": "90", "currency": "EUR"}, b.rdb.HGetAll(ctx, key).Val())
+
+		// More fields than Lua's unpack takes at once.
+		many := map[string]string{}
+		for i := range 5000 {
+			many[string(rune('a'+i%26))+time.Duration(i).String()] = "x"
+		}
+		require.NoError(t, b.w.HSet(ctx, key, many, 9, "b"))
+		require.Equal(t, int64(len(many)+2), b.rdb.HLen(ctx, key).Val())
+	})
+}
+
+func TestEval(t *testing.T) {
+	t.Parallel()
+	transfer := redisfence.NewScript(`
+-- KEYS[1] the account, ARGV[1] the amount: the caller's own view.
+local balance = tonumber(redis.call('GET', KEYS[1]) or '0') + tonumber(ARGV[1])
+redis.call('SET', KEYS[1], balance)
+return balance`)
+	returnsNil := redisfence.NewScript(`redis.call('SET', KEYS[1], ARGV[1])`)
+	echo := redisfence.NewScript(`return {KEYS, ARGV}`)
+	fails := redisfence.NewScript(`return redis.error_reply('NOPE body refused')`)
+
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		key := b.prefix + "{acct}"
+
+		got, err := b.w.Eval(ctx, transfer, []string{key}, 5, "a", 30)
+		require.NoError(t, err)
+		require.Equal(t, int64(30), got)
+		got, err = b.w.Eval(ctx, transfer, []string{key}, 4, "b", 1000)
+		requireStale(t, err, key, 4, 5)
+		require.Nil(t, got)
+		require.Equal(t, "30", b.rdb.Get(ctx, key).Val(), "the body did not run")
+
+		got, err = b.w.Eval(ctx, returnsNil, []string{key}, 6, "a", "set")
+		require.NoError(t, err)
+		require.Nil(t, got)
+		require.Equal(t, "set", b.rdb.Get(ctx, key).Val())
+
+		// The body sees the caller's keys and arguments only.
+		got, err = b.w.Eval(ctx, echo, []string{key, key + ":other"}, 6, "a", "x", "y")
+		require.NoError(t, err)
+		require.Equal(t, []any{[]any{key, key + ":other"}, []any{"x", "y"}}, got)
+		got, err = b.w.Eval(ctx, echo, []string{key}, 6, "a")
+		require.NoError(t, err)
+		require.Equal(t, []any{[]any{key}, []any{}}, got)
+
+		_, err = b.w.Eval(ctx, fails, []string{key}, 7, "a")
+		require.ErrorContains(t, err, "NOPE body refused")
+		require.NotErrorIs(t, err, fence.ErrStaleToken)
+	})
+}
+
+func TestCurrentOfUnknownKeyIsNone(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		tok, owner, err := b.w.Current(t.Context(), b.prefix+"never")
+		require.NoError(t, err)
+		require.Equal(t, fence.None, tok)
+		require.Empty(t, owner)
+	})
+}
+
+func TestCanceledContextIsJoined(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		err := b.w.Set(ctx, b.prefix+"k", "v", 1, "a", 0)
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, fence.ErrStaleToken)
+	})
+}
+
+// untouchable is a redis.Scripter that fails the test when used: bad input
+// must be refused before Redis is contacted.
+type untouchable struct {
+	redis.Scripter
+	t *testing.T
+}
+
+func (u untouchable) EvalSha(context.Context, string, []string, ...any) *redis.Cmd {
+	u.t.Error("EvalSha called")
+	return redis.NewCmd(context.Background())
+}
+
+func (u untouchable) Eval(context.Context, string, []string, ...any) *redis.Cmd {
+	u.t.Error("Eval called")
+	return redis.NewCmd(context.Background())
+}
+
+func TestBadInputNeverReachesRedis(t *testing.T) {
+	t.Parallel()
+	w := redisfence.New(untouchable{t: t})
+	ctx := t.Context()
+	script := redisfence.NewScript("return 1")
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"SetTokenZero", w.Set(ctx, "k", "v", 0, "a", 0), fence.ErrNoToken},
+		{"SetEmptyKey", w.Set(ctx, "", "v", 1, "a", 0), redisfence.ErrInvalidKey},
+		{"SetEmptyOwner", w.Set(ctx, "k", "v", 1, "", 0), redisfence.ErrInvalidOwner},
+		{"SetNegativeTTL", w.Set(ctx, "k", "v", 1, "a", -2*time.Second), redisfence.ErrInvalidTTL},
+		{"HSetNoFields", w.HSet(ctx, "k", nil, 1, "a"), redisfence.ErrNoFields},
+		{"HSetTokenZero", w.HSet(ctx, "k", map[string]string{"f": "v"}, 0, "a"), fence.ErrNoToken},
+		{"EvalNoKeys", evalErr(w.Eval(ctx, script, nil, 1, "a")), redisfence.ErrInvalidKey},
+		{"EvalTokenZero", evalErr(w.Eval(ctx, script, []string{"k"}, 0, "a")), fence.ErrNoToken},
+		{"CurrentEmptyKey", currentErr(w.Current(ctx, "")), redisfence.ErrInvalidKey},
+		{"NilWriter", (*redisfence.Writer)(nil).Set(ctx, "k", "v", 1, "a", 0), redisfence.ErrNotCreated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.ErrorIs(t, tt.err, tt.want)
+			require.NotErrorIs(t, tt.err, fence.ErrStaleToken)
+		})
+	}
+	_, err := w.Eval(ctx, nil, []string{"k"}, 1, "a")
+	require.ErrorContains(t, err, "nil script")
+}
+
+func evalErr(_ any, err error) error { return err }
+
+func currentErr(_ fence.Token, _ string, err error) error { return err }
+
+func TestClusterKeysNeedHashTag(t *testing.T) {
+	t.Parallel()
+	// The check happens before any connection: the address is never dialed.
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _ = cluster.Close() })
+	w := redisfence.New(cluster)
+
+	err := w.Set(t.Context(), "settlement:2026-03-08", "v", 1, "a", 0)
+	require.ErrorIs(t, err, redisfence.ErrInvalidKey)
+	require.ErrorContains(t, err, "hash tag")
+	for _, key := range []string{"{}", "x{}y", "x}y{"} {
+		require.ErrorIs(t, w.Set(t.Context(), key, "v", 1, "a", 0), redisfence.ErrInvalidKey, key)
+	}
+}
+
+func TestHashTagKeysShareSlot(t *testing.T) {
+	t.Parallel()
+	// What the Cluster check relies on: a tagged key and its fence key hash
+	// to one slot, by the Cluster spec's key hashing (keySlot below).
+	for _, key := range []string{"settlement:{2026-03-08}", "{a}", "x{y}z{w}", "{a}}", "{{a}"} {
+		require.Equal(t, keySlot(key), keySlot(redisfence.FenceKey(key)), key)
+	}
+	require.NotEqual(t, keySlot("settlement"), keySlot(redisfence.FenceKey("settlement")), "why a tag is needed")
+	require.Equal(t, uint16(12739), keySlot("123456789"), "spec check value 0x31C3 mod 16384")
+}
+
+// keySlot is HASH_SLOT from the Redis Cluster specification: CRC16-XMODEM
+// of the hash tag (or the whole key) mod 16384.
+func keySlot(key string) uint16 {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
+
+func TestStaleErrorUnwrapsForCallers(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Mini(t)
+	w := redisfence.New(rdb)
+	ctx := t.Context()
+	require.NoError(t, w.Set(ctx, "k", "v", 2, "a", 0))
+	err := w.Set(ctx, "k", "v", 1, "b", 0)
+	wrapped := errors.Join(errors.New("job step"), err)
+	require.ErrorIs(t, wrapped, fence.ErrStaleToken)
+}

@@ -1,0 +1,58 @@
+package redisfence
+
+import (
+	_ "embed"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua sources. Each file's header names its KEYS and ARGV.
+var (
+	//go:embed fence.lua
+	fenceLua string
+	//go:embed set.lua
+	setLua string
+	//go:embed hset.lua
+	hsetLua string
+	//go:embed eval.lua
+	evalLua string
+	//go:embed current.lua
+	currentLua string
+)
+
+// bodyMarker is the line of eval.lua that a caller's body replaces.
+const bodyMarker = "-- {{body}}\n"
+
+// The package's scripts, loaded once per server by EVALSHA with an EVAL
+// fallback on NOSCRIPT (redis.Script.Run).
+var (
+	setScript     = redis.NewScript(fenceLua + setLua)
+	hsetScript    = redis.NewScript(fenceLua + hsetLua)
+	currentScript = redis.NewScript(currentLua)
+)
+
+// Script is a caller's Lua body made into a fenced script: Writer.Eval runs
+// it only when the fencing token passes the rule. Make it once with
+// NewScript and reuse it; it is safe for concurrent use.
+type Script struct {
+	script *redis.Script
+}
+
+// NewScript wraps body, the text of a Lua script, so that Writer.Eval runs
+// it only when the token passes the acceptance rule, in the same script
+// invocation as the check (so atomically with it). The body is written as
+// for EVAL: it reads its keys from KEYS (KEYS[1] is the fenced resource) and
+// its arguments from ARGV, as passed to Eval, and its return value is
+// Eval's result. It runs after the fence is raised.
+//
+// The body becomes the inside of a Lua function, so it may use return at
+// its top level, but must not use the vararg "...". Redis does not roll
+// back a script that fails halfway: a body that raises an error after a
+// write leaves that write, and the raised fence, in place.
+func NewScript(body string) *Script {
+	if !strings.HasSuffix(body, "\n") {
+		body += "\n"
+	}
+	return &Script{script: redis.NewScript(fenceLua + strings.Replace(evalLua, bodyMarker, body, 1))}
+}
