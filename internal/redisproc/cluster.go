@@ -1,0 +1,145 @@
+package redisproc
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster is a Redis Cluster of test-owned masters with no replicas.
+type Cluster struct {
+	// Nodes are the masters; Nodes[i] serves the slots Slots[i].
+	Nodes []*Server
+	// Addrs are the masters' host:port, in the order of Nodes.
+	Addrs []string
+	// Slots are the inclusive slot ranges [from, to] of each node.
+	Slots [][2]int
+}
+
+// StartCluster starts masters cluster-enabled redis-servers (no replicas,
+// no persistence), splits the 16384 slots evenly between them in order,
+// joins them, and waits until every node reports cluster_state:ok and knows
+// every other. The nodes are killed when the test ends.
+func StartCluster(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	if masters < 1 {
+		t.Fatalf("redisproc: StartCluster: %d masters", masters)
+	}
+	c := &Cluster{}
+	busPorts := make([]int, masters)
+	for i := range masters {
+		n := launch(t, "cluster node", func(port int, dir string) ([]string, error) {
+			// The bus port is picked too: the default, port+10000, may
+			// be taken or in the ephemeral range.
+			bus, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			busPorts[i] = bus
+			return append(serverArgs(port, dir),
+				"--cluster-enabled", "yes",
+				"--cluster-port", strconv.Itoa(bus),
+				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+				"--cluster-announce-ip", "127.0.0.1",
+				"--cluster-node-timeout", "5000",
+			), nil
+		})
+		from := i * 16384 / masters
+		to := (i+1)*16384/masters - 1
+		c.Nodes = append(c.Nodes, n)
+		c.Addrs = append(c.Addrs, n.Addr())
+		c.Slots = append(c.Slots, [2]int{from, to})
+	}
+
+	admins := make([]*redis.Client, masters)
+	for i, n := range c.Nodes {
+		admins[i] = redis.NewClient(&redis.Options{Addr: n.Addr()})
+		defer admins[i].Close()
+	}
+	ctx, cancel := adminCtx()
+	defer cancel()
+	for i, rdb := range admins {
+		// Distinct config epochs up front, as redis-cli --cluster create
+		// does, so no epoch collision has to be resolved later.
+		if err := rdb.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
+			t.Fatalf("redisproc: cluster node %s: SET-CONFIG-EPOCH: %v", c.Addrs[i], err)
+		}
+		if err := rdb.ClusterAddSlotsRange(ctx, c.Slots[i][0], c.Slots[i][1]).Err(); err != nil {
+			t.Fatalf("redisproc: cluster node %s: ADDSLOTSRANGE: %v", c.Addrs[i], err)
+		}
+	}
+	// Every node meets every other, so no node has to learn of the others
+	// by gossip (seconds). A master still reports cluster_state:ok only
+	// 2 s after it started (CLUSTER_WRITABLE_DELAY).
+	for i, rdb := range admins {
+		for j, n := range c.Nodes {
+			if i == j {
+				continue
+			}
+			// CLUSTER MEET ip port cluster-bus-port (Redis 7+).
+			if err := rdb.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", n.Port(), busPorts[j]).Err(); err != nil {
+				t.Fatalf("redisproc: CLUSTER MEET %s from %s: %v", n.Addr(), c.Addrs[i], err)
+			}
+		}
+	}
+	for i, rdb := range admins {
+		waitFor(t, ClusterTimeout, "cluster node "+c.Addrs[i]+" ready", func() error {
+			ctx, cancel := adminCtx()
+			defer cancel()
+			info, err := rdb.ClusterInfo(ctx).Result()
+			if err != nil {
+				return err
+			}
+			state := infoField(info, "cluster_state")
+			known := infoField(info, "cluster_known_nodes")
+			if state != "ok" || known != strconv.Itoa(masters) {
+				return fmt.Errorf("cluster_state:%s cluster_known_nodes:%s", state, known)
+			}
+			// Every node must also route every slot to a reachable
+			// address, or a client's first CLUSTER SLOTS could miss one.
+			slots, err := rdb.ClusterSlots(ctx).Result()
+			if err != nil {
+				return err
+			}
+			covered := 0
+			for _, s := range slots {
+				if len(s.Nodes) == 0 || !strings.Contains(s.Nodes[0].Addr, ":") {
+					return fmt.Errorf("slots %d-%d: no address yet", s.Start, s.End)
+				}
+				covered += int(s.End - s.Start + 1)
+			}
+			if covered != 16384 {
+				return fmt.Errorf("%d slots routed", covered)
+			}
+			return nil
+		})
+	}
+	return c
+}
+
+// Client returns a go-redis Cluster client of the nodes, closed when the
+// test ends. configure may adjust the options before the client is made.
+func (c *Cluster) Client(t testing.TB, configure ...func(*redis.ClusterOptions)) *redis.ClusterClient {
+	t.Helper()
+	opts := &redis.ClusterOptions{Addrs: c.Addrs}
+	for _, f := range configure {
+		f(opts)
+	}
+	rdb := redis.NewClusterClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// NodeForSlot returns the node serving slot.
+func (c *Cluster) NodeForSlot(slot int) *Server {
+	for i, r := range c.Slots {
+		if slot >= r[0] && slot <= r[1] {
+			return c.Nodes[i]
+		}
+	}
+	return nil
+}
