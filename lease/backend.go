@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,27 +58,41 @@ type redisBackend struct {
 	prefix string
 }
 
-func (b *redisBackend) keys(name string) (leaseKey, fenceKey, channel string) {
-	leaseKey = b.prefix + "{" + name + "}"
-	return leaseKey, leaseKey + ":fence", leaseKey + ":released"
+// Each key costs an allocation per call, so every call builds only the keys
+// it needs: the lease key alone, or the lease and fence keys from one
+// string. The release channel is built by release.lua.
+
+func (b *redisBackend) leaseKey(name string) string { return b.prefix + "{" + name + "}" }
+
+func (b *redisBackend) keys(name string) (leaseKey, fenceKey string) {
+	fenceKey = b.prefix + "{" + name + "}:fence"
+	return fenceKey[:len(fenceKey)-len(":fence")], fenceKey
 }
 
 func (b *redisBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
-	leaseKey, fenceKey, _ := b.keys(name)
-	res, err := acquireScript.Run(ctx, b.rdb, []string{leaseKey, fenceKey}, owner, ttl.Milliseconds()).Int64Slice()
-	if err == nil && len(res) != 2 {
-		err = fmt.Errorf("unexpected reply %v", res)
-	}
+	leaseKey, fenceKey := b.keys(name)
+	// One integer, not an array: the reply costs no slices.
+	res, err := acquireScript.Run(ctx, b.rdb, []string{leaseKey, fenceKey}, owner, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return Grant{}, err
 	}
-	if res[0] != 1 {
-		return Grant{Remaining: time.Duration(max(res[1], 0)) * time.Millisecond}, nil
+	if res <= 0 {
+		return Grant{Remaining: time.Duration(-res) * time.Millisecond}, nil
 	}
-	return Grant{Acquired: true, Token: fence.Token(res[1])}, nil
+	return Grant{Acquired: true, Token: fence.Token(res)}, nil
 }
 
 func (b *redisBackend) Renew(ctx context.Context, batch []Held) []error {
+	if len(batch) == 1 {
+		// Lease.Renew: a plain call costs half the allocations of a
+		// pipeline of one.
+		h := batch[0]
+		n, err := renewScript.Run(ctx, b.rdb, []string{b.leaseKey(h.Name)}, h.Owner, h.TTL.Milliseconds()).Int64()
+		if err == nil && n != 1 {
+			err = ErrNotHeld
+		}
+		return []error{err}
+	}
 	cmds, err := b.pipeline(ctx, batch)
 	if err != nil && isNoScript(err) {
 		// After a SCRIPT FLUSH, a restart or a failover: load and retry.
@@ -108,16 +121,14 @@ func (b *redisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, h := range batch {
-		leaseKey, _, _ := b.keys(h.Name)
-		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{leaseKey}, h.Owner, h.TTL.Milliseconds())
+		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{b.leaseKey(h.Name)}, h.Owner, h.TTL.Milliseconds())
 	}
 	_, err := pipe.Exec(ctx)
 	return cmds, err
 }
 
 func (b *redisBackend) Release(ctx context.Context, name, owner string) error {
-	leaseKey, _, channel := b.keys(name)
-	n, err := releaseScript.Run(ctx, b.rdb, []string{leaseKey}, owner, channel).Int64()
+	n, err := releaseScript.Run(ctx, b.rdb, []string{b.leaseKey(name)}, owner).Int64()
 	if err != nil {
 		return err
 	}
@@ -130,8 +141,7 @@ func (b *redisBackend) Release(ctx context.Context, name, owner string) error {
 // Released subscribes to the lease's release channel; it returns once the
 // subscription is active, so a release after it is never missed.
 func (b *redisBackend) Released(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	_, _, channel := b.keys(name)
-	sub := b.rdb.Subscribe(ctx, channel)
+	sub := b.rdb.Subscribe(ctx, b.leaseKey(name)+":released")
 	if _, err := sub.Receive(ctx); err != nil {
 		_ = sub.Close()
 		return nil, nil, err

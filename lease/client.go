@@ -15,8 +15,9 @@ import (
 
 // Client acquires leases on one Redis deployment: a single server, a
 // Sentinel-managed primary or a Cluster, through any redis.UniversalClient.
-// It keeps its leases alive in batches (one goroutine while it holds any,
-// gone when the last is released). It is safe for concurrent use.
+// It keeps its leases alive in batches, from one timer (a renewal pass runs
+// on a goroutine of its own while it renews). It is safe for concurrent
+// use.
 type Client struct {
 	b      Backend
 	rdb    redis.UniversalClient // nil on another backend
@@ -60,12 +61,17 @@ func NewWithBackend(b Backend, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// Redis returns the Redis client of a Client made by New; nil for one made
+// by NewWithBackend.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
 // Keys returns the Redis keys of the lease called name: the lease key and
 // its fence counter. Both carry the hash tag {name}, so they live in one
 // Cluster slot.
 func (c *Client) Keys(name string) (leaseKey, fenceKey string) {
-	leaseKey = c.opts.Prefix + "{" + name + "}"
-	return leaseKey, leaseKey + ":fence"
+	// One allocation: the lease key is a prefix of the fence key.
+	fenceKey = c.opts.Prefix + "{" + name + "}:fence"
+	return fenceKey[:len(fenceKey)-len(":fence")], fenceKey
 }
 
 // TryAcquire makes one attempt (one round trip) to take the lease called
@@ -189,7 +195,7 @@ func (c *Client) waitReplicas(ctx context.Context, l *Lease) error {
 	}
 	var node any = c.rdb
 	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
-		master, err := cc.MasterForKey(ctx, l.leaseKey)
+		master, err := cc.MasterForKey(ctx, l.leaseKey())
 		if err != nil {
 			return fmt.Errorf("lease %q: replica ack: %w", l.name, err)
 		}

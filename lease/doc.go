@@ -56,8 +56,10 @@
 //
 // # Goroutines
 //
-// Each Lease owns one keep-alive goroutine. Release (or the end of the
-// parent context) stops it and Release waits for it. A renew blocked on a
+// A Client keeps its leases alive from one timer, armed for the earliest
+// renewal due; each renewal pass runs on the goroutine the timer starts and
+// ends with the pass. Acquire and Release start no goroutine. Release of a
+// Client's last lease stops the timer and waits for a pass in flight. A renew blocked on a
 // hung server returns within the go-redis client's ReadTimeout, or at the
 // trust window's end when the client honours context deadlines
 // (redis.Options.ContextTimeoutEnabled).

@@ -10,97 +10,156 @@ import (
 
 // keeper renews every lease of one Client in batches: one pipeline of
 // renew scripts per Options.BatchSize leases, one round trip each (one per
-// Cluster node). Its goroutine runs while the Client holds leases and exits
-// when the last one is released.
+// Cluster node).
+//
+// It runs no goroutine of its own. One timer, armed for the earliest
+// renewal due, runs each renewal pass on the goroutine the runtime starts
+// for it; the pass re-arms the timer for the next one. Acquiring and
+// releasing a lease therefore starts no goroutine and allocates nothing
+// here. When the last lease is removed the timer is stopped and remove
+// waits for a pass in flight, so no goroutine outlives the Client's leases.
 //
 // A lease is renewed when its next renewal is due, or up to half an
 // interval early when a batch goes out anyway: leases of one TTL acquired
 // close together fall into one batch and stay there.
 type keeper struct {
-	c *Client
+	c     *Client
+	timer *time.Timer // runs pass; armed while leases are held
 
 	mu      sync.Mutex
 	leases  map[*Lease]struct{}
-	running bool
-	wake    chan struct{} // buffered 1: a lease was added or ended
-	stop    chan struct{} // closed to stop the current goroutine
-	done    chan struct{} // closed when the current goroutine returns
+	armedAt time.Time     // when the timer fires; zero when it is not armed
+	passing bool          // a pass is renewing
+	busy    int           // timer firings scheduled or running, not yet ended
+	quiet   chan struct{} // non-nil: closed when busy drops to 0 or a lease is added
 }
 
 func newKeeper(c *Client) *keeper {
-	return &keeper{c: c, leases: map[*Lease]struct{}{}, wake: make(chan struct{}, 1)}
+	k := &keeper{c: c, leases: map[*Lease]struct{}{}}
+	k.timer = time.AfterFunc(time.Hour, k.pass)
+	k.timer.Stop()
+	return k
 }
 
 // add starts keeping l alive.
 func (k *keeper) add(l *Lease) {
+	next, _ := l.renewState()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.leases[l] = struct{}{}
-	if !k.running {
-		k.running = true
-		k.stop, k.done = make(chan struct{}), make(chan struct{})
-		go k.run(k.stop, k.done)
+	if k.quiet != nil {
+		// A remove waiting for the last pass: the keeper is in use again.
+		close(k.quiet)
+		k.quiet = nil
 	}
-	k.poke()
+	k.armLocked(next)
 }
 
-// remove stops keeping l alive. When l was the last lease it waits for the
-// goroutine to return, so that no goroutine outlives the Client's leases.
+// forget stops keeping l alive without waiting: l has ended.
+func (k *keeper) forget(l *Lease) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.forgetLocked(l)
+}
+
+func (k *keeper) forgetLocked(l *Lease) {
+	delete(k.leases, l)
+	if len(k.leases) == 0 && k.timer.Stop() {
+		k.armedAt = time.Time{}
+		k.endFiringLocked()
+	}
+}
+
+// remove stops keeping l alive. When l was the last lease it waits for a
+// renewal pass in flight, so that no goroutine outlives the Client's
+// leases.
 func (k *keeper) remove(ctx context.Context, l *Lease) error {
 	k.mu.Lock()
-	delete(k.leases, l)
-	if len(k.leases) > 0 || !k.running {
+	k.forgetLocked(l)
+	if len(k.leases) > 0 || k.busy == 0 {
 		k.mu.Unlock()
 		return nil
 	}
-	k.running = false
-	close(k.stop)
-	done := k.done
+	if k.quiet == nil {
+		k.quiet = make(chan struct{})
+	}
+	quiet := k.quiet
 	k.mu.Unlock()
 	select {
-	case <-done:
+	case <-quiet:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+// poke re-arms the timer after a lease's schedule moved earlier (thaw).
 func (k *keeper) poke() {
-	select {
-	case k.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (k *keeper) run(stop, done chan struct{}) {
-	defer close(done)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		batch, next := k.due(time.Now())
-		if len(batch) > 0 {
-			k.renew(batch)
-			continue
-		}
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = time.Until(next)
-		}
-		timer.Reset(wait)
-		select {
-		case <-stop:
-			return
-		case <-k.wake:
-		case <-timer.C:
-		}
-	}
-}
-
-// due drops ended leases and returns those to renew now, and the time the
-// next one falls due.
-func (k *keeper) due(now time.Time) (batch []*Lease, next time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.armLocked(k.nextLocked())
+}
+
+// armLocked makes the timer fire no later than at (zero: nothing to renew).
+func (k *keeper) armLocked(at time.Time) {
+	if at.IsZero() || k.passing {
+		return // a running pass re-arms when it ends
+	}
+	if !k.armedAt.IsZero() && !at.Before(k.armedAt) {
+		return
+	}
+	k.armedAt = at
+	if !k.timer.Reset(max(time.Until(at), 0)) {
+		k.busy++ // a new firing; an active timer was only moved
+	}
+}
+
+// endFiringLocked accounts for a firing that ended or was stopped.
+func (k *keeper) endFiringLocked() {
+	k.busy--
+	if k.busy == 0 && k.quiet != nil {
+		close(k.quiet)
+		k.quiet = nil
+	}
+}
+
+// pass runs on the timer's goroutine: it renews the leases due and re-arms
+// the timer for the next renewal.
+func (k *keeper) pass() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	defer k.endFiringLocked()
+	k.armedAt = time.Time{}
+	if k.passing {
+		return // a stale firing; the running pass re-arms
+	}
+	batch := k.dueLocked(time.Now())
+	if len(batch) > 0 {
+		k.passing = true
+		k.mu.Unlock()
+		k.renew(batch)
+		k.mu.Lock()
+		k.passing = false
+	}
+	k.armLocked(k.nextLocked())
+}
+
+// nextLocked drops ended leases and returns when the next one falls due
+// (zero when none is held).
+func (k *keeper) nextLocked() (next time.Time) {
+	for l := range k.leases {
+		nextRenew, ended := l.renewState()
+		if ended {
+			delete(k.leases, l)
+		} else if next.IsZero() || nextRenew.Before(next) {
+			next = nextRenew
+		}
+	}
+	return next
+}
+
+// dueLocked drops ended leases and returns those to renew now.
+func (k *keeper) dueLocked(now time.Time) (batch []*Lease) {
 	for l := range k.leases {
 		nextRenew, ended := l.renewState()
 		if ended {
@@ -109,12 +168,10 @@ func (k *keeper) due(now time.Time) (batch []*Lease, next time.Time) {
 		}
 		if !nextRenew.After(now) {
 			batch = append(batch, l)
-		} else if next.IsZero() || nextRenew.Before(next) {
-			next = nextRenew
 		}
 	}
 	if len(batch) == 0 {
-		return nil, next
+		return nil
 	}
 	// A batch goes out: take along the leases due within half an interval.
 	for l := range k.leases {
@@ -123,7 +180,7 @@ func (k *keeper) due(now time.Time) (batch []*Lease, next time.Time) {
 			batch = append(batch, l)
 		}
 	}
-	return batch, next
+	return batch
 }
 
 // renew renews batch, BatchSize leases per round trip.

@@ -16,12 +16,11 @@ import (
 // the parent context ends. All methods are safe for concurrent use and on a
 // nil *Lease (which behaves as a lost lease).
 type Lease struct {
-	c        *Client
-	name     string
-	leaseKey string
-	owner    string
-	token    fence.Token
-	ttl      time.Duration
+	c     *Client
+	name  string
+	owner string
+	token fence.Token
+	ttl   time.Duration
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -36,13 +35,22 @@ type Lease struct {
 
 	releaseOnce sync.Once
 	releaseErr  error
+
+	lost LostError // the cause of the loss, set once by end
 }
 
 func newLease(parent context.Context, c *Client, name, owner string, token fence.Token, ttl time.Duration, start time.Time) *Lease {
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
-	leaseKey, _ := c.Keys(name)
+	// The lease's context keeps the parent's values but not its
+	// cancellation: the parent's end is watched below, to give the loss
+	// its cause. A parent that never ends (context.Background and kin)
+	// needs neither the stripping nor the watch.
+	base := parent
+	if parent.Done() != nil {
+		base = context.WithoutCancel(parent)
+	}
+	ctx, cancel := context.WithCancelCause(base)
 	l := &Lease{
-		c: c, name: name, leaseKey: leaseKey, owner: owner, token: token, ttl: ttl,
+		c: c, name: name, owner: owner, token: token, ttl: ttl,
 		ctx:       fence.WithToken(ctx, token, owner),
 		cancel:    cancel,
 		deadline:  start.Add(ttl - Drift(ttl)),
@@ -50,16 +58,25 @@ func newLease(parent context.Context, c *Client, name, owner string, token fence
 	}
 	l.mu.Lock()
 	l.expiry = time.AfterFunc(time.Until(l.deadline), func() { l.end(ErrExpired) })
-	l.stopParent = context.AfterFunc(parent, func() {
-		l.end(errors.Join(ErrParentDone, context.Cause(parent)))
-		// Free the key for the next holder now rather than at TTL.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(parent), ttl)
-		defer cancel()
-		_ = l.releaseKey(rctx)
-	})
+	if parent.Done() != nil {
+		l.stopParent = context.AfterFunc(parent, func() {
+			l.end(errors.Join(ErrParentDone, context.Cause(parent)))
+			// Free the key for the next holder now rather than at TTL.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(parent), ttl)
+			defer cancel()
+			_ = l.releaseKey(rctx)
+		})
+	}
 	l.mu.Unlock()
 	c.keeper.add(l)
 	return l
+}
+
+// leaseKey returns the Redis key of the lease (built on demand: only
+// ReplicaAck on a Cluster needs it).
+func (l *Lease) leaseKey() string {
+	k, _ := l.c.Keys(l.name)
+	return k
 }
 
 // Name returns the lease name.
@@ -245,13 +262,14 @@ func (l *Lease) end(reason error) {
 	}
 	l.ended = true
 	l.expiry.Stop()
-	l.cancel(&LostError{Name: l.name, Reason: reason})
+	l.lost = LostError{Name: l.name, Reason: reason}
+	l.cancel(&l.lost)
 	stopParent := l.stopParent
 	l.mu.Unlock()
 	if stopParent != nil {
 		stopParent()
 	}
-	l.c.keeper.poke()
+	l.c.keeper.forget(l)
 	l.c.opts.Observer.ObserveLoss(l.name, reason)
 	if !errors.Is(reason, ErrReleased) {
 		l.c.log.LogAttrs(context.Background(), slog.LevelWarn, "lease_lost",

@@ -6,8 +6,9 @@
 -- ARGV[1]  owner (random per acquisition)
 -- ARGV[2]  TTL in milliseconds
 --
--- Returns {1, token} when the lease was taken, {0, pttl} when it is held
--- (pttl: the holder's remaining TTL in ms).
+-- Returns the token (> 0) when the lease was taken, and minus the holder's
+-- remaining TTL in ms (<= 0) when it is held. One integer, so that the reply
+-- costs the client no array.
 --
 -- The token is max(INCR(counter), server TIME in microseconds): strictly
 -- greater than the previous token, and greater than every token issued before
@@ -23,6 +24,6 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('SET', KEYS[2], micros)
     token = tonumber(micros)
   end
-  return {1, token}
+  return token
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return -math.max(redis.call('PTTL', KEYS[1]), 0)
