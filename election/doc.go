@@ -1,0 +1,56 @@
+// Package election elects one leader among candidates, on top of the
+// fenced leases of package lease.
+//
+// # Overview
+//
+// Every candidate creates the same Election (same name, same key prefix,
+// same Redis) and calls Campaign, which blocks until it wins the
+// election's lease. The winner gets a *Leadership: a term with the lease's
+// fencing token, a Context canceled when the term ends, and Resign.
+// Anyone can ask who leads with Leader (now) or Observe (wait for one).
+//
+//	e, err := election.New(client, "billing-leader", election.Options{Redis: rdb})
+//	...
+//	ld, err := e.Campaign(ctx, "replica-7:8080")
+//	if err != nil { ... }
+//	defer ld.Resign(context.Background())
+//	lead(ld.Context(), ld.Token()) // stop when ld.Context() ends
+//
+// # State model
+//
+//	candidate --Campaign wins the lease--> leader (term with token T)
+//	leader --Resign----------------------> ended (lease.ErrReleased)
+//	leader --lease lost------------------> ended (lease.ErrNotHeld, lease.ErrExpired)
+//	leader --Campaign's ctx ends---------> ended (lease.ErrParentDone)
+//
+// An ended term is final; campaigning again gives a new term with a larger
+// token. Terms never overlap in Redis, but a leader can pause after its
+// last check, like any lease holder: the token, checked where the leader's
+// work lands (package fence, sinks/...), is what keeps a deposed leader
+// from writing. Leadership.Context ends no later than the lease's trust
+// window (see package lease).
+//
+// # Keys
+//
+// The election uses the lease called name (<prefix>{name}, with its fence
+// counter) and one more key under the same hash tag, so that everything
+// works on Redis Cluster: the leader record <prefix>{name}:leader, a hash
+// of the leader's owner, token and value. The winner writes it right after
+// winning, with a script that writes only while the lease key still holds
+// the winner's owner (a fenced write). Leader reads it with a script that
+// reports it only while the lease key still holds that owner, so a leader
+// whose lease ended is never reported, whatever the record's age. Like the
+// fence counter, the record has no TTL: it is overwritten by the next
+// leader. Announcements are published on <prefix>{name}:elected, which
+// wakes Observe.
+//
+// # Guarantees and non-guarantees
+//
+//   - At most one candidate holds the election's lease at a time in one
+//     Redis; terms' tokens strictly increase.
+//   - Leader reports the holder of the lease at the moment of the read,
+//     not later: by the time the answer arrives, that leader may be gone.
+//   - After a Sentinel or Cluster failover that lost the latest writes, two
+//     candidates can each believe they lead (see package lease); their
+//     tokens decide at the sinks.
+package election

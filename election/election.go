@@ -1,0 +1,274 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+// Defaults for Options.
+const (
+	// DefaultTTL is the TTL of the leadership lease (10 s): a leader that
+	// stops is replaced about this long after its last renewal.
+	DefaultTTL = 10 * time.Second
+	// DefaultObservePoll caps the wait between two reads of an Observe
+	// that has seen no election announcement (1 s).
+	DefaultObservePoll = time.Second
+)
+
+var (
+	// ErrNilClient is returned by New for a nil *lease.Client.
+	ErrNilClient = errors.New("election: nil lease client")
+	// ErrInvalidOptions is returned by New for out-of-range Options, and
+	// by Campaign when Options.Redis is not the Redis of the lease client.
+	ErrInvalidOptions = errors.New("election: invalid options")
+	// ErrNoLeader is returned by Leader when no candidate leads.
+	ErrNoLeader = errors.New("election: no leader")
+)
+
+// Options configure an Election.
+type Options struct {
+	// Redis is the client the lease.Client was made with (lease.New): the
+	// leader record lives next to the lease key. Default: the lease
+	// client's (lease.Client.Redis). A Client on another backend
+	// (lease.NewWithBackend) cannot hold an election.
+	Redis redis.UniversalClient
+	// TTL is the leadership lease's TTL, kept alive by the lease client
+	// (see lease.RenewInterval). Default DefaultTTL; at least lease.MinTTL.
+	TTL time.Duration
+	// ObservePoll caps the wait between two reads of a blocked Observe.
+	// Observe is woken at once by an election; the poll covers a missed
+	// announcement. Default DefaultObservePoll.
+	ObservePoll time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.ObservePoll == 0 {
+		o.ObservePoll = DefaultObservePoll
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.Redis == nil {
+		return fmt.Errorf("%w: Redis is required (the lease client has another backend)", ErrInvalidOptions)
+	}
+	if o.TTL < lease.MinTTL {
+		return fmt.Errorf("%w: TTL %v, at least %v", lease.ErrInvalidTTL, o.TTL, lease.MinTTL)
+	}
+	if o.ObservePoll < 0 {
+		return fmt.Errorf("%w: negative ObservePoll %v", ErrInvalidOptions, o.ObservePoll)
+	}
+	return nil
+}
+
+// validateName applies package lease's rules for lease names.
+func validateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", lease.ErrInvalidName)
+	case len(name) > lease.MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", lease.ErrInvalidName, len(name), lease.MaxNameLen)
+	case strings.ContainsAny(name, "{}"):
+		return fmt.Errorf("%w: %q holds '{' or '}'", lease.ErrInvalidName, name)
+	}
+	return nil
+}
+
+// Election is one named election on a lease.Client. Candidates in any
+// number of processes that use the same name, key prefix and Redis take
+// part in the same election. It is safe for concurrent use.
+type Election struct {
+	c    *lease.Client
+	rdb  redis.UniversalClient
+	name string
+	opts Options
+
+	leaseKey, recordKey, channel string
+}
+
+// New returns the election called name on c. The lease it campaigns for
+// is called name too. Errors: ErrNilClient; an error matching
+// lease.ErrInvalidName for a bad name; lease.ErrInvalidTTL or
+// ErrInvalidOptions for bad options.
+func New(c *lease.Client, name string, opts Options) (*Election, error) {
+	if c == nil {
+		return nil, ErrNilClient
+	}
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	if opts.Redis == nil {
+		opts.Redis = c.Redis()
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	leaseKey, _ := c.Keys(name)
+	return &Election{
+		c: c, rdb: opts.Redis, name: name, opts: opts,
+		leaseKey:  leaseKey,
+		recordKey: leaseKey + ":leader",
+		channel:   leaseKey + ":elected",
+	}, nil
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string { return e.name }
+
+// Campaign blocks until this candidate is elected, then returns its
+// Leadership, announcing value to observers (Leader, Observe). Waiting
+// costs what lease.Client.Acquire costs: a wake-up when the leader
+// resigns, otherwise a retry when its lease runs out.
+//
+// As with lease.Client.Acquire, ctx bounds the wait and is also the parent
+// of the leadership: when ctx ends, leadership is lost (lease.ErrParentDone)
+// and the lease released, so a service's lifetime context ends its
+// leadership on shutdown. A context with a campaign deadline therefore
+// also ends the leadership at that deadline.
+//
+// Errors: as lease.Client.Acquire (when ctx ends first, ctx's error joined
+// with lease.ErrNotAcquired); Redis errors writing the leader record (the
+// lease is then released); ErrInvalidOptions when Options.Redis is not
+// the lease client's Redis.
+func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
+	for {
+		l, err := e.c.Acquire(ctx, e.name, e.opts.TTL)
+		if err != nil {
+			return nil, fmt.Errorf("election %q: campaign: %w", e.name, err)
+		}
+		ok, err := e.announce(ctx, l, value)
+		if err == nil && ok {
+			return &Leadership{l: l, value: value}, nil
+		}
+		if err == nil {
+			// The lease key does not hold our owner in Options.Redis:
+			// either the lease was lost at once, or Options.Redis is
+			// another Redis. The lease client tells which.
+			err = l.Renew(ctx)
+			if errors.Is(err, lease.ErrNotHeld) {
+				// Lost before it was announced: campaign again.
+				// Release stops the lost lease's keep-alive.
+				_ = l.Release(context.WithoutCancel(ctx))
+				continue
+			}
+			if err == nil {
+				err = fmt.Errorf("%w: the lease key is not in Options.Redis", ErrInvalidOptions)
+			}
+		}
+		_ = l.Release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("election %q: announce: %w", e.name, err)
+	}
+}
+
+// announce writes the leader record if l still holds the lease.
+func (e *Election) announce(ctx context.Context, l *lease.Lease, value string) (bool, error) {
+	n, err := announceScript.Run(ctx, e.rdb, []string{e.leaseKey, e.recordKey},
+		l.Owner(), l.Token().String(), value, e.channel).Int64()
+	if err != nil {
+		return false, joinCtx(ctx, err)
+	}
+	return n == 1, nil
+}
+
+// Leader describes the current leader, as it announced itself.
+type Leader struct {
+	// Value is what the leader passed to Campaign (an address, a name).
+	Value string
+	// Token is the fencing token of the leader's lease.
+	Token fence.Token
+	// Owner is the owner of the leader's lease.
+	Owner string
+}
+
+// Leader returns the current leader, in one round trip. A leader is
+// reported only while its lease key holds its owner: a leader that lost
+// its lease is gone at once, not at the end of a TTL.
+//
+// Errors: ErrNoLeader when no candidate leads (also in the moment between
+// an election and its announcement); Redis errors.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	res, err := leaderScript.Run(ctx, e.rdb, []string{e.leaseKey, e.recordKey}).StringSlice()
+	if errors.Is(err, redis.Nil) {
+		return Leader{}, ErrNoLeader
+	}
+	if err == nil && len(res) != 3 {
+		err = fmt.Errorf("unexpected reply %q", res)
+	}
+	if err != nil {
+		return Leader{}, joinCtx(ctx, fmt.Errorf("election %q: leader: %w", e.name, err))
+	}
+	token, err := strconv.ParseUint(res[1], 10, 64)
+	if err != nil {
+		return Leader{}, fmt.Errorf("election %q: leader: token %q: %w", e.name, res[1], err)
+	}
+	return Leader{Owner: res[0], Token: fence.Token(token), Value: res[2]}, nil
+}
+
+// Observe returns the current leader, waiting until there is one or ctx
+// ends. It is woken by the election announcement (Redis pub/sub) and
+// otherwise reads again within Options.ObservePoll.
+//
+// Errors: as Leader, except that no leader makes it wait; when ctx ends
+// first it returns ctx's error joined with ErrNoLeader.
+func (e *Election) Observe(ctx context.Context) (Leader, error) {
+	ld, err := e.Leader(ctx)
+	if !errors.Is(err, ErrNoLeader) {
+		return ld, err
+	}
+	// Subscribe before the next read, so that an election between the two
+	// is not missed. Without pub/sub (a proxy that refuses it), poll.
+	sub := e.rdb.Subscribe(ctx, e.channel)
+	defer sub.Close()
+	var elected <-chan *redis.Message
+	if _, err := sub.Receive(ctx); err == nil {
+		elected = sub.Channel(redis.WithChannelSize(1))
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		ld, err = e.Leader(ctx)
+		if !errors.Is(err, ErrNoLeader) {
+			return ld, err
+		}
+		timer.Reset(jitter(e.opts.ObservePoll))
+		select {
+		case <-ctx.Done():
+			return Leader{}, errors.Join(ctx.Err(), err)
+		case <-elected:
+		case <-timer.C:
+		}
+	}
+}
+
+// jitter returns a wait in the upper half of d, so that observers spread
+// out.
+func jitter(d time.Duration) time.Duration {
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	return half + rand.N(half+1)
+}
+
+// joinCtx joins ctx's error to err when ctx has ended, so both match.
+func joinCtx(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return errors.Join(err, cerr)
+	}
+	return err
+}

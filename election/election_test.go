@@ -1,0 +1,379 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/election"
+	"github.com/holdfast-go/holdfast/internal/redisproc"
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
+)
+
+// setup is the per-test bundle: one Redis, a key prefix of the test's own,
+// and the election name every candidate uses.
+type setup struct {
+	rdb    redis.UniversalClient
+	prefix string
+	name   string
+}
+
+// candidate is one process taking part: its own lease Client and Election.
+type candidate struct {
+	client *lease.Client
+	e      *election.Election
+}
+
+func (s *setup) candidate(t *testing.T, ttl time.Duration) *candidate {
+	t.Helper()
+	c, err := lease.New(s.rdb, lease.Options{Prefix: s.prefix})
+	require.NoError(t, err)
+	e, err := election.New(c, s.name, election.Options{Redis: s.rdb, TTL: ttl})
+	require.NoError(t, err)
+	return &candidate{client: c, e: e}
+}
+
+// eachBackend runs fn against real Redis and miniredis.
+func eachBackend(t *testing.T, fn func(t *testing.T, s *setup)) {
+	t.Helper()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := b.New(t)
+			fn(t, &setup{rdb: rdb, prefix: redistest.Prefix(t, rdb), name: "leader"})
+		})
+	}
+}
+
+// eachExpiringBackend runs fn against real Redis and a miniredis whose
+// clock follows the wall clock: on both, keys expire by themselves.
+func eachExpiringBackend(t *testing.T, fn func(t *testing.T, s *setup)) {
+	t.Helper()
+	for _, b := range []redistest.Backend{
+		{Name: "redis", New: redistest.Real},
+		{Name: "miniredis-driven-clock", New: func(t testing.TB) redis.UniversalClient {
+			rdb, mr := leasetest.NewMiniredisClient(t)
+			leasetest.DriveClock(t, mr)
+			return rdb
+		}},
+	} {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := b.New(t)
+			fn(t, &setup{rdb: rdb, prefix: redistest.Prefix(t, rdb), name: "leader"})
+		})
+	}
+}
+
+// campaign runs Campaign in a goroutine; the result arrives on the
+// returned channel. The campaign ends with the test.
+type result struct {
+	ld  *election.Leadership
+	err error
+}
+
+func campaign(t *testing.T, c *candidate, value string) <-chan result {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan result, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ld, err := c.e.Campaign(ctx, value)
+		ch <- result{ld, err}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		select {
+		case r := <-ch:
+			_ = r.ld.Resign(context.Background())
+		default: // the test took the result and resigns itself
+		}
+	})
+	return ch
+}
+
+func elected(t *testing.T, ch <-chan result, what string) *election.Leadership {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		require.NoError(t, r.err, what)
+		t.Cleanup(func() { _ = r.ld.Resign(context.Background()) })
+		return r.ld
+	case <-timer.C:
+		t.Fatalf("%s: not elected within 10s", what)
+		return nil
+	}
+}
+
+func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
+	t.Helper()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		t.Fatalf("%s: not within %v", what, limit)
+	}
+}
+
+// requireLeader checks that e reports ld as the leader.
+func requireLeader(t *testing.T, e *election.Election, ld *election.Leadership) {
+	t.Helper()
+	got, err := e.Leader(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, election.Leader{Value: ld.Value(), Token: ld.Token(), Owner: ld.Owner()}, got)
+}
+
+func TestOneOfTwoCandidatesLeadsAndResignElectsTheOther(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		a, b := s.candidate(t, time.Minute), s.candidate(t, time.Minute)
+		ra, rb := campaign(t, a, "a"), campaign(t, b, "b")
+
+		// Exactly one wins; the other keeps campaigning.
+		var first *election.Leadership
+		var other <-chan result
+		var otherC *candidate
+		timer := time.NewTimer(10 * time.Second)
+		defer timer.Stop()
+		select {
+		case r := <-ra:
+			require.NoError(t, r.err)
+			first, other, otherC = r.ld, rb, b
+		case r := <-rb:
+			require.NoError(t, r.err)
+			first, other, otherC = r.ld, ra, a
+		case <-timer.C:
+			t.Fatal("no candidate elected")
+		}
+		t.Cleanup(func() { _ = first.Resign(context.Background()) })
+		requireLeader(t, a.e, first)
+		requireLeader(t, b.e, first)
+		select {
+		case r := <-other:
+			t.Fatalf("two leaders: %v, %v", first.Value(), r.ld.Value())
+		default:
+		}
+		require.NoError(t, first.Err())
+
+		require.NoError(t, first.Resign(context.Background()))
+		require.NoError(t, first.Resign(context.Background()), "Resign is idempotent")
+		require.ErrorIs(t, context.Cause(first.Context()), lease.ErrReleased)
+		second := elected(t, other, "the other candidate after Resign")
+		require.Greater(t, second.Token(), first.Token())
+		requireLeader(t, otherC.e, second)
+		requireLeader(t, a.e, second)
+	})
+}
+
+func TestForceExpiredLeaderLosesAndTheOtherIsElected(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		const ttl = 2 * time.Second // renewed every 667 ms, long before the window ends
+		a := s.candidate(t, ttl)
+		first := elected(t, campaign(t, a, "a"), "a")
+		b := s.candidate(t, ttl)
+		rb := campaign(t, b, "b")
+
+		require.NoError(t, leasetest.ForceExpire(context.Background(), s.rdb, a.client, s.name))
+		second := elected(t, rb, "b after a's lease expired")
+		waitDone(t, first.Done(), 5*time.Second, "a's term ends at its next renew")
+		require.ErrorIs(t, first.Err(), lease.ErrNotHeld)
+		require.Greater(t, second.Token(), first.Token())
+		requireLeader(t, a.e, second)
+		require.ErrorIs(t, first.Resign(context.Background()), lease.ErrNotHeld)
+		requireLeader(t, a.e, second)
+	})
+}
+
+func TestFrozenLeaderIsDeposedWhileItStillBelievesItLeads(t *testing.T) {
+	t.Parallel()
+	eachExpiringBackend(t, func(t *testing.T, s *setup) {
+		a, b := s.candidate(t, 300*time.Millisecond), s.candidate(t, time.Minute)
+		first := elected(t, campaign(t, a, "a"), "a")
+		leasetest.Freeze(first.Lease())
+		// a's key expires in Redis; b, retrying when a's TTL runs out,
+		// takes over.
+		second := elected(t, campaign(t, b, "b"), "b")
+		require.Greater(t, second.Token(), first.Token())
+		require.NoError(t, first.Err(), "frozen, a still believes it leads")
+		requireLeader(t, a.e, second)
+		leasetest.Thaw(first.Lease())
+		waitDone(t, first.Done(), 5*time.Second, "a's term ends when thawed")
+		require.ErrorIs(t, first.Err(), lease.ErrExpired)
+	})
+}
+
+func TestLeaderAndObserveReflectTheCurrentLeader(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		a := s.candidate(t, time.Minute)
+		_, err := a.e.Leader(ctx)
+		require.ErrorIs(t, err, election.ErrNoLeader)
+
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err = a.e.Observe(short)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, election.ErrNoLeader)
+
+		// An observer that would poll only once a minute: the
+		// announcement wakes it.
+		c, err := lease.New(s.rdb, lease.Options{Prefix: s.prefix})
+		require.NoError(t, err)
+		slow, err := election.New(c, s.name, election.Options{Redis: s.rdb, ObservePoll: 2 * time.Minute})
+		require.NoError(t, err)
+		observed := make(chan election.Leader, 1)
+		octx, ocancel := context.WithTimeout(ctx, time.Minute)
+		defer ocancel()
+		go func() {
+			ld, err := slow.Observe(octx)
+			if err != nil {
+				t.Error(err)
+			}
+			observed <- ld
+		}()
+		// The campaign may start before the observer subscribed: then
+		// its first or second read finds the leader.
+		ld := elected(t, campaign(t, a, "host-a:8080|weird:value"), "a")
+		timer := time.NewTimer(10 * time.Second)
+		defer timer.Stop()
+		select {
+		case got := <-observed:
+			require.Equal(t, election.Leader{Value: "host-a:8080|weird:value", Token: ld.Token(), Owner: ld.Owner()}, got)
+		case <-timer.C:
+			ocancel()
+			<-observed
+			t.Fatal("Observe not woken by the election")
+		}
+		got, err := a.e.Observe(ctx)
+		require.NoError(t, err, "with a leader, Observe returns at once")
+		require.Equal(t, ld.Token(), got.Token)
+
+		// The record outlives the lease, but a lost leader is not reported.
+		require.NoError(t, leasetest.ForceExpire(ctx, s.rdb, a.client, s.name))
+		_, err = a.e.Leader(ctx)
+		require.ErrorIs(t, err, election.ErrNoLeader)
+		require.NoError(t, ld.Err(), "a learns only at its next renew")
+		require.ErrorIs(t, ld.Lease().Renew(ctx), lease.ErrNotHeld)
+		require.ErrorIs(t, ld.Err(), lease.ErrNotHeld)
+	})
+}
+
+func TestCampaignGivesUpWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		a, b := s.candidate(t, time.Minute), s.candidate(t, time.Minute)
+		first := elected(t, campaign(t, a, "a"), "a")
+		short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		ld, err := b.e.Campaign(short, "b")
+		require.Nil(t, ld)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, lease.ErrNotAcquired)
+		requireLeader(t, b.e, first)
+	})
+}
+
+func TestCampaignContextIsTheParentOfTheTerm(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		a, b := s.candidate(t, time.Minute), s.candidate(t, time.Minute)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ld, err := a.e.Campaign(ctx, "a")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ld.Resign(context.Background()) })
+		rb := campaign(t, b, "b")
+		cancel()
+		waitDone(t, ld.Done(), 5*time.Second, "term ends with its parent")
+		require.ErrorIs(t, ld.Err(), lease.ErrParentDone)
+		second := elected(t, rb, "b after a's parent ended")
+		require.Greater(t, second.Token(), ld.Token())
+	})
+}
+
+func TestCampaignOnAnotherRedisThanTheLeaseIsRefused(t *testing.T) {
+	t.Parallel()
+	rdb, other := redistest.Mini(t), redistest.Mini(t)
+	c, err := lease.New(rdb, lease.Options{})
+	require.NoError(t, err)
+	e, err := election.New(c, "leader", election.Options{Redis: other})
+	require.NoError(t, err)
+	ld, err := e.Campaign(context.Background(), "a")
+	require.Nil(t, ld)
+	require.ErrorIs(t, err, election.ErrInvalidOptions)
+	// The lease was released: a correct election wins at once.
+	good, err := election.New(c, "leader", election.Options{Redis: rdb})
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ld, err = good.Campaign(short, "a")
+	require.NoError(t, err)
+	require.NoError(t, ld.Resign(context.Background()))
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Mini(t)
+	c, err := lease.New(rdb, lease.Options{})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		c    *lease.Client
+		name string
+		opts election.Options
+		want error
+	}{
+		{nil, "x", election.Options{Redis: rdb}, election.ErrNilClient},
+		{c, "", election.Options{Redis: rdb}, lease.ErrInvalidName},
+		{c, "a{b}", election.Options{Redis: rdb}, lease.ErrInvalidName},
+		{c, strings.Repeat("x", lease.MaxNameLen+1), election.Options{Redis: rdb}, lease.ErrInvalidName},
+		{c, "x", election.Options{Redis: rdb, TTL: time.Millisecond}, lease.ErrInvalidTTL},
+		{c, "x", election.Options{Redis: rdb, ObservePoll: -time.Second}, election.ErrInvalidOptions},
+	} {
+		e, err := election.New(tc.c, tc.name, tc.opts)
+		require.Nil(t, e)
+		require.True(t, errors.Is(err, tc.want), "New(%q, %+v) = %v, want %v", tc.name, tc.opts, err, tc.want)
+	}
+	// Options.Redis defaults to the lease client's.
+	e, err := election.New(c, "x", election.Options{})
+	require.NoError(t, err)
+	require.NotNil(t, e)
+
+	var none *election.Leadership
+	require.ErrorIs(t, none.Err(), lease.ErrLost)
+	require.ErrorIs(t, none.Resign(context.Background()), lease.ErrNotHeld)
+	require.Zero(t, none.Token())
+	require.Empty(t, none.Value())
+}
+
+// On a Cluster, the lease key, the leader record and the channels share
+// one hash tag: every script runs on one node.
+func TestElectionOnCluster(t *testing.T) {
+	t.Parallel()
+	cluster := redisproc.StartCluster(t, 3)
+	rdb := cluster.Client(t)
+	s := &setup{rdb: rdb, prefix: "election-cluster:", name: "leader"}
+	a, b := s.candidate(t, time.Minute), s.candidate(t, time.Minute)
+	first := elected(t, campaign(t, a, "a"), "a")
+	rb := campaign(t, b, "b")
+	requireLeader(t, b.e, first)
+	require.NoError(t, first.Resign(context.Background()))
+	second := elected(t, rb, "b after a resigned")
+	require.Greater(t, second.Token(), first.Token())
+	got, err := a.e.Observe(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "b", got.Value)
+}

@@ -1,0 +1,67 @@
+package election
+
+import (
+	"context"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+// Leadership is one term of one leader: the lease it won, and the value it
+// announced. The lease client keeps it alive until Resign, the loss of the
+// lease, or the end of the context passed to Campaign. All methods are safe
+// for concurrent use and on a nil *Leadership (which behaves as a term
+// that has ended).
+type Leadership struct {
+	l     *lease.Lease
+	value string
+}
+
+func (ld *Leadership) lease() *lease.Lease {
+	if ld == nil {
+		return nil
+	}
+	return ld.l
+}
+
+// Context returns a context canceled when the term ends, no later than the
+// end of the lease's trust window. Its cause (context.Cause) is the lease's
+// *lease.LostError: lease.ErrReleased after Resign, lease.ErrNotHeld,
+// lease.ErrExpired or lease.ErrParentDone after a loss. It carries Token
+// and Owner for fence.FromContext: do the leader's work with it.
+func (ld *Leadership) Context() context.Context { return ld.lease().Context() }
+
+// Done is Context().Done().
+func (ld *Leadership) Done() <-chan struct{} { return ld.lease().Done() }
+
+// Err returns nil while leading, and the *lease.LostError that ended the
+// term afterwards.
+func (ld *Leadership) Err() error { return ld.lease().Err() }
+
+// Token returns the fencing token of this term: larger than every earlier
+// term's. Present it, with Owner, to every sink the leader writes to.
+func (ld *Leadership) Token() fence.Token { return ld.lease().Token() }
+
+// Owner returns the owner value of this term's lease.
+func (ld *Leadership) Owner() string { return ld.lease().Owner() }
+
+// Value returns the value announced for this term.
+func (ld *Leadership) Value() string {
+	if ld == nil {
+		return ""
+	}
+	return ld.value
+}
+
+// Lease returns the lease behind this term, for its Deadline and for test
+// helpers (lease/leasetest).
+func (ld *Leadership) Lease() *lease.Lease { return ld.lease() }
+
+// Resign ends the term: it cancels Context with lease.ErrReleased, then
+// releases the lease in one round trip, waking the waiting candidates.
+// From then on observers see no leader until the next one announces
+// itself. It is idempotent: every call returns the first call's result.
+//
+// Errors: as lease.Lease.Release; lease.ErrNotHeld when the term had
+// already been lost.
+func (ld *Leadership) Resign(ctx context.Context) error { return ld.lease().Release(ctx) }

@@ -1,0 +1,59 @@
+package lease_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/internal/redisproc"
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
+)
+
+// TestConformance runs the lease contract (leasetest.Exercise) on every
+// kind of Redis deployment lease supports, the deployments and their
+// checks in parallel.
+//
+// It does not call t.Parallel: the package's parallel tests, among them
+// the timing-sensitive renewal of 10,000 leases, start only once it is
+// done, so that its load does not eat into their trust windows.
+func TestConformance(t *testing.T) {
+	backends := map[string]func(t *testing.T) leasetest.Backend{
+		// miniredis with its clock driven by the wall clock, so that keys
+		// expire as on Redis.
+		"miniredis-driven-clock": func(*testing.T) leasetest.Backend {
+			return leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient {
+				rdb, mr := leasetest.NewMiniredisClient(t)
+				leasetest.DriveClock(t, mr)
+				return rdb
+			}, nil)
+		},
+		// A 3-master Cluster: every script touches the keys of one hash
+		// tag only.
+		"cluster": func(t *testing.T) leasetest.Backend {
+			cluster := redisproc.StartCluster(t, 3)
+			return leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient { return cluster.Client(t) }, nil)
+		},
+		// A Sentinel-managed primary with one replica, which acknowledges
+		// every acquire (WAIT).
+		"sentinel": func(t *testing.T) leasetest.Backend {
+			sentinel := redisproc.StartSentinel(t)
+			return leasetest.RedisBackend(
+				func(t *testing.T) redis.UniversalClient { return sentinel.Client(t) },
+				func(o *lease.Options) { o.ReplicaAck = lease.ReplicaAck{Replicas: 1} })
+		},
+	}
+	// The shared real Redis (REDIS_URL) and a plain miniredis.
+	for _, b := range redistest.Backends() {
+		backends[b.Name] = func(*testing.T) leasetest.Backend {
+			return leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient { return b.New(t) }, nil)
+		}
+	}
+	for name, backend := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			leasetest.Exercise(t, backend(t))
+		})
+	}
+}

@@ -1,0 +1,402 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+// contract lists the checks Exercise runs, in the order of the package
+// documentation.
+var contract = []check{
+	{"RacingAcquirersExactlyOneWins", racingAcquirersExactlyOneWins},
+	{"FailedTryIsOneCommand", failedTryIsOneCommand},
+	{"TokensStrictlyIncrease", tokensStrictlyIncrease},
+	{"NonOwnerRenewAndReleaseChangeNothing", nonOwnerRenewAndReleaseChangeNothing},
+	{"ReleaseIsIdempotentAndCancelsWithErrReleased", releaseIsIdempotent},
+	{"KeepAliveHoldsPastTTL", keepAliveHoldsPastTTL},
+	{"DeletedKeyIsLostWithErrNotHeld", deletedKeyIsLost},
+	{"ParentEndLosesWithErrParentDoneAndFreesKey", parentEndLoses},
+	{"WaiterIsWokenByRelease", waiterIsWokenByRelease},
+	{"AcquireGivesUpWhenContextEnds", acquireGivesUp},
+	{"BadInputGetsTypedErrors", badInputGetsTypedErrors},
+	{"FrozenHolderIsLostWithErrExpired", frozenHolderIsLost},
+}
+
+// Time limits of the checks: generous, as they bound a wait for something
+// that should happen in milliseconds, on a loaded CI machine too.
+const (
+	longTTL = time.Minute // no renewal happens during a check
+	limit   = 10 * time.Second
+)
+
+func racingAcquirersExactlyOneWins(t *testing.T, e *env) {
+	name := "race"
+	const racers = 16
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []*lease.Lease
+		refused int
+	)
+	// Each racer has its own Client, as separate replicas do.
+	clients := make([]*lease.Client, racers)
+	for i := range clients {
+		clients[i] = e.client(t)
+	}
+	start := make(chan struct{})
+	for _, c := range clients {
+		wg.Go(func() {
+			<-start
+			l, err := c.TryAcquire(context.Background(), name, longTTL)
+			mu.Lock()
+			defer mu.Unlock()
+			var nae *lease.NotAcquiredError
+			switch {
+			case err == nil:
+				winners = append(winners, l)
+			case errors.As(err, &nae):
+				refused++
+				if nae.RemainingTTL <= 0 || nae.RemainingTTL > longTTL {
+					t.Errorf("RemainingTTL = %v, want in (0, %v]", nae.RemainingTTL, longTTL)
+				}
+			default:
+				t.Errorf("TryAcquire: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, l := range winners {
+		held(t, l)
+	}
+	require.Len(t, winners, 1, "exactly one racer wins")
+	require.Equal(t, racers-1, refused, "every other racer gets *NotAcquiredError")
+	e.requireOwner(t, name, winners[0].Owner(), "the winner's owner is stored")
+}
+
+func failedTryIsOneCommand(t *testing.T, e *env) {
+	if e.Commands == nil {
+		t.Skip("the Store counts no commands")
+	}
+	ctx := context.Background()
+	name := "commands"
+	c := e.client(t)
+	l, err := c.TryAcquire(ctx, name, longTTL)
+	require.NoError(t, err)
+	held(t, l)
+	// Warm up: the first call of a script may cost a NOSCRIPT reply and
+	// an EVAL.
+	_, err = c.TryAcquire(ctx, name, longTTL)
+	require.ErrorIs(t, err, lease.ErrNotAcquired)
+
+	before := e.Commands()
+	const tries = 10
+	for range tries {
+		_, err := c.TryAcquire(ctx, name, longTTL)
+		require.ErrorIs(t, err, lease.ErrNotAcquired)
+	}
+	require.Equal(t, int64(tries), e.Commands()-before, "a failed try is one command")
+	before = e.Commands()
+	require.NoError(t, l.Release(ctx))
+	require.LessOrEqual(t, e.Commands()-before, int64(2), "a release is one command (two on a cold script cache)")
+}
+
+func tokensStrictlyIncrease(t *testing.T, e *env) {
+	ctx := context.Background()
+	name := "tokens"
+	// Two clients taking turns: the order holds across clients too.
+	clients := []*lease.Client{e.client(t), e.client(t)}
+	var last fence.Token
+	owners := map[string]bool{}
+	for i := range 200 {
+		l, err := clients[i%2].TryAcquire(ctx, name, longTTL)
+		require.NoError(t, err, "acquisition %d", i)
+		held(t, l)
+		require.Greater(t, l.Token(), last, "acquisition %d: tokens strictly increase", i)
+		require.NotEmpty(t, l.Owner())
+		require.False(t, owners[l.Owner()], "acquisition %d: owner reused", i)
+		tok, owner, ok := fence.FromContext(l.Context())
+		require.True(t, ok, "the lease context carries the token")
+		require.Equal(t, l.Token(), tok)
+		require.Equal(t, l.Owner(), owner)
+		owners[l.Owner()] = true
+		last = l.Token()
+		require.NoError(t, l.Release(ctx))
+	}
+}
+
+func nonOwnerRenewAndReleaseChangeNothing(t *testing.T, e *env) {
+	ctx := context.Background()
+	name := "owned"
+	c := e.client(t)
+	a, err := c.TryAcquire(ctx, name, longTTL)
+	require.NoError(t, err)
+	held(t, a)
+	// a's lease vanishes (expiry, eviction) and b takes it.
+	require.NoError(t, e.Expire(ctx, name))
+	const bTTL = 5 * time.Second
+	b, err := c.TryAcquire(ctx, name, bTTL)
+	require.NoError(t, err)
+	held(t, b)
+	require.Greater(t, b.Token(), a.Token())
+
+	require.ErrorIs(t, a.Renew(ctx), lease.ErrNotHeld)
+	require.ErrorIs(t, a.Err(), lease.ErrNotHeld, "a is lost with the renew's cause")
+	require.ErrorIs(t, a.Release(ctx), lease.ErrNotHeld)
+
+	e.requireOwner(t, name, b.Owner(), "a's release must not delete b's lease")
+	if e.Inspect != nil {
+		_, ttl, err := e.Inspect(ctx, name)
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0))
+		require.LessOrEqual(t, ttl, bTTL, "a's renew must not extend b's lease")
+	}
+	require.NoError(t, b.Err())
+	require.NoError(t, b.Renew(ctx), "b still holds its lease")
+	_, err = c.TryAcquire(ctx, name, longTTL)
+	require.ErrorIs(t, err, lease.ErrNotAcquired)
+	require.NoError(t, b.Release(ctx))
+	next, err := c.TryAcquire(ctx, name, longTTL)
+	require.NoError(t, err)
+	held(t, next)
+	require.Greater(t, next.Token(), b.Token(), "renew and release never move the token back")
+	require.NoError(t, next.Release(ctx))
+}
+
+func releaseIsIdempotent(t *testing.T, e *env) {
+	ctx := context.Background()
+	name := "release"
+	c := e.client(t)
+	l, err := c.TryAcquire(ctx, name, longTTL)
+	require.NoError(t, err)
+	held(t, l)
+	require.NoError(t, l.Err())
+
+	require.NoError(t, l.Release(ctx))
+	waitDone(t, l.Done(), time.Second, "Done after Release")
+	require.NoError(t, l.Release(ctx), "a second Release returns the first one's result")
+	require.ErrorIs(t, l.Err(), lease.ErrLost)
+	require.ErrorIs(t, l.Err(), lease.ErrReleased)
+	require.ErrorIs(t, context.Cause(l.Context()), lease.ErrReleased)
+	var lost *lease.LostError
+	require.ErrorAs(t, l.Err(), &lost)
+	require.Equal(t, name, lost.Name)
+	e.requireOwner(t, name, "", "the lease is deleted")
+	require.ErrorIs(t, l.Renew(ctx), lease.ErrReleased, "a released lease cannot be renewed")
+
+	// The lease is free for the next holder, with a larger token.
+	l2, err := c.TryAcquire(ctx, name, longTTL)
+	require.NoError(t, err)
+	held(t, l2)
+	require.Greater(t, l2.Token(), l.Token())
+	require.NoError(t, l2.Release(ctx))
+}
+
+func keepAliveHoldsPastTTL(t *testing.T, e *env) {
+	ctx := context.Background()
+	name := "kept"
+	c := e.client(t)
+	const ttl = 2 * time.Second
+	start := time.Now()
+	l, err := c.TryAcquire(ctx, name, ttl)
+	require.NoError(t, err)
+	held(t, l)
+	eventually(t, limit, "two and a half TTLs pass", func() bool {
+		require.NoError(t, l.Err(), "the lease is lost while kept alive")
+		return time.Since(start) > 5*ttl/2
+	})
+	require.NoError(t, l.Err())
+	e.requireOwner(t, name, l.Owner(), "the store still holds our owner")
+	require.True(t, l.Deadline().After(start.Add(2*ttl)), "the trust window moved forward with the renewals")
+	require.NoError(t, l.Release(ctx))
+}
+
+func deletedKeyIsLost(t *testing.T, e *env) {
+	ctx := context.Background()
+	name := "deleted"
+	c := e.client(t)
+	const ttl = 3 * time.Second // renewed every second, long before the window ends
+	a, err := c.TryAcquire(ctx, name, ttl)
+	require.NoError(t, err)
+	held(t, a)
+	require.NoError(t, e.Expire(ctx, name))
+	b, err := c.TryAcquire(ctx, name, longTTL)
+	require.NoError(t, err, "the key is free for a new acquirer at once")
+	held(t, b)
+	waitDone(t, a.Done(), limit, "loss of the deleted lease")
+	require.ErrorIs(t, a.Err(), lease.ErrNotHeld)
+	require.ErrorIs(t, a.Release(ctx), lease.ErrNotHeld)
+	require.NoError(t, b.Err())
+	e.requireOwner(t, name, b.Owner(), "the old holder's renew and release leave the new one alone")
+	require.Greater(t, b.Token(), a.Token())
+	require.NoError(t, b.Release(ctx))
+}
+
+func parentEndLoses(t *testing.T, e *env) {
+	name := "parent"
+	c := e.client(t)
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := c.TryAcquire(parent, name, longTTL)
+	require.NoError(t, err)
+	held(t, l)
+	cancel()
+	waitDone(t, l.Done(), limit, "loss after the parent ended")
+	require.ErrorIs(t, l.Err(), lease.ErrParentDone)
+	require.ErrorIs(t, l.Err(), context.Canceled, "the parent's cause is joined")
+	// The lease is freed on its behalf, long before its TTL runs out.
+	var l2 *lease.Lease
+	eventually(t, limit, "lease freed", func() bool {
+		l2, err = c.TryAcquire(context.Background(), name, longTTL)
+		if err == nil {
+			held(t, l2)
+		}
+		return err == nil
+	})
+	require.Greater(t, l2.Token(), l.Token())
+	// Release still returns nil: the lease was released on its behalf.
+	require.NoError(t, l.Release(context.Background()))
+	require.NoError(t, l2.Release(context.Background()))
+}
+
+func waiterIsWokenByRelease(t *testing.T, e *env) {
+	if e.NoReleaseNotification {
+		t.Skip("the Store wakes no waiter on release")
+	}
+	ctx := context.Background()
+	name := "waiter"
+	holder, err := e.client(t).TryAcquire(ctx, name, longTTL)
+	require.NoError(t, err)
+	held(t, holder)
+
+	// The waiter retries only after a minute: within the check's limit,
+	// only the release notification can wake it.
+	obs := &acquireCounter{}
+	waiter := e.client(t, func(o *lease.Options) {
+		o.Observer = obs
+		o.RetryMin, o.RetryMax = time.Minute, time.Minute
+	})
+	wctx, cancel := context.WithTimeout(ctx, 2*limit)
+	defer cancel()
+	type result struct {
+		l   *lease.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := waiter.Acquire(wctx, name, longTTL)
+		got <- result{l, err}
+	}()
+	// Its second attempt follows its subscription to the release.
+	eventually(t, limit, "waiter subscribed and tried again", func() bool {
+		return obs.get(lease.OutcomeHeld) >= 2
+	})
+	released := time.Now()
+	require.NoError(t, holder.Release(ctx))
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case r := <-got:
+		require.NoError(t, r.err)
+		held(t, r.l)
+		require.Less(t, time.Since(released), limit)
+		require.Greater(t, r.l.Token(), holder.Token())
+		require.Equal(t, 1, obs.get(lease.OutcomeAcquired))
+		require.NoError(t, r.l.Release(ctx))
+	case <-timer.C:
+		cancel()
+		<-got
+		t.Fatalf("waiter not woken by the release within %v", limit)
+	}
+}
+
+func acquireGivesUp(t *testing.T, e *env) {
+	ctx := context.Background()
+	name := "gives-up"
+	c := e.client(t)
+	holder, err := c.TryAcquire(ctx, name, longTTL)
+	require.NoError(t, err)
+	held(t, holder)
+	// Long enough for a first attempt to answer on a loaded machine.
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	l, err := c.Acquire(short, name, longTTL)
+	require.Nil(t, l)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the context's error is kept")
+	require.ErrorIs(t, err, lease.ErrNotAcquired, "joined with the last attempt's")
+	e.requireOwner(t, name, holder.Owner(), "the holder keeps the lease")
+	require.NoError(t, holder.Release(ctx))
+}
+
+func badInputGetsTypedErrors(t *testing.T, e *env) {
+	ctx := context.Background()
+	c := e.client(t)
+	var before int64
+	if e.Commands != nil {
+		before = e.Commands()
+	}
+	for _, tc := range []struct {
+		name string
+		ttl  time.Duration
+		want error
+	}{
+		{"", longTTL, lease.ErrInvalidName},
+		{strings.Repeat("x", lease.MaxNameLen+1), longTTL, lease.ErrInvalidName},
+		{"a{b}", longTTL, lease.ErrInvalidName},
+		{"a}b", longTTL, lease.ErrInvalidName},
+		{"job", 0, lease.ErrInvalidTTL},
+		{"job", -time.Second, lease.ErrInvalidTTL},
+		{"job", lease.MinTTL - 1, lease.ErrInvalidTTL},
+	} {
+		l, err := c.TryAcquire(ctx, tc.name, tc.ttl)
+		require.ErrorIs(t, err, tc.want, "TryAcquire(%q, %v)", tc.name, tc.ttl)
+		require.Nil(t, l)
+		l, err = c.Acquire(ctx, tc.name, tc.ttl)
+		require.ErrorIs(t, err, tc.want, "Acquire(%q, %v)", tc.name, tc.ttl)
+		require.Nil(t, l)
+	}
+	if e.Commands != nil {
+		require.Equal(t, before, e.Commands(), "bad input is refused before any command")
+	}
+
+	var none *lease.Lease
+	require.ErrorIs(t, none.Err(), lease.ErrLost)
+	require.ErrorIs(t, none.Release(ctx), lease.ErrNotHeld)
+	require.Equal(t, fence.None, none.Token())
+}
+
+func frozenHolderIsLost(t *testing.T, e *env) {
+	ctx := context.Background()
+	name := "frozen"
+	c := e.client(t)
+	const ttl = 300 * time.Millisecond
+	a, err := c.TryAcquire(ctx, name, ttl)
+	require.NoError(t, err)
+	held(t, a)
+	Freeze(a)
+	eventually(t, limit, "a's trust window passes", func() bool { return time.Now().After(a.Deadline()) })
+	require.NoError(t, a.Err(), "a frozen holder still believes it holds the lease")
+
+	require.NoError(t, e.Expire(ctx, name))
+	b, err := c.TryAcquire(ctx, name, longTTL)
+	require.NoError(t, err)
+	held(t, b)
+	require.Greater(t, b.Token(), a.Token())
+
+	Thaw(a)
+	waitDone(t, a.Done(), limit, "loss of the thawed holder")
+	require.ErrorIs(t, a.Err(), lease.ErrExpired, "its window passed while frozen")
+	require.ErrorIs(t, a.Release(ctx), lease.ErrNotHeld)
+	require.NoError(t, b.Err())
+	e.requireOwner(t, name, b.Owner(), "the thawed holder leaves the new one alone")
+	require.NoError(t, b.Release(ctx))
+}

@@ -1,0 +1,61 @@
+// Package leasetest helps test code that holds leases from package lease:
+// freeze a holder past its TTL, expire its lease behind its back, run Redis
+// in-process or as a test-owned server you can restart, and check that a
+// Redis deployment meets the lease contract.
+//
+// # Faults
+//
+// The fault fencing protects against is a holder that stops (GC pause, VM
+// freeze, SIGSTOP) while its lease runs out, and then goes on writing. Three
+// helpers recreate it inside one test process:
+//
+//   - Freeze(l) stops l's keep-alive and its local expiry: the holder keeps
+//     believing it holds the lease, as a paused process does.
+//   - ForceExpire deletes the lease key, as Redis expiring it would, so that
+//     another acquirer succeeds at once.
+//   - Thaw(l) resumes l: if its trust window passed meanwhile, l is lost at
+//     once with lease.ErrExpired; otherwise its next renew finds the key gone
+//     (lease.ErrNotHeld).
+//
+// A frozen holder's Context is not done, so its writes reach your sink with
+// its old token: the sink must refuse them (fence.Check), and a test built
+// from these helpers proves it does. See the package example.
+//
+// # Redis for tests
+//
+// NewMiniredisClient returns a client of an in-process miniredis. Its key
+// expiry moves only when told (Miniredis.FastForward): call DriveClock to
+// move it with the wall clock, so that TTLs run out as on a real server.
+// StartRedis starts a real redis-server (from PATH) on a free loopback port,
+// which a test can Kill, Restart (empty: no persistence), Pause and Resume.
+//
+// # Conformance
+//
+// Exercise runs the lease contract against one lease store: the built-in
+// Redis backend over a deployment of yours (RedisBackend: a single server,
+// Sentinel, Cluster, a proxy, a Redis-compatible server), or any other
+// lease.Backend described by a Store. Each check is a subtest; run it from
+// your own test:
+//
+//	func TestLeaseOnOurCluster(t *testing.T) {
+//		leasetest.Exercise(t, leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient {
+//			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+//			t.Cleanup(func() { _ = rdb.Close() })
+//			return rdb
+//		}, nil))
+//	}
+//
+// The checks, named after what they prove: racing acquirers, exactly one
+// wins; a failed try is one command; tokens strictly increase; a non-owner's
+// renew and release change nothing; release is idempotent and cancels the
+// lease with lease.ErrReleased; the keep-alive holds a lease past its TTL;
+// an expired lease is reported lost with lease.ErrNotHeld at the next
+// renewal, while a new acquirer gets it at once; the end of the parent
+// context loses the lease with lease.ErrParentDone and frees it long
+// before its TTL; a waiter is woken by the holder's release, not by
+// polling; Acquire gives up when its context ends, with both errors; bad
+// input gets typed errors without reaching the server; a frozen holder is
+// lost with lease.ErrExpired when thawed after its trust window.
+//
+// No check sleeps: each waits for a signal or polls with a deadline.
+package leasetest

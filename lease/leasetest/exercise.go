@@ -1,0 +1,188 @@
+package leasetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+// Backend is a lease store Exercise checks the lease contract on: the
+// built-in Redis backend over some deployment (RedisBackend), or another
+// lease.Backend.
+type Backend struct {
+	// New returns a fresh Store for one check; whatever it creates is
+	// cleaned up when t ends. Exercise calls it once per check, in
+	// parallel. Required.
+	New func(t *testing.T) Store
+}
+
+// Store is one check's lease store and what the suite needs to reach
+// behind the Clients' backs.
+type Store struct {
+	// NewClient returns a new lease Client over the store. Clients of one
+	// Store compete for the same leases, as replicas do. opts holds what
+	// the check needs (RetryMin, RetryMax, Observer), zero elsewhere: the
+	// store may add its own fields (Prefix, Logger) but must keep those.
+	// Required.
+	NewClient func(t *testing.T, opts lease.Options) *lease.Client
+	// Expire frees the lease called name at once, whoever holds it, as
+	// the store expiring it would: the holder finds out at its next
+	// renewal. Required.
+	Expire func(ctx context.Context, name string) error
+	// Inspect returns the owner stored for the lease called name ("" when
+	// free) and its remaining TTL. Optional: without it, the checks of
+	// what is stored are left out.
+	Inspect func(ctx context.Context, name string) (owner string, ttl time.Duration, err error)
+	// Commands returns how many commands the store's Clients sent so far.
+	// Optional: without it, FailedTryIsOneCommand is skipped and bad input
+	// is not checked to reach no server.
+	Commands func() int64
+	// NoReleaseNotification is true for a store that does not wake
+	// waiters on release (its backend is no lease.Notifier): waiters then
+	// retry on the holder's remaining TTL, and WaiterIsWokenByRelease is
+	// skipped.
+	NoReleaseNotification bool
+}
+
+// Exercise runs the lease contract against b, one parallel subtest per
+// check (see the package documentation for the list). A Store whose New
+// skips (no server available) skips every check. It takes about as long
+// as its slowest check: a few seconds.
+func Exercise(t *testing.T, b Backend) {
+	t.Helper()
+	if b.New == nil {
+		t.Fatal("leasetest: Exercise: Backend.New is required")
+	}
+	for _, c := range contract {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := b.New(t)
+			require.NotNil(t, s.NewClient, "Store.NewClient is required")
+			require.NotNil(t, s.Expire, "Store.Expire is required")
+			c.run(t, &env{Store: s})
+		})
+	}
+}
+
+// check is one clause of the contract.
+type check struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
+// env is the per-check bundle.
+type env struct{ Store }
+
+// client returns a new lease Client over the check's store.
+func (e *env) client(t *testing.T, adjust ...func(*lease.Options)) *lease.Client {
+	t.Helper()
+	var opts lease.Options
+	for _, f := range adjust {
+		f(&opts)
+	}
+	c := e.NewClient(t, opts)
+	require.NotNil(t, c, "Store.NewClient returned nil")
+	return c
+}
+
+// owner returns the stored owner of name, and false when the Store cannot
+// tell.
+func (e *env) owner(t *testing.T, name string) (string, bool) {
+	t.Helper()
+	if e.Inspect == nil {
+		return "", false
+	}
+	owner, _, err := e.Inspect(context.Background(), name)
+	require.NoError(t, err)
+	return owner, true
+}
+
+// requireOwner checks the stored owner of name when the Store can tell.
+func (e *env) requireOwner(t *testing.T, name, want, msg string) {
+	t.Helper()
+	if got, ok := e.owner(t, name); ok {
+		require.Equal(t, want, got, msg)
+	}
+}
+
+// held registers l for release when the check ends (Release is idempotent;
+// it also stops a lost lease's keep-alive), so that no goroutine outlives a
+// failed check, and returns it.
+func held(t *testing.T, l *lease.Lease) *lease.Lease {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = l.Release(ctx)
+	})
+	return l
+}
+
+// waitDone waits for ch to close, failing the check after limit.
+func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
+	t.Helper()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		t.Fatalf("%s: not within %v", what, limit)
+	}
+}
+
+// eventually polls cond every 5 ms until it holds, failing after limit.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		<-tick.C
+	}
+}
+
+// acquireCounter is a lease.Observer counting attempts by outcome, and
+// passing every measurement on to next, if any.
+type acquireCounter struct {
+	next lease.Observer
+	mu   sync.Mutex
+	n    map[lease.AcquireOutcome]int
+}
+
+func (o *acquireCounter) ObserveAcquire(name string, outcome lease.AcquireOutcome, took time.Duration) {
+	o.mu.Lock()
+	if o.n == nil {
+		o.n = map[lease.AcquireOutcome]int{}
+	}
+	o.n[outcome]++
+	o.mu.Unlock()
+	if o.next != nil {
+		o.next.ObserveAcquire(name, outcome, took)
+	}
+}
+
+func (o *acquireCounter) ObserveRenew(name string, err error, took time.Duration) {
+	if o.next != nil {
+		o.next.ObserveRenew(name, err, took)
+	}
+}
+
+func (o *acquireCounter) ObserveLoss(name string, reason error) {
+	if o.next != nil {
+		o.next.ObserveLoss(name, reason)
+	}
+}
+
+func (o *acquireCounter) get(outcome lease.AcquireOutcome) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[outcome]
+}

@@ -1,0 +1,61 @@
+package leasetest
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/internal/testhooks"
+)
+
+// Freeze stops l as a stop-the-world pause would: its keep-alive stops
+// renewing it and its local expiry stops, so l.Context stays live and the
+// holder keeps believing it holds the lease, while Redis lets the key run
+// out (or ForceExpire deletes it). Freezing a lost, frozen or nil lease does
+// nothing.
+func Freeze(l *lease.Lease) {
+	if l != nil {
+		testhooks.Freeze(l)
+	}
+}
+
+// Thaw resumes a lease stopped by Freeze. When its trust window
+// (l.Deadline) passed while it was frozen, l is lost at once with
+// lease.ErrExpired; otherwise the keep-alive resumes, and finds out at its
+// next renew whether the key is still ours (lease.ErrNotHeld if not).
+// Thawing a lease that is not frozen does nothing.
+func Thaw(l *lease.Lease) {
+	if l != nil {
+		testhooks.Thaw(l)
+	}
+}
+
+// ForceExpire deletes the key of the lease called name, as Redis expiring
+// it would: a new acquirer succeeds at once, and the holder, unless frozen,
+// is lost with lease.ErrNotHeld at its next renew (within
+// lease.RenewInterval of its TTL). Waiters blocked in Client.Acquire are
+// woken as by a release. The fence counter is kept, so the next token is
+// still larger. rdb must be a client of the Redis c uses.
+//
+// It deletes the key whoever holds it: call it while the holder you mean
+// to expire still holds the lease (a frozen holder's key may have expired
+// and been taken by someone else already). It is not an error when the key
+// is already gone. Errors are Redis errors.
+func ForceExpire(ctx context.Context, rdb redis.UniversalClient, c *lease.Client, name string) error {
+	leaseKey, _ := c.Keys(name)
+	n, err := rdb.Del(ctx, leaseKey).Result()
+	if err != nil {
+		return fmt.Errorf("leasetest: expire %q: %w", name, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	// The channel lease's release script publishes on; a waiter that
+	// misses this still retries within Options.RetryMax.
+	if err := rdb.Publish(ctx, leaseKey+":released", "1").Err(); err != nil {
+		return fmt.Errorf("leasetest: expire %q: wake waiters: %w", name, err)
+	}
+	return nil
+}
