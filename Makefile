@@ -29,6 +29,11 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
 
-## bench: benchmarks against the real services.
+## bench: benchmarks against the real services: the lease comparison
+## (holdfast vs a hand-written baseline, redsync and bsm/redislock, in one
+## interleaved run; see bench/README.md), the scheduler at 10,000 slots,
+## then the library's Go benchmarks.
 bench: services
+	cd bench && $(GO) run ./cmd/leasebench
+	cd bench && $(GO) run ./cmd/schedbench
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS)

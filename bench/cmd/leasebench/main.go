@@ -1,0 +1,556 @@
+// Command leasebench measures holdfast's lease against a hand-written
+// minimal lease ("ideal"), redsync and bsm/redislock on one Redis, in one
+// run, with the contenders interleaved round by round, and prints one line
+// per scenario (see bench/README.md):
+//
+//	bench: <scenario> holdfast=<ops/s> ideal=<ops/s> redsync=<ops/s> redislock=<ops/s> ratio_vs_ideal=<x.xx> allocs=<n>
+//	bench: handoff p50_ms=<x> p99_ms=<x>
+//	bench: roundtrips acquire_release=<n> failed_try=<n>
+//
+// Usage (Redis at REDIS_URL, default redis://127.0.0.1:6379/0):
+//
+//	go run ./cmd/leasebench [-rounds 5] [-ops 3000] [-v] [-cpuprofile f] [-memprofile f]
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/bench"
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+type config struct {
+	url        string
+	rounds     int
+	ops        int           // operations per contender per round
+	roundMax   time.Duration // bound on one contender's round
+	trials     int           // hand-off trials
+	ttl        time.Duration
+	verbose    bool
+	cpuprofile string
+	memprofile string
+}
+
+func main() {
+	cfg := config{url: cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")}
+	flag.StringVar(&cfg.url, "redis", cfg.url, "Redis URL (default $REDIS_URL)")
+	flag.IntVar(&cfg.rounds, "rounds", 11, "interleaved rounds per scenario; the median is printed")
+	flag.IntVar(&cfg.ops, "ops", 2000, "operations per contender per round (twice as many at 16 goroutines)")
+	flag.DurationVar(&cfg.roundMax, "round-max", 2*time.Second, "upper bound on one contender's round")
+	flag.IntVar(&cfg.trials, "trials", 200, "hand-off trials")
+	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease TTL")
+	flag.BoolVar(&cfg.verbose, "v", false, "print every round to stderr")
+	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&cfg.memprofile, "memprofile", "", "write an allocation profile at the end to this file")
+	flag.Parse()
+	if err := run(cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "leasebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config, stdout, stderr io.Writer) (err error) {
+	if cfg.rounds < 1 || cfg.ops < 1 || cfg.trials < 1 {
+		return errors.New("-rounds, -ops and -trials must be positive")
+	}
+	opts, err := redis.ParseURL(cfg.url)
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	// Room for 16 goroutines plus the keep-alive, on any GOMAXPROCS.
+	opts.PoolSize = max(opts.PoolSize, 32)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", cfg.url, err)
+	}
+
+	if cfg.cpuprofile != "" {
+		f, err := os.Create(cfg.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	// One prefix per run, so that runs side by side do not meet.
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	prefix := "holdfast-bench:" + hex.EncodeToString(id[:]) + ":"
+	defer func() {
+		n, derr := bench.DeleteKeys(context.WithoutCancel(ctx), rdb, prefix)
+		if cfg.verbose {
+			fmt.Fprintf(stderr, "# deleted %d keys under %s\n", n, prefix)
+		}
+		err = errors.Join(err, derr)
+	}()
+
+	contenders, err := bench.New(rdb, prefix, cfg.ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "# leasebench %s GOMAXPROCS=%d redis=%s rounds=%d ops=%d ttl=%v\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), opts.Addr, cfg.rounds, cfg.ops, cfg.ttl)
+	start := time.Now()
+
+	r := &runner{cfg: cfg, contenders: contenders, stderr: stderr}
+	for _, sc := range scenarios {
+		res, err := r.scenario(ctx, sc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		fmt.Fprintln(stdout, res.line(sc))
+	}
+
+	hf := contenders[0].(*bench.Holdfast)
+	p50, p99, err := handoff(ctx, rdb, opts, bench.KeyPrefix(prefix, "handoff"), cfg, stderr)
+	if err != nil {
+		return fmt.Errorf("handoff: %w", err)
+	}
+	fmt.Fprintf(stdout, "bench: handoff p50_ms=%.2f p99_ms=%.2f\n", ms(p50), ms(p99))
+
+	ar, ft, err := roundTrips(ctx, rdb, opts, hf, bench.KeyPrefix(prefix, "holdfast"), cfg.ttl)
+	if err != nil {
+		return fmt.Errorf("roundtrips: %w", err)
+	}
+	fmt.Fprintf(stdout, "bench: roundtrips acquire_release=%s failed_try=%s\n", num(ar), num(ft))
+	fmt.Fprintf(stdout, "# took %.1fs\n", time.Since(start).Seconds())
+
+	if cfg.memprofile != "" {
+		f, err := os.Create(cfg.memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---- scenarios -----------------------------------------------------------
+
+type scenario struct {
+	name       string
+	goroutines int
+	shared     bool // all goroutines use one key
+	held       bool // the key is acquired before the round and released after
+	opsFactor  int  // ops per round = cfg.ops * opsFactor
+	op         func(context.Context, bench.Worker) (acquired bool, err error)
+	allAllocs  bool // print every contender's allocations
+}
+
+var scenarios = []scenario{
+	{name: "uncontended_1", goroutines: 1, op: acquireRelease, opsFactor: 1},
+	{name: "uncontended_16", goroutines: 16, op: acquireRelease, opsFactor: 2},
+	{name: "contended_16", goroutines: 16, shared: true, op: tryOnce, opsFactor: 2},
+	{name: "renew", goroutines: 1, held: true, op: renew, opsFactor: 1},
+	{name: "allocs", goroutines: 1, op: acquireRelease, opsFactor: 1, allAllocs: true},
+}
+
+var errHeld = errors.New("lock unexpectedly held by another owner")
+
+// acquireRelease takes a free lock and frees it: 2 round trips at best.
+func acquireRelease(ctx context.Context, w bench.Worker) (bool, error) {
+	ok, err := w.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, errHeld
+	}
+	return true, w.Release(ctx)
+}
+
+// tryOnce tries a contended lock once and frees it when it got it. A
+// failed try is an operation too.
+func tryOnce(ctx context.Context, w bench.Worker) (bool, error) {
+	ok, err := w.Acquire(ctx)
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, w.Release(ctx)
+}
+
+func renew(ctx context.Context, w bench.Worker) (bool, error) {
+	return true, w.Renew(ctx)
+}
+
+// ---- rounds --------------------------------------------------------------
+
+type runner struct {
+	cfg        config
+	contenders []bench.Contender
+	stderr     io.Writer
+}
+
+// sample is one contender's round.
+type sample struct {
+	ops, acquired int
+	took, cpu     time.Duration // wall and CPU time of the round
+	mallocs       uint64
+	bytes         uint64
+}
+
+func (s sample) opsPerSec() float64   { return float64(s.ops) / s.took.Seconds() }
+func (s sample) allocsPerOp() float64 { return float64(s.mallocs) / float64(s.ops) }
+func (s sample) bytesPerOp() float64  { return float64(s.bytes) / float64(s.ops) }
+func (s sample) successRate() float64 { return float64(s.acquired) / float64(s.ops) }
+func (s sample) cpuPerOp() float64    { return float64(s.cpu.Microseconds()) / float64(s.ops) }
+func (s sample) String() string {
+	return fmt.Sprintf("%8.0f ops/s %6.1f allocs/op %6.0f B/op %5.1f cpu_us/op acquired %.2f (%d ops in %v)",
+		s.opsPerSec(), s.allocsPerOp(), s.bytesPerOp(), s.cpuPerOp(), s.successRate(), s.ops, s.took.Round(time.Millisecond))
+}
+
+type result struct {
+	opsPerSec, allocs, bytes []float64 // medians, per contender
+}
+
+// scenario runs one warm-up round and cfg.rounds measured rounds of sc for
+// every contender, rotating the order each round (A B C D, B C D A, ...),
+// and returns the medians.
+func (r *runner) scenario(ctx context.Context, sc scenario) (result, error) {
+	n := len(r.contenders)
+	samples := make([][]sample, n)
+	ops := r.cfg.ops * sc.opsFactor
+	for round := -1; round < r.cfg.rounds; round++ {
+		for i := range n {
+			c := (i + max(round, 0)) % n
+			warm := round < 0
+			n := ops
+			if warm { // connections up, scripts loaded
+				n = min(ops/10, 200)
+			}
+			s, err := r.round(ctx, r.contenders[c], sc, n)
+			if err != nil {
+				return result{}, fmt.Errorf("%s: %w", r.contenders[c].Name(), err)
+			}
+			if r.cfg.verbose {
+				tag := fmt.Sprintf("round %d", round+1)
+				if warm {
+					tag = "warm-up"
+				}
+				fmt.Fprintf(r.stderr, "# %-14s %-8s %-9s %v\n", sc.name, tag, r.contenders[c].Name(), s)
+			}
+			if !warm {
+				samples[c] = append(samples[c], s)
+			}
+		}
+	}
+	res := result{opsPerSec: make([]float64, n), allocs: make([]float64, n), bytes: make([]float64, n)}
+	for c, ss := range samples {
+		res.opsPerSec[c] = median(ss, sample.opsPerSec)
+		res.allocs[c] = median(ss, sample.allocsPerOp)
+		res.bytes[c] = median(ss, sample.bytesPerOp)
+	}
+	if r.cfg.verbose {
+		// Less sensitive to other processes than the ratio of medians:
+		// holdfast against ideal within each round, and CPU time per op.
+		paired := make([]float64, len(samples[0]))
+		for i := range paired {
+			paired[i] = samples[0][i].opsPerSec() / samples[1][i].opsPerSec()
+		}
+		slices.Sort(paired)
+		fmt.Fprintf(r.stderr, "# %-14s median paired ratio_vs_ideal=%.2f cpu_us/op", sc.name, paired[len(paired)/2])
+		for c, ss := range samples {
+			fmt.Fprintf(r.stderr, " %s=%.1f", r.contenders[c].Name(), median(ss, sample.cpuPerOp))
+		}
+		fmt.Fprintln(r.stderr)
+	}
+	return res, nil
+}
+
+// round runs ops operations of sc on c, spread over sc.goroutines, and stops
+// early at cfg.roundMax.
+func (r *runner) round(ctx context.Context, c bench.Contender, sc scenario, ops int) (sample, error) {
+	workers := make([]bench.Worker, sc.goroutines)
+	for g := range workers {
+		key := sc.name
+		if !sc.shared {
+			key = fmt.Sprintf("%s-%d", sc.name, g)
+		}
+		workers[g] = c.Worker(key)
+		if sc.held {
+			ok, err := workers[g].Acquire(ctx)
+			if err == nil && !ok {
+				err = errHeld
+			}
+			if err != nil {
+				return sample{}, fmt.Errorf("setup: %w", err)
+			}
+		}
+	}
+
+	var (
+		next, completed, acquired atomic.Int64
+		firstErr                  error
+		errOnce                   sync.Once
+		wg                        sync.WaitGroup
+		m0, m1                    runtime.MemStats
+	)
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	cpu0 := cpuTime()
+	start := time.Now()
+	deadline := start.Add(r.cfg.roundMax)
+	for _, w := range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(ops) {
+				ok, err := sc.op(ctx, w)
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					next.Store(int64(ops)) // stop everyone
+					return
+				}
+				completed.Add(1)
+				if ok {
+					acquired.Add(1)
+				}
+				if time.Now().After(deadline) {
+					next.Store(int64(ops))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	cpu := cpuTime() - cpu0
+	runtime.ReadMemStats(&m1)
+	if firstErr != nil {
+		return sample{}, firstErr
+	}
+	if sc.held {
+		for _, w := range workers {
+			if err := w.Release(ctx); err != nil {
+				return sample{}, fmt.Errorf("teardown: %w", err)
+			}
+		}
+	}
+	return sample{
+		ops: max(int(completed.Load()), 1), acquired: int(acquired.Load()), took: took, cpu: cpu,
+		mallocs: m1.Mallocs - m0.Mallocs, bytes: m1.TotalAlloc - m0.TotalAlloc,
+	}, nil
+}
+
+func (res result) line(sc scenario) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "bench: %s", sc.name)
+	for i, name := range bench.Names {
+		fmt.Fprintf(&b, " %s=%.0f", name, res.opsPerSec[i])
+	}
+	fmt.Fprintf(&b, " ratio_vs_ideal=%.2f allocs=%s", res.opsPerSec[0]/res.opsPerSec[1], num(res.allocs[0]))
+	if sc.allAllocs {
+		for i, name := range bench.Names[1:] {
+			fmt.Fprintf(&b, " allocs_%s=%s", name, num(res.allocs[i+1]))
+		}
+		for i, name := range bench.Names {
+			fmt.Fprintf(&b, " bytes_%s=%.0f", name, res.bytes[i])
+		}
+	}
+	return b.String()
+}
+
+// ---- hand-off ------------------------------------------------------------
+
+// handoff measures, over cfg.trials trials, the time from the holder's
+// Release call to the return of a waiter's blocked Acquire. Holder and
+// waiter are separate lease.Clients on separate connection pools, as two
+// replicas would be.
+func handoff(ctx context.Context, rdb *redis.Client, opts *redis.Options, prefix string, cfg config, stderr io.Writer) (p50, p99 time.Duration, err error) {
+	wrdb := redis.NewClient(opts)
+	defer wrdb.Close()
+	holder, err := lease.New(rdb, lease.Options{Prefix: prefix})
+	if err != nil {
+		return 0, 0, err
+	}
+	waiter, err := lease.New(wrdb, lease.Options{Prefix: prefix})
+	if err != nil {
+		return 0, 0, err
+	}
+	const name = "handoff"
+	leaseKey, _ := holder.Keys(name)
+	// The channel Release publishes on (lease/client.go): watching its
+	// subscriber count tells when the waiter is blocked.
+	channel := leaseKey + ":released"
+
+	lat := make([]time.Duration, 0, cfg.trials)
+	for range cfg.trials {
+		held, err := holder.TryAcquire(ctx, name, cfg.ttl)
+		if err != nil {
+			return 0, 0, fmt.Errorf("holder: %w", err)
+		}
+		type got struct {
+			l   *lease.Lease
+			at  time.Time
+			err error
+		}
+		ch := make(chan got, 1)
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		go func() {
+			l, err := waiter.Acquire(wctx, name, cfg.ttl)
+			ch <- got{l, time.Now(), err}
+		}()
+		// Blocked: subscribed (then one more try, one round trip).
+		for wait := time.Now(); time.Since(wait) < 200*time.Millisecond; {
+			subs, err := rdb.PubSubNumSub(ctx, channel).Result()
+			if err != nil {
+				cancel()
+				return 0, 0, err
+			}
+			if subs[channel] > 0 {
+				break
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		time.Sleep(2 * time.Millisecond)
+		t0 := time.Now()
+		if err := held.Release(ctx); err != nil {
+			cancel()
+			return 0, 0, fmt.Errorf("holder release: %w", err)
+		}
+		g := <-ch
+		cancel()
+		if g.err != nil {
+			return 0, 0, fmt.Errorf("waiter: %w", g.err)
+		}
+		lat = append(lat, g.at.Sub(t0))
+		if err := g.l.Release(ctx); err != nil {
+			return 0, 0, fmt.Errorf("waiter release: %w", err)
+		}
+	}
+	slices.Sort(lat)
+	if cfg.verbose {
+		fmt.Fprintf(stderr, "# handoff min=%v p50=%v p90=%v p99=%v max=%v\n",
+			lat[0], pct(lat, 50), pct(lat, 90), pct(lat, 99), lat[len(lat)-1])
+	}
+	return pct(lat, 50), pct(lat, 99), nil
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p+99)/100 - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// ---- round trips ---------------------------------------------------------
+
+// countHook counts round trips: a command, or a pipeline, is one.
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// roundTrips counts holdfast's round trips per acquire+release and per
+// failed try, on a client of its own with a counting hook. The lease held
+// during the failed tries is taken through hf, on the shared client.
+func roundTrips(ctx context.Context, rdb *redis.Client, opts *redis.Options, hf *bench.Holdfast, prefix string, ttl time.Duration) (acquireRelease, failedTry float64, err error) {
+	const n = 200
+	crdb := redis.NewClient(opts)
+	defer crdb.Close()
+	hook := &countHook{}
+	crdb.AddHook(hook)
+	c, err := lease.New(crdb, lease.Options{Prefix: prefix})
+	if err != nil {
+		return 0, 0, err
+	}
+	measure := func(op func() error) (float64, error) {
+		for range 10 { // warm-up: connection up, scripts loaded
+			if err := op(); err != nil {
+				return 0, err
+			}
+		}
+		before := hook.n.Load()
+		for range n {
+			if err := op(); err != nil {
+				return 0, err
+			}
+		}
+		return float64(hook.n.Load()-before) / n, nil
+	}
+	acquireRelease, err = measure(func() error {
+		l, err := c.TryAcquire(ctx, "roundtrips", ttl)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	held, err := hf.Client().TryAcquire(ctx, "roundtrips-held", ttl)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { err = errors.Join(err, held.Release(ctx)) }()
+	failedTry, err = measure(func() error {
+		l, err := c.TryAcquire(ctx, "roundtrips-held", ttl)
+		if err == nil {
+			_ = l.Release(ctx)
+			return errors.New("acquired a held lease")
+		}
+		if !errors.Is(err, lease.ErrNotAcquired) {
+			return err
+		}
+		return nil
+	})
+	return acquireRelease, failedTry, err
+}
+
+// ---- helpers -------------------------------------------------------------
+
+func median(ss []sample, f func(sample) float64) float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = f(s)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// num prints a per-operation count: whole numbers without decimals.
+func num(v float64) string {
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d", int64(v))
+	}
+	return fmt.Sprintf("%.1f", v)
+}

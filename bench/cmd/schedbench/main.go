@@ -1,0 +1,199 @@
+// Command schedbench measures the scheduler at scale: 10,000 slots (jobs x
+// partitions) due in the same second across 3 scheduler instances on one
+// Redis. It prints:
+//
+//	bench: scheduler slots=<n> replicas=3 claim_all_ms=<x> lag_p50_ms=<x> lag_p99_ms=<x>
+//	bench: scheduler roundtrips acquire_per_slot_per_replica=<x> total_per_slot=<x>
+//	bench: scheduler memory bytes_per_registered_job=<x>
+//
+// Run it from bench/ with REDIS_URL set (default redis://127.0.0.1:6379/0).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler"
+)
+
+func main() {
+	jobs := flag.Int("jobs", 100, "jobs")
+	parts := flag.Int("partitions", 100, "partitions per job")
+	replicas := flag.Int("replicas", 3, "scheduler instances")
+	claims := flag.Int("claims", 256, "MaxConcurrentClaims per instance")
+	flag.Parse()
+	if err := run(*jobs, *parts, *replicas, *claims); err != nil {
+		fmt.Fprintln(os.Stderr, "schedbench:", err)
+		os.Exit(1)
+	}
+}
+
+// counter counts commands by kind with a go-redis hook.
+type counter struct{ acquire, total atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, n, a string) (net.Conn, error) { return next(ctx, n, a) }
+}
+
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.total.Add(1) // one round trip
+		return next(ctx, cmds)
+	}
+}
+
+func (c *counter) count(cmd redis.Cmder) {
+	c.total.Add(1)
+	// The acquire script is the only one with two keys whose first is a
+	// lease key (EVALSHA sha 2 <prefix>lease:{name} ...).
+	if args := cmd.Args(); len(args) > 3 && fmt.Sprint(args[2]) == "2" {
+		if s, _ := args[3].(string); strings.HasSuffix(s, "}") && strings.Contains(s, "lease:") {
+			c.acquire.Add(1)
+		}
+	}
+}
+
+func run(nJobs, nParts, nReplicas, claims int) error {
+	url := os.Getenv("REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	opts.PoolSize = claims + 16
+	prefix := fmt.Sprintf("holdfast-schedbench:%d:", time.Now().UnixNano())
+	defer cleanup(opts, prefix)
+
+	partitions := make([]string, nParts)
+	for i := range partitions {
+		partitions[i] = fmt.Sprintf("p%03d", i)
+	}
+	slots := nJobs * nParts
+	start := time.Now().Truncate(time.Second).Add(4 * time.Second)
+
+	var (
+		mu   sync.Mutex
+		lags []time.Duration
+		last time.Time
+		all  = make(chan struct{})
+	)
+	fn := func(_ context.Context, r scheduler.Run) error {
+		lag := time.Since(r.At)
+		mu.Lock()
+		defer mu.Unlock()
+		lags = append(lags, lag)
+		if len(lags) == slots {
+			last = time.Now()
+			close(all)
+		}
+		return nil
+	}
+
+	// Memory per registered job: heap growth of one more instance.
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	var scheds []*scheduler.Scheduler
+	var counters []*counter
+	for range nReplicas {
+		rdb := redis.NewClient(opts)
+		defer rdb.Close()
+		c := &counter{}
+		rdb.AddHook(c)
+		counters = append(counters, c)
+		leases, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
+		if err != nil {
+			return err
+		}
+		ledger, err := scheduler.NewRedisLedger(rdb, prefix+"ledger:")
+		if err != nil {
+			return err
+		}
+		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, MaxConcurrentClaims: claims})
+		if err != nil {
+			return err
+		}
+		for j := range nJobs {
+			err := s.Register(scheduler.Job{
+				Name: fmt.Sprintf("job%03d", j), Spec: "* * * * * *", Partitions: partitions, LeaseTTL: 10 * time.Second,
+				StartAt: start, EndAt: start.Add(time.Second), Run: fn,
+			})
+			if err != nil {
+				return err
+			}
+		}
+		scheds = append(scheds, s)
+		if len(scheds) == 1 {
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+		}
+	}
+	perJob := float64(after.HeapAlloc-before.HeapAlloc) / float64(nJobs)
+	perUnit := float64(after.HeapAlloc-before.HeapAlloc) / float64(slots)
+
+	ctx := context.Background()
+	for _, s := range scheds {
+		if err := s.Start(ctx); err != nil {
+			return err
+		}
+	}
+	timeout := time.NewTimer(2 * time.Minute)
+	defer timeout.Stop()
+	select {
+	case <-all:
+	case <-timeout.C:
+		return fmt.Errorf("only %d of %d slots ran within 2 minutes", len(lags), slots)
+	}
+	for _, s := range scheds {
+		if err := s.Stop(ctx); err != nil {
+			return err
+		}
+	}
+
+	slices.Sort(lags)
+	pct := func(p float64) float64 { return float64(lags[int(p*float64(len(lags)-1))].Microseconds()) / 1000 }
+	var acquires, total int64
+	for _, c := range counters {
+		acquires += c.acquire.Load()
+		total += c.total.Load()
+	}
+	fmt.Printf("bench: scheduler slots=%d replicas=%d claim_all_ms=%.0f lag_p50_ms=%.1f lag_p99_ms=%.1f\n",
+		slots, nReplicas, float64(last.Sub(start).Microseconds())/1000, pct(0.50), pct(0.99))
+	fmt.Printf("bench: scheduler roundtrips acquire_per_slot_per_replica=%.2f total_per_slot=%.2f\n",
+		float64(acquires)/float64(slots*nReplicas), float64(total)/float64(slots))
+	fmt.Printf("bench: scheduler memory bytes_per_registered_job=%.0f bytes_per_job_partition=%.0f (%d partitions)\n",
+		perJob, perUnit, nParts)
+	return nil
+}
+
+func cleanup(opts *redis.Options, prefix string) {
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+}
