@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,7 +30,7 @@ type Client struct {
 // New returns a Client over rdb. It returns ErrNilClient for a nil rdb and
 // an error matching ErrInvalidOptions for bad options.
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
-	if rdb == nil {
+	if isNil(rdb) {
 		return nil, ErrNilClient
 	}
 	opts = opts.withDefaults()
@@ -46,7 +47,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 // has its own); ErrNilClient for a nil backend, ErrInvalidOptions for
 // ReplicaAck.
 func NewWithBackend(b Backend, opts Options) (*Client, error) {
-	if b == nil {
+	if isNil(b) {
 		return nil, ErrNilClient
 	}
 	opts = opts.withDefaults()
@@ -230,4 +231,14 @@ func joinCtx(ctx context.Context, err error) error {
 		return errors.Join(err, cerr)
 	}
 	return err
+}
+
+// isNil reports whether v is nil, or an interface holding a nil pointer
+// (a (*redis.Client)(nil) passed as a redis.UniversalClient).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

@@ -33,8 +33,9 @@ type Lease struct {
 	frozen     bool        // by leasetest.Freeze: no renewals, no expiry
 	stopParent func() bool // unregisters the parent-context watch
 
-	releaseOnce sync.Once
-	releaseErr  error
+	releaseMu  sync.Mutex // serialises releaseKey
+	released   bool       // the release has an answer from the backend
+	releaseErr error
 
 	lost LostError // the cause of the loss, set once by end
 }
@@ -220,8 +221,10 @@ func (l *Lease) renewState() (next time.Time, ended bool) {
 // Release ends the lease: it cancels Context with ErrReleased (before the
 // key is deleted, so no one else can hold the lease while we still think we
 // do), stops keeping it alive, then deletes the key if we still own it, in
-// one round trip, waking the waiters of Acquire. It is idempotent: every
-// call returns the first call's result.
+// one round trip, waking the waiters of Acquire. It is idempotent: once
+// the backend answered, every call returns that answer; a call that got no
+// answer (ctx ended, Redis unreachable) returns the error and a later call
+// tries again (the key expires with its TTL otherwise).
 //
 // Errors: ErrNotHeld when the key was no longer ours (the lease had been
 // lost); Redis errors; ctx's error when ctx ended first.
@@ -238,18 +241,25 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // releaseKey runs the compare-and-delete once.
 func (l *Lease) releaseKey(ctx context.Context) error {
-	l.releaseOnce.Do(func() {
-		err := l.c.b.Release(ctx, l.name, l.owner)
-		switch {
-		case errors.Is(err, ErrNotHeld):
-			l.releaseErr = fmt.Errorf("lease %q: release: %w", l.name, ErrNotHeld)
-		case err != nil:
-			l.releaseErr = joinCtx(ctx, fmt.Errorf("lease %q: release: %w", l.name, err))
-		default:
-			l.c.log.LogAttrs(ctx, slog.LevelInfo, "lease_released",
-				slog.String("lease", l.name), slog.Uint64("token", uint64(l.token)))
-		}
-	})
+	l.releaseMu.Lock()
+	defer l.releaseMu.Unlock()
+	if l.released {
+		return l.releaseErr
+	}
+	err := l.c.b.Release(ctx, l.name, l.owner)
+	switch {
+	case errors.Is(err, ErrNotHeld):
+		l.released = true
+		l.releaseErr = fmt.Errorf("lease %q: release: %w", l.name, ErrNotHeld)
+	case err != nil:
+		// No answer (ctx ended, Redis unreachable): a later Release may
+		// try again; the key expires with its TTL otherwise.
+		return joinCtx(ctx, fmt.Errorf("lease %q: release: %w", l.name, err))
+	default:
+		l.released = true
+		l.c.log.LogAttrs(ctx, slog.LevelInfo, "lease_released",
+			slog.String("lease", l.name), slog.Uint64("token", uint64(l.token)))
+	}
 	return l.releaseErr
 }
 

@@ -82,6 +82,8 @@ func TestBadInputIsRejectedWithTypedErrors(t *testing.T) {
 	rdb := redistest.Mini(t)
 	_, err := New(nil, Options{})
 	require.ErrorIs(t, err, ErrNilClient)
+	_, err = New((*redis.Client)(nil), Options{})
+	require.ErrorIs(t, err, ErrNilClient, "a typed nil client")
 	_, err = New(rdb, Options{Prefix: "a{b}:"})
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = New(rdb, Options{RetryMin: time.Second, RetryMax: time.Millisecond})
@@ -110,6 +112,18 @@ func TestBadInputIsRejectedWithTypedErrors(t *testing.T) {
 	keys, err := rdb.Keys(ctx, "*").Result()
 	require.NoError(t, err)
 	require.Empty(t, keys, "bad input must not touch Redis")
+
+	// A Release that got no answer can be tried again.
+	held, err := c.TryAcquire(ctx, "retry-release", time.Minute)
+	require.NoError(t, err)
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, held.Release(canceled), context.Canceled)
+	require.NoError(t, held.Release(ctx), "released on the second try")
+	leaseKey, _ := c.Keys("retry-release")
+	n, err := rdb.Exists(ctx, leaseKey).Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
 
 	var nilLease *Lease
 	require.ErrorIs(t, nilLease.Err(), ErrLost)

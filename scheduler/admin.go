@@ -2,12 +2,16 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
 
 // MaxBackfill bounds how many slots one Backfill asks for (1000).
 const MaxBackfill = 1000
+
+// ErrInvalidArgument matches an operation's bad range or limit.
+var ErrInvalidArgument = errors.New("scheduler: invalid argument")
 
 // JobInfo describes a registered job for operators.
 type JobInfo struct {
@@ -41,10 +45,14 @@ func (s *Scheduler) Jobs() []JobInfo {
 }
 
 // Runs lists the ledger records of (job, partition) with from <= slot < to,
-// newest first, at most limit. ErrUnknownJob for an unknown job/partition.
+// newest first, at most limit. ErrUnknownJob for an unknown job/partition,
+// ErrInvalidArgument for limit < 1 or from >= to.
 func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]Record, error) {
 	if _, err := s.unit(job, partition); err != nil {
 		return nil, err
+	}
+	if limit < 1 || !to.After(from) {
+		return nil, fmt.Errorf("%w: want limit >= 1 and from < to", ErrInvalidArgument)
 	}
 	return s.cfg.Ledger.List(ctx, job, partition, from, to, limit)
 }
@@ -82,14 +90,19 @@ func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) 
 // Backfill asks for a run of every slot of (job, partition) with
 // from <= slot < to (at most MaxBackfill), as Retry does for one. It
 // returns the slots asked for. Running slots are left alone.
+// ErrInvalidArgument for from >= to or a range of more than MaxBackfill
+// slots.
 func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, to time.Time, reason string) ([]Slot, error) {
 	u, err := s.unit(job, partition)
 	if err != nil {
 		return nil, err
 	}
+	if !to.After(from) {
+		return nil, fmt.Errorf("%w: backfill wants from < to", ErrInvalidArgument)
+	}
 	fires := u.job.schedule.Between(from.Add(-time.Second), to.Add(-time.Second), MaxBackfill+1)
 	if len(fires) > MaxBackfill {
-		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidJob, MaxBackfill)
+		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidArgument, MaxBackfill)
 	}
 	var out []Slot
 	for _, f := range fires {

@@ -38,9 +38,11 @@ type HandlerConfig struct {
 
 // Handler returns an http.Handler for operators, mounted wherever the
 // caller likes (use http.StripPrefix for a sub-path). Requests and answers
-// are JSON; errors are application/problem+json (RFC 9457) with status
-// 400 (bad input, not a slot), 403 (refused by the Authorizer), 404
-// (unknown job or partition), 409 (slot running) or 500.
+// are JSON; errors of the routes below are application/problem+json
+// (RFC 9457) with status 400 (bad input, not a slot), 403 (refused by the
+// Authorizer), 404 (unknown job or partition), 409 (slot running), 413
+// (body over MaxBodyBytes) or 500. An unknown path or method gets
+// net/http's plain 404 or 405.
 //
 //	GET  /jobs
 //	GET  /jobs/{job}/runs?partition=&from=RFC3339&to=RFC3339&limit=N
@@ -204,7 +206,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, errBadRequest), errors.Is(err, ErrInvalidJob):
+	case errors.Is(err, errBadRequest), errors.Is(err, ErrInvalidJob), errors.Is(err, ErrInvalidArgument):
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnknownJob):
 		return http.StatusNotFound

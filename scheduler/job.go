@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
@@ -94,8 +96,9 @@ const (
 
 // Job is a named schedule and the function it runs.
 type Job struct {
-	// Name identifies the job (1 to MaxJobNameLen bytes, no '{', '}' or
-	// '|'). It names the lease and the ledger records.
+	// Name identifies the job (1 to MaxJobNameLen bytes of printable
+	// UTF-8, no '{', '}' or '|'). It names the lease and the ledger
+	// records.
 	Name string
 	// Spec is a cron spec: 5 fields, 6 with seconds first, a descriptor
 	// such as @daily, @every 10s, optionally prefixed CRON_TZ=<zone>.
@@ -109,8 +112,9 @@ type Job struct {
 	DSTOverlap cron.OverlapPolicy
 	// Partitions splits every slot by tenant: each partition is a slot
 	// dimension with its own lease and ledger records, run in parallel
-	// within Config.MaxConcurrentClaims. Default: one partition, "".
-	// Keys are 1 to MaxPartitionLen bytes without '{', '}' or '|'.
+	// within Config.MaxConcurrentClaims. Default: one partition, "" (the
+	// only place an empty key is allowed). Keys are 1 to MaxPartitionLen
+	// bytes of printable UTF-8 without '{', '}' or '|'.
 	Partitions []string
 	// Run is the work. Required.
 	Run JobFunc
@@ -178,6 +182,8 @@ func (j Job) validate() error {
 		return fmt.Errorf("%w: name of %d bytes, at most %d", ErrInvalidJob, len(j.Name), MaxJobNameLen)
 	case strings.ContainsAny(j.Name, "{}|"):
 		return fmt.Errorf("%w: name %q holds '{', '}' or '|'", ErrInvalidJob, j.Name)
+	case !printable(j.Name):
+		return fmt.Errorf("%w: name %q is not printable UTF-8", ErrInvalidJob, j.Name)
 	case j.Run == nil:
 		return fmt.Errorf("%w: %q has no Run", ErrInvalidJob, j.Name)
 	case j.LeaseTTL < 0 || j.CatchUpWindow < 0 || j.MaxAttempts < 0 || j.MaxCatchUp < 0 ||
@@ -186,7 +192,8 @@ func (j Job) validate() error {
 	case j.LeaseTTL != 0 && j.LeaseTTL < lease.MinTTL:
 		return fmt.Errorf("%w: %q: LeaseTTL %v is below lease.MinTTL (%v)", ErrInvalidJob, j.Name, j.LeaseTTL, lease.MinTTL)
 	case !j.EndAt.IsZero() && !j.EndAt.After(j.StartAt):
-		return fmt.Errorf("%w: %q: EndAt %v is not after StartAt %v", ErrInvalidJob, j.Name, j.EndAt, j.StartAt)
+		return fmt.Errorf("%w: %q: EndAt %s is not after StartAt %s", ErrInvalidJob, j.Name,
+			j.EndAt.UTC().Format(time.RFC3339Nano), j.StartAt.UTC().Format(time.RFC3339Nano))
 	case j.Overlap < OverlapForbid || j.Overlap > OverlapBufferOne:
 		return fmt.Errorf("%w: %q: unknown overlap policy %d", ErrInvalidJob, j.Name, j.Overlap)
 	case j.Missed < MissedCatchUp || j.Missed > MissedManual:
@@ -197,7 +204,7 @@ func (j Job) validate() error {
 		switch {
 		case len(j.Partitions) > 1 && p == "":
 			return fmt.Errorf("%w: %q: empty partition key among several", ErrInvalidJob, j.Name)
-		case len(p) > MaxPartitionLen || strings.ContainsAny(p, "{}|"):
+		case len(p) > MaxPartitionLen || strings.ContainsAny(p, "{}|") || !printable(p):
 			return fmt.Errorf("%w: %q: partition %q: at most %d bytes, no '{', '}' or '|'", ErrInvalidJob, j.Name, p, MaxPartitionLen)
 		case seen[p]:
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
@@ -274,4 +281,18 @@ func leaseName(job, partition string) string {
 		return job
 	}
 	return job + "|" + partition
+}
+
+// printable reports whether s is valid UTF-8 without control characters:
+// names travel into Redis keys, SQL text and logs.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

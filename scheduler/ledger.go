@@ -12,7 +12,7 @@ import (
 //
 //	pending -> running -> succeeded | failed | abandoned
 //	failed | abandoned -> running            (a later attempt)
-//	succeeded | failed -> pending            (an operator's Request)
+//	succeeded | failed | missed -> pending   (an operator's Request)
 //	skipped, missed                          (by policy; missed awaits a Request)
 //
 // A running attempt whose holder lost the job lease is abandoned: the next

@@ -195,7 +195,11 @@ func TestBackfillRunsEachSlotOfTheRangeOnce(t *testing.T) {
 		require.Empty(t, s.status("reports", "", slots[0]), "outside the range")
 
 		_, err = a.Backfill(context.Background(), "reports", "", slots[4].Add(-2*time.Hour), slots[4], "too much")
-		require.ErrorIs(t, err, ErrInvalidJob, "more than MaxBackfill slots")
+		require.ErrorIs(t, err, ErrInvalidArgument, "more than MaxBackfill slots")
+		_, err = a.Backfill(context.Background(), "reports", "", slots[4], slots[1], "backwards")
+		require.ErrorIs(t, err, ErrInvalidArgument, "from after to")
+		_, err = a.Runs(context.Background(), "reports", "", slots[0], slots[4], 0)
+		require.ErrorIs(t, err, ErrInvalidArgument, "limit 0")
 	})
 }
 

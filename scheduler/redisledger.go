@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,7 +63,7 @@ var _ Ledger = (*RedisLedger)(nil)
 // DefaultLedgerPrefix). It returns ErrInvalidConfig for a nil rdb or a
 // prefix holding '{' or '}'.
 func NewRedisLedger(rdb redis.UniversalClient, prefix string) (*RedisLedger, error) {
-	if rdb == nil {
+	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	if prefix == "" {

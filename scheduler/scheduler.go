@@ -173,20 +173,32 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	return nil
 }
 
+// InterruptWait bounds how long Stop waits, after its grace period, for
+// canceled attempts to return and be recorded (5 s).
+const InterruptWait = 5 * time.Second
+
 // Stop shuts down gracefully: it stops claiming, lets running attempts
 // finish until ctx ends, then cancels them (they are recorded failed with
 // ClassInterrupted and retried at a later claim), releases the leases and
-// waits for every goroutine. It is safe to call twice and before Start.
-// It returns ctx's error when the grace period ran out.
+// waits for every goroutine. A job function that ignores its ctx cannot be
+// stopped: Stop then returns ctx's error at most InterruptWait after ctx
+// ended, leaving that attempt running; call Stop again to wait for it.
+// Stop is safe to call twice; called before Start it makes a later Start
+// return ErrStarted. It returns ctx's error when the grace period ran out.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	started := s.started
-	s.mu.Unlock()
-	if !started {
+	if !s.started {
+		s.started = true // nothing to stop; Start is refused from now on
+		s.mu.Unlock()
 		return nil
 	}
+	claimCancel := s.claimCancel
+	s.mu.Unlock()
+	if claimCancel == nil {
+		return nil // stopped before start
+	}
 	s.stopOnce.Do(func() {
-		s.claimCancel()
+		claimCancel()
 		go func() {
 			s.wg.Wait()
 			close(s.stopped)
@@ -199,7 +211,12 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.runCancel()
-	<-s.stopped
+	wait := time.NewTimer(InterruptWait)
+	defer wait.Stop()
+	select {
+	case <-s.stopped:
+	case <-wait.C:
+	}
 	return ctx.Err()
 }
 

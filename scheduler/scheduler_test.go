@@ -477,6 +477,7 @@ func TestStopDrainsAndInterruptsAfterGrace(t *testing.T) {
 			sched := s.replica(t)
 			require.NoError(t, sched.Stop(context.Background()))
 			require.NoError(t, sched.Stop(context.Background()))
+			require.ErrorIs(t, sched.Start(context.Background()), ErrStarted, "a stopped scheduler never starts")
 		})
 	})
 }
@@ -493,6 +494,9 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			want []error
 		}{
 			{"EmptyName", func(j *Job) { j.Name = "" }, []error{ErrInvalidJob}},
+			{"NameNotUTF8", func(j *Job) { j.Name = "bad\xffname" }, []error{ErrInvalidJob}},
+			{"NameWithNUL", func(j *Job) { j.Name = "bad\x00name" }, []error{ErrInvalidJob}},
+			{"PartitionWithNewline", func(j *Job) { j.Partitions = []string{"eu\n"} }, []error{ErrInvalidJob}},
 			{"OversizedName", func(j *Job) { j.Name = strings.Repeat("x", MaxJobNameLen+1) }, []error{ErrInvalidJob}},
 			{"OpenBrace", func(j *Job) { j.Name = "a{b" }, []error{ErrInvalidJob}},
 			{"CloseBrace", func(j *Job) { j.Name = "a}b" }, []error{ErrInvalidJob}},

@@ -50,7 +50,7 @@ type ParseError struct {
 
 // Error implements error.
 func (e *ParseError) Error() string {
-	msg := fmt.Sprintf("%v %q: %s", e.Kind, e.Spec, e.Msg)
+	msg := fmt.Sprintf("%v: %s (spec %q)", e.Kind, e.Msg, e.Spec)
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

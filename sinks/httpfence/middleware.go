@@ -150,6 +150,13 @@ func (c MiddlewareConfig) withDefaults() MiddlewareConfig {
 }
 
 func (c MiddlewareConfig) validate() error {
+	for _, v := range []any{c.Store, c.Fence} {
+		if r, ok := v.(interface{ ready() error }); ok {
+			if err := r.ready(); err != nil {
+				return err
+			}
+		}
+	}
 	switch {
 	case c.Store == nil:
 		return fmt.Errorf("%w: Store is required", ErrInvalidConfig)

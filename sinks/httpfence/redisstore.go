@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -67,6 +68,30 @@ func NewRedisStore(rdb redis.Scripter, prefix string) *RedisStore {
 }
 
 func (s *RedisStore) key(key string) string { return hashedKey(s.prefix, key) }
+
+// ready reports a store made over a nil client, for Middleware to refuse.
+func (s *RedisStore) ready() error {
+	if s == nil || isNilClient(s.rdb) {
+		return fmt.Errorf("%w: RedisStore over a nil redis client", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// ready reports a fence made over a nil client, for Middleware to refuse.
+func (f *RedisFence) ready() error {
+	if f == nil || isNilClient(f.rdb) {
+		return fmt.Errorf("%w: RedisFence over a nil redis client", ErrInvalidConfig)
+	}
+	return nil
+}
+
+func isNilClient(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
 
 // hashedKey names the Redis key for an arbitrary string: hashing keeps the
 // name short and keeps user bytes (braces above all) out of the hash tag.

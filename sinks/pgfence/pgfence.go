@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -144,6 +145,9 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, t fence.Tok
 	}
 	if t == fence.None {
 		return fmt.Errorf("pgfence: check %q: %w", resource, fence.ErrNoToken)
+	}
+	if tx == nil || (reflect.ValueOf(tx).Kind() == reflect.Pointer && reflect.ValueOf(tx).IsNil()) {
+		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidConfig, resource)
 	}
 	if uint64(t) > math.MaxInt64 {
 		return fmt.Errorf("%w: token %d for %q exceeds the bigint maximum %d", ErrTokenOutOfRange, t, resource, int64(math.MaxInt64))
