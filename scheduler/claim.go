@@ -83,6 +83,16 @@ func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.F
 				cs.runTo = time.Now()
 			}
 		}
+		// Plan again only when a slot of the schedule came due meanwhile:
+		// retries and operator requests arrive as wake-ups of their own.
+		// This saves a ledger round trip per slot in the common case.
+		latest := steps[len(steps)-1].fire.At
+		if scheduled && fire.At.After(latest) {
+			latest = fire.At
+		}
+		if next, ok := s.next(job, latest); !ok || next.At.After(time.Now()) {
+			return
+		}
 	}
 }
 
