@@ -36,4 +36,5 @@ lint:
 bench: services
 	cd bench && $(GO) run ./cmd/leasebench
 	cd bench && $(GO) run ./cmd/schedbench
+	cd bench && $(GO) run ./cmd/sinkbench
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS)

@@ -1,0 +1,237 @@
+// Command sinkbench measures what fencing costs at the sinks, against a
+// baseline measured in the same run:
+//
+//	bench: pg_update_<n>g plain=<ops/s> fenced=<ops/s> ratio=<fenced/plain>
+//	bench: middleware_<store> bare_us=<x> store_us=<x> overhead_us=<x> ratio=<bare/store>
+//
+// pg_update compares a plain UPDATE with pgfence.FencedUpdate on the same
+// 64-row table, at 1 and 16 goroutines, in alternating rounds (median of
+// each). middleware compares a bare handler with the httpfence middleware
+// (a new key per request: Begin, fence check, Complete) over the Redis and
+// the Postgres stores. Run from bench/ with REDIS_URL and DATABASE_URL set
+// (defaults: the local services).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 5, "alternating rounds per comparison")
+	ops := flag.Int("ops", 2000, "operations per round")
+	flag.Parse()
+	if err := run(*rounds, *ops); err != nil {
+		fmt.Fprintln(os.Stderr, "sinkbench:", err)
+		os.Exit(1)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(rounds, ops int) error {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(env("DATABASE_URL", "postgres://root@127.0.0.1:5432/test?sslmode=disable"))
+	if err != nil {
+		return err
+	}
+	// Commit latency is the disk's, the same for both: take it out so the
+	// comparison shows the statements.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.MaxConns = 32
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	schema := "holdfast_sinkbench_" + hex.EncodeToString(b[:])
+	defer func() { _, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE") }()
+
+	if err := pgUpdate(ctx, pool, schema, rounds, ops); err != nil {
+		return err
+	}
+	return middleware(ctx, pool, schema, rounds, ops)
+}
+
+func pgUpdate(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, ops int) error {
+	tbl := pgx.Identifier{schema, "bench"}
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
+CREATE TABLE `+tbl.Sanitize()+` (id int PRIMARY KEY, v text NOT NULL, fence_token bigint, fence_owner text);
+INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) g`); err != nil {
+		return err
+	}
+	plainSQL := `UPDATE ` + tbl.Sanitize() + ` SET v = $1 WHERE id = $2`
+	var token atomic.Int64
+	token.Store(1_700_000_000_000_000)
+	plain := func(worker int) error {
+		_, err := pool.Exec(ctx, plainSQL, "value", worker)
+		return err
+	}
+	fenced := func(worker int) error {
+		return pgfence.FencedUpdate(ctx, pool, pgfence.Row{Table: tbl, KeyColumn: "id", Key: worker},
+			map[string]any{"v": "value"}, fence.Token(token.Add(1)), "bench-owner")
+	}
+	for _, g := range []int{1, 16} {
+		var p, f []float64
+		for r := range rounds + 1 {
+			pr, err := throughput(g, ops, plain)
+			if err != nil {
+				return err
+			}
+			fr, err := throughput(g, ops, fenced)
+			if err != nil {
+				return err
+			}
+			if r > 0 { // the first round warms up
+				p, f = append(p, pr), append(f, fr)
+			}
+		}
+		mp, mf := median(p), median(f)
+		fmt.Printf("bench: pg_update_%dg plain=%.0f fenced=%.0f ratio=%.2f\n", g, mp, mf, mf/mp)
+	}
+	return nil
+}
+
+// throughput runs ops calls of fn over g goroutines (worker w touches row
+// w) and returns operations per second.
+func throughput(g, ops int, fn func(worker int) error) (float64, error) {
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for w := range g {
+		wg.Go(func() {
+			for range ops / g {
+				if err := fn(w); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	return float64(ops/g*g) / time.Since(start).Seconds(), nil
+}
+
+var handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write([]byte(`{"id":7,"status":"settled"}`))
+})
+
+var seq atomic.Int64
+
+func request() *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/settlements/2026-03-08", strings.NewReader(`{"total":1250}`))
+	r.Header.Set("Idempotency-Key", `"k-`+strconv.FormatInt(seq.Add(1), 10)+`"`)
+	r.Header.Set("Fencing-Token", "1780000000000001")
+	r.Header.Set("Fencing-Owner", `"replica-a"`)
+	return r
+}
+
+func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, ops int) error {
+	opts, err := redis.ParseURL(env("REDIS_URL", "redis://127.0.0.1:6379/0"))
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	prefix := "holdfast-sinkbench:" + schema + ":"
+	defer func() {
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	}()
+	pgStore, err := httpfence.NewPostgresStore(pool, schema)
+	if err != nil {
+		return err
+	}
+	if err := pgStore.Migrate(ctx); err != nil {
+		return err
+	}
+	pgFence, err := httpfence.NewPostgresFence(pool, pgfence.Config{Schema: schema})
+	if err != nil {
+		return err
+	}
+	if err := pgFence.Migrate(ctx); err != nil {
+		return err
+	}
+	stores := []struct {
+		name  string
+		store httpfence.Store
+		fence httpfence.FenceStore
+	}{
+		{"redis", httpfence.NewRedisStore(rdb, prefix+"idem:"), httpfence.NewRedisFence(rdb, prefix+"fence:")},
+		{"postgres", pgStore, pgFence},
+	}
+	serve := func(h http.Handler) func(int) error {
+		return func(int) error {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, request())
+			if rec.Code != http.StatusCreated {
+				return fmt.Errorf("status %d: %s", rec.Code, rec.Body)
+			}
+			return nil
+		}
+	}
+	for _, s := range stores {
+		mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: s.store, Fence: s.fence})
+		if err != nil {
+			return err
+		}
+		var bare, with []float64
+		for r := range rounds + 1 {
+			b, err := throughput(1, ops, serve(handler))
+			if err != nil {
+				return err
+			}
+			w, err := throughput(1, ops/4, serve(mw(handler)))
+			if err != nil {
+				return err
+			}
+			if r > 0 {
+				bare, with = append(bare, 1e6/b), append(with, 1e6/w)
+			}
+		}
+		mb, mw2 := median(bare), median(with)
+		fmt.Printf("bench: middleware_%s bare_us=%.1f store_us=%.1f overhead_us=%.1f ratio=%.3f\n",
+			s.name, mb, mw2, mw2-mb, mb/mw2)
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
