@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/election"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
@@ -116,17 +117,6 @@ func elected(t *testing.T, ch <-chan result, what string) *election.Leadership {
 	}
 }
 
-func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("%s: not within %v", what, limit)
-	}
-}
-
 // requireLeader checks that e reports ld as the leader.
 func requireLeader(t *testing.T, e *election.Election, ld *election.Leadership) {
 	t.Helper()
@@ -188,7 +178,7 @@ func TestForceExpiredLeaderLosesAndTheOtherIsElected(t *testing.T) {
 
 		require.NoError(t, leasetest.ForceExpire(context.Background(), s.rdb, a.client, s.name))
 		second := elected(t, rb, "b after a's lease expired")
-		waitDone(t, first.Done(), 5*time.Second, "a's term ends at its next renew")
+		testwait.Done(t, first.Done(), 5*time.Second, "a's term ends at its next renew")
 		require.ErrorIs(t, first.Err(), lease.ErrNotHeld)
 		require.Greater(t, second.Token(), first.Token())
 		requireLeader(t, a.e, second)
@@ -210,7 +200,7 @@ func TestFrozenLeaderIsDeposedWhileItStillBelievesItLeads(t *testing.T) {
 		require.NoError(t, first.Err(), "frozen, a still believes it leads")
 		requireLeader(t, a.e, second)
 		leasetest.Thaw(first.Lease())
-		waitDone(t, first.Done(), 5*time.Second, "a's term ends when thawed")
+		testwait.Done(t, first.Done(), 5*time.Second, "a's term ends when thawed")
 		require.ErrorIs(t, first.Err(), lease.ErrExpired)
 	})
 }
@@ -298,7 +288,7 @@ func TestCampaignContextIsTheParentOfTheTerm(t *testing.T) {
 		t.Cleanup(func() { _ = ld.Resign(context.Background()) })
 		rb := campaign(t, b, "b")
 		cancel()
-		waitDone(t, ld.Done(), 5*time.Second, "term ends with its parent")
+		testwait.Done(t, ld.Done(), 5*time.Second, "term ends with its parent")
 		require.ErrorIs(t, ld.Err(), lease.ErrParentDone)
 		second := elected(t, rb, "b after a's parent ended")
 		require.Greater(t, second.Token(), ld.Token())

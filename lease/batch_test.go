@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 )
 
 // acquireMany takes n leases over 16 goroutines.
@@ -67,10 +68,10 @@ func TestManyLeasesAreRenewedInBatches(t *testing.T) {
 
 			// After one round (batches form as leases were acquired over
 			// a spread of time), watch intervals rounds of renewal.
-			eventually(t, 4*RenewInterval(ttl), "first round", func() bool { return hook.count("renew") >= tc.n })
+			testwait.Until(t, 4*RenewInterval(ttl), "first round", func() bool { return hook.count("renew") >= tc.n })
 			base, basePipes := hook.count("renew"), hook.pipelineCount()
 			want := base + tc.intervals*tc.n
-			eventually(t, time.Minute, "renewals", func() bool {
+			testwait.Until(t, time.Minute, "renewals", func() bool {
 				return hook.count("renew") >= want
 			})
 			pipes := hook.pipelineCount() - basePipes
@@ -96,11 +97,11 @@ func TestLosingOneLeaseCancelsOnlyThatLease(t *testing.T) {
 		defer releaseAll(t, leases)
 		victim := leases[7]
 		require.NoError(t, s.rdb.Del(context.Background(), victim.leaseKey()).Err())
-		waitDone(t, victim.Done(), 5*time.Second, "victim lost")
+		testwait.Done(t, victim.Done(), 5*time.Second, "victim lost")
 		require.ErrorIs(t, victim.Err(), ErrNotHeld)
 		// Two more rounds: everyone else is still held.
 		base := s.hook.count("renew")
-		eventually(t, 5*time.Second, "two more rounds", func() bool { return s.hook.count("renew") >= base+2*19 })
+		testwait.Until(t, 5*time.Second, "two more rounds", func() bool { return s.hook.count("renew") >= base+2*19 })
 		for i, l := range leases {
 			if i != 7 {
 				require.NoError(t, l.Err(), "lease %d", i)
@@ -127,7 +128,7 @@ func TestWaiterIsWokenByReleaseNotByPolling(t *testing.T) {
 			}
 			got <- l
 		}()
-		eventually(t, 5*time.Second, "waiter tried twice", func() bool { return s.hook.count("acquire") >= 3 })
+		testwait.Until(t, 5*time.Second, "waiter tried twice", func() bool { return s.hook.count("acquire") >= 3 })
 		require.NoError(t, holder.Release(ctx))
 		timer := time.NewTimer(10 * time.Second)
 		defer timer.Stop()

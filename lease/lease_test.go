@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 )
 
 // setup is the per-test bundle: a client over one backend, the raw Redis
@@ -43,32 +44,6 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s *setup)) {
 			t.Parallel()
 			fn(t, newSetup(t, b))
 		})
-	}
-}
-
-// waitDone waits for ch to close, failing the test after limit.
-func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("%s: not within %v", what, limit)
-	}
-}
-
-// eventually polls cond every 5 ms until it holds, failing after limit.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		<-tick.C
 	}
 }
 
@@ -265,7 +240,7 @@ func TestReleaseCancelsContextFirstAndIsIdempotent(t *testing.T) {
 
 		require.NoError(t, l.Release(ctx))
 		require.NoError(t, l.Release(ctx), "second Release returns the first result")
-		waitDone(t, l.Done(), time.Second, "Done after Release")
+		testwait.Done(t, l.Done(), time.Second, "Done after Release")
 		require.ErrorIs(t, l.Err(), ErrLost)
 		require.ErrorIs(t, l.Err(), ErrReleased)
 		var lost *LostError
@@ -289,7 +264,7 @@ func TestKeepAliveHoldsLeasePastItsTTL(t *testing.T) {
 		l, err := s.client.TryAcquire(ctx, "kept", ttl)
 		require.NoError(t, err)
 		defer release(t, l)
-		eventually(t, 20*time.Second, "4 renewals", func() bool { return s.hook.count("renew") >= 4 })
+		testwait.Until(t, 20*time.Second, "4 renewals", func() bool { return s.hook.count("renew") >= 4 })
 		require.Greater(t, time.Since(start), ttl)
 		require.NoError(t, l.Err())
 		leaseKey, _ := s.client.Keys("kept")
@@ -308,7 +283,7 @@ func TestKeyDeletedIsReportedLostOnNextRenew(t *testing.T) {
 		require.NoError(t, err)
 		leaseKey, _ := s.client.Keys("deleted")
 		require.NoError(t, s.rdb.Set(ctx, leaseKey, "someone-else", time.Minute).Err())
-		waitDone(t, l.Done(), 5*time.Second, "loss after overwrite")
+		testwait.Done(t, l.Done(), 5*time.Second, "loss after overwrite")
 		require.ErrorIs(t, l.Err(), ErrNotHeld)
 		require.ErrorIs(t, l.Release(ctx), ErrNotHeld)
 		owner, err := s.rdb.Get(ctx, leaseKey).Result()
@@ -326,7 +301,7 @@ func TestBlockedRenewalsEndTheLeaseAtTheTrustWindow(t *testing.T) {
 		l, err := s.client.TryAcquire(ctx, "hung", ttl)
 		require.NoError(t, err)
 		deadline := l.Deadline()
-		waitDone(t, l.Done(), 5*time.Second, "loss while renewals hang")
+		testwait.Done(t, l.Done(), 5*time.Second, "loss while renewals hang")
 		require.False(t, time.Now().Before(deadline), "lost before the trust window ended")
 		require.ErrorIs(t, l.Err(), ErrExpired)
 		require.Equal(t, deadline, l.Deadline(), "a renew that never answered must not move the window")
@@ -354,7 +329,7 @@ func TestAcquireWaitsForTheHolder(t *testing.T) {
 			got <- l
 			errc <- err
 		}()
-		eventually(t, 10*time.Second, "waiter tried", func() bool { return s.hook.count("acquire") >= 3 })
+		testwait.Until(t, 10*time.Second, "waiter tried", func() bool { return s.hook.count("acquire") >= 3 })
 		release(t, a)
 		b := <-got
 		require.NoError(t, <-errc)
@@ -370,11 +345,11 @@ func TestParentContextEndLosesAndReleasesTheLease(t *testing.T) {
 		l, err := s.client.TryAcquire(parent, "parent", time.Minute)
 		require.NoError(t, err)
 		cancel()
-		waitDone(t, l.Done(), time.Second, "loss after parent cancel")
+		testwait.Done(t, l.Done(), time.Second, "loss after parent cancel")
 		require.ErrorIs(t, l.Err(), ErrParentDone)
 		require.ErrorIs(t, l.Err(), context.Canceled)
 		leaseKey, _ := s.client.Keys("parent")
-		eventually(t, 5*time.Second, "key released", func() bool {
+		testwait.Until(t, 5*time.Second, "key released", func() bool {
 			n, err := s.rdb.Exists(context.Background(), leaseKey).Result()
 			return err == nil && n == 0
 		})

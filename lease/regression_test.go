@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -148,7 +149,7 @@ func evict(t *testing.T, rdb *redis.Client, keys ...string) {
 
 	filler := strings.Repeat("x", 8<<10)
 	next := 0
-	pollUntil(t, 20*time.Second, "counter evicted", func() bool {
+	testwait.Until(t, 20*time.Second, "counter evicted", func() bool {
 		pipe := rdb.Pipeline()
 		for range 32 {
 			pipe.Set(ctx, fmt.Sprintf("filler:%d", next), filler, 0)
@@ -182,7 +183,7 @@ func TestPausedRedisLosesTheLeaseByItsTrustWindow(t *testing.T) {
 	pausedAt := time.Now()
 	srv.Pause(t)
 
-	waitClosed(t, old.Done(), 5*time.Second, "loss while Redis is stopped")
+	testwait.Done(t, old.Done(), 5*time.Second, "loss while Redis is stopped")
 	lostAt := time.Now()
 	require.ErrorIs(t, old.Err(), lease.ErrLost)
 	require.ErrorIs(t, old.Err(), lease.ErrExpired)
@@ -204,32 +205,6 @@ func TestPausedRedisLosesTheLeaseByItsTrustWindow(t *testing.T) {
 	require.NoError(t, fresh.Release(ctx))
 	// The old lease's key expired in Redis: its release deletes nothing.
 	require.ErrorIs(t, old.Release(ctx), lease.ErrNotHeld)
-}
-
-// waitClosed waits for ch to close, failing the test after limit.
-func waitClosed(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("%s: not within %v", what, limit)
-	}
-}
-
-// pollUntil checks cond every 10 ms until it holds, failing after limit.
-func pollUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		<-tick.C
-	}
 }
 
 // infoValue returns field's value in an INFO reply.

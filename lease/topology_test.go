@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -195,7 +196,7 @@ func exerciseTopology(t *testing.T, top topology) {
 			held = append(held, l)
 		}
 		for _, l := range held {
-			pollUntil(t, 10*time.Second, "trust window of "+l.Name()+" moved past 3 TTLs", func() bool {
+			testwait.Until(t, 10*time.Second, "trust window of "+l.Name()+" moved past 3 TTLs", func() bool {
 				return l.Deadline().After(start.Add(3*ttl)) || l.Err() != nil
 			})
 			require.NoError(t, l.Err(), l.Name())
@@ -278,7 +279,7 @@ func exerciseTopology(t *testing.T, top topology) {
 		}
 		top.flushScripts(t)
 		for _, l := range held {
-			pollUntil(t, 10*time.Second, "keep-alive of "+l.Name()+" after SCRIPT FLUSH", func() bool {
+			testwait.Until(t, 10*time.Second, "keep-alive of "+l.Name()+" after SCRIPT FLUSH", func() bool {
 				return l.Deadline().After(start.Add(2*ttl)) || l.Err() != nil
 			})
 			require.NoError(t, l.Err(), l.Name())

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leaseprom"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
@@ -99,30 +100,6 @@ func (s *setup) observations(t *testing.T, family string) uint64 {
 	return find(t, s.reg, family).GetMetric()[0].GetHistogram().GetSampleCount()
 }
 
-func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("%s: not within %v", what, limit)
-	}
-}
-
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		<-tick.C
-	}
-}
-
 func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -163,10 +140,10 @@ func TestMetricsFollowTheLeaseLifecycle(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1.0, s.held(t))
 		cancel()
-		waitDone(t, p.Done(), 5*time.Second, "loss after parent cancel")
+		testwait.Done(t, p.Done(), 5*time.Second, "loss after parent cancel")
 		// The lease reports a loss right after canceling its context;
 		// ObserveLoss counts the cause before it lowers the gauge.
-		eventually(t, 5*time.Second, "loss observed", func() bool { return s.held(t) == 0 })
+		testwait.Until(t, 5*time.Second, "loss observed", func() bool { return s.held(t) == 0 })
 
 		// A holder frozen past its trust window is lost at thaw.
 		d, err := c.TryAcquire(ctx, "d", 300*time.Millisecond)
@@ -175,8 +152,8 @@ func TestMetricsFollowTheLeaseLifecycle(t *testing.T) {
 		deadline := time.NewTimer(time.Until(d.Deadline()))
 		<-deadline.C
 		leasetest.Thaw(d)
-		waitDone(t, d.Done(), 5*time.Second, "loss of the thawed holder")
-		eventually(t, 5*time.Second, "loss observed", func() bool { return s.held(t) == 0 })
+		testwait.Done(t, d.Done(), 5*time.Second, "loss of the thawed holder")
+		testwait.Until(t, 5*time.Second, "loss observed", func() bool { return s.held(t) == 0 })
 
 		s.expect(t, "holdfast_lease_lost_total", "cause", map[string]int{"released": 1, "not_held": 1, "parent_done": 1, "expired": 1})
 		s.expect(t, "holdfast_lease_acquire_total", "outcome", map[string]int{"acquired": 4, "held": 1, "error": 1})

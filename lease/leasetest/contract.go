@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -182,7 +183,7 @@ func releaseIsIdempotent(t *testing.T, e *env) {
 	require.NoError(t, l.Err())
 
 	require.NoError(t, l.Release(ctx))
-	waitDone(t, l.Done(), time.Second, "Done after Release")
+	testwait.Done(t, l.Done(), time.Second, "Done after Release")
 	require.NoError(t, l.Release(ctx), "a second Release returns the first one's result")
 	require.ErrorIs(t, l.Err(), lease.ErrLost)
 	require.ErrorIs(t, l.Err(), lease.ErrReleased)
@@ -210,7 +211,7 @@ func keepAliveHoldsPastTTL(t *testing.T, e *env) {
 	l, err := c.TryAcquire(ctx, name, ttl)
 	require.NoError(t, err)
 	held(t, l)
-	eventually(t, limit, "two and a half TTLs pass", func() bool {
+	testwait.Until(t, limit, "two and a half TTLs pass", func() bool {
 		require.NoError(t, l.Err(), "the lease is lost while kept alive")
 		return time.Since(start) > 5*ttl/2
 	})
@@ -232,7 +233,7 @@ func deletedKeyIsLost(t *testing.T, e *env) {
 	b, err := c.TryAcquire(ctx, name, longTTL)
 	require.NoError(t, err, "the key is free for a new acquirer at once")
 	held(t, b)
-	waitDone(t, a.Done(), limit, "loss of the deleted lease")
+	testwait.Done(t, a.Done(), limit, "loss of the deleted lease")
 	require.ErrorIs(t, a.Err(), lease.ErrNotHeld)
 	require.ErrorIs(t, a.Release(ctx), lease.ErrNotHeld)
 	require.NoError(t, b.Err())
@@ -250,12 +251,12 @@ func parentEndLoses(t *testing.T, e *env) {
 	require.NoError(t, err)
 	held(t, l)
 	cancel()
-	waitDone(t, l.Done(), limit, "loss after the parent ended")
+	testwait.Done(t, l.Done(), limit, "loss after the parent ended")
 	require.ErrorIs(t, l.Err(), lease.ErrParentDone)
 	require.ErrorIs(t, l.Err(), context.Canceled, "the parent's cause is joined")
 	// The lease is freed on its behalf, long before its TTL runs out.
 	var l2 *lease.Lease
-	eventually(t, limit, "lease freed", func() bool {
+	testwait.Until(t, limit, "lease freed", func() bool {
 		l2, err = c.TryAcquire(context.Background(), name, longTTL)
 		if err == nil {
 			held(t, l2)
@@ -297,7 +298,7 @@ func waiterIsWokenByRelease(t *testing.T, e *env) {
 		got <- result{l, err}
 	}()
 	// Its second attempt follows its subscription to the release.
-	eventually(t, limit, "waiter subscribed and tried again", func() bool {
+	testwait.Until(t, limit, "waiter subscribed and tried again", func() bool {
 		return obs.get(lease.OutcomeHeld) >= 2
 	})
 	released := time.Now()
@@ -383,7 +384,7 @@ func frozenHolderIsLost(t *testing.T, e *env) {
 	require.NoError(t, err)
 	held(t, a)
 	Freeze(a)
-	eventually(t, limit, "a's trust window passes", func() bool { return time.Now().After(a.Deadline()) })
+	testwait.Until(t, limit, "a's trust window passes", func() bool { return time.Now().After(a.Deadline()) })
 	require.NoError(t, a.Err(), "a frozen holder still believes it holds the lease")
 
 	require.NoError(t, e.Expire(ctx, name))
@@ -393,7 +394,7 @@ func frozenHolderIsLost(t *testing.T, e *env) {
 	require.Greater(t, b.Token(), a.Token())
 
 	Thaw(a)
-	waitDone(t, a.Done(), limit, "loss of the thawed holder")
+	testwait.Done(t, a.Done(), limit, "loss of the thawed holder")
 	require.ErrorIs(t, a.Err(), lease.ErrExpired, "its window passed while frozen")
 	require.ErrorIs(t, a.Release(ctx), lease.ErrNotHeld)
 	require.NoError(t, b.Err())

@@ -123,32 +123,6 @@ func held(t *testing.T, l *lease.Lease) *lease.Lease {
 	return l
 }
 
-// waitDone waits for ch to close, failing the check after limit.
-func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("%s: not within %v", what, limit)
-	}
-}
-
-// eventually polls cond every 5 ms until it holds, failing after limit.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		<-tick.C
-	}
-}
-
 // acquireCounter is a lease.Observer counting attempts by outcome, and
 // passing every measurement on to next, if any.
 type acquireCounter struct {

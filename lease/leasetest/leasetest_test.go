@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
@@ -29,30 +30,6 @@ func release(t *testing.T, l *lease.Lease) {
 	t.Cleanup(func() { _ = l.Release(context.Background()) })
 }
 
-func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("%s: not within %v", what, limit)
-	}
-}
-
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		<-tick.C
-	}
-}
-
 func TestDriveClockExpiresMiniredisKeysWithTheWallClock(t *testing.T) {
 	t.Parallel()
 	c, rdb, mr := newClient(t)
@@ -63,7 +40,7 @@ func TestDriveClockExpiresMiniredisKeysWithTheWallClock(t *testing.T) {
 	release(t, l)
 	leasetest.Freeze(l) // no renewals: only the driven clock can free the key
 	leaseKey, _ := c.Keys("driven")
-	eventually(t, 5*time.Second, "key expired", func() bool {
+	testwait.Until(t, 5*time.Second, "key expired", func() bool {
 		n, err := rdb.Exists(ctx, leaseKey).Result()
 		return err == nil && n == 0
 	})
@@ -105,7 +82,7 @@ func TestForceExpireHandsOverAndWakesAWaiter(t *testing.T) {
 		got <- l
 	}()
 	// Its second attempt follows its subscription to the release.
-	eventually(t, 10*time.Second, "waiter subscribed", func() bool { return obs.n.Load() >= 2 })
+	testwait.Until(t, 10*time.Second, "waiter subscribed", func() bool { return obs.n.Load() >= 2 })
 	require.NoError(t, leasetest.ForceExpire(ctx, rdb, c, "job"))
 	timer := time.NewTimer(10 * time.Second)
 	defer timer.Stop()
@@ -167,7 +144,7 @@ func TestRestartedRedisForgetsTheLeaseButNotTheTokenOrder(t *testing.T) {
 	// The key and the fence counter are gone: another acquirer succeeds
 	// (the first command on a dead pooled connection may fail).
 	var b *lease.Lease
-	eventually(t, 10*time.Second, "acquire after restart", func() bool {
+	testwait.Until(t, 10*time.Second, "acquire after restart", func() bool {
 		b, err = c.TryAcquire(ctx, "job", time.Minute)
 		return err == nil
 	})
@@ -187,7 +164,7 @@ func TestKilledRedisEndsTheLeaseAtItsTrustWindow(t *testing.T) {
 	release(t, l)
 	deadline := l.Deadline()
 	srv.Kill(t)
-	waitDone(t, l.Done(), 5*time.Second, "loss while Redis is down")
+	testwait.Done(t, l.Done(), 5*time.Second, "loss while Redis is down")
 	require.ErrorIs(t, l.Err(), lease.ErrExpired)
 	require.False(t, time.Now().Before(deadline))
 }
