@@ -37,4 +37,5 @@ bench: services
 	cd bench && $(GO) run ./cmd/leasebench
 	cd bench && $(GO) run ./cmd/schedbench
 	cd bench && $(GO) run ./cmd/sinkbench
+	cd bench && $(GO) run ./cmd/quorumbench
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS)

@@ -1,0 +1,96 @@
+package quorum
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+// Defaults for Options.
+const (
+	// DefaultRenewParallelism is how many leases of one renewal batch are
+	// extended at once.
+	DefaultRenewParallelism = 16
+	// DefaultSplitRetries is how many more times one Acquire tries after a
+	// split vote (no owner, us included, took a majority).
+	DefaultSplitRetries = 2
+	// DefaultSplitDelay bounds the random wait before such a retry (5 ms).
+	DefaultSplitDelay = 5 * time.Millisecond
+	// DefaultTokenLead is how far ahead of its clock an acquirer proposes
+	// its token (10 ms).
+	DefaultTokenLead = 10 * time.Millisecond
+)
+
+// Options configure a Backend. The zero value is valid: every field has a
+// default.
+type Options struct {
+	// Prefix starts every key, on every master. Default
+	// lease.DefaultPrefix, so a lease called name lives in the same keys
+	// as with the single-Redis backend: <prefix>{name} and
+	// <prefix>{name}:fence. It must not hold '{' or '}'.
+	Prefix string
+	// RenewParallelism is how many leases of one renewal batch are
+	// extended at once (each extension is one round trip to every master,
+	// in parallel). Default DefaultRenewParallelism (16).
+	RenewParallelism int
+	// SplitRetries is how many more redsync tries one Acquire makes after
+	// a split vote: the masters answered, but no owner holds a majority,
+	// because several acquirers raced and each took a minority. Each retry
+	// waits a random time in [0, SplitDelay) first, so that racers
+	// spread out. Default DefaultSplitRetries (2); -1 disables.
+	SplitRetries int
+	// SplitDelay bounds the random wait before a split-vote retry.
+	// Default DefaultSplitDelay (5 ms).
+	SplitDelay time.Duration
+	// TokenLead is how far ahead of this process's clock (in µs since the
+	// Unix epoch) Acquire proposes the token to every master. A master's
+	// candidate is max(INCR(counter), its TIME in µs, the proposal): when
+	// the proposal is above both on every master of the majority, they all
+	// answer it, their counters are at the token already, and the raise
+	// round trip is left out. When it is not (a clock behind the masters'
+	// by more than the lead, or racing acquirers), the candidates differ
+	// and the raise runs: the lead costs speed, never safety. Tokens run
+	// ahead of the masters' clocks by up to the lead. Default
+	// DefaultTokenLead (10 ms); -1 disables proposals.
+	TokenLead time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Prefix == "" {
+		o.Prefix = lease.DefaultPrefix
+	}
+	if o.RenewParallelism == 0 {
+		o.RenewParallelism = DefaultRenewParallelism
+	}
+	switch o.SplitRetries {
+	case 0:
+		o.SplitRetries = DefaultSplitRetries
+	case -1:
+		o.SplitRetries = 0
+	}
+	if o.SplitDelay == 0 {
+		o.SplitDelay = DefaultSplitDelay
+	}
+	if o.TokenLead == 0 {
+		o.TokenLead = DefaultTokenLead
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case strings.ContainsAny(o.Prefix, "{}"):
+		return fmt.Errorf("%w: Prefix %q must not hold '{' or '}'", ErrInvalidOptions, o.Prefix)
+	case o.RenewParallelism < 0:
+		return fmt.Errorf("%w: RenewParallelism %d is negative", ErrInvalidOptions, o.RenewParallelism)
+	case o.SplitRetries < 0:
+		return fmt.Errorf("%w: SplitRetries %d: want -1 (disabled) or more", ErrInvalidOptions, o.SplitRetries)
+	case o.SplitDelay < 0:
+		return fmt.Errorf("%w: SplitDelay %v is negative", ErrInvalidOptions, o.SplitDelay)
+	case o.TokenLead < -1 || o.TokenLead > time.Hour:
+		return fmt.Errorf("%w: TokenLead %v: want -1 (disabled) or up to an hour", ErrInvalidOptions, o.TokenLead)
+	}
+	return nil
+}

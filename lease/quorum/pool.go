@@ -1,0 +1,189 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+)
+
+// pool is redsync's goredis/v9 pool for one master, with two commands
+// replaced so that the token costs no extra round trip on the way in and
+// the release wakes waiters on the way out:
+//
+//   - SetNX runs scripts/acquire.lua: SET NX PX and, when it succeeded,
+//     this node's token candidate, recorded in the acquireCall that
+//     Backend.Acquire put in the context;
+//   - Eval of the delete script, during Backend.Release, runs
+//     scripts/release.lua: the same compare-and-delete, plus a PUBLISH.
+//
+// Everything else (Extend's touch script, redsync's clean-up after a
+// failed try) goes through redsync's goredis pool unchanged.
+type pool struct {
+	inner redsyncredis.Pool
+	rdb   redis.UniversalClient
+	node  int
+}
+
+func newPool(rdb redis.UniversalClient, node int) *pool {
+	return &pool{inner: goredis.NewPool(rdb), rdb: rdb, node: node}
+}
+
+// Get implements redsync's redis.Pool.
+func (p *pool) Get(ctx context.Context) (redsyncredis.Conn, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := p.inner.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{Conn: c, ctx: ctx, p: p}, nil
+}
+
+type conn struct {
+	redsyncredis.Conn
+	ctx context.Context
+	p   *pool
+}
+
+// callKey is the context key of the operation in progress: an
+// *acquireCall during Acquire, releaseCall during Release.
+type callKey struct{}
+
+// releaseCall marks the context of Backend.Release.
+var releaseCall = new(int)
+
+// SetNX is redsync's lock command, replaced by the acquire script. It
+// runs to the end even when redsync stops waiting for it (WithFailFast
+// cancels the try's context once a majority decided), so that every
+// master that answers holds the key of a successful acquisition, and a
+// lease survives the loss of a master beyond the majority that answered
+// first. A grant that arrives after an acquisition was given up is undone
+// at once.
+func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
+	call, _ := c.ctx.Value(callKey{}).(*acquireCall)
+	ctx := context.WithoutCancel(c.ctx)
+	var proposal int64
+	if call != nil {
+		proposal = call.proposal
+	}
+	res, err := acquireScript.Run(ctx, c.p.rdb, []string{name, name + fenceSuffix}, value, expiry.Milliseconds(), proposal).Slice()
+	var r reply
+	switch {
+	case err != nil:
+		r = reply{state: failed, err: err}
+	case len(res) == 2 && asInt(res[0]) == 1 && asInt(res[1]) > 0:
+		r = reply{state: granted, value: asInt(res[1])}
+	case len(res) == 3 && asInt(res[0]) == 0:
+		holder, _ := res[2].(string)
+		r = reply{state: refused, value: asInt(res[1]), holder: holder}
+	default:
+		err = fmt.Errorf("quorum: unexpected acquire reply %v", res)
+		r = reply{state: failed, err: err}
+	}
+	if call != nil && !call.record(c.p.node, r) {
+		_ = releaseScript.Run(ctx, c.p.rdb, []string{name}, value).Err()
+	}
+	return r.state == granted, err
+}
+
+// Eval runs redsync's scripts, except during Release, where the delete
+// script is replaced by the release script (same replies, plus a PUBLISH),
+// and during Acquire, where redsync's clean-up after a failed try is left
+// to Backend.Acquire: it knows which masters granted, and releases those
+// before it returns or tries again.
+func (c *conn) Eval(script *redsyncredis.Script, keysAndArgs ...any) (any, error) {
+	switch call := c.ctx.Value(callKey{}).(type) {
+	case *int:
+		if call == releaseCall && len(keysAndArgs) == 2 {
+			key, _ := keysAndArgs[0].(string)
+			return releaseScript.Run(c.ctx, c.p.rdb, []string{key}, keysAndArgs[1]).Int64()
+		}
+	case *acquireCall:
+		return int64(0), nil
+	}
+	return c.Conn.Eval(script, keysAndArgs...)
+}
+
+func asInt(v any) int64 {
+	n, _ := v.(int64)
+	return n
+}
+
+// replyState is what one master answered to the acquire script.
+type replyState uint8
+
+const (
+	none    replyState = iota // no answer (yet)
+	granted                   // the key is ours; value is the candidate
+	refused                   // another owner holds it; value is its PTTL in ms
+	failed                    // an error; the key may or may not be ours
+)
+
+type reply struct {
+	state  replyState
+	value  int64
+	holder string
+	err    error
+}
+
+// acquireCall collects the masters' replies during one redsync try, also
+// after redsync returned (WithFailFast makes it return as soon as a
+// majority decided): Backend.Acquire takes a successful try as it stands,
+// and waits a little for the rest before it judges a failed one. A grant
+// that arrives after close is kept when the acquisition goes on, and
+// undone when it was given up.
+type acquireCall struct {
+	proposal  int64 // the token proposed to every master, 0 for none
+	mu        sync.Mutex
+	closed    bool
+	abandoned bool
+	answered  int
+	replies   []reply
+	all       chan struct{} // closed once every master answered
+}
+
+func newAcquireCall(nodes int, proposal int64) *acquireCall {
+	return &acquireCall{proposal: proposal, replies: make([]reply, nodes), all: make(chan struct{})}
+}
+
+// record stores node's reply; false when it is a late grant of an
+// acquisition given up, which the caller must undo.
+func (a *acquireCall) record(node int, r reply) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.answered++; a.answered == len(a.replies) {
+		close(a.all)
+	}
+	if !a.closed {
+		a.replies[node] = r
+		return true
+	}
+	return !(a.abandoned && r.state == granted)
+}
+
+// close stops recording and returns the replies, which are not written
+// again; kept tells whether the acquisition goes on (its late grants are
+// kept) or was given up.
+func (a *acquireCall) close(kept bool) []reply {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	a.abandoned = !kept
+	return a.replies
+}
+
+// abandon gives up an acquisition after close(true), when it is released
+// or found unusable: later grants are undone. A grant whose reply came
+// before is deleted by the release that follows, which reaches the master
+// after it.
+func (a *acquireCall) abandon() {
+	a.mu.Lock()
+	a.abandoned = true
+	a.mu.Unlock()
+}

@@ -1,0 +1,481 @@
+package quorum_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/quorum"
+)
+
+func TestNewRefusesBadMastersAndOptions(t *testing.T) {
+	t.Parallel()
+	clients := make([]redis.UniversalClient, 6)
+	for i := range clients {
+		// Never dialled: New does no I/O. The last has the first's address.
+		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(1+i%5)})
+		t.Cleanup(func() { _ = rdb.Close() })
+		clients[i] = rdb
+	}
+	for _, tc := range []struct {
+		name    string
+		masters []redis.UniversalClient
+	}{
+		{"none", nil},
+		{"one", clients[:1]},
+		{"even", clients[:4]},
+		{"nil", []redis.UniversalClient{clients[0], nil, clients[1]}},
+		{"same client twice", []redis.UniversalClient{clients[0], clients[1], clients[0]}},
+		{"same address twice", []redis.UniversalClient{clients[0], clients[1], clients[5]}},
+	} {
+		_, err := quorum.New(tc.masters, quorum.Options{})
+		require.ErrorIs(t, err, quorum.ErrInvalidMasters, tc.name)
+	}
+	for _, opts := range []quorum.Options{
+		{Prefix: "a{b}:"},
+		{RenewParallelism: -1},
+		{SplitRetries: -2},
+		{SplitDelay: -time.Millisecond},
+		{TokenLead: -2},
+		{TokenLead: 2 * time.Hour},
+	} {
+		_, err := quorum.New(clients[:3], opts)
+		require.ErrorIs(t, err, quorum.ErrInvalidOptions, "%+v", opts)
+	}
+	b, err := quorum.New(clients[:5], quorum.Options{})
+	require.NoError(t, err)
+	require.Equal(t, 5, b.Nodes())
+	require.Equal(t, 3, b.Quorum())
+	leaseKey, fenceKey := b.Keys("job")
+	require.Equal(t, lease.DefaultPrefix+"{job}", leaseKey, "the keys of the single-Redis backend")
+	require.Equal(t, leaseKey+":fence", fenceKey)
+}
+
+func TestAcquireRaisesAMajorityOfCountersToTheToken(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 5)
+	raises := &raiseCounter{}
+	for _, rdb := range m.rdbs {
+		rdb.AddHook(raises)
+	}
+	ctx := context.Background()
+	// Connections and script caches are warm before counting: a first
+	// call can take longer than the proposal's lead.
+	warm := m.backend(t)
+	_, err := warm.Acquire(ctx, "warm-up", "w", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, warm.Release(ctx, "warm-up", "w"))
+	raised := map[string]int64{}
+	for _, tc := range []struct {
+		name string
+		lead time.Duration
+	}{
+		// Every master of the majority answers the proposal: their
+		// counters are at the token already.
+		{"proposal", 0},
+		// Each answers its own TIME: the others are raised.
+		{"no-proposal", -1},
+	} {
+		b := m.backend(t, func(o *quorum.Options) { o.TokenLead = tc.lead })
+		name := "job-" + tc.name
+		leaseKey, fenceKey := b.Keys(name)
+		before := raises.n.Load()
+		for i := range 20 {
+			owner := "owner-" + strconv.Itoa(i)
+			g, err := b.Acquire(ctx, name, owner, time.Minute)
+			require.NoError(t, err)
+			require.True(t, g.Acquired)
+			atToken, holding := 0, 0
+			for _, rdb := range m.rdbs {
+				if c, err := rdb.Get(ctx, fenceKey).Uint64(); err == nil && c >= uint64(g.Token) {
+					atToken++
+				}
+				if v, _ := rdb.Get(ctx, leaseKey).Result(); v == owner {
+					holding++
+				}
+			}
+			require.GreaterOrEqual(t, atToken, b.Quorum(), "%s %d: a majority of counters is at the token", tc.name, i)
+			require.GreaterOrEqual(t, holding, b.Quorum(), "%s %d: a majority holds our key", tc.name, i)
+			require.NoError(t, b.Release(ctx, name, owner))
+			// Release returns once a majority deleted the key; the others
+			// follow.
+			eventually(t, 5*time.Second, "released on every master", func() bool {
+				for _, rdb := range m.rdbs {
+					if v, _ := rdb.Get(ctx, leaseKey).Result(); v == owner {
+						return false
+					}
+				}
+				return true
+			})
+		}
+		raised[tc.name] = raises.n.Load() - before
+	}
+	t.Logf("raise scripts for 20 acquisitions: %v", raised)
+	require.GreaterOrEqual(t, raised["no-proposal"], int64(20), "without proposals, every acquisition raises")
+	// A proposal can fall behind a master's clock when a script runs more
+	// than the lead after it was made (a loaded machine): then that
+	// acquisition raises too.
+	require.Less(t, raised["proposal"], raised["no-proposal"]/2, "proposals leave the raise out")
+}
+
+// raiseCounter counts the raise scripts sent to a master.
+type raiseCounter struct{ n atomic.Int64 }
+
+func (r *raiseCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *raiseCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (r *raiseCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isRaise(cmd) {
+			r.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func TestTokensIncreaseWhateverTheProposals(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 5)
+	ctx := context.Background()
+	// Replicas whose clocks are far apart: one an hour ahead, one
+	// without proposals, one as usual. A proposal never lowers a token.
+	clients := make([]*lease.Client, 3)
+	for i, lead := range []time.Duration{time.Hour, -1, 0} {
+		b := m.backend(t, func(o *quorum.Options) { o.TokenLead = lead })
+		c, err := lease.NewWithBackend(b, lease.Options{})
+		require.NoError(t, err)
+		clients[i] = c
+	}
+	var last fence.Token
+	for i := range 90 {
+		l, err := clients[(i/10)%3].TryAcquire(ctx, "job", time.Minute)
+		require.NoError(t, err, "acquisition %d", i)
+		require.Greater(t, l.Token(), last, "acquisition %d", i)
+		last = l.Token()
+		require.NoError(t, l.Release(ctx))
+	}
+}
+
+func TestTwoKilledMastersStillAcquireWithIncreasingTokens(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 5)
+	c, _ := m.client(t)
+	ctx := context.Background()
+
+	first, err := c.TryAcquire(ctx, "job", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, first.Release(ctx))
+	// A lease held across the kills, renewed every 100 ms.
+	const ttl = 300 * time.Millisecond
+	kept, err := c.TryAcquire(ctx, "kept", ttl)
+	require.NoError(t, err)
+	held(t, kept)
+
+	m.srvs[1].Kill(t)
+	m.srvs[3].Kill(t)
+	last := first.Token()
+	for i := range 100 {
+		start := time.Now()
+		l, err := c.TryAcquire(ctx, "job", time.Minute)
+		require.NoError(t, err, "acquisition %d with 3 of 5 masters", i)
+		require.Less(t, time.Since(start), time.Second)
+		require.Greater(t, l.Token(), last, "acquisition %d: tokens strictly increase", i)
+		last = l.Token()
+		require.NoError(t, l.Release(ctx))
+	}
+	require.NoError(t, kept.Err(), "a lease survives the loss of a minority")
+	require.True(t, time.Until(kept.Deadline()) > 0)
+	require.NoError(t, kept.Release(ctx))
+}
+
+func TestThreeKilledMastersFailPromptlyWithErrNoQuorum(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 5)
+	c, _ := m.client(t)
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	kept, err := c.TryAcquire(ctx, "kept", ttl)
+	require.NoError(t, err)
+	held(t, kept)
+
+	for _, i := range []int{0, 2, 4} {
+		m.srvs[i].Kill(t)
+	}
+	for i := range 10 {
+		start := time.Now()
+		l, err := c.TryAcquire(ctx, "job", time.Minute)
+		took := time.Since(start)
+		require.Nil(t, l)
+		require.ErrorIs(t, err, quorum.ErrNoQuorum, "try %d", i)
+		require.NotErrorIs(t, err, lease.ErrNotAcquired)
+		var nq *quorum.NoQuorumError
+		require.ErrorAs(t, err, &nq)
+		require.Equal(t, "acquire", nq.Op)
+		require.Equal(t, 5, nq.Nodes)
+		require.Equal(t, 3, nq.Quorum)
+		require.Equal(t, 2, nq.Answered)
+		require.Equal(t, 2, nq.Agreed)
+		require.Less(t, took, 500*time.Millisecond, "try %d fails promptly", i)
+	}
+	// The held lease cannot be renewed by a majority: it ends at its
+	// trust window.
+	waitDone(t, kept.Done(), 5*time.Second, "loss without a majority")
+	require.ErrorIs(t, kept.Err(), lease.ErrExpired)
+}
+
+func TestRenewAndReleaseNeedAMajority(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 5)
+	b := m.backend(t)
+	ctx := context.Background()
+	leaseKey, _ := b.Keys("job")
+	acquire := func(owner string) {
+		t.Helper()
+		g, err := b.Acquire(ctx, "job", owner, time.Minute)
+		require.NoError(t, err)
+		require.True(t, g.Acquired)
+		// Acquire returns once a majority granted; the others follow.
+		eventually(t, 5*time.Second, "key on every master", func() bool {
+			for _, rdb := range m.rdbs {
+				if v, _ := rdb.Get(ctx, leaseKey).Result(); v != owner {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	renew := func(owner string) error {
+		return b.Renew(ctx, []lease.Held{{Name: "job", Owner: owner, TTL: time.Minute}})[0]
+	}
+	del := func(nodes ...int) {
+		for _, i := range nodes {
+			require.NoError(t, m.rdbs[i].Del(ctx, leaseKey).Err())
+		}
+	}
+
+	acquire("a")
+	del(0, 1)
+	require.NoError(t, renew("a"), "3 of 5 still ours")
+	del(2)
+	require.ErrorIs(t, renew("a"), lease.ErrNotHeld, "a majority is not ours")
+	require.ErrorIs(t, b.Release(ctx, "job", "a"), lease.ErrNotHeld)
+	require.ErrorIs(t, b.Release(ctx, "job", "a"), lease.ErrNotHeld, "unknown acquisitions are released by owner")
+
+	acquire("b")
+	del(0)
+	m.srvs[3].Kill(t)
+	m.srvs[4].Kill(t)
+	err := renew("b")
+	require.ErrorIs(t, err, quorum.ErrNoQuorum, "2 extended, 1 refused, 2 down: no majority either way")
+	require.NotErrorIs(t, err, lease.ErrNotHeld)
+	var nq *quorum.NoQuorumError
+	require.ErrorAs(t, err, &nq)
+	require.Equal(t, "renew", nq.Op)
+	require.Equal(t, 3, nq.Answered)
+	require.Equal(t, 2, nq.Agreed)
+	err = b.Release(ctx, "job", "b")
+	require.ErrorIs(t, err, quorum.ErrNoQuorum)
+	require.ErrorAs(t, err, &nq)
+	require.Equal(t, "release", nq.Op)
+}
+
+// gate is a go-redis hook that holds every raise script until open.
+type gate struct {
+	open    chan struct{}
+	arrived atomic.Int64
+}
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isRaise(cmd) {
+			g.arrived.Add(1)
+			<-g.open
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// isRaise reports an EVAL or EVALSHA of the raise script: its only key is
+// the fence counter.
+func isRaise(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 4 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+		return false
+	}
+	key, _ := args[3].(string)
+	return args[2] == 1 && strings.HasSuffix(key, ":fence")
+}
+
+func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 5)
+	g := &gate{open: make(chan struct{})}
+	for _, rdb := range m.rdbs {
+		rdb.AddHook(g)
+	}
+	// Without proposals, every acquisition raises.
+	b := m.backend(t, func(o *quorum.Options) { o.TokenLead = -1 })
+	ctx := context.Background()
+	const ttl = 50 * time.Millisecond
+	type result struct {
+		g   lease.Grant
+		err error
+	}
+	got := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		gr, err := b.Acquire(ctx, "job", "slow", ttl)
+		got <- result{gr, err}
+	}()
+	// The lock phase is done and the raise is held until the window has
+	// passed.
+	eventually(t, 5*time.Second, "raise reached", func() bool { return g.arrived.Load() > 0 })
+	eventually(t, 5*time.Second, "trust window passed", func() bool { return time.Since(start) > ttl })
+	close(g.open)
+	r := <-got
+	require.False(t, r.g.Acquired)
+	require.ErrorIs(t, r.err, quorum.ErrSlowAcquire)
+	var slow *quorum.SlowAcquireError
+	require.ErrorAs(t, r.err, &slow)
+	require.Equal(t, ttl-lease.Drift(ttl), slow.Limit)
+	require.GreaterOrEqual(t, slow.Took, slow.Limit)
+	leaseKey, _ := b.Keys("job")
+	eventually(t, 5*time.Second, "keys released", func() bool {
+		for _, rdb := range m.rdbs {
+			if v, _ := rdb.Get(ctx, leaseKey).Result(); v == "slow" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// scriptCounter counts the acquire script's runs on one master.
+type scriptCounter struct{ n atomic.Int64 }
+
+func (s *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (s *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); len(args) > 2 && cmd.Name() == "evalsha" && args[2] == 2 {
+			s.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func TestSplitVoteIsRetriedAndAMajorityHolderIsNot(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 5)
+	counter := &scriptCounter{}
+	m.rdbs[0].AddHook(counter)
+	b := m.backend(t, func(o *quorum.Options) { o.SplitRetries = 2 })
+	ctx := context.Background()
+	leaseKey, _ := b.Keys("job")
+	hold := func(owner string, nodes ...int) {
+		for _, i := range nodes {
+			require.NoError(t, m.rdbs[i].Set(ctx, leaseKey, owner, time.Minute).Err())
+		}
+	}
+
+	// x and y hold two masters each: nobody has a majority.
+	hold("x", 1, 2)
+	hold("y", 3, 4)
+	g, err := b.Acquire(ctx, "job", "z", time.Minute)
+	require.NoError(t, err)
+	require.False(t, g.Acquired)
+	require.Greater(t, g.Remaining, 50*time.Second)
+	// One try and two retries, unless a master answered later than
+	// StragglerWait: then that try's split cannot be told from a majority
+	// holder (TestSplitVote), and there is no further retry.
+	// Released before Acquire returned, or, when master 0 answered after
+	// StragglerWait, as soon as its late grant came in.
+	eventually(t, 5*time.Second, "the minority taken released", func() bool {
+		v, _ := m.rdbs[0].Get(ctx, leaseKey).Result()
+		return v == ""
+	})
+	tries := counter.n.Load()
+	require.True(t, tries >= 1 && tries <= 3, "tries: %d", tries)
+
+	// x holds a majority: one try.
+	hold("x", 3)
+	g, err = b.Acquire(ctx, "job", "z", time.Minute)
+	require.NoError(t, err)
+	require.False(t, g.Acquired)
+	eventually(t, 5*time.Second, "the minority taken released", func() bool {
+		v, _ := m.rdbs[0].Get(ctx, leaseKey).Result()
+		return v == ""
+	})
+	require.Equal(t, tries+1, counter.n.Load(), "a majority holder: one try")
+}
+
+// heldCounter is a lease.Observer counting refused attempts.
+type heldCounter struct{ n atomic.Int64 }
+
+func (o *heldCounter) ObserveAcquire(_ string, outcome lease.AcquireOutcome, _ time.Duration) {
+	if outcome == lease.OutcomeHeld {
+		o.n.Add(1)
+	}
+}
+func (o *heldCounter) ObserveRenew(string, error, time.Duration) {}
+func (o *heldCounter) ObserveLoss(string, error)                 {}
+
+func TestWaiterIsWokenByAQuorumRelease(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 5)
+	c, _ := m.client(t)
+	ctx := context.Background()
+	holder, err := c.TryAcquire(ctx, "job", time.Minute)
+	require.NoError(t, err)
+	held(t, holder)
+	// One master is down: the waiter subscribes on the other four.
+	m.srvs[2].Kill(t)
+	obs := &heldCounter{}
+	waiter, _ := m.client(t, func(o *lease.Options) {
+		o.RetryMin, o.RetryMax = time.Minute, time.Minute
+		o.Observer = obs
+	})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got := make(chan *lease.Lease, 1)
+	go func() {
+		l, _ := waiter.Acquire(wctx, "job", time.Minute)
+		got <- l
+	}()
+	// Its second attempt follows its subscription; the next one is a
+	// minute away, so only the release can wake it in time.
+	eventually(t, 10*time.Second, "waiter subscribed", func() bool { return obs.n.Load() >= 2 })
+	released := time.Now()
+	require.NoError(t, holder.Release(ctx))
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case l := <-got:
+		require.NotNil(t, l)
+		held(t, l)
+		require.Greater(t, l.Token(), holder.Token())
+		require.Less(t, time.Since(released), 10*time.Second)
+	case <-timer.C:
+		cancel()
+		<-got
+		t.Fatal("waiter not woken by the release")
+	}
+}

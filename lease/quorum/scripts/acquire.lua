@@ -1,0 +1,38 @@
+-- acquire.lua: on one node, take the lease key if it is free and issue this
+-- node's token candidate, in one round trip. It replaces redsync's SET NX.
+--
+-- KEYS[1]  lease key          <prefix>{<name>}         (value: owner)
+-- KEYS[2]  fence counter key  <prefix>{<name>}:fence   (value: last candidate or raised token)
+-- ARGV[1]  owner (random per acquisition)
+-- ARGV[2]  TTL in milliseconds
+-- ARGV[3]  the acquirer's proposal, decimal (< 2^53), "0" for none
+--
+-- Returns {1, candidate} when the key was taken, {0, pttl, holder} when it
+-- is held (pttl: the holder's remaining TTL in ms; holder: its owner).
+--
+-- The candidate is max(INCR(counter), server TIME in microseconds,
+-- proposal), stored back in the counter: greater than everything this node
+-- issued or was raised to before, and, after the counter was lost (restart
+-- without persistence, FLUSHALL, eviction), greater than every token issued
+-- before the loss as long as clocks did not step back past it. The proposal
+-- (the acquirer's clock plus a lead) lets every master of a majority answer
+-- the same value, which then needs no raise. Values stay below 2^53, so Lua
+-- numbers hold them exactly; the microsecond value is built as a string, so
+-- no float formatting is involved.
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local candidate = redis.call('INCR', KEYS[2])
+  local text = nil -- the candidate as a string, when it is not the INCR
+  local now = redis.call('TIME')
+  local micros = now[1] .. string.format('%06d', tonumber(now[2]))
+  if tonumber(micros) > candidate then
+    candidate, text = tonumber(micros), micros
+  end
+  if tonumber(ARGV[3]) > candidate then
+    candidate, text = tonumber(ARGV[3]), ARGV[3]
+  end
+  if text then
+    redis.call('SET', KEYS[2], text)
+  end
+  return {1, candidate}
+end
+return {0, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1]) or ''}
