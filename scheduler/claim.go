@@ -32,6 +32,9 @@ type step struct {
 func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, scheduled bool) {
 	job := u.job
 	l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, job.LeaseTTL)
+	if errors.Is(err, lease.ErrNotAcquired) && scheduled && job.Overlap == OverlapCancelOther {
+		l, err = s.replaceHolder(claimCtx, runCtx, u, fire)
+	}
 	if err != nil {
 		reason, level := "error", slog.LevelWarn
 		if errors.Is(err, lease.ErrNotAcquired) {
@@ -167,6 +170,9 @@ func (s *Scheduler) plan(ctx context.Context, u *unit, fire cron.Fire, scheduled
 		}
 		var missed, overlapped []cron.Fire
 		for _, g := range job.schedule.Between(from, now, 1<<16) {
+			if !job.EndAt.IsZero() && !g.At.Before(job.EndAt) {
+				break // the job has no slots from EndAt on
+			}
 			switch {
 			case cs.handled[g.At] || (scheduled && g.At.Equal(fire.At)):
 			case !g.At.After(cs.seen):
@@ -181,7 +187,7 @@ func (s *Scheduler) plan(ctx context.Context, u *unit, fire cron.Fire, scheduled
 			add(stp)
 		}
 		for i, g := range overlapped {
-			if job.Overlap == OverlapBufferOne && i == len(overlapped)-1 {
+			if job.Overlap != OverlapForbid && i == len(overlapped)-1 {
 				add(step{fire: g})
 				continue
 			}
@@ -262,21 +268,28 @@ func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) (ra
 	s.log.LogAttrs(ctx, slog.LevelInfo, "job_claimed", slog.String("job", job.Name), slog.String("partition", u.partition),
 		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(fen.Token)), slog.Duration("lag", lag))
 
-	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	runCtx, replace := context.WithCancelCause(ctx)
+	cancel := context.CancelFunc(func() {})
 	if job.Timeout > 0 {
-		runCtx, cancel = context.WithTimeoutCause(ctx, job.Timeout, errTimeout)
+		runCtx, cancel = context.WithTimeoutCause(runCtx, job.Timeout, errTimeout)
 	}
-	stopBeat := s.heartbeat(runCtx, slot, fen, n, job.LeaseTTL)
+	stopBeat := s.heartbeat(runCtx, slot, fen, n, job, replace)
 	started := time.Now()
 	runErr := runJob(runCtx, job.Run, run)
 	stopBeat()
 	timedOut := errors.Is(context.Cause(runCtx), errTimeout)
+	replaced := errors.Is(context.Cause(runCtx), ErrReplaced)
 	cancel()
+	replace(nil)
 
 	o := Outcome{Status: StatusSucceeded}
 	if runErr != nil {
 		o = Outcome{Status: StatusFailed, Error: runErr.Error(), Class: classify(ctx, runErr, timedOut)}
-		if o.Class != ClassPermanent && n < job.MaxAttempts {
+		if replaced {
+			// OverlapCancelOther: a newer slot replaced this run; it is
+			// not retried.
+			o.Class, o.Error = ClassInterrupted, ErrReplaced.Error()+": "+runErr.Error()
+		} else if o.Class != ClassPermanent && n < job.MaxAttempts {
 			// Whole milliseconds, rounded up: every store keeps them exactly, so
 			// no claim reads a retry time earlier than the one decided here.
 			o.RetryAt = time.Now().Add(retryDelay(job, n)).Truncate(time.Millisecond).Add(time.Millisecond)
@@ -328,13 +341,20 @@ func retryDelay(job *registered, attempt int) time.Duration {
 	return d - d/5 + jitter
 }
 
-// heartbeat records the attempt alive every LeaseTTL/3 until the returned
-// function is called (which waits for it).
-func (s *Scheduler) heartbeat(ctx context.Context, slot Slot, f Fence, attempt int, ttl time.Duration) (stop func()) {
+// heartbeat records the attempt alive every LeaseTTL/3 (every second at
+// most, under OverlapCancelOther, so a replacement is noticed quickly)
+// until the returned function is called, which waits for it. Under
+// OverlapCancelOther a heartbeat that finds a cancel request cancels the
+// run with ErrReplaced.
+func (s *Scheduler) heartbeat(ctx context.Context, slot Slot, f Fence, attempt int, job *registered, replace context.CancelCauseFunc) (stop func()) {
+	every := job.LeaseTTL / 3
+	if job.Overlap == OverlapCancelOther {
+		every = min(every, time.Second)
+	}
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(ttl / 3)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
@@ -343,7 +363,15 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot Slot, f Fence, attempt i
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				if err := s.cfg.Ledger.Heartbeat(ctx, slot, f, attempt, time.Now()); err != nil && ctx.Err() == nil {
+				err := s.cfg.Ledger.Heartbeat(ctx, slot, f, attempt, time.Now())
+				switch {
+				case errors.Is(err, ErrCancelRequested):
+					if job.Overlap == OverlapCancelOther {
+						s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_replaced", slog.String("job", slot.Job),
+							slog.String("partition", slot.Partition), slog.Time("slot", slot.At))
+						replace(ErrReplaced)
+					}
+				case err != nil && ctx.Err() == nil:
 					s.ledgerRefused(ctx, slot, "heartbeat", err)
 				}
 			}
@@ -378,5 +406,40 @@ func (s *Scheduler) ledgerRefused(ctx context.Context, slot Slot, step string, e
 		s.log.LogAttrs(ctx, slog.LevelWarn, "stale_token_rejected", attrs...)
 	default:
 		s.log.LogAttrs(ctx, slog.LevelError, "ledger_error", attrs...)
+	}
+}
+
+// replaceHolder, under OverlapCancelOther, asks the holder of u's lease to
+// cancel its run (through the ledger, seen at its next heartbeat) and
+// waits for the lease, at most LeaseTTL (a dead holder's lease expires
+// by then).
+func (s *Scheduler) replaceHolder(claimCtx, runCtx context.Context, u *unit, fire cron.Fire) (*lease.Lease, error) {
+	c, ok := s.cfg.Ledger.(Canceler)
+	if !ok {
+		return nil, fmt.Errorf("%w: the ledger cannot cancel runs", ErrInvalidJob)
+	}
+	if err := c.RequestCancel(claimCtx, u.job.Name, u.partition, time.Now()); err != nil {
+		return nil, err
+	}
+	s.log.LogAttrs(claimCtx, slog.LevelInfo, "job_replace_requested", slog.String("job", u.job.Name),
+		slog.String("partition", u.partition), slog.Time("slot", fire.At))
+	// Poll rather than lease.Client.Acquire: its ctx would become the
+	// lease's parent, and the lease must live for the run, not the wait.
+	deadline := time.Now().Add(u.job.LeaseTTL + time.Second)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, u.job.LeaseTTL)
+		var held *lease.NotAcquiredError
+		if !errors.As(err, &held) || time.Now().After(deadline) {
+			return l, err
+		}
+		timer.Reset(min(max(held.RemainingTTL, 10*time.Millisecond), 100*time.Millisecond))
+		select {
+		case <-claimCtx.Done():
+			return nil, claimCtx.Err()
+		case <-timer.C:
+		}
 	}
 }

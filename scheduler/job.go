@@ -73,7 +73,19 @@ const (
 	// OverlapBufferOne runs the latest of them after the current run and
 	// skips the others.
 	OverlapBufferOne
+	// OverlapCancelOther (Kubernetes' Replace) cancels the running
+	// attempt, on whichever replica it runs, and runs the new slot: the
+	// claimer records a cancel request in the ledger, the holder sees it
+	// at its next heartbeat (every second at most) and its run's ctx ends
+	// with cause ErrReplaced; the attempt is recorded failed, class
+	// interrupted, and not retried. Needs a ledger that implements
+	// Canceler (RedisLedger does).
+	OverlapCancelOther
 )
+
+// ErrReplaced is the context cause of a run canceled by a newer slot under
+// OverlapCancelOther.
+var ErrReplaced = errors.New("scheduler: run replaced by a newer slot (OverlapCancelOther)")
 
 // MissedPolicy says what happens to slots that came due while no replica
 // could run them (all down, Redis unreachable), found by gap detection
@@ -194,7 +206,7 @@ func (j Job) validate() error {
 	case !j.EndAt.IsZero() && !j.EndAt.After(j.StartAt):
 		return fmt.Errorf("%w: %q: EndAt %s is not after StartAt %s", ErrInvalidJob, j.Name,
 			j.EndAt.UTC().Format(time.RFC3339Nano), j.StartAt.UTC().Format(time.RFC3339Nano))
-	case j.Overlap < OverlapForbid || j.Overlap > OverlapBufferOne:
+	case j.Overlap < OverlapForbid || j.Overlap > OverlapCancelOther:
 		return fmt.Errorf("%w: %q: unknown overlap policy %d", ErrInvalidJob, j.Name, j.Overlap)
 	case j.Missed < MissedCatchUp || j.Missed > MissedManual:
 		return fmt.Errorf("%w: %q: unknown missed-slot policy %d", ErrInvalidJob, j.Name, j.Missed)

@@ -52,7 +52,19 @@ var (
 	// ErrSlotRunning is returned by Ledger.Request for a slot that is
 	// running: retry it after it ends.
 	ErrSlotRunning = errors.New("scheduler: slot is running")
+	// ErrCancelRequested is returned by Heartbeat (after recording it)
+	// when a Canceler's RequestCancel came after the attempt began.
+	ErrCancelRequested = errors.New("scheduler: cancel of the running attempt requested")
 )
+
+// Canceler is an optional Ledger interface, needed by OverlapCancelOther:
+// RequestCancel asks the running attempt of (job, partition) to stop; the
+// holder learns it from Heartbeat, which returns ErrCancelRequested for an
+// attempt begun before the request. Not fenced: the caller does not hold
+// the lease.
+type Canceler interface {
+	RequestCancel(ctx context.Context, job, partition string, now time.Time) error
+}
 
 // Fence is the job lease's token and owner, presented with every ledger
 // transition.

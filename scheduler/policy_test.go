@@ -633,3 +633,62 @@ func TestHeartbeatRecordsALongRunAlive(t *testing.T) {
 		require.False(t, a.Finished.Before(a.Heartbeat))
 	})
 }
+
+func TestOverlapCancelOtherReplacesTheRunningSlot(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		startAt, endAt, slots := window(2)
+		causes := make(chan error, 1)
+		var log runLog
+		job := Job{
+			Name: "replaced", Spec: everySecond, StartAt: startAt, EndAt: endAt,
+			Overlap: OverlapCancelOther, LeaseTTL: 3 * time.Second,
+			Run: func(ctx context.Context, run Run) error {
+				defer log.begin(run)()
+				if !run.At.Equal(slots[0]) {
+					return nil
+				}
+				timer := time.NewTimer(15 * time.Second)
+				defer timer.Stop()
+				select {
+				case <-ctx.Done(): // until a newer slot replaces it
+					causes <- context.Cause(ctx)
+					return ctx.Err()
+				case <-timer.C:
+					return errors.New("never replaced")
+				}
+			},
+		}
+		a := s.started(t, job)
+		b := s.started(t, job)
+		eventually(t, 20*time.Second, "slots[1] ran after replacing slots[0]", func() bool {
+			return s.status("replaced", "", slots[1]) == StatusSucceeded && s.status("replaced", "", slots[0]) == StatusFailed
+		})
+		require.NoError(t, a.Stop(context.Background()))
+		require.NoError(t, b.Stop(context.Background()))
+
+		require.ErrorIs(t, <-causes, ErrReplaced)
+		rec := s.record(t, "replaced", "", slots[0])
+		at, _ := rec.Latest()
+		require.Equal(t, 1, rec.Attempt, "a replaced run is not retried")
+		require.Equal(t, ClassInterrupted, at.Class)
+		require.Contains(t, at.Error, "replaced by a newer slot")
+		require.True(t, rec.RetryAt.IsZero())
+		require.Equal(t, []time.Time{slots[0], slots[1]}, log.slots(), "each slot began once")
+		require.Equal(t, 1, s.record(t, "replaced", "", slots[1]).Attempt)
+	})
+}
+
+// noCancel hides RedisLedger's Canceler: a ledger that cannot cancel runs.
+type noCancel struct{ Ledger }
+
+func TestOverlapCancelOtherNeedsACanceler(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ledger, err := NewRedisLedger(s.rdb, s.ledgerPrefix)
+		require.NoError(t, err)
+		sched := s.replica(t, func(c *Config) { c.Ledger = noCancel{ledger} })
+		err = sched.Register(Job{Name: "x", Spec: everySecond, Overlap: OverlapCancelOther, Run: func(context.Context, Run) error { return nil }})
+		require.ErrorIs(t, err, ErrInvalidJob)
+	})
+}

@@ -164,16 +164,30 @@ func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts in
 // Heartbeat implements Ledger.
 func (l *RedisLedger) Heartbeat(ctx context.Context, s Slot, f Fence, attempt int, now time.Time) error {
 	k := l.keys(s.Job, s.Partition)
-	res, err := heartbeatScript.Run(ctx, l.rdb, []string{k.fence, k.run(s.At)},
+	res, err := heartbeatScript.Run(ctx, l.rdb, []string{k.fence, k.run(s.At), k.base + "cancel"},
 		f.Token.String(), f.Owner, attempt, millis(now)).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("scheduler: ledger heartbeat %s: %w", s.Key(), err)
 	}
-	if res[0] != 1 {
-		return staleLedger(s, f, res[1])
+	switch res[0] {
+	case 1:
+		return nil
+	case 2:
+		return ErrCancelRequested
+	}
+	return staleLedger(s, f, res[1])
+}
+
+// RequestCancel implements Canceler.
+func (l *RedisLedger) RequestCancel(ctx context.Context, job, partition string, now time.Time) error {
+	k := l.keys(job, partition)
+	if err := l.rdb.Set(ctx, k.base+"cancel", millis(now), 24*time.Hour).Err(); err != nil {
+		return fmt.Errorf("scheduler: ledger cancel %s: %w", job, err)
 	}
 	return nil
 }
+
+var _ Canceler = (*RedisLedger)(nil)
 
 // Finish implements Ledger.
 func (l *RedisLedger) Finish(ctx context.Context, s Slot, f Fence, attempt int, o Outcome, now time.Time) error {

@@ -119,6 +119,9 @@ func (s *Scheduler) Register(job Job) error {
 		return err
 	}
 	job = job.withDefaults()
+	if _, ok := s.cfg.Ledger.(Canceler); job.Overlap == OverlapCancelOther && !ok {
+		return fmt.Errorf("%w: %q: OverlapCancelOther needs a ledger that implements Canceler", ErrInvalidJob, job.Name)
+	}
 	sched, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone, Gap: job.Gap, Overlap: job.DSTOverlap})
 	if err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrInvalidJob, job.Name, err)
