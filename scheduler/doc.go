@@ -115,8 +115,13 @@
 //     is longer than the interval, or a retry runs into the next slot) follow
 //     Job.Overlap. OverlapForbid (default) records them skipped with reason
 //     "overlap" and never runs them; OverlapBufferOne runs the latest of
-//     them after the current run and skips the others. Runs of one unit
-//     never overlap in time;
+//     them after the current run and skips the others; OverlapCancelOther
+//     (Kubernetes' Replace) cancels the running attempt on whichever
+//     replica runs it (a cancel request in the ledger, seen at the
+//     holder's next heartbeat, every second at most; the run's ctx ends
+//     with cause ErrReplaced, the attempt is recorded failed and not
+//     retried) and runs the new slot. Runs of one unit never overlap in
+//     time: there is no "allow" policy;
 //   - slots that came due while no replica could run them (all down, Redis
 //     unreachable, the job paused) follow Job.Missed, found when a replica
 //     next claims. MissedCatchUp (default) runs them oldest first, at most
