@@ -33,8 +33,8 @@ type Lease struct {
 	frozen     bool        // by leasetest.Freeze: no renewals, no expiry
 	stopParent func() bool // unregisters the parent-context watch
 
-	releaseMu  sync.Mutex // serialises releaseKey
-	released   bool       // the release has an answer from the backend
+	releaseSem chan struct{} // one slot: serialises releaseKey, honouring ctx
+	released   bool          // the release has an answer from the backend
 	releaseErr error
 
 	lost LostError // the cause of the loss, set once by end
@@ -52,10 +52,11 @@ func newLease(parent context.Context, c *Client, name, owner string, token fence
 	ctx, cancel := context.WithCancelCause(base)
 	l := &Lease{
 		c: c, name: name, owner: owner, token: token, ttl: ttl,
-		ctx:       fence.WithToken(ctx, token, owner),
-		cancel:    cancel,
-		deadline:  start.Add(ttl - Drift(ttl)),
-		nextRenew: start.Add(RenewInterval(ttl)),
+		ctx:        fence.WithToken(ctx, token, owner),
+		cancel:     cancel,
+		deadline:   start.Add(ttl - Drift(ttl)),
+		nextRenew:  start.Add(RenewInterval(ttl)),
+		releaseSem: make(chan struct{}, 1),
 	}
 	l.mu.Lock()
 	l.expiry = time.AfterFunc(time.Until(l.deadline), func() { l.end(ErrExpired) })
@@ -241,8 +242,12 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // releaseKey runs the compare-and-delete once.
 func (l *Lease) releaseKey(ctx context.Context) error {
-	l.releaseMu.Lock()
-	defer l.releaseMu.Unlock()
+	select {
+	case l.releaseSem <- struct{}{}:
+	case <-ctx.Done():
+		return joinCtx(ctx, fmt.Errorf("lease %q: release: another release is in flight", l.name))
+	}
+	defer func() { <-l.releaseSem }()
 	if l.released {
 		return l.releaseErr
 	}

@@ -31,6 +31,16 @@ type step struct {
 // Other replicas skip: the holder does their slot too.
 func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, scheduled bool) {
 	job := u.job
+	// seen is the latest fire whose claim started before this one: a
+	// never-begun slot at or before it was missed. Fires between it and
+	// this one were deferred while the unit was busy here: they are due,
+	// not missed.
+	s.mu.Lock()
+	seen := u.seen
+	if scheduled && fire.At.After(u.seen) {
+		u.seen = fire.At
+	}
+	s.mu.Unlock()
 	l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, job.LeaseTTL)
 	if errors.Is(err, lease.ErrNotAcquired) && scheduled && job.Overlap == OverlapCancelOther {
 		l, err = s.replaceHolder(claimCtx, runCtx, u, fire)
@@ -47,12 +57,7 @@ func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.F
 	}
 	defer func() { _ = l.Release(context.WithoutCancel(runCtx)) }()
 	f := Fence{Token: l.Token(), Owner: l.Owner()}
-	s.mu.Lock()
-	cs := claimState{handled: map[time.Time]bool{}, seen: u.seen}
-	s.mu.Unlock()
-	if scheduled && fire.At.After(cs.seen) {
-		cs.seen = fire.At
-	}
+	cs := claimState{handled: map[time.Time]bool{}, seen: seen}
 	if cs.seen.IsZero() { // a claim outside the dispatcher
 		cs.seen = time.Now()
 	}
@@ -418,7 +423,7 @@ func (s *Scheduler) replaceHolder(claimCtx, runCtx context.Context, u *unit, fir
 	if !ok {
 		return nil, fmt.Errorf("%w: the ledger cannot cancel runs", ErrInvalidJob)
 	}
-	if err := c.RequestCancel(claimCtx, u.job.Name, u.partition, time.Now()); err != nil {
+	if err := c.RequestCancel(claimCtx, u.job.Name, u.partition, fire.At); err != nil {
 		return nil, err
 	}
 	s.log.LogAttrs(claimCtx, slog.LevelInfo, "job_replace_requested", slog.String("job", u.job.Name),

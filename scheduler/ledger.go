@@ -53,17 +53,19 @@ var (
 	// running: retry it after it ends.
 	ErrSlotRunning = errors.New("scheduler: slot is running")
 	// ErrCancelRequested is returned by Heartbeat (after recording it)
-	// when a Canceler's RequestCancel came after the attempt began.
+	// when a Canceler's RequestCancel named a later slot.
 	ErrCancelRequested = errors.New("scheduler: cancel of the running attempt requested")
 )
 
 // Canceler is an optional Ledger interface, needed by OverlapCancelOther:
-// RequestCancel asks the running attempt of (job, partition) to stop; the
-// holder learns it from Heartbeat, which returns ErrCancelRequested for an
-// attempt begun before the request. Not fenced: the caller does not hold
-// the lease.
+// RequestCancel asks the running attempt of (job, partition) to stop
+// because slot replaces it; the holder learns it from Heartbeat, which
+// returns ErrCancelRequested for an attempt of a slot earlier than the
+// latest one asked for (never for slot itself: a replica that lost the
+// race for the same slot cancels nothing). Not fenced: the caller does not
+// hold the lease.
 type Canceler interface {
-	RequestCancel(ctx context.Context, job, partition string, now time.Time) error
+	RequestCancel(ctx context.Context, job, partition string, slot time.Time) error
 }
 
 // Fence is the job lease's token and owner, presented with every ledger

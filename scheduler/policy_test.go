@@ -692,3 +692,49 @@ func TestOverlapCancelOtherNeedsACanceler(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidJob)
 	})
 }
+
+// Under OverlapCancelOther, the replica that loses the race for a slot
+// must not cancel the winner's run of that same slot.
+func TestOverlapCancelOtherNeverCancelsTheSameSlot(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		startAt, endAt, slots := window(1)
+		job := Job{
+			Name: "alone", Spec: everySecond, StartAt: startAt, EndAt: endAt,
+			Overlap: OverlapCancelOther, LeaseTTL: 3 * time.Second,
+			Run: func(ctx context.Context, run Run) error {
+				timer := time.NewTimer(2500 * time.Millisecond) // past two heartbeats
+				defer timer.Stop()
+				select {
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				case <-timer.C:
+					return nil
+				}
+			},
+		}
+		a := s.started(t, job)
+		b := s.started(t, job)
+		eventually(t, 15*time.Second, "the slot finished", func() bool {
+			st := s.status("alone", "", slots[0])
+			return st == StatusSucceeded || st == StatusFailed
+		})
+		require.NoError(t, a.Stop(context.Background()))
+		require.NoError(t, b.Stop(context.Background()))
+		rec := s.record(t, "alone", "", slots[0])
+		require.Equal(t, StatusSucceeded, rec.Status, "%+v", rec.Attempts)
+		require.Equal(t, 1, rec.Attempt)
+
+		// At the ledger: a request for the running slot itself cancels
+		// nothing; one for a later slot does.
+		ctx := context.Background()
+		slot := Slot{Job: "ledger-cancel", At: slots[0]}
+		f := Fence{Token: 1_700_000_000_000_001, Owner: "holder"}
+		n, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
+		require.NoError(t, err)
+		require.NoError(t, s.ledger.RequestCancel(ctx, "ledger-cancel", "", slots[0]))
+		require.NoError(t, s.ledger.Heartbeat(ctx, slot, f, n, time.Now()))
+		require.NoError(t, s.ledger.RequestCancel(ctx, "ledger-cancel", "", slots[0].Add(time.Second)))
+		require.ErrorIs(t, s.ledger.Heartbeat(ctx, slot, f, n, time.Now()), ErrCancelRequested)
+	})
+}

@@ -32,12 +32,15 @@ var (
 	skipSrc string
 	//go:embed scripts/request.lua
 	requestSrc string
+	//go:embed scripts/cancel.lua
+	cancelSrc string
 
 	beginScript     = redis.NewScript(fencePrelude + beginSrc)
 	heartbeatScript = redis.NewScript(fencePrelude + heartbeatSrc)
 	finishScript    = redis.NewScript(fencePrelude + finishSrc)
 	skipScript      = redis.NewScript(fencePrelude + skipSrc)
 	requestScript   = redis.NewScript(requestSrc)
+	cancelScript    = redis.NewScript(cancelSrc)
 )
 
 // RedisLedger is the default Ledger. The records of one (job, partition)
@@ -165,7 +168,7 @@ func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts in
 func (l *RedisLedger) Heartbeat(ctx context.Context, s Slot, f Fence, attempt int, now time.Time) error {
 	k := l.keys(s.Job, s.Partition)
 	res, err := heartbeatScript.Run(ctx, l.rdb, []string{k.fence, k.run(s.At), k.base + "cancel"},
-		f.Token.String(), f.Owner, attempt, millis(now)).Int64Slice()
+		f.Token.String(), f.Owner, attempt, millis(now), unix(s.At)).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("scheduler: ledger heartbeat %s: %w", s.Key(), err)
 	}
@@ -179,9 +182,9 @@ func (l *RedisLedger) Heartbeat(ctx context.Context, s Slot, f Fence, attempt in
 }
 
 // RequestCancel implements Canceler.
-func (l *RedisLedger) RequestCancel(ctx context.Context, job, partition string, now time.Time) error {
+func (l *RedisLedger) RequestCancel(ctx context.Context, job, partition string, slot time.Time) error {
 	k := l.keys(job, partition)
-	if err := l.rdb.Set(ctx, k.base+"cancel", millis(now), 24*time.Hour).Err(); err != nil {
+	if err := cancelScript.Run(ctx, l.rdb, []string{k.base + "cancel"}, unix(slot)).Err(); err != nil {
 		return fmt.Errorf("scheduler: ledger cancel %s: %w", job, err)
 	}
 	return nil

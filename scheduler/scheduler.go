@@ -70,7 +70,7 @@ type unit struct {
 	partition string
 	lease     string
 
-	// seen is the latest scheduled fire the dispatcher handed out (Start's
+	// seen is the latest scheduled fire whose claim started (Start's
 	// time before the first), guarded by Scheduler.mu: a slot at or before
 	// it that nobody began when a claim starts was missed.
 	seen time.Time
@@ -283,9 +283,6 @@ func (s *Scheduler) dispatch(claimCtx, runCtx context.Context) {
 			e := heap.Pop(&s.queue).(*entry)
 			due = append(due, e)
 			if e.scheduled {
-				if e.fire.At.After(e.u.seen) {
-					e.u.seen = e.fire.At
-				}
 				if f, ok := s.next(e.u.job, e.fire.At); ok {
 					heap.Push(&s.queue, &entry{at: f.At, u: e.u, fire: f, scheduled: true})
 				}

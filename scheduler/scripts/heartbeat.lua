@@ -1,10 +1,11 @@
 -- heartbeat.lua: fenced heartbeat of a running attempt.
 --
--- KEYS[1] fence hash  KEYS[2] run hash  KEYS[3] cancel request (unix ms)
+-- KEYS[1] fence hash  KEYS[2] run hash  KEYS[3] cancel request (a slot, unix s)
 -- ARGV[1] token  ARGV[2] owner  ARGV[3] attempt  ARGV[4] now (unix ms)
+-- ARGV[5] this slot (unix s)
 --
--- Returns {1, 0} recorded; {2, 0} recorded, and a cancel was requested
--- after the attempt began; {-1, current} stale or not this attempt's.
+-- Returns {1, 0} recorded; {2, 0} recorded, and a later slot asked to
+-- replace this one; {-1, current} stale or not this attempt's.
 local ok, cur = raise(KEYS[1], ARGV[1], ARGV[2])
 if not ok then return {-1, cur} end
 local run = KEYS[2]
@@ -13,8 +14,7 @@ if redis.call('HGET', run, 'status') ~= 'running' or redis.call('HGET', run, 'ow
   return {-1, cur}
 end
 redis.call('HSET', run, 'heartbeat', ARGV[4], 'a' .. ARGV[3] .. '.hb', ARGV[4])
-local cancel = tonumber(redis.call('GET', KEYS[3]) or '0')
-if cancel > 0 and cancel >= tonumber(redis.call('HGET', run, 'a' .. ARGV[3] .. '.started') or '0') then
+if tonumber(redis.call('GET', KEYS[3]) or '0') > tonumber(ARGV[5]) then
   return {2, 0}
 end
 return {1, 0}
