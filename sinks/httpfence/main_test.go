@@ -2,19 +2,13 @@ package httpfence_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
@@ -26,69 +20,21 @@ import (
 // Redis (REDIS_URL), plus miniredis and the in-memory stores. An unreachable
 // service fails the tests that need it unless HOLDFAST_SKIP_INTEGRATION=1.
 
-// shared is the package's one pool, closed by TestMain before the leak check.
-var shared struct {
-	once sync.Once
-	pool *pgxpool.Pool
-	err  error
-}
+// shared is the package's one pool; small, because the database is shared
+// with other packages' tests and requests beyond it queue.
+var shared = pgtest.Shared{MaxConns: 16}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.pool != nil {
-		shared.pool.Close() // stops the pool's health-check goroutine
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m, &shared) }
 
-// testPool returns the shared pool, failing the test when PostgreSQL is
-// unreachable (skipping it with HOLDFAST_SKIP_INTEGRATION=1). The pool is
-// small: the database is shared with other packages' tests, and requests
-// beyond it queue, which the race tests tolerate.
 func testPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	if os.Getenv("HOLDFAST_SKIP_INTEGRATION") == "1" {
-		t.Skip("HOLDFAST_SKIP_INTEGRATION=1")
-	}
-	shared.once.Do(func() {
-		cfg, err := pgxpool.ParseConfig(pgtest.URL())
-		if err != nil {
-			shared.err = err
-			return
-		}
-		cfg.MaxConns = 16
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if shared.pool, shared.err = pgxpool.NewWithConfig(ctx, cfg); shared.err == nil {
-			shared.err = shared.pool.Ping(ctx)
-		}
-	})
-	if shared.err != nil {
-		t.Fatalf("no PostgreSQL at %s (run scripts/services.sh, or set HOLDFAST_SKIP_INTEGRATION=1): %v", pgtest.URL(), shared.err)
-	}
-	return shared.pool
+	return shared.Pool(t)
 }
 
 // newSchema returns a fresh schema name, dropped when the test ends.
 func newSchema(t testing.TB) string {
 	t.Helper()
-	pool := testPool(t)
-	schema := fmt.Sprintf("httpfence_test_%016x", rand.Uint64())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
+	return shared.Schema(t, "httpfence_test_")
 }
 
 // stores is one backend's pair of stores for a test. advance lets d pass

@@ -3,7 +3,6 @@ package pgfence_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -69,11 +69,7 @@ INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) 
 func benchPool(b *testing.B) *pgxpool.Pool {
 	b.Helper()
 	testPool(b) // fails or skips when PostgreSQL is unreachable
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		url = defaultDatabaseURL
-	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,9 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -28,71 +27,18 @@ import (
 // that needs it unless HOLDFAST_SKIP_INTEGRATION=1. Each test works in a
 // schema of its own and drops it afterwards.
 
-const defaultDatabaseURL = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
-
 // raceWriters is how many transactions the race tests run at once.
 const raceWriters = 32
 
-// shared is the package's one pool, opened by the first test that needs it
-// and closed by TestMain before the goroutine leak check.
-var shared struct {
-	once sync.Once
-	pool *pgxpool.Pool
-	err  error
-}
+// shared is the package's one pool: the race tests need their writers in
+// flight at once, not queued behind a small pool.
+var shared = pgtest.Shared{MaxConns: raceWriters + 8}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.pool != nil {
-		shared.pool.Close() // stops the pool's health-check goroutine
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m, &shared) }
 
-// testPool returns the shared pool, failing (or, with
-// HOLDFAST_SKIP_INTEGRATION=1, skipping) the test when Postgres is
-// unreachable.
 func testPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	shared.once.Do(func() { shared.pool, shared.err = connect() })
-	if shared.err != nil {
-		if os.Getenv("HOLDFAST_SKIP_INTEGRATION") == "1" {
-			t.Skipf("PostgreSQL unreachable, skipped (HOLDFAST_SKIP_INTEGRATION=1): %v", shared.err)
-		}
-		t.Fatalf("PostgreSQL unreachable: %v (start it with scripts/services.sh, set DATABASE_URL, or set HOLDFAST_SKIP_INTEGRATION=1 to skip)", shared.err)
-	}
-	return shared.pool
-}
-
-func connect() (*pgxpool.Pool, error) {
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		url = defaultDatabaseURL
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
-	}
-	// The race tests need their writers in flight at once, not queued
-	// behind the default 4 connections.
-	cfg.MaxConns = raceWriters + 8
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Host, err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("ping %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
-	}
-	return pool, nil
+	return shared.Pool(t)
 }
 
 // bundle is one test's setup: a migrated guard in a fresh schema, with a
@@ -127,20 +73,10 @@ func setup(t *testing.T) *bundle {
 	return b
 }
 
-// newSchema returns a fresh schema name and drops that schema when the test
-// ends. The schema itself is created by Migrate.
+// newSchema returns a fresh schema name, dropped when the test ends.
 func newSchema(t testing.TB) string {
 	t.Helper()
-	pool := testPool(t)
-	schema := fmt.Sprintf("pgfence_test_%016x", rand.Uint64())
-	t.Cleanup(func() {
-		// t.Context is already canceled when cleanups run.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		require.NoError(t, err)
-	})
-	return schema
+	return shared.Schema(t, "pgfence_test_")
 }
 
 // fencedWrite is the way the package is meant to be used: Check, then the

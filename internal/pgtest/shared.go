@@ -1,0 +1,90 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+)
+
+// Shared is a test package's one pool, opened by the first test that needs
+// it and closed by Main before the goroutine leak check.
+type Shared struct {
+	// MaxConns sizes the pool (default 16): enough for the package's
+	// concurrent writers, not so many that parallel packages exhaust the
+	// shared server.
+	MaxConns int32
+
+	once sync.Once
+	pool *pgxpool.Pool
+	err  error
+}
+
+// Pool returns the shared pool. It fails the test when PostgreSQL does not
+// answer at URL(), or skips it with HOLDFAST_SKIP_INTEGRATION=1.
+func (s *Shared) Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	if os.Getenv("HOLDFAST_SKIP_INTEGRATION") == "1" {
+		t.Skip("HOLDFAST_SKIP_INTEGRATION=1")
+	}
+	s.once.Do(func() {
+		cfg, err := pgxpool.ParseConfig(URL())
+		if err != nil {
+			s.err = fmt.Errorf("DATABASE_URL: %w", err)
+			return
+		}
+		cfg.MaxConns = s.MaxConns
+		if cfg.MaxConns == 0 {
+			cfg.MaxConns = 16
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if s.pool, s.err = pgxpool.NewWithConfig(ctx, cfg); s.err == nil {
+			s.err = s.pool.Ping(ctx)
+		}
+	})
+	if s.err != nil {
+		t.Fatalf("pgtest: no PostgreSQL at %s (run scripts/services.sh, or set HOLDFAST_SKIP_INTEGRATION=1): %v", URL(), s.err)
+	}
+	return s.pool
+}
+
+// Schema returns a fresh schema name starting with prefix and drops the
+// schema (if anything created it) when the test ends.
+func (s *Shared) Schema(t testing.TB, prefix string) string {
+	t.Helper()
+	pool := s.Pool(t)
+	schema := fmt.Sprintf("%s%016x", prefix, rand.Uint64())
+	t.Cleanup(func() {
+		// t.Context is already canceled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("pgtest: drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// Main runs the package's tests, closes the shared pool (its health-check
+// goroutine) and then checks for leaked goroutines. Call it from TestMain.
+func Main(m *testing.M, s *Shared) {
+	code := m.Run()
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
