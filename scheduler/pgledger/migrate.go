@@ -4,12 +4,11 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/internal/pgmigrate"
 )
 
 // migrations holds the schema, one file per step, applied in name order.
@@ -46,34 +45,13 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 	})
 }
 
-// migrationScript returns the advisory lock statement followed by every
-// migration file, with {{schema}} replaced by the quoted schema.
+// migrationScript returns the advisory lock statement (pgmigrate.LockKey,
+// the key pgfence takes too) followed by every migration file, with
+// {{schema}} replaced by the quoted schema.
 func migrationScript(schema string) (string, error) {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	script, err := pgmigrate.Script(migrations, schema, strings.NewReplacer("{{schema}}", pgx.Identifier{schema}.Sanitize()))
 	if err != nil {
-		return "", fmt.Errorf("pgledger: list migrations: %w", err)
+		return "", fmt.Errorf("pgledger: %w", err)
 	}
-	quoted := strings.NewReplacer("{{schema}}", pgx.Identifier{schema}.Sanitize())
-	var b strings.Builder
-	// The key is a number computed here, never user text.
-	b.WriteString("SELECT pg_advisory_xact_lock(" + strconv.FormatInt(migrateLockKey(schema), 10) + ");\n")
-	for _, name := range names { // fs.Glob returns names sorted
-		text, err := migrations.ReadFile(name)
-		if err != nil {
-			return "", fmt.Errorf("pgledger: read migration %s: %w", name, err)
-		}
-		b.WriteString(quoted.Replace(string(text)))
-		b.WriteString("\n")
-	}
-	return b.String(), nil
-}
-
-// migrateLockKey is the advisory lock key for migrations into schema: the
-// 64-bit FNV-1a hash of "holdfast:migrate:" + schema, the same key as
-// pgfence's, so pgfence and pgledger migrating into one schema at once take
-// turns too (CREATE SCHEMA IF NOT EXISTS races as well).
-func migrateLockKey(schema string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("holdfast:migrate:" + schema))
-	return int64(h.Sum64())
+	return script, nil
 }

@@ -5,16 +5,14 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgmigrate"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -99,34 +97,14 @@ RETURNING lock_id`,
 // transaction under the advisory lock every holdfast store takes for the
 // schema (the one pgfence.Guard.Migrate takes).
 func (s *PostgresStore) Migrate(ctx context.Context) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	script, err := pgmigrate.Script(migrations, s.schema, strings.NewReplacer("{{schema}}", pgx.Identifier{s.schema}.Sanitize()))
 	if err != nil {
-		return fmt.Errorf("httpfence: list migrations: %w", err)
+		return fmt.Errorf("httpfence: %w", err)
 	}
-	var b strings.Builder
-	// A literal, not a parameter: the script goes as one simple-protocol
-	// query, which Postgres runs as one implicit transaction.
-	b.WriteString("SELECT pg_advisory_xact_lock(" + strconv.FormatInt(migrateLockKey(s.schema), 10) + ");\n")
-	for _, name := range names {
-		text, err := migrations.ReadFile(name)
-		if err != nil {
-			return fmt.Errorf("httpfence: read migration %s: %w", name, err)
-		}
-		b.WriteString(strings.ReplaceAll(string(text), "{{schema}}", pgx.Identifier{s.schema}.Sanitize()))
-		b.WriteString("\n")
-	}
-	if _, err := s.db.Exec(ctx, b.String()); err != nil {
+	if _, err := s.db.Exec(ctx, script); err != nil {
 		return fmt.Errorf("httpfence: migrate %s: %w", s.schema, err)
 	}
 	return nil
-}
-
-// migrateLockKey is pgfence's advisory lock key for migrations into schema:
-// the 64-bit FNV-1a hash of "holdfast:migrate:" + schema.
-func migrateLockKey(schema string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("holdfast:migrate:" + schema))
-	return int64(h.Sum64())
 }
 
 // Begin implements Store.

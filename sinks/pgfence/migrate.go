@@ -4,12 +4,11 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/internal/pgmigrate"
 )
 
 // migrations holds the schema, one file per step, applied in name order.
@@ -46,35 +45,12 @@ func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 // migrationScript returns the advisory lock statement followed by every
 // migration file, with the placeholders replaced by quoted identifiers.
 func (g *Guard) migrationScript() (string, error) {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return "", fmt.Errorf("pgfence: list migrations: %w", err)
-	}
-	placeholders := strings.NewReplacer(
+	script, err := pgmigrate.Script(migrations, g.schema, strings.NewReplacer(
 		"{{schema}}", pgx.Identifier{g.schema}.Sanitize(),
 		"{{table}}", pgx.Identifier{g.table}.Sanitize(),
-	)
-	var b strings.Builder
-	// No parameters may be used here (see Migrate), so the key goes in as a
-	// literal; it is a number computed here, never user text.
-	b.WriteString("SELECT pg_advisory_xact_lock(" + strconv.FormatInt(migrateLockKey(g.schema), 10) + ");\n")
-	for _, name := range names { // fs.Glob returns names sorted
-		text, err := migrations.ReadFile(name)
-		if err != nil {
-			return "", fmt.Errorf("pgfence: read migration %s: %w", name, err)
-		}
-		b.WriteString(placeholders.Replace(string(text)))
-		b.WriteString("\n")
+	))
+	if err != nil {
+		return "", fmt.Errorf("pgfence: %w", err)
 	}
-	return b.String(), nil
-}
-
-// migrateLockKey is the advisory lock key for migrations into schema: the
-// 64-bit FNV-1a hash of "holdfast:migrate:" + schema. It depends on the
-// schema only, not the table, because CREATE SCHEMA IF NOT EXISTS races as
-// well: every holdfast store migrating into one schema should use this key.
-func migrateLockKey(schema string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("holdfast:migrate:" + schema))
-	return int64(h.Sum64())
+	return script, nil
 }

@@ -1,0 +1,46 @@
+// Package pgmigrate builds the migration script of a holdfast Postgres
+// store: every embedded migrations/*.sql file, in name order, with its
+// placeholders replaced, behind one advisory lock per schema. Sent as one
+// simple-protocol query, Postgres runs it as one implicit transaction (or
+// inside the caller's), so stores migrating into one schema at once take
+// turns: CREATE SCHEMA IF NOT EXISTS races otherwise.
+package pgmigrate
+
+import (
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"strconv"
+	"strings"
+)
+
+// LockKey is the advisory lock key for migrations into schema: the 64-bit
+// FNV-1a hash of "holdfast:migrate:" + schema. Every holdfast store uses
+// it, so the key depends on the schema only.
+func LockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("holdfast:migrate:" + schema))
+	return int64(h.Sum64())
+}
+
+// Script returns the lock statement and the migrations of fsys
+// ("migrations/*.sql") with placeholders replaced by r. The lock key goes
+// in as a literal (a number computed here, never user text): the script
+// takes no parameters.
+func Script(fsys fs.ReadFileFS, schema string, r *strings.Replacer) (string, error) {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
+	if err != nil {
+		return "", fmt.Errorf("list migrations: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString("SELECT pg_advisory_xact_lock(" + strconv.FormatInt(LockKey(schema), 10) + ");\n")
+	for _, name := range names { // fs.Glob returns names sorted
+		text, err := fsys.ReadFile(name)
+		if err != nil {
+			return "", fmt.Errorf("read migration %s: %w", name, err)
+		}
+		b.WriteString(r.Replace(string(text)))
+		b.WriteString("\n")
+	}
+	return b.String(), nil
+}
