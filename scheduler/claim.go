@@ -259,7 +259,7 @@ func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) (ra
 	job := u.job
 	ctx := l.Context()
 	slot := Slot{Job: job.Name, At: f.At, Partition: u.partition}
-	n, err := s.cfg.Ledger.Begin(ctx, slot, fen, job.MaxAttempts, time.Now())
+	n, left, err := s.cfg.Ledger.Begin(ctx, slot, fen, job.MaxAttempts, time.Now())
 	if err != nil {
 		s.ledgerRefused(ctx, slot, "begin", err)
 		return false
@@ -294,10 +294,13 @@ func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) (ra
 			// OverlapCancelOther: a newer slot replaced this run; it is
 			// not retried.
 			o.Class, o.Error = ClassInterrupted, ErrReplaced.Error()+": "+runErr.Error()
-		} else if o.Class != ClassPermanent && n < job.MaxAttempts {
+		} else if o.Class != ClassPermanent && left > 0 {
+			// The budget, not the attempt number, decides: an operator's
+			// Request gives an exhausted slot MaxAttempts more attempts, with
+			// the backoff starting again from RetryBackoff.
 			// Whole milliseconds, rounded up: every store keeps them exactly, so
 			// no claim reads a retry time earlier than the one decided here.
-			o.RetryAt = time.Now().Add(retryDelay(job, n)).Truncate(time.Millisecond).Add(time.Millisecond)
+			o.RetryAt = time.Now().Add(retryDelay(job, job.MaxAttempts-left)).Truncate(time.Millisecond).Add(time.Millisecond)
 		}
 	}
 	took := time.Since(started)

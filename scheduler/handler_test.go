@@ -39,7 +39,7 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 	refuse := func(*http.Request, Action, string) error { return ErrForbidden }
 	slot := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC) // 02:00 in Berlin
 	running := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
-	_, err := ledger.Begin(context.Background(), Slot{Job: "settle", At: running, Partition: "eu"},
+	_, _, err := ledger.Begin(context.Background(), Slot{Job: "settle", At: running, Partition: "eu"},
 		Fence{Token: 1_700_000_000_000_001, Owner: "holder"}, 3, time.Now())
 	require.NoError(t, err)
 

@@ -149,10 +149,13 @@ type Ledger interface {
 	// the last begun slot, the horizon and the pause flag.
 	State(ctx context.Context, job, partition string, since time.Time) (State, error)
 	// Begin starts the next attempt of slot and returns its number (from
-	// 1). A running attempt of another owner is marked abandoned first.
-	// ErrSlotDone when the slot needs no attempt, or when maxAttempts
-	// attempts were made since the last Request.
-	Begin(ctx context.Context, slot Slot, f Fence, maxAttempts int, now time.Time) (attempt int, err error)
+	// 1, over the slot's whole life) and left, how many more attempts
+	// the budget allows after this one: maxAttempts minus the attempts
+	// made since the slot was created or last Requested (an operator's
+	// Request starts a fresh budget). A running attempt of another owner
+	// is marked abandoned first. ErrSlotDone when the slot needs no
+	// attempt, or when the budget is spent.
+	Begin(ctx context.Context, slot Slot, f Fence, maxAttempts int, now time.Time) (attempt, left int, err error)
 	// Heartbeat records that attempt is alive.
 	Heartbeat(ctx context.Context, slot Slot, f Fence, attempt int, now time.Time) error
 	// Finish records how attempt ended.

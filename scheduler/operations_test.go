@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -235,6 +236,46 @@ func TestRetryOfASucceededSlotIsANewAttemptOfTheSameRun(t *testing.T) {
 	})
 }
 
+// An operator's Retry of a slot whose attempts are spent gives it a fresh
+// budget: MaxAttempts more attempts, not one.
+func TestRetryOfAnExhaustedSlotGetsAFreshBudget(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 0)[0]
+		var log runLog
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(Job{
+			Name: "import", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+			MaxAttempts: 2, RetryBackoff: time.Millisecond, RetryMaxBackoff: time.Millisecond,
+			Run: func(ctx context.Context, run Run) error { log.add(run); return errors.New("upstream down") },
+		}))
+		claimNow(t, sched, "import", "", at) // attempt 1; Start's recovery claim and the retry wake-up do the rest
+		require.NoError(t, sched.Start(context.Background()))
+		eventually(t, 10*time.Second, "the first budget spent", func() bool {
+			rec := s.record(t, "import", "", at)
+			return rec.Attempt == 2 && rec.Status == StatusFailed && rec.RetryAt.IsZero()
+		})
+		require.NoError(t, sched.Retry(context.Background(), "import", "", at, "upstream is back"))
+		eventually(t, 10*time.Second, "the second budget spent", func() bool {
+			rec := s.record(t, "import", "", at)
+			return rec.Attempt == 4 && rec.Status == StatusFailed && rec.RetryAt.IsZero()
+		})
+		require.NoError(t, sched.Stop(context.Background()))
+
+		runs := log.all()
+		require.Len(t, runs, 4, "2 attempts, then 2 more after the Retry")
+		for i, r := range runs {
+			require.Equal(t, i+1, r.Attempt)
+		}
+		rec := s.record(t, "import", "", at)
+		require.Len(t, rec.Attempts, 4)
+		for _, a := range rec.Attempts {
+			require.Equal(t, StatusFailed, a.Status)
+			require.Equal(t, ClassRetryable, a.Class)
+		}
+	})
+}
+
 func TestOperationsRejectBadTargets(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
@@ -260,7 +301,7 @@ func TestOperationsRejectBadTargets(t *testing.T) {
 
 		// A running slot cannot be asked for again until it ends.
 		running := Slot{Job: "regional", At: now.Truncate(time.Second).UTC(), Partition: "eu"}
-		_, err := s.ledger.Begin(ctx, running, Fence{Token: 1, Owner: "holder"}, 3, now)
+		_, _, err := s.ledger.Begin(ctx, running, Fence{Token: 1, Owner: "holder"}, 3, now)
 		require.NoError(t, err)
 		require.ErrorIs(t, sched.Retry(ctx, "regional", "eu", running.At, "x"), ErrSlotRunning)
 	})

@@ -730,7 +730,7 @@ func TestOverlapCancelOtherNeverCancelsTheSameSlot(t *testing.T) {
 		ctx := context.Background()
 		slot := Slot{Job: "ledger-cancel", At: slots[0]}
 		f := Fence{Token: 1_700_000_000_000_001, Owner: "holder"}
-		n, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
+		n, _, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
 		require.NoError(t, err)
 		require.NoError(t, s.ledger.RequestCancel(ctx, "ledger-cancel", "", slots[0]))
 		require.NoError(t, s.ledger.Heartbeat(ctx, slot, f, n, time.Now()))

@@ -146,21 +146,21 @@ func (l *RedisLedger) State(ctx context.Context, job, partition string, since ti
 func (l *RedisLedger) pausedKey(job string) string { return l.prefix + "{" + job + "}:paused" }
 
 // Begin implements Ledger.
-func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts int, now time.Time) (int, error) {
+func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
 	k := l.keys(s.Job, s.Partition)
 	res, err := beginScript.Run(ctx, l.rdb,
 		[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry},
 		f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1)).Int64Slice()
 	if err != nil {
-		return 0, fmt.Errorf("scheduler: ledger begin %s: %w", s.Key(), err)
+		return 0, 0, fmt.Errorf("scheduler: ledger begin %s: %w", s.Key(), err)
 	}
 	switch res[0] {
 	case 1:
-		return int(res[1]), nil
+		return int(res[1]), int(res[2]), nil
 	case 0:
-		return 0, ErrSlotDone
+		return 0, 0, ErrSlotDone
 	default:
-		return 0, staleLedger(s, f, res[1])
+		return 0, 0, staleLedger(s, f, res[1])
 	}
 }
 

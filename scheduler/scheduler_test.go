@@ -168,12 +168,12 @@ func TestFrozenHolderCannotMarkSlot(t *testing.T) {
 			slot := Slot{Job: "frozen", At: past(1, 0)[0]}
 			a, b := Fence{Token: 100, Owner: "A"}, Fence{Token: 200, Owner: "B"}
 
-			attempt, err := s.ledger.Begin(ctx, slot, a, 3, time.Now())
+			attempt, _, err := s.ledger.Begin(ctx, slot, a, 3, time.Now())
 			require.NoError(t, err)
 			require.Equal(t, 1, attempt)
 			// A freezes past its lease; B takes the lease (larger token)
 			// and takes A's running attempt over: A's is abandoned.
-			attempt, err = s.ledger.Begin(ctx, slot, b, 3, time.Now())
+			attempt, _, err = s.ledger.Begin(ctx, slot, b, 3, time.Now())
 			require.NoError(t, err)
 			require.Equal(t, 2, attempt)
 
@@ -197,9 +197,9 @@ func TestFrozenHolderCannotMarkSlot(t *testing.T) {
 			// A cannot begin another slot either, nor heartbeat, nor can
 			// another owner reuse B's token.
 			other := Slot{Job: "frozen", At: slot.At.Add(time.Second)}
-			_, err = s.ledger.Begin(ctx, other, a, 3, time.Now())
+			_, _, err = s.ledger.Begin(ctx, other, a, 3, time.Now())
 			require.ErrorIs(t, err, fence.ErrStaleToken)
-			_, err = s.ledger.Begin(ctx, other, Fence{Token: b.Token, Owner: "C"}, 3, time.Now())
+			_, _, err = s.ledger.Begin(ctx, other, Fence{Token: b.Token, Owner: "C"}, 3, time.Now())
 			require.ErrorIs(t, err, fence.ErrStaleToken)
 			require.ErrorIs(t, s.ledger.Heartbeat(ctx, slot, a, 1, time.Now()), fence.ErrStaleToken)
 			_, found, err := s.ledger.Get(ctx, other)
@@ -210,7 +210,7 @@ func TestFrozenHolderCannotMarkSlot(t *testing.T) {
 			rec = s.record(t, "frozen", "", slot.At)
 			require.Equal(t, StatusSucceeded, rec.Status)
 			require.Equal(t, 2, rec.Attempt)
-			_, err = s.ledger.Begin(ctx, slot, Fence{Token: b.Token + 1, Owner: "D"}, 3, time.Now())
+			_, _, err = s.ledger.Begin(ctx, slot, Fence{Token: b.Token + 1, Owner: "D"}, 3, time.Now())
 			require.ErrorIs(t, err, ErrSlotDone)
 		})
 	})

@@ -194,7 +194,7 @@ func (s *setup) seed(t *testing.T, slot Slot, status Status) {
 	_, err := s.ledger.State(ctx, slot.Job, slot.Partition, slot.At)
 	require.NoError(t, err)
 	f := Fence{Token: 1, Owner: "before-downtime"}
-	attempt, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
+	attempt, _, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
 	require.NoError(t, err)
 	require.NoError(t, s.ledger.Finish(ctx, slot, f, attempt, Outcome{Status: status}, time.Now()))
 }

@@ -23,7 +23,14 @@ var beginCases = []testCase{
 
 func testBeginStartsAttemptOne(t *testing.T, x *fixture) {
 	s, a, now := x.slot(0), holder(1), x.now(0, time.Second)
-	require.Equal(t, 1, x.begin(s, a, 3, now))
+	n, left := x.beginLeft(s, a, 3, now)
+	require.Equal(t, 1, n)
+	require.Equal(t, 2, left, "attempts left after the first of 3")
+	// The same holder's Begin again (its reply was lost) is the same
+	// attempt, with the same budget.
+	n, left = x.beginLeft(s, a, 3, now)
+	require.Equal(t, 1, n, "Begin again by the running attempt's owner")
+	require.Equal(t, 2, left, "attempts left, Begin again by the owner")
 
 	rec := x.get(s)
 	require.Equal(t, scheduler.StatusRunning, rec.Status)
@@ -143,7 +150,9 @@ func testMaxAttemptsExhausted(t *testing.T, x *fixture) {
 	const maxAttempts = 2
 	for want := 1; want <= maxAttempts; want++ {
 		now := x.now(0, time.Duration(want)*time.Minute)
-		require.Equal(t, want, x.begin(s, a, maxAttempts, now))
+		n, left := x.beginLeft(s, a, maxAttempts, now)
+		require.Equal(t, want, n)
+		require.Equal(t, maxAttempts-want, left, "attempts left after attempt %d", n)
 		x.fail(s, a, want, now.Add(time.Second))
 	}
 	x.requireDone(s, a, maxAttempts, x.now(0, 10*time.Minute))

@@ -111,14 +111,21 @@ func holder(n int) scheduler.Fence {
 
 func (x *fixture) begin(s scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) int {
 	x.t.Helper()
-	n, err := x.ledger.Begin(x.t.Context(), s, f, maxAttempts, now)
-	require.NoError(x.t, err, "Begin %s by token %d", s.Key(), f.Token)
+	n, _ := x.beginLeft(s, f, maxAttempts, now)
 	return n
+}
+
+// beginLeft is begin that also returns the attempts the budget has left.
+func (x *fixture) beginLeft(s scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) (attempt, left int) {
+	x.t.Helper()
+	n, left, err := x.ledger.Begin(x.t.Context(), s, f, maxAttempts, now)
+	require.NoError(x.t, err, "Begin %s by token %d", s.Key(), f.Token)
+	return n, left
 }
 
 func (x *fixture) requireDone(s scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) {
 	x.t.Helper()
-	n, err := x.ledger.Begin(x.t.Context(), s, f, maxAttempts, now)
+	n, _, err := x.ledger.Begin(x.t.Context(), s, f, maxAttempts, now)
 	require.ErrorIs(x.t, err, scheduler.ErrSlotDone, "Begin %s returned attempt %d", s.Key(), n)
 }
 

@@ -41,9 +41,9 @@ func testStaleTokenRefused(t *testing.T, x *fixture) {
 	}
 	for what, f := range stale {
 		now := x.now(1, 30*time.Second)
-		_, err := x.ledger.Begin(ctx, s1, f, 3, now)
+		_, _, err := x.ledger.Begin(ctx, s1, f, 3, now)
 		requireStale(t, err, f.Token, cur.Token, what+": Begin of the running slot")
-		_, err = x.ledger.Begin(ctx, s2, f, 3, now)
+		_, _, err = x.ledger.Begin(ctx, s2, f, 3, now)
 		requireStale(t, err, f.Token, cur.Token, what+": Begin of a new slot")
 		err = x.ledger.Heartbeat(ctx, s1, f, n, now)
 		requireStale(t, err, f.Token, cur.Token, what+": Heartbeat")
@@ -70,7 +70,7 @@ func testZeroToken(t *testing.T, x *fixture) {
 	ctx := t.Context()
 	s := x.slot(0)
 	f := scheduler.Fence{Token: fence.None, Owner: "owner-0"}
-	_, err := x.ledger.Begin(ctx, s, f, 3, x.now(0, time.Second))
+	_, _, err := x.ledger.Begin(ctx, s, f, 3, x.now(0, time.Second))
 	require.Error(t, err, "Begin with token 0")
 	require.True(t, errors.Is(err, fence.ErrNoToken) || errors.Is(err, fence.ErrStaleToken),
 		"Begin with token 0: want fence.ErrNoToken or fence.ErrStaleToken, got %v", err)
@@ -97,7 +97,7 @@ func testLostHolderCannotWrite(t *testing.T, x *fixture) {
 	requireStale(t, err, a.Token, b.Token, "Heartbeat by the holder that lost the lease")
 	err = x.ledger.Skip(ctx, s3, a, scheduler.StatusSkipped, "overlap", now)
 	requireStale(t, err, a.Token, b.Token, "Skip by the holder that lost the lease")
-	_, err = x.ledger.Begin(ctx, s3, a, 3, now)
+	_, _, err = x.ledger.Begin(ctx, s3, a, 3, now)
 	requireStale(t, err, a.Token, b.Token, "Begin by the holder that lost the lease")
 
 	requireSameRecord(t, before, x.get(s1), "the lost holder's slot")
@@ -123,7 +123,7 @@ func testPartitionsIndependent(t *testing.T, x *fixture) {
 	require.Equal(t, 1, x.begin(sb, small, 3, x.now(0, 2*time.Second)))
 	x.succeed(sb, small, 1, x.now(0, 3*time.Second))
 	// ...and refused in the partition the bigger one touched.
-	_, err := x.ledger.Begin(ctx, x.slotIn("eu", 1), small, 3, x.now(1, time.Second))
+	_, _, err := x.ledger.Begin(ctx, x.slotIn("eu", 1), small, 3, x.now(1, time.Second))
 	requireStale(t, err, small.Token, big.Token, "Begin in the other partition")
 
 	recA, recB := x.get(sa), x.get(sb)
@@ -163,7 +163,7 @@ func testConcurrentBegins(t *testing.T, x *fixture) {
 		f := holder(i + 1)
 		wg.Go(func() {
 			<-start
-			n, err := x.ledger.Begin(ctx, s, f, 10*racers, x.now(0, time.Second))
+			n, _, err := x.ledger.Begin(ctx, s, f, 10*racers, x.now(0, time.Second))
 			results[i] = result{f: f, attempt: n, err: err}
 		})
 	}

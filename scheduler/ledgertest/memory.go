@@ -92,15 +92,15 @@ func (m *Memory) State(_ context.Context, job, partition string, since time.Time
 }
 
 // Begin implements scheduler.Ledger, with the rules of pgledger.Ledger.Begin.
-func (m *Memory) Begin(_ context.Context, slot scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) (int, error) {
+func (m *Memory) Begin(_ context.Context, slot scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
 	if maxAttempts < 1 {
-		return 0, fmt.Errorf("ledgertest: begin %s: maxAttempts %d, want at least 1", slot.Key(), maxAttempts)
+		return 0, 0, fmt.Errorf("ledgertest: begin %s: maxAttempts %d, want at least 1", slot.Key(), maxAttempts)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(slot.Job, slot.Partition)
 	if err := p.raise(slot.Job, slot.Partition, f); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	at := slot.At.UTC().Truncate(time.Second)
 	if at.After(p.last) {
@@ -114,14 +114,14 @@ func (m *Memory) Begin(_ context.Context, slot scheduler.Slot, f scheduler.Fence
 	done := fmt.Errorf("ledgertest: begin %s: %w", slot.Key(), scheduler.ErrSlotDone)
 	switch r.rec.Status {
 	case scheduler.StatusSucceeded, scheduler.StatusSkipped, scheduler.StatusMissed:
-		return 0, done
+		return 0, 0, done
 	case scheduler.StatusFailed:
 		if r.rec.RetryAt.IsZero() {
-			return 0, done
+			return 0, 0, done
 		}
 	case scheduler.StatusRunning:
 		if r.owner == f.Owner {
-			return r.rec.Attempt, nil
+			return r.rec.Attempt, maxAttempts - (r.rec.Attempt - r.base), nil
 		}
 		a := &r.rec.Attempts[len(r.rec.Attempts)-1]
 		a.Status, a.Class, a.Finished = scheduler.StatusAbandoned, scheduler.ClassInterrupted, now
@@ -131,14 +131,14 @@ func (m *Memory) Begin(_ context.Context, slot scheduler.Slot, f scheduler.Fence
 			r.rec.Status = scheduler.StatusAbandoned
 		}
 		r.rec.RetryAt = time.Time{}
-		return 0, done
+		return 0, 0, done
 	}
 	r.rec.Attempt++
 	r.rec.Status, r.rec.RetryAt, r.owner, r.token = scheduler.StatusRunning, time.Time{}, f.Owner, f.Token
 	r.rec.Attempts = append(r.rec.Attempts, scheduler.Attempt{
 		N: r.rec.Attempt, Token: f.Token, Owner: f.Owner, Status: scheduler.StatusRunning, Started: now, Heartbeat: now,
 	})
-	return r.rec.Attempt, nil
+	return r.rec.Attempt, maxAttempts - (r.rec.Attempt - r.base), nil
 }
 
 // running returns the run of slot when attempt is its running attempt of

@@ -100,10 +100,14 @@ func testRequestFreshBudget(t *testing.T, x *fixture) {
 	x.requireOpen(st, x.at(0))
 	requireTime(t, time.Time{}, st.Open[0].RetryAt, "pending slot's RetryAt")
 
-	// maxAttempts more, numbered on from the earlier ones.
+	// maxAttempts more, numbered on from the earlier ones, with the
+	// budget counted from the Request: left starts again at
+	// maxAttempts-1.
 	for n := maxAttempts + 1; n <= 2*maxAttempts; n++ {
 		now := x.now(0, time.Duration(n+5)*time.Minute)
-		require.Equal(t, n, x.begin(s, h, maxAttempts, now))
+		got, left := x.beginLeft(s, h, maxAttempts, now)
+		require.Equal(t, n, got)
+		require.Equal(t, 2*maxAttempts-n, left, "attempts left after attempt %d (the second after the Request)", n)
 		x.fail(s, h, n, now.Add(time.Second))
 	}
 	x.requireDone(s, h, maxAttempts, x.now(0, 20*time.Minute))

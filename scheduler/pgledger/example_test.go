@@ -35,7 +35,7 @@ func Example() {
 
 	slot := scheduler.Slot{Job: "daily-settlement", At: time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)}
 	held := scheduler.Fence{Token: 1_741_417_200_000_123, Owner: "replica-a/4f1c"} // the job lease's
-	attempt, err := ledger.Begin(ctx, slot, held, 3, time.Now())
+	attempt, left, err := ledger.Begin(ctx, slot, held, 3, time.Now())
 	switch {
 	case errors.Is(err, scheduler.ErrSlotDone):
 		return // another replica ran it
@@ -44,7 +44,10 @@ func Example() {
 	case err != nil:
 		log.Fatal(err)
 	}
-	// ... the job's work, under slot.Key() as its idempotency key ...
+	// ... the job's work, under slot.Key() as its idempotency key. A
+	// retryable failure with left > 0 finishes with StatusFailed and a
+	// RetryAt; with left == 0 the failure is final ...
+	fmt.Println("attempts left after this one:", left)
 	err = ledger.Finish(ctx, slot, held, attempt, scheduler.Outcome{Status: scheduler.StatusSucceeded}, time.Now())
 	fmt.Println(err)
 }

@@ -125,12 +125,12 @@ func TestInvalidArguments(t *testing.T) {
 	slot := scheduler.Slot{Job: "settle", At: at}
 	ok := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
 
-	_, err := l.Begin(ctx, slot, scheduler.Fence{Owner: "a"}, 3, at)
+	_, _, err := l.Begin(ctx, slot, scheduler.Fence{Owner: "a"}, 3, at)
 	require.ErrorIs(t, err, fence.ErrNoToken)
 	for name, call := range map[string]func() error{
-		"empty job": func() error { _, err := l.Begin(ctx, scheduler.Slot{At: at}, ok, 3, at); return err },
+		"empty job": func() error { _, _, err := l.Begin(ctx, scheduler.Slot{At: at}, ok, 3, at); return err },
 		"long job": func() error {
-			_, err := l.Begin(ctx, scheduler.Slot{Job: strings.Repeat("j", scheduler.MaxJobNameLen+1), At: at}, ok, 3, at)
+			_, _, err := l.Begin(ctx, scheduler.Slot{Job: strings.Repeat("j", scheduler.MaxJobNameLen+1), At: at}, ok, 3, at)
 			return err
 		},
 		"NUL in partition": func() error {
@@ -138,14 +138,14 @@ func TestInvalidArguments(t *testing.T) {
 			return err
 		},
 		"empty owner": func() error {
-			_, err := l.Begin(ctx, slot, scheduler.Fence{Token: ok.Token}, 3, at)
+			_, _, err := l.Begin(ctx, slot, scheduler.Fence{Token: ok.Token}, 3, at)
 			return err
 		},
 		"token above bigint": func() error {
-			_, err := l.Begin(ctx, slot, scheduler.Fence{Token: math.MaxInt64 + 1, Owner: "a"}, 3, at)
+			_, _, err := l.Begin(ctx, slot, scheduler.Fence{Token: math.MaxInt64 + 1, Owner: "a"}, 3, at)
 			return err
 		},
-		"maxAttempts 0": func() error { _, err := l.Begin(ctx, slot, ok, 0, at); return err },
+		"maxAttempts 0": func() error { _, _, err := l.Begin(ctx, slot, ok, 0, at); return err },
 		"attempt 0":     func() error { return l.Heartbeat(ctx, slot, ok, 0, at) },
 		"finish running": func() error {
 			return l.Finish(ctx, slot, ok, 1, scheduler.Outcome{Status: scheduler.StatusRunning}, at)
@@ -173,7 +173,7 @@ func TestFinishStoresAnyErrorText(t *testing.T) {
 	f := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
 	for i, msg := range []string{"nul\x00byte", "bad \xff utf-8", strings.Repeat("é", pgledger.MaxTextLen)} {
 		slot := scheduler.Slot{Job: "settle", At: at.Add(time.Duration(i) * time.Minute)}
-		n, err := l.Begin(ctx, slot, f, 3, at)
+		n, _, err := l.Begin(ctx, slot, f, 3, at)
 		require.NoError(t, err)
 		require.NoError(t, l.Finish(ctx, slot, f, n, scheduler.Outcome{
 			Status: scheduler.StatusFailed, Class: scheduler.ClassPanic, Error: msg,
@@ -195,9 +195,9 @@ func TestFinishRepeatedIsIdempotent(t *testing.T) {
 	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
 	slot := scheduler.Slot{Job: "settle", At: at}
 	f := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
-	n, err := l.Begin(ctx, slot, f, 3, at)
+	n, _, err := l.Begin(ctx, slot, f, 3, at)
 	require.NoError(t, err)
-	again, err := l.Begin(ctx, slot, f, 3, at.Add(time.Second))
+	again, _, err := l.Begin(ctx, slot, f, 3, at.Add(time.Second))
 	require.NoError(t, err)
 	require.Equal(t, n, again, "Begin repeated by the same owner returns the running attempt")
 
@@ -224,9 +224,9 @@ func TestBeginExhaustedTakeoverLeavesAbandoned(t *testing.T) {
 	slot := scheduler.Slot{Job: "settle", At: at, Partition: "eu"}
 	a := scheduler.Fence{Token: ledgertest.TokenBase + 1, Owner: "a"}
 	b := scheduler.Fence{Token: ledgertest.TokenBase + 2, Owner: "b"}
-	_, err := l.Begin(ctx, slot, a, 1, at)
+	_, _, err := l.Begin(ctx, slot, a, 1, at)
 	require.NoError(t, err)
-	_, err = l.Begin(ctx, slot, b, 1, at.Add(time.Minute))
+	_, _, err = l.Begin(ctx, slot, b, 1, at.Add(time.Minute))
 	require.ErrorIs(t, err, scheduler.ErrSlotDone)
 
 	rec, _, err := l.Get(ctx, slot)
@@ -239,7 +239,7 @@ func TestBeginExhaustedTakeoverLeavesAbandoned(t *testing.T) {
 	require.Empty(t, st.Open)
 
 	require.NoError(t, l.Request(ctx, slot, "ops", at.Add(2*time.Minute)))
-	n, err := l.Begin(ctx, slot, b, 1, at.Add(3*time.Minute))
+	n, _, err := l.Begin(ctx, slot, b, 1, at.Add(3*time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 }

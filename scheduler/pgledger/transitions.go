@@ -59,24 +59,24 @@ func (l *Ledger) lockRun(ctx context.Context, tx pgx.Tx, op string, s scheduler.
 // retry, a taken-over running slot becomes abandoned) and Begin returns
 // ErrSlotDone; the raised fence is committed either way. The slot becomes
 // the pair's State.Last if it is the latest.
-func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) (int, error) {
+func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
 	const op = "begin"
 	if err := l.ready(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := validateFenced(op, slot, f); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if maxAttempts < 1 {
-		return 0, fmt.Errorf("%w: maxAttempts %d, want at least 1", ErrInvalidArgument, maxAttempts)
+		return 0, 0, fmt.Errorf("%w: maxAttempts %d, want at least 1", ErrInvalidArgument, maxAttempts)
 	}
 	var (
-		attempt int
-		done    bool
+		base int
+		done bool
 	)
 	at := slotTime(slot.At)
-	err := l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
-		attempt, done = 0, false
+	err = l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
+		attempt, base, done = 0, 0, false
 		// Every Begin that gets past the fence leaves the slot begun now or
 		// before: raising Last here is exact.
 		if err := l.raise(ctx, tx, op, slot.Job, slot.Partition, f, &at); err != nil {
@@ -104,7 +104,7 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 			}
 		case scheduler.StatusRunning:
 			if r.owner == f.Owner {
-				attempt = r.attempt
+				attempt, base = r.attempt, r.base
 				return nil
 			}
 			// Its holder lost the lease: the fence just accepted a newer one.
@@ -122,6 +122,7 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 			done = true
 			return l.exec(ctx, tx, op, slot, l.sql.exhaust, r.id, string(final), now)
 		}
+		base = r.base
 		if err := tx.QueryRow(ctx, l.sql.startAttempt, r.id, f.Owner, int64(f.Token), now).Scan(&attempt); err != nil {
 			return wrapDBError(op, slotName(slot), err)
 		}
@@ -129,11 +130,11 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 	})
 	switch {
 	case err != nil:
-		return 0, err
+		return 0, 0, err
 	case done:
-		return 0, fmt.Errorf("pgledger: begin %s: %w", slotName(slot), scheduler.ErrSlotDone)
+		return 0, 0, fmt.Errorf("pgledger: begin %s: %w", slotName(slot), scheduler.ErrSlotDone)
 	}
-	return attempt, nil
+	return attempt, maxAttempts - (attempt - base), nil
 }
 
 // Heartbeat implements scheduler.Ledger. Besides a stale fence, it returns a

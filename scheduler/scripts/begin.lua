@@ -6,7 +6,8 @@
 -- ARGV[1] token  ARGV[2] owner  ARGV[3] slot (unix s)  ARGV[4] now (unix ms)
 -- ARGV[5] max attempts since the last request
 --
--- Returns {1, attempt} started; {0, 0} nothing to do; {-1, current} stale.
+-- Returns {1, attempt, left} started (left: attempts the budget allows after
+-- this one); {0, 0} nothing to do; {-1, current} stale.
 local ok, cur = raise(KEYS[1], ARGV[1], ARGV[2])
 if not ok then return {-1, cur} end
 local run = KEYS[2]
@@ -21,7 +22,7 @@ if status == 'failed' and not redis.call('ZSCORE', KEYS[3], ARGV[3]) then
 end
 if status == 'running' then
   if redis.call('HGET', run, 'owner') == ARGV[2] then
-    return {1, attempt} -- ours, begun again after a lost reply
+    return {1, attempt, tonumber(ARGV[5]) - (attempt - base)} -- ours, begun again after a lost reply
   end
   -- Its holder lost the lease: it is abandoned.
   redis.call('HSET', run, 'a' .. attempt .. '.status', 'abandoned', 'a' .. attempt .. '.finished', ARGV[4])
@@ -43,4 +44,4 @@ redis.call('ZADD', KEYS[5], ARGV[3], ARGV[3])
 redis.call('ZREM', KEYS[6], ARGV[3])
 redis.call('ZREM', KEYS[7], ARGV[3])
 mark(KEYS[4], ARGV[3])
-return {1, attempt}
+return {1, attempt, tonumber(ARGV[5]) - (attempt - base)}
