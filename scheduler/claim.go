@@ -29,7 +29,11 @@ type step struct {
 // before the claim began, overlap policy for those due during its runs),
 // and the fire itself.
 // Other replicas skip: the holder does their slot too.
-func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, scheduled bool) {
+//
+// prev is the schedule's fire before fire when known (zero otherwise): with
+// it, a ledger that implements ClearBeginner begins fire in the round trip
+// that reads its state, when nothing else is due.
+func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, prev time.Time, scheduled bool) {
 	job := u.job
 	// seen is the latest fire whose claim started before this one: a
 	// never-begun slot at or before it was missed. Fires between it and
@@ -61,6 +65,9 @@ func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.F
 	if cs.seen.IsZero() { // a claim outside the dispatcher
 		cs.seen = time.Now()
 	}
+	if scheduled && !prev.IsZero() && !s.beginIfClear(l, u, f, fire, prev, &cs) {
+		return
+	}
 	for claimCtx.Err() == nil && l.Err() == nil {
 		steps, retryAt, err := s.plan(l.Context(), u, fire, scheduled, &cs)
 		if err != nil {
@@ -83,6 +90,10 @@ func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.F
 				s.skip(l, u, f, st)
 				continue
 			}
+			if job.Overlap == OverlapAllow {
+				s.startSlot(claimCtx, runCtx, u, st.fire)
+				continue
+			}
 			started := time.Now()
 			if s.attempt(l, u, f, st.fire) {
 				if cs.runFrom.IsZero() {
@@ -90,6 +101,9 @@ func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.F
 				}
 				cs.runTo = time.Now()
 			}
+		}
+		if job.Overlap == OverlapAllow {
+			return // its runs go on under their own leases
 		}
 		// Plan again only when a slot of the schedule came due meanwhile:
 		// retries and operator requests arrive as wake-ups of their own.
@@ -102,6 +116,41 @@ func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.F
 			return
 		}
 	}
+}
+
+// beginIfClear is the common case of a scheduled fire in one ledger round
+// trip (ClearBeginner): when nothing but fire is due, begin and run it.
+// It reports whether the claim must go on and plan: the ledger cannot
+// tell, something else is due, or a slot came due during the run.
+func (s *Scheduler) beginIfClear(l *lease.Lease, u *unit, f Fence, fire cron.Fire, prev time.Time, cs *claimState) (plan bool) {
+	job := u.job
+	cb, ok := s.cfg.Ledger.(ClearBeginner)
+	now := time.Now()
+	if !ok || job.Overlap == OverlapAllow {
+		return true
+	}
+	if next, ok := s.next(job, fire.At); ok && !next.At.After(now) {
+		return true // a later slot is due too: plan
+	}
+	since := now.Add(-job.CatchUpWindow)
+	if job.StartAt.After(since) {
+		since = job.StartAt
+	}
+	slot := Slot{Job: job.Name, At: fire.At, Partition: u.partition}
+	n, left, clear, err := cb.BeginIfClear(l.Context(), slot, f, job.MaxAttempts, prev, since, now)
+	switch {
+	case !clear && err == nil:
+		return true
+	case err != nil:
+		s.ledgerRefused(l.Context(), slot, "begin", err)
+		return false
+	}
+	cs.handled[fire.At] = true
+	cs.runFrom = time.Now()
+	s.run(l, u, f, fire, n, left)
+	cs.runTo = time.Now()
+	next, ok := s.next(job, fire.At)
+	return ok && !next.At.After(time.Now())
 }
 
 // claimState is what one claim carries from one plan to the next.
@@ -256,14 +305,31 @@ func (s *Scheduler) skip(l *lease.Lease, u *unit, f Fence, st step) {
 // attempt runs one attempt of slot f under lease l, fenced in the ledger.
 // It reports whether the job function ran.
 func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) (ran bool) {
+	n, left, ok := s.begin(l, u, fen, f)
+	if ok {
+		s.run(l, u, fen, f, n, left)
+	}
+	return ok
+}
+
+// begin starts the next attempt of slot f in the ledger; ok is false when
+// there is none to make (done, stale, ledger error: logged).
+func (s *Scheduler) begin(l *lease.Lease, u *unit, fen Fence, f cron.Fire) (n, left int, ok bool) {
+	slot := Slot{Job: u.job.Name, At: f.At, Partition: u.partition}
+	n, left, err := s.cfg.Ledger.Begin(l.Context(), slot, fen, u.job.MaxAttempts, time.Now())
+	if err != nil {
+		s.ledgerRefused(l.Context(), slot, "begin", err)
+		return 0, 0, false
+	}
+	return n, left, true
+}
+
+// run runs attempt n of slot f, begun under lease l, and records how it
+// ended.
+func (s *Scheduler) run(l *lease.Lease, u *unit, fen Fence, f cron.Fire, n, left int) {
 	job := u.job
 	ctx := l.Context()
 	slot := Slot{Job: job.Name, At: f.At, Partition: u.partition}
-	n, left, err := s.cfg.Ledger.Begin(ctx, slot, fen, job.MaxAttempts, time.Now())
-	if err != nil {
-		s.ledgerRefused(ctx, slot, "begin", err)
-		return false
-	}
 	run := Run{
 		Slot: slot, Local: f.Local, Zone: job.schedule.Zone().String(), BusinessDate: f.BusinessDate, Rule: f.Rule,
 		Attempt: n, Token: fen.Token, Owner: fen.Owner, IdempotencyKey: slot.Key(),
@@ -308,7 +374,7 @@ func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) (ra
 	// fence, not the context, decides whether it is still ours to make.
 	if err := s.cfg.Ledger.Finish(context.WithoutCancel(ctx), slot, fen, n, o, time.Now()); err != nil {
 		s.ledgerRefused(ctx, slot, "finish", err)
-		return true
+		return
 	}
 	s.obs.RunCompleted(job.Name, o.Status, took, time.Now())
 	if !o.RetryAt.IsZero() {
@@ -317,10 +383,67 @@ func (s *Scheduler) attempt(l *lease.Lease, u *unit, fen Fence, f cron.Fire) (ra
 	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", job.Name), slog.String("partition", u.partition),
 		slog.Time("slot", f.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
 		slog.Duration("took", took), slog.String("class", string(o.Class)), slog.String("error", o.Error))
-	return true
+}
+
+// startSlot, under OverlapAllow, takes the lease of slot f alone, begins
+// its attempt (fenced per slot) while the caller still holds the (job,
+// partition) lease, so the next planner sees it begun, then runs it on a
+// goroutine of its own that waits for a place in the pool. A slot whose
+// lease is held is running elsewhere: nothing to do.
+func (s *Scheduler) startSlot(claimCtx, runCtx context.Context, u *unit, f cron.Fire) {
+	l, err := s.cfg.Leases.TryAcquire(runCtx, slotLeaseName(u.lease, f.At), u.job.LeaseTTL)
+	if err != nil {
+		reason, level := "error", slog.LevelWarn
+		if errors.Is(err, lease.ErrNotAcquired) {
+			reason, level = "slot_running", slog.LevelDebug
+		}
+		s.log.LogAttrs(claimCtx, level, "job_claim_skipped", slog.String("job", u.job.Name),
+			slog.String("partition", u.partition), slog.Time("slot", f.At), slog.String("reason", reason), slog.Any("error", err))
+		return
+	}
+	fen := Fence{Token: l.Token(), Owner: l.Owner(), PerSlot: true}
+	n, left, ok := s.begin(l, u, fen, f)
+	if !ok {
+		_ = l.Release(context.WithoutCancel(runCtx))
+		return
+	}
+	s.wg.Go(func() {
+		defer func() { _ = l.Release(context.WithoutCancel(runCtx)) }()
+		select {
+		case s.sem <- struct{}{}:
+		case <-claimCtx.Done():
+			// Stopped before a place in the pool: the begun attempt is
+			// recorded interrupted, to be retried at once by the next claim.
+			s.interrupted(l, u, fen, f, n, left)
+			return
+		case <-l.Context().Done():
+			// The lease is lost: the next holder takes the attempt over.
+			return
+		}
+		defer func() { <-s.sem }()
+		s.run(l, u, fen, f, n, left)
+	})
 }
 
 var errTimeout = errors.New("scheduler: run timed out (Job.Timeout)")
+
+// interrupted records attempt n of slot f, begun but never run, as failed
+// with ClassInterrupted, retryable at once while the budget lasts.
+func (s *Scheduler) interrupted(l *lease.Lease, u *unit, fen Fence, f cron.Fire, n, left int) {
+	slot := Slot{Job: u.job.Name, At: f.At, Partition: u.partition}
+	o := Outcome{Status: StatusFailed, Class: ClassInterrupted, Error: "scheduler: stopped before the attempt ran"}
+	if left > 0 {
+		o.RetryAt = time.Now().Truncate(time.Millisecond).Add(time.Millisecond)
+	}
+	ctx := context.WithoutCancel(l.Context())
+	if err := s.cfg.Ledger.Finish(ctx, slot, fen, n, o, time.Now()); err != nil {
+		s.ledgerRefused(ctx, slot, "finish", err)
+		return
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", slot.Job), slog.String("partition", slot.Partition),
+		slog.Time("slot", slot.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
+		slog.String("class", string(o.Class)), slog.String("error", o.Error))
+}
 
 // classify is the one place that decides how a failed attempt is recorded.
 func classify(leaseCtx context.Context, err error, timedOut bool) ErrorClass {

@@ -120,8 +120,12 @@
 //     replica runs it (a cancel request in the ledger, seen at the
 //     holder's next heartbeat, every second at most; the run's ctx ends
 //     with cause ErrReplaced, the attempt is recorded failed and not
-//     retried) and runs the new slot. Runs of one unit never overlap in
-//     time: there is no "allow" policy;
+//     retried) and runs the new slot. OverlapAllow runs every slot when
+//     it comes due, so runs of one unit overlap: each slot runs under a
+//     lease of its own ("<job>|<partition>@<unix>") with its ledger writes
+//     fenced per slot (Fence.PerSlot); the unit's lease is held only while
+//     a replica plans (reads the ledger, applies the missed-slot policy,
+//     begins the attempts);
 //   - slots that came due while no replica could run them (all down, Redis
 //     unreachable, the job paused) follow Job.Missed, found when a replica
 //     next claims. MissedCatchUp (default) runs them oldest first, at most

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -81,6 +82,16 @@ const (
 	// interrupted, and not retried. Needs a ledger that implements
 	// Canceler (RedisLedger does).
 	OverlapCancelOther
+	// OverlapAllow (Kubernetes' Allow, Temporal's ALLOW_ALL) runs every
+	// slot when it comes due, whether or not earlier ones still run: each
+	// slot runs under a lease of its own ("<job>|<partition>@<unix>"),
+	// and its ledger writes are fenced per slot (Fence.PerSlot), so runs
+	// of one (job, partition) overlap while each slot still runs once.
+	// The (job, partition) lease is held only to plan (read the ledger,
+	// apply the missed-slot policy, begin the attempts). Runs still count
+	// against Config.MaxConcurrentClaims. The job name and partition
+	// together may then be at most lease.MaxNameLen-11 bytes.
+	OverlapAllow
 )
 
 // ErrReplaced is the context cause of a run canceled by a newer slot under
@@ -206,7 +217,7 @@ func (j Job) validate() error {
 	case !j.EndAt.IsZero() && !j.EndAt.After(j.StartAt):
 		return fmt.Errorf("%w: %q: EndAt %s is not after StartAt %s", ErrInvalidJob, j.Name,
 			j.EndAt.UTC().Format(time.RFC3339Nano), j.StartAt.UTC().Format(time.RFC3339Nano))
-	case j.Overlap < OverlapForbid || j.Overlap > OverlapCancelOther:
+	case j.Overlap < OverlapForbid || j.Overlap > OverlapAllow:
 		return fmt.Errorf("%w: %q: unknown overlap policy %d", ErrInvalidJob, j.Name, j.Overlap)
 	case j.Missed < MissedCatchUp || j.Missed > MissedManual:
 		return fmt.Errorf("%w: %q: unknown missed-slot policy %d", ErrInvalidJob, j.Name, j.Missed)
@@ -220,6 +231,10 @@ func (j Job) validate() error {
 			return fmt.Errorf("%w: %q: partition %q: at most %d bytes, no '{', '}' or '|'", ErrInvalidJob, j.Name, p, MaxPartitionLen)
 		case seen[p]:
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
+		}
+		if j.Overlap == OverlapAllow && len(slotLeaseName(leaseName(j.Name, p), time.Unix(1<<33, 0))) > lease.MaxNameLen {
+			return fmt.Errorf("%w: %q: partition %q: name and partition too long for OverlapAllow's per-slot leases (at most %d bytes)",
+				ErrInvalidJob, j.Name, p, lease.MaxNameLen-11)
 		}
 		seen[p] = true
 	}
@@ -255,7 +270,8 @@ type Run struct {
 	Rule cron.Rule
 	// Attempt counts from 1.
 	Attempt int
-	// Token and Owner are the job lease's; present them to every sink.
+	// Token and Owner are the job lease's (under OverlapAllow the slot
+	// lease's); present them to every sink.
 	Token fence.Token
 	Owner string
 	// IdempotencyKey is Slot.Key(): the same for every attempt.
@@ -293,6 +309,11 @@ func leaseName(job, partition string) string {
 		return job
 	}
 	return job + "|" + partition
+}
+
+// slotLeaseName is the lease of one slot under OverlapAllow.
+func slotLeaseName(unitLease string, at time.Time) string {
+	return unitLease + "@" + strconv.FormatInt(at.Unix(), 10)
 }
 
 // printable reports whether s is valid UTF-8 without control characters:

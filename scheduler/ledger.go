@@ -68,11 +68,34 @@ type Canceler interface {
 	RequestCancel(ctx context.Context, job, partition string, slot time.Time) error
 }
 
+// ClearBeginner is an optional Ledger interface that saves the scheduler a
+// round trip per slot in the common case. BeginIfClear begins slot as
+// Begin does when nothing else is due for its (job, partition): the job is
+// not paused, no open slot at or after since nor any pending slot exists
+// but slot itself, slot is not waiting for its retry time, and the latest
+// slot begun or skipped (State.Last) is zero or not before prev, the
+// schedule's fire before slot (so no slot between them went unseen). Then
+// clear is true and the results are Begin's (ErrSlotDone,
+// *fence.StaleTokenError). Otherwise it begins nothing and returns clear
+// == false: the caller reads State and plans. A ledger may always answer
+// clear == false.
+type ClearBeginner interface {
+	BeginIfClear(ctx context.Context, slot Slot, f Fence, maxAttempts int, prev, since, now time.Time) (attempt, left int, clear bool, err error)
+}
+
 // Fence is the job lease's token and owner, presented with every ledger
 // transition.
 type Fence struct {
 	Token fence.Token
 	Owner string
+	// PerSlot says the token is of a lease on this one slot (OverlapAllow,
+	// where runs of one (job, partition) overlap, each under its own
+	// lease): the ledger checks and raises a fence of the slot alone, and
+	// leaves the (job, partition)'s fence as it is. False (the default):
+	// the fence of the (job, partition), so that a holder that lost the
+	// job lease can write to none of its slots once a newer holder wrote
+	// to any.
+	PerSlot bool
 }
 
 // Outcome is how an attempt ended, for Ledger.Finish.

@@ -190,6 +190,78 @@ func TestOverlapPolicies(t *testing.T) {
 	}
 }
 
+// Under OverlapAllow the run of slots[0] lasts until the run of slots[2]
+// has started, on either replica: the three runs overlap, and each slot
+// still runs once, under a lease and a fence of its own.
+func TestOverlapAllowRunsOverlappingSlotsOnceEach(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		startAt, endAt, slots := window(3)
+		lastStarted := make(chan struct{})
+		var once sync.Once
+		var log runLog
+		job := Job{
+			Name: "fanout", Spec: everySecond, StartAt: startAt, EndAt: endAt, Overlap: OverlapAllow,
+			Run: func(ctx context.Context, run Run) error {
+				defer log.begin(run)()
+				if run.At.Equal(slots[2]) {
+					once.Do(func() { close(lastStarted) })
+				}
+				if !run.At.Equal(slots[0]) {
+					return nil
+				}
+				timer := time.NewTimer(10 * time.Second)
+				defer timer.Stop()
+				select {
+				case <-lastStarted:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-timer.C:
+					return errors.New("slots[2] never started while slots[0] ran")
+				}
+			},
+		}
+		a := s.started(t, job)
+		b := s.started(t, job)
+		eventually(t, 15*time.Second, "the three slots succeeded", func() bool {
+			for _, at := range slots {
+				if s.status("fanout", "", at) != StatusSucceeded {
+					return false
+				}
+			}
+			return true
+		})
+		require.NoError(t, a.Stop(context.Background()))
+		require.NoError(t, b.Stop(context.Background()))
+
+		runs := log.all()
+		require.ElementsMatch(t, slots, log.slots(), "each slot ran once")
+		tokens := map[fence.Token]bool{}
+		for _, r := range runs {
+			require.Equal(t, 1, r.Attempt)
+			tokens[r.Token] = true
+		}
+		require.Len(t, tokens, 3, "a lease, and so a token, per slot")
+		var first span
+		for _, sp := range log.allSpans() {
+			if sp.run.At.Equal(slots[0]) {
+				first = sp
+			}
+		}
+		for _, sp := range log.allSpans() {
+			if sp.run.At.After(slots[0]) {
+				require.True(t, sp.start.Before(first.end), "slot %v started while slots[0] ran", sp.run.At)
+			}
+		}
+		for _, at := range slots {
+			rec := s.record(t, "fanout", "", at)
+			require.Equal(t, 1, rec.Attempt)
+			require.Equal(t, StatusSucceeded, rec.Attempts[0].Status)
+		}
+	})
+}
+
 func TestMissedSlotsAfterDowntime(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
@@ -532,11 +604,22 @@ func TestRetries(t *testing.T) {
 
 func TestKilledMidRunIsAbandonedAndTakenOver(t *testing.T) {
 	t.Parallel()
+	for name, policy := range map[string]OverlapPolicy{"Forbid": OverlapForbid, "Allow": OverlapAllow} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testKilledMidRun(t, policy)
+		})
+	}
+}
+
+// testKilledMidRun: under OverlapAllow the slot's own lease and fence do
+// what the job lease and the pair's fence do otherwise.
+func testKilledMidRun(t *testing.T, policy OverlapPolicy) {
 	eachBackend(t, func(t *testing.T, s *setup) {
 		started, release := make(chan struct{}), make(chan struct{})
 		var log runLog
 		stuck := Job{
-			Name: "stuck", Spec: yearly, LeaseTTL: time.Second,
+			Name: "stuck", Spec: yearly, LeaseTTL: time.Second, Overlap: policy,
 			Run: func(ctx context.Context, run Run) error {
 				log.add(run)
 				close(started)
@@ -580,6 +663,7 @@ func TestKilledMidRunIsAbandonedAndTakenOver(t *testing.T) {
 		calls := watchA.calls()
 		require.Len(t, calls, 1)
 		require.ErrorIs(t, calls[0].err, fence.ErrStaleToken)
+		require.Equal(t, policy == OverlapAllow, calls[0].fence.PerSlot, "fenced per slot under OverlapAllow only")
 		require.Equal(t, rec, s.record(t, "stuck", "", slot.At), "the late Finish changed nothing")
 		runs := log.all()
 		require.Len(t, runs, 2)

@@ -35,7 +35,11 @@ var (
 	//go:embed scripts/cancel.lua
 	cancelSrc string
 
-	beginScript     = redis.NewScript(fencePrelude + beginSrc)
+	//go:embed scripts/claim.lua
+	claimSrc string
+
+	beginScript     = redis.NewScript(fencePrelude + beginSrc + "return begin_attempt(KEYS, ARGV)\n")
+	claimScript     = redis.NewScript(fencePrelude + beginSrc + claimSrc)
 	heartbeatScript = redis.NewScript(fencePrelude + heartbeatSrc)
 	finishScript    = redis.NewScript(fencePrelude + finishSrc)
 	skipScript      = redis.NewScript(fencePrelude + skipSrc)
@@ -47,7 +51,8 @@ var (
 // share the hash tag {job|partition}, so it works on Redis Cluster; every
 // fenced transition is one Lua script that checks and raises the fence.
 //
-// Keys under <prefix>{job|partition}: fence (hash: token, owner), run:<unix>
+// Keys under <prefix>{job|partition}: fence (hash: token, owner),
+// fence:<unix> (the same, per slot, for Fence.PerSlot), run:<unix>
 // (hash per slot: status, attempt, base, owner, token, heartbeat, retry_at,
 // reason, and a<n>.* per attempt), open, pending, retry and index (sorted
 // sets of slots), last (latest slot begun or skipped), horizon (ms, set on
@@ -56,11 +61,15 @@ var (
 // Durability is Redis's: after a data loss the horizon starts again at
 // the first State call, so slots from before the loss are never caught up.
 type RedisLedger struct {
-	rdb    redis.UniversalClient
-	prefix string
+	rdb     redis.UniversalClient
+	prefix  string
+	cluster bool // BeginIfClear's script spans two hash tags: not on Cluster
 }
 
-var _ Ledger = (*RedisLedger)(nil)
+var (
+	_ Ledger        = (*RedisLedger)(nil)
+	_ ClearBeginner = (*RedisLedger)(nil)
+)
 
 // NewRedisLedger returns a ledger over rdb with keys under prefix (default
 // DefaultLedgerPrefix). It returns ErrInvalidConfig for a nil rdb or a
@@ -75,7 +84,8 @@ func NewRedisLedger(rdb redis.UniversalClient, prefix string) (*RedisLedger, err
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidConfig, prefix)
 	}
-	return &RedisLedger{rdb: rdb, prefix: prefix}, nil
+	_, cluster := rdb.(*redis.ClusterClient)
+	return &RedisLedger{rdb: rdb, prefix: prefix, cluster: cluster}, nil
 }
 
 type ledgerKeys struct {
@@ -92,6 +102,15 @@ func (l *RedisLedger) keys(job, partition string) ledgerKeys {
 }
 
 func (k ledgerKeys) run(at time.Time) string { return k.base + "run:" + unix(at) }
+
+// fenceOf is the fence hash f is checked against: the pair's, or with
+// Fence.PerSlot the slot's own (fence:<unix>).
+func (k ledgerKeys) fenceOf(s Slot, f Fence) string {
+	if f.PerSlot {
+		return k.fence + ":" + unix(s.At)
+	}
+	return k.fence
+}
 
 func unix(t time.Time) string   { return strconv.FormatInt(t.Unix(), 10) }
 func millis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
@@ -149,7 +168,7 @@ func (l *RedisLedger) pausedKey(job string) string { return l.prefix + "{" + job
 func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
 	k := l.keys(s.Job, s.Partition)
 	res, err := beginScript.Run(ctx, l.rdb,
-		[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry},
+		[]string{k.fenceOf(s, f), k.run(s.At), k.open, k.last, k.index, k.pending, k.retry},
 		f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1)).Int64Slice()
 	if err != nil {
 		return 0, 0, fmt.Errorf("scheduler: ledger begin %s: %w", s.Key(), err)
@@ -164,10 +183,36 @@ func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts in
 	}
 }
 
+// BeginIfClear implements ClearBeginner in one round trip (one script); on
+// Redis Cluster, where the pause flag lives under another hash tag, it
+// returns clear == false without a round trip.
+func (l *RedisLedger) BeginIfClear(ctx context.Context, s Slot, f Fence, maxAttempts int, prev, since, now time.Time) (attempt, left int, clear bool, err error) {
+	if l.cluster || f.PerSlot {
+		return 0, 0, false, nil
+	}
+	k := l.keys(s.Job, s.Partition)
+	res, err := claimScript.Run(ctx, l.rdb,
+		[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
+		f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1), unix(prev), unix(since)).Int64Slice()
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("scheduler: ledger begin %s: %w", s.Key(), err)
+	}
+	switch res[0] {
+	case 2:
+		return 0, 0, false, nil
+	case 1:
+		return int(res[1]), int(res[2]), true, nil
+	case 0:
+		return 0, 0, true, ErrSlotDone
+	default:
+		return 0, 0, true, staleLedger(s, f, res[1])
+	}
+}
+
 // Heartbeat implements Ledger.
 func (l *RedisLedger) Heartbeat(ctx context.Context, s Slot, f Fence, attempt int, now time.Time) error {
 	k := l.keys(s.Job, s.Partition)
-	res, err := heartbeatScript.Run(ctx, l.rdb, []string{k.fence, k.run(s.At), k.base + "cancel"},
+	res, err := heartbeatScript.Run(ctx, l.rdb, []string{k.fenceOf(s, f), k.run(s.At), k.base + "cancel"},
 		f.Token.String(), f.Owner, attempt, millis(now), unix(s.At)).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("scheduler: ledger heartbeat %s: %w", s.Key(), err)
@@ -199,7 +244,7 @@ func (l *RedisLedger) Finish(ctx context.Context, s Slot, f Fence, attempt int, 
 	if o.Status == StatusFailed && !o.RetryAt.IsZero() {
 		retry = millis(o.RetryAt)
 	}
-	res, err := finishScript.Run(ctx, l.rdb, []string{k.fence, k.run(s.At), k.open, k.retry},
+	res, err := finishScript.Run(ctx, l.rdb, []string{k.fenceOf(s, f), k.run(s.At), k.open, k.retry},
 		f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
 		millis(now), retry).Int64Slice()
 	if err != nil {
@@ -217,7 +262,7 @@ func (l *RedisLedger) Skip(ctx context.Context, s Slot, f Fence, status Status, 
 		return fmt.Errorf("scheduler: ledger skip %s: status %q, want skipped or missed", s.Key(), status)
 	}
 	k := l.keys(s.Job, s.Partition)
-	res, err := skipScript.Run(ctx, l.rdb, []string{k.fence, k.run(s.At), k.last, k.index},
+	res, err := skipScript.Run(ctx, l.rdb, []string{k.fenceOf(s, f), k.run(s.At), k.last, k.index},
 		f.Token.String(), f.Owner, unix(s.At), string(status), reason, millis(now)).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("scheduler: ledger skip %s: %w", s.Key(), err)
@@ -314,5 +359,9 @@ func parseRecord(s Slot, m map[string]string) Record {
 }
 
 func staleLedger(s Slot, f Fence, current int64) error {
-	return &fence.StaleTokenError{Resource: "ledger:" + s.Job + "|" + s.Partition, Presented: f.Token, Current: fence.Token(current)}
+	resource := "ledger:" + s.Job + "|" + s.Partition
+	if f.PerSlot {
+		resource = "ledger:" + s.Key()
+	}
+	return &fence.StaleTokenError{Resource: resource, Presented: f.Token, Current: fence.Token(current)}
 }

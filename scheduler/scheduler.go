@@ -241,6 +241,7 @@ type entry struct {
 	at        time.Time
 	u         *unit
 	fire      cron.Fire
+	prev      time.Time // the unit's scheduled fire before fire, zero if unknown
 	scheduled bool
 	index     int
 }
@@ -284,7 +285,7 @@ func (s *Scheduler) dispatch(claimCtx, runCtx context.Context) {
 			due = append(due, e)
 			if e.scheduled {
 				if f, ok := s.next(e.u.job, e.fire.At); ok {
-					heap.Push(&s.queue, &entry{at: f.At, u: e.u, fire: f, scheduled: true})
+					heap.Push(&s.queue, &entry{at: f.At, u: e.u, fire: f, prev: e.fire.At, scheduled: true})
 				}
 			}
 		}
@@ -331,9 +332,9 @@ func (s *Scheduler) trigger(claimCtx, runCtx context.Context, e *entry) {
 			return
 		}
 		defer func() { <-s.sem }()
-		fire, scheduled := e.fire, e.scheduled
+		fire, prev, scheduled := e.fire, e.prev, e.scheduled
 		for {
-			s.claim(claimCtx, runCtx, u, fire, scheduled)
+			s.claim(claimCtx, runCtx, u, fire, prev, scheduled)
 			u.mu.Lock()
 			if !u.again || claimCtx.Err() != nil {
 				u.busy = false
@@ -341,7 +342,7 @@ func (s *Scheduler) trigger(claimCtx, runCtx context.Context, e *entry) {
 				return
 			}
 			u.again = false
-			fire, scheduled = u.pending, !u.pending.At.IsZero()
+			fire, prev, scheduled = u.pending, time.Time{}, !u.pending.At.IsZero()
 			u.pending = cron.Fire{}
 			u.mu.Unlock()
 		}

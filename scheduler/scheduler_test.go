@@ -514,7 +514,10 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"NegativeRetryMaxBackoff", func(j *Job) { j.RetryMaxBackoff = -time.Second }, []error{ErrInvalidJob}},
 			{"NegativeCatchUpWindow", func(j *Job) { j.CatchUpWindow = -time.Second }, []error{ErrInvalidJob}},
 			{"LeaseTTLBelowLeaseMinimum", func(j *Job) { j.LeaseTTL = lease.MinTTL - 1 }, []error{ErrInvalidJob}},
-			{"UnknownOverlapPolicy", func(j *Job) { j.Overlap = OverlapCancelOther + 1 }, []error{ErrInvalidJob}},
+			{"UnknownOverlapPolicy", func(j *Job) { j.Overlap = OverlapAllow + 1 }, []error{ErrInvalidJob}},
+			{"NameAndPartitionTooLongForPerSlotLeases", func(j *Job) {
+				j.Name, j.Partitions, j.Overlap = strings.Repeat("n", MaxJobNameLen), []string{strings.Repeat("p", MaxPartitionLen)}, OverlapAllow
+			}, []error{ErrInvalidJob}},
 			{"UnknownMissedPolicy", func(j *Job) { j.Missed = MissedManual + 1 }, []error{ErrInvalidJob}},
 			{"EmptyPartitionAmongSeveral", func(j *Job) { j.Partitions = []string{"eu", ""} }, []error{ErrInvalidJob}},
 			{"OversizedPartition", func(j *Job) { j.Partitions = []string{strings.Repeat("p", MaxPartitionLen+1)} }, []error{ErrInvalidJob}},

@@ -242,7 +242,7 @@ func claimNow(t *testing.T, sched *Scheduler, job, partition string, at time.Tim
 	require.True(t, ok)
 	require.Equal(t, at, fire.At)
 	ctx := context.Background()
-	sched.claim(ctx, ctx, u, fire, true)
+	sched.claim(ctx, ctx, u, fire, time.Time{}, true)
 }
 
 // claimWake runs one claim of (job, partition) as a wake-up would (a retry
@@ -251,7 +251,7 @@ func claimWake(t *testing.T, sched *Scheduler, job, partition string) {
 	t.Helper()
 	u := unitOf(t, sched, job, partition)
 	ctx := context.Background()
-	sched.claim(ctx, ctx, u, cron.Fire{}, false)
+	sched.claim(ctx, ctx, u, cron.Fire{}, time.Time{}, false)
 }
 
 // eventually polls cond every 10 ms until it holds, failing after limit.

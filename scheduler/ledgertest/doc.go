@@ -20,6 +20,15 @@
 //     more, not even the end of its own attempt; token 0 is refused;
 //     partitions have fences and records of their own; 16 holders racing
 //     Begin on one slot are accepted in strictly increasing token order;
+//   - per-slot fencing (scheduler.Fence.PerSlot): each slot has a fence
+//     of its own, so holders of different slots of one (job, partition)
+//     interleave their Begins, Heartbeats and Finishes (where the pair's
+//     fence would refuse the older one); on one slot the same rule holds
+//     (refusals as above, a larger token takes a running attempt over and
+//     fences its holder out of that slot); per-slot writes leave the
+//     pair's fence as it is and pair-fenced writes leave every slot's
+//     fence as it is; State reads per-slot begun, skipped and missed slots
+//     as any other;
 //   - State: Open lists pending slots, failures with a retry, and slots
 //     running under a holder that lost the lease (abandoned), at or after
 //     since, oldest first, with RetryAt; not succeeded, final, skipped,
@@ -44,9 +53,11 @@
 // The suite takes no side where scheduler.Ledger's documentation does not:
 // whether Skip of a slot with a record returns nil or ErrSlotDone (both
 // pass), whether token 0 is refused with fence.ErrNoToken or as stale,
-// what Begin repeated by the running attempt's own owner returns, whether
-// a taken-over slot whose attempts are spent is listed as open, and how an
-// abandoned attempt's class and finish time are set.
+// what Begin repeated by the running attempt's own owner returns, what a
+// StaleTokenError's Resource names (a per-slot refusal may name the slot
+// or the pair), whether a taken-over slot whose attempts are spent is
+// listed as open, and how an abandoned attempt's class and finish time are
+// set.
 //
 // # Memory
 //

@@ -30,6 +30,7 @@ type pairKey struct{ job, partition string }
 type memPair struct {
 	token   fence.Token
 	owner   string
+	slots   map[int64]*slotFence // Fence.PerSlot fences, by slot
 	horizon time.Time
 	last    time.Time
 	runs    map[int64]*memRun // by slot, unix seconds
@@ -53,18 +54,34 @@ func (m *Memory) pair(job, partition string) *memPair {
 	k := pairKey{job, partition}
 	p := m.pairs[k]
 	if p == nil {
-		p = &memPair{horizon: time.Now().UTC().Truncate(time.Second), runs: map[int64]*memRun{}}
+		p = &memPair{horizon: time.Now().UTC().Truncate(time.Second), runs: map[int64]*memRun{}, slots: map[int64]*slotFence{}}
 		m.pairs[k] = p
 	}
 	return p
 }
 
-// raise applies the acceptance rule to the pair's fence and raises it.
-func (p *memPair) raise(job, partition string, f scheduler.Fence) error {
-	if err := fence.Check(job+"|"+partition, p.token, p.owner, f.Token, f.Owner); err != nil {
+type slotFence struct {
+	token fence.Token
+	owner string
+}
+
+// raise applies the acceptance rule to the fence f is checked against (the
+// pair's, or with f.PerSlot the slot's own) and raises it.
+func (p *memPair) raise(slot scheduler.Slot, f scheduler.Fence) error {
+	resource, token, owner := slot.Job+"|"+slot.Partition, &p.token, &p.owner
+	if f.PerSlot {
+		k := slotKey(slot.At)
+		sf := p.slots[k]
+		if sf == nil {
+			sf = &slotFence{}
+			p.slots[k] = sf
+		}
+		resource, token, owner = slot.Key(), &sf.token, &sf.owner
+	}
+	if err := fence.Check(resource, *token, *owner, f.Token, f.Owner); err != nil {
 		return fmt.Errorf("ledgertest: %w", err)
 	}
-	p.token, p.owner = f.Token, f.Owner
+	*token, *owner = f.Token, f.Owner
 	return nil
 }
 
@@ -99,7 +116,7 @@ func (m *Memory) Begin(_ context.Context, slot scheduler.Slot, f scheduler.Fence
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(slot.Job, slot.Partition)
-	if err := p.raise(slot.Job, slot.Partition, f); err != nil {
+	if err := p.raise(slot, f); err != nil {
 		return 0, 0, err
 	}
 	at := slot.At.UTC().Truncate(time.Second)
@@ -161,7 +178,7 @@ func (m *Memory) Heartbeat(_ context.Context, slot scheduler.Slot, f scheduler.F
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(slot.Job, slot.Partition)
-	if err := p.raise(slot.Job, slot.Partition, f); err != nil {
+	if err := p.raise(slot, f); err != nil {
 		return err
 	}
 	r, err := p.running(slot, f, attempt)
@@ -180,7 +197,7 @@ func (m *Memory) Finish(_ context.Context, slot scheduler.Slot, f scheduler.Fenc
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(slot.Job, slot.Partition)
-	if err := p.raise(slot.Job, slot.Partition, f); err != nil {
+	if err := p.raise(slot, f); err != nil {
 		return err
 	}
 	r, err := p.running(slot, f, attempt)
@@ -204,7 +221,7 @@ func (m *Memory) Skip(_ context.Context, slot scheduler.Slot, f scheduler.Fence,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(slot.Job, slot.Partition)
-	if err := p.raise(slot.Job, slot.Partition, f); err != nil {
+	if err := p.raise(slot, f); err != nil {
 		return err
 	}
 	at := slot.At.UTC().Truncate(time.Second)

@@ -8,6 +8,8 @@
 //
 //	job_fences(job_name, partition_key, token, owner, horizon, last_slot, updated_at)
 //	    PRIMARY KEY (job_name, partition_key)
+//	job_slot_fences(job_name, partition_key, schedule_slot, token, owner, updated_at)
+//	    PRIMARY KEY (job_name, partition_key, schedule_slot)
 //	job_runs(id bigserial, job_name, schedule_slot timestamptz, partition_key, status,
 //	    attempt, attempt_base, retry_at, reason, owner, fence_token, heartbeat_at,
 //	    created_at, updated_at)
@@ -29,7 +31,8 @@
 //
 // Every transition a lease holder makes (Begin, Heartbeat, Finish, Skip) is
 // one READ COMMITTED transaction whose first statement applies the
-// acceptance rule to the (job, partition) row of job_fences and raises it:
+// acceptance rule to the (job, partition) row of job_fences and raises it
+// (for a per-slot fence, see below):
 //
 //	INSERT INTO job_fences ... VALUES (job, partition, token, owner, ...)
 //	ON CONFLICT (job_name, partition_key) DO UPDATE SET token = ..., owner = ...
@@ -51,18 +54,55 @@
 //     slot it was running;
 //   - two owners never both write under one token.
 //
+// # Per-slot fences
+//
+// A transition whose scheduler.Fence has PerSlot set (OverlapAllow: runs of
+// one (job, partition) overlap, each under a lease of its own slot, so
+// tokens of different slots interleave) is fenced by the slot alone. It
+// still locks the pair's job_fences row first (creating it, and so the
+// horizon, if missing; a Begin raises last_slot there), so writers of one
+// pair keep taking turns, but neither checks nor raises that row's token.
+// Instead it applies the same rule, with the same upsert, to the slot's
+// row of job_slot_fences:
+//
+//	INSERT INTO job_slot_fences ... VALUES (job, partition, slot, token, owner, now())
+//	ON CONFLICT (job_name, partition_key, schedule_slot) DO UPDATE SET token = ..., owner = ...
+//	 WHERE job_slot_fences.token < EXCLUDED.token
+//	    OR (job_slot_fences.token = EXCLUDED.token AND job_slot_fences.owner = EXCLUDED.owner)
+//	RETURNING token
+//
+// A refusal is a *fence.StaleTokenError whose Resource names the slot
+// ("job_slot_fences(job, partition, slot)") and whose Current is the
+// slot's token. So, per slot: a smaller token, or the same token from
+// another owner, writes nothing to that slot, and a larger one takes a
+// running attempt over (marks it abandoned) and fences its holder out of
+// that slot; slots of one pair do not fence each other. The two kinds of
+// fence are independent: a per-slot write leaves the pair's token as it
+// is, and a pair-fenced write never touches job_slot_fences.
+//
+// The fence lives in a table of its own rather than in job_runs because it
+// must be checked before a run exists (a refused Begin creates none), be
+// raised by a Skip that leaves an existing record as it is, and outlive a
+// retention job that deletes job_runs rows. job_slot_fences grows by one
+// row per slot written under a per-slot lease; delete rows only for slots
+// whose leases are long gone, as a deleted row lets any token write the
+// slot again.
+//
+// # Operators and locks
+//
 // Operator actions are not fenced. Request still locks the fence row (it
 // creates it with token 0 if missing), so it never interleaves with a
 // transition; SetPaused writes job_pauses only. Locks are always taken in
-// one order, fence row then run row, so the ledger causes no deadlock.
+// one order, the pair's fence row, then the slot's fence row (per-slot
+// transitions), then the run row, so the ledger causes no deadlock.
 //
 // # Running slots and abandonment
 //
-// A running slot whose token is below the pair's fence was begun by a
-// holder that has since lost the job lease to one that touched the ledger:
-// it is abandoned. State lists it as open, and the next Begin (by another
-// owner) marks its attempt abandoned (class interrupted) and starts the
-// next. A Begin repeated by the owner of the running attempt returns that
+// A running slot whose token is below the pair's fence (its slot's fence,
+// for per-slot leases) was begun by a holder that has since lost the lease
+// to one that touched the ledger: it is abandoned. State lists it as open,
+// and the next Begin (by another owner) marks its attempt abandoned (class
+// interrupted) and starts the next. A Begin repeated by the owner of the running attempt returns that
 // attempt: a retry after a lost reply starts nothing.
 //
 // # Horizon

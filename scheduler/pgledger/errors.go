@@ -37,8 +37,9 @@ var (
 // reachable with errors.As.
 //
 // Every method runs its own READ COMMITTED transaction and takes its locks
-// in one order (the (job, partition) fence row, then the slot's run), so
-// neither should happen in practice. Everything else is terminal for the
+// in one order (the (job, partition) fence row, the slot's fence row for a
+// per-slot fence, then the slot's run), so neither should happen in
+// practice. Everything else is terminal for the
 // call: a *fence.StaleTokenError never becomes fresh by retrying with the
 // same token, and ErrSlotDone or ErrSlotRunning describe the slot.
 var ErrRetryable = pgfence.ErrRetryable

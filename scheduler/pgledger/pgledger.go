@@ -43,8 +43,8 @@ type DB interface {
 
 // Config names where the ledger lives. The zero Config is valid.
 type Config struct {
-	// Schema holds the tables job_fences, job_runs, job_run_attempts and
-	// job_pauses; Migrate creates them. A lower-case SQL identifier.
+	// Schema holds the tables job_fences, job_slot_fences, job_runs,
+	// job_run_attempts and job_pauses; Migrate creates them. A lower-case SQL identifier.
 	// Default DefaultSchema ("holdfast").
 	Schema string
 }
@@ -122,35 +122,65 @@ func (l *Ledger) inTx(ctx context.Context, op, what string, fn func(pgx.Tx) erro
 	return nil
 }
 
-// raise applies the acceptance rule to the (job, partition) fence inside tx
-// and raises it: one upsert that locks the fence row until tx ends, so every
-// later statement of tx sees what the previous holder committed and no
-// other transition of the pair runs meanwhile. last, when not nil, raises
-// the pair's latest slot in the same statement. It returns a
-// *fence.StaleTokenError carrying the current token when the rule refuses.
-func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op, job, partition string, f scheduler.Fence, last *time.Time) error {
+// raise applies the acceptance rule inside tx to the fence f is checked
+// against and raises it, taking the (job, partition) fence row's lock until
+// tx ends either way, so every later statement of tx sees what the previous
+// writer of the pair committed and no other transition of the pair runs
+// meanwhile. last, when not nil, raises the pair's latest slot in the same
+// statement. It returns a *fence.StaleTokenError carrying the current token
+// when the rule refuses.
+//
+// The fence is the pair's (job_fences), or with f.PerSlot the slot's own
+// (job_slot_fences): then the pair's row is locked (and created, starting
+// the horizon, if missing) but its token neither checked nor raised.
+func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler.Slot, f scheduler.Fence, last *time.Time) error {
+	if f.PerSlot {
+		if err := l.lockFence(ctx, tx, op, slot.Job, slot.Partition, last); err != nil {
+			return err
+		}
+		at := slotTime(slot.At)
+		return l.check(ctx, tx, op, slotFenceResource(slot), f,
+			l.sql.raiseSlot, []any{slot.Job, slot.Partition, at, int64(f.Token), f.Owner},
+			l.sql.slotFenceToken, []any{slot.Job, slot.Partition, at})
+	}
+	return l.check(ctx, tx, op, fenceResource(slot.Job, slot.Partition), f,
+		l.sql.raise, []any{slot.Job, slot.Partition, int64(f.Token), f.Owner, last},
+		l.sql.fenceToken, []any{slot.Job, slot.Partition})
+}
+
+// check runs raiseSQL, one upsert that applies the acceptance rule to a
+// fence row and raises it, returning a row iff the rule accepts. When it
+// refuses, ON CONFLICT has locked the row even so: tokenSQL then reads the
+// token that refused the write, for the *fence.StaleTokenError naming
+// resource.
+func (l *Ledger) check(ctx context.Context, tx pgx.Tx, op, resource string, f scheduler.Fence,
+	raiseSQL string, raiseArgs []any, tokenSQL string, tokenArgs []any,
+) error {
 	var raised int64
-	err := tx.QueryRow(ctx, l.sql.raise, job, partition, int64(f.Token), f.Owner, last).Scan(&raised)
+	err := tx.QueryRow(ctx, raiseSQL, raiseArgs...).Scan(&raised)
 	switch {
 	case err == nil:
 		return nil
 	case !errors.Is(err, pgx.ErrNoRows):
-		return wrapDBError(op, fenceResource(job, partition), err)
+		return wrapDBError(op, resource, err)
 	}
-	// Refused. ON CONFLICT locked the row even so: this read sees the
-	// token that refused the write.
 	var current int64
-	if err := tx.QueryRow(ctx, l.sql.fenceToken, job, partition).Scan(&current); err != nil {
-		return wrapDBError(op, fenceResource(job, partition), err)
+	if err := tx.QueryRow(ctx, tokenSQL, tokenArgs...).Scan(&current); err != nil {
+		return wrapDBError(op, resource, err)
 	}
 	return fmt.Errorf("pgledger: %s: %w", op, &fence.StaleTokenError{
-		Resource: fenceResource(job, partition), Presented: f.Token, Current: fence.Token(current),
+		Resource: resource, Presented: f.Token, Current: fence.Token(current),
 	})
 }
 
 // fenceResource names a (job, partition) fence in errors.
 func fenceResource(job, partition string) string {
 	return "job_fences(" + job + ", " + partition + ")"
+}
+
+// slotFenceResource names a slot's own fence (Fence.PerSlot) in errors.
+func slotFenceResource(s scheduler.Slot) string {
+	return "job_slot_fences(" + s.Job + ", " + s.Partition + ", " + slotTime(s.At).Format(time.RFC3339) + ")"
 }
 
 // slotName names a slot in errors.

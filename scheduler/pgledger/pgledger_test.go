@@ -108,6 +108,7 @@ SELECT c.conrelid::regclass::text, pg_get_constraintdef(c.oid)
 		"job_runs UNIQUE (job_name, schedule_slot, partition_key)",
 		"job_run_attempts UNIQUE (job_run_id, attempt)",
 		"job_fences PRIMARY KEY (job_name, partition_key)",
+		"job_slot_fences PRIMARY KEY (job_name, partition_key, schedule_slot)",
 		"job_pauses PRIMARY KEY (job_name)",
 	})
 	var fk bool
@@ -242,4 +243,52 @@ func TestBeginExhaustedTakeoverLeavesAbandoned(t *testing.T) {
 	n, _, err := l.Begin(ctx, slot, b, 1, at.Add(3*time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
+}
+
+// A per-slot fence is a job_slot_fences row: a per-slot write raises it and
+// leaves the job_fences token at 0 (the row exists, for the horizon and the
+// lock), and a refusal names the slot's fence, with the slot's token.
+func TestPerSlotFenceIsARowOfItsOwn(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	schema := newSchema(t)
+	l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, l.Migrate(t.Context()))
+	require.NoError(t, l.Migrate(t.Context()), "Migrate again, with job_slot_fences in place")
+	ctx := t.Context()
+	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
+	slot := scheduler.Slot{Job: "settle", At: at, Partition: "eu"}
+	f := scheduler.Fence{Token: ledgertest.TokenBase + 7, Owner: "a", PerSlot: true}
+	_, _, err = l.Begin(ctx, slot, f, 3, at)
+	require.NoError(t, err)
+
+	var pairToken, slotToken int64
+	var slotOwner string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT token FROM `+pgx.Identifier{schema, "job_fences"}.Sanitize()+
+		` WHERE job_name = 'settle' AND partition_key = 'eu'`).Scan(&pairToken))
+	require.Zero(t, pairToken, "the pair's token after a per-slot Begin")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT token, owner FROM `+pgx.Identifier{schema, "job_slot_fences"}.Sanitize()+
+		` WHERE job_name = 'settle' AND partition_key = 'eu' AND schedule_slot = $1`, at).Scan(&slotToken, &slotOwner))
+	require.Equal(t, int64(f.Token), slotToken)
+	require.Equal(t, f.Owner, slotOwner)
+
+	stale := scheduler.Fence{Token: f.Token - 1, Owner: "b", PerSlot: true}
+	err = l.Heartbeat(ctx, slot, stale, 1, at.Add(time.Second))
+	var se *fence.StaleTokenError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, "job_slot_fences(settle, eu, 2026-03-08T07:00:00Z)", se.Resource)
+	require.Equal(t, f.Token, se.Current)
+	require.Equal(t, stale.Token, se.Presented)
+
+	// A pair-fenced write touches no slot's fence, and raises the pair's.
+	pair := scheduler.Fence{Token: ledgertest.TokenBase + 1, Owner: "c"}
+	_, _, err = l.Begin(ctx, scheduler.Slot{Job: "settle", At: at.Add(time.Minute), Partition: "eu"}, pair, 3, at)
+	require.NoError(t, err)
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "job_slot_fences"}.Sanitize()).Scan(&rows))
+	require.Equal(t, 1, rows, "job_slot_fences rows after a pair-fenced Begin")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT token FROM `+pgx.Identifier{schema, "job_fences"}.Sanitize()+
+		` WHERE job_name = 'settle' AND partition_key = 'eu'`).Scan(&pairToken))
+	require.Equal(t, int64(pair.Token), pairToken, "the pair's token after a pair-fenced Begin")
 }

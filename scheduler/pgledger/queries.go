@@ -19,8 +19,15 @@ type queries struct {
 	// ensureFence creates the pair's fence row (token 0: no holder yet,
 	// horizon now, truncated to the second) if missing and returns its
 	// horizon; on conflict it locks the row and returns the existing one.
-	ensureFence string // $1 job, $2 partition
+	// Either way it raises last_slot to $3 (NULL: leaves it), and never
+	// touches the token.
+	ensureFence string // $1 job, $2 partition, $3 slot or NULL
 	raiseLast   string // $1 job, $2 partition, $3 slot
+	// raiseSlot is raise for a slot's own fence (Fence.PerSlot):
+	// $1 job, $2 partition, $3 slot, $4 token, $5 owner. Returns the token
+	// when the rule accepts, no row when it refuses; atomic the same way.
+	raiseSlot      string
+	slotFenceToken string // $1 job, $2 partition, $3 slot
 
 	runForUpdate string // $1 job, $2 slot, $3 partition
 	insertRun    string
@@ -44,6 +51,7 @@ type queries struct {
 func newQueries(schema string) queries {
 	r := strings.NewReplacer(
 		"{{fences}}", pgx.Identifier{schema, "job_fences"}.Sanitize(),
+		"{{slotFences}}", pgx.Identifier{schema, "job_slot_fences"}.Sanitize(),
 		"{{runs}}", pgx.Identifier{schema, "job_runs"}.Sanitize(),
 		"{{attempts}}", pgx.Identifier{schema, "job_run_attempts"}.Sanitize(),
 		"{{pauses}}", pgx.Identifier{schema, "job_pauses"}.Sanitize(),
@@ -58,12 +66,21 @@ ON CONFLICT (job_name, partition_key) DO UPDATE
     OR (f.token = EXCLUDED.token AND f.owner = EXCLUDED.owner)
 RETURNING f.token`),
 		fenceToken: r.Replace(`SELECT token FROM {{fences}} WHERE job_name = $1 AND partition_key = $2`),
-		ensureFence: r.Replace(`INSERT INTO {{fences}} AS f (job_name, partition_key, token, owner, horizon)
-VALUES ($1, $2, 0, '', date_trunc('second', now()))
-ON CONFLICT (job_name, partition_key) DO UPDATE SET horizon = f.horizon
+		ensureFence: r.Replace(`INSERT INTO {{fences}} AS f (job_name, partition_key, token, owner, horizon, last_slot)
+VALUES ($1, $2, 0, '', date_trunc('second', now()), $3)
+ON CONFLICT (job_name, partition_key) DO UPDATE SET last_slot = GREATEST(f.last_slot, EXCLUDED.last_slot)
 RETURNING f.horizon`),
 		raiseLast: r.Replace(`UPDATE {{fences}} SET last_slot = GREATEST(last_slot, $3)
 WHERE job_name = $1 AND partition_key = $2`),
+		raiseSlot: r.Replace(`INSERT INTO {{slotFences}} AS f (job_name, partition_key, schedule_slot, token, owner, updated_at)
+VALUES ($1, $2, $3, $4, $5, now())
+ON CONFLICT (job_name, partition_key, schedule_slot) DO UPDATE
+   SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = now()
+ WHERE f.token < EXCLUDED.token
+    OR (f.token = EXCLUDED.token AND f.owner = EXCLUDED.owner)
+RETURNING f.token`),
+		slotFenceToken: r.Replace(`SELECT token FROM {{slotFences}}
+WHERE job_name = $1 AND partition_key = $2 AND schedule_slot = $3`),
 
 		runForUpdate: r.Replace(`SELECT id, status, attempt, attempt_base, retry_at IS NOT NULL, owner, fence_token
 FROM {{runs}} WHERE job_name = $1 AND schedule_slot = $2 AND partition_key = $3

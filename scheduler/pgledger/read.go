@@ -34,7 +34,7 @@ func (l *Ledger) State(ctx context.Context, job, partition string, since time.Ti
 		return st, err
 	}
 	if err := l.inTx(ctx, op, fenceResource(job, partition), func(tx pgx.Tx) error {
-		return l.lockFence(ctx, tx, op, job, partition)
+		return l.lockFence(ctx, tx, op, job, partition, nil)
 	}); err != nil {
 		return scheduler.State{}, err
 	}

@@ -25,8 +25,9 @@ type run struct {
 }
 
 // lockRun reads the slot's run FOR UPDATE; found is false when there is
-// none. Called after raise or lockFence, it waits for nobody: the fence row
-// lock already serialises the pair's writers.
+// none. Called after raise or lockFence, it waits for nobody: the pair's
+// fence row lock (taken with per-slot fences too) already serialises the
+// pair's writers.
 func (l *Ledger) lockRun(ctx context.Context, tx pgx.Tx, op string, s scheduler.Slot) (run, error) {
 	var (
 		r      run
@@ -45,7 +46,8 @@ func (l *Ledger) lockRun(ctx context.Context, tx pgx.Tx, op string, s scheduler.
 }
 
 // Begin implements scheduler.Ledger. In one transaction it raises the
-// (job, partition) fence, then, by the slot's state:
+// fence (the (job, partition)'s, or with f.PerSlot the slot's own), then,
+// by the slot's state:
 //
 //   - no record, pending, failed with a retry, abandoned: starts the next
 //     attempt when fewer than maxAttempts were made since the last Request;
@@ -79,7 +81,7 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 		attempt, base, done = 0, 0, false
 		// Every Begin that gets past the fence leaves the slot begun now or
 		// before: raising Last here is exact.
-		if err := l.raise(ctx, tx, op, slot.Job, slot.Partition, f, &at); err != nil {
+		if err := l.raise(ctx, tx, op, slot, f, &at); err != nil {
 			return err
 		}
 		r, err := l.lockRun(ctx, tx, op, slot)
@@ -108,7 +110,11 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 				return nil
 			}
 			// Its holder lost the lease: the fence just accepted a newer one.
-			msg := fmt.Sprintf("abandoned: holder lost the job lease (token %d, superseded by %d)", r.token, f.Token)
+			lease := "job"
+			if f.PerSlot {
+				lease = "slot's"
+			}
+			msg := fmt.Sprintf("abandoned: holder lost the %s lease (token %d, superseded by %d)", lease, r.token, f.Token)
 			if err := l.exec(ctx, tx, op, slot, l.sql.abandonAtt, r.id, r.attempt, now, msg); err != nil {
 				return err
 			}
@@ -152,7 +158,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, slot scheduler.Slot, f scheduler
 		return fmt.Errorf("%w: attempt %d, want at least 1", ErrInvalidArgument, attempt)
 	}
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
-		if err := l.raise(ctx, tx, op, slot.Job, slot.Partition, f, nil); err != nil {
+		if err := l.raise(ctx, tx, op, slot, f, nil); err != nil {
 			return err
 		}
 		var n int
@@ -195,7 +201,7 @@ func (l *Ledger) Finish(ctx context.Context, slot scheduler.Slot, f scheduler.Fe
 		return fmt.Errorf("%w: outcome status %q, want %q or %q", ErrInvalidArgument, o.Status, scheduler.StatusSucceeded, scheduler.StatusFailed)
 	}
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
-		if err := l.raise(ctx, tx, op, slot.Job, slot.Partition, f, nil); err != nil {
+		if err := l.raise(ctx, tx, op, slot, f, nil); err != nil {
 			return err
 		}
 		var n int
@@ -254,7 +260,7 @@ func (l *Ledger) Skip(ctx context.Context, slot scheduler.Slot, f scheduler.Fenc
 	}
 	at := slotTime(slot.At)
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
-		if err := l.raise(ctx, tx, op, slot.Job, slot.Partition, f, nil); err != nil {
+		if err := l.raise(ctx, tx, op, slot, f, nil); err != nil {
 			return err
 		}
 		var id int64
@@ -288,7 +294,7 @@ func (l *Ledger) Request(ctx context.Context, slot scheduler.Slot, reason string
 	running := false
 	err := l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
 		running = false
-		if err := l.lockFence(ctx, tx, op, slot.Job, slot.Partition); err != nil {
+		if err := l.lockFence(ctx, tx, op, slot.Job, slot.Partition, nil); err != nil {
 			return err
 		}
 		r, err := l.lockRun(ctx, tx, op, slot)
@@ -313,11 +319,12 @@ func (l *Ledger) Request(ctx context.Context, slot scheduler.Slot, reason string
 }
 
 // lockFence creates the pair's fence row if missing (which starts its
-// horizon) and locks it until tx ends, without raising it: ensureFence's
-// ON CONFLICT DO UPDATE takes the row lock, after waiting for a writer.
-func (l *Ledger) lockFence(ctx context.Context, tx pgx.Tx, op, job, partition string) error {
+// horizon) and locks it until tx ends, without checking or raising its
+// token: ensureFence's ON CONFLICT DO UPDATE takes the row lock, after
+// waiting for a writer. last, when not nil, raises the pair's latest slot.
+func (l *Ledger) lockFence(ctx context.Context, tx pgx.Tx, op, job, partition string, last *time.Time) error {
 	var horizon time.Time
-	if err := tx.QueryRow(ctx, l.sql.ensureFence, job, partition).Scan(&horizon); err != nil {
+	if err := tx.QueryRow(ctx, l.sql.ensureFence, job, partition, last).Scan(&horizon); err != nil {
 		return wrapDBError(op, fenceResource(job, partition), err)
 	}
 	return nil

@@ -1,4 +1,5 @@
--- begin.lua: fenced start of a slot's next attempt.
+-- begin.lua: fenced start of a slot's next attempt: begin_attempt(KEYS, ARGV),
+-- shared by the Begin script and the claim script (claim.lua).
 --
 -- KEYS[1] fence hash  KEYS[2] run hash  KEYS[3] open zset  KEYS[4] last
 -- KEYS[5] index zset  KEYS[6] pending zset  KEYS[7] retry zset
@@ -8,40 +9,42 @@
 --
 -- Returns {1, attempt, left} started (left: attempts the budget allows after
 -- this one); {0, 0} nothing to do; {-1, current} stale.
-local ok, cur = raise(KEYS[1], ARGV[1], ARGV[2])
-if not ok then return {-1, cur} end
-local run = KEYS[2]
-local status = redis.call('HGET', run, 'status')
-local attempt = tonumber(redis.call('HGET', run, 'attempt') or '0')
-local base = tonumber(redis.call('HGET', run, 'base') or '0')
-if status == 'succeeded' or status == 'skipped' or status == 'missed' then
-  return {0, 0}
-end
-if status == 'failed' and not redis.call('ZSCORE', KEYS[3], ARGV[3]) then
-  return {0, 0} -- failed for good
-end
-if status == 'running' then
-  if redis.call('HGET', run, 'owner') == ARGV[2] then
-    return {1, attempt, tonumber(ARGV[5]) - (attempt - base)} -- ours, begun again after a lost reply
+local function begin_attempt(K, A)
+  local ok, cur = raise(K[1], A[1], A[2])
+  if not ok then return {-1, cur} end
+  local run = K[2]
+  local status = redis.call('HGET', run, 'status')
+  local attempt = tonumber(redis.call('HGET', run, 'attempt') or '0')
+  local base = tonumber(redis.call('HGET', run, 'base') or '0')
+  if status == 'succeeded' or status == 'skipped' or status == 'missed' then
+    return {0, 0}
   end
-  -- Its holder lost the lease: it is abandoned.
-  redis.call('HSET', run, 'a' .. attempt .. '.status', 'abandoned', 'a' .. attempt .. '.finished', ARGV[4])
+  if status == 'failed' and not redis.call('ZSCORE', K[3], A[3]) then
+    return {0, 0} -- failed for good
+  end
+  if status == 'running' then
+    if redis.call('HGET', run, 'owner') == A[2] then
+      return {1, attempt, tonumber(A[5]) - (attempt - base)} -- ours, begun again after a lost reply
+    end
+    -- Its holder lost the lease: it is abandoned.
+    redis.call('HSET', run, 'a' .. attempt .. '.status', 'abandoned', 'a' .. attempt .. '.finished', A[4])
+  end
+  if attempt - base >= tonumber(A[5]) then
+    redis.call('HSET', run, 'status', status == 'running' and 'abandoned' or status)
+    redis.call('ZREM', K[3], A[3])
+    redis.call('ZREM', K[6], A[3])
+    return {0, 0}
+  end
+  attempt = attempt + 1
+  local a = 'a' .. attempt .. '.'
+  redis.call('HSET', run, 'status', 'running', 'attempt', attempt, 'base', base,
+    'owner', A[2], 'token', A[1], 'heartbeat', A[4],
+    a .. 'owner', A[2], a .. 'token', A[1], a .. 'status', 'running',
+    a .. 'started', A[4], a .. 'hb', A[4])
+  redis.call('ZADD', K[3], A[3], A[3])
+  redis.call('ZADD', K[5], A[3], A[3])
+  redis.call('ZREM', K[6], A[3])
+  redis.call('ZREM', K[7], A[3])
+  mark(K[4], A[3])
+  return {1, attempt, tonumber(A[5]) - (attempt - base)}
 end
-if attempt - base >= tonumber(ARGV[5]) then
-  redis.call('HSET', run, 'status', status == 'running' and 'abandoned' or status)
-  redis.call('ZREM', KEYS[3], ARGV[3])
-  redis.call('ZREM', KEYS[6], ARGV[3])
-  return {0, 0}
-end
-attempt = attempt + 1
-local a = 'a' .. attempt .. '.'
-redis.call('HSET', run, 'status', 'running', 'attempt', attempt, 'base', base,
-  'owner', ARGV[2], 'token', ARGV[1], 'heartbeat', ARGV[4],
-  a .. 'owner', ARGV[2], a .. 'token', ARGV[1], a .. 'status', 'running',
-  a .. 'started', ARGV[4], a .. 'hb', ARGV[4])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[3])
-redis.call('ZADD', KEYS[5], ARGV[3], ARGV[3])
-redis.call('ZREM', KEYS[6], ARGV[3])
-redis.call('ZREM', KEYS[7], ARGV[3])
-mark(KEYS[4], ARGV[3])
-return {1, attempt, tonumber(ARGV[5]) - (attempt - base)}

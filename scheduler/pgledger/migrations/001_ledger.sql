@@ -9,9 +9,10 @@ CREATE SCHEMA IF NOT EXISTS {{schema}};
 
 -- One row per (job, partition): the fence every lease holder's transition is
 -- checked against (the highest token accepted and its owner, 0 and '' before
--- the first), when the ledger's memory of the pair starts, and the latest
--- slot begun, skipped or missed. Every write to the pair's runs locks this
--- row first, so writers of one (job, partition) take turns.
+-- the first; a per-slot transition uses job_slot_fences instead), when the
+-- ledger's memory of the pair starts, and the latest slot begun, skipped or
+-- missed. Every write to the pair's runs locks this row first, so writers of
+-- one (job, partition) take turns.
 CREATE TABLE IF NOT EXISTS {{schema}}.job_fences (
     job_name      text        NOT NULL,
     partition_key text        NOT NULL,
@@ -21,6 +22,31 @@ CREATE TABLE IF NOT EXISTS {{schema}}.job_fences (
     last_slot     timestamptz,
     updated_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (job_name, partition_key)
+);
+
+-- One row per slot written under a lease of that one slot
+-- (scheduler.Fence.PerSlot, for OverlapAllow, where runs of one (job,
+-- partition) overlap, each under its own lease): the slot's own fence, the
+-- highest token accepted for it and its owner. A transition with PerSlot
+-- checks and raises this row instead of the job_fences token, which it
+-- leaves as it is; it still locks the job_fences row first (creating it if
+-- missing), so writers of one (job, partition) keep taking turns and
+-- horizon and last_slot work as for pair-fenced writes. A row is created
+-- only with an accepted token (never 0). A table of its own rather than
+-- columns on job_runs: the fence must be checked before the run exists (a
+-- refused Begin creates no run), raised by a Skip that leaves an existing
+-- record as it is, and survive a retention job deleting job_runs rows
+-- (deleting a row here lets a token below it write that slot again: delete
+-- only rows of slots whose leases are long gone). Pair-fenced writes never
+-- touch this table.
+CREATE TABLE IF NOT EXISTS {{schema}}.job_slot_fences (
+    job_name      text        NOT NULL,
+    partition_key text        NOT NULL,
+    schedule_slot timestamptz NOT NULL,
+    token         bigint      NOT NULL CHECK (token > 0),
+    owner         text        NOT NULL,
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job_name, partition_key, schedule_slot)
 );
 
 -- One row per slot: its logical run. attempt is the latest attempt's number

@@ -1,0 +1,164 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// BeginIfClear begins a slot in one round trip only when State would show
+// nothing else to plan; otherwise it changes nothing.
+func TestRedisLedgerBeginIfClear(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		l := s.ledger
+		base := time.Now().Truncate(time.Second).Add(-time.Hour)
+		at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
+		since := base.Add(-time.Hour)
+		now := time.Now()
+		f := Fence{Token: 1_000, Owner: "a"}
+		slot := func(job string, i int) Slot { return Slot{Job: job, At: at(i)} }
+
+		// A job the ledger never saw: clear, attempt 1.
+		n, left, clear, err := l.BeginIfClear(ctx, slot("fresh", 1), f, 3, at(0), since, now)
+		require.NoError(t, err)
+		require.True(t, clear)
+		require.Equal(t, []int{1, 2}, []int{n, left})
+		require.Equal(t, StatusRunning, s.status("fresh", "", at(1)))
+		st, err := l.State(ctx, "fresh", "", since)
+		require.NoError(t, err)
+		require.False(t, st.Horizon.IsZero(), "the horizon is set as State sets it")
+		requireSameTime(t, at(1), st.Last)
+
+		// The next slot while slot 1 still runs (its holder lost the
+		// lease): slot 1 is open, so not clear, and nothing changes.
+		n, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 2), Fence{Token: 1_001, Owner: "b"}, 3, at(1), since, now)
+		require.NoError(t, err)
+		require.False(t, clear)
+		require.Zero(t, n)
+		require.Equal(t, "", string(s.status("fresh", "", at(2))), "slot 2 untouched")
+		require.Equal(t, StatusRunning, s.status("fresh", "", at(1)))
+
+		// Slot 1 succeeds: slot 2 is clear.
+		require.NoError(t, l.Finish(ctx, slot("fresh", 1), f, 1, Outcome{Status: StatusSucceeded}, now))
+		n, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 2), f, 3, at(1), since, now)
+		require.NoError(t, err)
+		require.True(t, clear)
+		require.Equal(t, 1, n)
+		require.NoError(t, l.Finish(ctx, slot("fresh", 2), f, 1, Outcome{Status: StatusSucceeded}, now))
+
+		// A gap: slot 3 was never begun, so slot 4 is not clear.
+		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 4), f, 3, at(3), since, now)
+		require.NoError(t, err)
+		require.False(t, clear, "slot 3 went unseen")
+
+		// A slot already done: clear, ErrSlotDone.
+		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 2), f, 3, at(1), since, now)
+		require.ErrorIs(t, err, ErrSlotDone)
+		require.True(t, clear)
+
+		// A stale token: clear, *fence.StaleTokenError, nothing begun.
+		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 3), Fence{Token: 999, Owner: "old"}, 3, at(2), since, now)
+		var stale *fence.StaleTokenError
+		require.ErrorAs(t, err, &stale)
+		require.True(t, clear)
+		require.Equal(t, "", string(s.status("fresh", "", at(3))))
+
+		// Paused: not clear.
+		require.NoError(t, l.SetPaused(ctx, "fresh", true))
+		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 3), f, 3, at(2), since, now)
+		require.NoError(t, err)
+		require.False(t, clear, "paused")
+		require.NoError(t, l.SetPaused(ctx, "fresh", false))
+
+		// A pending slot (an operator's request): not clear.
+		require.NoError(t, l.Request(ctx, slot("fresh", 1), "again", now))
+		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 3), f, 3, at(2), since, now)
+		require.NoError(t, err)
+		require.False(t, clear, "slot 1 pending")
+
+		// The slot itself waiting for its retry time: not clear; once
+		// the time has come: clear, attempt 2.
+		g := Fence{Token: 2_000, Owner: "c"}
+		_, _, _, err = l.BeginIfClear(ctx, slot("retry", 1), g, 3, time.Time{}, since, now)
+		require.NoError(t, err)
+		retryAt := now.Add(time.Minute).Truncate(time.Millisecond)
+		require.NoError(t, l.Finish(ctx, slot("retry", 1), g, 1, Outcome{Status: StatusFailed, Class: ClassRetryable, Error: "x", RetryAt: retryAt}, now))
+		_, _, clear, err = l.BeginIfClear(ctx, slot("retry", 1), g, 3, at(0), since, now)
+		require.NoError(t, err)
+		require.False(t, clear, "waiting for its retry")
+		n, left, clear, err = l.BeginIfClear(ctx, slot("retry", 1), g, 3, at(0), since, retryAt.Add(time.Millisecond))
+		require.NoError(t, err)
+		require.True(t, clear)
+		require.Equal(t, []int{2, 1}, []int{n, left})
+	})
+}
+
+func requireSameTime(t *testing.T, want, got time.Time) {
+	t.Helper()
+	require.True(t, want.Equal(got), "want %v, got %v", want, got)
+}
+
+// countingLedger counts State and BeginIfClear calls of the RedisLedger it
+// wraps, keeping BeginIfClear visible to the scheduler.
+type countingLedger struct {
+	*RedisLedger
+	mu            sync.Mutex
+	states, clear int
+}
+
+func (c *countingLedger) State(ctx context.Context, job, partition string, since time.Time) (State, error) {
+	c.mu.Lock()
+	c.states++
+	c.mu.Unlock()
+	return c.RedisLedger.State(ctx, job, partition, since)
+}
+
+func (c *countingLedger) BeginIfClear(ctx context.Context, slot Slot, f Fence, maxAttempts int, prev, since, now time.Time) (int, int, bool, error) {
+	n, left, clear, err := c.RedisLedger.BeginIfClear(ctx, slot, f, maxAttempts, prev, since, now)
+	if clear && err == nil {
+		c.mu.Lock()
+		c.clear++
+		c.mu.Unlock()
+	}
+	return n, left, clear, err
+}
+
+// After the first, every scheduled slot of a replica running alone is
+// begun in the round trip that reads the ledger: no State.
+func TestScheduledSlotsBeginWithoutState(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		startAt, endAt, slots := window(4)
+		var log runLog
+		counting := &countingLedger{RedisLedger: s.ledger}
+		sched := s.replica(t, func(c *Config) { c.Ledger = counting })
+		require.NoError(t, sched.Register(Job{
+			Name: "quick", Spec: everySecond, StartAt: startAt, EndAt: endAt,
+			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
+		}))
+		require.NoError(t, sched.Start(context.Background()))
+		eventually(t, 15*time.Second, "every slot succeeded", func() bool {
+			for _, at := range slots {
+				if s.status("quick", "", at) != StatusSucceeded {
+					return false
+				}
+			}
+			return true
+		})
+		require.NoError(t, sched.Stop(context.Background()))
+		require.Equal(t, slots, log.slots())
+		counting.mu.Lock()
+		defer counting.mu.Unlock()
+		// The recovery claim at Start and the first slot (no earlier
+		// fire known) read State; the other three begin in one call.
+		require.Equal(t, len(slots)-1, counting.clear, "slots begun by BeginIfClear")
+		require.Equal(t, 2, counting.states, "State calls")
+	})
+}
