@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,8 +25,9 @@ type Backend interface {
 	// owner, and returns one result per lease: nil, ErrNotHeld, or another
 	// error (retried until the trust window ends).
 	Renew(ctx context.Context, batch []Held) []error
-	// Release deletes the lease if it still holds owner; ErrNotHeld if not.
-	Release(ctx context.Context, name, owner string) error
+	// Release deletes the lease if it still holds its owner; ErrNotHeld if
+	// not.
+	Release(ctx context.Context, h Held) error
 }
 
 // Notifier is an optional Backend interface: Released returns a channel
@@ -43,12 +45,21 @@ type Grant struct {
 	// Remaining is the holder's remaining TTL when not acquired (0 when
 	// unknown).
 	Remaining time.Duration
+	// Handle is the backend's own record of the acquisition (keys,
+	// prepared arguments), passed back unchanged in Held.Handle to every
+	// Renew and Release of it, so that they need not derive it again.
+	// Optional: nil when the backend keeps none.
+	Handle any
 }
 
-// Held is a lease to renew.
+// Held is a lease to renew or release.
 type Held struct {
 	Name, Owner string
 	TTL         time.Duration
+	// Handle is Grant.Handle of the acquisition. A backend must also
+	// accept a Held without it (nil), as for an acquisition it did not
+	// make.
+	Handle any
 }
 
 // redisBackend is the built-in backend: one Redis deployment, the scripts
@@ -58,36 +69,65 @@ type redisBackend struct {
 	prefix string
 }
 
-// Each key costs an allocation per call, so every call builds only the keys
-// it needs: the lease key alone, or the lease and fence keys from one
-// string. The release channel is built by release.lua.
+// redisHandle is the built-in backend's Grant.Handle: the keys and
+// arguments of one acquisition, built and boxed once at acquire and reused
+// by its renewals and its release. Each script's command is prepared in
+// full (EVALSHA, sha, key count, keys, arguments), so a call allocates only
+// its redis.Cmd, where redis.Script.Run would build and box all of it
+// again. A handle is never modified after newHandle, so calls may share
+// it.
+type redisHandle struct {
+	owner       string
+	acquireArgs [7]any // evalsha sha 2 lease fence owner ttl
+	renewArgs   [6]any // evalsha sha 1 lease owner ttl
+	releaseArgs [5]any // evalsha sha 1 lease owner
+}
 
-func (b *redisBackend) leaseKey(name string) string { return b.prefix + "{" + name + "}" }
+func (b *redisBackend) newHandle(name, owner string, ttl time.Duration) *redisHandle {
+	// One allocation for both keys: the lease key is a prefix of the fence
+	// key. The release channel is built by release.lua.
+	fenceKey := b.prefix + "{" + name + "}:fence"
+	var (
+		leaseArg any = fenceKey[:len(fenceKey)-len(":fence")]
+		fenceArg any = fenceKey
+		ownerArg any = owner
+		ttlArg   any = ttl.Milliseconds()
+	)
+	return &redisHandle{
+		owner:       owner,
+		acquireArgs: [...]any{cmdEvalSha, acquireScript.sha, 2, leaseArg, fenceArg, ownerArg, ttlArg},
+		renewArgs:   [...]any{cmdEvalSha, renewScript.sha, 1, leaseArg, ownerArg, ttlArg},
+		releaseArgs: [...]any{cmdEvalSha, releaseScript.sha, 1, leaseArg, ownerArg},
+	}
+}
 
-func (b *redisBackend) keys(name string) (leaseKey, fenceKey string) {
-	fenceKey = b.prefix + "{" + name + "}:fence"
-	return fenceKey[:len(fenceKey)-len(":fence")], fenceKey
+// handle returns the handle of a held lease, building it when the Held
+// carries none (an acquisition of another Client, or another backend's).
+func (b *redisBackend) handle(h Held) *redisHandle {
+	if rh, ok := h.Handle.(*redisHandle); ok && rh.owner == h.Owner {
+		return rh
+	}
+	return b.newHandle(h.Name, h.Owner, h.TTL)
 }
 
 func (b *redisBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
-	leaseKey, fenceKey := b.keys(name)
+	h := b.newHandle(name, owner, ttl)
 	// One integer, not an array: the reply costs no slices.
-	res, err := acquireScript.Run(ctx, b.rdb, []string{leaseKey, fenceKey}, owner, ttl.Milliseconds()).Int64()
+	res, err := acquireScript.run(ctx, b.rdb, h.acquireArgs[:]).Int64()
 	if err != nil {
 		return Grant{}, err
 	}
 	if res <= 0 {
 		return Grant{Remaining: time.Duration(-res) * time.Millisecond}, nil
 	}
-	return Grant{Acquired: true, Token: fence.Token(res)}, nil
+	return Grant{Acquired: true, Token: fence.Token(res), Handle: h}, nil
 }
 
 func (b *redisBackend) Renew(ctx context.Context, batch []Held) []error {
 	if len(batch) == 1 {
 		// Lease.Renew: a plain call costs half the allocations of a
 		// pipeline of one.
-		h := batch[0]
-		n, err := renewScript.Run(ctx, b.rdb, []string{b.leaseKey(h.Name)}, h.Owner, h.TTL.Milliseconds()).Int64()
+		n, err := renewScript.run(ctx, b.rdb, b.handle(batch[0]).renewArgs[:]).Int64()
 		if err == nil && n != 1 {
 			err = ErrNotHeld
 		}
@@ -96,7 +136,7 @@ func (b *redisBackend) Renew(ctx context.Context, batch []Held) []error {
 	cmds, err := b.pipeline(ctx, batch)
 	if err != nil && isNoScript(err) {
 		// After a SCRIPT FLUSH, a restart or a failover: load and retry.
-		if lerr := b.rdb.ScriptLoad(ctx, renewSrc).Err(); lerr == nil {
+		if lerr := b.rdb.ScriptLoad(ctx, renewScript.src).Err(); lerr == nil {
 			cmds, err = b.pipeline(ctx, batch)
 		}
 	}
@@ -121,14 +161,15 @@ func (b *redisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, h := range batch {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{b.leaseKey(h.Name)}, h.Owner, h.TTL.Milliseconds())
+		cmds[i] = renewScript.cmd(ctx, b.handle(h).renewArgs[:])
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, err := pipe.Exec(ctx)
 	return cmds, err
 }
 
-func (b *redisBackend) Release(ctx context.Context, name, owner string) error {
-	n, err := releaseScript.Run(ctx, b.rdb, []string{b.leaseKey(name)}, owner).Int64()
+func (b *redisBackend) Release(ctx context.Context, h Held) error {
+	n, err := releaseScript.run(ctx, b.rdb, b.handle(h).releaseArgs[:]).Int64()
 	if err != nil {
 		return err
 	}
@@ -141,7 +182,7 @@ func (b *redisBackend) Release(ctx context.Context, name, owner string) error {
 // Released subscribes to the lease's release channel; it returns once the
 // subscription is active, so a release after it is never missed.
 func (b *redisBackend) Released(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	sub := b.rdb.Subscribe(ctx, b.leaseKey(name)+":released")
+	sub := b.rdb.Subscribe(ctx, b.prefix+"{"+name+"}:released")
 	if _, err := sub.Receive(ctx); err != nil {
 		_ = sub.Close()
 		return nil, nil, err
@@ -162,7 +203,7 @@ func (b *redisBackend) Released(ctx context.Context, name string) (<-chan struct
 }
 
 func isNoScript(err error) bool {
-	return err != nil && len(err.Error()) >= 8 && err.Error()[:8] == "NOSCRIPT"
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT"))
 }
 
 var _ Notifier = (*redisBackend)(nil)

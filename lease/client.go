@@ -172,7 +172,7 @@ func (c *Client) try(ctx context.Context, name string, ttl time.Duration) (*Leas
 		return nil, &NotAcquiredError{Name: name, RemainingTTL: g.Remaining}
 	}
 	c.opts.Observer.ObserveAcquire(name, OutcomeAcquired, took)
-	l := newLease(ctx, c, name, owner, g.Token, ttl, start)
+	l := newLease(ctx, c, name, owner, g, ttl, start)
 	if c.opts.ReplicaAck.Replicas > 0 {
 		if err := c.waitReplicas(ctx, l); err != nil {
 			_ = l.Release(context.WithoutCancel(ctx))

@@ -48,18 +48,21 @@
 //
 // Lease.Context is canceled when the lease is lost, with a *LostError as its
 // cause (context.Cause; errors.Is(cause, ErrLost)) that unwraps to the
-// reason. A timer ends the lease at Deadline whatever the keep-alive is doing,
-// so loss is signalled no later than the end of the trust window even while
-// Redis hangs. Release cancels the context before it deletes the key. The
-// context passed to Acquire is the lease's parent: when it ends, the lease
-// is lost and its key released.
+// reason. The Client's keep-alive timer ends the lease at Deadline whatever
+// a renewal in flight is doing, so loss is signalled no later than the end
+// of the trust window even while Redis hangs. Release cancels the context
+// before it deletes the key. The context passed to Acquire is the lease's
+// parent: when it ends, the lease is lost and its key released.
 //
 // # Goroutines
 //
 // A Client keeps its leases alive from one timer, armed for the earliest
-// renewal due; each renewal pass runs on the goroutine the timer starts and
-// ends with the pass. Acquire and Release start no goroutine. Release of a
-// Client's last lease stops the timer and waits for a pass in flight. A renew blocked on a
+// renewal due or trust window ending; each pass runs on the goroutine the
+// timer starts and ends with the pass. Acquire and Release start no
+// goroutine and no timer of their own. Release of a Client's last lease
+// waits for a pass in flight; the timer, left armed so that the next
+// Acquire need not re-arm it, fires at most once more, with nothing to do,
+// and stops. A renew blocked on a
 // hung server returns within the go-redis client's ReadTimeout, or at the
 // trust window's end when the client honours context deadlines
 // (redis.Options.ContextTimeoutEnabled).
@@ -68,7 +71,7 @@
 //
 //   - Tokens for one name strictly increase across acquisitions, also after
 //     the counter is lost (restart without persistence, FLUSHALL, eviction):
-//     each token is max(INCR(counter), Redis TIME in microseconds). This
+//     each token is max(last token + 1, Redis TIME in microseconds). This
 //     assumes the Redis host clock is not stepped back across the loss.
 //   - At most one owner holds the key at any time in one Redis. After a
 //     failover to a replica that missed the acquire, two owners can each

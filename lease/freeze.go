@@ -1,8 +1,6 @@
 package lease
 
 import (
-	"time"
-
 	"github.com/holdfast-go/holdfast/lease/internal/testhooks"
 )
 
@@ -11,7 +9,7 @@ func init() {
 	testhooks.Thaw = func(l any) { l.(*Lease).thaw() }
 }
 
-// freeze stops renewals and the expiry timer: the holder keeps believing
+// freeze stops renewals and the local expiry: the holder keeps believing
 // it holds the lease while Redis lets the key expire.
 func (l *Lease) freeze() {
 	l.mu.Lock()
@@ -20,11 +18,10 @@ func (l *Lease) freeze() {
 		return
 	}
 	l.frozen = true
-	l.expiry.Stop()
 }
 
-// thaw resumes renewals and re-arms the expiry timer for what is left of
-// the trust window (nothing, after a long pause: the lease is lost now).
+// thaw resumes renewals and the local expiry for what is left of the trust
+// window (nothing, after a long pause: the keeper ends the lease at once).
 func (l *Lease) thaw() {
 	l.mu.Lock()
 	if l.ended || !l.frozen {
@@ -32,7 +29,6 @@ func (l *Lease) thaw() {
 		return
 	}
 	l.frozen = false
-	l.expiry.Reset(max(time.Until(l.deadline), 0))
 	l.mu.Unlock()
 	l.c.keeper.poke()
 }

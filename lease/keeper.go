@@ -10,28 +10,32 @@ import (
 
 // keeper renews every lease of one Client in batches: one pipeline of
 // renew scripts per Options.BatchSize leases, one round trip each (one per
-// Cluster node).
+// Cluster node). It also ends each lease at the end of its trust window.
 //
 // It runs no goroutine of its own. One timer, armed for the earliest
-// renewal due, runs each renewal pass on the goroutine the runtime starts
-// for it; the pass re-arms the timer for the next one. Acquiring and
-// releasing a lease therefore starts no goroutine and allocates nothing
-// here. When the last lease is removed the timer is stopped and remove
-// waits for a pass in flight, so no goroutine outlives the Client's leases.
+// renewal due or trust window ending, runs each pass on the goroutine the
+// runtime starts for it; the pass re-arms the timer for the next one.
+// Acquiring and releasing a lease therefore starts no goroutine and no
+// timer of its own, and allocates nothing here. While a pass renews, the
+// timer stays armed for the earliest end of a trust window: a firing then
+// only ends the leases whose window ended, so a renewal that hangs does not
+// hold up the loss signal. When the last lease is removed, remove waits
+// for a pass in flight, so no renewal outlives the Client's leases; the
+// timer, left armed, fires at most once more and finds nothing to do.
 //
 // A lease is renewed when its next renewal is due, or up to half an
 // interval early when a batch goes out anyway: leases of one TTL acquired
 // close together fall into one batch and stay there.
 type keeper struct {
 	c     *Client
-	timer *time.Timer // runs pass; armed while leases are held
+	timer *time.Timer // runs pass; armed while leases are held (see remove)
 
 	mu      sync.Mutex
 	leases  map[*Lease]struct{}
 	armedAt time.Time     // when the timer fires; zero when it is not armed
-	passing bool          // a pass is renewing
-	busy    int           // timer firings scheduled or running, not yet ended
-	quiet   chan struct{} // non-nil: closed when busy drops to 0 or a lease is added
+	passing bool          // a pass is renewing: firings meanwhile only expire
+	running int           // passes running
+	quiet   chan struct{} // non-nil: closed when running drops to 0 or a lease is added
 }
 
 func newKeeper(c *Client) *keeper {
@@ -43,7 +47,7 @@ func newKeeper(c *Client) *keeper {
 
 // add starts keeping l alive.
 func (k *keeper) add(l *Lease) {
-	next, _ := l.renewState()
+	next, _, _, _ := l.schedule()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.leases[l] = struct{}{}
@@ -59,24 +63,22 @@ func (k *keeper) add(l *Lease) {
 func (k *keeper) forget(l *Lease) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.forgetLocked(l)
-}
-
-func (k *keeper) forgetLocked(l *Lease) {
 	delete(k.leases, l)
-	if len(k.leases) == 0 && k.timer.Stop() {
-		k.armedAt = time.Time{}
-		k.endFiringLocked()
-	}
 }
 
 // remove stops keeping l alive. When l was the last lease it waits for a
-// renewal pass in flight, so that no goroutine outlives the Client's
-// leases.
+// pass in flight, so that no renewal outlives the Client's leases.
+//
+// The timer is left armed: a Client that acquires and releases leases one
+// after another would otherwise stop and re-arm it for each, and every
+// re-arm wakes an idle thread of the Go scheduler (a futex wake-up and a
+// context switch, dearer than the rest of acquire and release together on
+// a small machine). Left armed, it fires at most once more with no lease
+// to keep, does nothing and stays stopped.
 func (k *keeper) remove(ctx context.Context, l *Lease) error {
 	k.mu.Lock()
-	k.forgetLocked(l)
-	if len(k.leases) > 0 || k.busy == 0 {
+	delete(k.leases, l)
+	if len(k.leases) > 0 || k.running == 0 {
 		k.mu.Unlock()
 		return nil
 	}
@@ -100,87 +102,106 @@ func (k *keeper) poke() {
 	k.armLocked(k.nextLocked())
 }
 
-// armLocked makes the timer fire no later than at (zero: nothing to renew).
+// armLocked makes the timer fire no later than at (zero: nothing to do).
 func (k *keeper) armLocked(at time.Time) {
-	if at.IsZero() || k.passing {
-		return // a running pass re-arms when it ends
+	if at.IsZero() {
+		return
 	}
 	if !k.armedAt.IsZero() && !at.Before(k.armedAt) {
 		return
 	}
 	k.armedAt = at
-	if !k.timer.Reset(max(time.Until(at), 0)) {
-		k.busy++ // a new firing; an active timer was only moved
-	}
+	k.timer.Reset(max(time.Until(at), 0))
 }
 
-// endFiringLocked accounts for a firing that ended or was stopped.
-func (k *keeper) endFiringLocked() {
-	k.busy--
-	if k.busy == 0 && k.quiet != nil {
-		close(k.quiet)
-		k.quiet = nil
-	}
-}
-
-// pass runs on the timer's goroutine: it renews the leases due and re-arms
-// the timer for the next renewal.
+// pass runs on the timer's goroutine: it ends the leases whose trust
+// window ended, renews those due (unless a pass is renewing already) and
+// re-arms the timer.
 func (k *keeper) pass() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	defer k.endFiringLocked()
+	k.running++
+	defer func() {
+		k.running--
+		if k.running == 0 && k.quiet != nil {
+			close(k.quiet)
+			k.quiet = nil
+		}
+	}()
 	k.armedAt = time.Time{}
-	if k.passing {
-		return // a stale firing; the running pass re-arms
-	}
-	batch := k.dueLocked(time.Now())
-	if len(batch) > 0 {
-		k.passing = true
+	now := time.Now()
+	expired, batch := k.dueLocked(now)
+	if len(expired) > 0 || len(batch) > 0 {
+		renewing := len(batch) > 0 // then no pass was renewing
+		if renewing {
+			k.passing = true
+		}
 		k.mu.Unlock()
-		k.renew(batch)
+		for _, l := range expired {
+			l.expire(now)
+		}
+		if renewing {
+			k.renew(batch)
+		}
 		k.mu.Lock()
-		k.passing = false
+		if renewing {
+			k.passing = false
+		}
 	}
 	k.armLocked(k.nextLocked())
 }
 
-// nextLocked drops ended leases and returns when the next one falls due
-// (zero when none is held).
+// nextLocked drops ended leases and returns when the timer should fire
+// next: the earliest renewal due (unless a pass is renewing) or end of a
+// trust window; zero when nothing is to be done.
 func (k *keeper) nextLocked() (next time.Time) {
 	for l := range k.leases {
-		nextRenew, ended := l.renewState()
-		if ended {
+		nextRenew, deadline, ended, frozen := l.schedule()
+		switch {
+		case ended:
 			delete(k.leases, l)
-		} else if next.IsZero() || nextRenew.Before(next) {
-			next = nextRenew
+			continue
+		case frozen:
+			continue
+		}
+		at := deadline
+		if !k.passing && nextRenew.Before(at) {
+			at = nextRenew
+		}
+		if next.IsZero() || at.Before(next) {
+			next = at
 		}
 	}
 	return next
 }
 
-// dueLocked drops ended leases and returns those to renew now.
-func (k *keeper) dueLocked(now time.Time) (batch []*Lease) {
+// dueLocked drops ended leases and returns those whose trust window ended
+// by now, and, unless a pass is renewing, those to renew now.
+func (k *keeper) dueLocked(now time.Time) (expired, batch []*Lease) {
 	for l := range k.leases {
-		nextRenew, ended := l.renewState()
-		if ended {
+		nextRenew, deadline, ended, frozen := l.schedule()
+		switch {
+		case ended:
 			delete(k.leases, l)
-			continue
-		}
-		if !nextRenew.After(now) {
+		case frozen:
+		case !deadline.After(now):
+			expired = append(expired, l)
+		case !k.passing && !nextRenew.After(now):
 			batch = append(batch, l)
 		}
 	}
 	if len(batch) == 0 {
-		return nil
+		return expired, nil
 	}
 	// A batch goes out: take along the leases due within half an interval.
 	for l := range k.leases {
-		nextRenew, _ := l.renewState()
-		if nextRenew.After(now) && !nextRenew.After(now.Add(RenewInterval(l.ttl)/2)) {
+		nextRenew, deadline, ended, frozen := l.schedule()
+		if !ended && !frozen && deadline.After(now) &&
+			nextRenew.After(now) && !nextRenew.After(now.Add(RenewInterval(l.ttl)/2)) {
 			batch = append(batch, l)
 		}
 	}
-	return batch
+	return expired, batch
 }
 
 // renew renews batch, BatchSize leases per round trip.
@@ -207,7 +228,7 @@ func (k *keeper) renewChunk(chunk []*Lease) {
 	defer cancel()
 	batch := make([]Held, len(chunk))
 	for i, l := range chunk {
-		batch[i] = Held{Name: l.name, Owner: l.owner, TTL: l.ttl}
+		batch[i] = l.held()
 	}
 	start := time.Now()
 	errs := k.c.b.Renew(ctx, batch)

@@ -16,51 +16,47 @@ import (
 // the parent context ends. All methods are safe for concurrent use and on a
 // nil *Lease (which behaves as a lost lease).
 type Lease struct {
-	c     *Client
-	name  string
-	owner string
-	token fence.Token
-	ttl   time.Duration
-
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	c      *Client
+	name   string
+	owner  string
+	token  fence.Token
+	ttl    time.Duration
+	handle any             // the backend's Grant.Handle
+	parent context.Context // the context passed to Acquire
 
 	mu         sync.Mutex
-	deadline   time.Time   // end of the trust window (monotonic reading)
-	nextRenew  time.Time   // when the keep-alive renews next
-	expiry     *time.Timer // ends the lease at deadline
+	ctx        context.Context // Context, made on first use; nil until then
+	cancel     context.CancelCauseFunc
+	deadline   time.Time // end of the trust window (monotonic reading)
+	nextRenew  time.Time // when the keep-alive renews next
 	ended      bool
 	frozen     bool        // by leasetest.Freeze: no renewals, no expiry
 	stopParent func() bool // unregisters the parent-context watch
 
-	releaseSem chan struct{} // one slot: serialises releaseKey, honouring ctx
-	released   bool          // the release has an answer from the backend
-	releaseErr error
+	releasing   bool          // a release call is in flight
+	releaseDone chan struct{} // made by a release waiting for the one in flight, closed when it ends
+	released    bool          // the release has an answer from the backend
+	releaseErr  error
 
 	lost LostError // the cause of the loss, set once by end
 }
 
-func newLease(parent context.Context, c *Client, name, owner string, token fence.Token, ttl time.Duration, start time.Time) *Lease {
-	// The lease's context keeps the parent's values but not its
-	// cancellation: the parent's end is watched below, to give the loss
-	// its cause. A parent that never ends (context.Background and kin)
-	// needs neither the stripping nor the watch.
-	base := parent
-	if parent.Done() != nil {
-		base = context.WithoutCancel(parent)
-	}
-	ctx, cancel := context.WithCancelCause(base)
+// newLease returns the lease of an acquisition made at start. It starts no
+// timer of its own: the Client's keeper renews it and ends it at the end of
+// its trust window. Its context is made when first asked for (most holders
+// of a short lease never ask), already canceled if the lease ended by then.
+func newLease(parent context.Context, c *Client, name, owner string, g Grant, ttl time.Duration, start time.Time) *Lease {
 	l := &Lease{
-		c: c, name: name, owner: owner, token: token, ttl: ttl,
-		ctx:        fence.WithToken(ctx, token, owner),
-		cancel:     cancel,
-		deadline:   start.Add(ttl - Drift(ttl)),
-		nextRenew:  start.Add(RenewInterval(ttl)),
-		releaseSem: make(chan struct{}, 1),
+		c: c, name: name, owner: owner, token: g.Token, ttl: ttl, handle: g.Handle, parent: parent,
+		deadline:  start.Add(ttl - Drift(ttl)),
+		nextRenew: start.Add(RenewInterval(ttl)),
 	}
-	l.mu.Lock()
-	l.expiry = time.AfterFunc(time.Until(l.deadline), func() { l.end(ErrExpired) })
+	// The lease's context keeps the parent's values but not its
+	// cancellation: the parent's end is watched here, to give the loss its
+	// cause. A parent that never ends (context.Background and kin) needs
+	// no watch.
 	if parent.Done() != nil {
+		l.mu.Lock()
 		l.stopParent = context.AfterFunc(parent, func() {
 			l.end(errors.Join(ErrParentDone, context.Cause(parent)))
 			// Free the key for the next holder now rather than at TTL.
@@ -68,8 +64,8 @@ func newLease(parent context.Context, c *Client, name, owner string, token fence
 			defer cancel()
 			_ = l.releaseKey(rctx)
 		})
+		l.mu.Unlock()
 	}
-	l.mu.Unlock()
 	c.keeper.add(l)
 	return l
 }
@@ -79,6 +75,11 @@ func newLease(parent context.Context, c *Client, name, owner string, token fence
 func (l *Lease) leaseKey() string {
 	k, _ := l.c.Keys(l.name)
 	return k
+}
+
+// held describes the lease to the backend.
+func (l *Lease) held() Held {
+	return Held{Name: l.name, Owner: l.owner, TTL: l.ttl, Handle: l.handle}
 }
 
 // Name returns the lease name.
@@ -122,6 +123,19 @@ func (l *Lease) Context() context.Context {
 	if l == nil {
 		return canceledContext()
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		base := l.parent
+		if base.Done() != nil {
+			base = context.WithoutCancel(base)
+		}
+		ctx, cancel := context.WithCancelCause(base)
+		l.ctx, l.cancel = fence.WithToken(ctx, l.token, l.owner), cancel
+		if l.ended {
+			cancel(&l.lost)
+		}
+	}
 	return l.ctx
 }
 
@@ -129,13 +143,17 @@ func (l *Lease) Context() context.Context {
 func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 
 // Err returns nil while the lease is held, and the *LostError that ended
-// it afterwards.
+// it afterwards (the cause of Context).
 func (l *Lease) Err() error {
-	ctx := l.Context()
-	if ctx.Err() == nil {
+	if l == nil {
+		return &LostError{Reason: ErrNotHeld}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.ended {
 		return nil
 	}
-	return context.Cause(ctx)
+	return &l.lost
 }
 
 // Deadline returns the end of the trust window: the holder may act until
@@ -163,7 +181,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	err := l.c.b.Renew(ctx, []Held{{Name: l.name, Owner: l.owner, TTL: l.ttl}})[0]
+	err := l.c.b.Renew(ctx, []Held{l.held()})[0]
 	l.c.opts.Observer.ObserveRenew(l.name, err, time.Since(start))
 	if errors.Is(err, ErrNotHeld) {
 		l.end(ErrNotHeld)
@@ -176,24 +194,20 @@ func (l *Lease) Renew(ctx context.Context) error {
 }
 
 // renewed moves the trust window after a renew call that started at start
-// succeeded. It returns a *LostError when the window had already ended
-// while the answer was on the wire.
+// succeeded. It returns a *LostError when the lease had already ended
+// (the keeper ends it at the end of its trust window) while the answer was
+// on the wire.
 func (l *Lease) renewed(start time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
-		return context.Cause(l.ctx)
+		return &l.lost
 	}
 	l.nextRenew = start.Add(RenewInterval(l.ttl))
-	if d := start.Add(l.ttl - Drift(l.ttl)); d.After(l.deadline) && l.frozen {
-		l.deadline = d // thaw re-arms the timer
-	} else if d.After(l.deadline) {
-		if !l.expiry.Stop() {
-			// The expiry callback is ending the lease.
-			return &LostError{Name: l.name, Reason: ErrExpired}
-		}
+	if d := start.Add(l.ttl - Drift(l.ttl)); d.After(l.deadline) {
+		// The keeper's timer, armed no later than the old deadline, finds
+		// the new one when it fires.
 		l.deadline = d
-		l.expiry.Reset(time.Until(d))
 	}
 	return nil
 }
@@ -208,15 +222,13 @@ func (l *Lease) renewFailed(err error) {
 		slog.String("lease", l.name), slog.Any("error", err))
 }
 
-// renewState returns when the lease is due for renewal and whether it
-// ended.
-func (l *Lease) renewState() (next time.Time, ended bool) {
+// schedule returns when the lease is due for renewal, when its trust
+// window ends, and whether it ended or is frozen (then the keeper neither
+// renews nor expires it).
+func (l *Lease) schedule() (nextRenew, deadline time.Time, ended, frozen bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.frozen {
-		return l.nextRenew.Add(time.Hour), l.ended
-	}
-	return l.nextRenew, l.ended
+	return l.nextRenew, l.deadline, l.ended, l.frozen
 }
 
 // Release ends the lease: it cancels Context with ErrReleased (before the
@@ -240,18 +252,40 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.releaseKey(ctx)
 }
 
-// releaseKey runs the compare-and-delete once.
+// releaseKey runs the compare-and-delete once: concurrent calls wait for
+// the one in flight (or for their ctx), and once the backend answered,
+// every call returns that answer.
 func (l *Lease) releaseKey(ctx context.Context) error {
-	select {
-	case l.releaseSem <- struct{}{}:
-	case <-ctx.Done():
-		return joinCtx(ctx, fmt.Errorf("lease %q: release: another release is in flight", l.name))
+	l.mu.Lock()
+	for l.releasing {
+		if l.releaseDone == nil {
+			l.releaseDone = make(chan struct{})
+		}
+		done := l.releaseDone
+		l.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return joinCtx(ctx, fmt.Errorf("lease %q: release: another release is in flight", l.name))
+		}
+		l.mu.Lock()
 	}
-	defer func() { <-l.releaseSem }()
 	if l.released {
+		defer l.mu.Unlock()
 		return l.releaseErr
 	}
-	err := l.c.b.Release(ctx, l.name, l.owner)
+	l.releasing = true
+	l.mu.Unlock()
+
+	err := l.c.b.Release(ctx, l.held())
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releasing = false
+	if l.releaseDone != nil {
+		close(l.releaseDone)
+		l.releaseDone = nil
+	}
 	switch {
 	case errors.Is(err, ErrNotHeld):
 		l.released = true
@@ -269,16 +303,24 @@ func (l *Lease) releaseKey(ctx context.Context) error {
 }
 
 // end cancels the context with reason, once.
-func (l *Lease) end(reason error) {
+func (l *Lease) end(reason error) { l.endAt(reason, time.Time{}) }
+
+// expire ends the lease with ErrExpired if its trust window ended by now
+// and it is not frozen. The check and the end are one step under l.mu, so
+// a renewal that moved the window meanwhile wins.
+func (l *Lease) expire(now time.Time) { l.endAt(ErrExpired, now) }
+
+func (l *Lease) endAt(reason error, expiredBy time.Time) {
 	l.mu.Lock()
-	if l.ended {
+	if l.ended || (!expiredBy.IsZero() && (l.frozen || expiredBy.Before(l.deadline))) {
 		l.mu.Unlock()
 		return
 	}
 	l.ended = true
-	l.expiry.Stop()
 	l.lost = LostError{Name: l.name, Reason: reason}
-	l.cancel(&l.lost)
+	if l.cancel != nil {
+		l.cancel(&l.lost)
+	}
 	stopParent := l.stopParent
 	l.mu.Unlock()
 	if stopParent != nil {

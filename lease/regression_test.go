@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
+	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 )
@@ -215,4 +216,32 @@ func infoValue(info, field string) string {
 		}
 	}
 	return ""
+}
+
+// A counter ahead of the clock (a Redis clock stepped back, or tokens
+// issued within one microsecond) keeps counting up from the last token:
+// the TIME floor never lowers a token.
+func TestTokensCountUpFromACounterAheadOfTheClock(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			rdb := b.New(t)
+			c, err := lease.New(rdb, lease.Options{Prefix: redistest.Prefix(t, rdb)})
+			require.NoError(t, err)
+			_, fenceKey := c.Keys("ahead")
+			const ahead = 1 << 52 // µs: the year 2112
+			require.NoError(t, rdb.Set(ctx, fenceKey, ahead, 0).Err())
+			for i := range 3 {
+				l, err := c.TryAcquire(ctx, "ahead", time.Minute)
+				require.NoError(t, err)
+				require.Equal(t, fence.Token(ahead+i+1), l.Token())
+				require.NoError(t, l.Release(ctx))
+				stored, err := rdb.Get(ctx, fenceKey).Int64()
+				require.NoError(t, err)
+				require.EqualValues(t, ahead+i+1, stored, "the counter holds the last token")
+			}
+		})
+	}
 }

@@ -72,7 +72,7 @@ func TestAcquireRaisesAMajorityOfCountersToTheToken(t *testing.T) {
 	warm := m.backend(t)
 	_, err := warm.Acquire(ctx, "warm-up", "w", time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, warm.Release(ctx, "warm-up", "w"))
+	require.NoError(t, warm.Release(ctx, lease.Held{Name: "warm-up", Owner: "w"}))
 	raised := map[string]int64{}
 	for _, tc := range []struct {
 		name string
@@ -104,7 +104,7 @@ func TestAcquireRaisesAMajorityOfCountersToTheToken(t *testing.T) {
 			}
 			require.GreaterOrEqual(t, atToken, b.Quorum(), "%s %d: a majority of counters is at the token", tc.name, i)
 			require.GreaterOrEqual(t, holding, b.Quorum(), "%s %d: a majority holds our key", tc.name, i)
-			require.NoError(t, b.Release(ctx, name, owner))
+			require.NoError(t, b.Release(ctx, lease.Held{Name: name, Owner: owner}))
 			// Release returns once a majority deleted the key; the others
 			// follow.
 			eventually(t, 5*time.Second, "released on every master", func() bool {
@@ -268,8 +268,8 @@ func TestRenewAndReleaseNeedAMajority(t *testing.T) {
 	require.NoError(t, renew("a"), "3 of 5 still ours")
 	del(2)
 	require.ErrorIs(t, renew("a"), lease.ErrNotHeld, "a majority is not ours")
-	require.ErrorIs(t, b.Release(ctx, "job", "a"), lease.ErrNotHeld)
-	require.ErrorIs(t, b.Release(ctx, "job", "a"), lease.ErrNotHeld, "unknown acquisitions are released by owner")
+	require.ErrorIs(t, b.Release(ctx, lease.Held{Name: "job", Owner: "a"}), lease.ErrNotHeld)
+	require.ErrorIs(t, b.Release(ctx, lease.Held{Name: "job", Owner: "a"}), lease.ErrNotHeld, "unknown acquisitions are released by owner")
 
 	acquire("b")
 	del(0)
@@ -283,7 +283,7 @@ func TestRenewAndReleaseNeedAMajority(t *testing.T) {
 	require.Equal(t, "renew", nq.Op)
 	require.Equal(t, 3, nq.Answered)
 	require.Equal(t, 2, nq.Agreed)
-	err = b.Release(ctx, "job", "b")
+	err = b.Release(ctx, lease.Held{Name: "job", Owner: "b"})
 	require.ErrorIs(t, err, quorum.ErrNoQuorum)
 	require.ErrorAs(t, err, &nq)
 	require.Equal(t, "release", nq.Op)

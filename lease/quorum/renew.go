@@ -56,9 +56,9 @@ func (b *Backend) renew(ctx context.Context, h lease.Held) error {
 // also wakes the waiters subscribed on each master. ErrNotHeld when a
 // majority say the key is not ours; *NoQuorumError when neither a majority
 // deleted it nor a majority refused (the keys then expire with their TTL).
-func (b *Backend) Release(ctx context.Context, name, owner string) error {
+func (b *Backend) Release(ctx context.Context, h lease.Held) error {
 	// Unlock does not use the expiry: any valid TTL will do.
-	e := b.lookup(name, owner, lease.MinTTL, true)
+	e := b.lookup(h.Name, h.Owner, lease.MinTTL, true)
 	if e.call != nil {
 		// A master whose grant is still on its way deletes it itself.
 		e.call.abandon()

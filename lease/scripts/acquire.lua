@@ -10,20 +10,30 @@
 -- remaining TTL in ms (<= 0) when it is held. One integer, so that the reply
 -- costs the client no array.
 --
--- The token is max(INCR(counter), server TIME in microseconds): strictly
--- greater than the previous token, and greater than every token issued before
--- a loss of the counter (restart without persistence, FLUSHALL, eviction), as
+-- The token is max(last token + 1, server TIME in microseconds), stored as
+-- the new last token: strictly greater than the previous token, and greater
+-- than every token issued before a loss or rollback of the counter (restart
+-- without persistence, FLUSHALL, eviction, failover to a stale replica), as
 -- long as the server clock has not stepped back past the outage. Both values
 -- stay below 2^53, so Lua numbers hold them exactly; the microsecond value is
 -- built as a string so that no float formatting is involved.
+--
+-- The counter is written once (SET ... GET reads the last token in the same
+-- call): the time is almost always the larger value. Only when it is not
+-- (two acquisitions in one microsecond, a clock stepped back) is the last
+-- token put back and incremented (Redis 6.2+ for SET ... GET).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local token = redis.call('INCR', KEYS[2])
   local now = redis.call('TIME')
-  local micros = now[1] .. string.format('%06d', tonumber(now[2]))
-  if tonumber(micros) > token then
-    redis.call('SET', KEYS[2], micros)
-    token = tonumber(micros)
+  local us = now[2]
+  if #us < 6 then
+    us = string.sub('00000', #us) .. us -- zero-pad to 6 digits
   end
-  return token
+  local micros = now[1] .. us
+  local last = redis.call('SET', KEYS[2], micros, 'GET')
+  if last and tonumber(last) >= tonumber(micros) then
+    redis.call('SET', KEYS[2], last)
+    return redis.call('INCR', KEYS[2])
+  end
+  return tonumber(micros)
 end
 return -math.max(redis.call('PTTL', KEYS[1]), 0)
