@@ -38,6 +38,19 @@ type Notifier interface {
 	Released(ctx context.Context, name string) (<-chan struct{}, func(), error)
 }
 
+// BatchAcquirer is an optional Backend interface: AcquireAll answers
+// each request as Acquire would, in one round trip where it can, with one
+// Grant and one error per request. Client.TryAcquireAll uses it.
+type BatchAcquirer interface {
+	AcquireAll(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error)
+}
+
+// AcquireRequest is one acquisition of a batch.
+type AcquireRequest struct {
+	Name, Owner string
+	TTL         time.Duration
+}
+
 // Grant is the answer to Backend.Acquire.
 type Grant struct {
 	Acquired bool
@@ -121,6 +134,40 @@ func (b *redisBackend) Acquire(ctx context.Context, name, owner string, ttl time
 		return Grant{Remaining: time.Duration(-res) * time.Millisecond}, nil
 	}
 	return Grant{Acquired: true, Token: fence.Token(res), Handle: h}, nil
+}
+
+var _ BatchAcquirer = (*redisBackend)(nil)
+
+// AcquireAll implements BatchAcquirer: one pipeline of acquire scripts.
+// Commands the server refused with NOSCRIPT (a node that lost its script
+// cache) run again with EVAL; the others are never sent twice, so no lease
+// is asked for twice.
+func (b *redisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error) {
+	handles := make([]*redisHandle, len(reqs))
+	cmds := make([]*redis.Cmd, len(reqs))
+	pipe := b.rdb.Pipeline()
+	for i, r := range reqs {
+		handles[i] = b.newHandle(r.Name, r.Owner, r.TTL)
+		cmds[i] = acquireScript.cmd(ctx, handles[i].acquireArgs[:])
+		_ = pipe.Process(ctx, cmds[i])
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	grants, errs := make([]Grant, len(reqs)), make([]error, len(reqs))
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			cmd = acquireScript.run(ctx, b.rdb, handles[i].acquireArgs[:])
+		}
+		res, err := cmd.Int64()
+		switch {
+		case err != nil:
+			errs[i] = err
+		case res <= 0:
+			grants[i] = Grant{Remaining: time.Duration(-res) * time.Millisecond}
+		default:
+			grants[i] = Grant{Acquired: true, Token: fence.Token(res), Handle: handles[i]}
+		}
+	}
+	return grants, errs
 }
 
 func (b *redisBackend) Renew(ctx context.Context, batch []Held) []error {

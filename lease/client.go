@@ -155,6 +155,56 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 	return half + rand.N(half+1)
 }
 
+// TryAcquireAll is TryAcquire for each of names, all for ttl, in one round
+// trip on the built-in Redis backend (one pipeline; one per node on a
+// Cluster), and one after another on a backend without batches. leases[i]
+// and errs[i] answer names[i], with TryAcquire's errors; an invalid ttl
+// fails every name. Each lease's trust window starts when the batch was
+// sent. A scheduler claiming many (job, partition) leases at a second's
+// boundary uses it.
+func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Duration) (leases []*Lease, errs []error) {
+	leases, errs = make([]*Lease, len(names)), make([]error, len(names))
+	if err := validateTTL(ttl); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return leases, errs
+	}
+	reqs := make([]AcquireRequest, 0, len(names))
+	at := make([]int, 0, len(names)) // reqs[j] answers names[at[j]]
+	for i, name := range names {
+		if errs[i] = validateName(name); errs[i] != nil {
+			continue
+		}
+		owner, err := newOwner()
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		reqs = append(reqs, AcquireRequest{Name: name, Owner: owner, TTL: ttl})
+		at = append(at, i)
+	}
+	if len(reqs) == 0 {
+		return leases, errs
+	}
+	start := time.Now()
+	var grants []Grant
+	var gerrs []error
+	if ba, ok := c.b.(BatchAcquirer); ok {
+		grants, gerrs = ba.AcquireAll(ctx, reqs)
+	} else {
+		grants, gerrs = make([]Grant, len(reqs)), make([]error, len(reqs))
+		for j, r := range reqs {
+			grants[j], gerrs[j] = c.b.Acquire(ctx, r.Name, r.Owner, r.TTL)
+		}
+	}
+	took := time.Since(start)
+	for j, r := range reqs {
+		leases[at[j]], errs[at[j]] = c.granted(ctx, r.Name, r.Owner, ttl, start, took, grants[j], gerrs[j])
+	}
+	return leases, errs
+}
+
 func (c *Client) try(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	owner, err := newOwner()
 	if err != nil {
@@ -162,7 +212,12 @@ func (c *Client) try(ctx context.Context, name string, ttl time.Duration) (*Leas
 	}
 	start := time.Now()
 	g, err := c.b.Acquire(ctx, name, owner, ttl)
-	took := time.Since(start)
+	return c.granted(ctx, name, owner, ttl, start, time.Since(start), g, err)
+}
+
+// granted turns the answer to an acquisition sent at start into a Lease or
+// an error.
+func (c *Client) granted(ctx context.Context, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g Grant, err error) (*Lease, error) {
 	if err != nil {
 		c.opts.Observer.ObserveAcquire(name, OutcomeError, took)
 		return nil, joinCtx(ctx, fmt.Errorf("lease %q: acquire: %w", name, err))

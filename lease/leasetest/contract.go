@@ -3,6 +3,7 @@ package leasetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,7 @@ var contract = []check{
 	{"AcquireGivesUpWhenContextEnds", acquireGivesUp},
 	{"BadInputGetsTypedErrors", badInputGetsTypedErrors},
 	{"FrozenHolderIsLostWithErrExpired", frozenHolderIsLost},
+	{"TryAcquireAllAnswersEachName", tryAcquireAllAnswersEachName},
 }
 
 // Time limits of the checks: generous, as they bound a wait for something
@@ -400,4 +402,51 @@ func frozenHolderIsLost(t *testing.T, e *env) {
 	require.NoError(t, b.Err())
 	e.requireOwner(t, name, b.Owner(), "the thawed holder leaves the new one alone")
 	require.NoError(t, b.Release(ctx))
+}
+
+// tryAcquireAllAnswersEachName: a batch takes the free leases, reports the
+// held and the invalid ones, and each lease it gave is an ordinary lease.
+// Names spread over many hash slots, so a Cluster splits the batch.
+func tryAcquireAllAnswersEachName(t *testing.T, e *env) {
+	ctx := context.Background()
+	c, other := e.client(t), e.client(t)
+	taken, err := other.TryAcquire(ctx, "batch-held", longTTL)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, taken.Release(ctx)) }()
+	earlier, err := c.TryAcquire(ctx, "batch-3", longTTL)
+	require.NoError(t, err)
+	require.NoError(t, earlier.Release(ctx))
+
+	names := []string{"batch-held", ""}
+	for i := range 8 {
+		names = append(names, fmt.Sprintf("batch-%d", i))
+	}
+	leases, errs := c.TryAcquireAll(ctx, names, longTTL)
+	require.Len(t, leases, len(names))
+	require.Len(t, errs, len(names))
+	require.ErrorIs(t, errs[0], lease.ErrNotAcquired)
+	require.Nil(t, leases[0])
+	require.ErrorIs(t, errs[1], lease.ErrInvalidName)
+	owners := map[string]bool{}
+	for i := 2; i < len(names); i++ {
+		require.NoError(t, errs[i], "%s", names[i])
+		l := leases[i]
+		held(t, l)
+		require.False(t, owners[l.Owner()], "an owner per lease")
+		owners[l.Owner()] = true
+		if e.Inspect != nil {
+			owner, _, err := e.Inspect(ctx, names[i])
+			require.NoError(t, err)
+			require.Equal(t, l.Owner(), owner, "%s is stored as held", names[i])
+		}
+		// Held: nobody else gets it.
+		_, err := other.TryAcquire(ctx, names[i], longTTL)
+		require.ErrorIs(t, err, lease.ErrNotAcquired, "%s", names[i])
+	}
+	require.Greater(t, leases[5].Token(), earlier.Token(), "a token above the name's earlier ones")
+	for i := 2; i < len(names); i++ {
+		require.NoError(t, leases[i].Release(ctx))
+	}
+	_, errs = c.TryAcquireAll(ctx, []string{"batch-x"}, 0)
+	require.ErrorIs(t, errs[0], lease.ErrInvalidTTL)
 }

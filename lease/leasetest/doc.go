@@ -55,7 +55,9 @@
 // before its TTL; a waiter is woken by the holder's release, not by
 // polling; Acquire gives up when its context ends, with both errors; bad
 // input gets typed errors without reaching the server; a frozen holder is
-// lost with lease.ErrExpired when thawed after its trust window.
+// lost with lease.ErrExpired when thawed after its trust window;
+// TryAcquireAll answers each name of a batch (the free ones taken, the held
+// and the invalid ones reported) with ordinary leases.
 //
 // No check sleeps: each waits for a signal or polls with a deadline.
 package leasetest
