@@ -34,36 +34,55 @@ type step struct {
 // it, a ledger that implements ClearBeginner begins fire in the round trip
 // that reads its state, when nothing else is due.
 func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, prev time.Time, scheduled bool) {
-	job := u.job
-	// seen is the latest fire whose claim started before this one: a
-	// never-begun slot at or before it was missed. Fires between it and
-	// this one were deferred while the unit was busy here: they are due,
-	// not missed.
-	s.mu.Lock()
-	seen := u.seen
-	if scheduled && fire.At.After(u.seen) {
-		u.seen = fire.At
-	}
-	s.mu.Unlock()
-	l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, job.LeaseTTL)
-	if errors.Is(err, lease.ErrNotAcquired) && scheduled && job.Overlap == OverlapCancelOther {
+	seen := s.noteSeen(u, fire, scheduled)
+	l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, u.job.LeaseTTL)
+	if errors.Is(err, lease.ErrNotAcquired) && scheduled && u.job.Overlap == OverlapCancelOther {
 		l, err = s.replaceHolder(claimCtx, runCtx, u, fire)
 	}
 	if err != nil {
-		reason, level := "error", slog.LevelWarn
-		if errors.Is(err, lease.ErrNotAcquired) {
-			reason, level = "lease_held", slog.LevelDebug
-			s.obs.ClaimConflict(job.Name)
-		}
-		s.log.LogAttrs(claimCtx, level, "job_claim_skipped", slog.String("job", job.Name),
-			slog.String("partition", u.partition), slog.Time("slot", fire.At), slog.String("reason", reason), slog.Any("error", err))
+		s.claimSkipped(claimCtx, u, fire, err)
 		return
 	}
+	s.claimHeld(claimCtx, runCtx, u, fire, prev, scheduled, seen, l)
+}
+
+// noteSeen records that a claim of fire starts and returns the latest fire
+// whose claim started before it: a never-begun slot at or before that one
+// was missed. Fires between it and this one were deferred while the unit
+// was busy: they are due, not missed.
+func (s *Scheduler) noteSeen(u *unit, fire cron.Fire, scheduled bool) (seen time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen = u.seen
+	if scheduled && fire.At.After(u.seen) {
+		u.seen = fire.At
+	}
+	return seen
+}
+
+// claimSkipped logs (and counts) a claim that did not get the lease.
+func (s *Scheduler) claimSkipped(ctx context.Context, u *unit, fire cron.Fire, err error) {
+	reason, level := "error", slog.LevelWarn
+	if errors.Is(err, lease.ErrNotAcquired) {
+		reason, level = "lease_held", slog.LevelDebug
+		s.obs.ClaimConflict(u.job.Name)
+	}
+	s.log.LogAttrs(ctx, level, "job_claim_skipped", slog.String("job", u.job.Name),
+		slog.String("partition", u.partition), slog.Time("slot", fire.At), slog.String("reason", reason), slog.Any("error", err))
+}
+
+// claimHeld is the claim's work once it holds u's lease l, which it
+// releases.
+func (s *Scheduler) claimHeld(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, prev time.Time, scheduled bool, seen time.Time, l *lease.Lease) {
+	job := u.job
 	defer func() { _ = l.Release(context.WithoutCancel(runCtx)) }()
 	f := Fence{Token: l.Token(), Owner: l.Owner()}
 	cs := claimState{handled: map[time.Time]bool{}, seen: seen}
 	if cs.seen.IsZero() { // a claim outside the dispatcher
 		cs.seen = time.Now()
+	}
+	if scheduled && prev.IsZero() {
+		prev = prevFire(job, fire.At)
 	}
 	if scheduled && !prev.IsZero() && !s.beginIfClear(l, u, f, fire, prev, &cs) {
 		return
@@ -151,6 +170,33 @@ func (s *Scheduler) beginIfClear(l *lease.Lease, u *unit, f Fence, fire cron.Fir
 	cs.runTo = time.Now()
 	next, ok := s.next(job, fire.At)
 	return ok && !next.At.After(time.Now())
+}
+
+// noFire stands for "no earlier fire" in prevFire.
+var noFire = time.Unix(0, 0).UTC()
+
+// prevFire returns job's latest fire before at (noFire when the job has
+// none, from StartAt on), looking back twice the gap from at to the next
+// fire: enough for any evenly spaced schedule. It returns zero (unknown:
+// the claim plans with State) when that finds none on an uneven one.
+func prevFire(job *registered, at time.Time) time.Time {
+	next, ok := job.schedule.Next(at)
+	if !ok {
+		return time.Time{}
+	}
+	from := at.Add(-2 * next.At.Sub(at))
+	bounded := !job.StartAt.IsZero() && !from.After(job.StartAt)
+	if bounded {
+		from = job.StartAt.Add(-time.Second) // Between excludes from
+	}
+	fires := job.schedule.Between(from, at.Add(-time.Second), 1<<10)
+	switch {
+	case len(fires) > 0:
+		return fires[len(fires)-1].At
+	case bounded:
+		return noFire
+	}
+	return time.Time{}
 }
 
 // claimState is what one claim carries from one plan to the next.

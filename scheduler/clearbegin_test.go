@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/scheduler/cron"
 )
 
 // BeginIfClear begins a slot in one round trip only when State would show
@@ -156,9 +157,48 @@ func TestScheduledSlotsBeginWithoutState(t *testing.T) {
 		require.Equal(t, slots, log.slots())
 		counting.mu.Lock()
 		defer counting.mu.Unlock()
-		// The recovery claim at Start and the first slot (no earlier
-		// fire known) read State; the other three begin in one call.
-		require.Equal(t, len(slots)-1, counting.clear, "slots begun by BeginIfClear")
-		require.Equal(t, 2, counting.states, "State calls")
+		// Only the recovery claim at Start reads State; every slot,
+		// the first too (its earlier fire is computed: none, from
+		// StartAt), begins in one call.
+		require.Equal(t, len(slots), counting.clear, "slots begun by BeginIfClear")
+		require.Equal(t, 1, counting.states, "State calls")
 	})
+}
+
+func TestPrevFire(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC) // a Monday
+	run := func(context.Context, Run) error { return nil }
+	for _, tc := range []struct {
+		name string
+		job  Job
+		want time.Time
+	}{
+		{"EverySecond", Job{Spec: everySecond}, at.Add(-time.Second)},
+		{"Daily", Job{Spec: "0 9 * * *"}, at.AddDate(0, 0, -1)},
+		{"Every90s", Job{Spec: "@every 90s"}, at.Add(-90 * time.Second)},
+		// Friday's fire is three days back, the next one day ahead:
+		// not found within twice that, so unknown.
+		{"WeekdaysUnknownAfterAWeekend", Job{Spec: "0 9 * * MON-FRI"}, time.Time{}},
+		{"FirstFireAtStartAt", Job{Spec: "0 9 * * *", StartAt: at}, noFire},
+		{"SecondFireAfterStartAt", Job{Spec: everySecond, StartAt: at.Add(-time.Second)}, at.Add(-time.Second)},
+		{"NewYorkAcrossSpringForward", Job{Spec: "0 3 * * *", Zone: "America/New_York"},
+			time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)}, // 03:00 EDT on the 9th follows 03:00 EDT (run after the gap) on the 8th
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.job.Name, tc.job.Run = "j"+tc.name, run
+			job := tc.job.withDefaults()
+			cs, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone})
+			require.NoError(t, err)
+			r := &registered{Job: job, schedule: cs}
+			fire := at
+			if tc.job.Zone != "" {
+				f, ok := cs.Next(at.Add(-24 * time.Hour))
+				require.True(t, ok)
+				fire = f.At
+			}
+			got := prevFire(r, fire)
+			require.True(t, tc.want.Equal(got), "prevFire(%v) = %v, want %v", fire, got, tc.want)
+		})
+	}
 }

@@ -262,6 +262,77 @@ func TestOverlapAllowRunsOverlappingSlotsOnceEach(t *testing.T) {
 	})
 }
 
+// Under OverlapAllow a planner begins every due slot, and each run waits
+// for a place in the pool. With one place, the recovery claim at Start
+// begins two missed slots: one runs, and when the replica stops the other,
+// begun but never run, is recorded failed (interrupted) with a retry, and
+// the next replica runs it as attempt 2.
+func TestOverlapAllowStopRecordsBegunSlotsInterrupted(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		S := time.Now().Truncate(time.Second).Add(time.Second).UTC()
+		slots := []time.Time{S, S.Add(time.Second), S.Add(2 * time.Second)}
+		started, release := make(chan Run, 3), make(chan struct{})
+		job := Job{
+			Name: "wide", Spec: everySecond, StartAt: slots[0], EndAt: slots[2].Add(time.Second), Overlap: OverlapAllow,
+			Run: func(ctx context.Context, run Run) error {
+				started <- run
+				<-release
+				return nil
+			},
+		}
+		// The ledger's horizon starts before slots[0] (seeded now); the
+		// replica starts once slots[2] is due: slots[1] and slots[2] were
+		// missed.
+		s.seed(t, Slot{Job: "wide", At: slots[0]}, StatusSucceeded)
+		waitUntil(t, slots[2])
+		a := s.replica(t, func(c *Config) { c.MaxConcurrentClaims = 1 })
+		require.NoError(t, a.Register(job))
+		require.NoError(t, a.Start(context.Background()))
+		var first Run
+		select {
+		case first = <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no run started")
+		}
+		other := slots[1]
+		if first.At.Equal(slots[1]) {
+			other = slots[2]
+		}
+		eventually(t, 10*time.Second, "both missed slots begun", func() bool {
+			return s.status("wide", "", other) == StatusRunning
+		})
+		stopped := make(chan error, 1)
+		go func() { stopped <- a.Stop(context.Background()) }()
+		eventually(t, 10*time.Second, "the slot that never ran recorded interrupted", func() bool {
+			return s.status("wide", "", other) == StatusFailed
+		})
+		close(release)
+		require.NoError(t, <-stopped)
+		select {
+		case r := <-started:
+			t.Fatalf("slot %v ran after Stop", r.At)
+		default:
+		}
+		rec := s.record(t, "wide", "", other)
+		require.Len(t, rec.Attempts, 1)
+		require.Equal(t, ClassInterrupted, rec.Attempts[0].Class)
+		require.False(t, rec.RetryAt.IsZero(), "retried")
+		require.Equal(t, StatusSucceeded, s.status("wide", "", first.At))
+
+		// The next replica runs it as attempt 2.
+		job.Run = func(ctx context.Context, run Run) error { return nil }
+		b := s.replica(t)
+		require.NoError(t, b.Register(job))
+		require.NoError(t, b.Start(context.Background()))
+		eventually(t, 10*time.Second, "attempt 2 succeeded", func() bool {
+			return s.status("wide", "", other) == StatusSucceeded
+		})
+		require.NoError(t, b.Stop(context.Background()))
+		require.Equal(t, 2, s.record(t, "wide", "", other).Attempt)
+	})
+}
+
 func TestMissedSlotsAfterDowntime(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {

@@ -294,9 +294,7 @@ func (s *Scheduler) dispatch(claimCtx, runCtx context.Context) {
 			wait = time.Until(s.queue[0].at)
 		}
 		s.mu.Unlock()
-		for _, e := range due {
-			s.trigger(claimCtx, runCtx, e)
-		}
+		s.triggerAll(claimCtx, runCtx, due)
 		timer.Reset(wait)
 		select {
 		case <-claimCtx.Done():
@@ -307,44 +305,170 @@ func (s *Scheduler) dispatch(claimCtx, runCtx context.Context) {
 	}
 }
 
-// trigger starts a claim of e's unit, or, when one is running, leaves it a
-// note to look again when it is done.
-func (s *Scheduler) trigger(claimCtx, runCtx context.Context, e *entry) {
+// maxClaimBatch bounds the leases one batch acquisition asks for.
+const maxClaimBatch = 256
+
+// triggerAll starts the claims of due entries. The scheduled fires of idle
+// units, which come due together at a second's boundary, take their leases
+// in batches (lease.Client.TryAcquireAll: one round trip per batch on a
+// single Redis), each batch no larger than the free places in the pool, so
+// a replica takes no more leases than it can run at once and the others
+// get the rest. Wake-ups and OverlapCancelOther fires claim one by one.
+func (s *Scheduler) triggerAll(claimCtx, runCtx context.Context, due []*entry) {
+	batches := map[time.Duration][]*entry{}
+	for _, e := range due {
+		if !e.scheduled || e.u.job.Overlap == OverlapCancelOther {
+			s.trigger(claimCtx, runCtx, e)
+			continue
+		}
+		if s.markBusy(e) {
+			ttl := e.u.job.LeaseTTL
+			batches[ttl] = append(batches[ttl], e)
+		}
+	}
+	for ttl, es := range batches {
+		s.wg.Go(func() { s.claimBatches(claimCtx, runCtx, ttl, es) })
+	}
+}
+
+// markBusy marks e's unit busy and reports true, or, when a claim of it
+// is running, leaves that claim a note to look again when it is done.
+func (s *Scheduler) markBusy(e *entry) bool {
 	u := e.u
 	u.mu.Lock()
+	defer u.mu.Unlock()
 	if u.busy {
 		u.again = true
 		if e.scheduled {
 			u.pending = e.fire
 		}
-		u.mu.Unlock()
-		return
+		return false
 	}
 	u.busy = true
-	u.mu.Unlock()
+	return true
+}
+
+// trigger starts a claim of e's unit, or, when one is running, leaves it a
+// note to look again when it is done.
+func (s *Scheduler) trigger(claimCtx, runCtx context.Context, e *entry) {
+	if !s.markBusy(e) {
+		return
+	}
 	s.wg.Go(func() {
 		select {
 		case s.sem <- struct{}{}:
 		case <-claimCtx.Done():
-			u.mu.Lock()
-			u.busy = false
-			u.mu.Unlock()
+			s.idle(e.u)
 			return
 		}
 		defer func() { <-s.sem }()
-		fire, prev, scheduled := e.fire, e.prev, e.scheduled
-		for {
-			s.claim(claimCtx, runCtx, u, fire, prev, scheduled)
-			u.mu.Lock()
-			if !u.again || claimCtx.Err() != nil {
-				u.busy = false
-				u.mu.Unlock()
-				return
-			}
-			u.again = false
-			fire, prev, scheduled = u.pending, time.Time{}, !u.pending.At.IsZero()
-			u.pending = cron.Fire{}
-			u.mu.Unlock()
-		}
+		s.unitLoop(claimCtx, runCtx, e, nil)
 	})
 }
+
+// claimBatches claims the busy units of es, whose leases share ttl: it
+// takes places in the pool, acquires that many leases in one batch, hands
+// each lease won to a claim and gives the other places back, until es is
+// done or claiming stops.
+func (s *Scheduler) claimBatches(claimCtx, runCtx context.Context, ttl time.Duration, es []*entry) {
+	for len(es) > 0 {
+		k := s.takePlaces(claimCtx, min(len(es), maxClaimBatch))
+		if k == 0 {
+			for _, e := range es {
+				s.idle(e.u)
+			}
+			return
+		}
+		chunk := es[:k]
+		es = es[k:]
+		names := make([]string, k)
+		for i, e := range chunk {
+			names[i] = e.u.lease
+		}
+		leases, errs := s.cfg.Leases.TryAcquireAll(runCtx, names, ttl)
+		for i, e := range chunk {
+			if errs[i] == nil {
+				l := leases[i]
+				s.wg.Go(func() {
+					defer func() { <-s.sem }()
+					s.unitLoop(claimCtx, runCtx, e, l)
+				})
+				continue
+			}
+			s.noteSeen(e.u, e.fire, true)
+			s.claimSkipped(claimCtx, e.u, e.fire, errs[i])
+			if next, ok := s.again(claimCtx, e.u); ok {
+				s.wg.Go(func() {
+					defer func() { <-s.sem }()
+					s.unitLoop(claimCtx, runCtx, next, nil)
+				})
+				continue
+			}
+			<-s.sem
+		}
+	}
+}
+
+// takePlaces takes between 1 and n places in the pool: it waits for the
+// first, then takes those that are free. 0 when claimCtx ends first.
+func (s *Scheduler) takePlaces(claimCtx context.Context, n int) int {
+	select {
+	case s.sem <- struct{}{}:
+	case <-claimCtx.Done():
+		return 0
+	}
+	k := 1
+	for k < n {
+		select {
+		case s.sem <- struct{}{}:
+			k++
+		default:
+			return k
+		}
+	}
+	return k
+}
+
+// unitLoop claims e's unit, then again for every fire or wake-up that
+// arrived meanwhile, and marks the unit idle. The caller holds a place in
+// the pool. held, when not nil, is the unit's lease, already acquired for
+// e's fire.
+func (s *Scheduler) unitLoop(claimCtx, runCtx context.Context, e *entry, held *lease.Lease) {
+	for {
+		if held != nil {
+			seen := s.noteSeen(e.u, e.fire, e.scheduled)
+			s.claimHeld(claimCtx, runCtx, e.u, e.fire, e.prev, e.scheduled, seen, held)
+			held = nil
+		} else {
+			s.claim(claimCtx, runCtx, e.u, e.fire, e.prev, e.scheduled)
+		}
+		next, ok := s.again(claimCtx, e.u)
+		if !ok {
+			return
+		}
+		e = next
+	}
+}
+
+// again returns what arrived for u while it was busy (a scheduled fire, or
+// a wake-up), or marks u idle and returns false.
+func (s *Scheduler) again(claimCtx context.Context, u *unit) (*entry, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.again || claimCtx.Err() != nil {
+		u.busy = false
+		return nil, false
+	}
+	u.again = false
+	e := &entry{u: u, fire: u.pending, scheduled: !u.pending.At.IsZero()}
+	u.pending = cron.Fire{}
+	return e, true
+}
+
+// idle marks u idle.
+func (s *Scheduler) idle(u *unit) {
+	u.mu.Lock()
+	u.busy = false
+	u.mu.Unlock()
+}
+

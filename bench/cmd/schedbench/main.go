@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -33,12 +34,15 @@ func main() {
 	parts := flag.Int("partitions", 100, "partitions per job")
 	replicas := flag.Int("replicas", 3, "scheduler instances")
 	claims := flag.Int("claims", 256, "MaxConcurrentClaims per instance")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the slot (from its start until every run started) to this file")
 	flag.Parse()
 	if err := run(*jobs, *parts, *replicas, *claims); err != nil {
 		fmt.Fprintln(os.Stderr, "schedbench:", err)
 		os.Exit(1)
 	}
 }
+
+var cpuProfile string
 
 // counter counts commands by kind with a go-redis hook.
 type counter struct{ acquire, total atomic.Int64 }
@@ -57,19 +61,31 @@ func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		c.total.Add(1) // one round trip
+		for _, cmd := range cmds {
+			if c.isAcquire(cmd) {
+				c.acquire.Add(1)
+			}
+		}
 		return next(ctx, cmds)
 	}
 }
 
 func (c *counter) count(cmd redis.Cmder) {
 	c.total.Add(1)
-	// The acquire script is the only one with two keys whose first is a
-	// lease key (EVALSHA sha 2 <prefix>lease:{name} ...).
-	if args := cmd.Args(); len(args) > 3 && fmt.Sprint(args[2]) == "2" {
-		if s, _ := args[3].(string); strings.HasSuffix(s, "}") && strings.Contains(s, "lease:") {
-			c.acquire.Add(1)
-		}
+	if c.isAcquire(cmd) {
+		c.acquire.Add(1)
 	}
+}
+
+// isAcquire: the acquire script is the only one with two keys whose first
+// is a lease key (EVALSHA sha 2 <prefix>lease:{name} ...).
+func (c *counter) isAcquire(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) <= 3 || fmt.Sprint(args[2]) != "2" {
+		return false
+	}
+	s, _ := args[3].(string)
+	return strings.HasSuffix(s, "}") && strings.Contains(s, "lease:")
 }
 
 func run(nJobs, nParts, nReplicas, claims int) error {
@@ -169,10 +185,21 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 		baseAcquires += c.acquire.Load()
 		baseTotal += c.total.Load()
 	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	timeout := time.NewTimer(2 * time.Minute)
 	defer timeout.Stop()
 	select {
 	case <-all:
+		pprof.StopCPUProfile()
 	case <-timeout.C:
 		return fmt.Errorf("only %d of %d slots ran within 2 minutes", len(lags), slots)
 	}
