@@ -471,4 +471,3 @@ func (s *Scheduler) idle(u *unit) {
 	u.busy = false
 	u.mu.Unlock()
 }
-
