@@ -43,7 +43,7 @@ func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.F
 		s.claimSkipped(claimCtx, u, fire, err)
 		return
 	}
-	s.claimHeld(claimCtx, runCtx, u, fire, prev, scheduled, seen, l)
+	s.claimHeld(claimCtx, runCtx, u, fire, prev, scheduled, seen, l, nil)
 }
 
 // noteSeen records that a claim of fire starts and returns the latest fire
@@ -72,8 +72,9 @@ func (s *Scheduler) claimSkipped(ctx context.Context, u *unit, fire cron.Fire, e
 }
 
 // claimHeld is the claim's work once it holds u's lease l, which it
-// releases.
-func (s *Scheduler) claimHeld(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, prev time.Time, scheduled bool, seen time.Time, l *lease.Lease) {
+// releases. pre, when not nil, is the answer of a ClearBeginner to the
+// fire's fast request, made by the caller.
+func (s *Scheduler) claimHeld(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, prev time.Time, scheduled bool, seen time.Time, l *lease.Lease, pre *BeginResult) {
 	job := u.job
 	defer func() { _ = l.Release(context.WithoutCancel(runCtx)) }()
 	f := Fence{Token: l.Token(), Owner: l.Owner()}
@@ -81,11 +82,16 @@ func (s *Scheduler) claimHeld(claimCtx, runCtx context.Context, u *unit, fire cr
 	if cs.seen.IsZero() { // a claim outside the dispatcher
 		cs.seen = time.Now()
 	}
-	if scheduled && prev.IsZero() {
-		prev = prevFire(job, fire.At)
-	}
-	if scheduled && !prev.IsZero() && !s.beginIfClear(l, u, f, fire, prev, &cs) {
-		return
+	if scheduled {
+		if pre == nil {
+			if req, ok := s.fastRequest(u, f, fire, prev, time.Now()); ok {
+				res := s.cfg.Ledger.(ClearBeginner).BeginIfClear(l.Context(), []BeginRequest{req}, time.Now())[0]
+				pre = &res
+			}
+		}
+		if pre != nil && !s.afterFastBegin(l, u, f, fire, *pre, &cs) {
+			return
+		}
 	}
 	for claimCtx.Err() == nil && l.Err() == nil {
 		steps, retryAt, err := s.plan(l.Context(), u, fire, scheduled, &cs)
@@ -137,38 +143,50 @@ func (s *Scheduler) claimHeld(claimCtx, runCtx context.Context, u *unit, fire cr
 	}
 }
 
-// beginIfClear is the common case of a scheduled fire in one ledger round
-// trip (ClearBeginner): when nothing but fire is due, begin and run it.
-// It reports whether the claim must go on and plan: the ledger cannot
-// tell, something else is due, or a slot came due during the run.
-func (s *Scheduler) beginIfClear(l *lease.Lease, u *unit, f Fence, fire cron.Fire, prev time.Time, cs *claimState) (plan bool) {
+// fastRequest returns the ClearBeginner request of a scheduled fire whose
+// claim holds lease fence f, or false when the claim must plan: the ledger
+// has no fast path, the job runs OverlapAllow, no earlier fire is known,
+// or a later slot is due too.
+func (s *Scheduler) fastRequest(u *unit, f Fence, fire cron.Fire, prev, now time.Time) (BeginRequest, bool) {
 	job := u.job
-	cb, ok := s.cfg.Ledger.(ClearBeginner)
-	now := time.Now()
-	if !ok || job.Overlap == OverlapAllow {
-		return true
+	if _, ok := s.cfg.Ledger.(ClearBeginner); !ok || job.Overlap == OverlapAllow {
+		return BeginRequest{}, false
+	}
+	if prev.IsZero() {
+		if prev = prevFire(job, fire.At); prev.IsZero() {
+			return BeginRequest{}, false
+		}
 	}
 	if next, ok := s.next(job, fire.At); ok && !next.At.After(now) {
-		return true // a later slot is due too: plan
+		return BeginRequest{}, false
 	}
 	since := now.Add(-job.CatchUpWindow)
 	if job.StartAt.After(since) {
 		since = job.StartAt
 	}
-	slot := Slot{Job: job.Name, At: fire.At, Partition: u.partition}
-	n, left, clear, err := cb.BeginIfClear(l.Context(), slot, f, job.MaxAttempts, prev, since, now)
+	return BeginRequest{
+		Slot: Slot{Job: job.Name, At: fire.At, Partition: u.partition}, Fence: f,
+		MaxAttempts: job.MaxAttempts, Prev: prev, Since: since,
+	}, true
+}
+
+// afterFastBegin runs the slot a ClearBeginner began. It reports whether
+// the claim must go on and plan: the ledger saw something else due, or a
+// slot came due during the run.
+func (s *Scheduler) afterFastBegin(l *lease.Lease, u *unit, f Fence, fire cron.Fire, res BeginResult, cs *claimState) (plan bool) {
+	slot := Slot{Job: u.job.Name, At: fire.At, Partition: u.partition}
 	switch {
-	case !clear && err == nil:
+	case !res.Clear:
 		return true
-	case err != nil:
-		s.ledgerRefused(l.Context(), slot, "begin", err)
+	case res.Err != nil:
+		s.ledgerRefused(l.Context(), slot, "begin", res.Err)
 		return false
 	}
 	cs.handled[fire.At] = true
 	cs.runFrom = time.Now()
-	s.run(l, u, f, fire, n, left)
+	s.run(l, u, f, fire, res.Attempt, res.Left)
 	cs.runTo = time.Now()
-	next, ok := s.next(job, fire.At)
+	next, ok := s.next(u.job, fire.At)
 	return ok && !next.At.After(time.Now())
 }
 

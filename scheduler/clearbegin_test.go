@@ -27,7 +27,7 @@ func TestRedisLedgerBeginIfClear(t *testing.T) {
 		slot := func(job string, i int) Slot { return Slot{Job: job, At: at(i)} }
 
 		// A job the ledger never saw: clear, attempt 1.
-		n, left, clear, err := l.BeginIfClear(ctx, slot("fresh", 1), f, 3, at(0), since, now)
+		n, left, clear, err := beginIfClear(ctx, l, slot("fresh", 1), f, 3, at(0), since, now)
 		require.NoError(t, err)
 		require.True(t, clear)
 		require.Equal(t, []int{1, 2}, []int{n, left})
@@ -39,7 +39,7 @@ func TestRedisLedgerBeginIfClear(t *testing.T) {
 
 		// The next slot while slot 1 still runs (its holder lost the
 		// lease): slot 1 is open, so not clear, and nothing changes.
-		n, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 2), Fence{Token: 1_001, Owner: "b"}, 3, at(1), since, now)
+		n, _, clear, err = beginIfClear(ctx, l, slot("fresh", 2), Fence{Token: 1_001, Owner: "b"}, 3, at(1), since, now)
 		require.NoError(t, err)
 		require.False(t, clear)
 		require.Zero(t, n)
@@ -48,24 +48,24 @@ func TestRedisLedgerBeginIfClear(t *testing.T) {
 
 		// Slot 1 succeeds: slot 2 is clear.
 		require.NoError(t, l.Finish(ctx, slot("fresh", 1), f, 1, Outcome{Status: StatusSucceeded}, now))
-		n, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 2), f, 3, at(1), since, now)
+		n, _, clear, err = beginIfClear(ctx, l, slot("fresh", 2), f, 3, at(1), since, now)
 		require.NoError(t, err)
 		require.True(t, clear)
 		require.Equal(t, 1, n)
 		require.NoError(t, l.Finish(ctx, slot("fresh", 2), f, 1, Outcome{Status: StatusSucceeded}, now))
 
 		// A gap: slot 3 was never begun, so slot 4 is not clear.
-		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 4), f, 3, at(3), since, now)
+		_, _, clear, err = beginIfClear(ctx, l, slot("fresh", 4), f, 3, at(3), since, now)
 		require.NoError(t, err)
 		require.False(t, clear, "slot 3 went unseen")
 
 		// A slot already done: clear, ErrSlotDone.
-		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 2), f, 3, at(1), since, now)
+		_, _, clear, err = beginIfClear(ctx, l, slot("fresh", 2), f, 3, at(1), since, now)
 		require.ErrorIs(t, err, ErrSlotDone)
 		require.True(t, clear)
 
 		// A stale token: clear, *fence.StaleTokenError, nothing begun.
-		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 3), Fence{Token: 999, Owner: "old"}, 3, at(2), since, now)
+		_, _, clear, err = beginIfClear(ctx, l, slot("fresh", 3), Fence{Token: 999, Owner: "old"}, 3, at(2), since, now)
 		var stale *fence.StaleTokenError
 		require.ErrorAs(t, err, &stale)
 		require.True(t, clear)
@@ -73,32 +73,83 @@ func TestRedisLedgerBeginIfClear(t *testing.T) {
 
 		// Paused: not clear.
 		require.NoError(t, l.SetPaused(ctx, "fresh", true))
-		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 3), f, 3, at(2), since, now)
+		_, _, clear, err = beginIfClear(ctx, l, slot("fresh", 3), f, 3, at(2), since, now)
 		require.NoError(t, err)
 		require.False(t, clear, "paused")
 		require.NoError(t, l.SetPaused(ctx, "fresh", false))
 
 		// A pending slot (an operator's request): not clear.
 		require.NoError(t, l.Request(ctx, slot("fresh", 1), "again", now))
-		_, _, clear, err = l.BeginIfClear(ctx, slot("fresh", 3), f, 3, at(2), since, now)
+		_, _, clear, err = beginIfClear(ctx, l, slot("fresh", 3), f, 3, at(2), since, now)
 		require.NoError(t, err)
 		require.False(t, clear, "slot 1 pending")
 
 		// The slot itself waiting for its retry time: not clear; once
 		// the time has come: clear, attempt 2.
 		g := Fence{Token: 2_000, Owner: "c"}
-		_, _, _, err = l.BeginIfClear(ctx, slot("retry", 1), g, 3, time.Time{}, since, now)
+		_, _, _, err = beginIfClear(ctx, l, slot("retry", 1), g, 3, time.Time{}, since, now)
 		require.NoError(t, err)
 		retryAt := now.Add(time.Minute).Truncate(time.Millisecond)
 		require.NoError(t, l.Finish(ctx, slot("retry", 1), g, 1, Outcome{Status: StatusFailed, Class: ClassRetryable, Error: "x", RetryAt: retryAt}, now))
-		_, _, clear, err = l.BeginIfClear(ctx, slot("retry", 1), g, 3, at(0), since, now)
+		_, _, clear, err = beginIfClear(ctx, l, slot("retry", 1), g, 3, at(0), since, now)
 		require.NoError(t, err)
 		require.False(t, clear, "waiting for its retry")
-		n, left, clear, err = l.BeginIfClear(ctx, slot("retry", 1), g, 3, at(0), since, retryAt.Add(time.Millisecond))
+		n, left, clear, err = beginIfClear(ctx, l, slot("retry", 1), g, 3, at(0), since, retryAt.Add(time.Millisecond))
 		require.NoError(t, err)
 		require.True(t, clear)
 		require.Equal(t, []int{2, 1}, []int{n, left})
 	})
+}
+
+// A batch of requests is one pipeline; each request gets its own answer,
+// and after SCRIPT FLUSH the batch still answers.
+func TestRedisLedgerBeginIfClearBatch(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		l := s.ledger
+		at := time.Now().Truncate(time.Second).Add(-time.Minute).UTC()
+		since, now := at.Add(-time.Hour), time.Now()
+		f := Fence{Token: 5_000, Owner: "a"}
+		// "done" succeeded; "stale" was raised by token 6,000; "gap" last
+		// saw a slot two seconds back, with the one between unseen.
+		for _, job := range []string{"done", "stale", "gap"} {
+			s.seed(t, Slot{Job: job, At: at.Add(-2 * time.Second)}, StatusSucceeded)
+		}
+		_, _, err := l.Begin(ctx, Slot{Job: "done", At: at}, Fence{Token: 5_500, Owner: "x"}, 3, now)
+		require.NoError(t, err)
+		require.NoError(t, l.Finish(ctx, Slot{Job: "done", At: at}, Fence{Token: 5_500, Owner: "x"}, 1, Outcome{Status: StatusSucceeded}, now))
+		require.NoError(t, l.Skip(ctx, Slot{Job: "stale", At: at.Add(-time.Second)}, Fence{Token: 6_000, Owner: "y"}, StatusSkipped, "x", now))
+
+		require.NoError(t, s.rdb.ScriptFlush(ctx).Err())
+		reqs := []BeginRequest{
+			{Slot: Slot{Job: "fresh", At: at}, Fence: f, MaxAttempts: 3, Prev: at.Add(-time.Second), Since: since},
+			{Slot: Slot{Job: "done", At: at}, Fence: Fence{Token: 5_600, Owner: "a"}, MaxAttempts: 3, Prev: at.Add(-time.Second), Since: since},
+			{Slot: Slot{Job: "stale", At: at}, Fence: f, MaxAttempts: 3, Prev: at.Add(-time.Second), Since: since},
+			{Slot: Slot{Job: "gap", At: at}, Fence: f, MaxAttempts: 3, Prev: at.Add(-time.Second), Since: since},
+			{Slot: Slot{Job: "perslot", At: at}, Fence: Fence{Token: 5_000, Owner: "a", PerSlot: true}, MaxAttempts: 3, Prev: at.Add(-time.Second), Since: since},
+		}
+		out := l.BeginIfClear(ctx, reqs, now)
+		require.Len(t, out, len(reqs))
+		require.Equal(t, BeginResult{Attempt: 1, Left: 2, Clear: true}, out[0], "fresh")
+		require.True(t, out[1].Clear, "done")
+		require.ErrorIs(t, out[1].Err, ErrSlotDone)
+		require.True(t, out[2].Clear, "stale")
+		var stale *fence.StaleTokenError
+		require.ErrorAs(t, out[2].Err, &stale)
+		require.Equal(t, fence.Token(6_000), stale.Current)
+		require.Equal(t, BeginResult{}, out[3], "gap: not clear")
+		require.Equal(t, BeginResult{}, out[4], "per-slot fences plan")
+		require.Equal(t, StatusRunning, s.status("fresh", "", at))
+		require.Equal(t, Status(""), s.status("gap", "", at))
+		require.Equal(t, Status(""), s.status("stale", "", at))
+	})
+}
+
+// beginIfClear is one request of BeginIfClear.
+func beginIfClear(ctx context.Context, l *RedisLedger, slot Slot, f Fence, maxAttempts int, prev, since, now time.Time) (attempt, left int, clear bool, err error) {
+	r := l.BeginIfClear(ctx, []BeginRequest{{Slot: slot, Fence: f, MaxAttempts: maxAttempts, Prev: prev, Since: since}}, now)[0]
+	return r.Attempt, r.Left, r.Clear, r.Err
 }
 
 func requireSameTime(t *testing.T, want, got time.Time) {
@@ -121,14 +172,16 @@ func (c *countingLedger) State(ctx context.Context, job, partition string, since
 	return c.RedisLedger.State(ctx, job, partition, since)
 }
 
-func (c *countingLedger) BeginIfClear(ctx context.Context, slot Slot, f Fence, maxAttempts int, prev, since, now time.Time) (int, int, bool, error) {
-	n, left, clear, err := c.RedisLedger.BeginIfClear(ctx, slot, f, maxAttempts, prev, since, now)
-	if clear && err == nil {
-		c.mu.Lock()
-		c.clear++
-		c.mu.Unlock()
+func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, now time.Time) []BeginResult {
+	out := c.RedisLedger.BeginIfClear(ctx, reqs, now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range out {
+		if r.Clear && r.Err == nil {
+			c.clear++
+		}
 	}
-	return n, left, clear, err
+	return out
 }
 
 // After the first, every scheduled slot of a replica running alone is

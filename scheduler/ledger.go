@@ -69,18 +69,36 @@ type Canceler interface {
 }
 
 // ClearBeginner is an optional Ledger interface that saves the scheduler a
-// round trip per slot in the common case. BeginIfClear begins slot as
-// Begin does when nothing else is due for its (job, partition): the job is
-// not paused, no open slot at or after since nor any pending slot exists
-// but slot itself, slot is not waiting for its retry time, and the latest
-// slot begun or skipped (State.Last) is zero or not before prev, the
-// schedule's fire before slot (so no slot between them went unseen). Then
-// clear is true and the results are Begin's (ErrSlotDone,
-// *fence.StaleTokenError). Otherwise it begins nothing and returns clear
-// == false: the caller reads State and plans. A ledger may always answer
-// clear == false.
+// round trip per slot in the common case, and batches slots due together.
+// BeginIfClear answers each request (one result per request, in order): it
+// begins the request's slot as Begin does when nothing else is due for its
+// (job, partition): the job is not paused, no open slot at or after Since
+// nor any pending slot exists but the slot itself, the slot is not waiting
+// for its retry time, and the latest slot begun or skipped (State.Last) is
+// zero or not before Prev, the schedule's fire before the slot (so no slot
+// between them went unseen). Then Clear is true and the other fields are
+// Begin's results (Err: ErrSlotDone, *fence.StaleTokenError, a store
+// error). Otherwise it begins nothing and returns Clear == false: the
+// caller reads State and plans. A ledger may always answer Clear == false.
 type ClearBeginner interface {
-	BeginIfClear(ctx context.Context, slot Slot, f Fence, maxAttempts int, prev, since, now time.Time) (attempt, left int, clear bool, err error)
+	BeginIfClear(ctx context.Context, reqs []BeginRequest, now time.Time) []BeginResult
+}
+
+// BeginRequest is one slot for ClearBeginner.BeginIfClear.
+type BeginRequest struct {
+	Slot        Slot
+	Fence       Fence
+	MaxAttempts int
+	// Prev is the schedule's fire before Slot.At (time.Unix(0, 0) when the
+	// job has none); open slots before Since are not due.
+	Prev, Since time.Time
+}
+
+// BeginResult answers a BeginRequest.
+type BeginResult struct {
+	Attempt, Left int
+	Clear         bool
+	Err           error
 }
 
 // Fence is the job lease's token and owner, presented with every ledger

@@ -183,30 +183,61 @@ func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts in
 	}
 }
 
-// BeginIfClear implements ClearBeginner in one round trip (one script); on
-// Redis Cluster, where the pause flag lives under another hash tag, it
-// returns clear == false without a round trip.
-func (l *RedisLedger) BeginIfClear(ctx context.Context, s Slot, f Fence, maxAttempts int, prev, since, now time.Time) (attempt, left int, clear bool, err error) {
-	if l.cluster || f.PerSlot {
-		return 0, 0, false, nil
+// BeginIfClear implements ClearBeginner: one script per request, all in
+// one pipeline (one round trip). On Redis Cluster, where the pause flag
+// lives under another hash tag, every answer is Clear == false, without a
+// round trip; so is a request with a Fence.PerSlot.
+func (l *RedisLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, now time.Time) []BeginResult {
+	out := make([]BeginResult, len(reqs))
+	if l.cluster {
+		return out
 	}
-	k := l.keys(s.Job, s.Partition)
-	res, err := claimScript.Run(ctx, l.rdb,
-		[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
-		f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1), unix(prev), unix(since)).Int64Slice()
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("scheduler: ledger begin %s: %w", s.Key(), err)
+	cmds := make([]*redis.Cmd, len(reqs))
+	pipe := l.rdb.Pipeline()
+	for i, r := range reqs {
+		if r.Fence.PerSlot {
+			continue
+		}
+		k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
+		cmds[i] = claimScript.EvalSha(ctx, pipe,
+			[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
+			r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since))
 	}
-	switch res[0] {
-	case 2:
-		return 0, 0, false, nil
-	case 1:
-		return int(res[1]), int(res[2]), true, nil
-	case 0:
-		return 0, 0, true, ErrSlotDone
-	default:
-		return 0, 0, true, staleLedger(s, f, res[1])
+	if pipe.Len() == 0 {
+		return out
 	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		r := reqs[i]
+		if isNoScript(cmd.Err()) {
+			k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
+			cmd = claimScript.Run(ctx, l.rdb,
+				[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
+				r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since))
+		}
+		res, err := cmd.Int64Slice()
+		switch {
+		case err != nil:
+			out[i] = BeginResult{Clear: true, Err: fmt.Errorf("scheduler: ledger begin %s: %w", r.Slot.Key(), err)}
+		case res[0] == 2:
+		case res[0] == 1:
+			out[i] = BeginResult{Attempt: int(res[1]), Left: int(res[2]), Clear: true}
+		case res[0] == 0:
+			out[i] = BeginResult{Clear: true, Err: ErrSlotDone}
+		default:
+			out[i] = BeginResult{Clear: true, Err: staleLedger(r.Slot, r.Fence, res[1])}
+		}
+	}
+	return out
+}
+
+// isNoScript reports a server that does not know the script (after SCRIPT
+// FLUSH, a restart or a failover).
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // Heartbeat implements Ledger.

@@ -362,7 +362,7 @@ func (s *Scheduler) trigger(claimCtx, runCtx context.Context, e *entry) {
 			return
 		}
 		defer func() { <-s.sem }()
-		s.unitLoop(claimCtx, runCtx, e, nil)
+		s.unitLoop(claimCtx, runCtx, e, nil, nil)
 	})
 }
 
@@ -386,12 +386,13 @@ func (s *Scheduler) claimBatches(claimCtx, runCtx context.Context, ttl time.Dura
 			names[i] = e.u.lease
 		}
 		leases, errs := s.cfg.Leases.TryAcquireAll(runCtx, names, ttl)
+		pre := s.fastBeginAll(runCtx, chunk, leases)
 		for i, e := range chunk {
 			if errs[i] == nil {
-				l := leases[i]
+				l, p := leases[i], pre[i]
 				s.wg.Go(func() {
 					defer func() { <-s.sem }()
-					s.unitLoop(claimCtx, runCtx, e, l)
+					s.unitLoop(claimCtx, runCtx, e, l, p)
 				})
 				continue
 			}
@@ -400,13 +401,44 @@ func (s *Scheduler) claimBatches(claimCtx, runCtx context.Context, ttl time.Dura
 			if next, ok := s.again(claimCtx, e.u); ok {
 				s.wg.Go(func() {
 					defer func() { <-s.sem }()
-					s.unitLoop(claimCtx, runCtx, next, nil)
+					s.unitLoop(claimCtx, runCtx, next, nil, nil)
 				})
 				continue
 			}
 			<-s.sem
 		}
 	}
+}
+
+// fastBeginAll makes the ClearBeginner requests of the fires of chunk whose
+// leases were won, in one call (one round trip on the Redis ledger), and
+// returns the answers by index (nil where none was asked).
+func (s *Scheduler) fastBeginAll(ctx context.Context, chunk []*entry, leases []*lease.Lease) []*BeginResult {
+	pre := make([]*BeginResult, len(chunk))
+	cb, ok := s.cfg.Ledger.(ClearBeginner)
+	if !ok {
+		return pre
+	}
+	now := time.Now()
+	var reqs []BeginRequest
+	var at []int
+	for i, e := range chunk {
+		l := leases[i]
+		if l == nil {
+			continue
+		}
+		if req, ok := s.fastRequest(e.u, Fence{Token: l.Token(), Owner: l.Owner()}, e.fire, e.prev, now); ok {
+			reqs = append(reqs, req)
+			at = append(at, i)
+		}
+	}
+	if len(reqs) == 0 {
+		return pre
+	}
+	for j, res := range cb.BeginIfClear(ctx, reqs, now) {
+		pre[at[j]] = &res
+	}
+	return pre
 }
 
 // takePlaces takes between 1 and n places in the pool: it waits for the
@@ -432,12 +464,13 @@ func (s *Scheduler) takePlaces(claimCtx context.Context, n int) int {
 // unitLoop claims e's unit, then again for every fire or wake-up that
 // arrived meanwhile, and marks the unit idle. The caller holds a place in
 // the pool. held, when not nil, is the unit's lease, already acquired for
-// e's fire.
-func (s *Scheduler) unitLoop(claimCtx, runCtx context.Context, e *entry, held *lease.Lease) {
+// e's fire, and pre the ledger's answer to its fast request (nil: none
+// made).
+func (s *Scheduler) unitLoop(claimCtx, runCtx context.Context, e *entry, held *lease.Lease, pre *BeginResult) {
 	for {
 		if held != nil {
 			seen := s.noteSeen(e.u, e.fire, e.scheduled)
-			s.claimHeld(claimCtx, runCtx, e.u, e.fire, e.prev, e.scheduled, seen, held)
+			s.claimHeld(claimCtx, runCtx, e.u, e.fire, e.prev, e.scheduled, seen, held, pre)
 			held = nil
 		} else {
 			s.claim(claimCtx, runCtx, e.u, e.fire, e.prev, e.scheduled)

@@ -4,6 +4,7 @@
 //
 //	bench: scheduler slots=<n> replicas=3 claim_all_ms=<x> lag_p50_ms=<x> lag_p99_ms=<x>
 //	bench: scheduler roundtrips acquire_per_slot_per_replica=<x> total_per_slot=<x>
+//	bench: scheduler cpu redis_ms=<x> schedulers_ms=<x>
 //	bench: scheduler memory bytes_per_registered_job=<x>
 //
 // Run it from bench/ with REDIS_URL set (default redis://127.0.0.1:6379/0).
@@ -18,9 +19,11 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,7 +45,39 @@ func main() {
 	}
 }
 
-var cpuProfile string
+var (
+	cpuProfile                string
+	redisCPUUsed, procCPUUsed time.Duration
+)
+
+// redisCPU returns the CPU time (user + system) the Redis server used so
+// far, from INFO cpu; 0 when it cannot tell.
+func redisCPU(ctx context.Context, opts *redis.Options) time.Duration {
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// processCPU returns this process's CPU time (user + system) so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // counter counts commands by kind with a go-redis hook.
 type counter struct{ acquire, total atomic.Int64 }
@@ -180,6 +215,7 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 	// Count round trips from just before the slot: the recovery claims
 	// at Start are not part of the claim cost.
 	<-time.After(time.Until(start.Add(-200 * time.Millisecond)))
+	redisCPU0, procCPU0 := redisCPU(ctx, opts), processCPU()
 	var baseAcquires, baseTotal int64
 	for _, c := range counters {
 		baseAcquires += c.acquire.Load()
@@ -200,6 +236,7 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 	select {
 	case <-all:
 		pprof.StopCPUProfile()
+		redisCPUUsed, procCPUUsed = redisCPU(ctx, opts)-redisCPU0, processCPU()-procCPU0
 	case <-timeout.C:
 		return fmt.Errorf("only %d of %d slots ran within 2 minutes", len(lags), slots)
 	}
@@ -220,6 +257,8 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 		slots, nReplicas, float64(last.Sub(start).Microseconds())/1000, pct(0.50), pct(0.99))
 	fmt.Printf("bench: scheduler roundtrips acquire_per_slot_per_replica=%.2f total_per_slot=%.2f\n",
 		float64(acquires)/float64(slots*nReplicas), float64(total)/float64(slots))
+	fmt.Printf("bench: scheduler cpu redis_ms=%.0f schedulers_ms=%.0f (from 200 ms before the slot until every run started)\n",
+		redisCPUUsed.Seconds()*1000, procCPUUsed.Seconds()*1000)
 	fmt.Printf("bench: scheduler memory bytes_per_registered_job=%.0f bytes_per_job_partition=%.0f (%d partitions)\n",
 		perJob, perUnit, nParts)
 	return nil
