@@ -48,10 +48,16 @@
 // has at most one claim at a time on a replica (a fire that arrives during
 // one is noted and claimed right after). A claim:
 //
-//  1. calls lease.Client.TryAcquire once, without waiting. A replica that
-//     does not get the lease logs job_claim_skipped (reason=lease_held) and
-//     does nothing more: the holder does this slot too;
-//  2. reads the unit's State from the ledger (open slots, the last slot
+//  1. calls lease.Client.TryAcquire once, without waiting (scheduled fires
+//     due together share lease.Client.TryAcquireAll batches, each no larger
+//     than the free places in the pool). A replica that does not get the
+//     lease logs job_claim_skipped (reason=lease_held) and does nothing
+//     more: the holder does this slot too;
+//  2. for a scheduled fire, with a ledger that implements ClearBeginner
+//     (RedisLedger on a single server or Sentinel), asks it to begin the
+//     slot if nothing else is due (batched too), and when it did runs it
+//     and goes to step 4; otherwise
+//     reads the unit's State from the ledger (open slots, the last slot
 //     seen, the horizon, the pause flag) and plans what is due, oldest
 //     first: open slots whose retry time has come (failed with attempts
 //     left, abandoned, requested), slots nobody began since the last one
