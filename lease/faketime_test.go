@@ -68,3 +68,29 @@ func TestHungRedisEndsTheLeaseExactlyAtTheTrustWindow(t *testing.T) {
 		require.NoError(t, l.Release(context.Background()))
 	})
 }
+
+// A renewal that hangs on Redis for a long-TTL lease does not hold up the
+// loss signal of a short-TTL lease outside its batch: the keep-alive timer
+// stays armed for trust windows while a renewal is in flight.
+func TestHungRenewalOfOneLeaseDoesNotDelayTheLossOfAnother(t *testing.T) {
+	mr := miniredis.RunT(t)
+	synctest.Test(t, func(t *testing.T) {
+		c, hook := fakeTimeClient(t, mr)
+		long, err := c.TryAcquire(context.Background(), "long", 30*time.Second)
+		require.NoError(t, err)
+		// The short lease comes just before the long one's first renewal
+		// (at 10 s), so it is not in that batch.
+		<-time.After(9900 * time.Millisecond)
+		short, err := c.TryAcquire(context.Background(), "short", time.Second)
+		require.NoError(t, err)
+		hook.block() // Redis hangs from now on
+		want := short.Deadline()
+		<-short.Done()
+		require.Equal(t, want, time.Now(), "the short lease is lost at the end of its trust window")
+		require.ErrorIs(t, short.Err(), ErrExpired)
+		require.NoError(t, long.Err(), "the long lease's window has not ended")
+		hook.unblock()
+		require.NoError(t, short.Release(context.Background()))
+		require.NoError(t, long.Release(context.Background()))
+	})
+}

@@ -59,6 +59,16 @@ func (h *scriptHook) block() {
 	h.blocked = make(chan struct{})
 }
 
+// unblock lets held and later renew calls through.
+func (h *scriptHook) unblock() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.blocked != nil {
+		close(h.blocked)
+		h.blocked = nil
+	}
+}
+
 func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
 }

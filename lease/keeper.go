@@ -135,6 +135,11 @@ func (k *keeper) pass() {
 		renewing := len(batch) > 0 // then no pass was renewing
 		if renewing {
 			k.passing = true
+			// While this pass renews, fire for the earliest end of a
+			// trust window (nextLocked leaves out renewals now): a
+			// renewal that hangs must not hold up the loss signal of a
+			// lease outside its batch.
+			k.armLocked(k.nextLocked())
 		}
 		k.mu.Unlock()
 		for _, l := range expired {
