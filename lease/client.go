@@ -157,7 +157,8 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 
 // TryAcquireAll is TryAcquire for each of names, all for ttl, in one round
 // trip on the built-in Redis backend (one pipeline; one per node on a
-// Cluster), and one after another on a backend without batches. leases[i]
+// Cluster; with Options.ReplicaAck, one more WAIT per lease taken), and one
+// after another on a backend without batches. leases[i]
 // and errs[i] answer names[i], with TryAcquire's errors; an invalid ttl
 // fails every name. Each lease's trust window starts when the batch was
 // sent. A scheduler claiming many (job, partition) leases at a second's

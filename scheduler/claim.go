@@ -82,7 +82,7 @@ func (s *Scheduler) claimHeld(claimCtx, runCtx context.Context, u *unit, fire cr
 	if cs.seen.IsZero() { // a claim outside the dispatcher
 		cs.seen = time.Now()
 	}
-	if scheduled {
+	if scheduled && (pre != nil || claimCtx.Err() == nil) {
 		if pre == nil {
 			if req, ok := s.fastRequest(u, f, fire, prev, time.Now()); ok {
 				res := s.cfg.Ledger.(ClearBeginner).BeginIfClear(l.Context(), []BeginRequest{req}, time.Now())[0]
@@ -207,8 +207,11 @@ func prevFire(job *registered, at time.Time) time.Time {
 	if bounded {
 		from = job.StartAt.Add(-time.Second) // Between excludes from
 	}
-	fires := job.schedule.Between(from, at.Add(-time.Second), 1<<10)
+	const most = 1 << 10
+	fires := job.schedule.Between(from, at.Add(-time.Second), most)
 	switch {
+	case len(fires) == most:
+		return time.Time{} // the window holds more: its last fire is unknown
 	case len(fires) > 0:
 		return fires[len(fires)-1].At
 	case bounded:
@@ -452,8 +455,10 @@ func (s *Scheduler) run(l *lease.Lease, u *unit, fen Fence, f cron.Fire, n, left
 // startSlot, under OverlapAllow, takes the lease of slot f alone, begins
 // its attempt (fenced per slot) while the caller still holds the (job,
 // partition) lease, so the next planner sees it begun, then runs it on a
-// goroutine of its own that waits for a place in the pool. A slot whose
-// lease is held is running elsewhere: nothing to do.
+// goroutine of its own, at once: runs of OverlapAllow are not bounded by
+// the claim pool (as Kubernetes' Allow), so an attempt is never begun and
+// left waiting. A slot whose lease is held is running elsewhere: nothing
+// to do.
 func (s *Scheduler) startSlot(claimCtx, runCtx context.Context, u *unit, f cron.Fire) {
 	l, err := s.cfg.Leases.TryAcquire(runCtx, slotLeaseName(u.lease, f.At), u.job.LeaseTTL)
 	if err != nil {
@@ -473,41 +478,11 @@ func (s *Scheduler) startSlot(claimCtx, runCtx context.Context, u *unit, f cron.
 	}
 	s.wg.Go(func() {
 		defer func() { _ = l.Release(context.WithoutCancel(runCtx)) }()
-		select {
-		case s.sem <- struct{}{}:
-		case <-claimCtx.Done():
-			// Stopped before a place in the pool: the begun attempt is
-			// recorded interrupted, to be retried at once by the next claim.
-			s.interrupted(l, u, fen, f, n, left)
-			return
-		case <-l.Context().Done():
-			// The lease is lost: the next holder takes the attempt over.
-			return
-		}
-		defer func() { <-s.sem }()
 		s.run(l, u, fen, f, n, left)
 	})
 }
 
 var errTimeout = errors.New("scheduler: run timed out (Job.Timeout)")
-
-// interrupted records attempt n of slot f, begun but never run, as failed
-// with ClassInterrupted, retryable at once while the budget lasts.
-func (s *Scheduler) interrupted(l *lease.Lease, u *unit, fen Fence, f cron.Fire, n, left int) {
-	slot := Slot{Job: u.job.Name, At: f.At, Partition: u.partition}
-	o := Outcome{Status: StatusFailed, Class: ClassInterrupted, Error: "scheduler: stopped before the attempt ran"}
-	if left > 0 {
-		o.RetryAt = time.Now().Truncate(time.Millisecond).Add(time.Millisecond)
-	}
-	ctx := context.WithoutCancel(l.Context())
-	if err := s.cfg.Ledger.Finish(ctx, slot, fen, n, o, time.Now()); err != nil {
-		s.ledgerRefused(ctx, slot, "finish", err)
-		return
-	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", slot.Job), slog.String("partition", slot.Partition),
-		slog.Time("slot", slot.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
-		slog.String("class", string(o.Class)), slog.String("error", o.Error))
-}
 
 // classify is the one place that decides how a failed attempt is recorded.
 func classify(leaseCtx context.Context, err error, timedOut bool) ErrorClass {

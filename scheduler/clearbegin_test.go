@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 )
 
@@ -234,6 +235,10 @@ func TestPrevFire(t *testing.T) {
 		// not found within twice that, so unknown.
 		{"WeekdaysUnknownAfterAWeekend", Job{Spec: "0 9 * * MON-FRI"}, time.Time{}},
 		{"FirstFireAtStartAt", Job{Spec: "0 9 * * *", StartAt: at}, noFire},
+		// Every second of one hour a day, at the hour's last second: the
+		// next fire is 23 h ahead, the window back holds more fires than
+		// Between returns, so the last one is unknown (not an older one).
+		{"DenseUnevenUnknown", Job{Spec: "* * 9 * * *"}, time.Time{}},
 		{"SecondFireAfterStartAt", Job{Spec: everySecond, StartAt: at.Add(-time.Second)}, at.Add(-time.Second)},
 		{"NewYorkAcrossSpringForward", Job{Spec: "0 3 * * *", Zone: "America/New_York"},
 			time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)}, // 03:00 EDT on the 9th follows 03:00 EDT (run after the gap) on the 8th
@@ -245,6 +250,9 @@ func TestPrevFire(t *testing.T) {
 			require.NoError(t, err)
 			r := &registered{Job: job, schedule: cs}
 			fire := at
+			if tc.name == "DenseUnevenUnknown" {
+				fire = at.Add(time.Hour - time.Second)
+			}
 			if tc.job.Zone != "" {
 				f, ok := cs.Next(at.Add(-24 * time.Hour))
 				require.True(t, ok)
@@ -254,4 +262,30 @@ func TestPrevFire(t *testing.T) {
 			require.True(t, tc.want.Equal(got), "prevFire(%v) = %v, want %v", fire, got, tc.want)
 		})
 	}
+}
+
+// A claim that holds the lease after claiming stopped (Stop was called
+// while its batch was in flight) begins nothing, on the fast path too.
+func TestClaimAfterStopBeginsNothing(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 0)[0]
+		ran := 0
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(Job{
+			Name: "late", Spec: everySecond, StartAt: at,
+			Run: func(context.Context, Run) error { ran++; return nil },
+		}))
+		u := unitOf(t, sched, "late", "")
+		fire, ok := u.job.schedule.Next(at.Add(-time.Second))
+		require.True(t, ok)
+		l, err := sched.cfg.Leases.TryAcquire(context.Background(), u.lease, u.job.LeaseTTL)
+		require.NoError(t, err)
+		stopped, stop := context.WithCancel(context.Background())
+		stop()
+		sched.claimHeld(stopped, context.Background(), u, fire, noFire, true, time.Now(), l, nil)
+		require.Zero(t, ran)
+		require.Equal(t, Status(""), s.status("late", "", at), "nothing begun")
+		require.ErrorIs(t, l.Err(), lease.ErrReleased, "the lease is released")
+	})
 }

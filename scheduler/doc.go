@@ -131,7 +131,8 @@
 //     lease of its own ("<job>|<partition>@<unix>") with its ledger writes
 //     fenced per slot (Fence.PerSlot); the unit's lease is held only while
 //     a replica plans (reads the ledger, applies the missed-slot policy,
-//     begins the attempts);
+//     begins the attempts), and the runs, outside the claim pool, start at
+//     once;
 //   - slots that came due while no replica could run them (all down, Redis
 //     unreachable, the job paused) follow Job.Missed, found when a replica
 //     next claims. MissedCatchUp (default) runs them oldest first, at most

@@ -88,9 +88,11 @@ const (
 	// and its ledger writes are fenced per slot (Fence.PerSlot), so runs
 	// of one (job, partition) overlap while each slot still runs once.
 	// The (job, partition) lease is held only to plan (read the ledger,
-	// apply the missed-slot policy, begin the attempts). Runs still count
-	// against Config.MaxConcurrentClaims. The job name and partition
-	// together may then be at most lease.MaxNameLen-11 bytes.
+	// apply the missed-slot policy, begin the attempts). Its runs start at
+	// once and are not bounded by Config.MaxConcurrentClaims (an attempt
+	// is never begun and left waiting): bound them with Job.Timeout. The
+	// job name and partition together may then be at most
+	// lease.MaxNameLen-11 bytes.
 	OverlapAllow
 )
 

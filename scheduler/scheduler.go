@@ -386,7 +386,7 @@ func (s *Scheduler) claimBatches(claimCtx, runCtx context.Context, ttl time.Dura
 			names[i] = e.u.lease
 		}
 		leases, errs := s.cfg.Leases.TryAcquireAll(runCtx, names, ttl)
-		pre := s.fastBeginAll(runCtx, chunk, leases)
+		pre := s.fastBeginAll(claimCtx, runCtx, chunk, leases)
 		for i, e := range chunk {
 			if errs[i] == nil {
 				l, p := leases[i], pre[i]
@@ -412,11 +412,12 @@ func (s *Scheduler) claimBatches(claimCtx, runCtx context.Context, ttl time.Dura
 
 // fastBeginAll makes the ClearBeginner requests of the fires of chunk whose
 // leases were won, in one call (one round trip on the Redis ledger), and
-// returns the answers by index (nil where none was asked).
-func (s *Scheduler) fastBeginAll(ctx context.Context, chunk []*entry, leases []*lease.Lease) []*BeginResult {
+// returns the answers by index (nil where none was asked). Once claiming
+// stopped it begins nothing.
+func (s *Scheduler) fastBeginAll(claimCtx, ctx context.Context, chunk []*entry, leases []*lease.Lease) []*BeginResult {
 	pre := make([]*BeginResult, len(chunk))
 	cb, ok := s.cfg.Ledger.(ClearBeginner)
-	if !ok {
+	if !ok || claimCtx.Err() != nil {
 		return pre
 	}
 	now := time.Now()
