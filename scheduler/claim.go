@@ -116,7 +116,7 @@ func (s *Scheduler) claimHeld(claimCtx, runCtx context.Context, u *unit, fire cr
 				continue
 			}
 			if job.Overlap == OverlapAllow {
-				s.startSlot(claimCtx, runCtx, u, st.fire)
+				s.startSlot(claimCtx, runCtx, u, f, st.fire)
 				continue
 			}
 			started := time.Now()
@@ -459,7 +459,11 @@ func (s *Scheduler) run(l *lease.Lease, u *unit, fen Fence, f cron.Fire, n, left
 // the claim pool (as Kubernetes' Allow), so an attempt is never begun and
 // left waiting. A slot whose lease is held is running elsewhere: nothing
 // to do.
-func (s *Scheduler) startSlot(claimCtx, runCtx context.Context, u *unit, f cron.Fire) {
+//
+// The attempt is begun with the planner's fence as Fence.Unit too, so
+// that a planner that lost the job lease can no longer skip slots once
+// this one began any; the run's later writes carry the slot's fence alone.
+func (s *Scheduler) startSlot(claimCtx, runCtx context.Context, u *unit, planner Fence, f cron.Fire) {
 	l, err := s.cfg.Leases.TryAcquire(runCtx, slotLeaseName(u.lease, f.At), u.job.LeaseTTL)
 	if err != nil {
 		reason, level := "error", slog.LevelWarn
@@ -471,7 +475,9 @@ func (s *Scheduler) startSlot(claimCtx, runCtx context.Context, u *unit, f cron.
 		return
 	}
 	fen := Fence{Token: l.Token(), Owner: l.Owner(), PerSlot: true}
-	n, left, ok := s.begin(l, u, fen, f)
+	beginFen := fen
+	beginFen.Unit = &planner
+	n, left, ok := s.begin(l, u, beginFen, f)
 	if !ok {
 		_ = l.Release(context.WithoutCancel(runCtx))
 		return

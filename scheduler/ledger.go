@@ -114,6 +114,13 @@ type Fence struct {
 	// job lease can write to none of its slots once a newer holder wrote
 	// to any.
 	PerSlot bool
+	// Unit, with PerSlot, is the fence of the (job, partition) lease under
+	// which the slot is begun (OverlapAllow's planner): the transition also
+	// checks and raises the pair's fence with it, before the slot's, so
+	// that a planner that lost the job lease can no longer Skip a slot
+	// once a newer planner began any. The scheduler sets it on Begin only:
+	// a run outlives its planner's lease. Ignored without PerSlot.
+	Unit *Fence
 }
 
 // Outcome is how an attempt ended, for Ledger.Finish.

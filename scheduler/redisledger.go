@@ -38,7 +38,7 @@ var (
 	//go:embed scripts/claim.lua
 	claimSrc string
 
-	beginScript     = redis.NewScript(fencePrelude + beginSrc + "return begin_attempt(KEYS, ARGV)\n")
+	beginScript     = redis.NewScript(fencePrelude + beginSrc + beginMain)
 	claimScript     = redis.NewScript(fencePrelude + beginSrc + claimSrc)
 	heartbeatScript = redis.NewScript(fencePrelude + heartbeatSrc)
 	finishScript    = redis.NewScript(fencePrelude + finishSrc)
@@ -46,6 +46,17 @@ var (
 	requestScript   = redis.NewScript(requestSrc)
 	cancelScript    = redis.NewScript(cancelSrc)
 )
+
+// beginMain is the body of the Begin script: with KEYS[8] (the pair's fence
+// for a Fence.Unit), the unit fence (ARGV[6], ARGV[7]) is checked and raised
+// first; a refusal answers {-2, current}.
+const beginMain = `
+if KEYS[8] then
+  local ok, cur = raise(KEYS[8], ARGV[6], ARGV[7])
+  if not ok then return {-2, cur} end
+end
+return begin_attempt(KEYS, ARGV)
+`
 
 // RedisLedger is the default Ledger. The records of one (job, partition)
 // share the hash tag {job|partition}, so it works on Redis Cluster; every
@@ -167,9 +178,13 @@ func (l *RedisLedger) pausedKey(job string) string { return l.prefix + "{" + job
 // Begin implements Ledger.
 func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
 	k := l.keys(s.Job, s.Partition)
-	res, err := beginScript.Run(ctx, l.rdb,
-		[]string{k.fenceOf(s, f), k.run(s.At), k.open, k.last, k.index, k.pending, k.retry},
-		f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1)).Int64Slice()
+	keys := []string{k.fenceOf(s, f), k.run(s.At), k.open, k.last, k.index, k.pending, k.retry}
+	args := []any{f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1)}
+	if f.PerSlot && f.Unit != nil {
+		keys = append(keys, k.fence)
+		args = append(args, f.Unit.Token.String(), f.Unit.Owner)
+	}
+	res, err := beginScript.Run(ctx, l.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return 0, 0, fmt.Errorf("scheduler: ledger begin %s: %w", s.Key(), err)
 	}
@@ -178,6 +193,8 @@ func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts in
 		return int(res[1]), int(res[2]), nil
 	case 0:
 		return 0, 0, ErrSlotDone
+	case -2:
+		return 0, 0, staleLedger(s, *f.Unit, res[1])
 	default:
 		return 0, 0, staleLedger(s, f, res[1])
 	}

@@ -69,6 +69,12 @@ type slotFence struct {
 // pair's, or with f.PerSlot the slot's own) and raises it.
 func (p *memPair) raise(slot scheduler.Slot, f scheduler.Fence) error {
 	resource, token, owner := slot.Job+"|"+slot.Partition, &p.token, &p.owner
+	if f.PerSlot && f.Unit != nil {
+		if err := fence.Check(resource, p.token, p.owner, f.Unit.Token, f.Unit.Owner); err != nil {
+			return fmt.Errorf("ledgertest: %w", err)
+		}
+		p.token, p.owner = f.Unit.Token, f.Unit.Owner
+	}
 	if f.PerSlot {
 		k := slotKey(slot.At)
 		sf := p.slots[k]

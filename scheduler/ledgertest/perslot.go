@@ -22,6 +22,45 @@ var perSlotCases = []testCase{
 	{"PerSlotAndPairFencesDoNotRaiseEachOther", testPerSlotLeavesPairFence},
 	{"PerSlotBegunSlotsShowInState", testPerSlotState},
 	{"ConcurrentPerSlotHoldersAllWrite", testPerSlotConcurrent},
+	{"PerSlotBeginWithAUnitFenceFencesOutAnOlderPlanner", testPerSlotUnitFence},
+}
+
+// OverlapAllow's planners hold the pair's lease while they plan, and begin
+// each slot under that slot's own lease, presenting their own fence as
+// Fence.Unit. Planner 2 (unit holder 20) begins slot 1 so: planner 1 (unit
+// holder 10, which lost the job lease) can then no longer Skip slot 2, nor
+// begin one with its unit fence; and a Begin whose unit fence is stale
+// begins nothing.
+func testPerSlotUnitFence(t *testing.T, x *fixture) {
+	ctx := t.Context()
+	p1, p2 := holder(10), holder(20)
+	s1, s2 := x.slot(1), x.slot(2)
+	// Planner 1 was active before: it raised the pair's fence to 10.
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(0), p1, scheduler.StatusSkipped, "missed", x.now(0, time.Second)))
+
+	begin := perSlot(100)
+	begin.Unit = &p2
+	n, _ := x.beginLeft(s1, begin, 3, x.now(1, time.Second))
+	require.Equal(t, 1, n)
+
+	err := x.ledger.Skip(ctx, s2, p1, scheduler.StatusSkipped, "missed", x.now(1, 2*time.Second))
+	requireStale(t, err, p1.Token, p2.Token, "the older planner's Skip after the newer one began a slot")
+	x.requireAbsent(s2)
+
+	old := perSlot(200)
+	old.Unit = &p1
+	_, _, err = x.ledger.Begin(ctx, s2, old, 3, x.now(1, 3*time.Second))
+	requireStale(t, err, p1.Token, p2.Token, "a Begin under the older planner's unit fence")
+	x.requireAbsent(s2)
+
+	// The run goes on under its slot fence alone, after its planner's
+	// lease is gone and a newer planner raised the pair's fence.
+	p3 := holder(30)
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), p3, scheduler.StatusSkipped, "missed", x.now(1, 4*time.Second)))
+	run := perSlot(100)
+	require.NoError(t, x.ledger.Heartbeat(ctx, s1, run, 1, x.now(1, 5*time.Second)))
+	x.succeed(s1, run, 1, x.now(1, 6*time.Second))
+	require.Equal(t, scheduler.StatusSucceeded, x.get(s1).Status)
 }
 
 // perSlot returns holder n's fence as a lease on one slot.

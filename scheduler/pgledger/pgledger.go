@@ -135,7 +135,16 @@ func (l *Ledger) inTx(ctx context.Context, op, what string, fn func(pgx.Tx) erro
 // the horizon, if missing) but its token neither checked nor raised.
 func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler.Slot, f scheduler.Fence, last *time.Time) error {
 	if f.PerSlot {
-		if err := l.lockFence(ctx, tx, op, slot.Job, slot.Partition, last); err != nil {
+		var err error
+		if u := f.Unit; u != nil {
+			// The planner's fence: checked and raised on the pair's row.
+			err = l.check(ctx, tx, op, fenceResource(slot.Job, slot.Partition), *u,
+				l.sql.raise, []any{slot.Job, slot.Partition, int64(u.Token), u.Owner, last},
+				l.sql.fenceToken, []any{slot.Job, slot.Partition})
+		} else {
+			err = l.lockFence(ctx, tx, op, slot.Job, slot.Partition, last)
+		}
+		if err != nil {
 			return err
 		}
 		at := slotTime(slot.At)
@@ -221,6 +230,12 @@ func validateFenced(op string, s scheduler.Slot, f scheduler.Fence) error {
 		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
 	case !validText(f.Owner):
 		return fmt.Errorf("%w: owner %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, f.Owner)
+	}
+	if f.PerSlot && f.Unit != nil {
+		if f.Unit.Unit != nil {
+			return fmt.Errorf("%w: a unit fence with a unit fence of its own", ErrInvalidArgument)
+		}
+		return validateFenced(op, s, *f.Unit)
 	}
 	return nil
 }
