@@ -160,7 +160,8 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 // Cluster; with Options.ReplicaAck, one more WAIT per lease taken), and one
 // after another on a backend without batches. leases[i]
 // and errs[i] answer names[i], with TryAcquire's errors; an invalid ttl
-// fails every name. Each lease's trust window starts when the batch was
+// fails every name. A name listed twice is taken once: the later copy gets
+// *NotAcquiredError (the earlier one holds it). Each lease's trust window starts when the batch was
 // sent. A scheduler claiming many (job, partition) leases at a second's
 // boundary uses it.
 func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Duration) (leases []*Lease, errs []error) {

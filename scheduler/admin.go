@@ -59,7 +59,9 @@ func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to ti
 
 // Retry asks for a new attempt of the slot of (job, partition) at at, with
 // reason recorded in the ledger: the same logical run, a fresh attempt
-// budget. The slot must be one of the job's schedule. The run starts at
+// budget. The slot must be one of the job's schedule; at names the slot of
+// its second (slots are whole seconds: 09:00:00.300 is the 09:00:00 slot).
+// The run starts at
 // the next claim on any replica, at once on this one when started.
 //
 // Errors: ErrUnknownJob; ErrInvalidJob wrapped when at is not a slot of

@@ -68,7 +68,7 @@ func (s *Scheduler) claimSkipped(ctx context.Context, u *unit, fire cron.Fire, e
 		s.obs.ClaimConflict(u.job.Name)
 	}
 	s.log.LogAttrs(ctx, level, "job_claim_skipped", slog.String("job", u.job.Name),
-		slog.String("partition", u.partition), slog.Time("slot", fire.At), slog.String("reason", reason), slog.Any("error", err))
+		slog.String("partition", u.partition), slotAttr(fire.At), slog.String("reason", reason), slog.Any("error", err))
 }
 
 // claimHeld is the claim's work once it holds u's lease l, which it
@@ -97,7 +97,7 @@ func (s *Scheduler) claimHeld(claimCtx, runCtx context.Context, u *unit, fire cr
 		steps, retryAt, err := s.plan(l.Context(), u, fire, scheduled, &cs)
 		if err != nil {
 			s.log.LogAttrs(claimCtx, slog.LevelWarn, "job_claim_skipped", slog.String("job", job.Name),
-				slog.String("partition", u.partition), slog.Time("slot", fire.At), slog.String("reason", "ledger_error"), slog.Any("error", err))
+				slog.String("partition", u.partition), slotAttr(fire.At), slog.String("reason", "ledger_error"), slog.Any("error", err))
 			return
 		}
 		if !retryAt.IsZero() {
@@ -248,7 +248,7 @@ func (s *Scheduler) plan(ctx context.Context, u *unit, fire cron.Fire, scheduled
 	}
 	if st.Paused {
 		s.log.LogAttrs(ctx, slog.LevelInfo, "job_claim_skipped", slog.String("job", job.Name),
-			slog.String("partition", u.partition), slog.Time("slot", fire.At), slog.String("reason", "paused"))
+			slog.String("partition", u.partition), slotAttr(fire.At), slog.String("reason", "paused"))
 		return nil, time.Time{}, nil
 	}
 	if st.Horizon.After(since) {
@@ -598,7 +598,7 @@ func (s *Scheduler) replaceHolder(claimCtx, runCtx context.Context, u *unit, fir
 		return nil, err
 	}
 	s.log.LogAttrs(claimCtx, slog.LevelInfo, "job_replace_requested", slog.String("job", u.job.Name),
-		slog.String("partition", u.partition), slog.Time("slot", fire.At))
+		slog.String("partition", u.partition), slotAttr(fire.At))
 	// Poll rather than lease.Client.Acquire: its ctx would become the
 	// lease's parent, and the lease must live for the run, not the wait.
 	deadline := time.Now().Add(u.job.LeaseTTL + time.Second)
@@ -618,4 +618,14 @@ func (s *Scheduler) replaceHolder(claimCtx, runCtx context.Context, u *unit, fir
 		case <-timer.C:
 		}
 	}
+}
+
+// slotAttr is the slot attribute of a log event: none for a claim that
+// has no slot of its own (a wake-up, the recovery claim at Start), which
+// slog handlers leave out.
+func slotAttr(at time.Time) slog.Attr {
+	if at.IsZero() {
+		return slog.Attr{}
+	}
+	return slog.Time("slot", at)
 }

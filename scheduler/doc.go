@@ -128,7 +128,8 @@
 //     with cause ErrReplaced, the attempt is recorded failed and not
 //     retried) and runs the new slot. OverlapAllow runs every slot when
 //     it comes due, so runs of one unit overlap: each slot runs under a
-//     lease of its own ("<job>|<partition>@<unix>") with its ledger writes
+//     lease of its own ("<job>|<partition>@<unix>", "<job>@<unix>" for the
+//     default partition) with its ledger writes
 //     fenced per slot (Fence.PerSlot); the unit's lease is held only while
 //     a replica plans (reads the ledger, applies the missed-slot policy,
 //     begins the attempts), and the runs, outside the claim pool, start at

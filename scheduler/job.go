@@ -91,8 +91,9 @@ const (
 	// apply the missed-slot policy, begin the attempts). Its runs start at
 	// once and are not bounded by Config.MaxConcurrentClaims (an attempt
 	// is never begun and left waiting): bound them with Job.Timeout. The
-	// job name and partition together may then be at most
-	// lease.MaxNameLen-11 bytes.
+	// slot lease is "<job>@<unix>" for the default partition "", else
+	// "<job>|<partition>@<unix>", so the job name and a partition may
+	// together be at most lease.MaxNameLen-12 bytes (244).
 	OverlapAllow
 )
 
@@ -235,8 +236,8 @@ func (j Job) validate() error {
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
 		}
 		if j.Overlap == OverlapAllow && len(slotLeaseName(leaseName(j.Name, p), time.Unix(1<<33, 0))) > lease.MaxNameLen {
-			return fmt.Errorf("%w: %q: partition %q: name and partition too long for OverlapAllow's per-slot leases (at most %d bytes)",
-				ErrInvalidJob, j.Name, p, lease.MaxNameLen-11)
+			return fmt.Errorf("%w: %q: partition %q: name and partition too long for OverlapAllow's per-slot leases (at most %d bytes together)",
+				ErrInvalidJob, j.Name, p, lease.MaxNameLen-12)
 		}
 		seen[p] = true
 	}

@@ -188,7 +188,8 @@ const (
 )
 
 // Parse parses spec (5 fields, or 6 with a leading seconds field; a
-// descriptor such as @daily; or @every <duration>), optionally prefixed by
+// descriptor such as @daily; or @every <duration>, truncated to whole
+// seconds and at least 1 s), optionally prefixed by
 // CRON_TZ=<zone> or TZ=<zone>. Errors are *ParseError values matching
 // ErrInvalidSpec, ErrUnknownZone, ErrZoneConflict or ErrInvalidOptions.
 // Parse never panics.
