@@ -79,6 +79,7 @@ type Held struct {
 // of this package, a pipeline per renewal batch, pub/sub on release.
 type redisBackend struct {
 	rdb    redis.UniversalClient
+	auto   *autoPipe // acquire and release calls, batched when concurrent
 	prefix string
 }
 
@@ -126,7 +127,7 @@ func (b *redisBackend) handle(h Held) *redisHandle {
 func (b *redisBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
 	h := b.newHandle(name, owner, ttl)
 	// One integer, not an array: the reply costs no slices.
-	res, err := acquireScript.run(ctx, b.rdb, h.acquireArgs[:]).Int64()
+	res, err := acquireScript.run(ctx, b.auto, h.acquireArgs[:]).Int64()
 	if err != nil {
 		return Grant{}, err
 	}
@@ -216,7 +217,7 @@ func (b *redisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd
 }
 
 func (b *redisBackend) Release(ctx context.Context, h Held) error {
-	n, err := releaseScript.run(ctx, b.rdb, b.handle(h).releaseArgs[:]).Int64()
+	n, err := releaseScript.run(ctx, b.auto, b.handle(h).releaseArgs[:]).Int64()
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{b: &redisBackend{rdb: rdb, prefix: opts.Prefix}, rdb: rdb, opts: opts, log: opts.Logger}
+	c := &Client{b: &redisBackend{rdb: rdb, auto: &autoPipe{rdb: rdb}, prefix: opts.Prefix}, rdb: rdb, opts: opts, log: opts.Logger}
 	c.keeper = newKeeper(c)
 	return c, nil
 }
