@@ -84,9 +84,7 @@ func TestConcurrentAcquiresShareARoundTrip(t *testing.T) {
 			}()
 		}
 		testwait.Until(t, 10*time.Second, "the calls queued behind the first", func() bool {
-			auto.mu.Lock()
-			defer auto.mu.Unlock()
-			return len(auto.queue) == queued
+			return auto.Queued() == queued
 		})
 		close(gate.open)
 
@@ -140,11 +138,7 @@ func TestAutoPipeUnderLoad(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		auto := s.client.b.(*redisBackend).auto
-		auto.mu.Lock()
-		defer auto.mu.Unlock()
-		require.False(t, auto.busy)
-		require.Empty(t, auto.queue)
+		require.True(t, s.client.b.(*redisBackend).auto.Idle(), "no batch on the wire, none waiting")
 		keys, err := s.rdb.Keys(ctx, s.prefix+"*").Result()
 		require.NoError(t, err)
 		for _, k := range keys {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/autopipe"
 )
 
 // Backend stores leases for a Client. New builds a Client on the built-in
@@ -79,7 +80,7 @@ type Held struct {
 // of this package, a pipeline per renewal batch, pub/sub on release.
 type redisBackend struct {
 	rdb    redis.UniversalClient
-	auto   *autoPipe // acquire and release calls, batched when concurrent
+	auto   *autopipe.Pipe // acquire and release calls, batched when concurrent
 	prefix string
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/internal/autopipe"
 )
 
 // Client acquires leases on one Redis deployment: a single server, a
@@ -37,7 +39,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{b: &redisBackend{rdb: rdb, auto: &autoPipe{rdb: rdb}, prefix: opts.Prefix}, rdb: rdb, opts: opts, log: opts.Logger}
+	c := &Client{b: &redisBackend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix}, rdb: rdb, opts: opts, log: opts.Logger}
 	c.keeper = newKeeper(c)
 	return c, nil
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -287,5 +288,51 @@ func TestClaimAfterStopBeginsNothing(t *testing.T) {
 		require.Zero(t, ran)
 		require.Equal(t, Status(""), s.status("late", "", at), "nothing begun")
 		require.ErrorIs(t, l.Err(), lease.ErrReleased, "the lease is released")
+	})
+}
+
+// Fenced transitions go through the ledger's auto-pipeline: after SCRIPT
+// FLUSH each still runs once (EVAL), and concurrent claims' transitions
+// all land.
+func TestRedisLedgerTransitionsAfterScriptFlushAndUnderLoad(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		at := time.Now().Truncate(time.Second).UTC()
+		require.NoError(t, s.rdb.ScriptFlush(ctx).Err())
+		f := Fence{Token: 7_000, Owner: "a"}
+		slot := Slot{Job: "flushed", At: at}
+		n, left, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, []int{1, 2}, []int{n, left})
+		require.NoError(t, s.ledger.Heartbeat(ctx, slot, f, 1, time.Now()))
+		require.NoError(t, s.ledger.Finish(ctx, slot, f, 1, Outcome{Status: StatusSucceeded}, time.Now()))
+		require.Equal(t, StatusSucceeded, s.status("flushed", "", at))
+		rec := s.record(t, "flushed", "", at)
+		require.Len(t, rec.Attempts, 1, "each transition ran once")
+
+		const claims = 48
+		var wg sync.WaitGroup
+		errs := make(chan error, claims)
+		for i := range claims {
+			wg.Go(func() {
+				sl := Slot{Job: "load", At: at, Partition: fmt.Sprintf("p%02d", i)}
+				g := Fence{Token: fence.Token(8_000 + i), Owner: fmt.Sprintf("o%d", i)}
+				n, _, err := s.ledger.Begin(ctx, sl, g, 3, time.Now())
+				if err == nil {
+					err = s.ledger.Finish(ctx, sl, g, n, Outcome{Status: StatusSucceeded}, time.Now())
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		for i := range claims {
+			require.Equal(t, StatusSucceeded, s.status("load", fmt.Sprintf("p%02d", i), at))
+		}
+		require.True(t, s.ledger.pipe.Idle())
 	})
 }

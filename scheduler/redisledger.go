@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/autopipe"
 )
 
 // DefaultLedgerPrefix starts every key of a RedisLedger.
@@ -73,6 +74,7 @@ return begin_attempt(KEYS, ARGV)
 // the first State call, so slots from before the loss are never caught up.
 type RedisLedger struct {
 	rdb     redis.UniversalClient
+	pipe    *autopipe.Pipe // fenced transitions of concurrent claims share round trips
 	prefix  string
 	cluster bool // BeginIfClear's script spans two hash tags: not on Cluster
 }
@@ -96,7 +98,7 @@ func NewRedisLedger(rdb redis.UniversalClient, prefix string) (*RedisLedger, err
 		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidConfig, prefix)
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &RedisLedger{rdb: rdb, prefix: prefix, cluster: cluster}, nil
+	return &RedisLedger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster}, nil
 }
 
 type ledgerKeys struct {
@@ -184,7 +186,7 @@ func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts in
 		keys = append(keys, k.fence)
 		args = append(args, f.Unit.Token.String(), f.Unit.Owner)
 	}
-	res, err := beginScript.Run(ctx, l.rdb, keys, args...).Int64Slice()
+	res, err := l.runScript(ctx, beginScript, keys, args...).Int64Slice()
 	if err != nil {
 		return 0, 0, fmt.Errorf("scheduler: ledger begin %s: %w", s.Key(), err)
 	}
@@ -251,6 +253,25 @@ func (l *RedisLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, now
 	return out
 }
 
+// runScript runs sc through the ledger's auto-pipeline (EVALSHA, batched
+// with the transitions of concurrent claims), and again with redis.Script.Run
+// (EVAL) when the server lost the script.
+func (l *RedisLedger) runScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", sc.Hash(), len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	cmd.SetFirstKeyPos(3)
+	_ = l.pipe.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		return sc.Run(ctx, l.rdb, keys, args...)
+	}
+	return cmd
+}
+
 // isNoScript reports a server that does not know the script (after SCRIPT
 // FLUSH, a restart or a failover).
 func isNoScript(err error) bool {
@@ -260,7 +281,7 @@ func isNoScript(err error) bool {
 // Heartbeat implements Ledger.
 func (l *RedisLedger) Heartbeat(ctx context.Context, s Slot, f Fence, attempt int, now time.Time) error {
 	k := l.keys(s.Job, s.Partition)
-	res, err := heartbeatScript.Run(ctx, l.rdb, []string{k.fenceOf(s, f), k.run(s.At), k.base + "cancel"},
+	res, err := l.runScript(ctx, heartbeatScript, []string{k.fenceOf(s, f), k.run(s.At), k.base + "cancel"},
 		f.Token.String(), f.Owner, attempt, millis(now), unix(s.At)).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("scheduler: ledger heartbeat %s: %w", s.Key(), err)
@@ -292,7 +313,7 @@ func (l *RedisLedger) Finish(ctx context.Context, s Slot, f Fence, attempt int, 
 	if o.Status == StatusFailed && !o.RetryAt.IsZero() {
 		retry = millis(o.RetryAt)
 	}
-	res, err := finishScript.Run(ctx, l.rdb, []string{k.fenceOf(s, f), k.run(s.At), k.open, k.retry},
+	res, err := l.runScript(ctx, finishScript, []string{k.fenceOf(s, f), k.run(s.At), k.open, k.retry},
 		f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
 		millis(now), retry).Int64Slice()
 	if err != nil {
@@ -310,7 +331,7 @@ func (l *RedisLedger) Skip(ctx context.Context, s Slot, f Fence, status Status, 
 		return fmt.Errorf("scheduler: ledger skip %s: status %q, want skipped or missed", s.Key(), status)
 	}
 	k := l.keys(s.Job, s.Partition)
-	res, err := skipScript.Run(ctx, l.rdb, []string{k.fenceOf(s, f), k.run(s.At), k.last, k.index},
+	res, err := l.runScript(ctx, skipScript, []string{k.fenceOf(s, f), k.run(s.At), k.last, k.index},
 		f.Token.String(), f.Owner, unix(s.At), string(status), reason, millis(now)).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("scheduler: ledger skip %s: %w", s.Key(), err)

@@ -1,4 +1,6 @@
-package lease
+// Package autopipe batches the Redis commands of concurrent calls into
+// pipelines: the auto-pipelining of the lease client and the Redis ledger.
+package autopipe
 
 import (
 	"context"
@@ -7,33 +9,35 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// autoPipe sends the commands of concurrent calls together (acquire and
-// release; renewals have batches of their own): a call made
-// while another batch is on the wire waits for it and then goes out with
-// every call queued meanwhile, in one pipeline (one round trip). A lone
-// call goes out at once as a plain command, so a Client used from one
-// goroutine pays nothing; sixteen goroutines acquiring and releasing share
-// their round trips. Leadership moves from call to call: the caller that
-// sent a batch hands the next one to the first call queued behind it, so
-// no caller sends more than one batch.
-type autoPipe struct {
+// Pipe sends the commands of concurrent calls together: a call made while
+// another batch is on the wire waits for it and then goes out with every
+// call queued meanwhile, in one pipeline (one round trip). A lone call goes
+// out at once as a plain command, so a caller used from one goroutine pays
+// nothing; sixteen goroutines share their round trips. Leadership moves
+// from call to call: the caller that sent a batch hands the next one to the
+// first call queued behind it, so no caller sends more than one batch. It
+// starts no goroutine.
+type Pipe struct {
 	rdb redis.UniversalClient
 
 	mu    sync.Mutex
 	busy  bool // a batch is on the wire, or its leader is handing over
-	queue []*autoCall
+	queue []*call
 }
 
-type autoCall struct {
+type call struct {
 	cmd  redis.Cmder
 	done chan struct{} // closed when cmd has its answer, or to make the call lead
 	lead bool          // set before done is closed: send the queue
 }
 
+// New returns a Pipe over rdb.
+func New(rdb redis.UniversalClient) *Pipe { return &Pipe{rdb: rdb} }
+
 // Process runs cmd, batched with the commands of concurrent calls. A
 // batch of several is sent without ctx's cancellation (it carries other
 // calls' commands); a ctx that already ended sends nothing.
-func (p *autoPipe) Process(ctx context.Context, cmd redis.Cmder) error {
+func (p *Pipe) Process(ctx context.Context, cmd redis.Cmder) error {
 	if err := ctx.Err(); err != nil {
 		cmd.SetErr(err)
 		return err
@@ -47,7 +51,7 @@ func (p *autoPipe) Process(ctx context.Context, cmd redis.Cmder) error {
 		p.handOver()
 		return cmd.Err()
 	}
-	c := &autoCall{cmd: cmd, done: make(chan struct{})}
+	c := &call{cmd: cmd, done: make(chan struct{})}
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
 	<-c.done
@@ -70,7 +74,7 @@ func (p *autoPipe) Process(ctx context.Context, cmd redis.Cmder) error {
 
 // handOver, after a batch was sent, makes the first call queued meanwhile
 // the leader of the next one, or marks the pipe idle.
-func (p *autoPipe) handOver() {
+func (p *Pipe) handOver() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.queue) == 0 {
@@ -85,7 +89,7 @@ func (p *autoPipe) handOver() {
 // send runs batch: a lone command as a plain one under the caller's ctx;
 // several in one pipeline, without the sending caller's cancellation (the
 // other commands are not its own).
-func (p *autoPipe) send(ctx context.Context, batch []*autoCall) {
+func (p *Pipe) send(ctx context.Context, batch []*call) {
 	if len(batch) == 1 {
 		_ = p.rdb.Process(ctx, batch[0].cmd)
 		return
@@ -96,4 +100,18 @@ func (p *autoPipe) send(ctx context.Context, batch []*autoCall) {
 		_ = pipe.Process(ctx, b.cmd)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own answer
+}
+
+// Queued returns how many calls wait for the batch on the wire (for tests).
+func (p *Pipe) Queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
+// Idle reports that no batch is on the wire and none waits (for tests).
+func (p *Pipe) Idle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.busy && len(p.queue) == 0
 }
