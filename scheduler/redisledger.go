@@ -38,6 +38,8 @@ var (
 
 	//go:embed scripts/claim.lua
 	claimSrc string
+	//go:embed scripts/beginmain.lua
+	beginMain string
 
 	beginScript     = redis.NewScript(fencePrelude + beginSrc + beginMain)
 	claimScript     = redis.NewScript(fencePrelude + beginSrc + claimSrc)
@@ -47,17 +49,6 @@ var (
 	requestScript   = redis.NewScript(requestSrc)
 	cancelScript    = redis.NewScript(cancelSrc)
 )
-
-// beginMain is the body of the Begin script: with KEYS[8] (the pair's fence
-// for a Fence.Unit), the unit fence (ARGV[6], ARGV[7]) is checked and raised
-// first; a refusal answers {-2, current}.
-const beginMain = `
-if KEYS[8] then
-  local ok, cur = raise(KEYS[8], ARGV[6], ARGV[7])
-  if not ok then return {-2, cur} end
-end
-return begin_attempt(KEYS, ARGV)
-`
 
 // RedisLedger is the default Ledger. The records of one (job, partition)
 // share the hash tag {job|partition}, so it works on Redis Cluster; every
