@@ -131,3 +131,27 @@ func TestTryAcquireAllWithoutABatchBackend(t *testing.T) {
 		release(t, leases[0])
 	})
 }
+
+// An acquisition the client sends twice (a pipeline re-sent after a lost
+// reply or TRYAGAIN) answers the same token the second time, instead of
+// leaving its own key orphaned for the TTL; another owner still gets the
+// holder's remaining TTL.
+func TestAcquireSentTwiceByOneOwnerAnswersItsToken(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		b := s.client.b.(*redisBackend)
+		g1, err := b.Acquire(ctx, "resent", "owner-a", 5*time.Second)
+		require.NoError(t, err)
+		require.True(t, g1.Acquired)
+		g2, err := b.Acquire(ctx, "resent", "owner-a", 5*time.Second)
+		require.NoError(t, err)
+		require.True(t, g2.Acquired, "the same owner's re-sent acquisition")
+		require.Equal(t, g1.Token, g2.Token)
+		g3, err := b.Acquire(ctx, "resent", "owner-b", 5*time.Second)
+		require.NoError(t, err)
+		require.False(t, g3.Acquired)
+		require.Greater(t, g3.Remaining, time.Duration(0))
+		require.NoError(t, b.Release(ctx, Held{Name: "resent", Owner: "owner-a", TTL: 5 * time.Second}))
+	})
+}

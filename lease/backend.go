@@ -142,8 +142,10 @@ var _ BatchAcquirer = (*redisBackend)(nil)
 
 // AcquireAll implements BatchAcquirer: one pipeline of acquire scripts.
 // Commands the server refused with NOSCRIPT (a node that lost its script
-// cache) run again with EVAL; the others are never sent twice, so no lease
-// is asked for twice.
+// cache) run again with EVAL; the others are not sent again by this code.
+// Should go-redis re-send the pipeline (a lost reply, TRYAGAIN on a
+// Cluster), the acquire script answers an acquisition it already granted
+// to the same owner with the same token.
 func (b *redisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error) {
 	handles := make([]*redisHandle, len(reqs))
 	cmds := make([]*redis.Cmd, len(reqs))

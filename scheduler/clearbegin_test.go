@@ -336,3 +336,25 @@ func TestRedisLedgerTransitionsAfterScriptFlushAndUnderLoad(t *testing.T) {
 		require.True(t, s.ledger.pipe.Idle())
 	})
 }
+
+// A Finish the client sends twice (a pipeline re-sent after a lost reply
+// or TRYAGAIN) is answered as recorded the second time; a different
+// outcome for the ended attempt is still refused.
+func TestRedisLedgerFinishSentTwice(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		slot := Slot{Job: "twice", At: time.Now().Truncate(time.Second).UTC()}
+		f := Fence{Token: 9_000, Owner: "a"}
+		n, _, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
+		require.NoError(t, err)
+		ok := Outcome{Status: StatusSucceeded}
+		require.NoError(t, s.ledger.Finish(ctx, slot, f, n, ok, time.Now()))
+		require.NoError(t, s.ledger.Finish(ctx, slot, f, n, ok, time.Now()), "the same call again")
+		err = s.ledger.Finish(ctx, slot, f, n, Outcome{Status: StatusFailed, Class: ClassRetryable, Error: "x"}, time.Now())
+		require.ErrorIs(t, err, fence.ErrStaleToken, "another outcome for an ended attempt")
+		rec := s.record(t, "twice", "", slot.At)
+		require.Equal(t, StatusSucceeded, rec.Status)
+		require.Len(t, rec.Attempts, 1)
+	})
+}

@@ -143,3 +143,118 @@ func TestCanceledCallSendsNothing(t *testing.T) {
 		require.ErrorIs(t, rdb.Get(context.Background(), prefix+"never").Err(), redis.Nil)
 	})
 }
+
+// A call whose ctx ends while it waits behind a batch leaves the queue:
+// its command is never sent, and it returns at once.
+func TestQueuedCallLeavesWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		g := &gate{held: make(chan struct{}), open: make(chan struct{})}
+		rdb.AddHook(g)
+		p := New(rdb)
+		first := make(chan error, 1)
+		go func() { first <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"first")) }()
+		<-g.held
+		waiting, cancel := context.WithCancel(ctx)
+		left := make(chan error, 1)
+		go func() { left <- p.Process(waiting, redis.NewIntCmd(waiting, "incr", prefix+"abandoned")) }()
+		stays := make(chan error, 1)
+		go func() { stays <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"sent")) }()
+		testwait.Until(t, 10*time.Second, "two calls queued", func() bool { return p.Queued() == 2 })
+		cancel()
+		require.ErrorIs(t, <-left, context.Canceled)
+		require.Equal(t, 1, p.Queued(), "the canceled call left the queue")
+		close(g.open)
+		require.NoError(t, <-first)
+		require.NoError(t, <-stays)
+		require.ErrorIs(t, rdb.Get(ctx, prefix+"abandoned").Err(), redis.Nil, "never sent")
+		n, err := rdb.Get(ctx, prefix+"sent").Int()
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.True(t, p.Idle())
+	})
+}
+
+// panicHook panics on the command named boom, once held calls queued.
+type panicHook struct{ gate }
+
+func (h *panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	inner := h.gate.ProcessHook(next)
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "echo" {
+			panic("boom")
+		}
+		return inner(ctx, cmd)
+	}
+}
+
+// A panic in go-redis or a hook reaches the caller that sent the command;
+// the pipe is not left busy, and the calls queued behind it are answered.
+func TestPanicDoesNotWedgeThePipe(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		h := &panicHook{gate{held: make(chan struct{}), open: make(chan struct{})}}
+		close(h.open) // no holding
+		rdb.AddHook(h)
+		p := New(rdb)
+		recovered := func() (r any) {
+			defer func() { r = recover() }()
+			_ = p.Process(ctx, redis.NewStringCmd(ctx, "echo", "x"))
+			return nil
+		}()
+		require.Equal(t, "boom", recovered)
+		require.True(t, p.Idle(), "the pipe is idle after the panic")
+		cmd := redis.NewIntCmd(ctx, "incr", prefix+"after")
+		require.NoError(t, p.Process(ctx, cmd))
+		require.Equal(t, int64(1), cmd.Val())
+	})
+}
+
+// pipePanicHook panics when a pipeline holds an ECHO.
+type pipePanicHook struct{ gate }
+
+func (h *pipePanicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	inner := h.gate.ProcessPipelineHook(next)
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "echo" {
+				panic("boom in a batch")
+			}
+		}
+		return inner(ctx, cmds)
+	}
+}
+
+// A panic while a batch is sent reaches its sender; the other calls of the
+// batch get an error, and the pipe goes on.
+func TestPanicInABatchAnswersTheOthers(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		h := &pipePanicHook{gate{held: make(chan struct{}), open: make(chan struct{})}}
+		rdb.AddHook(h)
+		p := New(rdb)
+		first := make(chan error, 1)
+		go func() { first <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"first")) }()
+		<-h.held
+		panicked := make(chan any, 1)
+		go func() {
+			defer func() { panicked <- recover() }()
+			_ = p.Process(ctx, redis.NewStringCmd(ctx, "echo", "x"))
+		}()
+		testwait.Until(t, 10*time.Second, "the echo queued", func() bool { return p.Queued() == 1 })
+		other := make(chan error, 1)
+		go func() { other <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"other")) }()
+		testwait.Until(t, 10*time.Second, "both queued", func() bool { return p.Queued() == 2 })
+		close(h.open)
+		require.NoError(t, <-first)
+		require.Equal(t, "boom in a batch", <-panicked)
+		require.ErrorIs(t, <-other, errPanicked)
+		testwait.Until(t, 10*time.Second, "the pipe idle", p.Idle)
+		cmd := redis.NewIntCmd(ctx, "incr", prefix+"after")
+		require.NoError(t, p.Process(ctx, cmd))
+		require.Equal(t, int64(1), cmd.Val())
+	})
+}

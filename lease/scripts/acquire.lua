@@ -6,7 +6,8 @@
 -- ARGV[1]  owner (random per acquisition)
 -- ARGV[2]  TTL in milliseconds
 --
--- Returns the token (> 0) when the lease was taken, and minus the holder's
+-- Returns the token (> 0) when the lease was taken (or was taken already by
+-- this owner: a re-sent call gets its token again), and minus the holder's
 -- remaining TTL in ms (<= 0) when it is held. One integer, so that the reply
 -- costs the client no array.
 --
@@ -35,5 +36,12 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return redis.call('INCR', KEYS[2])
   end
   return tonumber(micros)
+end
+-- Held. By this very owner when the same acquisition ran before (a
+-- pipeline that the client re-sent after a lost reply or TRYAGAIN): answer
+-- its token again rather than leave an orphan key for its TTL.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  local token = redis.call('GET', KEYS[2])
+  if token then return tonumber(token) end
 end
 return -math.max(redis.call('PTTL', KEYS[1]), 0)
