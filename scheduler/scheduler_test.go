@@ -143,12 +143,19 @@ func TestSlotDueWhileTheHolderReleasesIsNotLost(t *testing.T) {
 		// a's last look at the ledger in its claim of slots[0] waits until
 		// b skipped slots[1]: the slot came due after a's run, while a was
 		// between its run and its release.
+		// (If the dispatcher's order made call 2 another claim, the wait
+		// ends with the test rather than holding a's Stop for ever.)
+		testDone := make(chan struct{})
 		watch := &watchedLedger{onState: func(call int) {
 			if call == 2 {
-				<-bSkipped
+				select {
+				case <-bSkipped:
+				case <-testDone:
+				}
 			}
 		}}
 		a := s.replica(t, watched(watch))
+		t.Cleanup(func() { close(testDone) }) // before the replicas' Stop (cleanups run last-in first-out)
 		require.NoError(t, a.Register(Job{Name: "edge", Spec: everySecond, StartAt: startAt, EndAt: endAt, Run: run}))
 		require.NoError(t, a.Start(context.Background()))
 		require.NoError(t, b.Start(context.Background()))
