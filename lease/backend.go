@@ -34,9 +34,20 @@ type Backend interface {
 // Notifier is an optional Backend interface: Released returns a channel
 // that receives when the lease called name is released, and a function to
 // stop listening. A waiting Acquire uses it to wake up at once; without it,
-// Acquire polls on the holder's remaining TTL.
+// Acquire polls on the holder's remaining TTL. The built-in backend
+// notifies only the release of a holding that a waiting Acquire tried for
+// since it listens (a release nobody waits for publishes nothing);
+// a missed notification costs a waiter no more than the poll.
 type Notifier interface {
 	Released(ctx context.Context, name string) (<-chan struct{}, func(), error)
+}
+
+// waitingAcquirer is implemented by the built-in backend: Acquire, also
+// flagging a held lease as waited for during flagTTL, so that its release
+// notifies. Client.Acquire makes its tries with it once it listens
+// (Notifier), with a flagTTL of twice its longest wait between two tries.
+type waitingAcquirer interface {
+	acquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (Grant, error)
 }
 
 // BatchAcquirer is an optional Backend interface: AcquireAll answers
@@ -95,24 +106,27 @@ type redisHandle struct {
 	owner       string
 	acquireArgs [7]any // evalsha sha 2 lease fence owner ttl
 	renewArgs   [6]any // evalsha sha 1 lease owner ttl
-	releaseArgs [5]any // evalsha sha 1 lease owner
+	releaseArgs [6]any // evalsha sha 2 lease waiting owner
 }
 
 func (b *redisBackend) newHandle(name, owner string, ttl time.Duration) *redisHandle {
-	// One allocation for both keys: the lease key is a prefix of the fence
-	// key. The release channel is built by release.lua.
-	fenceKey := b.prefix + "{" + name + "}:fence"
+	// One allocation for the three keys: the lease key is a prefix of the
+	// fence key, and the waiting flag follows it in the same string. The
+	// release channel is built by release.lua.
+	n := len(b.prefix) + len(name) + len("{}")
+	keys := b.prefix + "{" + name + "}:fence" + b.prefix + "{" + name + "}:waiting"
 	var (
-		leaseArg any = fenceKey[:len(fenceKey)-len(":fence")]
-		fenceArg any = fenceKey
-		ownerArg any = owner
-		ttlArg   any = ttl.Milliseconds()
+		leaseArg   any = keys[:n]
+		fenceArg   any = keys[:n+len(":fence")]
+		waitingArg any = keys[n+len(":fence"):]
+		ownerArg   any = owner
+		ttlArg     any = ttl.Milliseconds()
 	)
 	return &redisHandle{
 		owner:       owner,
 		acquireArgs: [...]any{cmdEvalSha, acquireScript.sha, 2, leaseArg, fenceArg, ownerArg, ttlArg},
 		renewArgs:   [...]any{cmdEvalSha, renewScript.sha, 1, leaseArg, ownerArg, ttlArg},
-		releaseArgs: [...]any{cmdEvalSha, releaseScript.sha, 1, leaseArg, ownerArg},
+		releaseArgs: [...]any{cmdEvalSha, releaseScript.sha, 2, leaseArg, waitingArg, ownerArg},
 	}
 }
 
@@ -127,8 +141,24 @@ func (b *redisBackend) handle(h Held) *redisHandle {
 
 func (b *redisBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
 	h := b.newHandle(name, owner, ttl)
+	return b.acquire(ctx, h, h.acquireArgs[:])
+}
+
+var _ waitingAcquirer = (*redisBackend)(nil)
+
+// acquireWaiting implements waitingAcquirer: Acquire, flagging a held
+// lease as waited for (acquire.lua's KEYS[3]) for flagTTL, so that its
+// release publishes.
+func (b *redisBackend) acquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (Grant, error) {
+	h := b.newHandle(name, owner, ttl)
+	a := &h.acquireArgs
+	args := [...]any{cmdEvalSha, acquireScript.sha, 3, a[3], a[4], h.releaseArgs[4], a[5], a[6], max(flagTTL.Milliseconds(), 1)}
+	return b.acquire(ctx, h, args[:])
+}
+
+func (b *redisBackend) acquire(ctx context.Context, h *redisHandle, args []any) (Grant, error) {
 	// One integer, not an array: the reply costs no slices.
-	res, err := acquireScript.run(ctx, b.auto, h.acquireArgs[:]).Int64()
+	res, err := acquireScript.run(ctx, b.auto, args).Int64()
 	if err != nil {
 		return Grant{}, err
 	}

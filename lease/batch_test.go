@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
@@ -160,4 +161,92 @@ func TestReplicaAckFailsWithoutReplicasAndReleases(t *testing.T) {
 	n, err := rdb.Exists(context.Background(), leaseKey).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "an unacknowledged acquire is released")
+}
+
+func TestReleaseNobodyWaitsForPublishesNothing(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		leaseKey, _ := s.client.Keys("quiet")
+		waitingKey := leaseKey + ":waiting"
+		sub := s.rdb.Subscribe(ctx, leaseKey+":released")
+		defer sub.Close()
+		_, err := sub.Receive(ctx)
+		require.NoError(t, err)
+
+		// Nobody waits: the release publishes nothing.
+		first, err := s.client.TryAcquire(ctx, "quiet", time.Minute)
+		require.NoError(t, err)
+		release(t, first)
+
+		// A waiting try (a blocked Acquire's, once it listens) flags the
+		// holding for the given time; the release publishes and clears
+		// the flag.
+		second, err := s.client.TryAcquire(ctx, "quiet", time.Minute)
+		require.NoError(t, err)
+		g, err := s.client.b.(waitingAcquirer).acquireWaiting(ctx, "quiet", "waiter", time.Minute, 2*time.Minute)
+		require.NoError(t, err)
+		require.False(t, g.Acquired)
+		require.Greater(t, g.Remaining, 50*time.Second, "the holder's remaining TTL")
+		flagTTL, err := s.rdb.PTTL(ctx, waitingKey).Result()
+		require.NoError(t, err)
+		require.Greater(t, flagTTL, time.Minute)
+		require.LessOrEqual(t, flagTTL, 2*time.Minute)
+		release(t, second)
+		n, err := s.rdb.Exists(ctx, leaseKey, waitingKey).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "the release deletes the lease key and the flag")
+
+		// Messages arrive in order: had the first release published, its
+		// message would come first and the second's before the pong.
+		msg, err := sub.ReceiveTimeout(ctx, 10*time.Second)
+		require.NoError(t, err)
+		require.IsType(t, &redis.Message{}, msg)
+		require.NoError(t, sub.Ping(ctx, "end"))
+		next, err := sub.ReceiveTimeout(ctx, 10*time.Second)
+		require.NoError(t, err)
+		require.IsType(t, &redis.Pong{}, next, "one release published, not two")
+	})
+}
+
+func TestTwoWaitersAreWokenInTurnByReleases(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		// Polling would wait a minute: each hand-off must come from a
+		// release message, so the waiter that lost the first wake-up must
+		// have flagged the next holder again.
+		c, err := New(s.rdb, Options{Prefix: s.prefix, RetryMin: time.Minute, RetryMax: time.Minute})
+		require.NoError(t, err)
+		ctx := context.Background()
+		holder, err := c.TryAcquire(ctx, "turns", time.Minute)
+		require.NoError(t, err)
+		got := make(chan *Lease, 2)
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				l, err := c.Acquire(ctx, "turns", time.Minute)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			})
+		}
+		defer wg.Wait()
+		testwait.Until(t, 5*time.Second, "both waiters tried twice", func() bool { return s.hook.count("acquire") >= 5 })
+		require.NoError(t, holder.Release(ctx))
+		timer := time.NewTimer(10 * time.Second)
+		defer timer.Stop()
+		last := holder.Token()
+		for range 2 {
+			select {
+			case l := <-got:
+				require.NotNil(t, l)
+				require.Greater(t, l.Token(), last)
+				last = l.Token()
+				require.NoError(t, l.Release(ctx))
+			case <-timer.C:
+				t.Fatal("a waiter was not woken by a release")
+			}
+		}
+	})
 }

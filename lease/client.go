@@ -92,7 +92,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 	if err := validateTTL(ttl); err != nil {
 		return nil, err
 	}
-	return c.try(ctx, name, ttl)
+	return c.try(ctx, name, ttl, false)
 }
 
 // Acquire takes the lease called name for ttl, waiting while another owner
@@ -113,13 +113,15 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	if err := validateTTL(ttl); err != nil {
 		return nil, err
 	}
-	l, err := c.try(ctx, name, ttl)
+	l, err := c.try(ctx, name, ttl, false)
 	var held *NotAcquiredError
 	if !errors.As(err, &held) {
 		return l, err
 	}
 	// Listen before the next try, so a release between the two is not
-	// missed. Without a Notifier (or pub/sub refused by a proxy), poll.
+	// missed; the tries from then on flag the holding as waited for, so
+	// that its release notifies. Without a Notifier (or pub/sub refused by
+	// a proxy), poll.
 	var released <-chan struct{}
 	if n, ok := c.b.(Notifier); ok {
 		if ch, stop, err := n.Released(ctx, name); err == nil {
@@ -127,11 +129,12 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 			released = ch
 		}
 	}
+	waiting := released != nil
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	for {
-		l, err = c.try(ctx, name, ttl)
+		l, err = c.try(ctx, name, ttl, waiting)
 		if !errors.As(err, &held) {
 			return l, err
 		}
@@ -209,13 +212,21 @@ func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Dur
 	return leases, errs
 }
 
-func (c *Client) try(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+// try makes one attempt; waiting: a blocked Acquire's, listening for the
+// release.
+func (c *Client) try(ctx context.Context, name string, ttl time.Duration, waiting bool) (*Lease, error) {
 	owner, err := newOwner()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	g, err := c.b.Acquire(ctx, name, owner, ttl)
+	var g Grant
+	if wa, ok := c.b.(waitingAcquirer); ok && waiting {
+		// The next try comes within RetryMax: the flag outlives it.
+		g, err = wa.acquireWaiting(ctx, name, owner, ttl, 2*c.opts.RetryMax)
+	} else {
+		g, err = c.b.Acquire(ctx, name, owner, ttl)
+	}
 	return c.granted(ctx, name, owner, ttl, start, time.Since(start), g, err)
 }
 

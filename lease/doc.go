@@ -19,7 +19,9 @@
 // # Keys and scripts
 //
 // A lease called name lives in the key <prefix>{name} (value: owner) with its
-// token counter in <prefix>{name}:fence; the hash tag keeps both in one
+// token counter in <prefix>{name}:fence, and, while a blocked Acquire waits
+// for it, a flag <prefix>{name}:waiting that makes the holder's release
+// publish on <prefix>{name}:released; the hash tag keeps them in one
 // Cluster slot, so CROSSSLOT cannot happen. Acquire, renew and release are
 // one Lua script each (scripts/*.lua), run with EVALSHA and an EVAL fallback
 // on NOSCRIPT. Renew and release act only while the key holds our owner and

@@ -3,13 +3,22 @@
 --
 -- KEYS[1]  lease key          <prefix>{<name>}         (value: owner)
 -- KEYS[2]  fence counter key  <prefix>{<name>}:fence   (value: last token)
+-- KEYS[3]  waiting flag       <prefix>{<name>}:waiting  (optional)
 -- ARGV[1]  owner (random per acquisition)
 -- ARGV[2]  TTL in milliseconds
+-- ARGV[3]  the flag's TTL in milliseconds (with KEYS[3])
 --
 -- Returns the token (> 0) when the lease was taken (or was taken already by
 -- this owner: a re-sent call gets its token again), and minus the holder's
 -- remaining TTL in ms (<= 0) when it is held. One integer, so that the reply
 -- costs the client no array.
+--
+-- With KEYS[3] (the tries of a blocked Acquire, made once it listens on the
+-- release channel), a held lease is flagged as waited for, for ARGV[3] ms:
+-- its release then publishes (release.lua), and a release nobody waits
+-- for publishes nothing. The client sets twice its longest wait between
+-- two tries, so the flag stays up while a waiter waits, and outlives one
+-- that gave up by no more than that.
 --
 -- The token is max(last token + 1, server TIME in microseconds), stored as
 -- the new last token: strictly greater than the previous token, and greater
@@ -43,5 +52,8 @@ end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   local token = redis.call('GET', KEYS[2])
   if token then return tonumber(token) end
+end
+if KEYS[3] then
+  redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
 end
 return -math.max(redis.call('PTTL', KEYS[1]), 0)
