@@ -9,7 +9,7 @@
 //
 // Usage (Redis at REDIS_URL, default redis://127.0.0.1:6379/0):
 //
-//	go run ./cmd/leasebench [-rounds 5] [-ops 3000] [-v] [-cpuprofile f] [-memprofile f]
+//	go run ./cmd/leasebench [-rounds 72] [-ops 300] [-v] [-cpuprofile f] [-memprofile f]
 package main
 
 import (
@@ -51,8 +51,8 @@ type config struct {
 func main() {
 	cfg := config{url: cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")}
 	flag.StringVar(&cfg.url, "redis", cfg.url, "Redis URL (default $REDIS_URL)")
-	flag.IntVar(&cfg.rounds, "rounds", 11, "interleaved rounds per scenario; the median is printed")
-	flag.IntVar(&cfg.ops, "ops", 2000, "operations per contender per round (twice as many at 16 goroutines)")
+	flag.IntVar(&cfg.rounds, "rounds", 72, "interleaved rounds per scenario (a multiple of 24 runs every order of the four equally often); the median is printed")
+	flag.IntVar(&cfg.ops, "ops", 300, "operations per contender per round (four times as many at 16 goroutines)")
 	flag.DurationVar(&cfg.roundMax, "round-max", 2*time.Second, "upper bound on one contender's round")
 	flag.IntVar(&cfg.trials, "trials", 200, "hand-off trials")
 	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease TTL")
@@ -165,8 +165,8 @@ type scenario struct {
 
 var scenarios = []scenario{
 	{name: "uncontended_1", goroutines: 1, op: acquireRelease, opsFactor: 1},
-	{name: "uncontended_16", goroutines: 16, op: acquireRelease, opsFactor: 2},
-	{name: "contended_16", goroutines: 16, shared: true, op: tryOnce, opsFactor: 2},
+	{name: "uncontended_16", goroutines: 16, op: acquireRelease, opsFactor: 4},
+	{name: "contended_16", goroutines: 16, shared: true, op: tryOnce, opsFactor: 4},
 	{name: "renew", goroutines: 1, held: true, op: renew, opsFactor: 1},
 	{name: "allocs", goroutines: 1, op: acquireRelease, opsFactor: 1, allAllocs: true},
 }
@@ -230,15 +230,16 @@ type result struct {
 }
 
 // scenario runs one warm-up round and cfg.rounds measured rounds of sc for
-// every contender, rotating the order each round (A B C D, B C D A, ...),
-// and returns the medians.
+// every contender, each round in the next of the contenders' orders
+// (orders), and returns the medians.
 func (r *runner) scenario(ctx context.Context, sc scenario) (result, error) {
 	n := len(r.contenders)
 	samples := make([][]sample, n)
 	ops := r.cfg.ops * sc.opsFactor
+	perms := orders(n)
 	for round := -1; round < r.cfg.rounds; round++ {
 		for i := range n {
-			c := (i + max(round, 0)) % n
+			c := perms[max(round, 0)%len(perms)][i]
 			warm := round < 0
 			n := ops
 			if warm { // connections up, scripts loaded
@@ -281,6 +282,33 @@ func (r *runner) scenario(ctx context.Context, sc scenario) (result, error) {
 		fmt.Fprintln(r.stderr)
 	}
 	return res, nil
+}
+
+// orders returns every order of n contenders (24 for 4), in an order where
+// each contender runs in each place, and right after each other one,
+// equally often over a whole cycle: a contender's round is not always
+// preceded by the same one, whose leftovers (garbage, Redis keys, idle
+// threads) it would otherwise always meet.
+func orders(n int) [][]int {
+	var out [][]int
+	var permute func(p []int, k int)
+	permute = func(p []int, k int) {
+		if k == len(p) {
+			out = append(out, slices.Clone(p))
+			return
+		}
+		for i := k; i < len(p); i++ {
+			p[k], p[i] = p[i], p[k]
+			permute(p, k+1)
+			p[k], p[i] = p[i], p[k]
+		}
+	}
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
+	}
+	permute(p, 0)
+	return out
 }
 
 // round runs ops operations of sc on c, spread over sc.goroutines, and stops
