@@ -35,9 +35,10 @@ type Backend interface {
 // that receives when the lease called name is released, and a function to
 // stop listening. A waiting Acquire uses it to wake up at once; without it,
 // Acquire polls on the holder's remaining TTL. The built-in backend
-// notifies only the release of a holding that a waiting Acquire tried for
-// since it listens (a release nobody waits for publishes nothing);
-// a missed notification costs a waiter no more than the poll.
+// notifies a release when a waiting Acquire flagged the lease (its tries
+// once it listens flag it for twice its RetryMax), so that a release
+// nobody waits for publishes nothing; a notification missed (a flag lost
+// in a failover or a FLUSHALL) costs a waiter no more than its poll.
 type Notifier interface {
 	Released(ctx context.Context, name string) (<-chan struct{}, func(), error)
 }

@@ -114,8 +114,8 @@ func TestLosingOneLeaseCancelsOnlyThatLease(t *testing.T) {
 func TestWaiterIsWokenByReleaseNotByPolling(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		// Polling would wait a minute: only the release message can wake
-		// the waiter in time.
+		// Polling would wait 30 s or more: only the release message can
+		// wake the waiter in time.
 		c, err := New(s.rdb, Options{Prefix: s.prefix, RetryMin: time.Minute, RetryMax: time.Minute})
 		require.NoError(t, err)
 		ctx := context.Background()
@@ -173,15 +173,25 @@ func TestReleaseNobodyWaitsForPublishesNothing(t *testing.T) {
 		defer sub.Close()
 		_, err := sub.Receive(ctx)
 		require.NoError(t, err)
+		// Messages and pongs arrive in order: what comes before a pong was
+		// published before the ping.
+		next := func() any {
+			t.Helper()
+			m, err := sub.ReceiveTimeout(ctx, 10*time.Second)
+			require.NoError(t, err)
+			return m
+		}
 
 		// Nobody waits: the release publishes nothing.
 		first, err := s.client.TryAcquire(ctx, "quiet", time.Minute)
 		require.NoError(t, err)
 		release(t, first)
+		require.NoError(t, sub.Ping(ctx, "after the first release"))
+		require.IsType(t, &redis.Pong{}, next(), "a release nobody waits for published")
 
 		// A waiting try (a blocked Acquire's, once it listens) flags the
-		// holding for the given time; the release publishes and clears
-		// the flag.
+		// lease for the given time; the release publishes and deletes the
+		// flag with the lease key.
 		second, err := s.client.TryAcquire(ctx, "quiet", time.Minute)
 		require.NoError(t, err)
 		g, err := s.client.b.(waitingAcquirer).acquireWaiting(ctx, "quiet", "waiter", time.Minute, 2*time.Minute)
@@ -193,26 +203,67 @@ func TestReleaseNobodyWaitsForPublishesNothing(t *testing.T) {
 		require.Greater(t, flagTTL, time.Minute)
 		require.LessOrEqual(t, flagTTL, 2*time.Minute)
 		release(t, second)
+		require.IsType(t, &redis.Message{}, next(), "a release someone waits for did not publish")
 		n, err := s.rdb.Exists(ctx, leaseKey, waitingKey).Result()
 		require.NoError(t, err)
 		require.Zero(t, n, "the release deletes the lease key and the flag")
+	})
+}
 
-		// Messages arrive in order: had the first release published, its
-		// message would come first and the second's before the pong.
-		msg, err := sub.ReceiveTimeout(ctx, 10*time.Second)
+func TestAWaiterNeverShortensAnotherWaitersFlag(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		// A waiter with a long RetryMax flags the lease for twice that; a
+		// waiter with a short one, giving up soon, must not cut the flag
+		// to its own length: the release would then not wake the first.
+		ctx := context.Background()
+		slow, err := New(s.rdb, Options{Prefix: s.prefix, RetryMin: time.Minute, RetryMax: time.Minute})
 		require.NoError(t, err)
-		require.IsType(t, &redis.Message{}, msg)
-		require.NoError(t, sub.Ping(ctx, "end"))
-		next, err := sub.ReceiveTimeout(ctx, 10*time.Second)
+		fast, err := New(s.rdb, Options{Prefix: s.prefix, RetryMin: 10 * time.Millisecond, RetryMax: 10 * time.Millisecond})
 		require.NoError(t, err)
-		require.IsType(t, &redis.Pong{}, next, "one release published, not two")
+		leaseKey, _ := s.client.Keys("mixed")
+		waitingKey := leaseKey + ":waiting"
+		holder, err := s.client.TryAcquire(ctx, "mixed", time.Minute)
+		require.NoError(t, err)
+
+		wctx, cancel := context.WithCancel(ctx)
+		got := make(chan *Lease, 1)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			l, _ := slow.Acquire(wctx, "mixed", time.Minute)
+			got <- l
+		})
+		defer func() { cancel(); wg.Wait() }()
+		flag := func() time.Duration {
+			d, err := s.rdb.PTTL(ctx, waitingKey).Result()
+			require.NoError(t, err)
+			return d
+		}
+		testwait.Until(t, 5*time.Second, "the slow waiter flagged the lease", func() bool { return flag() > time.Minute })
+
+		// The fast waiter's try, as its blocked Acquire makes it.
+		g, err := fast.b.(waitingAcquirer).acquireWaiting(ctx, "mixed", "fast", time.Minute, fast.flagTTL())
+		require.NoError(t, err)
+		require.False(t, g.Acquired)
+		require.Greater(t, flag(), time.Minute, "the fast waiter's try shortened the flag")
+
+		require.NoError(t, holder.Release(ctx))
+		timer := time.NewTimer(10 * time.Second)
+		defer timer.Stop()
+		select {
+		case l := <-got:
+			require.NotNil(t, l)
+			require.NoError(t, l.Release(ctx))
+		case <-timer.C:
+			t.Fatal("the slow waiter was not woken by the release (its poll comes in 30 s or more)")
+		}
 	})
 }
 
 func TestTwoWaitersAreWokenInTurnByReleases(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		// Polling would wait a minute: each hand-off must come from a
+		// Polling would wait 30 s or more: each hand-off must come from a
 		// release message, so the waiter that lost the first wake-up must
 		// have flagged the next holder again.
 		c, err := New(s.rdb, Options{Prefix: s.prefix, RetryMin: time.Minute, RetryMax: time.Minute})
@@ -220,18 +271,27 @@ func TestTwoWaitersAreWokenInTurnByReleases(t *testing.T) {
 		ctx := context.Background()
 		holder, err := c.TryAcquire(ctx, "turns", time.Minute)
 		require.NoError(t, err)
+		wctx, cancel := context.WithCancel(ctx)
 		got := make(chan *Lease, 2)
 		var wg sync.WaitGroup
 		for range 2 {
 			wg.Go(func() {
-				l, err := c.Acquire(ctx, "turns", time.Minute)
+				l, err := c.Acquire(wctx, "turns", time.Minute)
 				if err != nil {
-					t.Error(err)
+					l = nil // canceled at the end of a failed test
 				}
 				got <- l
 			})
 		}
-		defer wg.Wait()
+		defer func() {
+			cancel()
+			wg.Wait()
+			for range len(got) {
+				if l := <-got; l != nil {
+					_ = l.Release(ctx)
+				}
+			}
+		}()
 		testwait.Until(t, 5*time.Second, "both waiters tried twice", func() bool { return s.hook.count("acquire") >= 5 })
 		require.NoError(t, holder.Release(ctx))
 		timer := time.NewTimer(10 * time.Second)
@@ -249,4 +309,20 @@ func TestTwoWaitersAreWokenInTurnByReleases(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestFlagTTLIsTwiceRetryMaxAtMostADay(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Mini(t)
+	for _, tc := range []struct{ retryMax, want time.Duration }{
+		{0, 2 * DefaultRetryMax},
+		{100 * time.Millisecond, 200 * time.Millisecond},
+		{12 * time.Hour, 24 * time.Hour},
+		{13 * time.Hour, 24 * time.Hour},
+		{time.Duration(1<<63 - 1), 24 * time.Hour}, // "no cap": no overflow
+	} {
+		c, err := New(rdb, Options{RetryMax: tc.retryMax})
+		require.NoError(t, err)
+		require.Equal(t, tc.want, c.flagTTL(), "RetryMax %v", tc.retryMax)
+	}
 }

@@ -70,7 +70,9 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // Keys returns the Redis keys of the lease called name: the lease key and
 // its fence counter. Both carry the hash tag {name}, so they live in one
-// Cluster slot.
+// Cluster slot, with the lease key + ":waiting" (the flag a blocked
+// Acquire sets so that the release publishes on the lease key +
+// ":released").
 func (c *Client) Keys(name string) (leaseKey, fenceKey string) {
 	// One allocation: the lease key is a prefix of the fence key.
 	fenceKey = c.opts.Prefix + "{" + name + "}:fence"
@@ -222,12 +224,22 @@ func (c *Client) try(ctx context.Context, name string, ttl time.Duration, waitin
 	start := time.Now()
 	var g Grant
 	if wa, ok := c.b.(waitingAcquirer); ok && waiting {
-		// The next try comes within RetryMax: the flag outlives it.
-		g, err = wa.acquireWaiting(ctx, name, owner, ttl, 2*c.opts.RetryMax)
+		g, err = wa.acquireWaiting(ctx, name, owner, ttl, c.flagTTL())
 	} else {
 		g, err = c.b.Acquire(ctx, name, owner, ttl)
 	}
 	return c.granted(ctx, name, owner, ttl, start, time.Since(start), g, err)
+}
+
+// maxFlagTTL bounds the waiting flag of a Client whose RetryMax is very
+// long (Redis refuses an expiry past the year 292277026596).
+const maxFlagTTL = 24 * time.Hour
+
+// flagTTL is how long a waiting try flags the lease as waited for: twice
+// RetryMax, the longest wait before the next try (which sets it again),
+// at most maxFlagTTL.
+func (c *Client) flagTTL() time.Duration {
+	return min(c.opts.RetryMax, maxFlagTTL/2) * 2
 }
 
 // granted turns the answer to an acquisition sent at start into a Lease or

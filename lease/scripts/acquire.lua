@@ -14,11 +14,12 @@
 -- costs the client no array.
 --
 -- With KEYS[3] (the tries of a blocked Acquire, made once it listens on the
--- release channel), a held lease is flagged as waited for, for ARGV[3] ms:
--- its release then publishes (release.lua), and a release nobody waits
--- for publishes nothing. The client sets twice its longest wait between
--- two tries, so the flag stays up while a waiter waits, and outlives one
--- that gave up by no more than that.
+-- release channel), a held lease is flagged as waited for, for at least
+-- ARGV[3] ms (a longer flag is kept): its release then publishes
+-- (release.lua), and a release nobody waits for publishes nothing. The
+-- client asks for twice its longest wait between two tries, so the flag
+-- stays up while any waiter waits, and outlives the last one by no more
+-- than that.
 --
 -- The token is max(last token + 1, server TIME in microseconds), stored as
 -- the new last token: strictly greater than the previous token, and greater
@@ -53,7 +54,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   local token = redis.call('GET', KEYS[2])
   if token then return tonumber(token) end
 end
-if KEYS[3] then
+if KEYS[3] and redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) then
+  -- Never shortened: another waiter's may be longer.
   redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
 end
 return -math.max(redis.call('PTTL', KEYS[1]), 0)

@@ -420,8 +420,9 @@ func handoff(ctx context.Context, rdb *redis.Client, opts *redis.Options, prefix
 	}
 	const name = "handoff"
 	leaseKey, _ := holder.Keys(name)
-	// The channel Release publishes on (lease/client.go): watching its
-	// subscriber count tells when the waiter is blocked.
+	// The channel a release publishes on once a blocked Acquire flagged
+	// the lease (lease/scripts/release.lua): watching its subscriber count
+	// tells when the waiter listens; its next try flags the lease.
 	channel := leaseKey + ":released"
 
 	lat := make([]time.Duration, 0, cfg.trials)
