@@ -9,7 +9,7 @@
 //
 // Usage (Redis at REDIS_URL, default redis://127.0.0.1:6379/0):
 //
-//	go run ./cmd/leasebench [-rounds 72] [-ops 300] [-v] [-cpuprofile f] [-memprofile f]
+//	go run ./cmd/leasebench [-rounds 240] [-ops 300] [-v] [-cpuprofile f] [-memprofile f]
 package main
 
 import (
@@ -51,8 +51,8 @@ type config struct {
 func main() {
 	cfg := config{url: cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")}
 	flag.StringVar(&cfg.url, "redis", cfg.url, "Redis URL (default $REDIS_URL)")
-	flag.IntVar(&cfg.rounds, "rounds", 72, "interleaved rounds per scenario (a multiple of 24 runs every order of the four equally often); the median is printed")
-	flag.IntVar(&cfg.ops, "ops", 300, "operations per contender per round (four times as many at 16 goroutines)")
+	flag.IntVar(&cfg.rounds, "rounds", 240, "interleaved rounds per scenario (a multiple of 24 runs every order of the four equally often)")
+	flag.IntVar(&cfg.ops, "ops", 300, "operations per contender per round (twice as many at 16 goroutines)")
 	flag.DurationVar(&cfg.roundMax, "round-max", 2*time.Second, "upper bound on one contender's round")
 	flag.IntVar(&cfg.trials, "trials", 200, "hand-off trials")
 	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease TTL")
@@ -122,6 +122,9 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
 		fmt.Fprintln(stdout, res.line(sc))
+		if sc.allocsLine {
+			fmt.Fprintln(stdout, res.line(scenario{name: "allocs", allAllocs: true}))
+		}
 	}
 
 	hf := contenders[0].(*bench.Holdfast)
@@ -160,15 +163,15 @@ type scenario struct {
 	held       bool // the key is acquired before the round and released after
 	opsFactor  int  // ops per round = cfg.ops * opsFactor
 	op         func(context.Context, bench.Worker) (acquired bool, err error)
+	allocsLine bool // also print the allocs line from these rounds
 	allAllocs  bool // print every contender's allocations
 }
 
 var scenarios = []scenario{
-	{name: "uncontended_1", goroutines: 1, op: acquireRelease, opsFactor: 1},
-	{name: "uncontended_16", goroutines: 16, op: acquireRelease, opsFactor: 4},
-	{name: "contended_16", goroutines: 16, shared: true, op: tryOnce, opsFactor: 4},
+	{name: "uncontended_1", goroutines: 1, op: acquireRelease, opsFactor: 1, allocsLine: true},
+	{name: "uncontended_16", goroutines: 16, op: acquireRelease, opsFactor: 2},
+	{name: "contended_16", goroutines: 16, shared: true, op: tryOnce, opsFactor: 2},
 	{name: "renew", goroutines: 1, held: true, op: renew, opsFactor: 1},
-	{name: "allocs", goroutines: 1, op: acquireRelease, opsFactor: 1, allAllocs: true},
 }
 
 var errHeld = errors.New("lock unexpectedly held by another owner")
@@ -226,12 +229,12 @@ func (s sample) String() string {
 }
 
 type result struct {
-	opsPerSec, allocs, bytes []float64 // medians, per contender
+	opsPerSec, allocs, bytes []float64 // per contender: trimmed ops/s (trimmedOpsPerSec), median allocs and bytes per op
 }
 
 // scenario runs one warm-up round and cfg.rounds measured rounds of sc for
 // every contender, each round in the next of the contenders' orders
-// (orders), and returns the medians.
+// (orders), and returns the figures of each contender.
 func (r *runner) scenario(ctx context.Context, sc scenario) (result, error) {
 	n := len(r.contenders)
 	samples := make([][]sample, n)
@@ -263,7 +266,7 @@ func (r *runner) scenario(ctx context.Context, sc scenario) (result, error) {
 	}
 	res := result{opsPerSec: make([]float64, n), allocs: make([]float64, n), bytes: make([]float64, n)}
 	for c, ss := range samples {
-		res.opsPerSec[c] = median(ss, sample.opsPerSec)
+		res.opsPerSec[c] = trimmedOpsPerSec(ss)
 		res.allocs[c] = median(ss, sample.allocsPerOp)
 		res.bytes[c] = median(ss, sample.bytesPerOp)
 	}
@@ -561,6 +564,28 @@ func roundTrips(ctx context.Context, rdb *redis.Client, opts *redis.Options, hf 
 }
 
 // ---- helpers -------------------------------------------------------------
+
+// trimmedOpsPerSec returns ops/s over the rounds, leaving out the tenth
+// slowest and the tenth fastest (by time per op): 1 / the mean time per op
+// of the others. On a machine whose speed switches between two modes (a
+// small VM: rounds run at either about x or 2x), a median jumps from one
+// mode to the other as the share of fast rounds crosses one half; the mean
+// follows the share smoothly, and the trimming keeps a stalled round from
+// weighing on it.
+func trimmedOpsPerSec(ss []sample) float64 {
+	per := make([]float64, len(ss))
+	for i, s := range ss {
+		per[i] = s.took.Seconds() / float64(s.ops)
+	}
+	slices.Sort(per)
+	k := len(per) / 10
+	per = per[k : len(per)-k]
+	sum := 0.0
+	for _, p := range per {
+		sum += p
+	}
+	return float64(len(per)) / sum
+}
 
 func median(ss []sample, f func(sample) float64) float64 {
 	v := make([]float64, len(ss))
