@@ -112,15 +112,18 @@ func (c *counter) count(cmd redis.Cmder) {
 	}
 }
 
-// isAcquire: the acquire script is the only one with two keys whose first
-// is a lease key (EVALSHA sha 2 <prefix>lease:{name} ...).
+// isAcquire: the acquire script is the only one with two keys, a lease key
+// and its fence counter (EVALSHA sha 2 <prefix>lease:{name}
+// <prefix>lease:{name}:fence ...); release's second key is the waiting
+// flag.
 func (c *counter) isAcquire(cmd redis.Cmder) bool {
 	args := cmd.Args()
-	if len(args) <= 3 || fmt.Sprint(args[2]) != "2" {
+	if len(args) <= 4 || fmt.Sprint(args[2]) != "2" {
 		return false
 	}
-	s, _ := args[3].(string)
-	return strings.HasSuffix(s, "}") && strings.Contains(s, "lease:")
+	lk, _ := args[3].(string)
+	fk, _ := args[4].(string)
+	return strings.HasSuffix(lk, "}") && strings.Contains(lk, "lease:") && fk == lk+":fence"
 }
 
 func run(nJobs, nParts, nReplicas, claims int) error {
