@@ -131,18 +131,28 @@ func TestWaiterIsWokenByReleaseNotByPolling(t *testing.T) {
 		}()
 		testwait.Until(t, 5*time.Second, "waiter tried twice", func() bool { return s.hook.count("acquire") >= 3 })
 		require.NoError(t, holder.Release(ctx))
-		timer := time.NewTimer(10 * time.Second)
-		defer timer.Stop()
-		select {
-		case l := <-got:
-			require.NotNil(t, l)
-			require.Greater(t, l.Token(), holder.Token())
-			require.Equal(t, 4, s.hook.count("acquire"), "one round trip for the wake-up")
-			require.NoError(t, l.Release(ctx))
-		case <-timer.C:
-			t.Fatal("waiter not woken by the release")
-		}
+		l := woken(t, got, "waiter not woken by the release")
+		require.Greater(t, l.Token(), holder.Token())
+		require.Equal(t, 4, s.hook.count("acquire"), "one round trip for the wake-up")
+		require.NoError(t, l.Release(ctx))
 	})
+}
+
+// woken returns the lease a blocked Acquire sent on got, failing with msg
+// when none comes within 10 s (far less than the poll of the tests'
+// waiters: their RetryMin is a minute, so only a release wakes them).
+func woken(t *testing.T, got <-chan *Lease, msg string) *Lease {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case l := <-got:
+		require.NotNil(t, l)
+		return l
+	case <-timer.C:
+		t.Fatal(msg)
+		return nil
+	}
 }
 
 func TestReplicaAckFailsWithoutReplicasAndReleases(t *testing.T) {
@@ -248,15 +258,8 @@ func TestAWaiterNeverShortensAnotherWaitersFlag(t *testing.T) {
 		require.Greater(t, flag(), time.Minute, "the fast waiter's try shortened the flag")
 
 		require.NoError(t, holder.Release(ctx))
-		timer := time.NewTimer(10 * time.Second)
-		defer timer.Stop()
-		select {
-		case l := <-got:
-			require.NotNil(t, l)
-			require.NoError(t, l.Release(ctx))
-		case <-timer.C:
-			t.Fatal("the slow waiter was not woken by the release (its poll comes in 30 s or more)")
-		}
+		l := woken(t, got, "the slow waiter was not woken by the release (its poll comes in 30 s or more)")
+		require.NoError(t, l.Release(ctx))
 	})
 }
 
@@ -294,19 +297,12 @@ func TestTwoWaitersAreWokenInTurnByReleases(t *testing.T) {
 		}()
 		testwait.Until(t, 5*time.Second, "both waiters tried twice", func() bool { return s.hook.count("acquire") >= 5 })
 		require.NoError(t, holder.Release(ctx))
-		timer := time.NewTimer(10 * time.Second)
-		defer timer.Stop()
 		last := holder.Token()
 		for range 2 {
-			select {
-			case l := <-got:
-				require.NotNil(t, l)
-				require.Greater(t, l.Token(), last)
-				last = l.Token()
-				require.NoError(t, l.Release(ctx))
-			case <-timer.C:
-				t.Fatal("a waiter was not woken by a release")
-			}
+			l := woken(t, got, "a waiter was not woken by a release")
+			require.Greater(t, l.Token(), last)
+			last = l.Token()
+			require.NoError(t, l.Release(ctx))
 		}
 	})
 }
