@@ -152,8 +152,9 @@ var _ waitingAcquirer = (*redisBackend)(nil)
 // release publishes.
 func (b *redisBackend) acquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (Grant, error) {
 	h := b.newHandle(name, owner, ttl)
-	a := &h.acquireArgs
-	args := [...]any{cmdEvalSha, acquireScript.sha, 3, a[3], a[4], h.releaseArgs[4], a[5], a[6], max(flagTTL.Milliseconds(), 1)}
+	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
+	// evalsha sha 3 lease fence waiting owner ttl flagTTL
+	args := [...]any{a[0], a[1], 3, a[3], a[4], waitingKey, a[5], a[6], max(flagTTL.Milliseconds(), 1)}
 	return b.acquire(ctx, h, args[:])
 }
 
