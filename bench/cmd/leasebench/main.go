@@ -121,9 +121,9 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
-		fmt.Fprintln(stdout, res.line(sc))
+		fmt.Fprintln(stdout, res.line(sc.name, false))
 		if sc.allocsLine {
-			fmt.Fprintln(stdout, res.line(scenario{name: "allocs", allAllocs: true}))
+			fmt.Fprintln(stdout, res.line("allocs", true))
 		}
 	}
 
@@ -163,8 +163,7 @@ type scenario struct {
 	held       bool // the key is acquired before the round and released after
 	opsFactor  int  // ops per round = cfg.ops * opsFactor
 	op         func(context.Context, bench.Worker) (acquired bool, err error)
-	allocsLine bool // also print the allocs line from these rounds
-	allAllocs  bool // print every contender's allocations
+	allocsLine bool // also print the allocs line (every contender's allocations) from these rounds
 }
 
 var scenarios = []scenario{
@@ -386,14 +385,16 @@ func (r *runner) round(ctx context.Context, c bench.Contender, sc scenario, ops 
 	}, nil
 }
 
-func (res result) line(sc scenario) string {
+// line is one scenario's output line; allAllocs adds every contender's
+// allocations and bytes per op.
+func (res result) line(name string, allAllocs bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "bench: %s", sc.name)
+	fmt.Fprintf(&b, "bench: %s", name)
 	for i, name := range bench.Names {
 		fmt.Fprintf(&b, " %s=%.0f", name, res.opsPerSec[i])
 	}
 	fmt.Fprintf(&b, " ratio_vs_ideal=%.2f allocs=%s", res.opsPerSec[0]/res.opsPerSec[1], num(res.allocs[0]))
-	if sc.allAllocs {
+	if allAllocs {
 		for i, name := range bench.Names[1:] {
 			fmt.Fprintf(&b, " allocs_%s=%s", name, num(res.allocs[i+1]))
 		}
