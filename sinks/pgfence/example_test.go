@@ -67,7 +67,7 @@ func ExampleGuard_Check() {
 	const resource = "settlement:2026-03-08"
 
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := guard.Check(ctx, tx, resource, token, owner); err != nil {
+		if err := guard.Check(ctx, tx, resource, fence.Holder{Token: token, Owner: owner}); err != nil {
 			return err // BeginFunc rolls back
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO settlements (day, total) VALUES ($1, $2)`, "2026-03-08", 1250)

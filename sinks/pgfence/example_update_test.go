@@ -29,7 +29,7 @@ func ExampleFencedUpdate() {
 	token, owner := fence.Token(1_717_000_000_000_001), "replica-a:9f3c2e"
 	row := pgfence.Row{Table: pgx.Identifier{"billing", "accounts"}, KeyColumn: "id", Key: 42}
 
-	err = pgfence.FencedUpdate(ctx, pool, row, map[string]any{"balance": 1250}, token, owner)
+	err = pgfence.FencedUpdate(ctx, pool, row, map[string]any{"balance": 1250}, fence.Holder{Token: token, Owner: owner})
 	var stale *fence.StaleTokenError
 	switch {
 	case err == nil:
