@@ -68,25 +68,33 @@ func TestParseFencing(t *testing.T) {
 		header  http.Header
 		token   fence.Token
 		owner   string
+		scope   string
 		present bool
 		err     error
 	}{
-		{"none", http.Header{}, 0, "", false, nil},
-		{"token and owner", http.Header{"Fencing-Token": {"42"}, "Fencing-Owner": {`"replica-a"`}}, 42, "replica-a", true, nil},
-		{"zero parses", http.Header{"Fencing-Token": {"0"}, "Fencing-Owner": {`"a"`}}, 0, "a", true, nil},
-		{"spaces", http.Header{"Fencing-Token": {" 7 "}, "Fencing-Owner": {` "a" `}}, 7, "a", true, nil},
-		{"leading zero", http.Header{"Fencing-Token": {"042"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
-		{"negative", http.Header{"Fencing-Token": {"-1"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
-		{"overflow", http.Header{"Fencing-Token": {"18446744073709551616"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
-		{"two tokens", http.Header{"Fencing-Token": {"1", "2"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
-		{"token without owner", http.Header{"Fencing-Token": {"1"}}, 0, "", false, httpfence.ErrInvalidOwner},
-		{"owner without token", http.Header{"Fencing-Owner": {`"a"`}}, 0, "", false, httpfence.ErrInvalidOwner},
-		{"bare owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`a`}}, 0, "", false, httpfence.ErrInvalidOwner},
-		{"empty owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`""`}}, 0, "", false, httpfence.ErrInvalidOwner},
-		{"two owners", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`"a"`, `"b"`}}, 0, "", false, httpfence.ErrInvalidOwner},
+		{"none", http.Header{}, 0, "", "", false, nil},
+		{"token and owner", http.Header{"Fencing-Token": {"42"}, "Fencing-Owner": {`"replica-a"`}}, 42, "replica-a", "", true, nil},
+		{"zero parses", http.Header{"Fencing-Token": {"0"}, "Fencing-Owner": {`"a"`}}, 0, "a", "", true, nil},
+		{"spaces", http.Header{"Fencing-Token": {" 7 "}, "Fencing-Owner": {` "a" `}}, 7, "a", "", true, nil},
+		{"leading zero", http.Header{"Fencing-Token": {"042"}, "Fencing-Owner": {`"a"`}}, 0, "", "", false, fence.ErrInvalidToken},
+		{"negative", http.Header{"Fencing-Token": {"-1"}, "Fencing-Owner": {`"a"`}}, 0, "", "", false, fence.ErrInvalidToken},
+		{"overflow", http.Header{"Fencing-Token": {"18446744073709551616"}, "Fencing-Owner": {`"a"`}}, 0, "", "", false, fence.ErrInvalidToken},
+		{"two tokens", http.Header{"Fencing-Token": {"1", "2"}, "Fencing-Owner": {`"a"`}}, 0, "", "", false, fence.ErrInvalidToken},
+		{"token without owner", http.Header{"Fencing-Token": {"1"}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"owner without token", http.Header{"Fencing-Owner": {`"a"`}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"bare owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`a`}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"empty owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`""`}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"two owners", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`"a"`, `"b"`}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"settle|tenant-a"`}}, 5, "a", "settle|tenant-a", true, nil},
+		{"empty scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {` "" `}}, 5, "a", "", true, nil},
+		{"escaped scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"a\"b"`}}, 5, "a", `a"b`, true, nil},
+		{"bare scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`job`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"two scopes", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"x"`, `"y"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"scope without token", http.Header{"Fencing-Scope": {`"x"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"long scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"` + strings.Repeat("s", httpfence.MaxScopeLen+1) + `"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tok, owner, present, err := httpfence.ParseFencing(tc.header)
+			h, present, err := httpfence.ParseFencing(tc.header)
 			if tc.err != nil {
 				require.ErrorIs(t, err, tc.err)
 				require.False(t, present)
@@ -94,8 +102,7 @@ func TestParseFencing(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.present, present)
-			require.Equal(t, tc.token, tok)
-			require.Equal(t, tc.owner, owner)
+			require.Equal(t, fence.Holder{Scope: tc.scope, Token: tc.token, Owner: tc.owner}, h)
 		})
 	}
 }
@@ -152,7 +159,8 @@ func FuzzParseFencing(f *testing.F) {
 		if owner != "" {
 			h.Set("Fencing-Owner", owner)
 		}
-		tok, o, present, err := httpfence.ParseFencing(h)
+		holder, present, err := httpfence.ParseFencing(h)
+		tok, o := holder.Token, holder.Owner
 		if err != nil {
 			if !errors.Is(err, fence.ErrInvalidToken) && !errors.Is(err, httpfence.ErrInvalidOwner) {
 				t.Fatalf("ParseFencing(%q, %q): untyped error %v", token, owner, err)
