@@ -279,18 +279,22 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// 3. The key: claim it, or answer from what holds it. A completed key
 	// is replayed before the fence check, but raises the fence first.
-	storeKey, resource, fenceResource := key, "", ""
-	if m.cfg.Fence != nil {
-		resource = m.cfg.Resource(r)
-		fenceResource = resource
-	}
+	storeKey, id := key, ""
 	if m.cfg.Identity != nil {
-		id := m.cfg.Identity(r)
-		if id != "" {
+		if id = m.cfg.Identity(r); id != "" {
 			// Keys are printable ASCII, so the last 0x1f splits the pair.
 			storeKey = id + "\x1f" + key
 		}
-		fenceResource = strconv.Itoa(len(id)) + ":" + id + ":" + resource
+	}
+	var resource, fenceResource string // what the client is told; what the fence store keys by
+	if m.cfg.Fence != nil {
+		resource = m.cfg.Resource(r)
+		fenceResource = resource
+		if m.cfg.Identity != nil {
+			// Length-prefixed, so no (identity, resource) pair names
+			// another's fence.
+			fenceResource = strconv.Itoa(len(id)) + ":" + id + ":" + resource
+		}
 	}
 	ctx := r.Context()
 	out, err := m.cfg.Store.Begin(ctx, storeKey, fingerprint(r, body), m.cfg.LockTTL)

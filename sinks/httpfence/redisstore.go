@@ -169,7 +169,8 @@ func (s *RedisStore) Abandon(ctx context.Context, key, lock string) error {
 // named <prefix>{<hex sha256 of len(scope) ":" scope ":" resource>},
 // holding the highest token accepted and its owner (and, for operators, the
 // resource and scope), without expiry. The length prefix makes the name
-// unambiguous whatever bytes the scope and resource hold. The check and the raise are one Lua script.
+// unambiguous whatever bytes the scope and resource hold. (Records written
+// before scopes existed, named by the resource alone, are not read.) The check and the raise are one Lua script.
 // Tokens are compared exactly over the whole uint64 range. Safe for
 // concurrent use.
 //
