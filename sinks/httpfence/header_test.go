@@ -145,13 +145,16 @@ func FuzzParseKey(f *testing.F) {
 }
 
 // FuzzParseFencing: a parsed token is canonical decimal (it formats back to
-// the trimmed header text) and a parsed owner is a valid key-like string;
-// errors are typed.
+// the trimmed header text), a parsed owner is a valid key-like string, a
+// parsed scope formats back to a value that parses to it; errors are typed.
 func FuzzParseFencing(f *testing.F) {
-	for _, s := range [][2]string{{"1", `"a"`}, {"0", `"a"`}, {"18446744073709551615", `"o\"w"`}, {"01", `"a"`}, {"1", "a"}, {"", ""}, {"-1", `""`}} {
-		f.Add(s[0], s[1])
+	for _, s := range [][3]string{
+		{"1", `"a"`, ""}, {"0", `"a"`, `"job|p"`}, {"18446744073709551615", `"o\"w"`, `""`}, {"01", `"a"`, ""},
+		{"1", "a", ""}, {"", "", `"x"`}, {"-1", `""`, ""}, {"1", `"a"`, `"a\\b"`}, {"1", `"a"`, "bare"},
+	} {
+		f.Add(s[0], s[1], s[2])
 	}
-	f.Fuzz(func(t *testing.T, token, owner string) {
+	f.Fuzz(func(t *testing.T, token, owner, scope string) {
 		h := http.Header{}
 		if token != "" {
 			h.Set("Fencing-Token", token)
@@ -159,25 +162,35 @@ func FuzzParseFencing(f *testing.F) {
 		if owner != "" {
 			h.Set("Fencing-Owner", owner)
 		}
+		if scope != "" {
+			h.Set("Fencing-Scope", scope)
+		}
 		holder, present, err := httpfence.ParseFencing(h)
-		tok, o := holder.Token, holder.Owner
 		if err != nil {
-			if !errors.Is(err, fence.ErrInvalidToken) && !errors.Is(err, httpfence.ErrInvalidOwner) {
-				t.Fatalf("ParseFencing(%q, %q): untyped error %v", token, owner, err)
+			if !errors.Is(err, fence.ErrInvalidToken) && !errors.Is(err, httpfence.ErrInvalidOwner) && !errors.Is(err, httpfence.ErrInvalidScope) {
+				t.Fatalf("ParseFencing(%q, %q, %q): untyped error %v", token, owner, scope, err)
 			}
 			return
 		}
 		if !present {
-			if token != "" || owner != "" {
-				t.Fatalf("ParseFencing(%q, %q): not present", token, owner)
+			if token != "" || owner != "" || scope != "" {
+				t.Fatalf("ParseFencing(%q, %q, %q): not present", token, owner, scope)
 			}
 			return
 		}
-		if fence.FormatHeader(tok) != strings.Trim(token, " ") {
-			t.Fatalf("token %q parsed to %d", token, tok)
+		if fence.FormatHeader(holder.Token) != strings.Trim(token, " ") {
+			t.Fatalf("token %q parsed to %d", token, holder.Token)
 		}
-		if back, err := httpfence.ParseKey(owner); err != nil || back != o {
-			t.Fatalf("owner %q parsed to %q, but as a key to %q, %v", owner, o, back, err)
+		if back, err := httpfence.ParseKey(owner); err != nil || back != holder.Owner {
+			t.Fatalf("owner %q parsed to %q, but as a key to %q, %v", owner, holder.Owner, back, err)
+		}
+		v, err := httpfence.FormatScope(holder.Scope)
+		if err != nil {
+			t.Fatalf("scope %q parsed to %q, which FormatScope refuses: %v", scope, holder.Scope, err)
+		}
+		again, _, err := httpfence.ParseFencing(http.Header{"Fencing-Token": {token}, "Fencing-Owner": {owner}, "Fencing-Scope": {v}})
+		if err != nil || again != holder {
+			t.Fatalf("scope %q -> %q -> %q -> %+v, %v", scope, holder.Scope, v, again, err)
 		}
 	})
 }
