@@ -14,7 +14,7 @@
 //	ld, err := e.Campaign(ctx, "replica-7:8080")
 //	if err != nil { ... }
 //	defer ld.Resign(context.Background())
-//	lead(ld.Context(), ld.Token()) // stop when ld.Context() ends
+//	lead(ld.Context(), ld.Holder()) // stop when ld.Context() ends
 //
 // # State model
 //

@@ -192,6 +192,9 @@ type Leader struct {
 	Token fence.Token
 	// Owner is the owner of the leader's lease.
 	Owner string
+	// Scope is the name of the leader's lease (the election's name): the
+	// scope of Token, as in fence.Holder.
+	Scope string
 }
 
 // Leader returns the current leader, in one round trip. A leader is
@@ -215,7 +218,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err != nil {
 		return Leader{}, fmt.Errorf("election %q: leader: token %q: %w", e.name, res[1], err)
 	}
-	return Leader{Owner: res[0], Token: fence.Token(token), Value: res[2]}, nil
+	return Leader{Owner: res[0], Token: fence.Token(token), Value: res[2], Scope: e.name}, nil
 }
 
 // Observe returns the current leader, waiting until there is one or ctx

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/election"
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
@@ -122,7 +123,8 @@ func requireLeader(t *testing.T, e *election.Election, ld *election.Leadership) 
 	t.Helper()
 	got, err := e.Leader(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, election.Leader{Value: ld.Value(), Token: ld.Token(), Owner: ld.Owner()}, got)
+	require.Equal(t, election.Leader{Value: ld.Value(), Token: ld.Token(), Owner: ld.Owner(), Scope: e.Name()}, got)
+	require.Equal(t, fence.Holder{Scope: e.Name(), Token: ld.Token(), Owner: ld.Owner()}, ld.Holder(), "the leader presents its lease's holder")
 }
 
 func TestOneOfTwoCandidatesLeadsAndResignElectsTheOther(t *testing.T) {
@@ -242,7 +244,7 @@ func TestLeaderAndObserveReflectTheCurrentLeader(t *testing.T) {
 		defer timer.Stop()
 		select {
 		case got := <-observed:
-			require.Equal(t, election.Leader{Value: "host-a:8080|weird:value", Token: ld.Token(), Owner: ld.Owner()}, got)
+			require.Equal(t, election.Leader{Value: "host-a:8080|weird:value", Token: ld.Token(), Owner: ld.Owner(), Scope: ld.Holder().Scope}, got)
 		case <-timer.C:
 			ocancel()
 			<-observed

@@ -27,8 +27,8 @@ func (ld *Leadership) lease() *lease.Lease {
 // Context returns a context canceled when the term ends, no later than the
 // end of the lease's trust window. Its cause (context.Cause) is the lease's
 // *lease.LostError: lease.ErrReleased after Resign, lease.ErrNotHeld,
-// lease.ErrExpired or lease.ErrParentDone after a loss. It carries Token
-// and Owner for fence.FromContext: do the leader's work with it.
+// lease.ErrExpired or lease.ErrParentDone after a loss. It carries Holder
+// for fence.HolderFromContext: do the leader's work with it.
 func (ld *Leadership) Context() context.Context { return ld.lease().Context() }
 
 // Done is Context().Done().
@@ -39,11 +39,16 @@ func (ld *Leadership) Done() <-chan struct{} { return ld.lease().Done() }
 func (ld *Leadership) Err() error { return ld.lease().Err() }
 
 // Token returns the fencing token of this term: larger than every earlier
-// term's. Present it, with Owner, to every sink the leader writes to.
+// term's. Present it to every sink the leader writes to as part of Holder.
 func (ld *Leadership) Token() fence.Token { return ld.lease().Token() }
 
 // Owner returns the owner value of this term's lease.
 func (ld *Leadership) Owner() string { return ld.lease().Owner() }
+
+// Holder returns what the leader presents to every sink: the lease's
+// holder, whose Scope is the election's lease name (see
+// lease.Lease.Holder).
+func (ld *Leadership) Holder() fence.Holder { return ld.lease().Holder() }
 
 // Value returns the value announced for this term.
 func (ld *Leadership) Value() string {

@@ -12,23 +12,36 @@
 // name, the holder sends it with every write, and the place where the write
 // lands refuses any token smaller than one it has already seen.
 //
+// # Scope
+//
+// Tokens are strictly increasing per lease name, and only there: the
+// tokens of two leases are two unrelated sequences. So a token travels with
+// its scope, the name of the lease it was issued for, in a Holder (Scope,
+// Token, Owner), and a sink keeps one fence per (resource, scope). Two
+// leases writing one resource (the partitions of a scheduler job calling
+// one endpoint, say) never refuse each other; a stale holder of one lease is
+// still refused by its own lease's fence. "" is a scope of its own. To fence
+// writers of several leases against each other, present one shared Scope on
+// purpose (their tokens must then come from one sequence): there is no
+// global switch.
+//
 // # The acceptance rule
 //
-// A sink keeps, per resource, the highest token it accepted and the owner
-// that presented it. A write with token t and owner o is accepted iff
+// A sink keeps, per (resource, scope), the highest token it accepted and the
+// owner that presented it. A write with token t and owner o is accepted iff
 //
 //	t > stored, or t == stored and o == stored owner
 //
 // and is rejected with *StaleTokenError (matching ErrStaleToken) otherwise.
 // Token 0 means "no token" and is never accepted (ErrNoToken). The check and
 // the write must commit atomically: same SQL statement or transaction, same
-// Lua script. Accept and Check implement the rule; sinks embed it in their
-// own storage.
+// Lua script. Accept, Check and Holder.Check implement the rule; sinks
+// embed it in their own storage.
 //
 // # Carriage
 //
-// WithToken and FromContext carry a token and its owner in a
-// context.Context, so code far from the lease (an HTTP client, a repository
-// layer) can fence its writes. FormatHeader and ParseToken are the codec for
+// WithHolder and HolderFromContext carry a Holder in a context.Context, so
+// code far from the lease (an HTTP client, a repository layer) can fence
+// its writes; a lease's Context carries its holder already. FormatHeader and ParseToken are the codec for
 // the Fencing-Token header: a decimal uint64 without sign or leading zeros.
 package fence

@@ -121,12 +121,24 @@ func FuzzParseToken(f *testing.F) {
 
 func TestContextCarriage(t *testing.T) {
 	t.Parallel()
-	_, _, ok := FromContext(context.Background())
+	_, ok := HolderFromContext(context.Background())
 	require.False(t, ok)
-	_, _, ok = FromContext(WithToken(context.Background(), None, "a"))
+	_, ok = HolderFromContext(WithHolder(context.Background(), Holder{Scope: "job", Token: None, Owner: "a"}))
 	require.False(t, ok, "None is not a token")
-	tok, owner, ok := FromContext(WithToken(context.Background(), 42, "a"))
+	h, ok := HolderFromContext(WithHolder(context.Background(), Holder{Scope: "job|tenant-a", Token: 42, Owner: "a"}))
 	require.True(t, ok)
-	require.Equal(t, Token(42), tok)
-	require.Equal(t, "a", owner)
+	require.Equal(t, Holder{Scope: "job|tenant-a", Token: 42, Owner: "a"}, h)
+}
+
+func TestHolderCheckReportsScope(t *testing.T) {
+	t.Parallel()
+	h := Holder{Scope: "settle|tenant-b", Token: 7, Owner: "a"}
+	require.NoError(t, h.Check("/v1/charges", 6, "b"))
+	require.NoError(t, h.Check("/v1/charges", 7, "a"), "the same holder again")
+	err := h.Check("/v1/charges", 8, "b")
+	var stale *StaleTokenError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, StaleTokenError{Resource: "/v1/charges", Scope: "settle|tenant-b", Presented: 7, Current: 8}, *stale)
+	require.EqualError(t, err, `fence: stale fencing token for "/v1/charges" (scope "settle|tenant-b"): presented 7, current 8`)
+	require.ErrorIs(t, Holder{Scope: "s", Owner: "a"}.Check("r", 0, ""), ErrNoToken)
 }

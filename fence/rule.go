@@ -13,11 +13,16 @@ var ErrStaleToken = errors.New("fence: stale fencing token")
 var ErrNoToken = errors.New("fence: no fencing token presented")
 
 // StaleTokenError reports a write refused by the acceptance rule: the
-// presented token is below the resource's current token, or equal to it but
-// presented by another owner. It matches ErrStaleToken with errors.Is.
+// presented token is below the current token of the resource's fence for
+// its scope, or equal to it but presented by another owner. It matches
+// ErrStaleToken with errors.Is.
 type StaleTokenError struct {
 	// Resource names what the write was for (a guard row, a key, a URL).
 	Resource string
+	// Scope is the scope of the fence that refused the write: the lease
+	// name of the presented token (Holder.Scope). Current is that scope's
+	// token; other scopes' fences of the resource played no part.
+	Scope string
 	// Presented is the token the writer sent.
 	Presented Token
 	// Current is the highest token the resource has accepted.
@@ -27,16 +32,16 @@ type StaleTokenError struct {
 // Error implements error.
 func (e *StaleTokenError) Error() string {
 	if e.Presented == e.Current {
-		return fmt.Sprintf("fence: stale fencing token for %q: token %d already used by another owner", e.Resource, e.Presented)
+		return fmt.Sprintf("fence: stale fencing token for %q (scope %q): token %d already used by another owner", e.Resource, e.Scope, e.Presented)
 	}
-	return fmt.Sprintf("fence: stale fencing token for %q: presented %d, current %d", e.Resource, e.Presented, e.Current)
+	return fmt.Sprintf("fence: stale fencing token for %q (scope %q): presented %d, current %d", e.Resource, e.Scope, e.Presented, e.Current)
 }
 
 // Is makes errors.Is(err, ErrStaleToken) true.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
 
-// Accept is the acceptance rule. current and currentOwner are what the
-// resource holds (None and "" for a resource never written); presented and
+// Accept is the acceptance rule, for one fence: one (resource, scope).
+// current and currentOwner are what the fence holds (None and "" for a resource never written); presented and
 // owner come with the write. It reports whether the write is accepted:
 // presented > current, or presented == current and owner == currentOwner.
 // None is never accepted.
@@ -49,7 +54,7 @@ func Accept(current Token, currentOwner string, presented Token, owner string) b
 
 // Check applies Accept for resource and returns nil when the write is
 // accepted, ErrNoToken when presented is None, and a *StaleTokenError
-// otherwise.
+// otherwise (Scope left empty: Holder.Check fills it in).
 func Check(resource string, current Token, currentOwner string, presented Token, owner string) error {
 	if presented == None {
 		return fmt.Errorf("%w (resource %q)", ErrNoToken, resource)

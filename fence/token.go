@@ -66,23 +66,21 @@ func truncate(s string) string {
 
 type ctxKey struct{}
 
-type carried struct {
-	token Token
-	owner string
+// WithHolder returns a copy of ctx that carries h. Sinks and clients read
+// it back with HolderFromContext: the HTTP client sends it as the
+// Fencing-Token, Fencing-Owner and Fencing-Scope headers, and code far from
+// the lease (a repository layer) passes it to a sink. A lease's Context
+// carries its holder already (package lease).
+func WithHolder(ctx context.Context, h Holder) context.Context {
+	return context.WithValue(ctx, ctxKey{}, h)
 }
 
-// WithToken returns a copy of ctx that carries token t presented by owner.
-// Sinks and clients read it back with FromContext.
-func WithToken(ctx context.Context, t Token, owner string) context.Context {
-	return context.WithValue(ctx, ctxKey{}, carried{token: t, owner: owner})
-}
-
-// FromContext returns the token and owner carried by ctx. ok is false when
-// ctx carries none or carries None.
-func FromContext(ctx context.Context) (t Token, owner string, ok bool) {
-	c, found := ctx.Value(ctxKey{}).(carried)
-	if !found || c.token == None {
-		return None, "", false
+// HolderFromContext returns the holder carried by ctx. ok is false when ctx
+// carries none or carries one whose token is None.
+func HolderFromContext(ctx context.Context) (h Holder, ok bool) {
+	h, found := ctx.Value(ctxKey{}).(Holder)
+	if !found || h.Token == None {
+		return Holder{}, false
 	}
-	return c.token, c.owner, true
+	return h, true
 }

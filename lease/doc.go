@@ -7,14 +7,16 @@
 // Cluster). TryAcquire makes one attempt; Acquire waits while another owner
 // holds the lease. A successful acquisition returns a *Lease that carries a
 // random owner (128 bits from crypto/rand) and a fence.Token strictly larger
-// than every token issued before for that name. Present both to every sink
-// (package fence, sinks/...): the lease gives liveness, the sinks give
-// safety.
+// than every token issued before for that name. Present them to every sink
+// as Holder() (package fence, sinks/...), whose Scope is the lease name: a
+// token is only comparable with tokens of the same lease, so sinks keep
+// their fence per (resource, scope). The lease gives liveness, the sinks
+// give safety.
 //
 //	l, err := client.Acquire(ctx, "daily-settlement", 30*time.Second)
 //	if err != nil { ... }
 //	defer l.Release(context.Background())
-//	doWork(l.Context(), l.Token(), l.Owner()) // stop when l.Context() ends
+//	doWork(l.Context(), l.Holder()) // stop when l.Context() ends
 //
 // # Keys and scripts
 //

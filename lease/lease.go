@@ -98,13 +98,24 @@ func (l *Lease) Owner() string {
 	return l.owner
 }
 
-// Token returns the fencing token issued with this acquisition. Present it,
-// with Owner, to every sink.
+// Token returns the fencing token issued with this acquisition. Present it
+// to every sink as part of Holder, which names the lease it belongs to.
 func (l *Lease) Token() fence.Token {
 	if l == nil {
 		return fence.None
 	}
 	return l.token
+}
+
+// Holder returns what this acquisition presents to every sink: Scope is
+// the lease name, Token and Owner are Token() and Owner(). Sinks keep their
+// fence per (resource, scope), so the tokens of different leases are never
+// compared with each other (see package fence).
+func (l *Lease) Holder() fence.Holder {
+	if l == nil {
+		return fence.Holder{}
+	}
+	return fence.Holder{Scope: l.name, Token: l.token, Owner: l.owner}
 }
 
 // TTL returns the TTL the lease was acquired with.
@@ -117,8 +128,8 @@ func (l *Lease) TTL() time.Duration {
 
 // Context returns a context that is canceled when the lease is lost or
 // released, no later than the end of the trust window. Its cause
-// (context.Cause) is a *LostError. It carries the token and owner for
-// fence.FromContext, and the values of the context passed to Acquire.
+// (context.Cause) is a *LostError. It carries Holder() for
+// fence.HolderFromContext, and the values of the context passed to Acquire.
 func (l *Lease) Context() context.Context {
 	if l == nil {
 		return canceledContext()
@@ -131,7 +142,7 @@ func (l *Lease) Context() context.Context {
 			base = context.WithoutCancel(base)
 		}
 		ctx, cancel := context.WithCancelCause(base)
-		l.ctx, l.cancel = fence.WithToken(ctx, l.token, l.owner), cancel
+		l.ctx, l.cancel = fence.WithHolder(ctx, l.Holder()), cancel
 		if l.ended {
 			cancel(&l.lost)
 		}

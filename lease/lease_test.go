@@ -233,10 +233,10 @@ func TestReleaseCancelsContextFirstAndIsIdempotent(t *testing.T) {
 		l, err := s.client.TryAcquire(ctx, "rel", time.Minute)
 		require.NoError(t, err)
 		require.NoError(t, l.Err())
-		tok, owner, ok := fence.FromContext(l.Context())
+		h, ok := fence.HolderFromContext(l.Context())
 		require.True(t, ok)
-		require.Equal(t, l.Token(), tok)
-		require.Equal(t, l.Owner(), owner)
+		require.Equal(t, fence.Holder{Scope: "rel", Token: l.Token(), Owner: l.Owner()}, h)
+		require.Equal(t, h, l.Holder())
 
 		require.NoError(t, l.Release(ctx))
 		require.NoError(t, l.Release(ctx), "second Release returns the first result")

@@ -399,7 +399,7 @@ func (s *Scheduler) run(l *lease.Lease, u *unit, fen Fence, f cron.Fire, n, left
 	slot := Slot{Job: job.Name, At: f.At, Partition: u.partition}
 	run := Run{
 		Slot: slot, Local: f.Local, Zone: job.schedule.Zone().String(), BusinessDate: f.BusinessDate, Rule: f.Rule,
-		Attempt: n, Token: fen.Token, Owner: fen.Owner, IdempotencyKey: slot.Key(),
+		Attempt: n, Token: fen.Token, Owner: fen.Owner, Scope: l.Name(), IdempotencyKey: slot.Key(),
 	}
 	lag := time.Since(f.At)
 	s.obs.RunStarted(job.Name, lag)

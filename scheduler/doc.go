@@ -76,8 +76,10 @@
 //
 // The job function gets the lease's context: it ends when the lease is
 // lost, Job.Timeout passes, or Stop's grace period ends, and carries the
-// token and owner (fence.FromContext). Run.Token and Run.Owner are the same
-// values.
+// lease's holder (fence.HolderFromContext): Run.Holder() is the same value,
+// whose Scope (Run.Scope) is the lease name, "<job>|<partition>" for a
+// partition. Sinks keep their fence per (resource, scope), so partitions of
+// one job writing one resource never refuse each other's tokens.
 //
 // # Ledger and fencing
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -41,8 +42,12 @@ type HandlerConfig struct {
 // are JSON; errors of the routes below are application/problem+json
 // (RFC 9457) with status 400 (bad input, not a slot), 403 (refused by the
 // Authorizer), 404 (unknown job or partition), 409 (slot running), 413
-// (body over MaxBodyBytes) or 500. An unknown path or method gets
-// net/http's plain 404 or 405.
+// (body over MaxBodyBytes) or 500. The body of a 403 does not carry the
+// Authorizer's error, nor a 500 the internal (Redis, Postgres) error: both
+// go to Config.Logger instead (admin_request_forbidden at Warn,
+// admin_request_failed at Error, with action, job and error), so a client
+// learns nothing about the authorizer's reasoning or the backends. An
+// unknown path or method gets net/http's plain 404 or 405.
 //
 //	GET  /jobs
 //	GET  /jobs/{job}/runs?partition=&from=RFC3339&to=RFC3339&limit=N
@@ -88,12 +93,21 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 			return
 		}
 		if err := h.cfg.Authorizer(r, action, job); err != nil {
-			writeProblem(w, http.StatusForbidden, err.Error())
+			h.s.log.LogAttrs(r.Context(), slog.LevelWarn, "admin_request_forbidden",
+				slog.String("action", string(action)), slog.String("job", job), slog.Any("error", err))
+			writeProblem(w, http.StatusForbidden, "refused by the authorizer")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
 		if err := next(w, r); err != nil {
-			writeProblem(w, statusOf(err), err.Error())
+			status := statusOf(err)
+			if status == http.StatusInternalServerError {
+				h.s.log.LogAttrs(r.Context(), slog.LevelError, "admin_request_failed",
+					slog.String("action", string(action)), slog.String("job", job), slog.Any("error", err))
+				writeProblem(w, status, "internal error; see the server log")
+				return
+			}
+			writeProblem(w, status, err.Error())
 		}
 	}
 }

@@ -1,15 +1,18 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
@@ -111,7 +114,7 @@ func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, rec.Code)
 	var problem map[string]any
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &problem))
-	require.Equal(t, "who are you", problem["detail"])
+	require.Equal(t, "refused by the authorizer", problem["detail"], "the authorizer's reason is not sent")
 
 	req := httptest.NewRequest("GET", "/jobs", nil)
 	req.Header.Set("Authorization", "Bearer ops")
@@ -123,4 +126,47 @@ func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
 	require.Len(t, jobs, 1)
 	require.Equal(t, []string{"eu", "us"}, jobs[0].Partitions)
 	require.Equal(t, []string{"pause:settle", "list:"}, got)
+}
+
+// Neither a 403 nor a 500 tells the client more than its status: the
+// Authorizer's error and the backend's error text go to the log.
+func TestAdminHandlerKeepsInternalErrorsInTheLog(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	leases, err := lease.New(redistest.Mini(t), lease.Options{})
+	require.NoError(t, err)
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = down.Close() })
+	ledger, err := NewRedisLedger(down, "")
+	require.NoError(t, err)
+	s, err := New(Config{Leases: leases, Ledger: ledger, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	require.NoError(t, err)
+	require.NoError(t, s.Register(Job{Name: "settle", Spec: "0 2 * * *", Run: func(context.Context, Run) error { return nil }}))
+	h := s.Handler(HandlerConfig{Authorizer: func(r *http.Request, _ Action, _ string) error {
+		if r.Header.Get("Authorization") == "" {
+			return errors.New("token sig mismatch for kid=prod-7")
+		}
+		return nil
+	}})
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/pause", nil))
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.NotContains(t, rec.Body.String(), "kid=prod-7")
+
+	req := httptest.NewRequest("GET", "/jobs/settle/runs", nil)
+	req.Header.Set("Authorization", "Bearer ops")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
+	var problem map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &problem))
+	require.Equal(t, "internal error; see the server log", problem["detail"])
+	require.NotContains(t, rec.Body.String(), "127.0.0.1:1")
+	require.NotContains(t, rec.Body.String(), "refused")
+
+	require.Contains(t, logs.String(), `"msg":"admin_request_forbidden"`)
+	require.Contains(t, logs.String(), "kid=prod-7")
+	require.Contains(t, logs.String(), `"msg":"admin_request_failed"`)
+	require.Contains(t, logs.String(), "127.0.0.1:1")
 }

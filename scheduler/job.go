@@ -57,7 +57,7 @@ var (
 
 // JobFunc does the work of one slot. ctx ends when the job's lease is lost,
 // Job.Timeout passes, or the scheduler shuts down past its grace period; it
-// carries the run's fencing token (fence.FromContext). Return an error to
+// carries the run's holder (fence.HolderFromContext, equal to run.Holder()). Return an error to
 // record the attempt as failed: it is retried with backoff until
 // Job.MaxAttempts, unless the error is Permanent.
 type JobFunc func(ctx context.Context, run Run) error
@@ -274,11 +274,24 @@ type Run struct {
 	// Attempt counts from 1.
 	Attempt int
 	// Token and Owner are the job lease's (under OverlapAllow the slot
-	// lease's); present them to every sink.
+	// lease's); present them to every sink as Holder().
 	Token fence.Token
 	Owner string
+	// Scope is the name of the lease Token was issued for: the (job,
+	// partition) lease ("<job>" or "<job>|<partition>"), under
+	// OverlapAllow the slot lease ("...@<unix>"). Sinks keep their fence
+	// per (resource, scope), so the partitions of a job writing one
+	// resource never refuse each other (see package fence).
+	Scope string
 	// IdempotencyKey is Slot.Key(): the same for every attempt.
 	IdempotencyKey string
+}
+
+// Holder returns the run's fence.Holder (Scope, Token, Owner): what to
+// present to every sink. The job's ctx carries it as well
+// (fence.HolderFromContext).
+func (r Run) Holder() fence.Holder {
+	return fence.Holder{Scope: r.Scope, Token: r.Token, Owner: r.Owner}
 }
 
 // permanentError marks an error that no retry can fix.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -240,6 +241,7 @@ func TestOverlapAllowRunsOverlappingSlotsOnceEach(t *testing.T) {
 		tokens := map[fence.Token]bool{}
 		for _, r := range runs {
 			require.Equal(t, 1, r.Attempt)
+			require.Equal(t, "fanout@"+strconv.FormatInt(r.At.Unix(), 10), r.Scope, "the token's scope is the slot lease")
 			tokens[r.Token] = true
 		}
 		require.Len(t, tokens, 3, "a lease, and so a token, per slot")

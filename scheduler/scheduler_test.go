@@ -579,8 +579,7 @@ func TestRunCarriesSlotTokenAndIdempotencyKey(t *testing.T) {
 		at := past(1, 0)[0]
 		type seen struct {
 			run       Run
-			ctxToken  fence.Token
-			ctxOwner  string
+			ctxHolder fence.Holder
 			ctxHasTok bool
 		}
 		got := make(chan seen, 1)
@@ -588,8 +587,8 @@ func TestRunCarriesSlotTokenAndIdempotencyKey(t *testing.T) {
 		require.NoError(t, sched.Register(Job{
 			Name: "fields", Spec: everySecond, Zone: zone, StartAt: at, EndAt: at.Add(time.Second),
 			Run: func(ctx context.Context, run Run) error {
-				tok, owner, ok := fence.FromContext(ctx)
-				got <- seen{run: run, ctxToken: tok, ctxOwner: owner, ctxHasTok: ok}
+				h, ok := fence.HolderFromContext(ctx)
+				got <- seen{run: run, ctxHolder: h, ctxHasTok: ok}
 				return nil
 			},
 		}))
@@ -623,9 +622,10 @@ func TestRunCarriesSlotTokenAndIdempotencyKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, fence.Token(issued), r.Token, "the lease's token")
 		require.Len(t, r.Owner, 32)
+		require.Equal(t, "fields", r.Scope, "the (job, partition) lease name")
 		require.True(t, g.ctxHasTok)
-		require.Equal(t, r.Token, g.ctxToken)
-		require.Equal(t, r.Owner, g.ctxOwner)
+		require.Equal(t, fence.Holder{Scope: "fields", Token: r.Token, Owner: r.Owner}, r.Holder())
+		require.Equal(t, r.Holder(), g.ctxHolder, "the job's ctx carries the run's holder")
 		a, ok := s.record(t, "fields", "", r.At).Latest()
 		require.True(t, ok)
 		require.Equal(t, r.Token, a.Token)

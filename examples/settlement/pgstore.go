@@ -58,10 +58,11 @@ func (p *pgStore) dropSchema(ctx context.Context) error {
 	return err
 }
 
-func (p *pgStore) Write(ctx context.Context, slot time.Time, replica string, token fence.Token, owner string) error {
+func (p *pgStore) Write(ctx context.Context, slot time.Time, replica string, h fence.Holder) error {
+	token := h.Token
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if !p.unfenced {
-			if err := p.guard.Check(ctx, tx, resource, token, owner); err != nil {
+			if err := p.guard.Check(ctx, tx, resource, h); err != nil {
 				return err
 			}
 		}

@@ -112,7 +112,7 @@ func runReplica(cfg replicaConfig) error {
 			<-time.After(cfg.Work)
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			err := sink.Write(wctx, run.At, cfg.ID, run.Token, run.Owner)
+			err := sink.Write(wctx, run.At, cfg.ID, run.Holder())
 			result := "accepted"
 			switch {
 			case errors.Is(err, fence.ErrStaleToken):

@@ -33,9 +33,10 @@ type report struct {
 }
 
 // store is where settlements land. Write is fenced: it returns a
-// *fence.StaleTokenError, and records the refusal, when token is stale.
+// *fence.StaleTokenError, and records the refusal, when h's token is stale
+// for its scope (the job's lease).
 type store interface {
-	Write(ctx context.Context, slot time.Time, replica string, token fence.Token, owner string) error
+	Write(ctx context.Context, slot time.Time, replica string, h fence.Holder) error
 	Report(ctx context.Context) (report, error)
 	// MaxToken is the highest token among accepted rows.
 	MaxToken(ctx context.Context) (fence.Token, error)
@@ -54,11 +55,13 @@ type memStore struct {
 	maxToken fence.Token
 }
 
-func (m *memStore) Write(_ context.Context, slot time.Time, replica string, token fence.Token, owner string) error {
+func (m *memStore) Write(_ context.Context, slot time.Time, replica string, h fence.Holder) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	token, owner := h.Token, h.Owner
 	if !m.unfenced {
-		if err := fence.Check(resource, m.current, m.owner, token, owner); err != nil {
+		// One fence: the demo has one job, so one lease and one scope.
+		if err := h.Check(resource, m.current, m.owner); err != nil {
 			m.rep.Rejections = append(m.rep.Rejections, row{Slot: slot, Replica: replica, Token: token, Current: m.current})
 			return err
 		}
@@ -90,6 +93,7 @@ type writeRequest struct {
 	Replica string      `json:"replica"`
 	Token   fence.Token `json:"token"`
 	Owner   string      `json:"owner"`
+	Scope   string      `json:"scope"`
 }
 
 // handler serves a memStore to the replicas: POST /write answers 204, or
@@ -102,7 +106,7 @@ func (m *memStore) handler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		err := m.Write(r.Context(), req.Slot, req.Replica, req.Token, req.Owner)
+		err := m.Write(r.Context(), req.Slot, req.Replica, fence.Holder{Scope: req.Scope, Token: req.Token, Owner: req.Owner})
 		var stale *fence.StaleTokenError
 		switch {
 		case errors.As(err, &stale):
@@ -124,8 +128,8 @@ type httpStore struct {
 	client *http.Client
 }
 
-func (h *httpStore) Write(ctx context.Context, slot time.Time, replica string, token fence.Token, owner string) error {
-	body, err := json.Marshal(writeRequest{Slot: slot, Replica: replica, Token: token, Owner: owner})
+func (h *httpStore) Write(ctx context.Context, slot time.Time, replica string, holder fence.Holder) error {
+	body, err := json.Marshal(writeRequest{Slot: slot, Replica: replica, Token: holder.Token, Owner: holder.Owner, Scope: holder.Scope})
 	if err != nil {
 		return err
 	}

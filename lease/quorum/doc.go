@@ -14,7 +14,7 @@
 //	client, err := lease.NewWithBackend(backend, lease.Options{})
 //	l, err := client.Acquire(ctx, "daily-settlement", 30*time.Second)
 //	...
-//	guard.Check(ctx, tx, "settlement:2026-03-08", l.Token(), l.Owner())
+//	guard.Check(ctx, tx, "settlement:2026-03-08", l.Holder())
 //
 // The masters must be independent (not replicas of one another, not
 // nodes of one Cluster): an odd number, at least 3; 3 or 5 is usual. A

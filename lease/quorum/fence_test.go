@@ -55,7 +55,7 @@ func newSink(t *testing.T) *sink {
 func (s *sink) write(ctx context.Context, l *lease.Lease, resource string, guarded bool) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if guarded {
-			if err := s.guard.Check(ctx, tx, resource, l.Token(), l.Owner()); err != nil {
+			if err := s.guard.Check(ctx, tx, resource, l.Holder()); err != nil {
 				return err
 			}
 		}

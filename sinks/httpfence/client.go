@@ -52,8 +52,10 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 //
 // Headers: Idempotency-Key from WithIdempotencyKey (as an RFC 8941
 // sf-string; a key already set on the request is kept when the context has
-// none), Fencing-Token and Fencing-Owner from fence.FromContext (the token in
-// decimal, the owner as an sf-string).
+// none), Fencing-Token, Fencing-Owner and Fencing-Scope from
+// fence.HolderFromContext (the token in decimal, the owner and the scope as
+// sf-strings; no Fencing-Scope for scope "", which the middleware reads as
+// ""). A lease's or a scheduler run's context carries its holder already.
 //
 // Retries: a network error, 409, 429 or 5xx is retried up to MaxAttempts
 // attempts in all, with the same key and headers, when the request can be
@@ -128,8 +130,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				if stale.Resource == "" {
 					stale.Resource = r.URL.String()
 				}
-				if stale.Presented == fence.None {
-					stale.Presented, _, _ = fence.FromContext(ctx)
+				if h, ok := fence.HolderFromContext(ctx); ok && stale.Presented == fence.None {
+					stale.Presented, stale.Scope = h.Token, h.Scope
 				}
 				return nil, stale
 			}
@@ -171,12 +173,20 @@ func setHeaders(ctx context.Context, h http.Header) error {
 		}
 		h.Set(KeyHeader, v)
 	}
-	if tok, owner, ok := fence.FromContext(ctx); ok {
-		if err := checkValue(owner); err != nil {
+	if holder, ok := fence.HolderFromContext(ctx); ok {
+		if err := checkValue(holder.Owner); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOwner, err)
 		}
-		h.Set(TokenHeader, fence.FormatHeader(tok))
-		h.Set(OwnerHeader, quote(owner))
+		h.Set(TokenHeader, fence.FormatHeader(holder.Token))
+		h.Set(OwnerHeader, quote(holder.Owner))
+		h.Del(ScopeHeader)
+		if holder.Scope != "" {
+			v, err := FormatScope(holder.Scope)
+			if err != nil {
+				return err
+			}
+			h.Set(ScopeHeader, v)
+		}
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func newClient(srv *httptest.Server, tr *httpfence.Transport) (*http.Client, *sl
 }
 
 func fencedContext(key string, token fence.Token, owner string) context.Context {
-	return httpfence.WithIdempotencyKey(fence.WithToken(context.Background(), token, owner), key)
+	return httpfence.WithIdempotencyKey(fence.WithHolder(context.Background(), fence.Holder{Token: token, Owner: owner}), key)
 }
 
 func TestTransportSendsKeyAndFencingHeaders(t *testing.T) {
@@ -110,6 +110,39 @@ func TestTransportSendsKeyAndFencingHeaders(t *testing.T) {
 
 	require.Equal(t, []hit{{http.MethodPost, `"settle:\"eu\"\\x"`, "1780000000000042", `"replica-a:9f3c"`, []byte("{}")}}, s.requests())
 	require.Empty(t, req.Header, "the caller's request is not modified")
+}
+
+// The holder's scope travels in Fencing-Scope as an sf-string; scope ""
+// sends none (the middleware reads a missing header as ""), and a scope an
+// sf-string cannot carry fails before anything is sent.
+func TestTransportSendsTheScope(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var scopes [][]string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		scopes = append(scopes, r.Header.Values("Fencing-Scope"))
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &httpfence.Transport{}}
+	for _, scope := range []string{`settle|tenant-a@1780000000`, `a"b\c`, ""} {
+		ctx := fence.WithHolder(context.Background(), fence.Holder{Scope: scope, Token: 7, Owner: "o"})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("Fencing-Scope", `"spoofed"`)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+	}
+	require.Equal(t, [][]string{{`"settle|tenant-a@1780000000"`}, {`"a\"b\\c"`}, nil}, scopes)
+
+	ctx := fence.WithHolder(context.Background(), fence.Holder{Scope: "tâche", Token: 7, Owner: "o"})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, nil)
+	require.NoError(t, err)
+	_, err = client.Do(req)
+	require.ErrorIs(t, err, httpfence.ErrInvalidScope)
+	require.Len(t, scopes, 3, "nothing was sent")
 }
 
 func TestTransportKeepsAKeyAlreadyOnTheRequest(t *testing.T) {
@@ -133,7 +166,7 @@ func TestTransportRefusesKeysAnSfStringCannotCarry(t *testing.T) {
 	for _, ctx := range []context.Context{
 		httpfence.WithIdempotencyKey(context.Background(), "café"),
 		httpfence.WithIdempotencyKey(context.Background(), ""),
-		fence.WithToken(context.Background(), 1, "owner\n"),
+		fence.WithHolder(context.Background(), fence.Holder{Token: 1, Owner: "owner\n"}),
 	} {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.srv.URL, strings.NewReader("x"))
 		require.NoError(t, err)

@@ -282,7 +282,7 @@ func exerciseFence(t *testing.T, newFence func(t *testing.T) httpfence.FenceStor
 			{1<<62 - 1, "b", 1 << 62},
 		}
 		for i, s := range steps {
-			err := f.Accept(ctx, "res", s.token, s.owner)
+			err := f.Accept(ctx, "res", fence.Holder{Token: s.token, Owner: s.owner})
 			if s.current == 0 {
 				require.NoError(t, err, "step %d", i)
 				continue
@@ -297,28 +297,45 @@ func exerciseFence(t *testing.T, newFence func(t *testing.T) httpfence.FenceStor
 	t.Run("TokenZeroIsNeverAccepted", func(t *testing.T) {
 		t.Parallel()
 		f := newFence(t)
-		require.ErrorIs(t, f.Accept(ctx, "res", fence.None, "a"), fence.ErrNoToken)
-		require.NoError(t, f.Accept(ctx, "res", 1, "a"), "the refused zero left nothing behind")
+		require.ErrorIs(t, f.Accept(ctx, "res", fence.Holder{Token: fence.None, Owner: "a"}), fence.ErrNoToken)
+		require.NoError(t, f.Accept(ctx, "res", fence.Holder{Token: 1, Owner: "a"}), "the refused zero left nothing behind")
 	})
 
 	t.Run("ResourcesAreIndependent", func(t *testing.T) {
 		t.Parallel()
 		f := newFence(t)
 		for _, r := range []string{"/a", "/A", "/{a}", "/a/", "ресурс"} {
-			require.NoError(t, f.Accept(ctx, r, 10, "a"), r)
+			require.NoError(t, f.Accept(ctx, r, fence.Holder{Token: 10, Owner: "a"}), r)
 		}
-		require.ErrorIs(t, f.Accept(ctx, "/a", 9, "a"), fence.ErrStaleToken)
-		require.NoError(t, f.Accept(ctx, "/b", 9, "a"))
+		require.ErrorIs(t, f.Accept(ctx, "/a", fence.Holder{Token: 9, Owner: "a"}), fence.ErrStaleToken)
+		require.NoError(t, f.Accept(ctx, "/b", fence.Holder{Token: 9, Owner: "a"}))
+	})
+
+	t.Run("ScopesAreIndependent", func(t *testing.T) {
+		t.Parallel()
+		f := newFence(t)
+		a := fence.Holder{Scope: "settle|tenant-a", Token: 900, Owner: "r1"}
+		b := fence.Holder{Scope: "settle|tenant-b", Token: 100, Owner: "r2"}
+		require.NoError(t, f.Accept(ctx, "/v1/charges", a))
+		require.NoError(t, f.Accept(ctx, "/v1/charges", b), "a smaller token of another lease is not stale")
+		require.NoError(t, f.Accept(ctx, "/v1/charges", fence.Holder{Token: 1, Owner: "r3"}), "scope \"\" is a scope of its own")
+		// Scope and resource do not run into each other.
+		require.NoError(t, f.Accept(ctx, "b:/v1/charges", fence.Holder{Scope: "settle|tenant-", Token: 1, Owner: "r4"}))
+		err := f.Accept(ctx, "/v1/charges", fence.Holder{Scope: "settle|tenant-a", Token: 800, Owner: "r5"})
+		var stale *fence.StaleTokenError
+		require.ErrorAs(t, err, &stale)
+		require.Equal(t, fence.StaleTokenError{Resource: "/v1/charges", Scope: "settle|tenant-a", Presented: 800, Current: 900}, *stale)
+		require.NoError(t, f.Accept(ctx, "/v1/charges", fence.Holder{Scope: "settle|tenant-b", Token: 101, Owner: "r6"}))
 	})
 
 	t.Run("DigitCountDecidesBeforeDigits", func(t *testing.T) {
 		t.Parallel()
 		f := newFence(t) // "10" > "9" although '1' < '9'
-		require.NoError(t, f.Accept(ctx, "res", 9, "a"))
-		require.NoError(t, f.Accept(ctx, "res", 10, "b"))
-		require.ErrorIs(t, f.Accept(ctx, "res", 9, "a"), fence.ErrStaleToken)
-		require.NoError(t, f.Accept(ctx, "res", 99, "c"))
-		require.ErrorIs(t, f.Accept(ctx, "res", 98, "c"), fence.ErrStaleToken)
+		require.NoError(t, f.Accept(ctx, "res", fence.Holder{Token: 9, Owner: "a"}))
+		require.NoError(t, f.Accept(ctx, "res", fence.Holder{Token: 10, Owner: "b"}))
+		require.ErrorIs(t, f.Accept(ctx, "res", fence.Holder{Token: 9, Owner: "a"}), fence.ErrStaleToken)
+		require.NoError(t, f.Accept(ctx, "res", fence.Holder{Token: 99, Owner: "c"}))
+		require.ErrorIs(t, f.Accept(ctx, "res", fence.Holder{Token: 98, Owner: "c"}), fence.ErrStaleToken)
 	})
 
 	t.Run("ConcurrentWritersEndAtTheMaximum", func(t *testing.T) {
@@ -335,7 +352,7 @@ func exerciseFence(t *testing.T, newFence func(t *testing.T) httpfence.FenceStor
 			wg.Go(func() {
 				<-start
 				tok := fence.Token(1000 + i)
-				err := f.Accept(ctx, "res", tok, "owner")
+				err := f.Accept(ctx, "res", fence.Holder{Token: tok, Owner: "owner"})
 				if err == nil {
 					mu.Lock()
 					accepted = append(accepted, tok)
@@ -348,7 +365,7 @@ func exerciseFence(t *testing.T, newFence func(t *testing.T) httpfence.FenceStor
 		close(start)
 		wg.Wait()
 		require.Contains(t, accepted, fence.Token(1000+n-1), "nothing beats the largest token")
-		err := f.Accept(ctx, "res", 1000+n-2, "owner")
+		err := f.Accept(ctx, "res", fence.Holder{Token: 1000 + n - 2, Owner: "owner"})
 		var stale *fence.StaleTokenError
 		require.ErrorAs(t, err, &stale)
 		require.Equal(t, fence.Token(1000+n-1), stale.Current)

@@ -15,10 +15,11 @@
 //	Idempotency-Key: "settle:2026-03-08T02:00:00Z:eu"   (RFC 8941 sf-string)
 //	Fencing-Token:   1780000000000042                   (decimal uint64)
 //	Fencing-Owner:   "9f3c2e..."                         (sf-string)
+//	Fencing-Scope:   "settle|eu"                         (sf-string; absent for scope "")
 //
 // taken from the request's context: WithIdempotencyKey for the key (the
-// scheduler's Run.IdempotencyKey), fence.WithToken for the token and owner
-// (Run.Token, Run.Owner). The Idempotency-Key header follows
+// scheduler's Run.IdempotencyKey), fence.WithHolder for the token, owner and
+// scope (Run.Holder(); a lease's or a run's context carries it already). The Idempotency-Key header follows
 // draft-ietf-httpapi-idempotency-key-header (IETF HTTPAPI working group):
 // an Item Structured Header Field whose value is a String; parameters are
 // refused.
@@ -35,19 +36,24 @@
 //
 //	400 missing-idempotency-key   no Idempotency-Key
 //	400 invalid-idempotency-key   not one valid sf-string of 1-255 printable ASCII bytes
-//	400 invalid-fencing-token     malformed Fencing-Token or Fencing-Owner, token 0,
-//	                              or none while a Fence store is configured
+//	400 invalid-fencing-token     malformed Fencing-Token, Fencing-Owner or
+//	                              Fencing-Scope, token 0, or no token while a
+//	                              Fence store is configured
+//	400 implausible-fencing-token token more than MaxTokenAhead (default 24 h)
+//	                              ahead of the server clock in µs
 //	413 request-too-large         body above MaxBodyBytes (default 1 MiB)
 //	422 idempotency-key-reused    key live with another fingerprint (in flight or completed)
 //	409 request-in-flight         key in flight with this fingerprint (Retry-After: 1)
 //	(stored status)               key completed: the stored status, header fields and
 //	                              body bytes, without running the handler; a replay
-//	                              wins over the fence check
+//	                              wins over the fence check, but raises the fence
+//	                              with its token first (see Fencing)
 //	412 stale-fencing-token       new key, Fence refuses the token (members resource,
-//	                              currentToken, presentedToken); the key is released
+//	                              scope, currentToken, presentedToken); the key is
+//	                              released
 //	503 store-unavailable         a store call failed; the key is released
-//	(handler's)                   otherwise: the handler runs once, with the token and
-//	                              owner in its context (fence.FromContext)
+//	(handler's)                   otherwise: the handler runs once, with the holder
+//	                              in its context (fence.HolderFromContext)
 //
 // Problems are RFC 9457 application/problem+json documents whose type is
 // MiddlewareConfig.ProblemBase (default "https://holdfast.dev/problems/")
@@ -69,14 +75,37 @@
 // Postgres through sinks/pgfence). The Transport turns the resulting 412
 // into a *fence.StaleTokenError.
 //
+// The fence is kept per (Resource(r), scope), scope being Fencing-Scope (""
+// when the header is absent), and per Identity(r) when Identity is set. A
+// token is only ever compared with tokens of the same lease: the partitions
+// of a scheduler job calling one endpoint (scopes "job|tenant-a",
+// "job|tenant-b", ...) never refuse each other, and a stale holder of one
+// partition is still refused. Clients that want several leases fenced
+// against each other send one shared scope on purpose.
+//
+// A replay of a completed key is answered before the fence check, but its
+// token still raises the fence (a refusal of the raise is ignored: the
+// fence is already past it). Otherwise a newer holder (token 8) retrying a
+// completed key would leave the fence at the older token (7), and the older
+// holder's next request with a new key would be admitted: a second effect.
+//
+// Identity and ceiling: with MiddlewareConfig.Identity set, keys and fences
+// are per identity, so no client can fence a resource for another. Lease
+// tokens carry a time floor (max(counter+1, Redis TIME in µs), package
+// lease), so a token far ahead of the server's clock is refused (400
+// implausible-fencing-token) rather than letting one request with
+// Fencing-Token: 18446744073709551615 fence a resource for ever; set
+// MaxTokenAhead to -1 for tokens that are plain counters.
+//
 // # Guarantees
 //
 //   - While a key's record lives (LockTTL while in flight, TTL once
 //     completed), the handler runs at most once for it per identity, and
 //     every retry gets the 409, 422 or the byte-identical stored response.
-//   - The middleware admits, per resource, tokens in non-decreasing order
-//     under the acceptance rule: a request whose token was stale when it
-//     arrived never reaches the handler.
+//   - The middleware admits, per (resource, scope[, identity]), tokens in
+//     non-decreasing order under the acceptance rule: a request whose token
+//     was stale when it arrived never reaches the handler, and a replay
+//     raises the fence like an admission.
 //   - The Transport never sends a non-idempotent request (POST, PATCH, ...)
 //     without a key twice, always resends with the same key, and never
 //     resends a body it cannot rewind.

@@ -72,9 +72,11 @@ func ExampleTransport() {
 	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 
 	settle := func(key string, token fence.Token, owner string) error {
-		// In a job: fence.WithToken(ctx, run.Token, run.Owner) and
+		// In a job, the run's ctx carries run.Holder() already (Scope: the
+		// lease name, sent as Fencing-Scope); add
 		// httpfence.WithIdempotencyKey(ctx, run.IdempotencyKey).
-		ctx := httpfence.WithIdempotencyKey(fence.WithToken(context.Background(), token, owner), key)
+		h := fence.Holder{Scope: "settle", Token: token, Owner: owner}
+		ctx := httpfence.WithIdempotencyKey(fence.WithHolder(context.Background(), h), key)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/settlements/2026-03-08", strings.NewReader("{}"))
 		if err != nil {
 			return err

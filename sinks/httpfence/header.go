@@ -13,12 +13,20 @@ import (
 // draft-ietf-httpapi-idempotency-key-header; Fencing-Token is
 // fence.HeaderName; Fencing-Owner carries the owner that presents the token
 // so that the server can apply the equal-token-same-owner half of the
-// acceptance rule.
+// acceptance rule; Fencing-Scope carries the token's scope (the lease name
+// it was issued for, fence.Holder.Scope) as an RFC 8941 sf-string, so that
+// the server compares the token only with tokens of the same lease. A
+// request with a token and no Fencing-Scope has scope "".
 const (
 	KeyHeader   = "Idempotency-Key"
 	TokenHeader = fence.HeaderName
 	OwnerHeader = "Fencing-Owner"
+	ScopeHeader = "Fencing-Scope"
 )
+
+// MaxScopeLen is the longest Fencing-Scope accepted, in bytes of the
+// unquoted value: lease.MaxNameLen, the longest lease name.
+const MaxScopeLen = 256
 
 // MaxKeyLen is the longest idempotency key (and owner) accepted, in bytes of
 // the unquoted value. The draft recommends a UUID (36 bytes); the scheduler's
@@ -34,6 +42,13 @@ var ErrInvalidKey = errors.New("httpfence: invalid idempotency key")
 // while a token is present, or not a valid sf-string of 1 to MaxKeyLen
 // printable ASCII characters.
 var ErrInvalidOwner = errors.New("httpfence: invalid fencing owner")
+
+// ErrInvalidScope matches every error about a Fencing-Scope value: sent
+// without a token, repeated, or not a valid sf-string of 0 to MaxScopeLen
+// printable ASCII characters. A holder whose Scope an sf-string cannot
+// carry (a lease name outside printable ASCII) makes Transport.RoundTrip
+// fail with it.
+var ErrInvalidScope = errors.New("httpfence: invalid fencing scope")
 
 // FormatKey returns key as an RFC 8941 sf-string (§4.1.6): in double quotes,
 // with '\' and '"' escaped by a backslash. key must be 1 to MaxKeyLen bytes
@@ -51,41 +66,73 @@ func FormatKey(key string) (string, error) {
 // Parameters are refused (the draft defines none), as are empty keys and
 // keys longer than MaxKeyLen. Errors match ErrInvalidKey.
 func ParseKey(v string) (string, error) {
-	s, err := parseString(v)
+	s, err := parseString(v, MaxKeyLen)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	return s, nil
 }
 
-// ParseFencing reads the Fencing-Token and Fencing-Owner headers of h.
-// present is false when neither is sent. It returns an error matching
+// ParseFencing reads the Fencing-Token, Fencing-Owner and Fencing-Scope
+// headers of h into a holder. present is false when none is sent. A token
+// without Fencing-Scope has scope "". It returns an error matching
 // fence.ErrInvalidToken for a token that is not canonical decimal, or is
 // repeated; ErrInvalidOwner for an owner that is missing next to a token, is
-// not a valid sf-string, or is repeated, or that comes without a token.
-// A present token of "0" parses to fence.None; whether None is accepted is
-// the sink's rule (it never is).
-func ParseFencing(h http.Header) (t fence.Token, owner string, present bool, err error) {
-	tokens, owners := h.Values(TokenHeader), h.Values(OwnerHeader)
+// not a valid sf-string, or is repeated, or that comes without a token;
+// ErrInvalidScope for a scope that is not a valid sf-string, is repeated,
+// or comes without a token. A present token of "0" parses to fence.None;
+// whether None is accepted is the sink's rule (it never is).
+func ParseFencing(h http.Header) (holder fence.Holder, present bool, err error) {
+	tokens, owners, scopes := h.Values(TokenHeader), h.Values(OwnerHeader), h.Values(ScopeHeader)
 	switch {
-	case len(tokens) == 0 && len(owners) == 0:
-		return fence.None, "", false, nil
+	case len(tokens) == 0 && len(owners) == 0 && len(scopes) == 0:
+		return fence.Holder{}, false, nil
 	case len(tokens) > 1:
-		return fence.None, "", false, fmt.Errorf("%w: %d %s fields", fence.ErrInvalidToken, len(tokens), TokenHeader)
+		return fence.Holder{}, false, fmt.Errorf("%w: %d %s fields", fence.ErrInvalidToken, len(tokens), TokenHeader)
+	case len(tokens) == 0 && len(owners) > 0:
+		return fence.Holder{}, false, fmt.Errorf("%w: %s without %s", ErrInvalidOwner, OwnerHeader, TokenHeader)
 	case len(tokens) == 0:
-		return fence.None, "", false, fmt.Errorf("%w: %s without %s", ErrInvalidOwner, OwnerHeader, TokenHeader)
+		return fence.Holder{}, false, fmt.Errorf("%w: %s without %s", ErrInvalidScope, ScopeHeader, TokenHeader)
 	case len(owners) != 1:
-		return fence.None, "", false, fmt.Errorf("%w: want one %s field, got %d", ErrInvalidOwner, OwnerHeader, len(owners))
+		return fence.Holder{}, false, fmt.Errorf("%w: want one %s field, got %d", ErrInvalidOwner, OwnerHeader, len(owners))
+	case len(scopes) > 1:
+		return fence.Holder{}, false, fmt.Errorf("%w: want at most one %s field, got %d", ErrInvalidScope, ScopeHeader, len(scopes))
 	}
-	t, err = fence.ParseToken(strings.Trim(tokens[0], " "))
+	t, err := fence.ParseToken(strings.Trim(tokens[0], " "))
 	if err != nil {
-		return fence.None, "", false, err
+		return fence.Holder{}, false, err
 	}
-	owner, err = parseString(owners[0])
+	owner, err := parseString(owners[0], MaxKeyLen)
 	if err != nil {
-		return fence.None, "", false, fmt.Errorf("%w: %w", ErrInvalidOwner, err)
+		return fence.Holder{}, false, fmt.Errorf("%w: %w", ErrInvalidOwner, err)
 	}
-	return t, owner, true, nil
+	var scope string
+	if len(scopes) == 1 {
+		if scope, err = parseScope(scopes[0]); err != nil {
+			return fence.Holder{}, false, fmt.Errorf("%w: %w", ErrInvalidScope, err)
+		}
+	}
+	return fence.Holder{Scope: scope, Token: t, Owner: owner}, true, nil
+}
+
+// FormatScope returns scope as an RFC 8941 sf-string for Fencing-Scope.
+// scope must be 0 to MaxScopeLen bytes of printable ASCII; otherwise
+// FormatScope returns an error matching ErrInvalidScope.
+func FormatScope(scope string) (string, error) {
+	if scope != "" {
+		if err := checkLen(scope, MaxScopeLen); err != nil {
+			return "", fmt.Errorf("%w: %w", ErrInvalidScope, err)
+		}
+	}
+	return quote(scope), nil
+}
+
+// parseScope parses a Fencing-Scope value: an sf-string, possibly empty.
+func parseScope(v string) (string, error) {
+	if strings.Trim(v, " ") == `""` {
+		return "", nil
+	}
+	return parseString(v, MaxScopeLen)
 }
 
 // quote writes s, already checked by checkValue, as an sf-string.
@@ -104,8 +151,9 @@ func quote(s string) string {
 }
 
 // parseString is RFC 8941 §4.2 (parsing a field as an Item) restricted to a
-// String bare item without parameters, plus the length rules of checkValue.
-func parseString(v string) (string, error) {
+// String bare item without parameters, plus the rules of checkLen: 1 to
+// limit bytes of printable ASCII.
+func parseString(v string, limit int) (string, error) {
 	v = strings.Trim(v, " ")
 	if len(v) == 0 || v[0] != '"' {
 		return "", errors.New("not an sf-string: want a double-quoted string")
@@ -132,7 +180,7 @@ func parseString(v string) (string, error) {
 				return "", fmt.Errorf("%d bytes after the closing quote", len(rest))
 			}
 			s := b.String()
-			if err := checkValue(s); err != nil {
+			if err := checkLen(s, limit); err != nil {
 				return "", err
 			}
 			return s, nil
@@ -141,8 +189,8 @@ func parseString(v string) (string, error) {
 		default:
 			b.WriteByte(c)
 		}
-		if b.Len() > MaxKeyLen {
-			return "", fmt.Errorf("longer than %d bytes", MaxKeyLen)
+		if b.Len() > limit {
+			return "", fmt.Errorf("longer than %d bytes", limit)
 		}
 	}
 	return "", errors.New("sf-string has no closing quote")
@@ -150,12 +198,16 @@ func parseString(v string) (string, error) {
 
 // checkValue reports why s cannot be a key or owner: empty, longer than
 // MaxKeyLen, or a byte outside printable ASCII.
-func checkValue(s string) error {
+func checkValue(s string) error { return checkLen(s, MaxKeyLen) }
+
+// checkLen reports why s cannot be an sf-string value of 1 to limit bytes:
+// empty, longer, or a byte outside printable ASCII.
+func checkLen(s string, limit int) error {
 	switch {
 	case s == "":
 		return errors.New("empty")
-	case len(s) > MaxKeyLen:
-		return fmt.Errorf("%d bytes, limit %d", len(s), MaxKeyLen)
+	case len(s) > limit:
+		return fmt.Errorf("%d bytes, limit %d", len(s), limit)
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x20 || s[i] > 0x7e {

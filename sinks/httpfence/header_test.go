@@ -68,25 +68,33 @@ func TestParseFencing(t *testing.T) {
 		header  http.Header
 		token   fence.Token
 		owner   string
+		scope   string
 		present bool
 		err     error
 	}{
-		{"none", http.Header{}, 0, "", false, nil},
-		{"token and owner", http.Header{"Fencing-Token": {"42"}, "Fencing-Owner": {`"replica-a"`}}, 42, "replica-a", true, nil},
-		{"zero parses", http.Header{"Fencing-Token": {"0"}, "Fencing-Owner": {`"a"`}}, 0, "a", true, nil},
-		{"spaces", http.Header{"Fencing-Token": {" 7 "}, "Fencing-Owner": {` "a" `}}, 7, "a", true, nil},
-		{"leading zero", http.Header{"Fencing-Token": {"042"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
-		{"negative", http.Header{"Fencing-Token": {"-1"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
-		{"overflow", http.Header{"Fencing-Token": {"18446744073709551616"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
-		{"two tokens", http.Header{"Fencing-Token": {"1", "2"}, "Fencing-Owner": {`"a"`}}, 0, "", false, fence.ErrInvalidToken},
-		{"token without owner", http.Header{"Fencing-Token": {"1"}}, 0, "", false, httpfence.ErrInvalidOwner},
-		{"owner without token", http.Header{"Fencing-Owner": {`"a"`}}, 0, "", false, httpfence.ErrInvalidOwner},
-		{"bare owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`a`}}, 0, "", false, httpfence.ErrInvalidOwner},
-		{"empty owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`""`}}, 0, "", false, httpfence.ErrInvalidOwner},
-		{"two owners", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`"a"`, `"b"`}}, 0, "", false, httpfence.ErrInvalidOwner},
+		{"none", http.Header{}, 0, "", "", false, nil},
+		{"token and owner", http.Header{"Fencing-Token": {"42"}, "Fencing-Owner": {`"replica-a"`}}, 42, "replica-a", "", true, nil},
+		{"zero parses", http.Header{"Fencing-Token": {"0"}, "Fencing-Owner": {`"a"`}}, 0, "a", "", true, nil},
+		{"spaces", http.Header{"Fencing-Token": {" 7 "}, "Fencing-Owner": {` "a" `}}, 7, "a", "", true, nil},
+		{"leading zero", http.Header{"Fencing-Token": {"042"}, "Fencing-Owner": {`"a"`}}, 0, "", "", false, fence.ErrInvalidToken},
+		{"negative", http.Header{"Fencing-Token": {"-1"}, "Fencing-Owner": {`"a"`}}, 0, "", "", false, fence.ErrInvalidToken},
+		{"overflow", http.Header{"Fencing-Token": {"18446744073709551616"}, "Fencing-Owner": {`"a"`}}, 0, "", "", false, fence.ErrInvalidToken},
+		{"two tokens", http.Header{"Fencing-Token": {"1", "2"}, "Fencing-Owner": {`"a"`}}, 0, "", "", false, fence.ErrInvalidToken},
+		{"token without owner", http.Header{"Fencing-Token": {"1"}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"owner without token", http.Header{"Fencing-Owner": {`"a"`}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"bare owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`a`}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"empty owner", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`""`}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"two owners", http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`"a"`, `"b"`}}, 0, "", "", false, httpfence.ErrInvalidOwner},
+		{"scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"settle|tenant-a"`}}, 5, "a", "settle|tenant-a", true, nil},
+		{"empty scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {` "" `}}, 5, "a", "", true, nil},
+		{"escaped scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"a\"b"`}}, 5, "a", `a"b`, true, nil},
+		{"bare scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`job`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"two scopes", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"x"`, `"y"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"scope without token", http.Header{"Fencing-Scope": {`"x"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"long scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"` + strings.Repeat("s", httpfence.MaxScopeLen+1) + `"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tok, owner, present, err := httpfence.ParseFencing(tc.header)
+			h, present, err := httpfence.ParseFencing(tc.header)
 			if tc.err != nil {
 				require.ErrorIs(t, err, tc.err)
 				require.False(t, present)
@@ -94,8 +102,7 @@ func TestParseFencing(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.present, present)
-			require.Equal(t, tc.token, tok)
-			require.Equal(t, tc.owner, owner)
+			require.Equal(t, fence.Holder{Scope: tc.scope, Token: tc.token, Owner: tc.owner}, h)
 		})
 	}
 }
@@ -138,13 +145,16 @@ func FuzzParseKey(f *testing.F) {
 }
 
 // FuzzParseFencing: a parsed token is canonical decimal (it formats back to
-// the trimmed header text) and a parsed owner is a valid key-like string;
-// errors are typed.
+// the trimmed header text), a parsed owner is a valid key-like string, a
+// parsed scope formats back to a value that parses to it; errors are typed.
 func FuzzParseFencing(f *testing.F) {
-	for _, s := range [][2]string{{"1", `"a"`}, {"0", `"a"`}, {"18446744073709551615", `"o\"w"`}, {"01", `"a"`}, {"1", "a"}, {"", ""}, {"-1", `""`}} {
-		f.Add(s[0], s[1])
+	for _, s := range [][3]string{
+		{"1", `"a"`, ""}, {"0", `"a"`, `"job|p"`}, {"18446744073709551615", `"o\"w"`, `""`}, {"01", `"a"`, ""},
+		{"1", "a", ""}, {"", "", `"x"`}, {"-1", `""`, ""}, {"1", `"a"`, `"a\\b"`}, {"1", `"a"`, "bare"},
+	} {
+		f.Add(s[0], s[1], s[2])
 	}
-	f.Fuzz(func(t *testing.T, token, owner string) {
+	f.Fuzz(func(t *testing.T, token, owner, scope string) {
 		h := http.Header{}
 		if token != "" {
 			h.Set("Fencing-Token", token)
@@ -152,24 +162,35 @@ func FuzzParseFencing(f *testing.F) {
 		if owner != "" {
 			h.Set("Fencing-Owner", owner)
 		}
-		tok, o, present, err := httpfence.ParseFencing(h)
+		if scope != "" {
+			h.Set("Fencing-Scope", scope)
+		}
+		holder, present, err := httpfence.ParseFencing(h)
 		if err != nil {
-			if !errors.Is(err, fence.ErrInvalidToken) && !errors.Is(err, httpfence.ErrInvalidOwner) {
-				t.Fatalf("ParseFencing(%q, %q): untyped error %v", token, owner, err)
+			if !errors.Is(err, fence.ErrInvalidToken) && !errors.Is(err, httpfence.ErrInvalidOwner) && !errors.Is(err, httpfence.ErrInvalidScope) {
+				t.Fatalf("ParseFencing(%q, %q, %q): untyped error %v", token, owner, scope, err)
 			}
 			return
 		}
 		if !present {
-			if token != "" || owner != "" {
-				t.Fatalf("ParseFencing(%q, %q): not present", token, owner)
+			if token != "" || owner != "" || scope != "" {
+				t.Fatalf("ParseFencing(%q, %q, %q): not present", token, owner, scope)
 			}
 			return
 		}
-		if fence.FormatHeader(tok) != strings.Trim(token, " ") {
-			t.Fatalf("token %q parsed to %d", token, tok)
+		if fence.FormatHeader(holder.Token) != strings.Trim(token, " ") {
+			t.Fatalf("token %q parsed to %d", token, holder.Token)
 		}
-		if back, err := httpfence.ParseKey(owner); err != nil || back != o {
-			t.Fatalf("owner %q parsed to %q, but as a key to %q, %v", owner, o, back, err)
+		if back, err := httpfence.ParseKey(owner); err != nil || back != holder.Owner {
+			t.Fatalf("owner %q parsed to %q, but as a key to %q, %v", owner, holder.Owner, back, err)
+		}
+		v, err := httpfence.FormatScope(holder.Scope)
+		if err != nil {
+			t.Fatalf("scope %q parsed to %q, which FormatScope refuses: %v", scope, holder.Scope, err)
+		}
+		again, _, err := httpfence.ParseFencing(http.Header{"Fencing-Token": {token}, "Fencing-Owner": {owner}, "Fencing-Scope": {v}})
+		if err != nil || again != holder {
+			t.Fatalf("scope %q -> %q -> %q -> %+v, %v", scope, holder.Scope, v, again, err)
 		}
 	})
 }

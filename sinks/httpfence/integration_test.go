@@ -107,7 +107,7 @@ func TestRetryAfterConnectionResetReplaysTheCommittedAnswer(t *testing.T) {
 
 		sl := &sleeps{}
 		client := &http.Client{Transport: &httpfence.Transport{Base: f.srv.Client().Transport, Sleep: sl.sleep}}
-		ctx := httpfence.WithIdempotencyKey(fence.WithToken(context.Background(), 1780000000000001, "replica-a"), "settle:2026-03-08T02:00:00Z:eu")
+		ctx := httpfence.WithIdempotencyKey(fence.WithHolder(context.Background(), fence.Holder{Token: 1780000000000001, Owner: "replica-a"}), "settle:2026-03-08T02:00:00Z:eu")
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/settle", strings.NewReader(`{"total":1250}`))
 		require.NoError(t, err)
 		resp, err := client.Do(req)

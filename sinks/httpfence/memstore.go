@@ -99,12 +99,14 @@ func cloneResponse(r *Response) *Response {
 	return &Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
 }
 
-// MemoryFence is a FenceStore in process memory, for tests and examples.
-// Safe for concurrent use.
+// MemoryFence is a FenceStore in process memory, for tests and examples:
+// one fence per (resource, scope). Safe for concurrent use.
 type MemoryFence struct {
 	mu   sync.Mutex
-	seen map[string]memToken
+	seen map[memFence]memToken
 }
+
+type memFence struct{ resource, scope string }
 
 type memToken struct {
 	token fence.Token
@@ -112,16 +114,17 @@ type memToken struct {
 }
 
 // NewMemoryFence returns an empty MemoryFence.
-func NewMemoryFence() *MemoryFence { return &MemoryFence{seen: map[string]memToken{}} }
+func NewMemoryFence() *MemoryFence { return &MemoryFence{seen: map[memFence]memToken{}} }
 
 // Accept implements FenceStore.
-func (f *MemoryFence) Accept(_ context.Context, resource string, t fence.Token, owner string) error {
+func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	cur := f.seen[resource]
-	if err := fence.Check(resource, cur.token, cur.owner, t, owner); err != nil {
+	k := memFence{resource, h.Scope}
+	cur := f.seen[k]
+	if err := h.Check(resource, cur.token, cur.owner); err != nil {
 		return err
 	}
-	f.seen[resource] = memToken{token: t, owner: owner}
+	f.seen[k] = memToken{token: h.Token, owner: h.Owner}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
@@ -28,6 +29,9 @@ const (
 	DefaultLockTTL = time.Minute
 	// DefaultStoreTimeout bounds Complete and Abandon after the handler.
 	DefaultStoreTimeout = 5 * time.Second
+	// DefaultMaxTokenAhead is how far ahead of the server's clock a token
+	// may be (24 h), read as microseconds since the Unix epoch.
+	DefaultMaxTokenAhead = 24 * time.Hour
 )
 
 // DefaultMethods are the methods the middleware applies to when
@@ -42,19 +46,40 @@ type MiddlewareConfig struct {
 	// Fence, when set, applies the fence acceptance rule to every request
 	// that claims a new key: the request must then carry Fencing-Token and
 	// Fencing-Owner (400 otherwise), and a stale token is answered with 412.
-	// nil: tokens are parsed (400 when malformed) and passed to the handler
-	// in the context, but not checked.
+	// The fence is kept per (Resource(r), scope[, Identity(r)]), scope being
+	// the Fencing-Scope header ("" when absent): tokens of different leases
+	// are never compared. A replay of a completed key raises the fence with
+	// its token too (see the package documentation). nil: tokens are parsed
+	// (400 when malformed) and passed to the handler in the context, but
+	// not checked.
 	Fence FenceStore
 
 	// Resource names what a request writes, for Fence. Default: the
 	// request's URL path.
 	Resource func(r *http.Request) string
 
-	// Identity scopes keys, typically by tenant or authenticated client: two
-	// identities never share a key. Default: no scoping. It runs after the
-	// handlers wrapping the middleware (authentication, say) and before the
-	// key lookup.
+	// Identity scopes idempotency keys and fences, typically by tenant or
+	// authenticated client: two identities never share a key or a fence,
+	// so no client can fence a resource for another. Default: no scoping.
+	// When set, the resource handed to Fence is
+	// len(identity) ":" identity ":" Resource(r) (unambiguous for any
+	// bytes); problems still report Resource(r). It runs after the handlers
+	// wrapping the middleware (authentication, say) and before the key
+	// lookup.
 	Identity func(r *http.Request) string
+
+	// MaxTokenAhead refuses, with a 400 implausible-fencing-token problem,
+	// a token larger than the server's clock (Now) in microseconds since the
+	// Unix epoch plus MaxTokenAhead: a client that sends
+	// Fencing-Token: 18446744073709551615 would otherwise fence a resource
+	// for everyone for ever. It relies on the lease tokens' time floor
+	// (package lease issues max(counter+1, Redis TIME in µs), so a healthy
+	// token is about now in µs). Default DefaultMaxTokenAhead (24 h); -1
+	// turns the check off, for tokens that are plain counters.
+	MaxTokenAhead time.Duration
+
+	// Now reads the clock for MaxTokenAhead. Default time.Now.
+	Now func() time.Time
 
 	// Methods lists the methods the middleware applies to; requests with
 	// other methods go to the handler untouched. Default DefaultMethods
@@ -116,8 +141,11 @@ func (c MiddlewareConfig) withDefaults() MiddlewareConfig {
 	if c.Resource == nil {
 		c.Resource = func(r *http.Request) string { return r.URL.Path }
 	}
-	if c.Identity == nil {
-		c.Identity = func(*http.Request) string { return "" }
+	if c.MaxTokenAhead == 0 {
+		c.MaxTokenAhead = DefaultMaxTokenAhead
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Methods == nil {
 		c.Methods = DefaultMethods
@@ -170,6 +198,8 @@ func (c MiddlewareConfig) validate() error {
 		return fmt.Errorf("%w: LockTTL %v: want at least 1ms", ErrInvalidConfig, c.LockTTL)
 	case c.StoreTimeout < 0:
 		return fmt.Errorf("%w: StoreTimeout %v: want > 0", ErrInvalidConfig, c.StoreTimeout)
+	case c.MaxTokenAhead < -1 || (c.MaxTokenAhead > 0 && c.MaxTokenAhead < time.Microsecond):
+		return fmt.Errorf("%w: MaxTokenAhead %v: want at least 1µs, or -1 for no limit", ErrInvalidConfig, c.MaxTokenAhead)
 	}
 	return nil
 }
@@ -216,16 +246,20 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.problem(w, http.StatusBadRequest, ProblemInvalidKey, "Invalid Idempotency-Key header", err.Error())
 		return
 	}
-	token, owner, fenced, err := ParseFencing(r.Header)
+	holder, fenced, err := ParseFencing(r.Header)
 	switch {
 	case err != nil:
 		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Invalid fencing headers", err.Error())
 		return
-	case fenced && token == fence.None:
+	case fenced && holder.Token == fence.None:
 		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Invalid fencing headers", fence.ErrNoToken.Error())
 		return
 	case !fenced && m.cfg.Fence != nil:
 		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Fencing-Token and Fencing-Owner headers required", "")
+		return
+	case fenced && !m.plausible(holder.Token):
+		m.problem(w, http.StatusBadRequest, ProblemImplausibleToken, "Fencing token implausibly far ahead of the server clock",
+			fmt.Sprintf("token %d is more than %v ahead of the server's clock in microseconds (%d)", holder.Token, m.cfg.MaxTokenAhead, m.cfg.Now().UnixMicro()))
 		return
 	}
 
@@ -244,11 +278,23 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// 3. The key: claim it, or answer from what holds it. A completed key
-	// is replayed before any fence check.
-	storeKey := key
-	if id := m.cfg.Identity(r); id != "" {
-		// Keys are printable ASCII, so the last 0x1f splits the pair.
-		storeKey = id + "\x1f" + key
+	// is replayed before the fence check, but raises the fence first.
+	storeKey, id := key, ""
+	if m.cfg.Identity != nil {
+		if id = m.cfg.Identity(r); id != "" {
+			// Keys are printable ASCII, so the last 0x1f splits the pair.
+			storeKey = id + "\x1f" + key
+		}
+	}
+	var resource, fenceResource string // what the client is told; what the fence store keys by
+	if m.cfg.Fence != nil {
+		resource = m.cfg.Resource(r)
+		fenceResource = resource
+		if m.cfg.Identity != nil {
+			// Length-prefixed, so no (identity, resource) pair names
+			// another's fence.
+			fenceResource = strconv.Itoa(len(id)) + ":" + id + ":" + resource
+		}
 	}
 	ctx := r.Context()
 	out, err := m.cfg.Store.Begin(ctx, storeKey, fingerprint(r, body), m.cfg.LockTTL)
@@ -266,6 +312,17 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.problem(w, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused with a different request", "")
 		return
 	case StateCompleted:
+		// The replay wins over the fence check, but the presented token
+		// still raises the fence: a newer holder retrying a completed key
+		// must shut out the older holder's next new key. A refusal only
+		// means the fence is already past this token.
+		if m.cfg.Fence != nil {
+			var stale *fence.StaleTokenError
+			if err := m.cfg.Fence.Accept(ctx, fenceResource, holder); err != nil && !errors.As(err, &stale) {
+				m.fenceRefused(w, r, resource, holder, err)
+				return
+			}
+		}
 		replay(w, out.Response)
 		return
 	case StateNew:
@@ -274,12 +331,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// 4. The fence, for a new key only.
+	// 4. The fence, for a new key.
 	if m.cfg.Fence != nil {
-		resource := m.cfg.Resource(r)
-		if err := m.cfg.Fence.Accept(ctx, resource, token, owner); err != nil {
+		if err := m.cfg.Fence.Accept(ctx, fenceResource, holder); err != nil {
 			m.abandon(ctx, storeKey, out.Lock)
-			m.fenceRefused(w, r, resource, token, owner, err)
+			m.fenceRefused(w, r, resource, holder, err)
 			return
 		}
 	}
@@ -287,7 +343,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// 5. The handler, recorded; then store or release the key.
 	hctx := ctx
 	if fenced {
-		hctx = fence.WithToken(ctx, token, owner)
+		hctx = fence.WithHolder(ctx, holder)
 	}
 	r2 := r.WithContext(hctx)
 	r2.Body = io.NopCloser(bytes.NewReader(body))
@@ -304,6 +360,21 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.finish(ctx, storeKey, out.Lock, rec)
 }
 
+// plausible reports whether t is at most MaxTokenAhead ahead of the
+// server's clock read as microseconds since the Unix epoch (always true
+// when the check is off).
+func (m *middleware) plausible(t fence.Token) bool {
+	if m.cfg.MaxTokenAhead < 0 {
+		return true
+	}
+	now := m.cfg.Now().UnixMicro()
+	if now < 0 {
+		now = 0
+	}
+	limit := uint64(now) + uint64(m.cfg.MaxTokenAhead/time.Microsecond)
+	return uint64(t) <= limit
+}
+
 // readBody reads r's body within MaxBodyBytes.
 func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
@@ -317,23 +388,27 @@ func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, e
 }
 
 // fenceRefused answers a request whose token the fence refused.
-func (m *middleware) fenceRefused(w http.ResponseWriter, r *http.Request, resource string, token fence.Token, owner string, err error) {
+func (m *middleware) fenceRefused(w http.ResponseWriter, r *http.Request, resource string, h fence.Holder, err error) {
 	var stale *fence.StaleTokenError
 	switch {
 	case errors.As(err, &stale):
 		m.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "stale_token_rejected",
-			slog.String("resource", resource), slog.String("owner", owner),
-			slog.Uint64("presented", uint64(token)), slog.Uint64("current", uint64(stale.Current)))
+			slog.String("resource", resource), slog.String("scope", h.Scope), slog.String("owner", h.Owner),
+			slog.Uint64("presented", uint64(h.Token)), slog.Uint64("current", uint64(stale.Current)))
+		// Resource(r), not the identity-scoped name the store saw.
+		shown := fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: stale.Current}
 		writeProblem(w, Problem{
 			Type:           m.cfg.ProblemBase + ProblemStaleToken,
 			Title:          "Stale fencing token",
 			Status:         http.StatusPreconditionFailed,
-			Detail:         stale.Error(),
+			Detail:         shown.Error(),
 			Resource:       resource,
+			Scope:          h.Scope,
 			CurrentToken:   stale.Current,
-			PresentedToken: token,
+			PresentedToken: h.Token,
 		})
-	case errors.Is(err, fence.ErrNoToken), errors.Is(err, pgfence.ErrTokenOutOfRange), errors.Is(err, pgfence.ErrInvalidOwner):
+	case errors.Is(err, fence.ErrNoToken), errors.Is(err, pgfence.ErrTokenOutOfRange), errors.Is(err, pgfence.ErrInvalidOwner),
+		errors.Is(err, pgfence.ErrInvalidScope), errors.Is(err, pgfence.ErrInvalidResource):
 		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store", err.Error())
 	default:
 		m.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "fence_store_failed", slog.String("resource", resource), slog.Any("error", err))

@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,6 +24,7 @@ import (
 type call struct {
 	method, path, body string
 	key, token, owner  string
+	scope              string // the raw Fencing-Scope value
 	tenant             string
 }
 
@@ -75,7 +78,8 @@ func newFixture(t *testing.T, s stores, tweak func(*httpfence.MiddlewareConfig),
 			http.Error(w, "boom", http.StatusInternalServerError)
 			return
 		}
-		tok, owner, _ := fence.FromContext(r.Context())
+		holder, _ := fence.HolderFromContext(r.Context())
+		tok, owner := holder.Token, holder.Owner
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Add("Set-Cookie", "a=1")
 		w.Header().Add("Set-Cookie", "b=2")
@@ -107,7 +111,7 @@ func (f *fixture) do(t *testing.T, c call) answerOf {
 	}
 	req, err := http.NewRequest(c.method, f.srv.URL+c.path, strings.NewReader(c.body))
 	require.NoError(t, err)
-	for k, v := range map[string]string{"Idempotency-Key": c.key, "Fencing-Token": c.token, "Fencing-Owner": c.owner, "X-Tenant": c.tenant} {
+	for k, v := range map[string]string{"Idempotency-Key": c.key, "Fencing-Token": c.token, "Fencing-Owner": c.owner, "Fencing-Scope": c.scope, "X-Tenant": c.tenant} {
 		if v != "" {
 			req.Header.Set(k, v)
 		}
@@ -187,6 +191,33 @@ func TestStatusCodes(t *testing.T) {
 			req:    ok, status: 201, runs: 2,
 		},
 		{name: "ServerErrorIsNotStored", before: nil, req: with(ok, func(c *call) { c.path = "/fail" }), status: 500, runs: 1},
+		{
+			name:   "OtherScopeIsNotStale",
+			before: []call{with(ok, func(c *call) { c.key, c.token, c.scope = `"k0"`, "99", `"lease-b"` })},
+			req:    ok, status: 201, runs: 2,
+		},
+		{
+			name:   "StaleTokenOfTheSameScope",
+			before: []call{with(ok, func(c *call) { c.key, c.token, c.scope = `"k0"`, "11", `"lease-a"` })},
+			req:    with(ok, func(c *call) { c.scope = `"lease-a"` }), status: 412, problem: "stale-fencing-token", runs: 1,
+		},
+		{
+			name:   "NoScopeHeaderIsTheEmptyScope",
+			before: []call{with(ok, func(c *call) { c.key, c.token, c.scope = `"k0"`, "11", `""` })},
+			req:    ok, status: 412, problem: "stale-fencing-token", runs: 1,
+		},
+		{name: "InvalidScope", req: with(ok, func(c *call) { c.scope = "bare" }), status: 400, problem: "invalid-fencing-token"},
+		{name: "ImplausibleToken", req: with(ok, func(c *call) { c.token = "18446744073709551615" }), status: 400, problem: "implausible-fencing-token"},
+		{
+			name:   "TenantsDoNotShareFences",
+			before: []call{with(ok, func(c *call) { c.key, c.token, c.tenant = `"k0"`, "99", "acme" })},
+			req:    with(ok, func(c *call) { c.tenant = "globex" }), status: 201, runs: 2,
+		},
+		{
+			name:   "ReplayRaisesTheFence",
+			before: []call{ok, with(ok, func(c *call) { c.token, c.owner = "11", `"b"` })},
+			req:    with(ok, func(c *call) { c.key = `"k2"` }), status: 412, problem: "stale-fencing-token", runs: 1,
+		},
 		{name: "TenantsDoNotShareKeys", before: []call{with(ok, func(c *call) { c.tenant = "acme" })}, req: with(ok, func(c *call) { c.tenant = "globex" }), status: 201, runs: 2},
 		{name: "GetPassesThrough", req: call{method: http.MethodGet, path: "/pay"}, status: 201, runs: 1},
 	} {
@@ -246,6 +277,69 @@ func TestStaleTokenProblemNamesBothTokens(t *testing.T) {
 		require.Equal(t, 201, got.status, "%s", got.body)
 		require.EqualValues(t, 2, f.runs.Load())
 	})
+}
+
+// TestReplayRaisesTheFence is the sequence of issue 11 part 2: token 7
+// completes K1; token 8 retries K1 and is replayed, and the fence is now 8;
+// token 7 with a new key K2 is refused with 412 and its handler never runs
+// (a second effect otherwise).
+func TestReplayRaisesTheFence(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s stores) {
+		f := newFixture(t, s, nil)
+		first := f.do(t, call{path: "/charges", body: "c1", key: `"K1"`, token: "7", owner: `"old"`})
+		require.Equal(t, 201, first.status, "%s", first.body)
+
+		replayed := f.do(t, call{path: "/charges", body: "c1", key: `"K1"`, token: "8", owner: `"new"`})
+		require.Equal(t, first, replayed, "token 8 on K1 is a replay")
+		require.EqualValues(t, 1, f.runs.Load(), "a replay does not run the handler")
+
+		late := f.do(t, call{path: "/charges", body: "c2", key: `"K2"`, token: "7", owner: `"old"`})
+		require.Equal(t, 412, late.status, "K2 with token 7 after the replay of token 8: %s (handler runs %d)", late.body, f.runs.Load())
+		p := problemOf(t, late)
+		require.Equal(t, problems+"stale-fencing-token", p.Type)
+		require.Equal(t, fence.Token(8), p.CurrentToken, "the replay raised the fence to 8")
+		require.Equal(t, fence.Token(7), p.PresentedToken)
+		require.EqualValues(t, 1, f.runs.Load(), "the stale holder's new key did not run the handler")
+		t.Logf("%T: K1/7 -> %d, K1/8 -> %d (replay), K2/7 -> %d current=%d, handler runs %d",
+			s.fence, first.status, replayed.status, late.status, p.CurrentToken, f.runs.Load())
+
+		// A replay presenting a token the fence is already past is still
+		// answered: the refusal is for the raise, not for the replay.
+		again := f.do(t, call{path: "/charges", body: "c1", key: `"K1"`, token: "7", owner: `"old"`})
+		require.Equal(t, first, again)
+	})
+}
+
+// A client can no longer fence a resource for everyone for ever with the
+// largest token: tokens carry a time floor (µs), so one far ahead of the
+// server's clock is refused; -1 turns the ceiling off.
+func TestTokenCeiling(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 19, 0, 0, 0, time.UTC)
+	healthy := strconv.FormatInt(now.UnixMicro(), 10)
+	limit := strconv.FormatInt(now.Add(httpfence.DefaultMaxTokenAhead).UnixMicro(), 10)
+	beyond := strconv.FormatInt(now.Add(httpfence.DefaultMaxTokenAhead).UnixMicro()+1, 10)
+	s := stores{store: httpfence.NewMemoryStore(), fence: httpfence.NewMemoryFence()}
+	f := newFixture(t, s, func(c *httpfence.MiddlewareConfig) { c.Now = func() time.Time { return now } })
+	require.Equal(t, 201, f.do(t, call{path: "/a", key: `"k1"`, token: healthy, owner: `"a"`}).status)
+	require.Equal(t, 201, f.do(t, call{path: "/b", key: `"k2"`, token: limit, owner: `"a"`}).status, "at the ceiling")
+	for _, tok := range []string{beyond, "18446744073709551615"} {
+		got := f.do(t, call{path: "/a", key: `"k3"`, token: tok, owner: `"a"`})
+		p := problemOf(t, got)
+		require.Equal(t, 400, got.status)
+		require.Equal(t, problems+"implausible-fencing-token", p.Type)
+		require.Contains(t, p.Detail, "more than 24h0m0s ahead")
+	}
+	// The refused token raised nothing: a healthy token still passes.
+	require.Equal(t, 201, f.do(t, call{path: "/a", key: `"k4"`, token: healthy, owner: `"a"`}).status)
+	require.EqualValues(t, 3, f.runs.Load())
+
+	off := newFixture(t, stores{store: httpfence.NewMemoryStore(), fence: httpfence.NewMemoryFence()}, func(c *httpfence.MiddlewareConfig) {
+		c.Now = func() time.Time { return now }
+		c.MaxTokenAhead = -1
+	})
+	require.Equal(t, 201, off.do(t, call{path: "/a", key: `"k1"`, token: "18446744073709551615", owner: `"a"`}).status, "ceiling off")
 }
 
 func TestHandlerSeesTokenAndBody(t *testing.T) {

@@ -51,10 +51,11 @@ type PostgresStore struct {
 // NewPostgresStore returns a PostgresStore working through db (a
 // *pgxpool.Pool, typically) on the table idempotency_keys in schema
 // (DefaultSchema when empty). It returns an error matching ErrInvalidConfig
-// when schema is not a lower-case SQL identifier. It does not touch the
-// database: run Migrate once at start-up.
+// for a nil db (a typed nil *pgxpool.Pool included) or a schema that is not
+// a lower-case SQL identifier. It does not touch the database: run Migrate
+// once at start-up.
 func NewPostgresStore(db pgfence.DBTX, schema string) (*PostgresStore, error) {
-	if db == nil {
+	if isNilClient(db) {
 		return nil, fmt.Errorf("%w: nil database", ErrInvalidConfig)
 	}
 	if schema == "" {
@@ -228,8 +229,8 @@ func (s *PostgresStore) DeleteExpired(ctx context.Context) (int64, error) {
 // PostgresFence is a FenceStore on a pgfence.Guard: Accept is Guard.Check
 // run in its own implicit transaction (one INSERT ... ON CONFLICT statement),
 // so the check and the raise are atomic. The guard table is the one the
-// handler can use in its own transactions (fence.FromContext gives it the
-// token the middleware admitted), which fences its writes end to end.
+// handler can use in its own transactions (fence.HolderFromContext gives it
+// the holder the middleware admitted), which fences its writes end to end.
 // Tokens above math.MaxInt64 are refused (pgfence.ErrTokenOutOfRange).
 // Safe for concurrent use.
 type PostgresFence struct {
@@ -239,9 +240,10 @@ type PostgresFence struct {
 
 // NewPostgresFence returns a PostgresFence on the guard table named by cfg
 // (the zero Config: holdfast.fence_guard), working through db. It returns
+// ErrInvalidConfig for a nil db (a typed nil *pgxpool.Pool included) and
 // pgfence's ErrInvalidConfig for a bad name. Run Migrate once at start-up.
 func NewPostgresFence(db pgfence.DBTX, cfg pgfence.Config) (*PostgresFence, error) {
-	if db == nil {
+	if isNilClient(db) {
 		return nil, fmt.Errorf("%w: nil database", ErrInvalidConfig)
 	}
 	g, err := pgfence.New(cfg)
@@ -257,7 +259,7 @@ func (f *PostgresFence) Guard() *pgfence.Guard { return f.guard }
 // Migrate creates the guard table (pgfence.Guard.Migrate).
 func (f *PostgresFence) Migrate(ctx context.Context) error { return f.guard.Migrate(ctx, f.db) }
 
-// Accept implements FenceStore.
-func (f *PostgresFence) Accept(ctx context.Context, resource string, t fence.Token, owner string) error {
-	return f.guard.Check(ctx, f.db, resource, t, owner)
+// Accept implements FenceStore: a guard row per (resource, h.Scope).
+func (f *PostgresFence) Accept(ctx context.Context, resource string, h fence.Holder) error {
+	return f.guard.Check(ctx, f.db, resource, h)
 }

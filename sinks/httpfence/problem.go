@@ -19,21 +19,22 @@ const DefaultProblemBase = "https://holdfast.dev/problems/"
 // Problem type names, appended to the problem base to form the "type"
 // member of an RFC 9457 problem detail.
 const (
-	ProblemMissingKey       = "missing-idempotency-key"  // 400
-	ProblemInvalidKey       = "invalid-idempotency-key"  // 400
-	ProblemInvalidFencing   = "invalid-fencing-token"    // 400
-	ProblemInvalidBody      = "invalid-body"             // 400
-	ProblemRequestTooLarge  = "request-too-large"        // 413
-	ProblemInFlight         = "request-in-flight"        // 409
-	ProblemKeyReused        = "idempotency-key-reused"   // 422
-	ProblemStaleToken       = "stale-fencing-token"      // 412
-	ProblemNotRetained      = "response-not-retained"    // 410
-	ProblemStoreUnavailable = "store-unavailable"        // 503
-	problemContentType      = "application/problem+json" // RFC 9457 §3
+	ProblemMissingKey       = "missing-idempotency-key"   // 400
+	ProblemInvalidKey       = "invalid-idempotency-key"   // 400
+	ProblemInvalidFencing   = "invalid-fencing-token"     // 400
+	ProblemImplausibleToken = "implausible-fencing-token" // 400
+	ProblemInvalidBody      = "invalid-body"              // 400
+	ProblemRequestTooLarge  = "request-too-large"         // 413
+	ProblemInFlight         = "request-in-flight"         // 409
+	ProblemKeyReused        = "idempotency-key-reused"    // 422
+	ProblemStaleToken       = "stale-fencing-token"       // 412
+	ProblemNotRetained      = "response-not-retained"     // 410
+	ProblemStoreUnavailable = "store-unavailable"         // 503
+	problemContentType      = "application/problem+json"  // RFC 9457 §3
 )
 
 // Problem is an RFC 9457 problem detail as the middleware sends it. The
-// stale-fencing-token problem fills the three extension members.
+// stale-fencing-token problem fills the four extension members.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -41,6 +42,7 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 
 	Resource       string      `json:"resource,omitempty"`
+	Scope          string      `json:"scope,omitempty"`
 	CurrentToken   fence.Token `json:"currentToken,omitempty"`
 	PresentedToken fence.Token `json:"presentedToken,omitempty"`
 }
@@ -84,7 +86,7 @@ func readStale(resp *http.Response) (*fence.StaleTokenError, bool) {
 	if !strings.HasSuffix(p.Type, "/"+ProblemStaleToken) {
 		return nil, false
 	}
-	return &fence.StaleTokenError{Resource: p.Resource, Presented: p.PresentedToken, Current: p.CurrentToken}, true
+	return &fence.StaleTokenError{Resource: p.Resource, Scope: p.Scope, Presented: p.PresentedToken, Current: p.CurrentToken}, true
 }
 
 type readCloser struct {

@@ -165,9 +165,12 @@ func (s *RedisStore) Abandon(ctx context.Context, key, lock string) error {
 	return nil
 }
 
-// RedisFence is a FenceStore in Redis: one hash per resource, named
-// <prefix>{<hex sha256 of the resource>}, holding the highest token accepted
-// and its owner, without expiry. The check and the raise are one Lua script.
+// RedisFence is a FenceStore in Redis: one hash per (resource, scope),
+// named <prefix>{<hex sha256 of len(scope) ":" scope ":" resource>},
+// holding the highest token accepted and its owner (and, for operators, the
+// resource and scope), without expiry. The length prefix makes the name
+// unambiguous whatever bytes the scope and resource hold. (Records written
+// before scopes existed, named by the resource alone, are not read.) The check and the raise are one Lua script.
 // Tokens are compared exactly over the whole uint64 range. Safe for
 // concurrent use.
 //
@@ -189,11 +192,12 @@ func NewRedisFence(rdb redis.Scripter, prefix string) *RedisFence {
 }
 
 // Accept implements FenceStore.
-func (f *RedisFence) Accept(ctx context.Context, resource string, t fence.Token, owner string) error {
-	if t == fence.None {
+func (f *RedisFence) Accept(ctx context.Context, resource string, h fence.Holder) error {
+	if h.Token == fence.None {
 		return fmt.Errorf("httpfence: fence %q: %w", resource, fence.ErrNoToken)
 	}
-	res, err := fenceScript.Run(ctx, f.rdb, []string{hashedKey(f.prefix, resource)}, fence.FormatHeader(t), owner, resource).Slice()
+	key := hashedKey(f.prefix, strconv.Itoa(len(h.Scope))+":"+h.Scope+":"+resource)
+	res, err := fenceScript.Run(ctx, f.rdb, []string{key}, fence.FormatHeader(h.Token), h.Owner, resource, h.Scope).Slice()
 	if err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: %w", resource, err)
 	}
@@ -208,5 +212,5 @@ func (f *RedisFence) Accept(ctx context.Context, resource string, t fence.Token,
 	if err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: stored token: %w", resource, err)
 	}
-	return &fence.StaleTokenError{Resource: resource, Presented: t, Current: current}
+	return &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: current}
 }

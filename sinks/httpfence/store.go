@@ -39,14 +39,15 @@ type Store interface {
 }
 
 // FenceStore applies the fence acceptance rule at admission: it keeps per
-// resource the highest token accepted and its owner. Accept returns nil and
-// raises the stored token (atomically with the check) when the rule accepts
-// token t from owner, a *fence.StaleTokenError when it refuses, an error
-// matching fence.ErrNoToken for fence.None, and any other error when the
-// store fails. Implementations: NewRedisFence, NewPostgresFence,
-// NewMemoryFence.
+// (resource, scope) the highest token accepted and its owner, scope being
+// h.Scope, so that tokens of different leases are never compared. Accept
+// returns nil and raises the scope's stored token (atomically with the
+// check) when the rule accepts h, a *fence.StaleTokenError (Scope =
+// h.Scope) when it refuses, an error matching fence.ErrNoToken for
+// fence.None, and any other error when the store fails. Implementations:
+// NewRedisFence, NewPostgresFence, NewMemoryFence.
 type FenceStore interface {
-	Accept(ctx context.Context, resource string, t fence.Token, owner string) error
+	Accept(ctx context.Context, resource string, h fence.Holder) error
 }
 
 // State is what Store.Begin found for a key.

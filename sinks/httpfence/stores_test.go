@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
@@ -26,14 +27,14 @@ func TestRedisFenceComparesTheWholeUint64Range(t *testing.T) {
 			f := httpfence.NewRedisFence(rdb, redistest.Prefix(t, rdb))
 			ctx := context.Background()
 			// Above 2^53 doubles round: 2^53 and 2^53+1 are one double.
-			require.NoError(t, f.Accept(ctx, "r", 1<<53+1, "a"))
-			require.ErrorIs(t, f.Accept(ctx, "r", 1<<53, "b"), fence.ErrStaleToken)
-			require.NoError(t, f.Accept(ctx, "r", math.MaxUint64-1, "a"))
-			err := f.Accept(ctx, "r", math.MaxUint64-1, "b")
+			require.NoError(t, f.Accept(ctx, "r", fence.Holder{Token: 1<<53 + 1, Owner: "a"}))
+			require.ErrorIs(t, f.Accept(ctx, "r", fence.Holder{Token: 1 << 53, Owner: "b"}), fence.ErrStaleToken)
+			require.NoError(t, f.Accept(ctx, "r", fence.Holder{Token: math.MaxUint64 - 1, Owner: "a"}))
+			err := f.Accept(ctx, "r", fence.Holder{Token: math.MaxUint64 - 1, Owner: "b"})
 			var stale *fence.StaleTokenError
 			require.ErrorAs(t, err, &stale)
 			require.Equal(t, fence.Token(math.MaxUint64-1), stale.Current)
-			require.NoError(t, f.Accept(ctx, "r", math.MaxUint64, "b"))
+			require.NoError(t, f.Accept(ctx, "r", fence.Holder{Token: math.MaxUint64, Owner: "b"}))
 		})
 	}
 }
@@ -131,10 +132,21 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, f.Migrate(ctx))
-	require.NoError(t, f.Accept(ctx, "/settle", 10, "a"))
-	tok, owner, err := f.Guard().Current(ctx, pool, "/settle")
+	require.NoError(t, f.Accept(ctx, "/settle", fence.Holder{Token: 10, Owner: "a"}))
+	tok, owner, err := f.Guard().Current(ctx, pool, "/settle", "")
 	require.NoError(t, err)
 	require.Equal(t, fence.Token(10), tok)
 	require.Equal(t, "a", owner)
-	require.ErrorIs(t, f.Accept(ctx, "/settle", math.MaxUint64, "a"), pgfence.ErrTokenOutOfRange)
+	require.ErrorIs(t, f.Accept(ctx, "/settle", fence.Holder{Token: math.MaxUint64, Owner: "a"}), pgfence.ErrTokenOutOfRange)
+}
+
+// A typed nil pool is refused at construction instead of panicking on the
+// first request.
+func TestPostgresConstructorsRefuseATypedNilPool(t *testing.T) {
+	t.Parallel()
+	var pool *pgxpool.Pool
+	_, err := httpfence.NewPostgresStore(pool, "")
+	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
+	_, err = httpfence.NewPostgresFence(pool, pgfence.Config{})
+	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
 }

@@ -36,7 +36,7 @@ func BenchmarkUpdate(b *testing.B) {
 	tbl := pgx.Identifier{schema, "bench"}
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
-CREATE TABLE `+tbl.Sanitize()+` (id int PRIMARY KEY, v text NOT NULL, fence_token bigint, fence_owner text);
+CREATE TABLE `+tbl.Sanitize()+` (id int PRIMARY KEY, v text NOT NULL, fence_token bigint, fence_owner text, fence_scope text);
 INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) g`); err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +50,7 @@ INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) 
 		},
 		"fenced": func(ctx context.Context, db *pgxpool.Pool, worker int) error {
 			return pgfence.FencedUpdate(ctx, db, pgfence.Row{Table: tbl, KeyColumn: "id", Key: worker},
-				map[string]any{"v": "value"}, fence.Token(token.Add(1)), "bench-owner")
+				map[string]any{"v": "value"}, fence.Holder{Token: fence.Token(token.Add(1)), Owner: "bench-owner"})
 		},
 	}
 	// Plain and fenced alternate, so both see the table in the same state

@@ -19,13 +19,17 @@ import (
 // The conformance suite of package sinktest, run against every way pgfence
 // fences a write, plus the negative control with the fence removed.
 
+// sinkScope is the scope every adapter presents: the suite's registers are
+// each one fence of one lease. Scope keying has tests of its own.
+const sinkScope = "sinktest-lease"
+
 // guardSink adapts Guard.Check: Check and the business write in one
 // transaction, as the package documentation shows.
 type guardSink struct{ b *bundle }
 
 func (s guardSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
 	return pgx.BeginFunc(ctx, s.b.pool, func(tx pgx.Tx) error {
-		if err := s.b.guard.Check(ctx, tx, resource, t, owner); err != nil {
+		if err := s.b.guard.Check(ctx, tx, resource, fence.Holder{Scope: sinkScope, Token: t, Owner: owner}); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO `+s.b.registers()+` (resource, value) VALUES ($1, $2)
@@ -43,7 +47,7 @@ func (s guardSink) Read(ctx context.Context, resource string) (string, fence.Tok
 	)
 	err := s.b.pool.QueryRow(ctx, `SELECT
 		coalesce((SELECT value FROM `+s.b.registers()+` WHERE resource = $1), ''),
-		coalesce((SELECT token FROM `+guard+` WHERE resource = $1), 0)`, resource).Scan(&value, &token)
+		coalesce((SELECT token FROM `+guard+` WHERE resource = $1 AND scope = $2), 0)`, resource, sinkScope).Scan(&value, &token)
 	return value, fence.Token(token), err
 }
 
@@ -59,7 +63,7 @@ func newGuardSink(t *testing.T) sinktest.Sink {
 // rowSink adapts FencedUpdate or FencedUpsert on a user table
 //
 //	registers(resource text PRIMARY KEY, value text NOT NULL DEFAULT '',
-//	          fence_token bigint, fence_owner text)
+//	          fence_token bigint, fence_owner text, fence_scope text)
 //
 // in autocommit on the pool (READ COMMITTED) or, with isolation set, in a
 // transaction of that level run again while it fails with ErrRetryable.
@@ -76,7 +80,7 @@ func newRowSink(upsert bool, isolation pgx.TxIsoLevel) func(t *testing.T) sinkte
 		schema := newSchema(t)
 		s := &rowSink{pool: pool, table: pgx.Identifier{schema, "registers"}, upsert: upsert, isolation: isolation}
 		_, err := pool.Exec(t.Context(), `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
-CREATE TABLE `+s.table.Sanitize()+` (resource text PRIMARY KEY, value text NOT NULL DEFAULT '', fence_token bigint, fence_owner text)`)
+CREATE TABLE `+s.table.Sanitize()+` (resource text PRIMARY KEY, value text NOT NULL DEFAULT '', fence_token bigint, fence_owner text, fence_scope text)`)
 		require.NoError(t, err)
 		return s
 	}
@@ -101,12 +105,12 @@ func (s *rowSink) Write(ctx context.Context, resource string, t fence.Token, own
 	row := pgfence.Row{Table: s.table, KeyColumn: "resource", Key: resource}
 	set := map[string]any{"value": value}
 	if s.isolation == "" {
-		return write(ctx, s.pool, row, set, t, owner)
+		return write(ctx, s.pool, row, set, fence.Holder{Scope: sinkScope, Token: t, Owner: owner})
 	}
 	var err error
 	for range maxAttempts {
 		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: s.isolation}, func(tx pgx.Tx) error {
-			return write(ctx, tx, row, set, t, owner)
+			return write(ctx, tx, row, set, fence.Holder{Scope: sinkScope, Token: t, Owner: owner})
 		})
 		if !pgfence.IsRetryable(err) { // from the statement or from COMMIT
 			return err

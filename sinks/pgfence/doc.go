@@ -7,22 +7,36 @@
 // A lease (package lease) hands its holder a fencing token that grows with
 // every acquisition. A holder can still be stale: it paused past its TTL and
 // another replica took the lease and a larger token. pgfence is where such a
-// holder is stopped. A guard table keeps, per resource, the highest token
+// holder is stopped. A writer presents a fence.Holder: its token, the owner
+// of its acquisition and its scope, the lease name the token was issued
+// for. A guard table keeps, per (resource, scope), the highest token
 // accepted and the owner that presented it:
 //
-//	holdfast.fence_guard(resource text primary key, token bigint, owner text, updated_at timestamptz)
+//	holdfast.fence_guard(resource text, scope text, token bigint, owner text, updated_at timestamptz,
+//	                     primary key (resource, scope))
 //
 // A resource is any name the writers agree on ("settlement:2026-03-08",
 // "account:42"); all writes that must be fenced against each other use the
-// same one. Migrate creates the table; New names it (Config).
+// same one. Migrate creates the table (and adds the scope column to a table
+// made before it existed; its rows get scope ""); New names it (Config).
+//
+// # Scope
+//
+// Tokens increase per lease name, and only there, so a token is only ever
+// compared with tokens of the same scope: the partitions of a scheduler job
+// (leases "job|tenant-a", "job|tenant-b", ...) writing one resource never
+// refuse each other, while a stale holder of one partition is still refused
+// by its own lease's row. "" is a scope of its own. To fence writers of
+// several leases against each other, present one shared Holder.Scope on
+// purpose (their tokens must come from one sequence).
 //
 // # The rule
 //
-// A write with token t and owner o is accepted iff t > stored, or t == stored
-// and o == stored owner (the same holder writing again under one lease).
-// Otherwise Check returns *fence.StaleTokenError, which matches
-// fence.ErrStaleToken and carries the resource, the presented token and the
-// current one. Token 0 (fence.None) is never accepted. See package fence.
+// A write with token t and owner o is accepted iff, for its scope, t >
+// stored, or t == stored and o == stored owner (the same holder writing
+// again under one lease). Otherwise Check returns *fence.StaleTokenError,
+// which matches fence.ErrStaleToken and carries the resource, the scope,
+// the presented token and the current one. Token 0 (fence.None) is never accepted. See package fence.
 //
 // Check applies the rule and raises the stored token in one statement (an
 // INSERT ... ON CONFLICT DO UPDATE ... WHERE), so no other writer can slip in
@@ -34,7 +48,7 @@
 // roll back on any error:
 //
 //	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-//		if err := guard.Check(ctx, tx, "settlement:2026-03-08", run.Token, run.Owner); err != nil {
+//		if err := guard.Check(ctx, tx, "settlement:2026-03-08", run.Holder()); err != nil {
 //			return err // rolled back: nothing of this attempt is committed
 //		}
 //		_, err := tx.Exec(ctx, "INSERT INTO settlements ...")
@@ -54,16 +68,26 @@
 // # Fenced writes to the caller's own tables
 //
 // Where the fenced state is one row of the caller's table, the guard table
-// can be left out: the row carries its own fence in two columns,
+// can be left out: the row carries its own fence in three columns,
 //
 //	fence_token bigint, -- NULL or 0 until the first fenced write
-//	fence_owner text
+//	fence_owner text,
+//	fence_scope text    -- the scope of fence_token
 //
 // and FencedUpdate applies the rule and the write in one statement,
-// UPDATE ... SET ..., fence_token = t, fence_owner = o WHERE key = k AND
-// (fence_token < t OR (fence_token = t AND fence_owner = o)). When no row
-// changed, a follow-up read tells a stale row (*fence.StaleTokenError with
-// the row's token) from a missing one (ErrRowNotFound). FencedUpsert is the
+// UPDATE ... SET ..., fence_token = t, fence_owner = o, fence_scope = s
+// WHERE key = k AND (fence_token IS NULL OR (fence_scope = s AND
+// (fence_token < t OR (fence_token = t AND fence_owner = o)))). A row has
+// one token, so one scope: a write under another scope is refused with
+// ErrScopeMismatch rather than judged by comparing two leases' tokens, which
+// would let a stale holder of lease A through whenever lease B wrote last.
+// Give each lease its own rows, or use the guard table, which keeps a fence
+// per scope. A row with a token and a NULL fence_scope (written before the
+// column existed: ALTER TABLE ... ADD COLUMN fence_scope text) is judged by
+// its token alone, and the first accepted write records its scope. When no
+// row changed, a follow-up read tells a stale row (*fence.StaleTokenError
+// with the row's token), a row of another scope (ErrScopeMismatch) and a
+// missing one (ErrRowNotFound) apart. FencedUpsert is the
 // same for a row's first write: INSERT ... ON CONFLICT (key) DO UPDATE ...
 // WHERE <rule>. Both take a pool, a connection or the caller's pgx.Tx, quote
 // every identifier and pass every value as a parameter:
@@ -71,7 +95,7 @@
 //	err := pgfence.FencedUpdate(ctx, tx,
 //		pgfence.Row{Table: pgx.Identifier{"billing", "accounts"}, KeyColumn: "id", Key: 42},
 //		map[string]any{"balance": 1250, "settled_on": day},
-//		run.Token, run.Owner)
+//		run.Holder())
 //
 // Under READ COMMITTED a concurrent writer of the row makes them wait and
 // then judge the row as that writer left it; under REPEATABLE READ and
@@ -81,13 +105,13 @@
 //
 // # Guarantees
 //
-//   - For one resource, the transactions that commit after a nil Check do
+//   - For one (resource, scope), the transactions that commit after a nil Check do
 //     so in strictly increasing token order across owners: a writer never
 //     commits after a writer with a larger token, and two owners never both
 //     commit with one token. Only the same owner may commit the same token
-//     again.
+//     again. Writers of different scopes are not ordered against each other.
 //   - From a nil Check until its transaction ends, no other transaction can
-//     pass Check for that resource: the guard row is locked.
+//     pass Check for that (resource, scope): the guard row is locked.
 //   - Bad input (empty names, token 0, a token above math.MaxInt64) is
 //     refused without touching the database.
 //
@@ -109,8 +133,11 @@
 //
 // # Errors
 //
-// Bad input matches ErrInvalidResource, ErrInvalidOwner, ErrTokenOutOfRange,
-// ErrInvalidIdentifier or fence.ErrNoToken; New reports ErrInvalidConfig.
+// Bad input matches ErrInvalidResource, ErrInvalidScope, ErrInvalidOwner,
+// ErrTokenOutOfRange, ErrInvalidIdentifier or fence.ErrNoToken; New reports
+// ErrInvalidConfig, and so does every call given a nil (or typed nil)
+// database. FencedUpdate and FencedUpsert report a row of another scope with
+// ErrScopeMismatch.
 // FencedUpdate reports a missing row with ErrRowNotFound, never with a
 // stale-token error. Database errors are wrapped: errors.As finds the
 // *pgconn.PgError, and errors.Is(err, ErrRetryable) is true for a

@@ -11,12 +11,20 @@ import (
 // touched, wrapped with the offending value, and matched with errors.Is.
 var (
 	// ErrInvalidConfig is returned by New when Config.Schema or Config.Table
-	// is not a valid identifier (see Config).
+	// is not a valid identifier (see Config), and by Migrate, Check,
+	// Current, FencedUpdate and FencedUpsert given a nil database or
+	// transaction (a nil interface or a typed nil such as a nil
+	// *pgxpool.Pool).
 	ErrInvalidConfig = errors.New("pgfence: invalid config")
 
 	// ErrInvalidResource is returned for an empty resource, one longer than
 	// MaxResourceLen bytes, or one that is not valid UTF-8 or holds a NUL byte.
 	ErrInvalidResource = errors.New("pgfence: invalid resource")
+
+	// ErrInvalidScope is returned for a scope (fence.Holder.Scope) longer
+	// than MaxScopeLen bytes, or one that is not valid UTF-8 or holds a NUL
+	// byte. The empty scope is valid.
+	ErrInvalidScope = errors.New("pgfence: invalid scope")
 
 	// ErrInvalidOwner is returned for an empty owner, or one that is not
 	// valid UTF-8 or holds a NUL byte.
@@ -36,6 +44,17 @@ var (
 	// or one of the fence columns (TokenColumn, OwnerColumn).
 	ErrInvalidIdentifier = errors.New("pgfence: invalid identifier")
 )
+
+// ErrScopeMismatch is returned by FencedUpdate and FencedUpsert when the
+// row's token was set under another scope (fence.Holder.Scope: another
+// lease) than the write's. A row has one token column, so it can be fenced
+// by one lease only; comparing the tokens of two leases would let a stale
+// holder of one through whenever the other wrote last, so the write is
+// refused instead. It is not a stale-token error and retrying does not
+// help: give each lease its own rows, use the guard table (Guard.Check
+// keeps one fence per (resource, scope)), or present one shared Scope from
+// every writer of the row on purpose. Nothing was written.
+var ErrScopeMismatch = errors.New("pgfence: row fenced under another scope")
 
 // ErrRowNotFound is returned by FencedUpdate when no row has the given key.
 // It is told apart from a refusal by the acceptance rule, which returns a

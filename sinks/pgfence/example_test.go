@@ -62,12 +62,13 @@ func ExampleGuard_Check() {
 		return
 	}
 
-	// In a real job these come from the lease (or the scheduler's Run).
-	token, owner := fence.Token(1_717_000_000_000_001), "replica-a:9f3c2e"
+	// In a real job this is l.Holder() of the lease (or run.Holder() of
+	// the scheduler's Run): the scope is the lease name.
+	h := fence.Holder{Scope: "daily-settlement", Token: 1_717_000_000_000_001, Owner: "replica-a:9f3c2e"}
 	const resource = "settlement:2026-03-08"
 
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := guard.Check(ctx, tx, resource, token, owner); err != nil {
+		if err := guard.Check(ctx, tx, resource, h); err != nil {
 			return err // BeginFunc rolls back
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO settlements (day, total) VALUES ($1, $2)`, "2026-03-08", 1250)

@@ -16,7 +16,10 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Migrate creates the schema and the guard table if they do not exist. It is
+// Migrate creates the schema and the guard table if they do not exist, and
+// brings an existing one up to date (002 adds the scope column and makes
+// (resource, scope) the primary key). It returns ErrInvalidConfig for a nil
+// db (a typed nil *pgxpool.Pool included). It is
 // idempotent, and safe when several processes run it at once against one
 // database: the whole script runs in one transaction that first takes
 // pg_advisory_xact_lock on a key derived from the schema name, so concurrent
@@ -31,6 +34,9 @@ var migrations embed.FS
 func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 	if err := g.ready(); err != nil {
 		return err
+	}
+	if isNil(db) {
+		return fmt.Errorf("%w: migrate: nil database", ErrInvalidConfig)
 	}
 	script, err := g.migrationScript()
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/stretchr/testify/require"
 )
 
@@ -12,7 +14,7 @@ func TestCheckRefusesNilTransaction(t *testing.T) {
 	t.Parallel()
 	g, err := New(Config{})
 	require.NoError(t, err)
-	require.ErrorIs(t, g.Check(context.Background(), nil, "res", 1, "owner"), ErrInvalidConfig)
+	require.ErrorIs(t, g.Check(context.Background(), nil, "res", fence.Holder{Token: 1, Owner: "owner"}), ErrInvalidConfig)
 	var tx pgx.Tx
-	require.ErrorIs(t, g.Check(context.Background(), tx, "res", 1, "owner"), ErrInvalidConfig)
+	require.ErrorIs(t, g.Check(context.Background(), tx, "res", fence.Holder{Token: 1, Owner: "owner"}), ErrInvalidConfig)
 }

@@ -25,9 +25,12 @@ const (
 )
 
 // MaxResourceLen is the longest resource name Check and Current accept, in
-// bytes. It keeps every key far below the btree entry limit of the primary
-// key index (about 2.7 kB).
-const MaxResourceLen = 512
+// bytes, and MaxScopeLen the longest scope. Together they keep every key far
+// below the btree entry limit of the primary key index (about 2.7 kB).
+const (
+	MaxResourceLen = 512
+	MaxScopeLen    = 512
+)
 
 // DBTX is what the guard needs from a connection: pgx.Tx, *pgx.Conn and
 // *pgxpool.Pool satisfy it. Check is meant to be given the caller's own
@@ -103,29 +106,35 @@ func New(cfg Config) (*Guard, error) {
 		// waiting for any concurrent writer. So the check and the raise are
 		// atomic, and the row lock held until the caller's transaction ends
 		// serialises every writer of one resource.
-		checkSQL: `INSERT INTO ` + guard + ` AS g (resource, token, owner, updated_at)
-VALUES ($1, $2, $3, now())
-ON CONFLICT (resource) DO UPDATE
+		checkSQL: `INSERT INTO ` + guard + ` AS g (resource, scope, token, owner, updated_at)
+VALUES ($1, $2, $3, $4, now())
+ON CONFLICT (resource, scope) DO UPDATE
    SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = now()
  WHERE g.token < EXCLUDED.token
     OR (g.token = EXCLUDED.token AND g.owner = EXCLUDED.owner)
 RETURNING token`,
-		currentSQL: `SELECT token, owner FROM ` + guard + ` WHERE resource = $1`,
+		currentSQL: `SELECT token, owner FROM ` + guard + ` WHERE resource = $1 AND scope = $2`,
 	}, nil
 }
 
-// Check applies the acceptance rule to a write for resource with token t
-// presented by owner, inside tx, and raises the stored token when it
-// accepts. It returns:
+// Check applies the acceptance rule to a write for resource by holder h,
+// inside tx, and raises the stored token when it accepts. The guard keeps
+// one fence per (resource, h.Scope): h is only compared with tokens
+// presented before under the same scope (the same lease), so holders of
+// other leases writing the same resource neither refuse h nor are refused
+// by it. It returns:
 //
-//   - nil: accepted. The guard row now holds (t, owner) and stays locked
-//     until tx commits or rolls back; commit the business write in tx.
-//   - a *fence.StaleTokenError (errors.Is fence.ErrStaleToken): t is below
-//     the stored token, or equal to it and owner is not the stored owner.
-//     Current is the stored token. Roll tx back.
-//   - an error matching fence.ErrNoToken for t == fence.None, or
-//     ErrTokenOutOfRange, ErrInvalidResource, ErrInvalidOwner for bad
-//     input; the database is not touched.
+//   - nil: accepted. The guard row of (resource, h.Scope) now holds
+//     (h.Token, h.Owner) and stays locked until tx commits or rolls back;
+//     commit the business write in tx.
+//   - a *fence.StaleTokenError (errors.Is fence.ErrStaleToken): h.Token is
+//     below the scope's stored token, or equal to it and h.Owner is not the
+//     stored owner. Current is the stored token, Scope is h.Scope. Roll tx
+//     back.
+//   - an error matching fence.ErrNoToken for h.Token == fence.None, or
+//     ErrTokenOutOfRange, ErrInvalidResource, ErrInvalidScope,
+//     ErrInvalidOwner for bad input, ErrInvalidConfig for a nil tx; the
+//     database is not touched.
 //   - a wrapped database error; errors.As finds the *pgconn.PgError, and
 //     errors.Is(err, ErrRetryable) tells a serialization failure or
 //     deadlock worth running the whole transaction again for.
@@ -133,20 +142,24 @@ RETURNING token`,
 // tx should be the transaction that makes the business write. Given a pool
 // or a connection outside a transaction, Check still applies the rule and
 // raises the stored token, but nothing ties the write to it.
-func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, t fence.Token, owner string) error {
+func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Holder) error {
 	if err := g.ready(); err != nil {
 		return err
 	}
 	if err := validateResource(resource); err != nil {
 		return err
 	}
-	if err := validateOwner(owner); err != nil {
+	if err := validateScope(h.Scope); err != nil {
 		return err
 	}
+	if err := validateOwner(h.Owner); err != nil {
+		return err
+	}
+	t := h.Token
 	if t == fence.None {
 		return fmt.Errorf("pgfence: check %q: %w", resource, fence.ErrNoToken)
 	}
-	if tx == nil || (reflect.ValueOf(tx).Kind() == reflect.Pointer && reflect.ValueOf(tx).IsNil()) {
+	if isNil(tx) {
 		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidConfig, resource)
 	}
 	if uint64(t) > math.MaxInt64 {
@@ -154,7 +167,7 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, t fence.Tok
 	}
 
 	var raised int64
-	err := tx.QueryRow(ctx, g.checkSQL, resource, int64(t), owner).Scan(&raised)
+	err := tx.QueryRow(ctx, g.checkSQL, resource, h.Scope, int64(t), h.Owner).Scan(&raised)
 	switch {
 	case err == nil:
 		return nil
@@ -164,33 +177,40 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, t fence.Tok
 
 	// No row came back: the rule refused the write, and the upsert left the
 	// row locked by this transaction, so this read sees what refused it.
-	current, _, err := g.current(ctx, tx, resource)
+	current, _, err := g.current(ctx, tx, resource, h.Scope)
 	if err != nil {
 		return err
 	}
-	return &fence.StaleTokenError{Resource: resource, Presented: t, Current: current}
+	return &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: t, Current: current}
 }
 
-// Current returns the token and owner stored for resource, or
+// Current returns the token and owner stored for (resource, scope), or
 // (fence.None, "", nil) when no write for it was ever accepted. It takes no
 // lock; the answer may be stale by the time it returns unless db is a
-// transaction that already called Check for resource.
-func (g *Guard) Current(ctx context.Context, db DBTX, resource string) (fence.Token, string, error) {
+// transaction that already called Check for (resource, scope). It returns
+// ErrInvalidConfig for a nil db.
+func (g *Guard) Current(ctx context.Context, db DBTX, resource, scope string) (fence.Token, string, error) {
 	if err := g.ready(); err != nil {
 		return fence.None, "", err
 	}
 	if err := validateResource(resource); err != nil {
 		return fence.None, "", err
 	}
-	return g.current(ctx, db, resource)
+	if err := validateScope(scope); err != nil {
+		return fence.None, "", err
+	}
+	if isNil(db) {
+		return fence.None, "", fmt.Errorf("%w: current %q: nil database", ErrInvalidConfig, resource)
+	}
+	return g.current(ctx, db, resource, scope)
 }
 
-func (g *Guard) current(ctx context.Context, db DBTX, resource string) (fence.Token, string, error) {
+func (g *Guard) current(ctx context.Context, db DBTX, resource, scope string) (fence.Token, string, error) {
 	var (
 		token int64
 		owner string
 	)
-	err := db.QueryRow(ctx, g.currentSQL, resource).Scan(&token, &owner)
+	err := db.QueryRow(ctx, g.currentSQL, resource, scope).Scan(&token, &owner)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fence.None, "", nil
@@ -221,6 +241,16 @@ func validateResource(resource string) error {
 	return nil
 }
 
+func validateScope(scope string) error {
+	switch {
+	case len(scope) > MaxScopeLen:
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidScope, len(scope), MaxScopeLen)
+	case !validText(scope):
+		return fmt.Errorf("%w: %q: not valid UTF-8 or holds a NUL byte", ErrInvalidScope, scope)
+	}
+	return nil
+}
+
 func validateOwner(owner string) error {
 	switch {
 	case owner == "":
@@ -229,6 +259,16 @@ func validateOwner(owner string) error {
 		return fmt.Errorf("%w: %q: not valid UTF-8 or holds a NUL byte", ErrInvalidOwner, owner)
 	}
 	return nil
+}
+
+// isNil reports whether db is nil or a typed nil pointer (a nil
+// *pgxpool.Pool in the interface), which would panic on first use.
+func isNil(db DBTX) bool {
+	if db == nil {
+		return true
+	}
+	v := reflect.ValueOf(db)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // validText reports whether s can be stored in a Postgres text column:

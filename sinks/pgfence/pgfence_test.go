@@ -84,7 +84,7 @@ func newSchema(t testing.TB) string {
 // error.
 func (b *bundle) fencedWrite(ctx context.Context, resource string, token fence.Token, owner, value string) error {
 	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		if err := b.guard.Check(ctx, tx, resource, token, owner); err != nil {
+		if err := b.guard.Check(ctx, tx, resource, fence.Holder{Token: token, Owner: owner}); err != nil {
 			return err
 		}
 		return b.write(ctx, tx, token, owner, value)
@@ -154,7 +154,7 @@ func TestCheckAcceptsFreshTokenAndCommitsWrite(t *testing.T) {
 	require.NoError(t, b.fencedWrite(ctx, "res", 11, "owner-b", "from-11"))
 	require.Equal(t, "from-11", b.businessValue(t))
 
-	token, owner, err := b.guard.Current(ctx, b.pool, "res")
+	token, owner, err := b.guard.Current(ctx, b.pool, "res", "")
 	require.NoError(t, err)
 	require.Equal(t, fence.Token(11), token)
 	require.Equal(t, "owner-b", owner)
@@ -174,7 +174,7 @@ func TestCheckRejectsStaleTokenAndRollsBack(t *testing.T) {
 		if err := b.write(ctx, tx, 19, "old-holder", "from-19"); err != nil {
 			return err
 		}
-		return b.guard.Check(ctx, tx, "res", 19, "old-holder")
+		return b.guard.Check(ctx, tx, "res", fence.Holder{Token: 19, Owner: "old-holder"})
 	})
 
 	require.ErrorIs(t, err, fence.ErrStaleToken)
@@ -184,7 +184,7 @@ func TestCheckRejectsStaleTokenAndRollsBack(t *testing.T) {
 
 	require.Equal(t, "from-20", b.businessValue(t))
 	require.Equal(t, []fence.Token{20}, b.historyTokens(t))
-	token, owner, err := b.guard.Current(ctx, b.pool, "res")
+	token, owner, err := b.guard.Current(ctx, b.pool, "res", "")
 	require.NoError(t, err)
 	require.Equal(t, fence.Token(20), token)
 	require.Equal(t, "new-holder", owner)
@@ -197,21 +197,21 @@ func TestCheckEqualToken(t *testing.T) {
 	t.Run("SameOwnerAccepted", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		require.NoError(t, b.guard.Check(ctx, b.pool, "same-owner", 30, "holder"))
+		require.NoError(t, b.guard.Check(ctx, b.pool, "same-owner", fence.Holder{Token: 30, Owner: "holder"}))
 		// The same holder writing again under the same lease.
-		require.NoError(t, b.guard.Check(ctx, b.pool, "same-owner", 30, "holder"))
+		require.NoError(t, b.guard.Check(ctx, b.pool, "same-owner", fence.Holder{Token: 30, Owner: "holder"}))
 	})
 
 	t.Run("OtherOwnerRejected", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		require.NoError(t, b.guard.Check(ctx, b.pool, "other-owner", 30, "holder"))
-		err := b.guard.Check(ctx, b.pool, "other-owner", 30, "impostor")
+		require.NoError(t, b.guard.Check(ctx, b.pool, "other-owner", fence.Holder{Token: 30, Owner: "holder"}))
+		err := b.guard.Check(ctx, b.pool, "other-owner", fence.Holder{Token: 30, Owner: "impostor"})
 		var stale *fence.StaleTokenError
 		require.ErrorAs(t, err, &stale)
 		require.Equal(t, fence.StaleTokenError{Resource: "other-owner", Presented: 30, Current: 30}, *stale)
 
-		token, owner, err := b.guard.Current(ctx, b.pool, "other-owner")
+		token, owner, err := b.guard.Current(ctx, b.pool, "other-owner", "")
 		require.NoError(t, err)
 		require.Equal(t, fence.Token(30), token)
 		require.Equal(t, "holder", owner)
@@ -227,16 +227,16 @@ func TestCheckRejectsTokenZero(t *testing.T) {
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background()) //nolint:errcheck // test cleanup
 
-	err = b.guard.Check(ctx, tx, "res", fence.None, "holder")
+	err = b.guard.Check(ctx, tx, "res", fence.Holder{Token: fence.None, Owner: "holder"})
 	require.ErrorIs(t, err, fence.ErrNoToken)
 	require.NotErrorIs(t, err, fence.ErrStaleToken)
 
 	// Nothing was sent: the transaction is not aborted and no row exists.
-	token, owner, err := b.guard.Current(ctx, tx, "res")
+	token, owner, err := b.guard.Current(ctx, tx, "res", "")
 	require.NoError(t, err)
 	require.Equal(t, fence.None, token)
 	require.Empty(t, owner)
-	require.NoError(t, b.guard.Check(ctx, tx, "res", 1, "holder"))
+	require.NoError(t, b.guard.Check(ctx, tx, "res", fence.Holder{Token: 1, Owner: "holder"}))
 	require.NoError(t, tx.Commit(ctx))
 }
 
@@ -246,8 +246,8 @@ func TestCheckAcceptsBoundaryValues(t *testing.T) {
 	ctx := t.Context()
 	longest := strings.Repeat("r", pgfence.MaxResourceLen)
 
-	require.NoError(t, b.guard.Check(ctx, b.pool, longest, math.MaxInt64, "holder"))
-	token, _, err := b.guard.Current(ctx, b.pool, longest)
+	require.NoError(t, b.guard.Check(ctx, b.pool, longest, fence.Holder{Token: math.MaxInt64, Owner: "holder"}))
+	token, _, err := b.guard.Current(ctx, b.pool, longest, "")
 	require.NoError(t, err)
 	require.Equal(t, fence.Token(math.MaxInt64), token)
 }
@@ -256,7 +256,7 @@ func TestCurrentOfUnknownResourceIsNone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
-	token, owner, err := b.guard.Current(t.Context(), b.pool, "never-written")
+	token, owner, err := b.guard.Current(t.Context(), b.pool, "never-written", "")
 	require.NoError(t, err)
 	require.Equal(t, fence.None, token)
 	require.Empty(t, owner)
@@ -307,7 +307,7 @@ func TestCheckBadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			db := &untouchable{}
-			err := guard.Check(t.Context(), db, tt.resource, tt.token, tt.owner)
+			err := guard.Check(t.Context(), db, tt.resource, fence.Holder{Token: tt.token, Owner: tt.owner})
 			require.ErrorIs(t, err, tt.want)
 			require.NotErrorIs(t, err, fence.ErrStaleToken)
 			require.Zero(t, db.calls, "the database was touched")
@@ -317,7 +317,7 @@ func TestCheckBadInput(t *testing.T) {
 	t.Run("CurrentRefusesBadResource", func(t *testing.T) {
 		t.Parallel()
 		db := &untouchable{}
-		_, _, err := guard.Current(t.Context(), db, "")
+		_, _, err := guard.Current(t.Context(), db, "", "")
 		require.ErrorIs(t, err, pgfence.ErrInvalidResource)
 		require.Zero(t, db.calls)
 	})
@@ -326,7 +326,7 @@ func TestCheckBadInput(t *testing.T) {
 		t.Parallel()
 		var g *pgfence.Guard
 		db := &untouchable{}
-		require.ErrorIs(t, g.Check(t.Context(), db, "res", 1, "holder"), pgfence.ErrNotCreated)
+		require.ErrorIs(t, g.Check(t.Context(), db, "res", fence.Holder{Token: 1, Owner: "holder"}), pgfence.ErrNotCreated)
 		require.ErrorIs(t, g.Migrate(t.Context(), db), pgfence.ErrNotCreated)
 		require.Zero(t, db.calls)
 	})
@@ -399,7 +399,7 @@ func TestMigrateConcurrentlyIsIdempotent(t *testing.T) {
 	for _, g := range guards {
 		require.NoError(t, g.Migrate(ctx, pool))
 		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return g.Migrate(ctx, tx) }))
-		require.NoError(t, g.Check(ctx, pool, "res", 1, "holder"))
+		require.NoError(t, g.Check(ctx, pool, "res", fence.Holder{Token: 1, Owner: "holder"}))
 	}
 	var tables int
 	require.NoError(t, pool.QueryRow(ctx,
@@ -466,7 +466,7 @@ func TestCheckRaceAcceptedTokensStrictlyIncrease(t *testing.T) {
 
 	highest := slices.Max(tokens)
 	require.Equal(t, highest, history[len(history)-1], "the largest token is always accepted, and last")
-	current, _, err := b.guard.Current(t.Context(), b.pool, "contended")
+	current, _, err := b.guard.Current(t.Context(), b.pool, "contended", "")
 	require.NoError(t, err)
 	require.Equal(t, slices.Max(history), current)
 	require.Equal(t, highest.String(), b.businessValue(t))
@@ -503,7 +503,7 @@ func TestCheckWaitsForConcurrentWriter(t *testing.T) {
 		newer, err := b.pool.Begin(ctx)
 		require.NoError(t, err)
 		defer newer.Rollback(context.Background()) //nolint:errcheck // no-op after Commit
-		require.NoError(t, b.guard.Check(ctx, newer, resource, 50, "newer"))
+		require.NoError(t, b.guard.Check(ctx, newer, resource, fence.Holder{Token: 50, Owner: "newer"}))
 
 		older, err := b.pool.Begin(ctx)
 		require.NoError(t, err)
@@ -514,7 +514,7 @@ func TestCheckWaitsForConcurrentWriter(t *testing.T) {
 		finished := make(chan struct{})
 		go func() {
 			defer close(finished)
-			olderErr = b.guard.Check(ctx, older, resource, 40, "older")
+			olderErr = b.guard.Check(ctx, older, resource, fence.Holder{Token: 40, Owner: "older"})
 		}()
 		defer func() { // on failure too: end newer, which unblocks older
 			newer.Rollback(context.Background()) //nolint:errcheck // no-op after Commit
@@ -556,18 +556,18 @@ func TestCheckSerializationFailureIsRetryable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := t.Context()
-	require.NoError(t, b.guard.Check(ctx, b.pool, "res", 1, "first"))
+	require.NoError(t, b.guard.Check(ctx, b.pool, "res", fence.Holder{Token: 1, Owner: "first"}))
 
 	tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	require.NoError(t, err)
 	defer tx.Rollback(context.Background()) //nolint:errcheck // test cleanup
 	// The first read takes the transaction's snapshot.
-	_, _, err = b.guard.Current(ctx, tx, "res")
+	_, _, err = b.guard.Current(ctx, tx, "res", "")
 	require.NoError(t, err)
 
-	require.NoError(t, b.guard.Check(ctx, b.pool, "res", 2, "second")) // commits after it
+	require.NoError(t, b.guard.Check(ctx, b.pool, "res", fence.Holder{Token: 2, Owner: "second"})) // commits after it
 
-	err = b.guard.Check(ctx, tx, "res", 3, "third")
+	err = b.guard.Check(ctx, tx, "res", fence.Holder{Token: 3, Owner: "third"})
 	require.ErrorIs(t, err, pgfence.ErrRetryable)
 	require.NotErrorIs(t, err, fence.ErrStaleToken)
 	var pgErr *pgconn.PgError
@@ -577,7 +577,7 @@ func TestCheckSerializationFailureIsRetryable(t *testing.T) {
 	// Running the transaction again succeeds.
 	require.NoError(t, tx.Rollback(ctx))
 	require.NoError(t, pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
-		return b.guard.Check(ctx, tx, "res", 3, "third")
+		return b.guard.Check(ctx, tx, "res", fence.Holder{Token: 3, Owner: "third"})
 	}))
 }
 
@@ -592,7 +592,7 @@ func TestCheckDeadlockIsRetryable(t *testing.T) {
 		tx, err := b.pool.Begin(ctx)
 		require.NoError(t, err)
 		t.Cleanup(func() { tx.Rollback(context.Background()) }) //nolint:errcheck // test cleanup
-		require.NoError(t, b.guard.Check(ctx, tx, resource, token, fmt.Sprint("owner-", token)))
+		require.NoError(t, b.guard.Check(ctx, tx, resource, fence.Holder{Token: token, Owner: fmt.Sprint("owner-", token)}))
 		return tx
 	}
 	txs := []pgx.Tx{begin("a", 10), begin("b", 20)}
@@ -603,7 +603,7 @@ func TestCheckDeadlockIsRetryable(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, tx := range txs {
 		wg.Go(func() {
-			errs[i] = b.guard.Check(ctx, tx, other[i], tokens[i], fmt.Sprint("owner-", tokens[i]))
+			errs[i] = b.guard.Check(ctx, tx, other[i], fence.Holder{Token: tokens[i], Owner: fmt.Sprint("owner-", tokens[i])})
 			if errs[i] != nil {
 				tx.Rollback(ctx) //nolint:errcheck // releases the survivor's wait
 			}
@@ -630,13 +630,13 @@ func TestCheckWithoutMigrateReturnsPgError(t *testing.T) {
 	guard, err := pgfence.New(pgfence.Config{Schema: fmt.Sprintf("pgfence_absent_%016x", rand.Uint64())})
 	require.NoError(t, err)
 
-	err = guard.Check(t.Context(), pool, "res", 1, "holder")
+	err = guard.Check(t.Context(), pool, "res", fence.Holder{Token: 1, Owner: "holder"})
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "42P01", pgErr.Code) // undefined_table
 	require.NotErrorIs(t, err, pgfence.ErrRetryable)
 	require.NotErrorIs(t, err, fence.ErrStaleToken)
 
-	_, _, err = guard.Current(t.Context(), pool, "res")
+	_, _, err = guard.Current(t.Context(), pool, "res", "")
 	require.ErrorAs(t, err, &pgErr)
 }

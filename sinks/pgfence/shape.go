@@ -16,10 +16,14 @@ import (
 
 // prepareWrite checks the input of FencedUpdate and FencedUpsert and
 // returns the statements for the shape of row and set.
-func prepareWrite(row Row, set map[string]any, t fence.Token, owner string) (*shape, error) {
-	if err := validateOwner(owner); err != nil {
+func prepareWrite(row Row, set map[string]any, h fence.Holder) (*shape, error) {
+	if err := validateOwner(h.Owner); err != nil {
 		return nil, err
 	}
+	if err := validateScope(h.Scope); err != nil {
+		return nil, err
+	}
+	t := h.Token
 	if t == fence.None {
 		return nil, fmt.Errorf("pgfence: fenced write of %s: %w", row.resource(), fence.ErrNoToken)
 	}
@@ -47,7 +51,7 @@ func prepareWrite(row Row, set map[string]any, t fence.Token, owner string) (*sh
 // shape is the SQL of the fenced statements for one table, key column and
 // set of columns.
 type shape struct {
-	cols                    []string // the columns of set, sorted: $4, $5, ...
+	cols                    []string // the columns of set, sorted: $5, $6, ...
 	update, upsert, current string
 }
 
@@ -61,7 +65,7 @@ func newShape(row Row, cols []string) (*shape, error) {
 	if !validIdentifier(row.KeyColumn) {
 		return nil, fmt.Errorf("%w: key column %q", ErrInvalidIdentifier, row.KeyColumn)
 	}
-	if row.KeyColumn == TokenColumn || row.KeyColumn == OwnerColumn {
+	if isFenceColumn(row.KeyColumn) {
 		return nil, fmt.Errorf("%w: key column %q is a fence column", ErrInvalidIdentifier, row.KeyColumn)
 	}
 	for _, col := range cols {
@@ -70,18 +74,23 @@ func newShape(row Row, cols []string) (*shape, error) {
 			return nil, fmt.Errorf("%w: set column %q", ErrInvalidIdentifier, col)
 		case col == row.KeyColumn:
 			return nil, fmt.Errorf("%w: set column %q is the key column", ErrInvalidIdentifier, col)
-		case col == TokenColumn || col == OwnerColumn:
+		case isFenceColumn(col):
 			return nil, fmt.Errorf("%w: set column %q is a fence column, written by pgfence", ErrInvalidIdentifier, col)
 		}
 	}
 	return &shape{cols: cols, update: updateSQL(row, cols), upsert: upsertSQL(row, cols), current: currentRowSQL(row)}, nil
 }
 
+// isFenceColumn reports whether col is one of the columns pgfence writes.
+func isFenceColumn(col string) bool {
+	return col == TokenColumn || col == OwnerColumn || col == ScopeColumn
+}
+
 // args returns the parameters of the statements: $1 the key, $2 the token,
-// $3 the owner, then the values of set in column order.
-func (sh *shape) args(row Row, set map[string]any, t fence.Token, owner string) []any {
-	args := make([]any, 0, 3+len(sh.cols))
-	args = append(args, row.Key, int64(t), owner)
+// $3 the owner, $4 the scope, then the values of set in column order.
+func (sh *shape) args(row Row, set map[string]any, h fence.Holder) []any {
+	args := make([]any, 0, 4+len(sh.cols))
+	args = append(args, row.Key, int64(h.Token), h.Owner, h.Scope)
 	for _, col := range sh.cols {
 		args = append(args, set[col])
 	}
@@ -137,7 +146,21 @@ func validIdentifier(s string) bool { return s != "" && validText(s) }
 var (
 	quotedToken = pgx.Identifier{TokenColumn}.Sanitize()
 	quotedOwner = pgx.Identifier{OwnerColumn}.Sanitize()
+	quotedScope = pgx.Identifier{ScopeColumn}.Sanitize()
 )
+
+// ruleSQL is the acceptance rule on a row's fence columns, for the
+// presented token $2, owner $3 and scope $4; prefix qualifies the row's
+// columns ("" or "cur."). A row without a token (NULL or 0) accepts any
+// holder. A row
+// with one accepts only its own scope (or any, while its scope is NULL:
+// written before the column existed), and then by the rule of package
+// fence. This is the one place the rule is written for the caller's rows.
+func ruleSQL(prefix string) string {
+	tok, own, scope := prefix+quotedToken, prefix+quotedOwner, prefix+quotedScope
+	return "(COALESCE(" + tok + ", 0) = 0 OR ((" + scope + " IS NULL OR " + scope + " = $4) AND (" +
+		tok + " < $2 OR (" + tok + " = $2 AND " + own + " = $3))))"
+}
 
 // updateSQL builds FencedUpdate's statement (see its documentation).
 func updateSQL(row Row, cols []string) string {
@@ -149,13 +172,12 @@ func updateSQL(row Row, cols []string) string {
 	for i, col := range cols {
 		b.WriteString(pgx.Identifier{col}.Sanitize())
 		b.WriteString(" = $")
-		b.WriteString(strconv.Itoa(i + 4))
+		b.WriteString(strconv.Itoa(i + 5))
 		b.WriteString(", ")
 	}
-	b.WriteString(quotedToken + " = $2, " + quotedOwner + " = $3 WHERE ")
+	b.WriteString(quotedToken + " = $2, " + quotedOwner + " = $3, " + quotedScope + " = $4 WHERE ")
 	b.WriteString(pgx.Identifier{row.KeyColumn}.Sanitize())
-	b.WriteString(" = $1 AND (" + quotedToken + " IS NULL OR " + quotedToken + " < $2 OR (" +
-		quotedToken + " = $2 AND " + quotedOwner + " = $3))")
+	b.WriteString(" = $1 AND " + ruleSQL(""))
 	return b.String()
 }
 
@@ -176,25 +198,24 @@ func upsertSQL(row Row, cols []string) string {
 		b.WriteString(", ")
 		b.WriteString(q)
 	}
-	b.WriteString(", " + quotedToken + ", " + quotedOwner + ") VALUES ($1")
+	b.WriteString(", " + quotedToken + ", " + quotedOwner + ", " + quotedScope + ") VALUES ($1")
 	for i := range quoted {
 		b.WriteString(", $")
-		b.WriteString(strconv.Itoa(i + 4))
+		b.WriteString(strconv.Itoa(i + 5))
 	}
-	b.WriteString(", $2, $3) ON CONFLICT (")
+	b.WriteString(", $2, $3, $4) ON CONFLICT (")
 	b.WriteString(key)
 	b.WriteString(") DO UPDATE SET ")
 	for _, q := range quoted {
 		b.WriteString(q + " = EXCLUDED." + q + ", ")
 	}
-	b.WriteString(quotedToken + " = EXCLUDED." + quotedToken + ", " + quotedOwner + " = EXCLUDED." + quotedOwner +
-		" WHERE cur." + quotedToken + " IS NULL OR cur." + quotedToken + " < EXCLUDED." + quotedToken +
-		" OR (cur." + quotedToken + " = EXCLUDED." + quotedToken + " AND cur." + quotedOwner + " = EXCLUDED." + quotedOwner + ")")
+	b.WriteString(quotedToken + " = $2, " + quotedOwner + " = $3, " + quotedScope + " = $4 WHERE " + ruleSQL("cur."))
 	return b.String()
 }
 
-// currentRowSQL reads the row's fence columns, NULL as none.
+// currentRowSQL reads the row's fence columns, NULL as none (the scope as
+// NULL).
 func currentRowSQL(row Row) string {
-	return "SELECT COALESCE(" + quotedToken + ", 0), COALESCE(" + quotedOwner + ", '') FROM " +
+	return "SELECT COALESCE(" + quotedToken + ", 0), COALESCE(" + quotedOwner + ", ''), " + quotedScope + " FROM " +
 		row.Table.Sanitize() + " WHERE " + pgx.Identifier{row.KeyColumn}.Sanitize() + " = $1"
 }

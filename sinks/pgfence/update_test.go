@@ -19,7 +19,7 @@ import (
 // table is one test's user table with fence columns, in a fresh schema:
 //
 //	items(id text PRIMARY KEY, value text NOT NULL DEFAULT '', note text,
-//	      fence_token bigint, fence_owner text)
+//	      fence_token bigint, fence_owner text, fence_scope text)
 type table struct {
 	pool  *pgxpool.Pool
 	ident pgx.Identifier
@@ -36,7 +36,7 @@ CREATE TABLE `+tb.ident.Sanitize()+` (
 	value       text NOT NULL DEFAULT '',
 	note        text,
 	fence_token bigint,
-	fence_owner text)`)
+	fence_owner text, fence_scope text)`)
 	require.NoError(t, err)
 	return tb
 }
@@ -79,7 +79,7 @@ func TestFencedUpdateFollowsTheRule(t *testing.T) {
 	row := tb.row("a")
 
 	// NULL fence columns: any token is the first.
-	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"value": "v10", "note": "n"}, 10, "owner-a"))
+	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"value": "v10", "note": "n"}, fence.Holder{Token: 10, Owner: "owner-a"}))
 	require.Equal(t, rowState{"v10", ptr("n"), ptr[int64](10), ptr("owner-a")}, tb.get(t, "a"))
 
 	stale := func(err error, presented, current fence.Token) {
@@ -92,20 +92,20 @@ func TestFencedUpdateFollowsTheRule(t *testing.T) {
 		require.Equal(t, current, se.Current)
 		require.Equal(t, tb.ident[0]+".items[id=a]", se.Resource)
 	}
-	stale(pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"value": "lost"}, 9, "owner-b"), 9, 10)
-	stale(pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"value": "lost"}, 10, "owner-b"), 10, 10)
+	stale(pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"value": "lost"}, fence.Holder{Token: 9, Owner: "owner-b"}), 9, 10)
+	stale(pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"value": "lost"}, fence.Holder{Token: 10, Owner: "owner-b"}), 10, 10)
 	require.Equal(t, rowState{"v10", ptr("n"), ptr[int64](10), ptr("owner-a")}, tb.get(t, "a"), "refused writes change nothing")
 
-	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"value": "v10b"}, 10, "owner-a"), "same holder again")
-	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"note": nil}, 11, "owner-b"))
+	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"value": "v10b"}, fence.Holder{Token: 10, Owner: "owner-a"}), "same holder again")
+	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, map[string]any{"note": nil}, fence.Holder{Token: 11, Owner: "owner-b"}))
 	require.Equal(t, rowState{"v10b", nil, ptr[int64](11), ptr("owner-b")}, tb.get(t, "a"), "columns not in set are kept")
 
 	// An empty set raises the fence only.
-	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, nil, 12, "owner-c"))
+	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, nil, fence.Holder{Token: 12, Owner: "owner-c"}))
 	require.Equal(t, rowState{"v10b", nil, ptr[int64](12), ptr("owner-c")}, tb.get(t, "a"))
 
-	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, nil, math.MaxInt64, "owner-d"))
-	stale(pgfence.FencedUpdate(ctx, tb.pool, row, nil, math.MaxInt64-1, "owner-e"), math.MaxInt64-1, math.MaxInt64)
+	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, row, nil, fence.Holder{Token: math.MaxInt64, Owner: "owner-d"}))
+	stale(pgfence.FencedUpdate(ctx, tb.pool, row, nil, fence.Holder{Token: math.MaxInt64 - 1, Owner: "owner-e"}), math.MaxInt64-1, math.MaxInt64)
 }
 
 func TestFencedUpdateTellsMissingRowFromStale(t *testing.T) {
@@ -113,7 +113,7 @@ func TestFencedUpdateTellsMissingRowFromStale(t *testing.T) {
 	tb := newTable(t)
 	ctx := t.Context()
 
-	err := pgfence.FencedUpdate(ctx, tb.pool, tb.row("absent"), map[string]any{"value": "v"}, 5, "owner")
+	err := pgfence.FencedUpdate(ctx, tb.pool, tb.row("absent"), map[string]any{"value": "v"}, fence.Holder{Token: 5, Owner: "owner"})
 	require.ErrorIs(t, err, pgfence.ErrRowNotFound)
 	require.NotErrorIs(t, err, fence.ErrStaleToken)
 	require.NotErrorIs(t, err, pgfence.ErrRetryable)
@@ -122,7 +122,7 @@ func TestFencedUpdateTellsMissingRowFromStale(t *testing.T) {
 	// a first token.
 	_, err = tb.pool.Exec(ctx, `INSERT INTO `+tb.ident.Sanitize()+` (id, fence_token, fence_owner) VALUES ('zero', 0, '')`)
 	require.NoError(t, err)
-	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, tb.row("zero"), map[string]any{"value": "v"}, 1, "owner"))
+	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, tb.row("zero"), map[string]any{"value": "v"}, fence.Holder{Token: 1, Owner: "owner"}))
 }
 
 func TestFencedUpdateInCallerTransaction(t *testing.T) {
@@ -134,16 +134,16 @@ func TestFencedUpdateInCallerTransaction(t *testing.T) {
 	// Rolled back with the caller's transaction.
 	tx, err := tb.pool.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, pgfence.FencedUpdate(ctx, tx, tb.row("a"), map[string]any{"value": "rolled-back"}, 5, "owner"))
+	require.NoError(t, pgfence.FencedUpdate(ctx, tx, tb.row("a"), map[string]any{"value": "rolled-back"}, fence.Holder{Token: 5, Owner: "owner"}))
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, rowState{Value: ""}, tb.get(t, "a"))
 
 	// A refusal inside a transaction does not abort it.
-	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, tb.row("a"), map[string]any{"value": "v7"}, 7, "owner"))
+	require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, tb.row("a"), map[string]any{"value": "v7"}, fence.Holder{Token: 7, Owner: "owner"}))
 	require.NoError(t, pgx.BeginFunc(ctx, tb.pool, func(tx pgx.Tx) error {
-		err := pgfence.FencedUpdate(ctx, tx, tb.row("a"), map[string]any{"value": "lost"}, 6, "old")
+		err := pgfence.FencedUpdate(ctx, tx, tb.row("a"), map[string]any{"value": "lost"}, fence.Holder{Token: 6, Owner: "old"})
 		require.ErrorIs(t, err, fence.ErrStaleToken)
-		return pgfence.FencedUpdate(ctx, tx, tb.row("a"), map[string]any{"value": "v8"}, 8, "owner")
+		return pgfence.FencedUpdate(ctx, tx, tb.row("a"), map[string]any{"value": "v8"}, fence.Holder{Token: 8, Owner: "owner"})
 	}))
 	require.Equal(t, "v8", tb.get(t, "a").Value)
 
@@ -151,7 +151,7 @@ func TestFencedUpdateInCallerTransaction(t *testing.T) {
 	conn, err := tb.pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	require.NoError(t, pgfence.FencedUpdate(ctx, conn.Conn(), tb.row("a"), map[string]any{"value": "v9"}, 9, "owner"))
+	require.NoError(t, pgfence.FencedUpdate(ctx, conn.Conn(), tb.row("a"), map[string]any{"value": "v9"}, fence.Holder{Token: 9, Owner: "owner"}))
 	require.Equal(t, "v9", tb.get(t, "a").Value)
 }
 
@@ -167,13 +167,13 @@ func TestFencedWritesQuoteIdentifiers(t *testing.T) {
 	_, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
 CREATE TABLE `+pgx.Identifier{schema, "canary"}.Sanitize()+` (x int);
 CREATE TABLE `+weird.Sanitize()+` (`+pgx.Identifier{key}.Sanitize()+` text PRIMARY KEY, `+
-		pgx.Identifier{col}.Sanitize()+` text, fence_token bigint, fence_owner text)`)
+		pgx.Identifier{col}.Sanitize()+` text, fence_token bigint, fence_owner text, fence_scope text)`)
 	require.NoError(t, err)
 
 	row := pgfence.Row{Table: weird, KeyColumn: key, Key: `k'; DROP TABLE canary; --`}
-	require.NoError(t, pgfence.FencedUpsert(ctx, pool, row, map[string]any{col: "v1"}, 1, "o"))
-	require.NoError(t, pgfence.FencedUpdate(ctx, pool, row, map[string]any{col: "v2"}, 2, "o"))
-	require.ErrorIs(t, pgfence.FencedUpdate(ctx, pool, row, map[string]any{col: "v0"}, 1, "p"), fence.ErrStaleToken)
+	require.NoError(t, pgfence.FencedUpsert(ctx, pool, row, map[string]any{col: "v1"}, fence.Holder{Token: 1, Owner: "o"}))
+	require.NoError(t, pgfence.FencedUpdate(ctx, pool, row, map[string]any{col: "v2"}, fence.Holder{Token: 2, Owner: "o"}))
+	require.ErrorIs(t, pgfence.FencedUpdate(ctx, pool, row, map[string]any{col: "v0"}, fence.Holder{Token: 1, Owner: "p"}), fence.ErrStaleToken)
 
 	var v string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT `+pgx.Identifier{col}.Sanitize()+` FROM `+weird.Sanitize()).Scan(&v))
@@ -209,17 +209,19 @@ func TestFencedWritesBadInput(t *testing.T) {
 		{"SetKeyColumn", good, map[string]any{"id": 2}, 1, "o", pgfence.ErrInvalidIdentifier},
 		{"SetTokenColumn", good, map[string]any{pgfence.TokenColumn: 2}, 1, "o", pgfence.ErrInvalidIdentifier},
 		{"SetOwnerColumn", good, map[string]any{pgfence.OwnerColumn: "x"}, 1, "o", pgfence.ErrInvalidIdentifier},
+		{"SetScopeColumn", good, map[string]any{pgfence.ScopeColumn: "x"}, 1, "o", pgfence.ErrInvalidIdentifier},
+		{"KeyColumnIsScope", withKey(pgfence.ScopeColumn), set, 1, "o", pgfence.ErrInvalidIdentifier},
 		{"SetEmptyColumn", good, map[string]any{"": 2}, 1, "o", pgfence.ErrInvalidIdentifier},
 		{"SetBadUTF8Column", good, map[string]any{"\xff": 2}, 1, "o", pgfence.ErrInvalidIdentifier},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			for name, write := range map[string]func(context.Context, pgfence.DBTX, pgfence.Row, map[string]any, fence.Token, string) error{
+			for name, write := range map[string]func(context.Context, pgfence.DBTX, pgfence.Row, map[string]any, fence.Holder) error{
 				"Update": pgfence.FencedUpdate, "Upsert": pgfence.FencedUpsert,
 			} {
 				db := &untouchable{}
-				err := write(t.Context(), db, tt.row, tt.set, tt.token, tt.owner)
+				err := write(t.Context(), db, tt.row, tt.set, fence.Holder{Token: tt.token, Owner: tt.owner})
 				require.ErrorIs(t, err, tt.want, name)
 				require.NotErrorIs(t, err, fence.ErrStaleToken, name)
 				require.Zero(t, db.calls, "%s: the database was touched", name)
@@ -243,12 +245,12 @@ func TestFencedUpdateWaitsForConcurrentWriter(t *testing.T) {
 			write = pgfence.FencedUpsert
 		} else {
 			tb.insert(t, id)
-			require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, tb.row(id), nil, 10, "first"))
+			require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, tb.row(id), nil, fence.Holder{Token: 10, Owner: "first"}))
 		}
 		newer, err := tb.pool.Begin(ctx)
 		require.NoError(t, err)
 		defer newer.Rollback(context.Background()) //nolint:errcheck // no-op after Commit
-		require.NoError(t, write(ctx, newer, tb.row(id), map[string]any{"value": "newer"}, 50, "newer"))
+		require.NoError(t, write(ctx, newer, tb.row(id), map[string]any{"value": "newer"}, fence.Holder{Token: 50, Owner: "newer"}))
 
 		older, err := tb.pool.Begin(ctx)
 		require.NoError(t, err)
@@ -259,7 +261,7 @@ func TestFencedUpdateWaitsForConcurrentWriter(t *testing.T) {
 		finished := make(chan struct{})
 		go func() {
 			defer close(finished)
-			olderErr = write(ctx, older, tb.row(id), map[string]any{"value": "older"}, 40, "older")
+			olderErr = write(ctx, older, tb.row(id), map[string]any{"value": "older"}, fence.Holder{Token: 40, Owner: "older"})
 		}()
 		defer func() {
 			newer.Rollback(context.Background()) //nolint:errcheck // unblocks older on failure
@@ -311,7 +313,7 @@ func TestFencedUpdateWaitsForConcurrentWriter(t *testing.T) {
 func TestFencedWritesSerializationFailureIsRetryable(t *testing.T) {
 	t.Parallel()
 	tb := newTable(t)
-	for name, write := range map[string]func(context.Context, pgfence.DBTX, pgfence.Row, map[string]any, fence.Token, string) error{
+	for name, write := range map[string]func(context.Context, pgfence.DBTX, pgfence.Row, map[string]any, fence.Holder) error{
 		"Update": pgfence.FencedUpdate, "Upsert": pgfence.FencedUpsert,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -327,9 +329,9 @@ func TestFencedWritesSerializationFailureIsRetryable(t *testing.T) {
 			var n int
 			require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM `+tb.ident.Sanitize()).Scan(&n)) // takes the snapshot
 
-			require.NoError(t, write(ctx, tb.pool, tb.row(id), map[string]any{"value": "other"}, 1, "other")) // commits after it
+			require.NoError(t, write(ctx, tb.pool, tb.row(id), map[string]any{"value": "other"}, fence.Holder{Token: 1, Owner: "other"})) // commits after it
 
-			err = write(ctx, tx, tb.row(id), map[string]any{"value": "mine"}, 2, "mine")
+			err = write(ctx, tx, tb.row(id), map[string]any{"value": "mine"}, fence.Holder{Token: 2, Owner: "mine"})
 			require.ErrorIs(t, err, pgfence.ErrRetryable)
 			require.NotErrorIs(t, err, fence.ErrStaleToken)
 			var pgErr *pgconn.PgError
@@ -338,7 +340,7 @@ func TestFencedWritesSerializationFailureIsRetryable(t *testing.T) {
 
 			require.NoError(t, tx.Rollback(ctx))
 			require.NoError(t, pgx.BeginTxFunc(ctx, tb.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
-				return write(ctx, tx, tb.row(id), map[string]any{"value": "mine"}, 2, "mine")
+				return write(ctx, tx, tb.row(id), map[string]any{"value": "mine"}, fence.Holder{Token: 2, Owner: "mine"})
 			}))
 			require.Equal(t, "mine", tb.get(t, id).Value)
 		})
@@ -351,22 +353,22 @@ func TestFencedUpsertFirstWriteInserts(t *testing.T) {
 	ctx := t.Context()
 	row := tb.row("new")
 
-	require.NoError(t, pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "v5", "note": "first"}, 5, "a"))
+	require.NoError(t, pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "v5", "note": "first"}, fence.Holder{Token: 5, Owner: "a"}))
 	require.Equal(t, rowState{"v5", ptr("first"), ptr[int64](5), ptr("a")}, tb.get(t, "new"))
 
-	err := pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "lost"}, 4, "b")
+	err := pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "lost"}, fence.Holder{Token: 4, Owner: "b"})
 	var stale *fence.StaleTokenError
 	require.ErrorAs(t, err, &stale)
 	require.Equal(t, fence.StaleTokenError{Resource: tb.ident[0] + ".items[id=new]", Presented: 4, Current: 5}, *stale)
-	require.ErrorIs(t, pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "lost"}, 5, "b"), fence.ErrStaleToken)
+	require.ErrorIs(t, pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "lost"}, fence.Holder{Token: 5, Owner: "b"}), fence.ErrStaleToken)
 
-	require.NoError(t, pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "v5b"}, 5, "a"))
-	require.NoError(t, pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "v6"}, 6, "b"))
+	require.NoError(t, pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "v5b"}, fence.Holder{Token: 5, Owner: "a"}))
+	require.NoError(t, pgfence.FencedUpsert(ctx, tb.pool, row, map[string]any{"value": "v6"}, fence.Holder{Token: 6, Owner: "b"}))
 	require.Equal(t, rowState{"v6", ptr("first"), ptr[int64](6), ptr("b")}, tb.get(t, "new"))
 
 	// A pre-existing row with NULL fence columns takes any token.
 	tb.insert(t, "old")
-	require.NoError(t, pgfence.FencedUpsert(ctx, tb.pool, tb.row("old"), map[string]any{"value": "v1"}, 1, "a"))
+	require.NoError(t, pgfence.FencedUpsert(ctx, tb.pool, tb.row("old"), map[string]any{"value": "v1"}, fence.Holder{Token: 1, Owner: "a"}))
 	require.Equal(t, "v1", tb.get(t, "old").Value)
 }
 
@@ -374,7 +376,7 @@ func TestFencedUpsertNeedsUniqueKey(t *testing.T) {
 	t.Parallel()
 	tb := newTable(t)
 	row := pgfence.Row{Table: tb.ident, KeyColumn: "value", Key: "x"}
-	err := pgfence.FencedUpsert(t.Context(), tb.pool, row, nil, 1, "a")
+	err := pgfence.FencedUpsert(t.Context(), tb.pool, row, nil, fence.Holder{Token: 1, Owner: "a"})
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "42P10", pgErr.Code) // no unique constraint matching ON CONFLICT
@@ -416,14 +418,14 @@ func TestFencedWritesManyColumns(t *testing.T) {
 		set[fmt.Sprintf("c%d", i)] = i
 	}
 	_, err := pool.Exec(t.Context(), `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
-CREATE TABLE `+tbl.Sanitize()+` (id int PRIMARY KEY`+cols+`, fence_token bigint, fence_owner text)`)
+CREATE TABLE `+tbl.Sanitize()+` (id int PRIMARY KEY`+cols+`, fence_token bigint, fence_owner text, fence_scope text)`)
 	require.NoError(t, err)
 	row := pgfence.Row{Table: tbl, KeyColumn: "id", Key: 1}
 
-	require.NoError(t, pgfence.FencedUpsert(t.Context(), pool, row, set, 1, "a"))
+	require.NoError(t, pgfence.FencedUpsert(t.Context(), pool, row, set, fence.Holder{Token: 1, Owner: "a"}))
 	set["c11"] = 110
-	require.NoError(t, pgfence.FencedUpdate(t.Context(), pool, row, set, 2, "a"))
-	require.ErrorIs(t, pgfence.FencedUpdate(t.Context(), pool, row, set, 1, "b"), fence.ErrStaleToken)
+	require.NoError(t, pgfence.FencedUpdate(t.Context(), pool, row, set, fence.Holder{Token: 2, Owner: "a"}))
+	require.ErrorIs(t, pgfence.FencedUpdate(t.Context(), pool, row, set, fence.Holder{Token: 1, Owner: "b"}), fence.ErrStaleToken)
 	var c0, c11 int
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT c0, c11 FROM `+tbl.Sanitize()).Scan(&c0, &c11))
 	require.Equal(t, 0, c0)

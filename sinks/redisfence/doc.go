@@ -7,17 +7,28 @@
 //
 // A lease (package lease) hands its holder a token that grows with every
 // acquisition. A holder that paused past its TTL still holds an old token;
-// its late writes must be refused where they land. For each resource (a
-// Redis key the holders write), a Writer keeps the highest token accepted
-// and the owner that presented it, and accepts a write with token t and
-// owner o iff
+// its late writes must be refused where they land. A writer presents a
+// fence.Holder: the token, its owner, and its scope (the lease name the
+// token was issued for). For each resource (a Redis key the holders write)
+// and scope, a Writer keeps the highest token accepted and the owner that
+// presented it, and accepts a write by holder (scope s, token t, owner o)
+// iff, for the fence of s,
 //
 //	nothing stored yet, or t > stored token, or t == stored token and o == stored owner
 //
 // Otherwise it returns *fence.StaleTokenError (matching fence.ErrStaleToken)
-// with Resource = the key, Presented = t, Current = the stored token, and
-// writes nothing. Token 0 is refused with fence.ErrNoToken before Redis is
-// contacted.
+// with Resource = the key, Scope = s, Presented = t, Current = the stored
+// token, and writes nothing. Token 0 is refused with fence.ErrNoToken
+// before Redis is contacted.
+//
+// # Scope
+//
+// Tokens of different leases are unrelated sequences, so they are never
+// compared: a key written under two scopes (two partitions of one
+// scheduler job, say) has two fences, and neither holder refuses the
+// other, while a stale holder of either lease is refused by its own
+// lease's fence. "" is a scope of its own. Writers of several leases that
+// must be fenced against each other present one shared Scope on purpose.
 //
 // Set, HSet and Eval each run as ONE Lua script: read the fence state,
 // apply the rule, raise the state, write. Redis runs a script alone, so the
@@ -28,7 +39,13 @@
 // A resource key K has one companion key, its fence key:
 //
 //	K          the caller's value (a string for Set, a hash for HSet, anything for Eval)
-//	K:fence    a hash {token: "<decimal uint64>", owner: "<owner>"}
+//	K:fence    a hash with one pair of fields per scope:
+//	           {token: "<decimal uint64>", owner: "<owner>"}      for scope ""
+//	           {token:<scope>: "<decimal>", owner:<scope>: "<owner>"}  for any other
+//
+// One hash per resource keeps every scope's fence in the resource's slot
+// and retires with it; the scope "" fields are the layout from before
+// scopes existed, so fences written then stay in force for scope "".
 //
 // FenceKey(K) returns K + FenceSuffix. On Redis Cluster both keys must hash
 // to one slot, which holds when K carries a hash tag: "settlement:{2026-03-08}"

@@ -5,11 +5,12 @@
 -- KEYS[n]         the fence key: KEYS[1] .. ':fence'
 -- ARGV[1]         token (canonical decimal)
 -- ARGV[2]         owner
--- ARGV[3 ..]      the caller's arguments
+-- ARGV[3]         scope (the lease name of the token)
+-- ARGV[4 ..]      the caller's arguments
 --
 -- The body runs only when the rule accepts, after the fence is raised, and
 -- sees KEYS and ARGV as the caller passed them (without the fence key,
--- token and owner).
+-- token, owner and scope).
 --
 -- Returns {1, what the body returned} when it ran (a body returning nil or
 -- false gives {1}), {0, stored token} when the rule refused and nothing
@@ -20,8 +21,8 @@ local function holdfast_body(KEYS, ARGV)
 end
 
 local n = #KEYS
-local refused = holdfast_fence(KEYS[n], ARGV[1], ARGV[2])
+local refused = holdfast_fence(KEYS[n], ARGV[3], ARGV[1], ARGV[2])
 if refused then
   return {0, refused}
 end
-return {1, holdfast_body({unpack(KEYS, 1, n - 1)}, {unpack(ARGV, 3)})}
+return {1, holdfast_body({unpack(KEYS, 1, n - 1)}, {unpack(ARGV, 4)})}

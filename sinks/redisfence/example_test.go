@@ -28,9 +28,9 @@ func ExampleWriter_Set() {
 	w := redisfence.New(rdb)
 	const key = "report:{2026-03-08}" // the hash tag keeps key and fence key in one Cluster slot
 
-	fmt.Println(w.Set(ctx, key, "from replica-b", 1002, "replica-b", 24*time.Hour))
+	fmt.Println(w.Set(ctx, key, "from replica-b", fence.Holder{Scope: "daily-settlement", Token: 1002, Owner: "replica-b"}, 24*time.Hour))
 
-	err := w.Set(ctx, key, "from replica-a", 1001, "replica-a", 24*time.Hour)
+	err := w.Set(ctx, key, "from replica-a", fence.Holder{Scope: "daily-settlement", Token: 1001, Owner: "replica-a"}, 24*time.Hour)
 	var stale *fence.StaleTokenError
 	if errors.As(err, &stale) {
 		fmt.Println("refused:", stale.Presented, "<", stale.Current)
@@ -57,9 +57,9 @@ func ExampleNewScript() {
 
 	ctx := context.Background()
 	w := redisfence.New(rdb)
-	balance, err := w.Eval(ctx, credit, []string{"balance:{acct-42}"}, 7, "replica-a", 100)
+	balance, err := w.Eval(ctx, credit, []string{"balance:{acct-42}"}, fence.Holder{Scope: "credit-acct-42", Token: 7, Owner: "replica-a"}, 100)
 	fmt.Println(balance, err)
-	_, err = w.Eval(ctx, credit, []string{"balance:{acct-42}"}, 6, "replica-old", 100)
+	_, err = w.Eval(ctx, credit, []string{"balance:{acct-42}"}, fence.Holder{Scope: "credit-acct-42", Token: 6, Owner: "replica-old"}, 100)
 	fmt.Println(errors.Is(err, fence.ErrStaleToken))
 	// Output:
 	// 100 <nil>

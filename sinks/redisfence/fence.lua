@@ -1,10 +1,13 @@
 -- fence.lua: the acceptance rule, prepended to every write script of
 -- package redisfence. It defines functions only and touches no key itself.
 --
--- holdfast_fence(fence_key, token, owner) applies the rule to the fence
--- state in the hash fence_key (fields "token" and "owner") and, when it
--- passes, raises the state to (token, owner). It returns nil when the write
--- is accepted and the stored token (a string) when it is refused:
+-- holdfast_fence(fence_key, scope, token, owner) applies the rule to the
+-- fence state of scope in the hash fence_key and, when it passes, raises
+-- that state to (token, owner). The hash keeps one fence per scope (the
+-- lease name of the token): fields "token" and "owner" for scope "", and
+-- "token:<scope>" and "owner:<scope>" for any other, so tokens of different
+-- scopes are never compared. It returns nil when the write is accepted and
+-- the scope's stored token (a string) when it is refused:
 --
 --   accepted iff no state is stored, or token > stored token,
 --                or token == stored token and owner == stored owner.
@@ -21,8 +24,12 @@ local function holdfast_greater(a, b)
   return a > b
 end
 
-local function holdfast_fence(fence_key, token, owner)
-  local state = redis.call('HMGET', fence_key, 'token', 'owner')
+local function holdfast_fence(fence_key, scope, token, owner)
+  local token_field, owner_field = 'token', 'owner'
+  if scope ~= '' then
+    token_field, owner_field = 'token:' .. scope, 'owner:' .. scope
+  end
+  local state = redis.call('HMGET', fence_key, token_field, owner_field)
   local stored_token, stored_owner = state[1], state[2]
   if stored_token then
     if token == stored_token then
@@ -35,7 +42,7 @@ local function holdfast_fence(fence_key, token, owner)
       return stored_token
     end
   end
-  redis.call('HSET', fence_key, 'token', token, 'owner', owner)
+  redis.call('HSET', fence_key, token_field, token, owner_field, owner)
   return nil
 end
 

@@ -4,19 +4,20 @@
 -- KEYS[2]  its fence key: KEYS[1] .. ':fence'
 -- ARGV[1]  token (canonical decimal)
 -- ARGV[2]  owner
--- ARGV[3], ARGV[4], ...  field, value, field, value, ... (at least one pair)
+-- ARGV[3]  scope (the lease name of the token; '' is a scope of its own)
+-- ARGV[4], ARGV[5], ...  field, value, field, value, ... (at least one pair)
 --
 -- Returns {1} when the rule accepted and the fields were set, {0, stored
 -- token} when it refused and nothing was written.
 
-local refused = holdfast_fence(KEYS[2], ARGV[1], ARGV[2])
+local refused = holdfast_fence(KEYS[2], ARGV[3], ARGV[1], ARGV[2])
 if refused then
   return {0, refused}
 end
 -- unpack in chunks: Lua's C stack holds a few thousand values at most.
 -- A chunk has an even length and starts on a field, so pairs stay whole.
 local chunk = 1000
-for i = 3, #ARGV, chunk do
+for i = 4, #ARGV, chunk do
   redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + chunk - 1, #ARGV)))
 end
 return {1}

@@ -13,7 +13,8 @@ import (
 )
 
 // FenceSuffix is appended to a resource's key to name its fence key, the
-// hash that holds the resource's fence state (see "Key layout").
+// hash that holds the resource's fence state, one fence per scope (see "Key
+// layout").
 const FenceSuffix = ":fence"
 
 // KeepTTL, given to Set as the TTL, keeps the key's current time to live
@@ -42,8 +43,10 @@ func New(client redis.Scripter) *Writer {
 // key + FenceSuffix.
 func FenceKey(key string) string { return key + FenceSuffix }
 
-// Set sets key to value, iff token t presented by owner passes the rule
-// for key, atomically with the check. ttl is the value key's time to live:
+// Set sets key to value, iff holder h passes the rule for key's fence of
+// h.Scope, atomically with the check. Holders of other scopes (other
+// leases) have fences of their own in the same fence key and are neither
+// compared with h nor refused by it. ttl is the value key's time to live:
 // 0 for none (any previous TTL is removed, as SET does), KeepTTL to keep the
 // key's current one, else rounded down to milliseconds (1 ms at least). The
 // fence key never expires (see "Key layout").
@@ -51,12 +54,12 @@ func FenceKey(key string) string { return key + FenceSuffix }
 // value is encoded as go-redis encodes command arguments: string, []byte,
 // numbers, bool, time.Time, encoding.BinaryMarshaler.
 //
-// It returns nil when written, a *fence.StaleTokenError (Resource = key)
-// when refused, an input error (fence.ErrNoToken, ErrInvalidKey,
-// ErrInvalidOwner, ErrInvalidTTL) before contacting Redis, or a wrapped
-// Redis error.
-func (w *Writer) Set(ctx context.Context, key string, value any, t fence.Token, owner string, ttl time.Duration) error {
-	if err := w.validate(key, t, owner); err != nil {
+// It returns nil when written, a *fence.StaleTokenError (Resource = key,
+// Scope = h.Scope) when refused, an input error (fence.ErrNoToken,
+// ErrInvalidKey, ErrInvalidOwner, ErrInvalidTTL) before contacting Redis,
+// or a wrapped Redis error.
+func (w *Writer) Set(ctx context.Context, key string, value any, h fence.Holder, ttl time.Duration) error {
+	if err := w.validate(key, h); err != nil {
 		return err
 	}
 	var px string
@@ -70,26 +73,26 @@ func (w *Writer) Set(ctx context.Context, key string, value any, t fence.Token, 
 	default:
 		px = strconv.FormatInt(max(ttl, time.Millisecond).Milliseconds(), 10)
 	}
-	reply, err := setScript.Run(ctx, w.client, []string{key, FenceKey(key)}, t.String(), owner, value, px).Slice()
+	reply, err := setScript.Run(ctx, w.client, []string{key, FenceKey(key)}, h.Token.String(), h.Owner, h.Scope, value, px).Slice()
 	if err != nil {
 		return wrapRedisError(ctx, "fenced set of", key, err)
 	}
-	_, err = outcome(key, t, reply)
+	_, err = outcome(key, h, reply)
 	return err
 }
 
-// HSet sets fields of the hash at key, iff token t presented by owner
-// passes the rule for key, atomically with the check. fields must not be
+// HSet sets fields of the hash at key, iff holder h passes the rule for
+// key's fence of h.Scope, atomically with the check. fields must not be
 // empty. Return values as for Set (ErrNoFields for an empty map).
-func (w *Writer) HSet(ctx context.Context, key string, fields map[string]string, t fence.Token, owner string) error {
-	if err := w.validate(key, t, owner); err != nil {
+func (w *Writer) HSet(ctx context.Context, key string, fields map[string]string, h fence.Holder) error {
+	if err := w.validate(key, h); err != nil {
 		return err
 	}
 	if len(fields) == 0 {
 		return fmt.Errorf("%w: key %q", ErrNoFields, key)
 	}
-	args := make([]any, 0, 2+2*len(fields))
-	args = append(args, t.String(), owner)
+	args := make([]any, 0, 3+2*len(fields))
+	args = append(args, h.Token.String(), h.Owner, h.Scope)
 	for f, v := range fields {
 		args = append(args, f, v)
 	}
@@ -97,23 +100,24 @@ func (w *Writer) HSet(ctx context.Context, key string, fields map[string]string,
 	if err != nil {
 		return wrapRedisError(ctx, "fenced hset of", key, err)
 	}
-	_, err = outcome(key, t, reply)
+	_, err = outcome(key, h, reply)
 	return err
 }
 
-// Eval runs script with keys and args, iff token t presented by owner
-// passes the rule for keys[0], the fenced resource; the check, the raise of
-// the fence and the script run in one script invocation. It returns what
-// the script's body returned (nil for nil or false), a
-// *fence.StaleTokenError (Resource = keys[0]) when refused, an input error,
-// or a wrapped Redis error (an error the body raised comes back this way).
+// Eval runs script with keys and args, iff holder h passes the rule for
+// the fence of h.Scope of keys[0], the fenced resource; the check, the
+// raise of the fence and the script run in one script invocation. It
+// returns what the script's body returned (nil for nil or false), a
+// *fence.StaleTokenError (Resource = keys[0], Scope = h.Scope) when
+// refused, an input error, or a wrapped Redis error (an error the body
+// raised comes back this way).
 //
 // All keys must hash to one slot on Cluster: give them keys[0]'s hash tag.
-func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, t fence.Token, owner string, args ...any) (any, error) {
+func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, h fence.Holder, args ...any) (any, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: Eval needs at least the resource key", ErrInvalidKey)
 	}
-	if err := w.validate(keys[0], t, owner); err != nil {
+	if err := w.validate(keys[0], h); err != nil {
 		return nil, err
 	}
 	if script == nil || script.script == nil {
@@ -121,26 +125,26 @@ func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, t fenc
 	}
 	allKeys := make([]string, 0, len(keys)+1)
 	allKeys = append(append(allKeys, keys...), FenceKey(keys[0]))
-	allArgs := make([]any, 0, len(args)+2)
-	allArgs = append(append(allArgs, t.String(), owner), args...)
+	allArgs := make([]any, 0, len(args)+3)
+	allArgs = append(append(allArgs, h.Token.String(), h.Owner, h.Scope), args...)
 	reply, err := script.script.Run(ctx, w.client, allKeys, allArgs...).Slice()
 	if err != nil {
 		return nil, wrapRedisError(ctx, "fenced eval on", keys[0], err)
 	}
-	return outcome(keys[0], t, reply)
+	return outcome(keys[0], h, reply)
 }
 
-// Current returns the token and owner stored for key, or (fence.None, "",
-// nil) when no write for it was ever accepted. It takes no lock: another
-// holder may raise the token right after.
-func (w *Writer) Current(ctx context.Context, key string) (fence.Token, string, error) {
+// Current returns the token and owner stored for key's fence of scope, or
+// (fence.None, "", nil) when no write of that scope was ever accepted. It
+// takes no lock: another holder may raise the token right after.
+func (w *Writer) Current(ctx context.Context, key, scope string) (fence.Token, string, error) {
 	if err := w.ready(); err != nil {
 		return fence.None, "", err
 	}
 	if err := w.validateKey(key); err != nil {
 		return fence.None, "", err
 	}
-	reply, err := currentScript.Run(ctx, w.client, []string{FenceKey(key)}).Slice()
+	reply, err := currentScript.Run(ctx, w.client, []string{FenceKey(key)}, scope).Slice()
 	if err != nil {
 		return fence.None, "", wrapRedisError(ctx, "read fence of", key, err)
 	}
@@ -157,7 +161,7 @@ func (w *Writer) Current(ctx context.Context, key string) (fence.Token, string, 
 
 // outcome interprets a write script's reply: {1[, result]} accepted, {0,
 // stored token} refused.
-func outcome(key string, t fence.Token, reply []any) (any, error) {
+func outcome(key string, h fence.Holder, reply []any) (any, error) {
 	if len(reply) == 0 {
 		return nil, fmt.Errorf("%w: empty reply for %q", ErrUnexpectedReply, key)
 	}
@@ -178,7 +182,7 @@ func outcome(key string, t fence.Token, reply []any) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redisfence: fence of %q: %w", key, err)
 		}
-		return nil, &fence.StaleTokenError{Resource: key, Presented: t, Current: current}
+		return nil, &fence.StaleTokenError{Resource: key, Scope: h.Scope, Presented: h.Token, Current: current}
 	}
 	return nil, fmt.Errorf("%w: %v for %q", ErrUnexpectedReply, reply, key)
 }
@@ -203,17 +207,17 @@ func (w *Writer) ready() error {
 	return nil
 }
 
-func (w *Writer) validate(key string, t fence.Token, owner string) error {
+func (w *Writer) validate(key string, h fence.Holder) error {
 	if err := w.ready(); err != nil {
 		return err
 	}
 	if err := w.validateKey(key); err != nil {
 		return err
 	}
-	if owner == "" {
+	if h.Owner == "" {
 		return fmt.Errorf("%w: empty (key %q)", ErrInvalidOwner, key)
 	}
-	if t == fence.None {
+	if h.Token == fence.None {
 		return fmt.Errorf("redisfence: write of %q: %w", key, fence.ErrNoToken)
 	}
 	return nil

@@ -51,15 +51,15 @@ func TestSetFollowsTheRule(t *testing.T) {
 		ctx := t.Context()
 		key := b.prefix + "settlement"
 
-		require.NoError(t, b.w.Set(ctx, key, "v10", 10, "a", 0))
-		requireStale(t, b.w.Set(ctx, key, "v9", 9, "b", 0), key, 9, 10)
-		requireStale(t, b.w.Set(ctx, key, "x", 10, "b", 0), key, 10, 10)
-		require.NoError(t, b.w.Set(ctx, key, "v10-again", 10, "a", 0), "same holder again")
+		require.NoError(t, b.w.Set(ctx, key, "v10", fence.Holder{Token: 10, Owner: "a"}, 0))
+		requireStale(t, b.w.Set(ctx, key, "v9", fence.Holder{Token: 9, Owner: "b"}, 0), key, 9, 10)
+		requireStale(t, b.w.Set(ctx, key, "x", fence.Holder{Token: 10, Owner: "b"}, 0), key, 10, 10)
+		require.NoError(t, b.w.Set(ctx, key, "v10-again", fence.Holder{Token: 10, Owner: "a"}, 0), "same holder again")
 		require.Equal(t, "v10-again", b.rdb.Get(ctx, key).Val())
 
-		require.NoError(t, b.w.Set(ctx, key, "v11", 11, "b", 0))
+		require.NoError(t, b.w.Set(ctx, key, "v11", fence.Holder{Token: 11, Owner: "b"}, 0))
 		require.Equal(t, "v11", b.rdb.Get(ctx, key).Val())
-		tok, owner, err := b.w.Current(ctx, key)
+		tok, owner, err := b.w.Current(ctx, key, "")
 		require.NoError(t, err)
 		require.Equal(t, fence.Token(11), tok)
 		require.Equal(t, "b", owner)
@@ -76,17 +76,17 @@ func TestTokensCompareExactlyBeyondFloatPrecision(t *testing.T) {
 		key := b.prefix + "big"
 		const p53 = fence.Token(1) << 53 // 2^53+1 is not a float64
 
-		require.NoError(t, b.w.Set(ctx, key, "a", p53+1, "a", 0))
-		requireStale(t, b.w.Set(ctx, key, "b", p53, "b", 0), key, p53, p53+1)
-		require.NoError(t, b.w.Set(ctx, key, "c", p53+2, "c", 0))
-		require.NoError(t, b.w.Set(ctx, key, "d", math.MaxUint64, "d", 0))
-		requireStale(t, b.w.Set(ctx, key, "e", math.MaxUint64-1, "e", 0), key, math.MaxUint64-1, math.MaxUint64)
+		require.NoError(t, b.w.Set(ctx, key, "a", fence.Holder{Token: p53 + 1, Owner: "a"}, 0))
+		requireStale(t, b.w.Set(ctx, key, "b", fence.Holder{Token: p53, Owner: "b"}, 0), key, p53, p53+1)
+		require.NoError(t, b.w.Set(ctx, key, "c", fence.Holder{Token: p53 + 2, Owner: "c"}, 0))
+		require.NoError(t, b.w.Set(ctx, key, "d", fence.Holder{Token: math.MaxUint64, Owner: "d"}, 0))
+		requireStale(t, b.w.Set(ctx, key, "e", fence.Holder{Token: math.MaxUint64 - 1, Owner: "e"}, 0), key, math.MaxUint64-1, math.MaxUint64)
 
 		// Shorter decimal is smaller, whatever its digits: 9 < 10.
 		short := b.prefix + "digits"
-		require.NoError(t, b.w.Set(ctx, short, "10", 10, "a", 0))
-		requireStale(t, b.w.Set(ctx, short, "9", 9, "b", 0), short, 9, 10)
-		require.NoError(t, b.w.Set(ctx, short, "100", 100, "b", 0))
+		require.NoError(t, b.w.Set(ctx, short, "10", fence.Holder{Token: 10, Owner: "a"}, 0))
+		requireStale(t, b.w.Set(ctx, short, "9", fence.Holder{Token: 9, Owner: "b"}, 0), short, 9, 10)
+		require.NoError(t, b.w.Set(ctx, short, "100", fence.Holder{Token: 100, Owner: "b"}, 0))
 	})
 }
 
@@ -96,26 +96,26 @@ func TestSetTTL(t *testing.T) {
 		ctx := t.Context()
 		key := b.prefix + "ttl"
 
-		require.NoError(t, b.w.Set(ctx, key, "v", 1, "a", time.Hour))
+		require.NoError(t, b.w.Set(ctx, key, "v", fence.Holder{Token: 1, Owner: "a"}, time.Hour))
 		ttl := b.rdb.PTTL(ctx, key).Val()
 		require.Greater(t, ttl, 59*time.Minute)
 		require.LessOrEqual(t, ttl, time.Hour)
 		require.Equal(t, time.Duration(-1), b.rdb.PTTL(ctx, redisfence.FenceKey(key)).Val(), "the fence key never expires")
 
-		require.NoError(t, b.w.Set(ctx, key, "kept", 2, "a", redisfence.KeepTTL))
+		require.NoError(t, b.w.Set(ctx, key, "kept", fence.Holder{Token: 2, Owner: "a"}, redisfence.KeepTTL))
 		require.Greater(t, b.rdb.PTTL(ctx, key).Val(), 59*time.Minute, "KeepTTL keeps it")
 		require.Equal(t, "kept", b.rdb.Get(ctx, key).Val())
 
-		require.NoError(t, b.w.Set(ctx, key, "forever", 3, "a", 0))
+		require.NoError(t, b.w.Set(ctx, key, "forever", fence.Holder{Token: 3, Owner: "a"}, 0))
 		require.Equal(t, time.Duration(-1), b.rdb.PTTL(ctx, key).Val(), "0 removes the TTL, as SET does")
 
-		require.NoError(t, b.w.Set(ctx, key, "short", 4, "a", time.Microsecond))
+		require.NoError(t, b.w.Set(ctx, key, "short", fence.Holder{Token: 4, Owner: "a"}, time.Microsecond))
 		ttl = b.rdb.PTTL(ctx, key).Val()
 		require.LessOrEqual(t, ttl, time.Millisecond, "below 1 ms rounds up to 1 ms")
 
 		// A refused write leaves the TTL alone.
-		require.NoError(t, b.w.Set(ctx, key, "v5", 5, "a", time.Hour))
-		requireStale(t, b.w.Set(ctx, key, "old", 4, "b", time.Second), key, 4, 5)
+		require.NoError(t, b.w.Set(ctx, key, "v5", fence.Holder{Token: 5, Owner: "a"}, time.Hour))
+		requireStale(t, b.w.Set(ctx, key, "old", fence.Holder{Token: 4, Owner: "b"}, time.Second), key, 4, 5)
 		require.Greater(t, b.rdb.PTTL(ctx, key).Val(), 59*time.Minute)
 	})
 }
@@ -126,9 +126,9 @@ func TestHSet(t *testing.T) {
 		ctx := t.Context()
 		key := b.prefix + "account:42"
 
-		require.NoError(t, b.w.HSet(ctx, key, map[string]string{"balance": "100", "currency": "EUR"}, 7, "a"))
-		requireStale(t, b.w.HSet(ctx, key, map[string]string{"balance": "0"}, 6, "b"), key, 6, 7)
-		require.NoError(t, b.w.HSet(ctx, key, map[string]string{"balance": "90"}, 8, "b"))
+		require.NoError(t, b.w.HSet(ctx, key, map[string]string{"balance": "100", "currency": "EUR"}, fence.Holder{Token: 7, Owner: "a"}))
+		requireStale(t, b.w.HSet(ctx, key, map[string]string{"balance": "0"}, fence.Holder{Token: 6, Owner: "b"}), key, 6, 7)
+		require.NoError(t, b.w.HSet(ctx, key, map[string]string{"balance": "90"}, fence.Holder{Token: 8, Owner: "b"}))
 		require.Equal(t, map[string]string{"balance": "90", "currency": "EUR"}, b.rdb.HGetAll(ctx, key).Val())
 
 		// More fields than Lua's unpack takes at once.
@@ -136,7 +136,7 @@ func TestHSet(t *testing.T) {
 		for i := range 5000 {
 			many[string(rune('a'+i%26))+time.Duration(i).String()] = "x"
 		}
-		require.NoError(t, b.w.HSet(ctx, key, many, 9, "b"))
+		require.NoError(t, b.w.HSet(ctx, key, many, fence.Holder{Token: 9, Owner: "b"}))
 		require.Equal(t, int64(len(many)+2), b.rdb.HLen(ctx, key).Val())
 	})
 }
@@ -156,28 +156,28 @@ return balance`)
 		ctx := t.Context()
 		key := b.prefix + "{acct}"
 
-		got, err := b.w.Eval(ctx, transfer, []string{key}, 5, "a", 30)
+		got, err := b.w.Eval(ctx, transfer, []string{key}, fence.Holder{Token: 5, Owner: "a"}, 30)
 		require.NoError(t, err)
 		require.Equal(t, int64(30), got)
-		got, err = b.w.Eval(ctx, transfer, []string{key}, 4, "b", 1000)
+		got, err = b.w.Eval(ctx, transfer, []string{key}, fence.Holder{Token: 4, Owner: "b"}, 1000)
 		requireStale(t, err, key, 4, 5)
 		require.Nil(t, got)
 		require.Equal(t, "30", b.rdb.Get(ctx, key).Val(), "the body did not run")
 
-		got, err = b.w.Eval(ctx, returnsNil, []string{key}, 6, "a", "set")
+		got, err = b.w.Eval(ctx, returnsNil, []string{key}, fence.Holder{Token: 6, Owner: "a"}, "set")
 		require.NoError(t, err)
 		require.Nil(t, got)
 		require.Equal(t, "set", b.rdb.Get(ctx, key).Val())
 
 		// The body sees the caller's keys and arguments only.
-		got, err = b.w.Eval(ctx, echo, []string{key, key + ":other"}, 6, "a", "x", "y")
+		got, err = b.w.Eval(ctx, echo, []string{key, key + ":other"}, fence.Holder{Token: 6, Owner: "a"}, "x", "y")
 		require.NoError(t, err)
 		require.Equal(t, []any{[]any{key, key + ":other"}, []any{"x", "y"}}, got)
-		got, err = b.w.Eval(ctx, echo, []string{key}, 6, "a")
+		got, err = b.w.Eval(ctx, echo, []string{key}, fence.Holder{Token: 6, Owner: "a"})
 		require.NoError(t, err)
 		require.Equal(t, []any{[]any{key}, []any{}}, got)
 
-		_, err = b.w.Eval(ctx, fails, []string{key}, 7, "a")
+		_, err = b.w.Eval(ctx, fails, []string{key}, fence.Holder{Token: 7, Owner: "a"})
 		require.ErrorContains(t, err, "NOPE body refused")
 		require.NotErrorIs(t, err, fence.ErrStaleToken)
 	})
@@ -186,7 +186,7 @@ return balance`)
 func TestCurrentOfUnknownKeyIsNone(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b *bundle) {
-		tok, owner, err := b.w.Current(t.Context(), b.prefix+"never")
+		tok, owner, err := b.w.Current(t.Context(), b.prefix+"never", "")
 		require.NoError(t, err)
 		require.Equal(t, fence.None, tok)
 		require.Empty(t, owner)
@@ -198,7 +198,7 @@ func TestCanceledContextIsJoined(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b *bundle) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		err := b.w.Set(ctx, b.prefix+"k", "v", 1, "a", 0)
+		err := b.w.Set(ctx, b.prefix+"k", "v", fence.Holder{Token: 1, Owner: "a"}, 0)
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotErrorIs(t, err, fence.ErrStaleToken)
 	})
@@ -231,16 +231,16 @@ func TestBadInputNeverReachesRedis(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"SetTokenZero", w.Set(ctx, "k", "v", 0, "a", 0), fence.ErrNoToken},
-		{"SetEmptyKey", w.Set(ctx, "", "v", 1, "a", 0), redisfence.ErrInvalidKey},
-		{"SetEmptyOwner", w.Set(ctx, "k", "v", 1, "", 0), redisfence.ErrInvalidOwner},
-		{"SetNegativeTTL", w.Set(ctx, "k", "v", 1, "a", -2*time.Second), redisfence.ErrInvalidTTL},
-		{"HSetNoFields", w.HSet(ctx, "k", nil, 1, "a"), redisfence.ErrNoFields},
-		{"HSetTokenZero", w.HSet(ctx, "k", map[string]string{"f": "v"}, 0, "a"), fence.ErrNoToken},
-		{"EvalNoKeys", evalErr(w.Eval(ctx, script, nil, 1, "a")), redisfence.ErrInvalidKey},
-		{"EvalTokenZero", evalErr(w.Eval(ctx, script, []string{"k"}, 0, "a")), fence.ErrNoToken},
-		{"CurrentEmptyKey", currentErr(w.Current(ctx, "")), redisfence.ErrInvalidKey},
-		{"NilWriter", (*redisfence.Writer)(nil).Set(ctx, "k", "v", 1, "a", 0), redisfence.ErrNotCreated},
+		{"SetTokenZero", w.Set(ctx, "k", "v", fence.Holder{Token: 0, Owner: "a"}, 0), fence.ErrNoToken},
+		{"SetEmptyKey", w.Set(ctx, "", "v", fence.Holder{Token: 1, Owner: "a"}, 0), redisfence.ErrInvalidKey},
+		{"SetEmptyOwner", w.Set(ctx, "k", "v", fence.Holder{Token: 1, Owner: ""}, 0), redisfence.ErrInvalidOwner},
+		{"SetNegativeTTL", w.Set(ctx, "k", "v", fence.Holder{Token: 1, Owner: "a"}, -2*time.Second), redisfence.ErrInvalidTTL},
+		{"HSetNoFields", w.HSet(ctx, "k", nil, fence.Holder{Token: 1, Owner: "a"}), redisfence.ErrNoFields},
+		{"HSetTokenZero", w.HSet(ctx, "k", map[string]string{"f": "v"}, fence.Holder{Token: 0, Owner: "a"}), fence.ErrNoToken},
+		{"EvalNoKeys", evalErr(w.Eval(ctx, script, nil, fence.Holder{Token: 1, Owner: "a"})), redisfence.ErrInvalidKey},
+		{"EvalTokenZero", evalErr(w.Eval(ctx, script, []string{"k"}, fence.Holder{Token: 0, Owner: "a"})), fence.ErrNoToken},
+		{"CurrentEmptyKey", currentErr(w.Current(ctx, "", "")), redisfence.ErrInvalidKey},
+		{"NilWriter", (*redisfence.Writer)(nil).Set(ctx, "k", "v", fence.Holder{Token: 1, Owner: "a"}, 0), redisfence.ErrNotCreated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,7 +248,7 @@ func TestBadInputNeverReachesRedis(t *testing.T) {
 			require.NotErrorIs(t, tt.err, fence.ErrStaleToken)
 		})
 	}
-	_, err := w.Eval(ctx, nil, []string{"k"}, 1, "a")
+	_, err := w.Eval(ctx, nil, []string{"k"}, fence.Holder{Token: 1, Owner: "a"})
 	require.ErrorContains(t, err, "nil script")
 }
 
@@ -263,11 +263,11 @@ func TestClusterKeysNeedHashTag(t *testing.T) {
 	t.Cleanup(func() { _ = cluster.Close() })
 	w := redisfence.New(cluster)
 
-	err := w.Set(t.Context(), "settlement:2026-03-08", "v", 1, "a", 0)
+	err := w.Set(t.Context(), "settlement:2026-03-08", "v", fence.Holder{Token: 1, Owner: "a"}, 0)
 	require.ErrorIs(t, err, redisfence.ErrInvalidKey)
 	require.ErrorContains(t, err, "hash tag")
 	for _, key := range []string{"{}", "x{}y", "x}y{"} {
-		require.ErrorIs(t, w.Set(t.Context(), key, "v", 1, "a", 0), redisfence.ErrInvalidKey, key)
+		require.ErrorIs(t, w.Set(t.Context(), key, "v", fence.Holder{Token: 1, Owner: "a"}, 0), redisfence.ErrInvalidKey, key)
 	}
 }
 
@@ -309,8 +309,8 @@ func TestStaleErrorUnwrapsForCallers(t *testing.T) {
 	rdb := redistest.Mini(t)
 	w := redisfence.New(rdb)
 	ctx := t.Context()
-	require.NoError(t, w.Set(ctx, "k", "v", 2, "a", 0))
-	err := w.Set(ctx, "k", "v", 1, "b", 0)
+	require.NoError(t, w.Set(ctx, "k", "v", fence.Holder{Token: 2, Owner: "a"}, 0))
+	err := w.Set(ctx, "k", "v", fence.Holder{Token: 1, Owner: "b"}, 0)
 	wrapped := errors.Join(errors.New("job step"), err)
 	require.ErrorIs(t, wrapped, fence.ErrStaleToken)
 }

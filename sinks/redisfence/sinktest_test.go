@@ -24,7 +24,7 @@ type setSink struct {
 }
 
 func (s *setSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
-	return s.w.Set(ctx, s.prefix+resource, value, t, owner, time.Hour)
+	return s.w.Set(ctx, s.prefix+resource, value, fence.Holder{Token: t, Owner: owner}, time.Hour)
 }
 
 // Read gets the value and the fence token in one MULTI/EXEC, so both come
@@ -37,7 +37,7 @@ func (s *setSink) Read(ctx context.Context, resource string) (string, fence.Toke
 type hsetSink struct{ setSink }
 
 func (s *hsetSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
-	return s.w.HSet(ctx, s.prefix+resource, map[string]string{"v": value, "owner": owner}, t, owner)
+	return s.w.HSet(ctx, s.prefix+resource, map[string]string{"v": value, "owner": owner}, fence.Holder{Token: t, Owner: owner})
 }
 
 func (s *hsetSink) Read(ctx context.Context, resource string) (string, fence.Token, error) {
@@ -55,7 +55,7 @@ return redis.call('LLEN', KEYS[2])`)
 
 func (s *evalSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
 	key := s.prefix + "{" + resource + "}"
-	n, err := s.w.Eval(ctx, appendAndSet, []string{key, key + ":log"}, t, owner, value)
+	n, err := s.w.Eval(ctx, appendAndSet, []string{key, key + ":log"}, fence.Holder{Token: t, Owner: owner}, value)
 	if err == nil && n == nil {
 		return errors.New("the body's return value was lost")
 	}

@@ -4,12 +4,15 @@
 //
 // # The contract
 //
-// A sink keeps, per resource, the highest token it accepted and the owner
-// that presented it. A write with token t and owner o is accepted iff
+// A sink keeps, per (resource, scope), the highest token it accepted and the
+// owner that presented it. A write with token t and owner o is accepted iff
 // t > stored, or t == stored and o == stored owner (fence.Accept), and is
 // refused with a *fence.StaleTokenError otherwise; token 0 is refused with
 // an error matching fence.ErrNoToken. The check and the write are atomic.
-// A sink is adapted to the suite through the two-method Sink interface.
+// A sink is adapted to the suite through the two-method Sink interface; a
+// resource of the suite is one fence, so an adapter presents one fixed
+// scope (fence.Holder.Scope) for every write. That fences of different
+// scopes are independent is each sink's own test.
 //
 // # Exercise
 //

@@ -83,7 +83,7 @@ func run(rounds, ops int) error {
 func pgUpdate(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, ops int) error {
 	tbl := pgx.Identifier{schema, "bench"}
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
-CREATE TABLE `+tbl.Sanitize()+` (id int PRIMARY KEY, v text NOT NULL, fence_token bigint, fence_owner text);
+CREATE TABLE `+tbl.Sanitize()+` (id int PRIMARY KEY, v text NOT NULL, fence_token bigint, fence_owner text, fence_scope text);
 INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) g`); err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) 
 	}
 	fenced := func(worker int) error {
 		return pgfence.FencedUpdate(ctx, pool, pgfence.Row{Table: tbl, KeyColumn: "id", Key: worker},
-			map[string]any{"v": "value"}, fence.Token(token.Add(1)), "bench-owner")
+			map[string]any{"v": "value"}, fence.Holder{Scope: "bench", Token: fence.Token(token.Add(1)), Owner: "bench-owner"})
 	}
 	for _, g := range []int{1, 16} {
 		var p, f []float64

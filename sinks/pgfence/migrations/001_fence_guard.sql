@@ -7,9 +7,9 @@
 
 CREATE SCHEMA IF NOT EXISTS {{schema}};
 
--- One row per resource: the highest token accepted for it and the owner
--- that presented it. A row is only ever raised, never lowered or deleted by
--- pgfence.
+-- One row per resource (per (resource, scope) from 002 on): the highest
+-- token accepted for it and the owner that presented it. A row is only ever
+-- raised, never lowered or deleted by pgfence.
 CREATE TABLE IF NOT EXISTS {{schema}}.{{table}} (
     resource   text        PRIMARY KEY,
     token      bigint      NOT NULL CHECK (token > 0),

@@ -1,0 +1,37 @@
+package fence
+
+// Holder is what a writer presents to a sink: a token, the lease it was
+// issued for, and the owner of that acquisition.
+//
+// Tokens are comparable only with tokens of the same lease: each lease name
+// has its own strictly increasing sequence, and two leases' sequences say
+// nothing about each other. So a sink keeps its fence per (resource, Scope),
+// and a token is only ever compared with tokens of the same Scope: two
+// leases writing one resource never refuse each other, while a stale holder
+// of one lease is still refused.
+type Holder struct {
+	// Scope is the name of the lease the token was issued for (package
+	// lease sets it to the lease name). "" is a scope of its own, not a
+	// wildcard. Writers that must be fenced against each other across
+	// leases say so explicitly by presenting one shared Scope; their tokens
+	// must then come from one sequence.
+	Scope string
+	// Token is the fencing token; None (0) is never accepted.
+	Token Token
+	// Owner is the owner of the acquisition that got Token (the lease's
+	// random owner value). The rule accepts an equal token only from the
+	// same owner.
+	Owner string
+}
+
+// Check applies the acceptance rule (see Check) to h for resource, whose
+// fence for h.Scope holds current and currentOwner. It returns nil when
+// accepted, an error matching ErrNoToken for None, and a *StaleTokenError
+// carrying h.Scope otherwise.
+func (h Holder) Check(resource string, current Token, currentOwner string) error {
+	err := Check(resource, current, currentOwner, h.Token, h.Owner)
+	if stale, ok := err.(*StaleTokenError); ok {
+		stale.Scope = h.Scope
+	}
+	return err
+}

@@ -1,0 +1,12 @@
+package multitenant_test
+
+import (
+	"testing"
+
+	"github.com/holdfast-go/holdfast/internal/pgtest"
+)
+
+// shared is the package's one pool.
+var shared = pgtest.Shared{MaxConns: 16}
+
+func TestMain(m *testing.M) { pgtest.Main(m, &shared) }
