@@ -3,6 +3,7 @@ package pgfence_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -146,4 +147,36 @@ func TestTypedNilPoolIsInvalidConfig(t *testing.T) {
 	require.ErrorIs(t, err, pgfence.ErrInvalidConfig)
 	require.ErrorIs(t, pgfence.FencedUpdate(t.Context(), pool, row, nil, h), pgfence.ErrInvalidConfig)
 	require.ErrorIs(t, pgfence.FencedUpsert(t.Context(), pool, row, nil, h), pgfence.ErrInvalidConfig)
+}
+
+// Migrate on an up-to-date guard table takes no lock that waits for its
+// writers: replicas run Migrate at start-up, and an exclusive lock request
+// queued behind one open fenced transaction would stall every other writer
+// of the table until that transaction ends.
+func TestMigrateOfAnUpToDateTableDoesNotWaitForWriters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+
+	writer, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer writer.Rollback(context.Background()) //nolint:errcheck // test cleanup
+	require.NoError(t, b.guard.Check(ctx, writer, "settlement", fence.Holder{Scope: "settle", Token: 7, Owner: "replica-1"}))
+
+	migrated := make(chan error, 1)
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { migrated <- b.guard.Migrate(mctx, b.pool) }()
+	select {
+	case err := <-migrated:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		var waiting string
+		_ = b.pool.QueryRow(ctx, `SELECT coalesce(string_agg(query, '; '), '') FROM pg_stat_activity
+ WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting)
+		cancel()
+		<-migrated
+		t.Fatalf("Migrate waited 20s behind an open fenced transaction; waiting: %.200s", waiting)
+	}
+	require.NoError(t, writer.Commit(ctx))
 }
