@@ -16,6 +16,8 @@
 //	Fencing-Token:   1780000000000042                   (decimal uint64)
 //	Fencing-Owner:   "9f3c2e..."                         (sf-string)
 //	Fencing-Scope:   "settle|eu"                         (sf-string; absent for scope "")
+//	Fencing-Scope:   %"settle|z%c3%bcrich"               (RFC 9651 Display String, for a
+//	                                                     scope outside printable ASCII)
 //
 // taken from the request's context: WithIdempotencyKey for the key (the
 // scheduler's Run.IdempotencyKey), fence.WithHolder for the token, owner and
