@@ -92,7 +92,9 @@
 // holder's next request with a new key would be admitted: a second effect.
 //
 // Identity and ceiling: with MiddlewareConfig.Identity set, keys and fences
-// are per identity, so no client can fence a resource for another. Lease
+// are per identity, so no client can fence a resource for another; the
+// identity must be the same for every replica of a client (a tenant, a
+// service), or the replicas do not fence each other. Lease
 // tokens carry a time floor (max(counter+1, Redis TIME in µs), package
 // lease), so a token far ahead of the server's clock is refused (400
 // implausible-fencing-token) rather than letting one request with
