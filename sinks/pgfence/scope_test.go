@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -179,4 +180,32 @@ func TestMigrateOfAnUpToDateTableDoesNotWaitForWriters(t *testing.T) {
 		t.Fatalf("Migrate waited 20s behind an open fenced transaction; waiting: %.200s", waiting)
 	}
 	require.NoError(t, writer.Commit(ctx))
+}
+
+// A writer of the version before scopes, still running beside the new one,
+// must not be judged against the scope "" row while the new version raises
+// the lease's own scope: after Migrate its Check statement fails (no unique
+// constraint on resource alone, SQLSTATE 42P10), so it writes nothing.
+func TestPreScopeCheckFailsAfterMigrate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	guard := pgx.Identifier{b.schema, pgfence.DefaultTable}.Sanitize()
+	// Guard.Check's statement before migration 002.
+	old := `INSERT INTO ` + guard + ` AS g (resource, token, owner, updated_at)
+VALUES ($1, $2, $3, now())
+ON CONFLICT (resource) DO UPDATE
+   SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = now()
+ WHERE g.token < EXCLUDED.token
+    OR (g.token = EXCLUDED.token AND g.owner = EXCLUDED.owner)
+RETURNING token`
+	require.NoError(t, b.guard.Check(ctx, b.pool, "settlement", fence.Holder{Scope: "settle", Token: 900, Owner: "new"}))
+	var raised int64
+	err := b.pool.QueryRow(ctx, old, "settlement", int64(800), "old").Scan(&raised)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "42P10", pgErr.Code, pgErr.Message)
+	var rows int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM `+guard).Scan(&rows))
+	require.Equal(t, 1, rows, "the old writer wrote nothing")
 }
