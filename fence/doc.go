@@ -25,6 +25,14 @@
 // purpose (their tokens must then come from one sequence): there is no
 // global switch.
 //
+// Choosing a scope: every holder of one lease must present the same Scope
+// (Lease.Holder and scheduler.Run.Holder do). A scope shared too widely is
+// safe, since a fence keeps the highest token of all its writers and only
+// refuses more (writers of unrelated sequences refuse each other at
+// random); one lease whose holders present different scopes (a Holder
+// built by hand without its Scope next to one with it, an old and a new
+// version of a service) is not fenced at all across them.
+//
 // # The acceptance rule
 //
 // A sink keeps, per (resource, scope), the highest token it accepted and the

@@ -137,12 +137,50 @@ func TestTransportSendsTheScope(t *testing.T) {
 	}
 	require.Equal(t, [][]string{{`"settle|tenant-a@1780000000"`}, {`"a\"b\\c"`}, nil}, scopes)
 
-	ctx := fence.WithHolder(context.Background(), fence.Holder{Scope: "tâche", Token: 7, Owner: "o"})
+	ctx := fence.WithHolder(context.Background(), fence.Holder{Scope: "t\xff", Token: 7, Owner: "o"})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL, nil)
 	require.NoError(t, err)
 	_, err = client.Do(req)
-	require.ErrorIs(t, err, httpfence.ErrInvalidScope)
+	require.ErrorIs(t, err, httpfence.ErrInvalidScope, "not UTF-8")
 	require.Len(t, scopes, 3, "nothing was sent")
+}
+
+// A scope outside printable ASCII (the scheduler allows UTF-8 partition
+// keys, and a lease name is any bytes but '{' and '}') travels as an RFC
+// 9651 Display String, and the middleware fences by the decoded scope: the
+// partition's holder is admitted and its stale predecessor refused.
+func TestTransportCarriesAUnicodeScopeToTheMiddleware(t *testing.T) {
+	t.Parallel()
+	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence()})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, _ := fence.HolderFromContext(r.Context())
+		mu.Lock()
+		seen = append(seen, h.Scope+" "+r.Header.Get("Fencing-Scope"))
+		mu.Unlock()
+	})))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &httpfence.Transport{}}
+	post := func(key string, token fence.Token) error {
+		ctx := fence.WithHolder(context.Background(), fence.Holder{Scope: "settle|zürich 100%", Token: token, Owner: "o" + key})
+		req, err := http.NewRequestWithContext(httpfence.WithIdempotencyKey(ctx, key), http.MethodPost, srv.URL+"/charges", nil)
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return resp.Body.Close()
+	}
+	require.NoError(t, post("k1", 1780000000000900))
+	err = post("k2", 1780000000000800)
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, "settle|zürich 100%", stale.Scope)
+	require.Equal(t, fence.Token(1780000000000900), stale.Current)
+	require.Equal(t, []string{`settle|zürich 100% %"settle|z%c3%bcrich 100%25"`}, seen)
 }
 
 func TestTransportKeepsAKeyAlreadyOnTheRequest(t *testing.T) {

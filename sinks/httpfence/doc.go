@@ -16,6 +16,8 @@
 //	Fencing-Token:   1780000000000042                   (decimal uint64)
 //	Fencing-Owner:   "9f3c2e..."                         (sf-string)
 //	Fencing-Scope:   "settle|eu"                         (sf-string; absent for scope "")
+//	Fencing-Scope:   %"settle|z%c3%bcrich"               (RFC 9651 Display String, for a
+//	                                                     scope outside printable ASCII)
 //
 // taken from the request's context: WithIdempotencyKey for the key (the
 // scheduler's Run.IdempotencyKey), fence.WithHolder for the token, owner and
@@ -90,7 +92,9 @@
 // holder's next request with a new key would be admitted: a second effect.
 //
 // Identity and ceiling: with MiddlewareConfig.Identity set, keys and fences
-// are per identity, so no client can fence a resource for another. Lease
+// are per identity, so no client can fence a resource for another; the
+// identity must be the same for every replica of a client (a tenant, a
+// service), or the replicas do not fence each other. Lease
 // tokens carry a time floor (max(counter+1, Redis TIME in µs), package
 // lease), so a token far ahead of the server's clock is refused (400
 // implausible-fencing-token) rather than letting one request with

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/holdfast-go/holdfast/fence"
 )
@@ -14,7 +15,8 @@ import (
 // fence.HeaderName; Fencing-Owner carries the owner that presents the token
 // so that the server can apply the equal-token-same-owner half of the
 // acceptance rule; Fencing-Scope carries the token's scope (the lease name
-// it was issued for, fence.Holder.Scope) as an RFC 8941 sf-string, so that
+// it was issued for, fence.Holder.Scope) as an RFC 8941 sf-string (an RFC
+// 9651 Display String outside printable ASCII, see FormatScope), so that
 // the server compares the token only with tokens of the same lease. A
 // request with a token and no Fencing-Scope has scope "".
 const (
@@ -44,10 +46,10 @@ var ErrInvalidKey = errors.New("httpfence: invalid idempotency key")
 var ErrInvalidOwner = errors.New("httpfence: invalid fencing owner")
 
 // ErrInvalidScope matches every error about a Fencing-Scope value: sent
-// without a token, repeated, or not a valid sf-string of 0 to MaxScopeLen
-// printable ASCII characters. A holder whose Scope an sf-string cannot
-// carry (a lease name outside printable ASCII) makes Transport.RoundTrip
-// fail with it.
+// without a token, repeated, or neither a valid sf-string of 0 to
+// MaxScopeLen printable ASCII characters nor a valid Display String of at
+// most MaxScopeLen bytes of UTF-8 (see FormatScope). A holder whose Scope
+// is longer or not valid UTF-8 makes Transport.RoundTrip fail with it.
 var ErrInvalidScope = errors.New("httpfence: invalid fencing scope")
 
 // FormatKey returns key as an RFC 8941 sf-string (§4.1.6): in double quotes,
@@ -115,24 +117,108 @@ func ParseFencing(h http.Header) (holder fence.Holder, present bool, err error) 
 	return fence.Holder{Scope: scope, Token: t, Owner: owner}, true, nil
 }
 
-// FormatScope returns scope as an RFC 8941 sf-string for Fencing-Scope.
-// scope must be 0 to MaxScopeLen bytes of printable ASCII; otherwise
-// FormatScope returns an error matching ErrInvalidScope.
+// FormatScope returns scope as a Fencing-Scope value: an RFC 8941
+// sf-string when scope is printable ASCII (0x20-0x7E), and otherwise an
+// RFC 9651 Display String (§3.3.8: %"...", every byte of the UTF-8
+// encoding outside printable ASCII, and '%' and '"', as %xx in lower-case
+// hex), so that every lease name and scheduler partition that is valid
+// UTF-8 ("settle|zürich") can travel. scope must be 0 to MaxScopeLen bytes
+// of valid UTF-8; otherwise FormatScope returns an error matching
+// ErrInvalidScope.
 func FormatScope(scope string) (string, error) {
-	if scope != "" {
-		if err := checkLen(scope, MaxScopeLen); err != nil {
-			return "", fmt.Errorf("%w: %w", ErrInvalidScope, err)
-		}
+	switch {
+	case len(scope) > MaxScopeLen:
+		return "", fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidScope, len(scope), MaxScopeLen)
+	case checkLen(scope, MaxScopeLen) == nil || scope == "":
+		return quote(scope), nil
+	case !utf8.ValidString(scope):
+		return "", fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidScope, scope)
 	}
-	return quote(scope), nil
+	const hexDigits = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(scope) + 3)
+	b.WriteString(`%"`)
+	for i := 0; i < len(scope); i++ {
+		c := scope[i]
+		if c < 0x20 || c > 0x7e || c == '%' || c == '"' {
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&0xf])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
+	return b.String(), nil
 }
 
-// parseScope parses a Fencing-Scope value: an sf-string, possibly empty.
+// parseScope parses a Fencing-Scope value: an sf-string, possibly empty, or
+// a Display String.
 func parseScope(v string) (string, error) {
-	if strings.Trim(v, " ") == `""` {
+	v = strings.Trim(v, " ")
+	switch {
+	case v == `""`:
 		return "", nil
+	case strings.HasPrefix(v, `%"`):
+		return parseDisplayString(v)
 	}
 	return parseString(v, MaxScopeLen)
+}
+
+// parseDisplayString is RFC 9651 §4.2.10 (parsing a Display String) for a
+// whole field value without parameters: %"...", where '%' starts two
+// lower-case hex digits, other bytes are printable ASCII and stand for
+// themselves, and the decoded bytes are valid UTF-8 of at most MaxScopeLen
+// bytes.
+func parseDisplayString(v string) (string, error) {
+	var b strings.Builder
+	for i := 2; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c < 0x20 || c > 0x7e:
+			return "", fmt.Errorf("byte 0x%02x at offset %d: display strings hold printable ASCII only", c, i)
+		case c == '%':
+			if i+2 >= len(v) {
+				return "", errors.New("display string ends inside a %-escape")
+			}
+			hi, okHi := lowerHex(v[i+1])
+			lo, okLo := lowerHex(v[i+2])
+			if !okHi || !okLo {
+				return "", fmt.Errorf("display string escape %q at offset %d: want two lower-case hex digits", v[i:i+3], i)
+			}
+			b.WriteByte(hi<<4 | lo)
+			i += 2
+		case c == '"':
+			if rest := v[i+1:]; rest != "" {
+				if rest[0] == ';' {
+					return "", errors.New("parameters are not supported")
+				}
+				return "", fmt.Errorf("%d bytes after the closing quote", len(rest))
+			}
+			s := b.String()
+			if !utf8.ValidString(s) {
+				return "", errors.New("display string is not valid UTF-8")
+			}
+			return s, nil
+		default:
+			b.WriteByte(c)
+		}
+		if b.Len() > MaxScopeLen {
+			return "", fmt.Errorf("longer than %d bytes", MaxScopeLen)
+		}
+	}
+	return "", errors.New("display string has no closing quote")
+}
+
+// lowerHex decodes one lower-case hex digit (RFC 9651 allows no others).
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 // quote writes s, already checked by checkValue, as an sf-string.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -91,6 +92,14 @@ func TestParseFencing(t *testing.T) {
 		{"bare scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`job`}}, 0, "", "", false, httpfence.ErrInvalidScope},
 		{"two scopes", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"x"`, `"y"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
 		{"scope without token", http.Header{"Fencing-Scope": {`"x"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"display string scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {` %"job|z%c3%bcrich %25\\" `}}, 5, "a", `job|zürich %\\`, true, nil},
+		{"display string upper-case hex", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"z%C3%BC"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"display string not UTF-8", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"%ff"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"display string cut escape", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"a%c"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"display string raw byte", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {"%\"\xc3\xbc\""}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"display string parameters", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"a";p=1`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"display string unclosed", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"abc`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"long display string", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"` + strings.Repeat("%c3%bc", httpfence.MaxScopeLen/2) + `x"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
 		{"long scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`"` + strings.Repeat("s", httpfence.MaxScopeLen+1) + `"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,6 +160,7 @@ func FuzzParseFencing(f *testing.F) {
 	for _, s := range [][3]string{
 		{"1", `"a"`, ""}, {"0", `"a"`, `"job|p"`}, {"18446744073709551615", `"o\"w"`, `""`}, {"01", `"a"`, ""},
 		{"1", "a", ""}, {"", "", `"x"`}, {"-1", `""`, ""}, {"1", `"a"`, `"a\\b"`}, {"1", `"a"`, "bare"},
+		{"1", `"a"`, `%"z%c3%bc%25"`}, {"1", `"a"`, `%"%C3"`}, {"1", `"a"`, `%"%ff"`}, {"1", `"a"`, `%"a`},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}
@@ -191,6 +201,31 @@ func FuzzParseFencing(f *testing.F) {
 		again, _, err := httpfence.ParseFencing(http.Header{"Fencing-Token": {token}, "Fencing-Owner": {owner}, "Fencing-Scope": {v}})
 		if err != nil || again != holder {
 			t.Fatalf("scope %q -> %q -> %q -> %+v, %v", scope, holder.Scope, v, again, err)
+		}
+	})
+}
+
+// FuzzFormatScope: FormatScope takes every scope of at most MaxScopeLen
+// bytes of valid UTF-8 and refuses every other with ErrInvalidScope; what it
+// returns parses back to the same scope.
+func FuzzFormatScope(f *testing.F) {
+	for _, s := range []string{"", "settle|tenant-a", `a"b\c`, "settle|zürich", "100%", "\x00\x7f", "\xff", strings.Repeat("ü", 129)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, scope string) {
+		v, err := httpfence.FormatScope(scope)
+		if len(scope) > httpfence.MaxScopeLen || !utf8.ValidString(scope) {
+			if !errors.Is(err, httpfence.ErrInvalidScope) {
+				t.Fatalf("FormatScope(%q) = %q, %v: want ErrInvalidScope", scope, v, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("FormatScope(%q): %v", scope, err)
+		}
+		h, _, err := httpfence.ParseFencing(http.Header{"Fencing-Token": {"1"}, "Fencing-Owner": {`"o"`}, "Fencing-Scope": {v}})
+		if err != nil || h.Scope != scope {
+			t.Fatalf("FormatScope(%q) = %q parses to %q, %v", scope, v, h.Scope, err)
 		}
 	})
 }

@@ -60,7 +60,13 @@ type MiddlewareConfig struct {
 
 	// Identity scopes idempotency keys and fences, typically by tenant or
 	// authenticated client: two identities never share a key or a fence,
-	// so no client can fence a resource for another. Default: no scoping.
+	// so no client can fence a resource for another. It must name the
+	// party that holds the leases, the same for every replica of a client:
+	// an identity per replica (a per-pod certificate) gives each replica a
+	// fence and keys of its own, so a stale replica is never refused and a
+	// retry from another replica runs the handler again. A request for
+	// which it returns "" has identity "", shared by every such request.
+	// Default: no scoping.
 	// When set, the resource handed to Fence is
 	// len(identity) ":" identity ":" Resource(r) (unambiguous for any
 	// bytes); problems still report Resource(r). It runs after the handlers

@@ -166,11 +166,17 @@ func (s *RedisStore) Abandon(ctx context.Context, key, lock string) error {
 }
 
 // RedisFence is a FenceStore in Redis: one hash per (resource, scope),
-// named <prefix>{<hex sha256 of len(scope) ":" scope ":" resource>},
-// holding the highest token accepted and its owner (and, for operators, the
-// resource and scope), without expiry. The length prefix makes the name
-// unambiguous whatever bytes the scope and resource hold. (Records written
-// before scopes existed, named by the resource alone, are not read.) The check and the raise are one Lua script.
+// named <prefix>{<hex sha256 of len(scope) ":" scope ":" resource>}, and
+// for scope "" <prefix>{<hex sha256 of resource>}, the name every record
+// had before scopes existed: a pre-upgrade record is the fence of scope ""
+// (as in pgfence and redisfence), so a client that sends no Fencing-Scope
+// stays fenced by what it raised before the upgrade. A hash holds the
+// highest token accepted and its owner (and, for operators, the resource
+// and scope), without expiry. The length prefix keeps scoped names apart
+// whatever bytes the scope and resource hold; a scope-"" resource spelled
+// like "<n>:<scope>:<resource>" shares that pair's fence, which can only
+// refuse more, never accept a stale token. The check and the raise are one
+// Lua script.
 // Tokens are compared exactly over the whole uint64 range. Safe for
 // concurrent use.
 //
@@ -196,7 +202,10 @@ func (f *RedisFence) Accept(ctx context.Context, resource string, h fence.Holder
 	if h.Token == fence.None {
 		return fmt.Errorf("httpfence: fence %q: %w", resource, fence.ErrNoToken)
 	}
-	key := hashedKey(f.prefix, strconv.Itoa(len(h.Scope))+":"+h.Scope+":"+resource)
+	key := hashedKey(f.prefix, resource) // scope "": the pre-scope name
+	if h.Scope != "" {
+		key = hashedKey(f.prefix, strconv.Itoa(len(h.Scope))+":"+h.Scope+":"+resource)
+	}
 	res, err := fenceScript.Run(ctx, f.rdb, []string{key}, fence.FormatHeader(h.Token), h.Owner, resource, h.Scope).Slice()
 	if err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: %w", resource, err)

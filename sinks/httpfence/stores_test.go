@@ -2,6 +2,8 @@ package httpfence_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"sync"
 	"testing"
@@ -149,4 +151,33 @@ func TestPostgresConstructorsRefuseATypedNilPool(t *testing.T) {
 	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
 	_, err = httpfence.NewPostgresFence(pool, pgfence.Config{})
 	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
+}
+
+// A fence recorded before scopes existed (one hash per resource, named by
+// the resource alone) is the fence of scope "" after the upgrade: a client
+// that sends no Fencing-Scope (one not upgraded yet, or a holder built
+// without a Scope) stays fenced by what it raised before, so a stale one is
+// not judged against an empty fence. redisfence and pgfence keep their
+// pre-scope state as scope "" the same way.
+func TestRedisFenceKeepsPreScopeRecordsAsScopeEmpty(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Real(t)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := context.Background()
+	// What RedisFence.Accept wrote before scopes: <prefix>{sha256(resource)}.
+	sum := sha256.Sum256([]byte("/v1/charges"))
+	old := prefix + "{" + hex.EncodeToString(sum[:]) + "}"
+	require.NoError(t, rdb.HSet(ctx, old, "resource", "/v1/charges", "token", "1780000000000900", "owner", "replica-2").Err())
+
+	f := httpfence.NewRedisFence(rdb, prefix)
+	err := f.Accept(ctx, "/v1/charges", fence.Holder{Token: 1780000000000800, Owner: "replica-1"})
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, err, &stale, "a stale holder without a scope, judged against the pre-upgrade fence")
+	require.Equal(t, fence.StaleTokenError{Resource: "/v1/charges", Presented: 1780000000000800, Current: 1780000000000900}, *stale)
+	require.NoError(t, f.Accept(ctx, "/v1/charges", fence.Holder{Token: 1780000000000901, Owner: "replica-3"}))
+	got, err := rdb.HGet(ctx, old, "token").Result()
+	require.NoError(t, err)
+	require.Equal(t, "1780000000000901", got, "scope \"\" raises the pre-upgrade record")
+	require.NoError(t, f.Accept(ctx, "/v1/charges", fence.Holder{Scope: "settle|tenant-a", Token: 5, Owner: "replica-1"}),
+		"another scope has a fence of its own")
 }

@@ -18,7 +18,8 @@
 // A resource is any name the writers agree on ("settlement:2026-03-08",
 // "account:42"); all writes that must be fenced against each other use the
 // same one. Migrate creates the table (and adds the scope column to a table
-// made before it existed; its rows get scope ""); New names it (Config).
+// made before it existed; its rows get scope "", and a Check of the old
+// version fails on the new key, SQLSTATE 42P10); New names it (Config).
 //
 // # Scope
 //

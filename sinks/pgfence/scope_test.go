@@ -2,13 +2,20 @@ package pgfence_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -146,4 +153,173 @@ func TestTypedNilPoolIsInvalidConfig(t *testing.T) {
 	require.ErrorIs(t, err, pgfence.ErrInvalidConfig)
 	require.ErrorIs(t, pgfence.FencedUpdate(t.Context(), pool, row, nil, h), pgfence.ErrInvalidConfig)
 	require.ErrorIs(t, pgfence.FencedUpsert(t.Context(), pool, row, nil, h), pgfence.ErrInvalidConfig)
+}
+
+// Migrate on an up-to-date guard table takes no lock that waits for its
+// writers: replicas run Migrate at start-up, and an exclusive lock request
+// queued behind one open fenced transaction would stall every other writer
+// of the table until that transaction ends.
+func TestMigrateOfAnUpToDateTableDoesNotWaitForWriters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+
+	writer, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer writer.Rollback(context.Background()) //nolint:errcheck // test cleanup
+	require.NoError(t, b.guard.Check(ctx, writer, "settlement", fence.Holder{Scope: "settle", Token: 7, Owner: "replica-1"}))
+
+	migrated := make(chan error, 1)
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { migrated <- b.guard.Migrate(mctx, b.pool) }()
+	select {
+	case err := <-migrated:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		var waiting string
+		_ = b.pool.QueryRow(ctx, `SELECT coalesce(string_agg(query, '; '), '') FROM pg_stat_activity
+ WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting)
+		cancel()
+		<-migrated
+		t.Fatalf("Migrate waited 20s behind an open fenced transaction; waiting: %.200s", waiting)
+	}
+	require.NoError(t, writer.Commit(ctx))
+}
+
+// A writer of the version before scopes, still running beside the new one,
+// must not be judged against the scope "" row while the new version raises
+// the lease's own scope: after Migrate its Check statement fails (no unique
+// constraint on resource alone, SQLSTATE 42P10), so it writes nothing.
+func TestPreScopeCheckFailsAfterMigrate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	guard := pgx.Identifier{b.schema, pgfence.DefaultTable}.Sanitize()
+	// Guard.Check's statement before migration 002.
+	old := `INSERT INTO ` + guard + ` AS g (resource, token, owner, updated_at)
+VALUES ($1, $2, $3, now())
+ON CONFLICT (resource) DO UPDATE
+   SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = now()
+ WHERE g.token < EXCLUDED.token
+    OR (g.token = EXCLUDED.token AND g.owner = EXCLUDED.owner)
+RETURNING token`
+	require.NoError(t, b.guard.Check(ctx, b.pool, "settlement", fence.Holder{Scope: "settle", Token: 900, Owner: "new"}))
+	var raised int64
+	err := b.pool.QueryRow(ctx, old, "settlement", int64(800), "old").Scan(&raised)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "42P10", pgErr.Code, pgErr.Message)
+	var rows int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM `+guard).Scan(&rows))
+	require.Equal(t, 1, rows, "the old writer wrote nothing")
+}
+
+// Migrate upgrades a guard table that writers of the version before scopes
+// are writing at that moment: concurrent Migrates take turns, no writer
+// deadlocks or sees a half-migrated table, every write that committed before
+// the upgrade is kept as scope "" (the highest one is the fence), and every
+// old write after it fails with 42P10 instead of landing.
+func TestMigrateUnderLiveWritersOfTheOldVersion(t *testing.T) {
+	t.Parallel()
+	pool := testPool(t)
+	ctx := t.Context()
+	schema := newSchema(t)
+	table := pgx.Identifier{schema, pgfence.DefaultTable}.Sanitize()
+	_, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
+CREATE TABLE `+table+` (
+    resource   text        PRIMARY KEY,
+    token      bigint      NOT NULL CHECK (token > 0),
+    owner      text        NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	old := `INSERT INTO ` + table + ` AS g (resource, token, owner, updated_at)
+VALUES ($1, $2, $3, now())
+ON CONFLICT (resource) DO UPDATE
+   SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = now()
+ WHERE g.token < EXCLUDED.token
+    OR (g.token = EXCLUDED.token AND g.owner = EXCLUDED.owner)
+RETURNING token`
+
+	const writers, perWriter = 6, 100000 // each stops 20 writes after the upgrade
+	var (
+		next      atomic.Int64
+		committed atomic.Int64 // writes accepted before the upgrade
+		mu        sync.Mutex
+		maxTok    int64
+		maxOwner  string
+		wg        sync.WaitGroup
+	)
+	upgraded := make(chan struct{})
+	outcomes := make([][]string, writers) // per writer: "ok", "refused", "42P10", in order
+	for w := range writers {
+		wg.Go(func() {
+			owner := fmt.Sprintf("old-%d", w)
+			after := 0
+			for i := 0; i < perWriter && after < 20; i++ {
+				select {
+				case <-upgraded:
+					after++ // a few writes after the upgrade, then stop
+				default:
+				}
+				tok := next.Add(1)
+				var raised int64
+				err := pool.QueryRow(ctx, old, "settlement", tok, owner).Scan(&raised)
+				var pgErr *pgconn.PgError
+				switch {
+				case err == nil:
+					outcomes[w] = append(outcomes[w], "ok")
+					committed.Add(1)
+					mu.Lock()
+					if tok > maxTok {
+						maxTok, maxOwner = tok, owner
+					}
+					mu.Unlock()
+				case errors.Is(err, pgx.ErrNoRows):
+					outcomes[w] = append(outcomes[w], "refused")
+				case errors.As(err, &pgErr):
+					outcomes[w] = append(outcomes[w], pgErr.Code)
+				default:
+					outcomes[w] = append(outcomes[w], err.Error())
+				}
+			}
+		})
+	}
+	testwait.Until(t, 30*time.Second, "old writers committing", func() bool { return committed.Load() >= 50 })
+
+	guard, err := pgfence.New(pgfence.Config{Schema: schema})
+	require.NoError(t, err)
+	migrateErrs := make([]error, 3)
+	var mg sync.WaitGroup
+	for i := range migrateErrs {
+		mg.Go(func() { migrateErrs[i] = guard.Migrate(ctx, pool) })
+	}
+	mg.Wait()
+	close(upgraded)
+	wg.Wait()
+	for i, err := range migrateErrs {
+		require.NoError(t, err, "Migrate %d", i)
+	}
+
+	for w, outs := range outcomes {
+		failed := false
+		for i, o := range outs {
+			switch o {
+			case "ok", "refused":
+				require.False(t, failed, "writer %d: write %d landed after the upgrade refused one: %v", w, i, outs)
+			case "42P10":
+				failed = true
+			default:
+				t.Fatalf("writer %d: write %d: unexpected outcome %q", w, i, o)
+			}
+		}
+		require.True(t, failed, "writer %d never met the upgraded table: %v", w, outs)
+	}
+	tok, owner, err := guard.Current(ctx, pool, "settlement", "")
+	require.NoError(t, err)
+	require.Equal(t, fence.Token(maxTok), tok, "the highest write before the upgrade is the scope \"\" fence")
+	require.Equal(t, maxOwner, owner)
+	require.ErrorIs(t, guard.Check(ctx, pool, "settlement", fence.Holder{Token: tok - 1, Owner: "late"}), fence.ErrStaleToken)
+	require.NoError(t, guard.Check(ctx, pool, "settlement", fence.Holder{Scope: "settle", Token: 1, Owner: "new"}))
+	t.Logf("%d old writes committed before the upgrade, fence %d", committed.Load(), tok)
 }

@@ -45,7 +45,11 @@
 //
 // One hash per resource keeps every scope's fence in the resource's slot
 // and retires with it; the scope "" fields are the layout from before
-// scopes existed, so fences written then stay in force for scope "".
+// scopes existed, so fences written then stay in force for scope "". A
+// writer that now presents its lease name as the scope starts on an empty
+// fence, not fenced against a writer of the old version (which still writes
+// scope ""): stop every old process before the new version writes
+// (docs/operations.md, "Upgrading to scoped fences").
 //
 // FenceKey(K) returns K + FenceSuffix. On Redis Cluster both keys must hash
 // to one slot, which holds when K carries a hash tag: "settlement:{2026-03-08}"

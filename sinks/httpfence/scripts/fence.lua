@@ -1,7 +1,8 @@
 -- fence.lua: the fence acceptance rule, checked and raised in one step.
 --
 -- KEYS[1]  fence record of one (resource, scope):
---          <prefix>{<sha256(len(scope) ":" scope ":" resource)>}
+--          <prefix>{<sha256(len(scope) ":" scope ":" resource)>}, or
+--          <prefix>{<sha256(resource)>} for scope "" (the pre-scope name)
 --          hash: resource, scope, token (canonical decimal uint64), owner;
 --          no TTL.
 -- ARGV[1]  presented token, canonical decimal (no sign, no leading zero),
