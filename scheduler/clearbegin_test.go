@@ -34,7 +34,7 @@ func TestRedisLedgerBeginIfClear(t *testing.T) {
 		require.True(t, clear)
 		require.Equal(t, []int{1, 2}, []int{n, left})
 		require.Equal(t, StatusRunning, s.status("fresh", "", at(1)))
-		st, err := l.State(ctx, "fresh", "", since)
+		st, err := l.State(ctx, "fresh", "", since, time.Now())
 		require.NoError(t, err)
 		require.False(t, st.Horizon.IsZero(), "the horizon is set as State sets it")
 		requireSameTime(t, at(1), st.Last)
@@ -167,11 +167,11 @@ type countingLedger struct {
 	states, clear int
 }
 
-func (c *countingLedger) State(ctx context.Context, job, partition string, since time.Time) (State, error) {
+func (c *countingLedger) State(ctx context.Context, job, partition string, since, now time.Time) (State, error) {
 	c.mu.Lock()
 	c.states++
 	c.mu.Unlock()
-	return c.RedisLedger.State(ctx, job, partition, since)
+	return c.RedisLedger.State(ctx, job, partition, since, now)
 }
 
 func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, now time.Time) []BeginResult {
@@ -191,7 +191,7 @@ func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, 
 func TestScheduledSlotsBeginWithoutState(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		startAt, endAt, slots := window(4)
+		startAt, endAt, slots := slotWindow(4)
 		var log runLog
 		counting := &countingLedger{RedisLedger: s.ledger}
 		sched := s.replica(t, func(c *Config) { c.Ledger = counting })
@@ -249,7 +249,7 @@ func TestPrevFire(t *testing.T) {
 			job := tc.job.withDefaults()
 			cs, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone})
 			require.NoError(t, err)
-			r := &registered{Job: job, schedule: cs}
+			r := &registered{Job: job, window: newWindow(cs, job)}
 			fire := at
 			if tc.name == "DenseUnevenUnknown" {
 				fire = at.Add(time.Hour - time.Second)
@@ -259,7 +259,7 @@ func TestPrevFire(t *testing.T) {
 				require.True(t, ok)
 				fire = f.At
 			}
-			got := prevFire(r, fire)
+			got := r.window.prev(fire)
 			require.True(t, tc.want.Equal(got), "prevFire(%v) = %v, want %v", fire, got, tc.want)
 		})
 	}
@@ -278,13 +278,14 @@ func TestClaimAfterStopBeginsNothing(t *testing.T) {
 			Run: func(context.Context, Run) error { ran++; return nil },
 		}))
 		u := unitOf(t, sched, "late", "")
-		fire, ok := u.job.schedule.Next(at.Add(-time.Second))
+		fire, ok := u.job.window.sched.Next(at.Add(-time.Second))
 		require.True(t, ok)
 		l, err := sched.cfg.Leases.TryAcquire(context.Background(), u.lease, u.job.LeaseTTL)
 		require.NoError(t, err)
 		stopped, stop := context.WithCancel(context.Background())
 		stop()
-		sched.claimHeld(stopped, context.Background(), u, fire, noFire, true, time.Now(), l, nil)
+		sched.life.claim = stopped
+		sched.claimHeld(newHold(u, l), claimReq{fire: fire, prev: noFire}, time.Now(), nil)
 		require.Zero(t, ran)
 		require.Equal(t, Status(""), s.status("late", "", at), "nothing begun")
 		require.ErrorIs(t, l.Err(), lease.ErrReleased, "the lease is released")

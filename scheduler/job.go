@@ -303,7 +303,7 @@ func IsPermanent(err error) bool {
 
 type registered struct {
 	Job
-	schedule *cron.Schedule
+	window window
 }
 
 // leaseName is the lease of one partition of job.

@@ -194,8 +194,10 @@ type Record struct {
 // scheduler/ledgertest.Exercise.
 type Ledger interface {
 	// State returns what a claim needs: open slots at or after since,
-	// the last begun slot, the horizon and the pause flag.
-	State(ctx context.Context, job, partition string, since time.Time) (State, error)
+	// the last begun slot, the horizon and the pause flag. A pair's first
+	// call (or first since the store lost its data) starts its horizon at
+	// now: the scheduler's clock, never the store's, decides.
+	State(ctx context.Context, job, partition string, since, now time.Time) (State, error)
 	// Begin starts the next attempt of slot and returns its number (from
 	// 1, over the slot's whole life) and left, how many more attempts
 	// the budget allows after this one: maxAttempts minus the attempts

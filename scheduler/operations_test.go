@@ -13,7 +13,7 @@ import (
 func TestPauseStopsEveryReplicaUntilResume(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		startAt, endAt, slots := window(5)
+		startAt, endAt, slots := slotWindow(5)
 		var (
 			mu     sync.Mutex
 			paused = map[string]map[time.Time]bool{} // job -> slots claimed while paused
@@ -387,7 +387,7 @@ func TestRedisDataLossDoesNotRerunForgottenSlots(t *testing.T) {
 			return s.status("amnesia", "", slots[0]) == StatusSucceeded
 		})
 		require.NoError(t, after.Stop(ctx))
-		st, err := s.ledger.State(ctx, "amnesia", "", slots[0])
+		st, err := s.ledger.State(ctx, "amnesia", "", slots[0], time.Now())
 		require.NoError(t, err)
 		require.False(t, st.Horizon.Before(lostAt.Truncate(time.Millisecond)), "a new horizon: %v", st.Horizon)
 

@@ -21,7 +21,7 @@ func TestMultipleReplicasRunEachSlotExactlyOnce(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
 		const replicas = 3
-		startAt, endAt, slots := window(3)
+		startAt, endAt, slots := slotWindow(3)
 		var log runLog
 		job := Job{
 			Name: "settle", Spec: everySecond, StartAt: startAt, EndAt: endAt,
@@ -127,7 +127,7 @@ func TestLateTimerDoesNotRerunSlot(t *testing.T) {
 func TestSlotDueWhileTheHolderReleasesIsNotLost(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		startAt, endAt, slots := window(2)
+		startAt, endAt, slots := slotWindow(2)
 		var log runLog
 		run := func(ctx context.Context, run Run) error { log.add(run); return nil }
 		// b's timer fires for slots[1] only, while a still holds the lease
@@ -462,7 +462,7 @@ func TestStopDrainsAndInterruptsAfterGrace(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()
 			require.ErrorIs(t, sched.Stop(ctx), context.DeadlineExceeded)
-			require.ErrorIs(t, <-cause, lease.ErrParentDone, "the job's ctx was canceled")
+			require.ErrorIs(t, <-cause, ErrShutdown, "the job's ctx was canceled")
 			rec := s.record(t, "interrupt", "", slot.At)
 			require.Equal(t, StatusFailed, rec.Status)
 			require.Equal(t, 1, rec.Attempt)

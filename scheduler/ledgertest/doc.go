@@ -34,7 +34,8 @@
 //     since, oldest first, with RetryAt; not succeeded, final, skipped,
 //     missed or spent slots, nor a slot running under the current holder.
 //     Last is the latest slot begun, skipped or missed; Horizon is set on
-//     first use and never moves; Paused follows SetPaused for every
+//     first use, from the caller's now (never the store's clock), and never
+//     moves; Paused follows SetPaused for every
 //     partition of the job;
 //   - operators: Skip records skipped or missed with a reason and leaves a
 //     slot with a record as it is; a missed slot awaits a Request; Request

@@ -165,7 +165,7 @@ func (x *fixture) requireAbsent(s scheduler.Slot) {
 
 func (x *fixture) state(partition string, since time.Time) scheduler.State {
 	x.t.Helper()
-	st, err := x.ledger.State(x.t.Context(), x.job, partition, since)
+	st, err := x.ledger.State(x.t.Context(), x.job, partition, since, time.Now())
 	require.NoError(x.t, err)
 	return st
 }

@@ -108,8 +108,10 @@
 // # Horizon
 //
 // The first call that touches a (job, partition) pair creates its fence
-// row, and with it the pair's horizon: the database's clock, truncated to
-// the second. It never changes afterwards. PostgreSQL does not lose its data
+// row, and with it the pair's horizon: the now the caller passed (the
+// scheduler's clock, not the database's now(), so one clock decides what
+// is before the horizon and what is late), truncated to the second. It
+// never changes afterwards. PostgreSQL does not lose its data
 // the way a Redis without persistence does, so the horizon only says since
 // when the ledger has known the pair.
 //

@@ -133,16 +133,18 @@ func (l *Ledger) inTx(ctx context.Context, op, what string, fn func(pgx.Tx) erro
 // The fence is the pair's (job_fences), or with f.PerSlot the slot's own
 // (job_slot_fences): then the pair's row is locked (and created, starting
 // the horizon, if missing) but its token neither checked nor raised.
-func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler.Slot, f scheduler.Fence, last *time.Time) error {
+// now, the caller's clock, starts the pair's horizon when its row is
+// created: the database's clock never enters a decision.
+func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler.Slot, f scheduler.Fence, last *time.Time, now time.Time) error {
 	if f.PerSlot {
 		var err error
 		if u := f.Unit; u != nil {
 			// The planner's fence: checked and raised on the pair's row.
 			err = l.check(ctx, tx, op, fenceResource(slot.Job, slot.Partition), *u,
-				l.sql.raise, []any{slot.Job, slot.Partition, int64(u.Token), u.Owner, last},
+				l.sql.raise, []any{slot.Job, slot.Partition, int64(u.Token), u.Owner, last, now},
 				l.sql.fenceToken, []any{slot.Job, slot.Partition})
 		} else {
-			err = l.lockFence(ctx, tx, op, slot.Job, slot.Partition, last)
+			err = l.lockFence(ctx, tx, op, slot.Job, slot.Partition, last, now)
 		}
 		if err != nil {
 			return err
@@ -153,7 +155,7 @@ func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler
 			l.sql.slotFenceToken, []any{slot.Job, slot.Partition, at})
 	}
 	return l.check(ctx, tx, op, fenceResource(slot.Job, slot.Partition), f,
-		l.sql.raise, []any{slot.Job, slot.Partition, int64(f.Token), f.Owner, last},
+		l.sql.raise, []any{slot.Job, slot.Partition, int64(f.Token), f.Owner, last, now},
 		l.sql.fenceToken, []any{slot.Job, slot.Partition})
 }
 

@@ -42,7 +42,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 	var zero *pgledger.Ledger
 	require.ErrorIs(t, zero.Migrate(t.Context()), pgledger.ErrNotCreated)
-	_, err = zero.State(t.Context(), "job", "", time.Time{})
+	_, err = zero.State(t.Context(), "job", "", time.Time{}, time.Now())
 	require.ErrorIs(t, err, pgledger.ErrNotCreated)
 }
 
@@ -79,7 +79,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(t.Context()), "again")
-	_, err = l.State(t.Context(), "settle", "", time.Time{})
+	_, err = l.State(t.Context(), "settle", "", time.Time{}, time.Now())
 	require.NoError(t, err)
 }
 
@@ -135,7 +135,7 @@ func TestInvalidArguments(t *testing.T) {
 			return err
 		},
 		"NUL in partition": func() error {
-			_, err := l.State(ctx, "settle", "eu\x00", at)
+			_, err := l.State(ctx, "settle", "eu\x00", at, time.Now())
 			return err
 		},
 		"empty owner": func() error {
@@ -235,7 +235,7 @@ func TestBeginExhaustedTakeoverLeavesAbandoned(t *testing.T) {
 	require.Equal(t, scheduler.StatusAbandoned, rec.Status)
 	require.Equal(t, scheduler.StatusAbandoned, rec.Attempts[0].Status)
 	require.Equal(t, scheduler.ClassInterrupted, rec.Attempts[0].Class)
-	st, err := l.State(ctx, "settle", "eu", at)
+	st, err := l.State(ctx, "settle", "eu", at, time.Now())
 	require.NoError(t, err)
 	require.Empty(t, st.Open)
 
