@@ -275,4 +275,3 @@ func isNil(v any) bool {
 	}
 	return false
 }
-
