@@ -75,6 +75,16 @@ func (f *Fake) Step(d time.Duration) {
 	f.wall = f.wall.Add(d)
 }
 
+// Armed reports whether t, a timer of f, is armed: neither fired nor
+// stopped. A test that knows which timer the code under test sleeps on
+// tells with it whether that code is still asleep.
+func (f *Fake) Armed(t Timer) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, ok := t.(*fakeTimer)
+	return ok && slices.Contains(f.timers, ft)
+}
+
 // Waiters returns how many timers are armed.
 func (f *Fake) Waiters() int {
 	f.mu.Lock()

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"container/heap"
+	"log/slog"
 	"time"
 
 	"github.com/holdfast-go/holdfast/lease"
@@ -20,9 +21,11 @@ import (
 //     reading (a fire queued for 17:01 after the clock went back to 15:00
 //     would otherwise stall the unit for two hours).
 //   - Forward jump, or a process that could not run (SIGSTOP, VM suspend):
-//     a unit whose queued fire and later ones all came due claims once,
-//     for the latest due fire; the planner finds the others in the ledger
-//     as late, and the job's missed-slot policy decides them (plan.go).
+//     the wall clock moved more than the timer slept. A unit whose queued
+//     fire and later ones all came due claims once, for the latest due
+//     fire; the slots before it that nobody began were missed (unit.seen
+//     moves to now, as at Start), and the job's missed-slot policy decides
+//     them (plan.go).
 //
 // Every sleep is capped at maxSleep, so a step is noticed within that
 // bound, or within one tick of a per-second job, whichever comes first.
@@ -84,23 +87,25 @@ func (s *Scheduler) wakeAt(u *unit, t time.Time) {
 func (s *Scheduler) dispatch() {
 	timer := s.clock.NewTimer(maxSleep)
 	defer timer.Stop()
-	last := s.clock.Now()
+	var slept parkedAt // the last sleep: from at (wall), for wait (elapsed)
 	for {
 		s.mu.Lock()
 		now := s.clock.Now()
-		if now.Before(last) {
-			s.rearm(now)
+		if !slept.at.IsZero() {
+			s.noticeSteps(slept, now)
 		}
-		last = now
 		due := s.popDue(now)
 		wait := maxSleep
 		if s.queue.Len() > 0 {
 			wait = min(s.queue[0].at.Sub(now), maxSleep)
 		}
-		s.parked = parkedAt{at: now, wait: wait}
 		s.mu.Unlock()
 		s.triggerAll(due)
+		s.mu.Lock()
+		slept = parkedAt{at: now, wait: wait, timer: timer}
 		timer.Reset(wait)
+		s.parked = slept
+		s.mu.Unlock()
 		select {
 		case <-s.life.claim.Done():
 			return
@@ -113,12 +118,34 @@ func (s *Scheduler) dispatch() {
 	}
 }
 
-// rearm queues every unit's next fire from now, after the wall clock
-// stepped back; s.mu is held.
-func (s *Scheduler) rearm(now time.Time) {
-	for _, u := range s.order {
-		if u.queued != nil && u.queued.at.After(now) {
-			s.schedule(u, now, time.Time{})
+// stepTolerance is how much longer than it slept the wall clock may have
+// moved before the dispatcher counts the difference as time it could not
+// act (500 ms: well above timer and scheduling delays).
+const stepTolerance = 500 * time.Millisecond
+
+// noticeSteps compares the wall clock's move since the last sleep began
+// with the elapsed time the timer measured; s.mu is held. Back (now reads
+// earlier than when the sleep began): every unit's next fire is computed
+// again from now. Forward by more than the sleep (a jump, a freeze): the
+// replica could not act until now, so slots up to now that nobody began
+// are missed, as after a restart (unit.seen).
+func (s *Scheduler) noticeSteps(slept parkedAt, now time.Time) {
+	moved := now.Sub(slept.at)
+	switch {
+	case moved < 0:
+		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_stepped", slog.Duration("by", moved))
+		for _, u := range s.order {
+			u.seen = now
+			if u.queued != nil && u.queued.at.After(now) {
+				s.schedule(u, now, time.Time{})
+			}
+		}
+	case moved > slept.wait+stepTolerance:
+		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_jumped", slog.Duration("by", moved-slept.wait))
+		for _, u := range s.order {
+			if now.After(u.seen) {
+				u.seen = now
+			}
 		}
 	}
 }

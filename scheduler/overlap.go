@@ -49,7 +49,9 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) {
 		_ = l.Release(context.WithoutCancel(s.life.run))
 		return
 	}
+	s.active.Add(1)
 	s.wg.Go(func() {
+		defer s.active.Add(-1)
 		defer func() { _ = l.Release(context.WithoutCancel(s.life.run)) }()
 		s.run(h, f, n, left)
 	})

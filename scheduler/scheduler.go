@@ -70,7 +70,7 @@ type Scheduler struct {
 	queue   entryHeap
 	wake    chan struct{}
 	parked  parkedAt     // the dispatcher's current sleep (zero: awake)
-	active  atomic.Int64 // units with a claim running
+	active  atomic.Int64 // units with a claim running, and OverlapAllow runs
 
 	sem         chan struct{}
 	life        lifetime
@@ -89,10 +89,11 @@ type lifetime struct {
 	claim, run context.Context
 }
 
-// parkedAt is a sleep of the dispatcher: from at, for wait.
+// parkedAt is a sleep of the dispatcher: from at, for wait, on timer.
 type parkedAt struct {
-	at   time.Time
-	wait time.Duration
+	at    time.Time
+	wait  time.Duration
+	timer clock.Timer
 }
 
 type unitKey struct{ job, partition string }
