@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
@@ -511,6 +512,10 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"NilRun", func(j *Job) { j.Run = nil }, []error{ErrInvalidJob}},
 			{"InvalidSpec", func(j *Job) { j.Spec = "61 * * * * *" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
 			{"EmptySpec", func(j *Job) { j.Spec = "" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
+			// Issue 11: these registered and ran every second, or never.
+			{"SubSecondEvery", func(j *Job) { j.Spec = "@every 500ms" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
+			{"FractionalEvery", func(j *Job) { j.Spec = "@every 1500ms" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
+			{"SpecThatNeverFires", func(j *Job) { j.Spec = "0 0 30 2 *" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
 			{"UnknownZone", func(j *Job) { j.Zone = "Mars/Olympus_Mons" }, []error{ErrInvalidJob, cron.ErrUnknownZone}},
 			{"EndAtBeforeStartAt", func(j *Job) { j.StartAt, j.EndAt = now, now.Add(-time.Second) }, []error{ErrInvalidJob}},
 			{"EndAtEqualsStartAt", func(j *Job) { j.StartAt, j.EndAt = now, now }, []error{ErrInvalidJob}},
@@ -560,6 +565,12 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		_, err = New(Config{Leases: leases})
 		require.ErrorIs(t, err, ErrInvalidConfig)
+		var nilLedger *RedisLedger // issue 11: accepted, and panicked at Start
+		_, err = New(Config{Leases: leases, Ledger: nilLedger})
+		require.ErrorIs(t, err, ErrInvalidConfig, "typed-nil Ledger")
+		var nilClock *clock.Fake
+		_, err = New(Config{Leases: leases, Ledger: s.ledger, Clock: nilClock})
+		require.ErrorIs(t, err, ErrInvalidConfig, "typed-nil Clock")
 		_, err = New(Config{Leases: leases, Ledger: s.ledger, MaxConcurrentClaims: -1})
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		_, err = NewRedisLedger(nil, "")

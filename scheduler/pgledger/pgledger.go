@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"time"
 
@@ -20,10 +21,6 @@ const DefaultSchema = "holdfast"
 
 // Limits on what the ledger stores, in bytes.
 const (
-	// MaxPartitionLen is the longest partition key accepted (512): it keeps
-	// every index entry far below the btree limit (about 2.7 kB). Job names
-	// are bounded by scheduler.MaxJobNameLen.
-	MaxPartitionLen = 512
 	// MaxTextLen bounds an error message or a reason (4096). Longer text is
 	// cut, not refused: a job's error must not make its Finish fail.
 	MaxTextLen = 4096
@@ -78,10 +75,13 @@ type Ledger struct {
 var _ scheduler.Ledger = (*Ledger)(nil)
 
 // New returns a Ledger over db with its tables in cfg.Schema. It returns an
-// error matching ErrInvalidConfig for a nil db or an invalid schema name. New
-// does not touch the database: run Migrate once before the first call.
+// error matching ErrInvalidConfig for a nil db (a nil *pgxpool.Pool too)
+// or an invalid schema name. New does not touch the database: run Migrate
+// once before the first call. Keys are bounded as the scheduler bounds
+// them: job names by scheduler.MaxJobNameLen, partitions by
+// scheduler.MaxPartitionLen (one limit for every store).
 func New(db DB, cfg Config) (*Ledger, error) {
-	if db == nil {
+	if isNil(db) {
 		return nil, fmt.Errorf("%w: nil DB", ErrInvalidConfig)
 	}
 	cfg = cfg.withDefaults()
@@ -210,8 +210,8 @@ func validateKey(job, partition string) error {
 		return fmt.Errorf("%w: job name of %d bytes, limit %d", ErrInvalidArgument, len(job), scheduler.MaxJobNameLen)
 	case !validText(job):
 		return fmt.Errorf("%w: job name %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, job)
-	case len(partition) > MaxPartitionLen:
-		return fmt.Errorf("%w: partition of %d bytes, limit %d", ErrInvalidArgument, len(partition), MaxPartitionLen)
+	case len(partition) > scheduler.MaxPartitionLen:
+		return fmt.Errorf("%w: partition of %d bytes, limit %d", ErrInvalidArgument, len(partition), scheduler.MaxPartitionLen)
 	case !validText(partition):
 		return fmt.Errorf("%w: partition %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, partition)
 	}
@@ -240,4 +240,14 @@ func validateFenced(op string, s scheduler.Slot, f scheduler.Fence) error {
 		return validateFenced(op, s, *f.Unit)
 	}
 	return nil
+}
+
+// isNil reports whether db is nil or a nil pointer in the interface (a
+// nil *pgxpool.Pool): both would fail only at the first call.
+func isNil(db DB) bool {
+	if db == nil {
+		return true
+	}
+	v := reflect.ValueOf(db)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
@@ -39,6 +40,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	_, err := pgledger.New(nil, pgledger.Config{})
 	require.ErrorIs(t, err, pgledger.ErrInvalidConfig, "nil DB")
+	var nilPool *pgxpool.Pool // issue 11: accepted, and failed at the first call
+	_, err = pgledger.New(nilPool, pgledger.Config{})
+	require.ErrorIs(t, err, pgledger.ErrInvalidConfig, "typed-nil *pgxpool.Pool")
 
 	var zero *pgledger.Ledger
 	require.ErrorIs(t, zero.Migrate(t.Context()), pgledger.ErrNotCreated)
@@ -134,6 +138,10 @@ func TestInvalidArguments(t *testing.T) {
 			_, _, err := l.Begin(ctx, scheduler.Slot{Job: strings.Repeat("j", scheduler.MaxJobNameLen+1), At: at}, ok, 3, at)
 			return err
 		},
+		"partition longer than scheduler.MaxPartitionLen": func() error {
+			_, err := l.State(ctx, "settle", strings.Repeat("p", scheduler.MaxPartitionLen+1), at, time.Now())
+			return err
+		},
 		"NUL in partition": func() error {
 			_, err := l.State(ctx, "settle", "eu\x00", at, time.Now())
 			return err
@@ -159,6 +167,8 @@ func TestInvalidArguments(t *testing.T) {
 	} {
 		require.ErrorIs(t, call(), pgledger.ErrInvalidArgument, name)
 	}
+	_, err = l.State(ctx, "settle", strings.Repeat("p", scheduler.MaxPartitionLen), at, time.Now())
+	require.NoError(t, err, "a partition of scheduler.MaxPartitionLen bytes")
 	_, found, err := l.Get(ctx, slot)
 	require.NoError(t, err)
 	require.False(t, found, "nothing was written")
