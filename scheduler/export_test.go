@@ -7,7 +7,8 @@ func (s *Scheduler) Quiet() bool { return s.quiet() }
 
 // quiet reports whether s has nothing in flight: its dispatcher sleeps on
 // a timer that has not fired, with no wake-up pending and nothing due in the
-// queue, and no claim or run is going on.
+// queue, and no claim is at work: every claim or run in flight waits in
+// its job function or on the clock.
 func (s *Scheduler) quiet() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -16,7 +17,7 @@ func (s *Scheduler) quiet() bool {
 	switch {
 	case !ok:
 		panic("scheduler: Quiet needs a fake clock")
-	case s.parked.timer == nil, !fake.Armed(s.parked.timer), len(s.wake) > 0, s.active.Load() > 0:
+	case s.parked.timer == nil, !fake.Armed(s.parked.timer), len(s.wake) > 0, s.active.Load() > s.waiting.Load():
 		return false
 	case s.queue.Len() > 0 && !s.queue[0].at.After(now):
 		return false

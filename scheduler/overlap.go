@@ -81,7 +81,10 @@ func (s *Scheduler) replaceHolder(u *unit, fire cron.Fire) (*lease.Lease, error)
 			return l, err
 		}
 		wait := min(max(held.RemainingTTL, 10*time.Millisecond), 100*time.Millisecond)
-		if !clock.Sleep(s.clock, wait, s.life.claim.Done()) {
+		s.waiting.Add(1)
+		slept := clock.Sleep(s.clock, wait, s.life.claim.Done())
+		s.waiting.Add(-1)
+		if !slept {
 			return nil, s.life.claim.Err()
 		}
 	}

@@ -71,6 +71,7 @@ type Scheduler struct {
 	wake    chan struct{}
 	parked  parkedAt     // the dispatcher's current sleep (zero: awake)
 	active  atomic.Int64 // units with a claim running, and OverlapAllow runs
+	waiting atomic.Int64 // claims in a job function or asleep on the clock (tests tell waits from work)
 
 	sem         chan struct{}
 	life        lifetime
