@@ -95,19 +95,29 @@ func TestFakeTimeOverlapPolicies(t *testing.T) {
 			t.Parallel()
 			onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
 				g := newGated(utc(10, 0, 0))
-				r.replica(0, scheduler.Job{Name: "long", Spec: "* * * * *", Overlap: tc.policy, Run: g.run})
+				job := scheduler.Job{Name: "long", Spec: "* * * * *", Overlap: tc.policy, Run: g.run}
+				r.replica(0, job)
+				r.replica(0, job)
 				r.tick(152*time.Second, time.Second) // to 10:02:30
 				g.release(utc(10, 0, 0))
 				r.settle()
 				r.tick(40*time.Second, time.Second) // to 10:03:10
 				require.Equal(t, tc.ran, g.slots())
+				tokens := map[uint64]bool{}
 				for _, at := range tc.ran {
-					require.Equal(t, scheduler.StatusSucceeded, r.record("long", at).Status, "slot %v", at)
+					rec := r.record("long", at)
+					require.Equal(t, scheduler.StatusSucceeded, rec.Status, "slot %v", at)
+					require.Equal(t, 1, rec.Attempt, "slot %v ran once", at)
+					tokens[uint64(rec.Attempts[0].Token)] = true
+				}
+				if tc.policy == scheduler.OverlapAllow {
+					require.Len(t, tokens, len(tc.ran), "each slot under a lease of its own")
 				}
 				for _, at := range tc.skipped {
 					rec := r.record("long", at)
 					require.Equal(t, scheduler.StatusSkipped, rec.Status, "slot %v", at)
 					require.Equal(t, "overlap", rec.Reason)
+					require.Empty(t, rec.Attempts, "slot %v never ran", at)
 				}
 			})
 		})
@@ -132,7 +142,10 @@ func TestFakeTimeOverlapCancelOther(t *testing.T) {
 		rec := r.record("replace", utc(10, 0, 0))
 		a, _ := rec.Latest()
 		require.Equal(t, scheduler.StatusFailed, rec.Status)
+		require.Equal(t, 1, rec.Attempt, "a replaced run is not retried")
+		require.True(t, rec.RetryAt.IsZero())
 		require.Equal(t, scheduler.ClassInterrupted, a.Class)
+		require.Contains(t, a.Error, "replaced by a newer slot")
 		require.Equal(t, scheduler.StatusSucceeded, r.record("replace", utc(10, 1, 0)).Status)
 	})
 }
@@ -163,18 +176,32 @@ func TestFakeTimeRetriesBackOff(t *testing.T) {
 func TestFakeTimePauseAndResume(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-		g := newGated()
+		g, skip := newGated(), newGated()
 		job := scheduler.Job{Name: "paused", Spec: "* * * * *", Missed: scheduler.MissedLatestOnly, Run: g.run}
-		a := r.replica(0, job)
-		r.replica(0, job)
+		other := scheduler.Job{Name: "skipping", Spec: "* * * * *", Missed: scheduler.MissedSkip, Run: skip.run}
+		a := r.replica(0, job, other)
+		r.replica(0, job, other)
 		r.tick(5*time.Second, time.Second)
 		require.NoError(t, a.Pause(context.Background(), "paused"))
+		require.NoError(t, a.Pause(context.Background(), "skipping"))
 		r.tick(3*time.Minute, time.Second) // 10:01..10:03 come due, paused
-		require.Equal(t, []time.Time{utc(10, 0, 0)}, g.slots())
+		require.Equal(t, []time.Time{utc(10, 0, 0)}, g.slots(), "no replica runs a paused job")
+		for _, at := range []time.Time{utc(10, 1, 0), utc(10, 3, 0)} {
+			_, found, err := r.ledger.Get(context.Background(), scheduler.Slot{Job: "paused", At: at})
+			require.NoError(t, err)
+			require.False(t, found, "a paused slot is not recorded: it is still due")
+		}
 		require.NoError(t, a.Resume(context.Background(), "paused"))
+		require.NoError(t, a.Resume(context.Background(), "skipping"))
 		r.settle()
 		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 3, 0)}, g.slots(), "the latest missed slot runs on resume")
-		require.Equal(t, scheduler.StatusSkipped, r.record("paused", utc(10, 1, 0)).Status)
+		require.Equal(t, []time.Time{utc(10, 0, 0)}, skip.slots(), "MissedSkip runs none of them")
+		for _, at := range []time.Time{utc(10, 1, 0), utc(10, 2, 0)} {
+			require.Equal(t, scheduler.StatusSkipped, r.record("paused", at).Status)
+			require.Equal(t, scheduler.StatusSkipped, r.record("skipping", at).Status)
+		}
+		r.tick(time.Minute, time.Second)
+		require.Equal(t, utc(10, 4, 0), skip.slots()[1], "then on schedule again")
 	})
 }
 
@@ -253,15 +280,22 @@ func TestFakeTimeSkewedReplicasRunEachSlotOnce(t *testing.T) {
 		r.replica(0, job)
 		r.replica(400*time.Millisecond, job)
 		r.replica(-300*time.Millisecond, job)
-		r.tick(10*time.Second, 100*time.Millisecond)
-		seen := map[time.Time]int{}
-		for _, at := range g.slots() {
-			seen[at]++
+		r.tick(10*time.Second, 100*time.Millisecond) // to 10:00:08
+		ran := g.slots()
+		for i := 1; i < len(ran); i++ {
+			require.True(t, ran[i].After(ran[i-1]), "each slot once, in order: %v", ran)
 		}
-		for at, n := range seen {
-			require.Equal(t, 1, n, "slot %v", at)
+		for at := utc(9, 59, 59); !at.After(utc(10, 0, 7)); at = at.Add(time.Second) {
+			require.Contains(t, ran, at)
+			rec := r.record("skew", at)
+			require.Equal(t, scheduler.StatusSucceeded, rec.Status)
+			require.Equal(t, 1, rec.Attempt)
+			a, ok := rec.Latest()
+			require.True(t, ok)
+			require.NotZero(t, a.Token)
+			require.Len(t, a.Owner, 32)
+			require.False(t, a.Finished.Before(a.Started))
 		}
-		require.GreaterOrEqual(t, len(seen), 9)
 	})
 }
 

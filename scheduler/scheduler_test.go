@@ -18,54 +18,6 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 )
 
-func TestMultipleReplicasRunEachSlotExactlyOnce(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, s *setup) {
-		const replicas = 3
-		startAt, endAt, slots := slotWindow(3)
-		var log runLog
-		job := Job{
-			Name: "settle", Spec: everySecond, StartAt: startAt, EndAt: endAt,
-			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
-		}
-		var scheds []*Scheduler
-		for range replicas {
-			sched := s.replica(t)
-			require.NoError(t, sched.Register(job))
-			scheds = append(scheds, sched)
-		}
-		for _, sched := range scheds {
-			require.NoError(t, sched.Start(context.Background()))
-		}
-		eventually(t, 20*time.Second, "every slot succeeded", func() bool {
-			for _, at := range slots {
-				if s.status("settle", "", at) != StatusSucceeded {
-					return false
-				}
-			}
-			return true
-		})
-		for _, sched := range scheds {
-			require.NoError(t, sched.Stop(context.Background()))
-		}
-
-		require.Equal(t, slots, log.slots(), "each slot once, in order")
-		for _, at := range slots {
-			rec := s.record(t, "settle", "", at)
-			require.Equal(t, StatusSucceeded, rec.Status)
-			require.Equal(t, 1, rec.Attempt)
-			require.Len(t, rec.Attempts, 1)
-			a, ok := rec.Latest()
-			require.True(t, ok)
-			require.Equal(t, StatusSucceeded, a.Status)
-			require.NotZero(t, a.Token)
-			require.Len(t, a.Owner, 32)
-			require.False(t, a.Started.IsZero())
-			require.False(t, a.Finished.Before(a.Started))
-		}
-	})
-}
-
 func TestLateTimerDoesNotRerunSlot(t *testing.T) {
 	t.Parallel()
 	t.Run("Succeeded", func(t *testing.T) {
