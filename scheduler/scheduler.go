@@ -227,9 +227,10 @@ func (s *Scheduler) Start(ctx context.Context) error {
 const InterruptWait = 5 * time.Second
 
 // Stop shuts down gracefully: it stops claiming, lets running attempts
-// finish until ctx ends, then cancels them (they are recorded failed with
-// ClassInterrupted and retried at a later claim), releases the leases and
-// waits for every goroutine. A job function that ignores its ctx cannot be
+// finish until ctx ends, then cancels them (context cause ErrShutdown;
+// they are recorded failed with ClassInterrupted and retried at a later
+// claim) and releases their leases, releases every other lease and waits
+// for every goroutine. A job function that ignores its ctx cannot be
 // stopped: Stop then returns ctx's error at most InterruptWait after ctx
 // ended, leaving that attempt running; call Stop again to wait for it.
 // Stop is safe to call twice; called before Start it makes a later Start
