@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -24,13 +25,14 @@ type gated struct {
 	runs    []scheduler.Run
 	causes  map[time.Time]error
 	hold    map[time.Time]chan struct{}
-	failFor int // the first failFor attempts of each slot fail
+	done    map[time.Time]chan struct{} // closed when a held run returns
+	failFor int                         // the first failFor attempts of each slot fail
 }
 
 func newGated(hold ...time.Time) *gated {
-	g := &gated{causes: map[time.Time]error{}, hold: map[time.Time]chan struct{}{}}
+	g := &gated{causes: map[time.Time]error{}, hold: map[time.Time]chan struct{}{}, done: map[time.Time]chan struct{}{}}
 	for _, at := range hold {
-		g.hold[at] = make(chan struct{})
+		g.hold[at], g.done[at] = make(chan struct{}), make(chan struct{})
 	}
 	return g
 }
@@ -38,9 +40,10 @@ func newGated(hold ...time.Time) *gated {
 func (g *gated) run(ctx context.Context, run scheduler.Run) error {
 	g.mu.Lock()
 	g.runs = append(g.runs, run)
-	wait, fail := g.hold[run.At], run.Attempt <= g.failFor
+	wait, done, fail := g.hold[run.At], g.done[run.At], run.Attempt <= g.failFor
 	g.mu.Unlock()
 	if wait != nil {
+		defer close(done)
 		select {
 		case <-wait:
 		case <-ctx.Done():
@@ -56,7 +59,17 @@ func (g *gated) run(ctx context.Context, run scheduler.Run) error {
 	return nil
 }
 
-func (g *gated) release(at time.Time) { close(g.hold[at]) }
+// release lets the held run of at return, and waits until it has (the
+// scheduler then has work in flight, which settle waits for).
+func (g *gated) release(t *testing.T, at time.Time) {
+	t.Helper()
+	close(g.hold[at])
+	select {
+	case <-g.done[at]:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the run of %v did not return", at)
+	}
+}
 
 func (g *gated) slots() []time.Time {
 	g.mu.Lock()
@@ -99,7 +112,7 @@ func TestFakeTimeOverlapPolicies(t *testing.T) {
 				r.replica(0, job)
 				r.replica(0, job)
 				r.tick(152*time.Second, time.Second) // to 10:02:30
-				g.release(utc(10, 0, 0))
+				g.release(t, utc(10, 0, 0))
 				r.settle()
 				r.tick(40*time.Second, time.Second) // to 10:03:10
 				require.Equal(t, tc.ran, g.slots())
@@ -135,8 +148,12 @@ func TestFakeTimeOverlapCancelOther(t *testing.T) {
 		g := newGated(utc(10, 0, 0))
 		job := scheduler.Job{Name: "replace", Spec: "* * * * *", Overlap: scheduler.OverlapCancelOther, Run: g.run}
 		r.replica(0, job)
-		r.replica(0, job)
-		r.tick(65*time.Second, 100*time.Millisecond) // to 10:01:03
+		r.replica(300*time.Millisecond, job) // loses the race for 10:00 and asks to cancel it
+		r.tick(30*time.Second, 100*time.Millisecond)
+		require.Equal(t, []time.Time{utc(10, 0, 0)}, g.slots())
+		require.NoError(t, g.cause(utc(10, 0, 0)), "a replica that lost the race for the same slot cancels nothing")
+		require.Equal(t, scheduler.StatusRunning, r.record("replace", utc(10, 0, 0)).Status)
+		r.tick(35*time.Second, 100*time.Millisecond) // to 10:01:03
 		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0)}, g.slots())
 		require.ErrorIs(t, g.cause(utc(10, 0, 0)), scheduler.ErrReplaced)
 		rec := r.record("replace", utc(10, 0, 0))
@@ -250,22 +267,130 @@ func TestFakeTimeShutdown(t *testing.T) {
 	})
 }
 
-// A restart after downtime: the slots due while no replica ran follow
-// the missed-slot policy, here MissedCatchUp bounded by MaxCatchUp.
-func TestFakeTimeRestartCatchesUp(t *testing.T) {
+// A restart after downtime: the slots due while no replica ran (10:01 to
+// 10:05) follow the missed-slot policy.
+func TestFakeTimeRestartFollowsTheMissedPolicy(t *testing.T) {
+	t.Parallel()
+	skipped, missed := scheduler.StatusSkipped, scheduler.StatusMissed
+	for _, tc := range []struct {
+		name string
+		edit func(*scheduler.Job)
+		ran  []time.Time // after 10:00
+		rest scheduler.Status
+		why  string
+	}{
+		{"CatchUpRunsThemOldestFirst", func(*scheduler.Job) {},
+			[]time.Time{utc(10, 1, 0), utc(10, 2, 0), utc(10, 3, 0), utc(10, 4, 0), utc(10, 5, 0)}, "", ""},
+		{"CatchUpKeepsTheMaxCatchUpLatest", func(j *scheduler.Job) { j.MaxCatchUp = 2 },
+			[]time.Time{utc(10, 4, 0), utc(10, 5, 0)}, skipped, "missed"},
+		{"CatchUpWindowBoundsHowFarBack", func(j *scheduler.Job) { j.CatchUpWindow = 150 * time.Second },
+			[]time.Time{utc(10, 3, 0), utc(10, 4, 0), utc(10, 5, 0)}, skipped, "missed: older than CatchUpWindow"},
+		{"LatestOnly", func(j *scheduler.Job) { j.Missed = scheduler.MissedLatestOnly },
+			[]time.Time{utc(10, 5, 0)}, skipped, "missed"},
+		{"Skip", func(j *scheduler.Job) { j.Missed = scheduler.MissedSkip }, nil, skipped, "missed"},
+		{"ManualAwaitsAnOperator", func(j *scheduler.Job) { j.Missed = scheduler.MissedManual }, nil, missed, "missed: awaits an operator"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+				g := newGated()
+				job := scheduler.Job{Name: "down", Spec: "* * * * *", Run: g.run}
+				tc.edit(&job)
+				a := r.replica(0, job)
+				r.tick(5*time.Second, time.Second)
+				stopOnFakeTime(r.clk, a, context.Background())
+				r.scheds = nil
+				r.clk.Advance(5 * time.Minute) // down until 10:05:03
+				b := r.replica(0, job)
+				want := append([]time.Time{utc(10, 0, 0)}, tc.ran...)
+				require.Equal(t, want, g.slots())
+				for at := utc(10, 1, 0); !at.After(utc(10, 5, 0)); at = at.Add(time.Minute) {
+					rec := r.record("down", at)
+					if slices.Contains(tc.ran, at) {
+						require.Equal(t, scheduler.StatusSucceeded, rec.Status, "slot %v", at)
+						continue
+					}
+					require.Equal(t, tc.rest, rec.Status, "slot %v", at)
+					require.Equal(t, tc.why, rec.Reason, "slot %v", at)
+					require.Empty(t, rec.Attempts)
+				}
+				if tc.rest == missed {
+					require.NoError(t, b.Retry(context.Background(), "down", "", utc(10, 2, 0), "by hand"))
+					r.settle()
+					require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 2, 0)}, g.slots(), "a missed slot runs when asked")
+				}
+			})
+		})
+	}
+}
+
+// A job the ledger never saw starts at its first fire: no backfill of the
+// time before it existed.
+func TestFakeTimeNewJobDoesNotBackfill(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(10, 0, 30), func(t *testing.T, r *rig) {
+		g := newGated()
+		r.replica(0, scheduler.Job{Name: "fresh", Spec: "* * * * *", Run: g.run})
+		r.tick(time.Minute, time.Second)
+		require.Equal(t, []time.Time{utc(10, 1, 0)}, g.slots())
+		_, found, err := r.ledger.Get(context.Background(), scheduler.Slot{Job: "fresh", At: utc(10, 0, 0)})
+		require.NoError(t, err)
+		require.False(t, found)
+	})
+}
+
+// Partitions: each (slot, partition) runs once, under a lease of its own,
+// across replicas.
+func TestFakeTimePartitionsRunEachSlotOnce(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-		g := newGated()
-		job := scheduler.Job{Name: "down", Spec: "* * * * *", MaxCatchUp: 2, Run: g.run}
-		a := r.replica(0, job)
-		r.tick(5*time.Second, time.Second)
-		stopOnFakeTime(r.clk, a, context.Background())
-		r.scheds = nil
-		r.clk.Advance(5 * time.Minute) // down until 10:05:03
+		var mu sync.Mutex
+		runs := map[string]int{}
+		job := scheduler.Job{Name: "tenants", Spec: "* * * * * *", Partitions: []string{"eu", "us", "ap"},
+			Run: func(_ context.Context, run scheduler.Run) error {
+				mu.Lock()
+				defer mu.Unlock()
+				runs[run.IdempotencyKey]++
+				return nil
+			}}
 		r.replica(0, job)
-		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 4, 0), utc(10, 5, 0)}, g.slots())
-		for _, at := range []time.Time{utc(10, 1, 0), utc(10, 2, 0), utc(10, 3, 0)} {
-			require.Equal(t, scheduler.StatusSkipped, r.record("down", at).Status)
+		r.replica(250*time.Millisecond, job)
+		r.tick(5*time.Second, 250*time.Millisecond) // 09:59:59 .. 10:00:03
+		mu.Lock()
+		defer mu.Unlock()
+		for at := utc(9, 59, 59); !at.After(utc(10, 0, 3)); at = at.Add(time.Second) {
+			for _, p := range job.Partitions {
+				slot := scheduler.Slot{Job: "tenants", At: at, Partition: p}
+				require.Equal(t, 1, runs[slot.Key()], "slot %v", slot)
+				rec, found, err := r.ledger.Get(context.Background(), slot)
+				require.NoError(t, err)
+				require.True(t, found)
+				require.Equal(t, scheduler.StatusSucceeded, rec.Status)
+				require.Equal(t, 1, rec.Attempt)
+			}
+		}
+	})
+}
+
+// Under OverlapAllow the runs of missed slots start at once, beyond
+// MaxConcurrentClaims: an attempt is never begun and left waiting.
+func TestFakeTimeOverlapAllowRunsAreNotBoundedByThePool(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		g := newGated(utc(10, 0, 0), utc(10, 0, 1), utc(10, 0, 2))
+		job := scheduler.Job{Name: "wide", Spec: "* * * * * *", Overlap: scheduler.OverlapAllow, StartAt: utc(10, 0, 0), Run: g.run}
+		r.replicaWith(0, func(c *scheduler.Config) { c.MaxConcurrentClaims = 1 }, job)
+		r.tick(3*time.Second, 500*time.Millisecond) // to 10:00:01
+		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 0, 1)}, g.slots(), "both run at once, the first still running")
+		r.tick(time.Second, 500*time.Millisecond)
+		require.Len(t, g.slots(), 3)
+		for _, at := range []time.Time{utc(10, 0, 0), utc(10, 0, 1), utc(10, 0, 2)} {
+			require.Equal(t, scheduler.StatusRunning, r.record("wide", at).Status)
+			g.release(t, at)
+		}
+		r.settle()
+		for _, at := range []time.Time{utc(10, 0, 0), utc(10, 0, 1), utc(10, 0, 2)} {
+			require.Equal(t, scheduler.StatusSucceeded, r.record("wide", at).Status)
 		}
 	})
 }

@@ -79,11 +79,19 @@ func (s skewed) Now() time.Time { return s.Fake.Now().Add(s.offset) }
 // fake clock plus skew; it is stopped when the test ends.
 func (r *rig) replica(skew time.Duration, jobs ...scheduler.Job) *scheduler.Scheduler {
 	r.t.Helper()
+	return r.replicaWith(skew, func(*scheduler.Config) {}, jobs...)
+}
+
+// replicaWith is replica with edit applied to its Config.
+func (r *rig) replicaWith(skew time.Duration, edit func(*scheduler.Config), jobs ...scheduler.Job) *scheduler.Scheduler {
+	r.t.Helper()
 	var c clock.Clock = r.clk
 	if skew != 0 {
 		c = skewed{r.clk, skew}
 	}
-	s, err := scheduler.New(scheduler.Config{Leases: r.leases, Ledger: r.ledger, Clock: c, Jitter: rand.NewPCG(1, 2)})
+	cfg := scheduler.Config{Leases: r.leases, Ledger: r.ledger, Clock: c, Jitter: rand.NewPCG(1, 2)}
+	edit(&cfg)
+	s, err := scheduler.New(cfg)
 	require.NoError(r.t, err)
 	for _, j := range jobs {
 		require.NoError(r.t, s.Register(j))
