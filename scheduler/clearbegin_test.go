@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
@@ -191,24 +192,21 @@ func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, 
 func TestScheduledSlotsBeginWithoutState(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		startAt, endAt, slots := slotWindow(4)
+		startAt := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+		slots := []time.Time{startAt, startAt.Add(time.Second), startAt.Add(2 * time.Second), startAt.Add(3 * time.Second)}
+		clk := clock.NewFake(startAt.Add(-500 * time.Millisecond))
 		var log runLog
 		counting := &countingLedger{RedisLedger: s.ledger}
-		sched := s.replica(t, func(c *Config) { c.Ledger = counting })
+		sched := s.replica(t, func(c *Config) { c.Ledger = counting }, onClock(clk))
 		require.NoError(t, sched.Register(Job{
-			Name: "quick", Spec: everySecond, StartAt: startAt, EndAt: endAt,
+			Name: "quick", Spec: everySecond, StartAt: startAt, EndAt: startAt.Add(4 * time.Second),
 			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
 		}))
 		require.NoError(t, sched.Start(context.Background()))
-		eventually(t, 15*time.Second, "every slot succeeded", func() bool {
-			for _, at := range slots {
-				if s.status("quick", "", at) != StatusSucceeded {
-					return false
-				}
-			}
-			return true
-		})
-		require.NoError(t, sched.Stop(context.Background()))
+		tickAll(t, clk, 5*time.Second, 250*time.Millisecond, sched)
+		for _, at := range slots {
+			require.Equal(t, StatusSucceeded, s.status("quick", "", at))
+		}
 		require.Equal(t, slots, log.slots())
 		counting.mu.Lock()
 		defer counting.mu.Unlock()

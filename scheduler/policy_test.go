@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
 )
 
@@ -192,46 +192,38 @@ func TestRetries(t *testing.T) {
 	t.Run("UnderForbidARetryNeverOverlapsTheNextSlot", func(t *testing.T) {
 		t.Parallel()
 		eachBackend(t, func(t *testing.T, s *setup) {
-			startAt, endAt, slots := slotWindow(2)
+			startAt := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+			slots := []time.Time{startAt, startAt.Add(time.Second)}
+			clk := clock.NewFake(startAt.Add(-500 * time.Millisecond))
 			// The first attempt of slots[0] fails; its retry, 100 ms
-			// later, lasts until the replica that does not hold the lease
-			// found it held at slots[1]: slots[1] came due during the
-			// retry.
-			held := make(chan struct{})
-			var once sync.Once
-			watch := logTo(func(msg string, attrs map[string]string) {
-				if msg == "job_claim_skipped" && attrs["reason"] == "lease_held" && attrs["slot"] == slots[1].Format(time.RFC3339) {
-					once.Do(func() { close(held) })
-				}
-			})
+			// later, lasts until the test lets it end, after slots[1]
+			// came due (on fake time): slots[1] came due during the retry.
+			held, returned := make(chan struct{}), make(chan struct{})
 			var log runLog
 			job := Job{
-				Name: "slow-retry", Spec: everySecond, StartAt: startAt, EndAt: endAt,
+				Name: "slow-retry", Spec: everySecond, StartAt: startAt, EndAt: startAt.Add(2 * time.Second),
 				RetryBackoff: 100 * time.Millisecond,
 				Run: func(ctx context.Context, run Run) error {
 					defer log.begin(run)()
 					if run.Attempt == 1 {
 						return errors.New("first attempt fails")
 					}
-					timer := time.NewTimer(10 * time.Second)
-					defer timer.Stop()
+					defer close(returned)
 					select {
 					case <-held:
 						return nil
 					case <-ctx.Done():
 						return ctx.Err()
-					case <-timer.C:
-						return errors.New("slots[1] never came due")
 					}
 				},
 			}
-			a := s.started(t, job, watch)
-			b := s.started(t, job, watch)
-			eventually(t, 15*time.Second, "slots[0] retried, slots[1] decided", func() bool {
-				return s.status("slow-retry", "", slots[0]) == StatusSucceeded && s.status("slow-retry", "", slots[1]) != ""
-			})
-			require.NoError(t, a.Stop(context.Background()))
-			require.NoError(t, b.Stop(context.Background()))
+			a := s.started(t, job, onClock(clk))
+			b := s.started(t, job, onClock(clk))
+			tickAll(t, clk, 2*time.Second, 50*time.Millisecond, a, b) // to 10:00:01.5
+			close(held)
+			<-returned
+			tickAll(t, clk, time.Second, 50*time.Millisecond, a, b)
+			require.Equal(t, StatusSucceeded, s.status("slow-retry", "", slots[0]))
 
 			log.requireNoOverlap(t)
 			require.Equal(t, []time.Time{slots[0], slots[0]}, log.slots(), "slots[1] never ran")

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 )
@@ -251,6 +252,30 @@ func claimWake(t *testing.T, sched *Scheduler, job, partition string) {
 	u := unitOf(t, sched, job, partition)
 	outsideLife(sched)
 	sched.claim(u, claimReq{})
+}
+
+// onClock makes a replica read clk (a fake clock the test moves).
+func onClock(clk *clock.Fake) func(*Config) {
+	return func(c *Config) { c.Clock = clk }
+}
+
+// tickAll moves clk forward by d in steps of at most step, waiting after
+// each until every scheduler in scheds is quiet (see quiet).
+func tickAll(t *testing.T, clk *clock.Fake, d, step time.Duration, scheds ...*Scheduler) {
+	t.Helper()
+	for d > 0 {
+		st := min(d, step)
+		clk.Advance(st)
+		d -= st
+		eventually(t, 10*time.Second, "the replicas settle", func() bool {
+			for _, s := range scheds {
+				if !s.quiet() {
+					return false
+				}
+			}
+			return true
+		})
+	}
 }
 
 // outsideLife lets a test claim on a Scheduler that was stopped, as one
