@@ -80,7 +80,7 @@ const (
 	// at its next heartbeat (every second at most) and its run's ctx ends
 	// with cause ErrReplaced; the attempt is recorded failed, class
 	// interrupted, and not retried. Needs a ledger that implements
-	// Canceler (RedisLedger does).
+	// Canceler (RedisLedger and ledgertest.Memory do).
 	OverlapCancelOther
 	// OverlapAllow (Kubernetes' Allow, Temporal's ALLOW_ALL) runs every
 	// slot when it comes due, whether or not earlier ones still run: each

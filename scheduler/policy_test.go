@@ -364,23 +364,3 @@ func TestOverlapCancelOtherNeedsACanceler(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidJob)
 	})
 }
-
-// RedisLedger's Canceler: a request for the running slot itself cancels
-// nothing (a replica that lost the race for that slot asks for it); one for
-// a later slot does. The scheduler side runs on fake time
-// (TestFakeTimeOverlapCancelOther).
-func TestRedisLedgerCancelRequestNamesALaterSlot(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, s *setup) {
-		ctx := context.Background()
-		at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-		slot := Slot{Job: "ledger-cancel", At: at}
-		f := Fence{Token: 1_700_000_000_000_001, Owner: "holder"}
-		n, _, err := s.ledger.Begin(ctx, slot, f, 3, at)
-		require.NoError(t, err)
-		require.NoError(t, s.ledger.RequestCancel(ctx, "ledger-cancel", "", at))
-		require.NoError(t, s.ledger.Heartbeat(ctx, slot, f, n, at.Add(time.Second)))
-		require.NoError(t, s.ledger.RequestCancel(ctx, "ledger-cancel", "", at.Add(time.Minute)))
-		require.ErrorIs(t, s.ledger.Heartbeat(ctx, slot, f, n, at.Add(2*time.Second)), ErrCancelRequested)
-	})
-}

@@ -43,7 +43,14 @@
 //     fresh attempt budget and records its reason, and makes a slot the
 //     ledger never saw pending (backfill);
 //   - reads: Get of an unknown slot is not found; List is newest first,
-//     from inclusive, to exclusive, at most limit, records whole.
+//     from inclusive, to exclusive, at most limit, records whole;
+//   - the optional interfaces, on a ledger that implements them (skipped
+//     otherwise): scheduler.Canceler (a request for the running slot itself
+//     cancels nothing, one for a later slot makes Heartbeat return
+//     ErrCancelRequested) and scheduler.ClearBeginner (begins only when
+//     nothing else is due: no open or pending slot, no unseen slot before
+//     Prev, not paused; ErrSlotDone and stale tokens answered as Begin
+//     does).
 //
 // The suite passes explicit now values and compares times at millisecond
 // precision, so stores may truncate; slot instants have second precision

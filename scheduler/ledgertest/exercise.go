@@ -45,7 +45,7 @@ type testCase struct {
 }
 
 // cases lists the subtests, grouped by the file that defines them.
-var cases = concat(beginCases, fenceCases, perSlotCases, stateCases, operatorCases, readCases)
+var cases = concat(beginCases, fenceCases, perSlotCases, stateCases, operatorCases, readCases, optionalCases)
 
 func concat(groups ...[]testCase) []testCase {
 	var all []testCase

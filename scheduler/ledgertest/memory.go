@@ -14,15 +14,19 @@ import (
 
 // Memory is a scheduler.Ledger in memory: the contract with nothing else in
 // the way, and a fake for tests of code that uses a ledger. It meets
-// Exercise. It is safe for concurrent use; the zero value is not ready, use
+// Exercise, and implements scheduler.Canceler (OverlapCancelOther). It is safe for concurrent use; the zero value is not ready, use
 // NewMemory. Slot instants are kept at second precision, as the stores do.
 type Memory struct {
-	mu     sync.Mutex
-	pairs  map[pairKey]*memPair
-	paused map[string]bool
+	mu      sync.Mutex
+	pairs   map[pairKey]*memPair
+	paused  map[string]bool
+	cancels map[pairKey]time.Time // the latest slot a RequestCancel named
 }
 
-var _ scheduler.Ledger = (*Memory)(nil)
+var (
+	_ scheduler.Ledger   = (*Memory)(nil)
+	_ scheduler.Canceler = (*Memory)(nil)
+)
 
 type pairKey struct{ job, partition string }
 
@@ -45,7 +49,7 @@ type memRun struct {
 
 // NewMemory returns an empty Memory ledger.
 func NewMemory() *Memory {
-	return &Memory{pairs: map[pairKey]*memPair{}, paused: map[string]bool{}}
+	return &Memory{pairs: map[pairKey]*memPair{}, paused: map[string]bool{}, cancels: map[pairKey]time.Time{}}
 }
 
 // pair returns the pair of (job, partition), creating it (and starting its
@@ -192,6 +196,21 @@ func (m *Memory) Heartbeat(_ context.Context, slot scheduler.Slot, f scheduler.F
 		return err
 	}
 	r.rec.Attempts[len(r.rec.Attempts)-1].Heartbeat = now // the running one
+	if slot.At.UTC().Truncate(time.Second).Before(m.cancels[pairKey{slot.Job, slot.Partition}]) {
+		return scheduler.ErrCancelRequested
+	}
+	return nil
+}
+
+// RequestCancel implements scheduler.Canceler: the running attempt of an
+// earlier slot of (job, partition) learns it at its next Heartbeat.
+func (m *Memory) RequestCancel(_ context.Context, job, partition string, slot time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := pairKey{job, partition}
+	if at := slot.UTC().Truncate(time.Second); at.After(m.cancels[k]) {
+		m.cancels[k] = at
+	}
 	return nil
 }
 
