@@ -94,89 +94,125 @@ func (w window) lateAfter(at time.Time) time.Duration {
 // first, leaving out the slots it already handled. fire is the scheduled
 // slot the claim was started for (zero At for a wake-up).
 func planClaim(job *registered, st State, cs *claimState, fire cron.Fire, now time.Time) plan {
-	var p plan
 	if st.Paused {
-		p.paused = true
-		return p
+		return plan{paused: true}
 	}
-	w := job.window
-	since := w.since(now)
-	if st.Horizon.After(since) {
-		since = st.Horizon.Truncate(time.Second)
+	pl := &planner{job: job, cs: cs, now: now, since: job.window.since(now),
+		byAt: map[time.Time]step{}, waiting: map[time.Time]bool{}}
+	if st.Horizon.After(pl.since) {
+		pl.since = st.Horizon.Truncate(time.Second)
 	}
 	// The first step listed for a slot wins: an open slot is run even when
 	// it is also a gap slot, and a slot waiting for its retry time is not
 	// begun early by a late timer.
-	byAt := map[time.Time]step{}
-	waiting := map[time.Time]bool{}
-	add := func(s step) {
-		at := s.fire.At
-		if _, dup := byAt[at]; dup || waiting[at] || cs.handled[at] || at.After(now) || !w.has(at) {
-			return
-		}
-		byAt[at] = s
+	pl.open(st.Open)
+	pl.classify(pl.candidates(st, fire), fire)
+	for _, s := range pl.byAt {
+		pl.p.steps = append(pl.p.steps, s)
 	}
-	for _, o := range st.Open {
-		if o.RetryAt.After(now) {
-			waiting[o.At] = true
-			if p.retryAt.IsZero() || o.RetryAt.Before(p.retryAt) {
-				p.retryAt = o.RetryAt
+	slices.SortFunc(pl.p.steps, func(a, b step) int { return a.fire.At.Compare(b.fire.At) })
+	return pl.p
+}
+
+// planner is one planClaim at work.
+type planner struct {
+	job     *registered
+	cs      *claimState
+	now     time.Time
+	since   time.Time // the oldest slot run late: CatchUpWindow, StartAt, the horizon
+	byAt    map[time.Time]step
+	waiting map[time.Time]bool // open slots waiting for their retry time
+	p       plan
+}
+
+// add lists s unless its slot has a step already, waits for its retry
+// time, was handled by this claim, is still to come, or is not a slot of
+// the job.
+func (pl *planner) add(s step) {
+	at := s.fire.At
+	if _, dup := pl.byAt[at]; dup || pl.waiting[at] || pl.cs.handled[at] || at.After(pl.now) || !pl.job.window.has(at) {
+		return
+	}
+	pl.byAt[at] = s
+}
+
+// open runs the open slots whose retry time has come and notes the
+// earliest retry still to come.
+func (pl *planner) open(open []OpenSlot) {
+	for _, o := range open {
+		if o.RetryAt.After(pl.now) {
+			pl.waiting[o.At] = true
+			if pl.p.retryAt.IsZero() || o.RetryAt.Before(pl.p.retryAt) {
+				pl.p.retryAt = o.RetryAt
 			}
 			continue
 		}
-		add(step{fire: w.fireAt(o.At)})
+		pl.add(step{fire: pl.job.window.fireAt(o.At)})
 	}
+}
 
-	var candidates []cron.Fire
+// candidates returns the slots after the last one the ledger saw (and
+// after the horizon) up to now, within the catch-up window, plus the
+// claim's own fire, oldest first. It records the gap older than the
+// window as skipped (at most maxGapRecords, the rest counted).
+func (pl *planner) candidates(st State, fire cron.Fire) []cron.Fire {
+	w := pl.job.window
+	var out []cron.Fire
 	if !st.Last.IsZero() {
 		floor := st.Last
 		if h := st.Horizon.Truncate(time.Second).Add(-time.Second); h.After(floor) {
 			floor = h
 		}
-		if floor.Before(since) {
-			outside := w.between(floor, since.Add(-time.Second), 1<<20)
-			keep := max(len(outside)-maxGapRecords, 0)
-			if keep > 0 {
-				p.unrecorded, p.first, p.last = keep, outside[0].At, outside[keep-1].At
-			}
-			for _, g := range outside[keep:] {
-				if !cs.handled[g.At] {
-					add(step{fire: g, skip: StatusSkipped, reason: "missed: older than CatchUpWindow"})
-				}
-			}
-			floor = since.Add(-time.Second)
+		if floor.Before(pl.since) {
+			pl.outside(w.between(floor, pl.since.Add(-time.Second), 1<<20))
+			floor = pl.since.Add(-time.Second)
 		}
-		candidates = w.between(floor, now, 1<<16)
+		out = w.between(floor, pl.now, 1<<16)
 	}
 	// The claim's own fire is always looked at, whatever the horizon and
 	// the window: late, it is missed like the others.
-	if !fire.At.IsZero() && !slices.ContainsFunc(candidates, func(g cron.Fire) bool { return g.At.Equal(fire.At) }) {
-		candidates = append(candidates, fire)
-		slices.SortFunc(candidates, func(a, b cron.Fire) int { return a.At.Compare(b.At) })
+	if !fire.At.IsZero() && !slices.ContainsFunc(out, func(g cron.Fire) bool { return g.At.Equal(fire.At) }) {
+		out = append(out, fire)
+		slices.SortFunc(out, func(a, b cron.Fire) int { return a.At.Compare(b.At) })
 	}
+	return out
+}
+
+// outside records the slots older than the catch-up window skipped, the
+// latest maxGapRecords of them, and counts the others.
+func (pl *planner) outside(gap []cron.Fire) {
+	keep := max(len(gap)-maxGapRecords, 0)
+	if keep > 0 {
+		pl.p.unrecorded, pl.p.first, pl.p.last = keep, gap[0].At, gap[keep-1].At
+	}
+	for _, g := range gap[keep:] {
+		pl.add(step{fire: g, skip: StatusSkipped, reason: "missed: older than CatchUpWindow"})
+	}
+}
+
+// classify sorts the candidates into overlapped (came due during one of
+// this claim's runs), missed (came due while the replica could not act)
+// and due, and applies the policies.
+func (pl *planner) classify(candidates []cron.Fire, fire cron.Fire) {
+	cs, w := pl.cs, pl.job.window
 	var missed, overlapped []cron.Fire
 	for _, g := range candidates {
 		switch {
 		case cs.handled[g.At]:
 		case !cs.runFrom.IsZero() && g.At.After(cs.runFrom) && !g.At.After(cs.runTo):
 			overlapped = append(overlapped, g)
-		case now.Sub(g.At) > w.lateAfter(g.At), !g.At.After(cs.seen) && !g.At.Equal(fire.At):
+		case pl.now.Sub(g.At) > w.lateAfter(g.At), !g.At.After(cs.seen) && !g.At.Equal(fire.At):
 			missed = append(missed, g)
 		default:
-			add(step{fire: g})
+			pl.add(step{fire: g})
 		}
 	}
-	for _, s := range missedSteps(job, missed) {
-		add(s)
+	for _, s := range missedSteps(pl.job, missed) {
+		pl.add(s)
 	}
-	for _, s := range overlapSteps(job.Overlap, overlapped) {
-		add(s)
+	for _, s := range overlapSteps(pl.job.Overlap, overlapped) {
+		pl.add(s)
 	}
-	for _, s := range byAt {
-		p.steps = append(p.steps, s)
-	}
-	slices.SortFunc(p.steps, func(a, b step) int { return a.fire.At.Compare(b.fire.At) })
-	return p
 }
 
 // missedSteps applies the missed-slot policy to slots nobody began.
