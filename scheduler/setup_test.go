@@ -302,14 +302,6 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 	}
 }
 
-// waitUntil blocks until the wall clock reaches at.
-func waitUntil(t *testing.T, at time.Time) {
-	t.Helper()
-	timer := time.NewTimer(time.Until(at))
-	defer timer.Stop()
-	<-timer.C
-}
-
 // waitDone waits for ch to close, failing the test after limit.
 func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
 	t.Helper()
