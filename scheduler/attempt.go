@@ -84,9 +84,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int) {
 	stopTimeout := s.afterTimeout(job.Timeout, cancel)
 	stopBeat := s.heartbeat(runCtx, run.Slot, h.fence, n, job, cancel)
 	started := s.clock.Now()
-	s.waiting.Add(1)
 	runErr := runJob(runCtx, job.Run, run)
-	s.waiting.Add(-1)
 	stopBeat()
 	stopTimeout()
 	if !stopShutdown() {

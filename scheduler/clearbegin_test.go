@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,7 +204,7 @@ func TestScheduledSlotsBeginWithoutState(t *testing.T) {
 			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
 		}))
 		require.NoError(t, sched.Start(context.Background()))
-		tickAll(t, clk, 5*time.Second, 250*time.Millisecond, sched)
+		tickAll(t, clk, 5*time.Second, 250*time.Millisecond, new(atomic.Int64), sched)
 		for _, at := range slots {
 			require.Equal(t, StatusSucceeded, s.status("quick", "", at))
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 // test releases them (or their ctx ends); it records every run and how it
 // ended.
 type gated struct {
+	held    *atomic.Int64 // the rig's count of blocked job functions
 	mu      sync.Mutex
 	runs    []scheduler.Run
 	causes  map[time.Time]error
@@ -29,8 +31,8 @@ type gated struct {
 	failFor int                         // the first failFor attempts of each slot fail
 }
 
-func newGated(hold ...time.Time) *gated {
-	g := &gated{causes: map[time.Time]error{}, hold: map[time.Time]chan struct{}{}, done: map[time.Time]chan struct{}{}}
+func newGated(r *rig, hold ...time.Time) *gated {
+	g := &gated{held: &r.held, causes: map[time.Time]error{}, hold: map[time.Time]chan struct{}{}, done: map[time.Time]chan struct{}{}}
 	for _, at := range hold {
 		g.hold[at], g.done[at] = make(chan struct{}), make(chan struct{})
 	}
@@ -44,6 +46,8 @@ func (g *gated) run(ctx context.Context, run scheduler.Run) error {
 	g.mu.Unlock()
 	if wait != nil {
 		defer close(done)
+		g.held.Add(1)
+		defer g.held.Add(-1)
 		select {
 		case <-wait:
 		case <-ctx.Done():
@@ -107,7 +111,7 @@ func TestFakeTimeOverlapPolicies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-				g := newGated(utc(10, 0, 0))
+				g := newGated(r, utc(10, 0, 0))
 				job := scheduler.Job{Name: "long", Spec: "* * * * *", Overlap: tc.policy, Run: g.run}
 				r.replica(0, job)
 				r.replica(0, job)
@@ -145,7 +149,7 @@ func TestFakeTimeOverlapCancelOther(t *testing.T) {
 		if _, ok := r.ledger.(scheduler.Canceler); !ok {
 			t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
 		}
-		g := newGated(utc(10, 0, 0))
+		g := newGated(r, utc(10, 0, 0))
 		job := scheduler.Job{Name: "replace", Spec: "* * * * *", Overlap: scheduler.OverlapCancelOther, Run: g.run}
 		r.replica(0, job)
 		r.replica(300*time.Millisecond, job) // loses the race for 10:00 and asks to cancel it
@@ -172,7 +176,7 @@ func TestFakeTimeOverlapCancelOther(t *testing.T) {
 func TestFakeTimeRetriesBackOff(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(10, 0, 0).Add(-500*time.Millisecond), func(t *testing.T, r *rig) {
-		g := newGated()
+		g := newGated(r)
 		g.failFor = 2
 		r.replica(0, scheduler.Job{Name: "flaky", Spec: "0 0 10 * * *", RetryBackoff: 10 * time.Second, Run: g.run})
 		r.tick(7*time.Second, 500*time.Millisecond)
@@ -193,7 +197,7 @@ func TestFakeTimeRetriesBackOff(t *testing.T) {
 func TestFakeTimePauseAndResume(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-		g, skip := newGated(), newGated()
+		g, skip := newGated(r), newGated(r)
 		job := scheduler.Job{Name: "paused", Spec: "* * * * *", Missed: scheduler.MissedLatestOnly, Run: g.run}
 		other := scheduler.Job{Name: "skipping", Spec: "* * * * *", Missed: scheduler.MissedSkip, Run: skip.run}
 		a := r.replica(0, job, other)
@@ -227,7 +231,7 @@ func TestFakeTimePauseAndResume(t *testing.T) {
 func TestFakeTimeOperatorRequests(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(10, 0, 30), func(t *testing.T, r *rig) {
-		g := newGated()
+		g := newGated(r)
 		s := r.replica(0, scheduler.Job{Name: "ops", Spec: "0 * * * * *", Run: g.run})
 		ctx := context.Background()
 		slot, err := s.Trigger(ctx, "ops", "", "by hand")
@@ -252,7 +256,7 @@ func TestFakeTimeOperatorRequests(t *testing.T) {
 func TestFakeTimeShutdown(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 59), func(t *testing.T, r *rig) {
-		g := newGated(utc(10, 0, 0))
+		g := newGated(r, utc(10, 0, 0))
 		s := r.replica(0, scheduler.Job{Name: "stop", Spec: "0 0 10 * * *", Run: g.run})
 		r.tick(2*time.Second, time.Second)
 		require.Equal(t, []time.Time{utc(10, 0, 0)}, g.slots())
@@ -293,7 +297,7 @@ func TestFakeTimeRestartFollowsTheMissedPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-				g := newGated()
+				g := newGated(r)
 				job := scheduler.Job{Name: "down", Spec: "* * * * *", Run: g.run}
 				tc.edit(&job)
 				a := r.replica(0, job)
@@ -329,7 +333,7 @@ func TestFakeTimeRestartFollowsTheMissedPolicy(t *testing.T) {
 func TestFakeTimeNewJobDoesNotBackfill(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(10, 0, 30), func(t *testing.T, r *rig) {
-		g := newGated()
+		g := newGated(r)
 		r.replica(0, scheduler.Job{Name: "fresh", Spec: "* * * * *", Run: g.run})
 		r.tick(time.Minute, time.Second)
 		require.Equal(t, []time.Time{utc(10, 1, 0)}, g.slots())
@@ -377,7 +381,7 @@ func TestFakeTimePartitionsRunEachSlotOnce(t *testing.T) {
 func TestFakeTimeOverlapAllowRunsAreNotBoundedByThePool(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-		g := newGated(utc(10, 0, 0), utc(10, 0, 1), utc(10, 0, 2))
+		g := newGated(r, utc(10, 0, 0), utc(10, 0, 1), utc(10, 0, 2))
 		job := scheduler.Job{Name: "wide", Spec: "* * * * * *", Overlap: scheduler.OverlapAllow, StartAt: utc(10, 0, 0), Run: g.run}
 		r.replicaWith(0, func(c *scheduler.Config) { c.MaxConcurrentClaims = 1 }, job)
 		r.tick(3*time.Second, 500*time.Millisecond) // to 10:00:01
@@ -400,7 +404,7 @@ func TestFakeTimeOverlapAllowRunsAreNotBoundedByThePool(t *testing.T) {
 func TestFakeTimeSkewedReplicasRunEachSlotOnce(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-		g := newGated()
+		g := newGated(r)
 		job := scheduler.Job{Name: "skew", Spec: "* * * * * *", Run: g.run}
 		r.replica(0, job)
 		r.replica(400*time.Millisecond, job)

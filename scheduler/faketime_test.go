@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ type rig struct {
 	ledger scheduler.Ledger
 	leases *lease.Client
 	scheds []*scheduler.Scheduler
+	held   atomic.Int64 // job functions blocked by the test (gated)
 }
 
 // fakeLedgers are the ledgers every fake-time test runs against: the
@@ -125,18 +127,22 @@ func stopOnFakeTime(clk *clock.Fake, s *scheduler.Scheduler, ctx context.Context
 	}
 }
 
-// settle waits until every replica of the rig is quiet: nothing in
-// flight but job functions that wait. It polls every 200 µs (a fake-time
-// test settles thousands of times), failing after 10 s.
+// settle waits until every replica of the rig is quiet: dispatchers idle
+// and nothing in flight but the job functions the test holds (r.held). It
+// polls every 200 µs (a fake-time test settles thousands of times), failing
+// after 10 s.
 func (r *rig) settle() {
 	r.t.Helper()
 	quiet := func() bool {
+		var busy int64
 		for _, s := range r.scheds {
-			if !s.Quiet() {
+			idle, b := s.Quiet()
+			if !idle {
 				return false
 			}
+			busy += b
 		}
-		return true
+		return busy == r.held.Load()
 	}
 	if quiet() {
 		return

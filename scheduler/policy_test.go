@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,6 +200,7 @@ func TestRetries(t *testing.T) {
 			// later, lasts until the test lets it end, after slots[1]
 			// came due (on fake time): slots[1] came due during the retry.
 			held, returned := make(chan struct{}), make(chan struct{})
+			var blocked atomic.Int64
 			var log runLog
 			job := Job{
 				Name: "slow-retry", Spec: everySecond, StartAt: startAt, EndAt: startAt.Add(2 * time.Second),
@@ -209,6 +211,8 @@ func TestRetries(t *testing.T) {
 						return errors.New("first attempt fails")
 					}
 					defer close(returned)
+					blocked.Add(1)
+					defer blocked.Add(-1)
 					select {
 					case <-held:
 						return nil
@@ -219,10 +223,10 @@ func TestRetries(t *testing.T) {
 			}
 			a := s.started(t, job, onClock(clk))
 			b := s.started(t, job, onClock(clk))
-			tickAll(t, clk, 2*time.Second, 50*time.Millisecond, a, b) // to 10:00:01.5
+			tickAll(t, clk, 2*time.Second, 50*time.Millisecond, &blocked, a, b) // to 10:00:01.5
 			close(held)
 			<-returned
-			tickAll(t, clk, time.Second, 50*time.Millisecond, a, b)
+			tickAll(t, clk, time.Second, 50*time.Millisecond, &blocked, a, b)
 			require.Equal(t, StatusSucceeded, s.status("slow-retry", "", slots[0]))
 
 			log.requireNoOverlap(t)

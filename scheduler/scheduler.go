@@ -71,7 +71,7 @@ type Scheduler struct {
 	wake    chan struct{}
 	parked  parkedAt     // the dispatcher's current sleep (zero: awake)
 	active  atomic.Int64 // units with a claim running, and OverlapAllow runs
-	waiting atomic.Int64 // claims in a job function or asleep on the clock (tests tell waits from work)
+	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
 
 	sem         chan struct{}
 	life        lifetime

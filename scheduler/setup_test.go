@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,20 +261,24 @@ func onClock(clk *clock.Fake) func(*Config) {
 }
 
 // tickAll moves clk forward by d in steps of at most step, waiting after
-// each until every scheduler in scheds is quiet (see quiet).
-func tickAll(t *testing.T, clk *clock.Fake, d, step time.Duration, scheds ...*Scheduler) {
+// each until every scheduler in scheds is quiet with held of its job
+// functions blocked by the test (see quiet).
+func tickAll(t *testing.T, clk *clock.Fake, d, step time.Duration, held *atomic.Int64, scheds ...*Scheduler) {
 	t.Helper()
 	for d > 0 {
 		st := min(d, step)
 		clk.Advance(st)
 		d -= st
 		eventually(t, 10*time.Second, "the replicas settle", func() bool {
+			var busy int64
 			for _, s := range scheds {
-				if !s.quiet() {
+				idle, b := s.quiet()
+				if !idle {
 					return false
 				}
+				busy += b
 			}
-			return true
+			return busy == held.Load()
 		})
 	}
 }
