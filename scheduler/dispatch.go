@@ -118,6 +118,11 @@ func (s *Scheduler) dispatch() {
 	}
 }
 
+// wallSince is how far the wall clock moved from from to now. Round(0)
+// strips the monotonic readings time.Now carries: Sub would otherwise
+// measure elapsed time, and a step would never show.
+func wallSince(from, now time.Time) time.Duration { return now.Round(0).Sub(from.Round(0)) }
+
 // stepTolerance is how much longer than it slept the wall clock may have
 // moved before the dispatcher counts the difference as time it could not
 // act (500 ms: well above timer and scheduling delays).
@@ -130,7 +135,7 @@ const stepTolerance = 500 * time.Millisecond
 // replica could not act until now, so slots up to now that nobody began
 // are missed, as after a restart (unit.seen).
 func (s *Scheduler) noticeSteps(slept parkedAt, now time.Time) {
-	moved := now.Sub(slept.at)
+	moved := wallSince(slept.at, now)
 	switch {
 	case moved < 0:
 		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_stepped", slog.Duration("by", moved))
