@@ -32,7 +32,8 @@ type Config struct {
 	// store, scheduler/pgledger a Postgres one.
 	Ledger Ledger
 	// Logger receives job_claimed, job_claim_skipped, job_run_finished,
-	// slot_skipped and stale_token_rejected events. Default: discard.
+	// slot_skipped, slots_unrecorded, clock_stepped, clock_jumped and
+	// stale_token_rejected events. Default: discard.
 	Logger *slog.Logger
 	// Observer receives measurements (see scheduler/schedprom).
 	Observer Observer
@@ -42,7 +43,9 @@ type Config struct {
 	// Clock is the time source of every decision: slot timers, lateness,
 	// retry times, heartbeats, Job.Timeout, and the now passed to every
 	// ledger call. Default clock.Real() (which follows testing/synctest).
-	// Tests pass a *clock.Fake to step the wall clock and freeze time.
+	// Tests pass a *clock.Fake to step the wall clock, freeze time or skew
+	// replicas. The lease's own trust window stays on the real clock
+	// (lease.Client). A typed nil is refused (ErrInvalidConfig).
 	Clock clock.Clock
 	// Jitter is the random source of the retry backoff's jitter. Default:
 	// a PCG seeded at random. Tests pass rand.NewPCG(1, 2) for repeatable

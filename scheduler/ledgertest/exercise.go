@@ -27,7 +27,8 @@ const TokenBase fence.Token = 1_700_000_000_000_000
 // The suite passes explicit now values and compares the times a ledger
 // returns at millisecond precision, so a store may truncate to the
 // millisecond. Slot instants are whole minutes, an hour ahead of the wall
-// clock, so a horizon taken from the store's clock precedes them.
+// clock, so a horizon started by a State at the wall clock's now precedes
+// them.
 func Exercise(t *testing.T, newLedger func(t *testing.T) scheduler.Ledger) {
 	t.Helper()
 	for _, c := range cases {
