@@ -34,9 +34,9 @@ func (s *Scheduler) Jobs() []JobInfo {
 			continue
 		}
 		seen[u.job.Name] = true
-		info := JobInfo{Name: u.job.Name, Spec: u.job.Spec, Zone: u.job.schedule.Zone().String(),
+		info := JobInfo{Name: u.job.Name, Spec: u.job.Spec, Zone: u.job.window.sched.Zone().String(),
 			Partitions: append([]string(nil), u.job.Partitions...)}
-		if f, ok := s.next(u.job, time.Now()); ok {
+		if f, ok := u.job.window.next(s.clock.Now()); ok {
 			info.Next = f.At
 		}
 		out = append(out, info)
@@ -72,7 +72,7 @@ func (s *Scheduler) Retry(ctx context.Context, job, partition string, at time.Ti
 		return err
 	}
 	at = at.UTC().Truncate(time.Second)
-	if f, ok := u.job.schedule.Next(at.Add(-time.Second)); !ok || !f.At.Equal(at) {
+	if !u.job.window.isSlot(at) {
 		return fmt.Errorf("%w: %s is not a slot of %q", ErrInvalidJob, at.Format(time.RFC3339), job)
 	}
 	return s.request(ctx, u, at, "retry: "+reason)
@@ -85,7 +85,7 @@ func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) 
 	if err != nil {
 		return Slot{}, err
 	}
-	at := time.Now().UTC().Truncate(time.Second)
+	at := s.clock.Now().UTC().Truncate(time.Second)
 	return Slot{Job: job, At: at, Partition: partition}, s.request(ctx, u, at, "trigger: "+reason)
 }
 
@@ -102,14 +102,14 @@ func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, t
 	if !to.After(from) {
 		return nil, fmt.Errorf("%w: backfill wants from < to", ErrInvalidArgument)
 	}
-	fires := u.job.schedule.Between(from.Add(-time.Second), to.Add(-time.Second), MaxBackfill+1)
+	fires := u.job.window.sched.Between(from.Add(-time.Second), to.Add(-time.Second), MaxBackfill+1)
 	if len(fires) > MaxBackfill {
 		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidArgument, MaxBackfill)
 	}
 	var out []Slot
 	for _, f := range fires {
 		slot := Slot{Job: job, At: f.At, Partition: partition}
-		err := s.cfg.Ledger.Request(ctx, slot, "backfill: "+reason, time.Now())
+		err := s.cfg.Ledger.Request(ctx, slot, "backfill: "+reason, s.clock.Now())
 		if err != nil && !isRunning(err) {
 			return out, err
 		}
@@ -149,7 +149,7 @@ func (s *Scheduler) Resume(ctx context.Context, job string) error {
 
 func (s *Scheduler) request(ctx context.Context, u *unit, at time.Time, reason string) error {
 	slot := Slot{Job: u.job.Name, At: at, Partition: u.partition}
-	if err := s.cfg.Ledger.Request(ctx, slot, reason, time.Now()); err != nil {
+	if err := s.cfg.Ledger.Request(ctx, slot, reason, s.clock.Now()); err != nil {
 		return err
 	}
 	s.poke(u)
@@ -159,10 +159,10 @@ func (s *Scheduler) request(ctx context.Context, u *unit, at time.Time, reason s
 // poke wakes u now when the scheduler runs.
 func (s *Scheduler) poke(u *unit) {
 	s.mu.Lock()
-	started := s.started && s.claimCtx != nil && s.claimCtx.Err() == nil
+	started := s.started && s.claimCancel != nil && s.life.claim.Err() == nil
 	s.mu.Unlock()
 	if started {
-		s.wakeAt(u, time.Now())
+		s.wakeAt(u, s.clock.Now())
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
@@ -34,7 +36,7 @@ func TestRedisLedgerBeginIfClear(t *testing.T) {
 		require.True(t, clear)
 		require.Equal(t, []int{1, 2}, []int{n, left})
 		require.Equal(t, StatusRunning, s.status("fresh", "", at(1)))
-		st, err := l.State(ctx, "fresh", "", since)
+		st, err := l.State(ctx, "fresh", "", since, time.Now())
 		require.NoError(t, err)
 		require.False(t, st.Horizon.IsZero(), "the horizon is set as State sets it")
 		requireSameTime(t, at(1), st.Last)
@@ -167,11 +169,11 @@ type countingLedger struct {
 	states, clear int
 }
 
-func (c *countingLedger) State(ctx context.Context, job, partition string, since time.Time) (State, error) {
+func (c *countingLedger) State(ctx context.Context, job, partition string, since, now time.Time) (State, error) {
 	c.mu.Lock()
 	c.states++
 	c.mu.Unlock()
-	return c.RedisLedger.State(ctx, job, partition, since)
+	return c.RedisLedger.State(ctx, job, partition, since, now)
 }
 
 func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, now time.Time) []BeginResult {
@@ -191,24 +193,21 @@ func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, 
 func TestScheduledSlotsBeginWithoutState(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		startAt, endAt, slots := window(4)
+		startAt := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+		slots := []time.Time{startAt, startAt.Add(time.Second), startAt.Add(2 * time.Second), startAt.Add(3 * time.Second)}
+		clk := clock.NewFake(startAt.Add(-500 * time.Millisecond))
 		var log runLog
 		counting := &countingLedger{RedisLedger: s.ledger}
-		sched := s.replica(t, func(c *Config) { c.Ledger = counting })
+		sched := s.replica(t, func(c *Config) { c.Ledger = counting }, onClock(clk))
 		require.NoError(t, sched.Register(Job{
-			Name: "quick", Spec: everySecond, StartAt: startAt, EndAt: endAt,
+			Name: "quick", Spec: everySecond, StartAt: startAt, EndAt: startAt.Add(4 * time.Second),
 			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
 		}))
 		require.NoError(t, sched.Start(context.Background()))
-		eventually(t, 15*time.Second, "every slot succeeded", func() bool {
-			for _, at := range slots {
-				if s.status("quick", "", at) != StatusSucceeded {
-					return false
-				}
-			}
-			return true
-		})
-		require.NoError(t, sched.Stop(context.Background()))
+		tickAll(t, clk, 5*time.Second, 250*time.Millisecond, new(atomic.Int64), sched)
+		for _, at := range slots {
+			require.Equal(t, StatusSucceeded, s.status("quick", "", at))
+		}
 		require.Equal(t, slots, log.slots())
 		counting.mu.Lock()
 		defer counting.mu.Unlock()
@@ -249,7 +248,7 @@ func TestPrevFire(t *testing.T) {
 			job := tc.job.withDefaults()
 			cs, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone})
 			require.NoError(t, err)
-			r := &registered{Job: job, schedule: cs}
+			r := &registered{Job: job, window: newWindow(cs, job)}
 			fire := at
 			if tc.name == "DenseUnevenUnknown" {
 				fire = at.Add(time.Hour - time.Second)
@@ -259,7 +258,7 @@ func TestPrevFire(t *testing.T) {
 				require.True(t, ok)
 				fire = f.At
 			}
-			got := prevFire(r, fire)
+			got := r.window.prev(fire)
 			require.True(t, tc.want.Equal(got), "prevFire(%v) = %v, want %v", fire, got, tc.want)
 		})
 	}
@@ -278,13 +277,14 @@ func TestClaimAfterStopBeginsNothing(t *testing.T) {
 			Run: func(context.Context, Run) error { ran++; return nil },
 		}))
 		u := unitOf(t, sched, "late", "")
-		fire, ok := u.job.schedule.Next(at.Add(-time.Second))
+		fire, ok := u.job.window.sched.Next(at.Add(-time.Second))
 		require.True(t, ok)
 		l, err := sched.cfg.Leases.TryAcquire(context.Background(), u.lease, u.job.LeaseTTL)
 		require.NoError(t, err)
 		stopped, stop := context.WithCancel(context.Background())
 		stop()
-		sched.claimHeld(stopped, context.Background(), u, fire, noFire, true, time.Now(), l, nil)
+		sched.life.claim = stopped
+		sched.claimHeld(newHold(u, l), claimReq{fire: fire, prev: noFire}, time.Now(), nil)
 		require.Zero(t, ran)
 		require.Equal(t, Status(""), s.status("late", "", at), "nothing begun")
 		require.ErrorIs(t, l.Err(), lease.ErrReleased, "the lease is released")

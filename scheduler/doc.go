@@ -61,7 +61,9 @@
 //     seen, the horizon, the pause flag) and plans what is due, oldest
 //     first: open slots whose retry time has come (failed with attempts
 //     left, abandoned, requested), slots nobody began since the last one
-//     the ledger saw (see Overlap and missed slots), and the fire itself;
+//     the ledger saw (see Overlap and missed slots), and the fire itself.
+//     Planning is one pure function, planClaim in plan.go: the one file
+//     where a slot's fate is decided;
 //  3. works through them one at a time: a run is Ledger.Begin (fenced) ->
 //     the job function -> Ledger.Finish (fenced); a policy skip is
 //     Ledger.Skip (fenced). A slot already succeeded, skipped, missed or
@@ -75,11 +77,36 @@
 //  5. releases the lease.
 //
 // The job function gets the lease's context: it ends when the lease is
-// lost, Job.Timeout passes, or Stop's grace period ends, and carries the
-// lease's holder (fence.HolderFromContext): Run.Holder() is the same value,
-// whose Scope (Run.Scope) is the lease name, "<job>|<partition>" for a
-// partition. Sinks keep their fence per (resource, scope), so partitions of
-// one job writing one resource never refuse each other's tokens.
+// lost, Job.Timeout passes, or Stop's grace period ends (cause
+// ErrShutdown), and carries the lease's holder (fence.HolderFromContext):
+// Run.Holder() is the same value, whose Scope (Run.Scope) is the lease
+// name, "<job>|<partition>" for a partition. Sinks keep their fence per
+// (resource, scope), so partitions of one job writing one resource never
+// refuse each other's tokens.
+//
+// # Time
+//
+// Config.Clock (package clock; the real clock by default) is the only
+// source of time: slot timers, lateness, retry times, heartbeats,
+// Job.Timeout, and the now of every ledger call, so a store's own clock
+// (PostgreSQL's now()) never enters a decision. Tests pass a *clock.Fake
+// and step the wall clock, freeze time or skew replicas. The wall clock is
+// not trusted to move evenly; the dispatcher sleeps at most 1 s and
+// compares the wall clock's move with the elapsed time its timer measured:
+//
+//   - Stepped back (NTP, an operator): every unit's next fire is computed
+//     again from the current reading, at once; a slot that already ran is
+//     in the ledger and is not run again when the clock reaches it anew.
+//     Logged clock_stepped.
+//   - Moved forward by more than the sleep plus 500 ms (a jump, or the
+//     process could not run: SIGSTOP, VM suspend, laptop sleep): the slots
+//     that came due meanwhile were missed, as after a restart, and follow
+//     Job.Missed; a unit whose fires all came due claims once, for the
+//     latest. Logged clock_jumped.
+//
+// A slot planned later than the smaller of its schedule's interval and
+// MaxLateness (5 s) after its time, because a claim waited (a slow lease
+// or ledger round trip, a full claim pool), was missed too.
 //
 // # Ledger and fencing
 //
@@ -137,8 +164,9 @@
 //     begins the attempts), and the runs, outside the claim pool, start at
 //     once;
 //   - slots that came due while no replica could run them (all down, Redis
-//     unreachable, the job paused) follow Job.Missed, found when a replica
-//     next claims. MissedCatchUp (default) runs them oldest first, at most
+//     unreachable, the job paused, the replica frozen or its clock jumped,
+//     a claim later than MaxLateness; see Time) follow Job.Missed, found
+//     when a replica next claims. MissedCatchUp (default) runs them oldest first, at most
 //     the MaxCatchUp (default 16) latest, and records the older ones
 //     skipped, reason "missed"; MissedLatestOnly runs only the latest;
 //     MissedSkip records them all skipped, reason "missed"; MissedManual
@@ -148,7 +176,13 @@
 // Whatever the policy, missed slots and retries older than CatchUpWindow
 // (default 1 h) or before StartAt are not run late (slots an operator
 // requests are), and a job whose ledger shows no slot starts at its first
-// claim: there is no backfill of the time before it existed.
+// claim: there is no backfill of the time before it existed. CatchUpWindow
+// bounds MaxCatchUp: an hourly job with the default window catches up one
+// slot at most. Gaps stay visible: the slots older than CatchUpWindow are
+// recorded skipped, reason "missed: older than CatchUpWindow", the latest
+// MaxBackfill of them per claim (one Backfill can ask for all of them);
+// older ones are left unrecorded and reported by a slots_unrecorded
+// warning with their range and count.
 //
 // # Retries, backoff and timeout
 //
@@ -189,8 +223,11 @@
 //
 // Stop stops claiming (a claim in progress begins no further slot), lets
 // the running attempts finish until its ctx ends, then cancels their
-// context; an attempt that ends that way is recorded failed with
-// ClassInterrupted and retried later. Stop then releases the leases, waits
+// context (cause ErrShutdown) and releases its lease, so another replica
+// may take the slot over even from a job that ignores its ctx; an attempt
+// that ends that way is recorded failed with ClassInterrupted and retried
+// later. Leases are released by the scheduler itself on every path, never
+// by a context ending. Stop then releases the remaining leases, waits
 // for every goroutine the Scheduler started and returns nil, or ctx's
 // error when the grace period ran out. Stop is safe to call twice and
 // before Start. A Scheduler does not start again after Stop (ErrStarted).
@@ -210,8 +247,8 @@
 // # Observability
 //
 // Config.Logger receives job_claimed, job_claim_skipped (reason lease_held,
-// paused, done, ledger_error), job_run_finished, slot_skipped and
-// stale_token_rejected; Config.Observer receives measurements
+// paused, done, ledger_error), job_run_finished, slot_skipped,
+// slots_unrecorded, clock_stepped, clock_jumped and stale_token_rejected; Config.Observer receives measurements
 // (scheduler/schedprom turns them into Prometheus collectors).
 //
 // # Guarantees and non-guarantees
@@ -224,7 +261,7 @@
 //     recorded.
 //   - Replicas agree on slots, not on clocks: a replica runs a slot when its
 //     own clock reaches it. Clock skew moves when a slot runs, not how many
-//     times.
+//     times; a clock step moves when the next slots run, not whether.
 //   - The job function of one slot can run more than once: a holder that
 //     lost its lease may still be running when the next holder takes the
 //     slot over, and a failed attempt is retried. Effects happen once only
@@ -233,5 +270,18 @@
 //     gone; a fenced sink rejects it, an unfenced one does not.
 //   - A slot can be skipped or left undone by design: by the overlap or
 //     missed-slot policy, older than CatchUpWindow, beyond MaxCatchUp,
-//     before the job's first run, or forgotten in a data loss.
+//     before the job's first run, or forgotten in a data loss. Retry
+//     times are wall-clock instants: after a clock steps back by d, a
+//     stored retry waits d longer.
+//
+// # Where things are
+//
+// scheduler.go (Config, New, Register, Start, Stop), job.go (Job, Slot,
+// Run), schedule.go (window: the schedule within StartAt, EndAt and
+// CatchUpWindow), dispatch.go (the timer goroutine, clock steps, the claim
+// pool), claim.go (taking the lease, carrying a plan out), plan.go (the
+// pure planner: every slot's fate), attempt.go (begin, run, heartbeat,
+// finish, retries), overlap.go (OverlapAllow's per-slot leases,
+// OverlapCancelOther's replacement), ledger.go (the Ledger contract),
+// redisledger.go, admin.go and handler.go (operations).
 package scheduler

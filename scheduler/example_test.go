@@ -9,13 +9,15 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 )
 
 // Two replicas carry the same job, split by tenant. Each (slot, partition)
 // runs once, on whichever replica takes that partition's lease, and the
-// ledger records it.
+// ledger records it. The replicas read a fake clock (Config.Clock) that
+// the example moves on, as a test would: in production leave Clock unset.
 func Example() {
 	mr, err := miniredis.Run()
 	if err != nil {
@@ -27,8 +29,9 @@ func Example() {
 	defer rdb.Close()
 	ctx := context.Background()
 
-	// Two one-second slots, starting a second or two from now.
-	start := time.Now().Add(time.Second).Truncate(time.Second).Add(time.Second)
+	// Two one-second slots, from 10:00:00 on the fake clock.
+	start := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start.Add(-500 * time.Millisecond))
 	var (
 		mu   sync.Mutex
 		runs = map[string]int{}
@@ -55,7 +58,7 @@ func Example() {
 	for range 2 {
 		leases, _ := lease.New(rdb, lease.Options{})
 		ledger, _ := scheduler.NewRedisLedger(rdb, "")
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
+		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, Clock: clk})
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -69,8 +72,13 @@ func Example() {
 	for _, s := range replicas {
 		_ = s.Start(ctx)
 	}
-	for range 4 {
-		<-ran
+	for n := 0; n < 4; {
+		select {
+		case <-ran:
+			n++
+		case <-time.After(5 * time.Millisecond):
+			clk.Advance(100 * time.Millisecond) // time passes
+		}
 	}
 	for _, s := range replicas {
 		_ = s.Stop(ctx) // drains: every attempt is recorded

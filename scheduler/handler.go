@@ -131,7 +131,7 @@ func (h *adminHandler) jobs(w http.ResponseWriter, _ *http.Request) error {
 
 func (h *adminHandler) runs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	to, from := time.Now().Add(time.Second), time.Time{}
+	to, from := h.s.clock.Now().Add(time.Second), time.Time{}
 	limit := 100
 	var err error
 	if v := q.Get("from"); v != "" {

@@ -93,7 +93,7 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 	backfilled, err := ledger.List(ctx, "settle", "us", time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), 10)
 	require.NoError(t, err)
 	require.Len(t, backfilled, 3, "three daily slots in the range")
-	st, err := ledger.State(ctx, "settle", "eu", time.Time{})
+	st, err := ledger.State(ctx, "settle", "eu", time.Time{}, time.Now())
 	require.NoError(t, err)
 	require.False(t, st.Paused, "paused, then resumed")
 }

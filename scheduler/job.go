@@ -80,7 +80,7 @@ const (
 	// at its next heartbeat (every second at most) and its run's ctx ends
 	// with cause ErrReplaced; the attempt is recorded failed, class
 	// interrupted, and not retried. Needs a ledger that implements
-	// Canceler (RedisLedger does).
+	// Canceler (RedisLedger and ledgertest.Memory do).
 	OverlapCancelOther
 	// OverlapAllow (Kubernetes' Allow, Temporal's ALLOW_ALL) runs every
 	// slot when it comes due, whether or not earlier ones still run: each
@@ -102,8 +102,10 @@ const (
 var ErrReplaced = errors.New("scheduler: run replaced by a newer slot (OverlapCancelOther)")
 
 // MissedPolicy says what happens to slots that came due while no replica
-// could run them (all down, Redis unreachable), found by gap detection
-// from the last slot the ledger saw.
+// could run them (all down, Redis unreachable, a replica frozen or its
+// wall clock jumped forward, a claim later than MaxLateness), found by gap
+// detection from the last slot the ledger saw. A restart and a freeze of
+// the same length are treated alike.
 type MissedPolicy int
 
 // Missed-slot policies.
@@ -127,7 +129,8 @@ type Job struct {
 	// records.
 	Name string
 	// Spec is a cron spec: 5 fields, 6 with seconds first, a descriptor
-	// such as @daily, @every 10s, optionally prefixed CRON_TZ=<zone>.
+	// such as @daily, @every 10s (whole seconds only), optionally prefixed
+	// CRON_TZ=<zone>. A spec that never fires is refused.
 	Spec string
 	// Zone is the IANA zone the spec is read in. Default UTC.
 	Zone string
@@ -165,10 +168,13 @@ type Job struct {
 	// Missed is the missed-slot policy. Default MissedCatchUp.
 	Missed MissedPolicy
 	// CatchUpWindow: slots older than this are not run late, whatever the
-	// policy. Default DefaultCatchUpWindow.
+	// policy; they are recorded skipped, reason "missed: older than
+	// CatchUpWindow" (at most MaxBackfill per claim, the rest logged
+	// slots_unrecorded). It bounds MaxCatchUp too: with the default 1 h an
+	// hourly job catches up one slot at most. Default DefaultCatchUpWindow.
 	CatchUpWindow time.Duration
 	// MaxCatchUp bounds how many missed slots one claim runs under
-	// MissedCatchUp. Default DefaultMaxCatchUp.
+	// MissedCatchUp, within CatchUpWindow. Default DefaultMaxCatchUp.
 	MaxCatchUp int
 	// StartAt and EndAt, when set, bound the slots the job has: none
 	// before StartAt, none at or after EndAt.
@@ -316,7 +322,7 @@ func IsPermanent(err error) bool {
 
 type registered struct {
 	Job
-	schedule *cron.Schedule
+	window window
 }
 
 // leaseName is the lease of one partition of job.

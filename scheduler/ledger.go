@@ -63,7 +63,9 @@ var (
 // returns ErrCancelRequested for an attempt of a slot earlier than the
 // latest one asked for (never for slot itself: a replica that lost the
 // race for the same slot cancels nothing). Not fenced: the caller does not
-// hold the lease.
+// hold the lease. Part of the contract for every ledger that implements it:
+// ledgertest.Exercise checks it (RedisLedger and ledgertest.Memory do;
+// pgledger does not, so OverlapCancelOther is refused over it).
 type Canceler interface {
 	RequestCancel(ctx context.Context, job, partition string, slot time.Time) error
 }
@@ -80,6 +82,8 @@ type Canceler interface {
 // Begin's results (Err: ErrSlotDone, *fence.StaleTokenError, a store
 // error). Otherwise it begins nothing and returns Clear == false: the
 // caller reads State and plans. A ledger may always answer Clear == false.
+// ledgertest.Exercise checks it on every ledger that implements it
+// (RedisLedger does).
 type ClearBeginner interface {
 	BeginIfClear(ctx context.Context, reqs []BeginRequest, now time.Time) []BeginResult
 }
@@ -194,8 +198,10 @@ type Record struct {
 // scheduler/ledgertest.Exercise.
 type Ledger interface {
 	// State returns what a claim needs: open slots at or after since,
-	// the last begun slot, the horizon and the pause flag.
-	State(ctx context.Context, job, partition string, since time.Time) (State, error)
+	// the last begun slot, the horizon and the pause flag. A pair's first
+	// call (or first since the store lost its data) starts its horizon at
+	// now: the scheduler's clock, never the store's, decides.
+	State(ctx context.Context, job, partition string, since, now time.Time) (State, error)
 	// Begin starts the next attempt of slot and returns its number (from
 	// 1, over the slot's whole life) and left, how many more attempts
 	// the budget allows after this one: maxAttempts minus the attempts

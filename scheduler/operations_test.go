@@ -3,126 +3,11 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-func TestPauseStopsEveryReplicaUntilResume(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, s *setup) {
-		startAt, endAt, slots := window(5)
-		var (
-			mu     sync.Mutex
-			paused = map[string]map[time.Time]bool{} // job -> slots claimed while paused
-		)
-		handler := logTo(func(msg string, attrs map[string]string) {
-			if msg != "job_claim_skipped" || attrs["reason"] != "paused" {
-				return
-			}
-			at, err := time.Parse(time.RFC3339, attrs["slot"])
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if paused[attrs["job"]] == nil {
-				paused[attrs["job"]] = map[time.Time]bool{}
-			}
-			paused[attrs["job"]][at.UTC()] = true
-		})
-		pausedAfter := func(job string, p time.Time) int {
-			mu.Lock()
-			defer mu.Unlock()
-			n := 0
-			for at := range paused[job] {
-				if at.After(p) {
-					n++
-				}
-			}
-			return n
-		}
-		logs := map[string]*runLog{"skipping": {}, "catching-up": {}}
-		jobOf := func(name string, missed MissedPolicy) Job {
-			l := logs[name]
-			return Job{
-				Name: name, Spec: everySecond, StartAt: startAt, EndAt: endAt, Missed: missed,
-				Run: func(ctx context.Context, run Run) error { defer l.begin(run)(); return nil },
-			}
-		}
-		var replicas []*Scheduler
-		for range 2 {
-			r := s.replica(t, handler)
-			require.NoError(t, r.Register(jobOf("skipping", MissedSkip)))
-			require.NoError(t, r.Register(jobOf("catching-up", MissedCatchUp)))
-			require.NoError(t, r.Start(context.Background()))
-			replicas = append(replicas, r)
-		}
-		a := replicas[0]
-		eventually(t, 10*time.Second, "the first slot ran", func() bool {
-			return s.status("skipping", "", slots[0]) == StatusSucceeded && s.status("catching-up", "", slots[0]) == StatusSucceeded
-		})
-
-		ctx := context.Background()
-		require.NoError(t, a.Pause(ctx, "skipping"))
-		require.NoError(t, a.Pause(ctx, "catching-up"))
-		pausedAt := time.Now()
-		eventually(t, 10*time.Second, "three slots came due while paused", func() bool {
-			return pausedAfter("skipping", pausedAt) >= 3 && pausedAfter("catching-up", pausedAt) >= 3
-		})
-		for name, l := range logs {
-			for _, at := range l.slots() {
-				require.False(t, at.After(pausedAt), "%s ran slot %v while paused", name, at)
-			}
-		}
-		resumeCalled := time.Now()
-		require.NoError(t, a.Resume(ctx, "skipping"))
-		require.NoError(t, a.Resume(ctx, "catching-up"))
-		resumedAt := time.Now()
-		last := slots[len(slots)-1]
-		eventually(t, 10*time.Second, "the last slot ran after Resume", func() bool {
-			return s.status("skipping", "", last) == StatusSucceeded && s.status("catching-up", "", last) == StatusSucceeded
-		})
-		for _, r := range replicas {
-			require.NoError(t, r.Stop(ctx))
-		}
-
-		// Slots due while paused, well before Resume, follow the
-		// missed-slot policy; the slot of Resume's second may go either
-		// way; later ones run as usual.
-		var whilePaused []time.Time
-		for _, at := range slots {
-			if at.After(pausedAt) && at.Before(resumeCalled.Truncate(time.Second)) {
-				whilePaused = append(whilePaused, at)
-			}
-		}
-		require.GreaterOrEqual(t, len(whilePaused), 2)
-		for _, at := range whilePaused {
-			require.Zero(t, logs["skipping"].count("", at), "slot %v", at)
-			rec := s.record(t, "skipping", "", at)
-			require.Equal(t, StatusSkipped, rec.Status, "slot %v", at)
-			require.Equal(t, "missed", rec.Reason)
-
-			require.Equal(t, 1, logs["catching-up"].count("", at), "slot %v is caught up once", at)
-			require.Equal(t, StatusSucceeded, s.status("catching-up", "", at))
-		}
-		for _, sp := range logs["catching-up"].allSpans() {
-			if sp.run.At.After(pausedAt) {
-				require.False(t, sp.start.Before(resumeCalled), "slot %v ran before Resume", sp.run.At)
-			}
-		}
-		for name, l := range logs {
-			for _, at := range slots {
-				require.LessOrEqual(t, l.count("", at), 1, "%s slot %v", name, at)
-				if at.After(resumedAt) {
-					require.Equal(t, StatusSucceeded, s.status(name, "", at), "%s slot %v", name, at)
-				}
-			}
-		}
-	})
-}
 
 func TestTriggerRunsAnExtraSlotOnce(t *testing.T) {
 	t.Parallel()
@@ -387,7 +272,7 @@ func TestRedisDataLossDoesNotRerunForgottenSlots(t *testing.T) {
 			return s.status("amnesia", "", slots[0]) == StatusSucceeded
 		})
 		require.NoError(t, after.Stop(ctx))
-		st, err := s.ledger.State(ctx, "amnesia", "", slots[0])
+		st, err := s.ledger.State(ctx, "amnesia", "", slots[0], time.Now())
 		require.NoError(t, err)
 		require.False(t, st.Horizon.Before(lostAt.Truncate(time.Millisecond)), "a new horizon: %v", st.Horizon)
 

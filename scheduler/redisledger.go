@@ -131,14 +131,14 @@ func fromMillis(s string) time.Time {
 }
 
 // State implements Ledger. One pipeline: one round trip on a single server.
-func (l *RedisLedger) State(ctx context.Context, job, partition string, since time.Time) (State, error) {
+func (l *RedisLedger) State(ctx context.Context, job, partition string, since, now time.Time) (State, error) {
 	k := l.keys(job, partition)
 	pipe := l.rdb.Pipeline()
 	open := pipe.ZRangeByScore(ctx, k.open, &redis.ZRangeBy{Min: unix(since), Max: "+inf"})
 	pending := pipe.ZRange(ctx, k.pending, 0, -1)
 	retry := pipe.ZRangeWithScores(ctx, k.retry, 0, -1)
 	last := pipe.Get(ctx, k.last)
-	pipe.SetNX(ctx, k.horizon, millis(time.Now()), 0)
+	pipe.SetNX(ctx, k.horizon, millis(now), 0)
 	horizon := pipe.Get(ctx, k.horizon)
 	paused := pipe.Exists(ctx, l.pausedKey(job))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

@@ -12,58 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 )
-
-func TestMultipleReplicasRunEachSlotExactlyOnce(t *testing.T) {
-	t.Parallel()
-	eachBackend(t, func(t *testing.T, s *setup) {
-		const replicas = 3
-		startAt, endAt, slots := window(3)
-		var log runLog
-		job := Job{
-			Name: "settle", Spec: everySecond, StartAt: startAt, EndAt: endAt,
-			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
-		}
-		var scheds []*Scheduler
-		for range replicas {
-			sched := s.replica(t)
-			require.NoError(t, sched.Register(job))
-			scheds = append(scheds, sched)
-		}
-		for _, sched := range scheds {
-			require.NoError(t, sched.Start(context.Background()))
-		}
-		eventually(t, 20*time.Second, "every slot succeeded", func() bool {
-			for _, at := range slots {
-				if s.status("settle", "", at) != StatusSucceeded {
-					return false
-				}
-			}
-			return true
-		})
-		for _, sched := range scheds {
-			require.NoError(t, sched.Stop(context.Background()))
-		}
-
-		require.Equal(t, slots, log.slots(), "each slot once, in order")
-		for _, at := range slots {
-			rec := s.record(t, "settle", "", at)
-			require.Equal(t, StatusSucceeded, rec.Status)
-			require.Equal(t, 1, rec.Attempt)
-			require.Len(t, rec.Attempts, 1)
-			a, ok := rec.Latest()
-			require.True(t, ok)
-			require.Equal(t, StatusSucceeded, a.Status)
-			require.NotZero(t, a.Token)
-			require.Len(t, a.Owner, 32)
-			require.False(t, a.Started.IsZero())
-			require.False(t, a.Finished.Before(a.Started))
-		}
-	})
-}
 
 func TestLateTimerDoesNotRerunSlot(t *testing.T) {
 	t.Parallel()
@@ -127,7 +80,7 @@ func TestLateTimerDoesNotRerunSlot(t *testing.T) {
 func TestSlotDueWhileTheHolderReleasesIsNotLost(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		startAt, endAt, slots := window(2)
+		startAt, endAt, slots := slotWindow(2)
 		var log runLog
 		run := func(ctx context.Context, run Run) error { log.add(run); return nil }
 		// b's timer fires for slots[1] only, while a still holds the lease
@@ -462,7 +415,7 @@ func TestStopDrainsAndInterruptsAfterGrace(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()
 			require.ErrorIs(t, sched.Stop(ctx), context.DeadlineExceeded)
-			require.ErrorIs(t, <-cause, lease.ErrParentDone, "the job's ctx was canceled")
+			require.ErrorIs(t, <-cause, ErrShutdown, "the job's ctx was canceled")
 			rec := s.record(t, "interrupt", "", slot.At)
 			require.Equal(t, StatusFailed, rec.Status)
 			require.Equal(t, 1, rec.Attempt)
@@ -511,6 +464,10 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"NilRun", func(j *Job) { j.Run = nil }, []error{ErrInvalidJob}},
 			{"InvalidSpec", func(j *Job) { j.Spec = "61 * * * * *" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
 			{"EmptySpec", func(j *Job) { j.Spec = "" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
+			// Issue 11: these registered and ran every second, or never.
+			{"SubSecondEvery", func(j *Job) { j.Spec = "@every 500ms" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
+			{"FractionalEvery", func(j *Job) { j.Spec = "@every 1500ms" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
+			{"SpecThatNeverFires", func(j *Job) { j.Spec = "0 0 30 2 *" }, []error{ErrInvalidJob, cron.ErrInvalidSpec}},
 			{"UnknownZone", func(j *Job) { j.Zone = "Mars/Olympus_Mons" }, []error{ErrInvalidJob, cron.ErrUnknownZone}},
 			{"EndAtBeforeStartAt", func(j *Job) { j.StartAt, j.EndAt = now, now.Add(-time.Second) }, []error{ErrInvalidJob}},
 			{"EndAtEqualsStartAt", func(j *Job) { j.StartAt, j.EndAt = now, now }, []error{ErrInvalidJob}},
@@ -560,6 +517,12 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		_, err = New(Config{Leases: leases})
 		require.ErrorIs(t, err, ErrInvalidConfig)
+		var nilLedger *RedisLedger // issue 11: accepted, and panicked at Start
+		_, err = New(Config{Leases: leases, Ledger: nilLedger})
+		require.ErrorIs(t, err, ErrInvalidConfig, "typed-nil Ledger")
+		var nilClock *clock.Fake
+		_, err = New(Config{Leases: leases, Ledger: s.ledger, Clock: nilClock})
+		require.ErrorIs(t, err, ErrInvalidConfig, "typed-nil Clock")
 		_, err = New(Config{Leases: leases, Ledger: s.ledger, MaxConcurrentClaims: -1})
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		_, err = NewRedisLedger(nil, "")

@@ -4,15 +4,16 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
-	"github.com/holdfast-go/holdfast/scheduler/cron"
 )
 
 // everySecond is the spec the tests use: one slot per second keeps them
@@ -178,7 +179,7 @@ func (s *setup) status(job, partition string, at time.Time) Status {
 // open returns the slots of (job, partition) the ledger still holds open.
 func (s *setup) open(t *testing.T, job, partition string) []OpenSlot {
 	t.Helper()
-	st, err := s.ledger.State(context.Background(), job, partition, time.Now().Add(-time.Hour))
+	st, err := s.ledger.State(context.Background(), job, partition, time.Now().Add(-time.Hour), time.Now())
 	require.NoError(t, err)
 	return st.Open
 }
@@ -191,7 +192,7 @@ func (s *setup) open(t *testing.T, job, partition string) []OpenSlot {
 func (s *setup) seed(t *testing.T, slot Slot, status Status) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := s.ledger.State(ctx, slot.Job, slot.Partition, slot.At)
+	_, err := s.ledger.State(ctx, slot.Job, slot.Partition, slot.At, time.Now())
 	require.NoError(t, err)
 	f := Fence{Token: 1, Owner: "before-downtime"}
 	attempt, _, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
@@ -199,9 +200,9 @@ func (s *setup) seed(t *testing.T, slot Slot, status Status) {
 	require.NoError(t, s.ledger.Finish(ctx, slot, f, attempt, Outcome{Status: status}, time.Now()))
 }
 
-// window returns n one-second slots, the first at least 300 ms from now:
+// slotWindow returns n one-second slots, the first at least 300 ms from now:
 // far enough ahead that the replicas are started before it.
-func window(n int) (startAt, endAt time.Time, slots []time.Time) {
+func slotWindow(n int) (startAt, endAt time.Time, slots []time.Time) {
 	now := time.Now()
 	startAt = now.Truncate(time.Second).Add(time.Second)
 	if startAt.Sub(now) < 300*time.Millisecond {
@@ -238,11 +239,11 @@ func unitOf(t *testing.T, sched *Scheduler, job, partition string) *unit {
 func claimNow(t *testing.T, sched *Scheduler, job, partition string, at time.Time) {
 	t.Helper()
 	u := unitOf(t, sched, job, partition)
-	fire, ok := u.job.schedule.Next(at.Add(-time.Second))
+	fire, ok := u.job.window.sched.Next(at.Add(-time.Second))
 	require.True(t, ok)
 	require.Equal(t, at, fire.At)
-	ctx := context.Background()
-	sched.claim(ctx, ctx, u, fire, time.Time{}, true)
+	outsideLife(sched)
+	sched.claim(u, claimReq{fire: fire})
 }
 
 // claimWake runs one claim of (job, partition) as a wake-up would (a retry
@@ -250,8 +251,46 @@ func claimNow(t *testing.T, sched *Scheduler, job, partition string, at time.Tim
 func claimWake(t *testing.T, sched *Scheduler, job, partition string) {
 	t.Helper()
 	u := unitOf(t, sched, job, partition)
-	ctx := context.Background()
-	sched.claim(ctx, ctx, u, cron.Fire{}, time.Time{}, false)
+	outsideLife(sched)
+	sched.claim(u, claimReq{})
+}
+
+// onClock makes a replica read clk (a fake clock the test moves).
+func onClock(clk *clock.Fake) func(*Config) {
+	return func(c *Config) { c.Clock = clk }
+}
+
+// tickAll moves clk forward by d in steps of at most step, waiting after
+// each until every scheduler in scheds is quiet with held of its job
+// functions blocked by the test (see quiet).
+func tickAll(t *testing.T, clk *clock.Fake, d, step time.Duration, held *atomic.Int64, scheds ...*Scheduler) {
+	t.Helper()
+	for d > 0 {
+		st := min(d, step)
+		clk.Advance(st)
+		d -= st
+		eventually(t, 10*time.Second, "the replicas settle", func() bool {
+			var busy int64
+			for _, s := range scheds {
+				idle, b := s.quiet()
+				if !idle {
+					return false
+				}
+				busy += b
+			}
+			return busy == held.Load()
+		})
+	}
+}
+
+// outsideLife lets a test claim on a Scheduler that was stopped, as one
+// outside its dispatcher: its contexts become background ones again.
+func outsideLife(sched *Scheduler) {
+	sched.mu.Lock()
+	defer sched.mu.Unlock()
+	if sched.life.claim.Err() != nil {
+		sched.life = lifetime{claim: context.Background(), run: context.Background()}
+	}
 }
 
 // eventually polls cond every 10 ms until it holds, failing after limit.
@@ -266,14 +305,6 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 		}
 		<-tick.C
 	}
-}
-
-// waitUntil blocks until the wall clock reaches at.
-func waitUntil(t *testing.T, at time.Time) {
-	t.Helper()
-	timer := time.NewTimer(time.Until(at))
-	defer timer.Stop()
-	<-timer.C
 }
 
 // waitDone waits for ch to close, failing the test after limit.
@@ -400,7 +431,7 @@ type watchedLedger struct {
 	finishes []finishCall
 }
 
-func (w *watchedLedger) State(ctx context.Context, job, partition string, since time.Time) (State, error) {
+func (w *watchedLedger) State(ctx context.Context, job, partition string, since, now time.Time) (State, error) {
 	w.mu.Lock()
 	w.states++
 	n := w.states
@@ -408,7 +439,7 @@ func (w *watchedLedger) State(ctx context.Context, job, partition string, since 
 	if w.onState != nil {
 		w.onState(n)
 	}
-	return w.Ledger.State(ctx, job, partition, since)
+	return w.Ledger.State(ctx, job, partition, since, now)
 }
 
 func (w *watchedLedger) Finish(ctx context.Context, slot Slot, f Fence, attempt int, o Outcome, now time.Time) error {

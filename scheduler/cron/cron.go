@@ -170,7 +170,7 @@ func (s *Schedule) Zone() *time.Location {
 func (s *Schedule) Wildcard() bool { return s != nil && s.wildcard }
 
 // Interval returns the period of an @every spec (whole seconds, at least
-// 1s), or 0 for any other spec.
+// 1 s), or 0 for any other spec.
 func (s *Schedule) Interval() time.Duration {
 	if s == nil {
 		return 0
@@ -188,8 +188,8 @@ const (
 )
 
 // Parse parses spec (5 fields, or 6 with a leading seconds field; a
-// descriptor such as @daily; or @every <duration>, truncated to whole
-// seconds and at least 1 s), optionally prefixed by
+// descriptor such as @daily; or @every <duration>, a whole number of
+// seconds, at least 1 s), optionally prefixed by
 // CRON_TZ=<zone> or TZ=<zone>. Errors are *ParseError values matching
 // ErrInvalidSpec, ErrUnknownZone, ErrZoneConflict or ErrInvalidOptions.
 // Parse never panics.
@@ -241,7 +241,12 @@ func Parse(spec string, opts Options) (*Schedule, error) {
 		if d <= 0 {
 			return nil, parseErr(spec, ErrInvalidSpec, nil, "@every duration must be positive")
 		}
-		s.every = max(int64(d/time.Second), 1)
+		// Slots are whole seconds: a sub-second or fractional interval
+		// cannot be honoured, and rounding it would run at another one.
+		if d%time.Second != 0 {
+			return nil, parseErr(spec, ErrInvalidSpec, nil, "@every %v is not a whole number of seconds (slots are whole seconds)", d)
+		}
+		s.every = int64(d / time.Second)
 		return s, nil
 	}
 

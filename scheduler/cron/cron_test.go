@@ -54,6 +54,15 @@ func TestParseErrors(t *testing.T) {
 		{"EveryBadDuration", "@every soon", cron.Options{}, cron.ErrInvalidSpec},
 		{"EveryNegative", "@every -1m", cron.Options{}, cron.ErrInvalidSpec},
 		{"EveryZero", "@every 0s", cron.Options{}, cron.ErrInvalidSpec},
+		// Issue 11: sub-second and fractional intervals silently ran every
+		// second; slots are whole seconds, so they are refused.
+		{"EverySubSecond", "@every 500ms", cron.Options{}, cron.ErrInvalidSpec},
+		{"EveryFractionalSeconds", "@every 1500ms", cron.Options{}, cron.ErrInvalidSpec},
+		{"EveryFractionalMinute", "@every 1.5s", cron.Options{}, cron.ErrInvalidSpec},
+		// Issue 11: specs that never fire registered with a zero Next.
+		{"February30th", "0 0 30 2 *", cron.Options{}, cron.ErrInvalidSpec},
+		{"April31st", "0 0 31 4 *", cron.Options{}, cron.ErrInvalidSpec},
+		{"ThirtyFirstOfShortMonths", "0 0 0 31 2,4,6,9,11 *", cron.Options{}, cron.ErrInvalidSpec},
 		{"PrefixOnly", "CRON_TZ=UTC", cron.Options{}, cron.ErrInvalidSpec}, // robfig panics on this
 		{"TZPrefixOnly", "TZ=UTC", cron.Options{}, cron.ErrInvalidSpec},
 		{"TwoPrefixes", "CRON_TZ=UTC TZ=UTC 0 0 * * *", cron.Options{}, cron.ErrInvalidSpec},
@@ -241,12 +250,24 @@ func TestEvery(t *testing.T) {
 		s = mustParse(t, "@every 1h30m", cron.Options{Zone: ny})
 		require.Equal(t, "2026-03-08T07:30:00Z", nextAt(t, s, "2026-03-08T06:59:59Z"))
 	})
-	t.Run("SubSecondRoundsToOneSecond", func(t *testing.T) {
+	t.Run("WholeSecondsOnly", func(t *testing.T) {
 		t.Parallel()
-		s := mustParse(t, "@every 500ms", cron.Options{})
+		s := mustParse(t, "@every 1s", cron.Options{})
 		require.Equal(t, time.Second, s.Interval())
 		require.Equal(t, "2026-03-08T00:00:01Z", nextAt(t, s, "2026-03-08T00:00:00.7Z"))
-		require.Equal(t, time.Second, mustParse(t, "@every 1.5s", cron.Options{}).Interval())
+		require.Equal(t, 1500*time.Second, mustParse(t, "@every 25m", cron.Options{}).Interval())
+		_, err := cron.Parse("@every 1500ms", cron.Options{})
+		require.ErrorIs(t, err, cron.ErrInvalidSpec)
+		require.ErrorContains(t, err, "not a whole number of seconds")
+	})
+	t.Run("RareButPossibleDaysParse", func(t *testing.T) {
+		t.Parallel()
+		// February 29th fires in leap years; a day of week makes the OR
+		// rule apply, so February 30th or any Monday fires.
+		leap := mustParse(t, "0 0 29 2 *", cron.Options{})
+		require.Equal(t, "2028-02-29T00:00:00Z", nextAt(t, leap, "2026-03-08T00:00:00Z"))
+		mustParse(t, "0 0 30 2 MON", cron.Options{})
+		mustParse(t, "0 0 31 1-2 *", cron.Options{})
 	})
 	t.Run("NoDSTEffect", func(t *testing.T) {
 		t.Parallel()
@@ -327,12 +348,12 @@ func TestNextPrecisionAndRange(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, "2026-05-01T09:00:00Z", f.At.Format(time.RFC3339))
 	})
-	t.Run("NeverFires", func(t *testing.T) {
+	t.Run("NeverFiresIsRefused", func(t *testing.T) {
 		t.Parallel()
 		for _, spec := range []string{"0 0 30 2 *", "0 0 31 4,6,9,11 *"} {
-			_, ok := mustParse(t, spec, cron.Options{}).Next(utc(t, "2026-01-01T00:00:00Z"))
-			require.False(t, ok, spec)
-			require.Empty(t, mustParse(t, spec, cron.Options{}).Between(utc(t, "2026-01-01T00:00:00Z"), utc(t, "2040-01-01T00:00:00Z"), 5))
+			_, err := cron.Parse(spec, cron.Options{})
+			require.ErrorIs(t, err, cron.ErrInvalidSpec, spec)
+			require.ErrorContains(t, err, "never fires", spec)
 		}
 	})
 	t.Run("LeapDayAcross2100", func(t *testing.T) {

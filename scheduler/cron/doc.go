@@ -65,8 +65,13 @@
 //	0 1-3 * * *    2026-03-08: 06:00Z, 07:00Z (02:00 and 03:00 coalesce)
 //
 // An @every spec is a constant interval on the real timeline anchored at
-// the Unix epoch: it fires at every instant k*d (k an integer, d rounded
-// down to whole seconds, at least 1s). DST does not affect it.
+// the Unix epoch: it fires at every instant k*d (k an integer). d must be
+// a whole number of seconds, at least 1 s: slots are whole seconds, so
+// "@every 500ms" or "@every 1500ms" is refused (ErrInvalidSpec) rather than
+// run at another interval. DST does not affect it.
+//
+// A spec that can never fire ("0 0 30 2 *", "0 0 31 4,6 *") is refused
+// too (ErrInvalidSpec): a job on it would register and never run.
 //
 // # Fire.Rule
 //

@@ -32,7 +32,7 @@ var horizonSeconds = int64(Horizon / time.Second)
 
 // Next returns the first fire strictly after `after`, compared at second
 // precision (a fire at 09:00:00 is not after 09:00:00.5). ok is false when
-// no fire exists within Horizon (a spec such as "0 0 30 2 *" never fires)
+// no fire exists within Horizon (Parse refuses a spec that never fires)
 // or `after` is beyond the supported range. An @every spec always has a
 // next fire.
 func (s *Schedule) Next(after time.Time) (Fire, bool) {
@@ -139,8 +139,28 @@ func (m *matcher) validate() error {
 	case m.sec&(1<<60-1) == 0, m.min&(1<<60-1) == 0, m.hour&(1<<24-1) == 0,
 		m.dom&(1<<32-2) == 0, m.month&(1<<13-2) == 0, m.dow&(1<<7-1) == 0:
 		return errors.New("a field matches no value")
+	case m.domDowAnd && m.dow&(1<<7-1) == 1<<7-1 && !m.someDayExists():
+		return errors.New("the day of month never occurs in the months given (the spec never fires)")
 	}
 	return nil
+}
+
+// someDayExists reports whether some day of the month field exists in some
+// month of the month field (February counted with its 29th). Only then can
+// a spec whose day of week is * fire.
+func (m *matcher) someDayExists() bool {
+	longest := [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+	for mo := 1; mo <= 12; mo++ {
+		if m.month&(1<<mo) == 0 {
+			continue
+		}
+		for d := 1; d <= longest[mo]; d++ {
+			if m.dom&(1<<d) != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (m *matcher) dayMatches(dom int, wd int) bool {

@@ -34,7 +34,8 @@
 //     since, oldest first, with RetryAt; not succeeded, final, skipped,
 //     missed or spent slots, nor a slot running under the current holder.
 //     Last is the latest slot begun, skipped or missed; Horizon is set on
-//     first use and never moves; Paused follows SetPaused for every
+//     first use, from the caller's now (never the store's clock), and never
+//     moves; Paused follows SetPaused for every
 //     partition of the job;
 //   - operators: Skip records skipped or missed with a reason and leaves a
 //     slot with a record as it is; a missed slot awaits a Request; Request
@@ -42,7 +43,14 @@
 //     fresh attempt budget and records its reason, and makes a slot the
 //     ledger never saw pending (backfill);
 //   - reads: Get of an unknown slot is not found; List is newest first,
-//     from inclusive, to exclusive, at most limit, records whole.
+//     from inclusive, to exclusive, at most limit, records whole;
+//   - the optional interfaces, on a ledger that implements them (skipped
+//     otherwise): scheduler.Canceler (a request for the running slot itself
+//     cancels nothing, one for a later slot makes Heartbeat return
+//     ErrCancelRequested) and scheduler.ClearBeginner (begins only when
+//     nothing else is due: no open or pending slot, no unseen slot before
+//     Prev, not paused; ErrSlotDone and stale tokens answered as Begin
+//     does).
 //
 // The suite passes explicit now values and compares times at millisecond
 // precision, so stores may truncate; slot instants have second precision

@@ -27,7 +27,8 @@ const TokenBase fence.Token = 1_700_000_000_000_000
 // The suite passes explicit now values and compares the times a ledger
 // returns at millisecond precision, so a store may truncate to the
 // millisecond. Slot instants are whole minutes, an hour ahead of the wall
-// clock, so a horizon taken from the store's clock precedes them.
+// clock, so a horizon started by a State at the wall clock's now precedes
+// them.
 func Exercise(t *testing.T, newLedger func(t *testing.T) scheduler.Ledger) {
 	t.Helper()
 	for _, c := range cases {
@@ -45,7 +46,7 @@ type testCase struct {
 }
 
 // cases lists the subtests, grouped by the file that defines them.
-var cases = concat(beginCases, fenceCases, perSlotCases, stateCases, operatorCases, readCases)
+var cases = concat(beginCases, fenceCases, perSlotCases, stateCases, operatorCases, readCases, optionalCases)
 
 func concat(groups ...[]testCase) []testCase {
 	var all []testCase
@@ -165,7 +166,7 @@ func (x *fixture) requireAbsent(s scheduler.Slot) {
 
 func (x *fixture) state(partition string, since time.Time) scheduler.State {
 	x.t.Helper()
-	st, err := x.ledger.State(x.t.Context(), x.job, partition, since)
+	st, err := x.ledger.State(x.t.Context(), x.job, partition, since, time.Now())
 	require.NoError(x.t, err)
 	return st
 }

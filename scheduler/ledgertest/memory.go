@@ -14,15 +14,19 @@ import (
 
 // Memory is a scheduler.Ledger in memory: the contract with nothing else in
 // the way, and a fake for tests of code that uses a ledger. It meets
-// Exercise. It is safe for concurrent use; the zero value is not ready, use
+// Exercise, and implements scheduler.Canceler (OverlapCancelOther). It is safe for concurrent use; the zero value is not ready, use
 // NewMemory. Slot instants are kept at second precision, as the stores do.
 type Memory struct {
-	mu     sync.Mutex
-	pairs  map[pairKey]*memPair
-	paused map[string]bool
+	mu      sync.Mutex
+	pairs   map[pairKey]*memPair
+	paused  map[string]bool
+	cancels map[pairKey]time.Time // the latest slot a RequestCancel named
 }
 
-var _ scheduler.Ledger = (*Memory)(nil)
+var (
+	_ scheduler.Ledger   = (*Memory)(nil)
+	_ scheduler.Canceler = (*Memory)(nil)
+)
 
 type pairKey struct{ job, partition string }
 
@@ -45,16 +49,16 @@ type memRun struct {
 
 // NewMemory returns an empty Memory ledger.
 func NewMemory() *Memory {
-	return &Memory{pairs: map[pairKey]*memPair{}, paused: map[string]bool{}}
+	return &Memory{pairs: map[pairKey]*memPair{}, paused: map[string]bool{}, cancels: map[pairKey]time.Time{}}
 }
 
 // pair returns the pair of (job, partition), creating it (and starting its
-// horizon, the wall clock truncated to the second) on first use.
-func (m *Memory) pair(job, partition string) *memPair {
+// horizon: the caller's now, truncated to the second) on first use.
+func (m *Memory) pair(job, partition string, now time.Time) *memPair {
 	k := pairKey{job, partition}
 	p := m.pairs[k]
 	if p == nil {
-		p = &memPair{horizon: time.Now().UTC().Truncate(time.Second), runs: map[int64]*memRun{}, slots: map[int64]*slotFence{}}
+		p = &memPair{horizon: now.UTC().Truncate(time.Second), runs: map[int64]*memRun{}, slots: map[int64]*slotFence{}}
 		m.pairs[k] = p
 	}
 	return p
@@ -94,10 +98,10 @@ func (p *memPair) raise(slot scheduler.Slot, f scheduler.Fence) error {
 func slotKey(t time.Time) int64 { return t.Unix() }
 
 // State implements scheduler.Ledger.
-func (m *Memory) State(_ context.Context, job, partition string, since time.Time) (scheduler.State, error) {
+func (m *Memory) State(_ context.Context, job, partition string, since, now time.Time) (scheduler.State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.pair(job, partition)
+	p := m.pair(job, partition, now)
 	st := scheduler.State{Last: p.last, Horizon: p.horizon, Paused: m.paused[job]}
 	for _, r := range p.runs {
 		if r.rec.Status != scheduler.StatusPending && r.rec.Slot.At.Before(since) {
@@ -121,7 +125,7 @@ func (m *Memory) Begin(_ context.Context, slot scheduler.Slot, f scheduler.Fence
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.pair(slot.Job, slot.Partition)
+	p := m.pair(slot.Job, slot.Partition, now)
 	if err := p.raise(slot, f); err != nil {
 		return 0, 0, err
 	}
@@ -183,7 +187,7 @@ func (p *memPair) running(slot scheduler.Slot, f scheduler.Fence, attempt int) (
 func (m *Memory) Heartbeat(_ context.Context, slot scheduler.Slot, f scheduler.Fence, attempt int, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.pair(slot.Job, slot.Partition)
+	p := m.pair(slot.Job, slot.Partition, now)
 	if err := p.raise(slot, f); err != nil {
 		return err
 	}
@@ -192,6 +196,21 @@ func (m *Memory) Heartbeat(_ context.Context, slot scheduler.Slot, f scheduler.F
 		return err
 	}
 	r.rec.Attempts[len(r.rec.Attempts)-1].Heartbeat = now // the running one
+	if slot.At.UTC().Truncate(time.Second).Before(m.cancels[pairKey{slot.Job, slot.Partition}]) {
+		return scheduler.ErrCancelRequested
+	}
+	return nil
+}
+
+// RequestCancel implements scheduler.Canceler: the running attempt of an
+// earlier slot of (job, partition) learns it at its next Heartbeat.
+func (m *Memory) RequestCancel(_ context.Context, job, partition string, slot time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := pairKey{job, partition}
+	if at := slot.UTC().Truncate(time.Second); at.After(m.cancels[k]) {
+		m.cancels[k] = at
+	}
 	return nil
 }
 
@@ -202,7 +221,7 @@ func (m *Memory) Finish(_ context.Context, slot scheduler.Slot, f scheduler.Fenc
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.pair(slot.Job, slot.Partition)
+	p := m.pair(slot.Job, slot.Partition, now)
 	if err := p.raise(slot, f); err != nil {
 		return err
 	}
@@ -220,13 +239,13 @@ func (m *Memory) Finish(_ context.Context, slot scheduler.Slot, f scheduler.Fenc
 }
 
 // Skip implements scheduler.Ledger.
-func (m *Memory) Skip(_ context.Context, slot scheduler.Slot, f scheduler.Fence, status scheduler.Status, reason string, _ time.Time) error {
+func (m *Memory) Skip(_ context.Context, slot scheduler.Slot, f scheduler.Fence, status scheduler.Status, reason string, now time.Time) error {
 	if status != scheduler.StatusSkipped && status != scheduler.StatusMissed {
 		return fmt.Errorf("ledgertest: skip %s: status %q", slot.Key(), status)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.pair(slot.Job, slot.Partition)
+	p := m.pair(slot.Job, slot.Partition, now)
 	if err := p.raise(slot, f); err != nil {
 		return err
 	}
@@ -245,10 +264,10 @@ func (m *Memory) Skip(_ context.Context, slot scheduler.Slot, f scheduler.Fence,
 }
 
 // Request implements scheduler.Ledger.
-func (m *Memory) Request(_ context.Context, slot scheduler.Slot, reason string, _ time.Time) error {
+func (m *Memory) Request(_ context.Context, slot scheduler.Slot, reason string, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.pair(slot.Job, slot.Partition)
+	p := m.pair(slot.Job, slot.Partition, now)
 	at := slot.At.UTC().Truncate(time.Second)
 	r := p.runs[slotKey(at)]
 	switch {

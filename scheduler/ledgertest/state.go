@@ -14,7 +14,7 @@ var stateCases = []testCase{
 	{"OpenListsSlotsNeedingAnAttemptOldestFirst", testOpenLists},
 	{"RunningSlotOfHolderThatLostTheLeaseIsOpen", testLostHoldersSlotIsOpen},
 	{"LastIsLatestSlotBegunSkippedOrMissed", testLast},
-	{"HorizonIsSetOnFirstUseAndStable", testHorizon},
+	{"HorizonIsTheCallersNowOnFirstUseAndStable", testHorizon},
 	{"PauseIsPerJobAcrossPartitions", testPause},
 }
 
@@ -118,9 +118,12 @@ func testHorizon(t *testing.T, x *fixture) {
 	ctx := t.Context()
 	h := holder(1)
 
-	// First use by State.
-	first := x.state("", time.Time{})
-	require.False(t, first.Horizon.IsZero(), "State.Horizon after the first State")
+	// First use by State: the horizon is the caller's now (a store may
+	// truncate it to the second), never the store's own clock.
+	first, err := x.ledger.State(ctx, x.job, "", time.Time{}, x.now(0, 0))
+	require.NoError(t, err)
+	require.False(t, first.Horizon.Before(x.at(0)) || first.Horizon.After(x.now(0, 0)),
+		"State.Horizon %v after the first State at %v: not the caller's now", first.Horizon, x.now(0, 0))
 	n := x.begin(x.slot(0), h, 3, x.now(0, 0))
 	x.succeed(x.slot(0), h, n, x.now(0, time.Second))
 	require.NoError(t, x.ledger.Skip(ctx, x.slot(1), h, scheduler.StatusSkipped, "overlap", x.now(1, 0)))
@@ -131,8 +134,11 @@ func testHorizon(t *testing.T, x *fixture) {
 
 	// First use by Begin, in another partition.
 	x.begin(x.slotIn("p", 0), h, 3, x.now(0, 0))
-	other := x.state("p", time.Time{})
+	other, err := x.ledger.State(ctx, x.job, "p", time.Time{}, x.now(0, time.Second))
+	require.NoError(t, err)
 	require.False(t, other.Horizon.IsZero(), "State.Horizon after a first Begin")
+	require.False(t, other.Horizon.After(x.now(0, time.Second)), "State.Horizon %v: not from the callers' now", other.Horizon)
+	require.False(t, other.Horizon.Before(x.at(0)), "State.Horizon %v: not from the callers' now", other.Horizon)
 	x.succeed(x.slotIn("p", 0), h, 1, x.now(0, time.Second))
 	requireTime(t, other.Horizon, x.state("p", time.Time{}).Horizon, "State.Horizon, later")
 }
@@ -141,7 +147,7 @@ func testPause(t *testing.T, x *fixture) {
 	ctx := t.Context()
 	other := uniqueName(t, "ledgertest-pause-other")
 	paused := func(job, partition string) bool {
-		st, err := x.ledger.State(ctx, job, partition, time.Time{})
+		st, err := x.ledger.State(ctx, job, partition, time.Time{}, time.Now())
 		require.NoError(t, err)
 		return st.Paused
 	}

@@ -102,16 +102,43 @@
 // for per-slot leases) was begun by a holder that has since lost the lease
 // to one that touched the ledger: it is abandoned. State lists it as open,
 // and the next Begin (by another owner) marks its attempt abandoned (class
-// interrupted) and starts the next. A Begin repeated by the owner of the running attempt returns that
-// attempt: a retry after a lost reply starts nothing.
+// interrupted) and starts the next. A Begin repeated by the owner of the
+// running attempt returns that attempt: a retry after a lost reply starts
+// nothing.
 //
 // # Horizon
 //
 // The first call that touches a (job, partition) pair creates its fence
-// row, and with it the pair's horizon: the database's clock, truncated to
-// the second. It never changes afterwards. PostgreSQL does not lose its data
-// the way a Redis without persistence does, so the horizon only says since
-// when the ledger has known the pair.
+// row, and with it the pair's horizon: the now the caller passed (the
+// scheduler's clock, not the database's now(), so one clock decides what
+// is before the horizon and what is late), truncated to the second. It
+// never changes afterwards. PostgreSQL does not lose its data the way a
+// Redis without persistence does, so the horizon only says since when the
+// ledger has known the pair.
+//
+// # Retention
+//
+// Nothing is pruned for you: job_runs and job_run_attempts grow by one row
+// per slot (and one per attempt). A retention job of your own may delete
+// final records older than a cutoff (well beyond every job's
+// CatchUpWindow and beyond what operators look at), in batches, with the
+// schema and the cutoff of your choice:
+//
+//	DELETE FROM holdfast.job_runs
+//	 WHERE id IN (SELECT id FROM holdfast.job_runs
+//	               WHERE schedule_slot < $1
+//	                 AND (status IN ('succeeded', 'skipped')
+//	                      OR (status = 'failed' AND retry_at IS NULL))
+//	               LIMIT 10000)
+//
+// The attempts go with their runs (ON DELETE CASCADE). It keeps what is
+// still open (pending, running, failed with a retry, abandoned) and missed
+// slots, which await an operator. Gap detection reads job_fences.last_slot,
+// not job_runs, so a pruned slot is not seen as missed and not run again;
+// Backfill or Retry of a pruned slot creates a new record. Never delete
+// job_fences rows: a deleted row lets any token write again and starts a
+// new horizon. job_slot_fences rows (OverlapAllow) may go with their runs
+// once the slots' leases are long gone (see Per-slot fences).
 //
 // # Errors
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"time"
 
@@ -20,10 +21,6 @@ const DefaultSchema = "holdfast"
 
 // Limits on what the ledger stores, in bytes.
 const (
-	// MaxPartitionLen is the longest partition key accepted (512): it keeps
-	// every index entry far below the btree limit (about 2.7 kB). Job names
-	// are bounded by scheduler.MaxJobNameLen.
-	MaxPartitionLen = 512
 	// MaxTextLen bounds an error message or a reason (4096). Longer text is
 	// cut, not refused: a job's error must not make its Finish fail.
 	MaxTextLen = 4096
@@ -78,10 +75,13 @@ type Ledger struct {
 var _ scheduler.Ledger = (*Ledger)(nil)
 
 // New returns a Ledger over db with its tables in cfg.Schema. It returns an
-// error matching ErrInvalidConfig for a nil db or an invalid schema name. New
-// does not touch the database: run Migrate once before the first call.
+// error matching ErrInvalidConfig for a nil db (a nil *pgxpool.Pool too)
+// or an invalid schema name. New does not touch the database: run Migrate
+// once before the first call. Keys are bounded as the scheduler bounds
+// them: job names by scheduler.MaxJobNameLen, partitions by
+// scheduler.MaxPartitionLen (one limit for every store).
 func New(db DB, cfg Config) (*Ledger, error) {
-	if db == nil {
+	if isNil(db) {
 		return nil, fmt.Errorf("%w: nil DB", ErrInvalidConfig)
 	}
 	cfg = cfg.withDefaults()
@@ -133,16 +133,18 @@ func (l *Ledger) inTx(ctx context.Context, op, what string, fn func(pgx.Tx) erro
 // The fence is the pair's (job_fences), or with f.PerSlot the slot's own
 // (job_slot_fences): then the pair's row is locked (and created, starting
 // the horizon, if missing) but its token neither checked nor raised.
-func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler.Slot, f scheduler.Fence, last *time.Time) error {
+// now, the caller's clock, starts the pair's horizon when its row is
+// created: the database's clock never enters a decision.
+func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler.Slot, f scheduler.Fence, last *time.Time, now time.Time) error {
 	if f.PerSlot {
 		var err error
 		if u := f.Unit; u != nil {
 			// The planner's fence: checked and raised on the pair's row.
 			err = l.check(ctx, tx, op, fenceResource(slot.Job, slot.Partition), *u,
-				l.sql.raise, []any{slot.Job, slot.Partition, int64(u.Token), u.Owner, last},
+				l.sql.raise, []any{slot.Job, slot.Partition, int64(u.Token), u.Owner, last, now},
 				l.sql.fenceToken, []any{slot.Job, slot.Partition})
 		} else {
-			err = l.lockFence(ctx, tx, op, slot.Job, slot.Partition, last)
+			err = l.lockFence(ctx, tx, op, slot.Job, slot.Partition, last, now)
 		}
 		if err != nil {
 			return err
@@ -153,7 +155,7 @@ func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler
 			l.sql.slotFenceToken, []any{slot.Job, slot.Partition, at})
 	}
 	return l.check(ctx, tx, op, fenceResource(slot.Job, slot.Partition), f,
-		l.sql.raise, []any{slot.Job, slot.Partition, int64(f.Token), f.Owner, last},
+		l.sql.raise, []any{slot.Job, slot.Partition, int64(f.Token), f.Owner, last, now},
 		l.sql.fenceToken, []any{slot.Job, slot.Partition})
 }
 
@@ -208,8 +210,8 @@ func validateKey(job, partition string) error {
 		return fmt.Errorf("%w: job name of %d bytes, limit %d", ErrInvalidArgument, len(job), scheduler.MaxJobNameLen)
 	case !validText(job):
 		return fmt.Errorf("%w: job name %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, job)
-	case len(partition) > MaxPartitionLen:
-		return fmt.Errorf("%w: partition of %d bytes, limit %d", ErrInvalidArgument, len(partition), MaxPartitionLen)
+	case len(partition) > scheduler.MaxPartitionLen:
+		return fmt.Errorf("%w: partition of %d bytes, limit %d", ErrInvalidArgument, len(partition), scheduler.MaxPartitionLen)
 	case !validText(partition):
 		return fmt.Errorf("%w: partition %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, partition)
 	}
@@ -238,4 +240,14 @@ func validateFenced(op string, s scheduler.Slot, f scheduler.Fence) error {
 		return validateFenced(op, s, *f.Unit)
 	}
 	return nil
+}
+
+// isNil reports whether db is nil or a nil pointer in the interface (a
+// nil *pgxpool.Pool): both would fail only at the first call.
+func isNil(db DB) bool {
+	if db == nil {
+		return true
+	}
+	v := reflect.ValueOf(db)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

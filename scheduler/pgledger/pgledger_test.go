@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
@@ -39,10 +40,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	_, err := pgledger.New(nil, pgledger.Config{})
 	require.ErrorIs(t, err, pgledger.ErrInvalidConfig, "nil DB")
+	var nilPool *pgxpool.Pool // issue 11: accepted, and failed at the first call
+	_, err = pgledger.New(nilPool, pgledger.Config{})
+	require.ErrorIs(t, err, pgledger.ErrInvalidConfig, "typed-nil *pgxpool.Pool")
 
 	var zero *pgledger.Ledger
 	require.ErrorIs(t, zero.Migrate(t.Context()), pgledger.ErrNotCreated)
-	_, err = zero.State(t.Context(), "job", "", time.Time{})
+	_, err = zero.State(t.Context(), "job", "", time.Time{}, time.Now())
 	require.ErrorIs(t, err, pgledger.ErrNotCreated)
 }
 
@@ -79,7 +83,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(t.Context()), "again")
-	_, err = l.State(t.Context(), "settle", "", time.Time{})
+	_, err = l.State(t.Context(), "settle", "", time.Time{}, time.Now())
 	require.NoError(t, err)
 }
 
@@ -134,8 +138,12 @@ func TestInvalidArguments(t *testing.T) {
 			_, _, err := l.Begin(ctx, scheduler.Slot{Job: strings.Repeat("j", scheduler.MaxJobNameLen+1), At: at}, ok, 3, at)
 			return err
 		},
+		"partition longer than scheduler.MaxPartitionLen": func() error {
+			_, err := l.State(ctx, "settle", strings.Repeat("p", scheduler.MaxPartitionLen+1), at, time.Now())
+			return err
+		},
 		"NUL in partition": func() error {
-			_, err := l.State(ctx, "settle", "eu\x00", at)
+			_, err := l.State(ctx, "settle", "eu\x00", at, time.Now())
 			return err
 		},
 		"empty owner": func() error {
@@ -159,6 +167,8 @@ func TestInvalidArguments(t *testing.T) {
 	} {
 		require.ErrorIs(t, call(), pgledger.ErrInvalidArgument, name)
 	}
+	_, err = l.State(ctx, "settle", strings.Repeat("p", scheduler.MaxPartitionLen), at, time.Now())
+	require.NoError(t, err, "a partition of scheduler.MaxPartitionLen bytes")
 	_, found, err := l.Get(ctx, slot)
 	require.NoError(t, err)
 	require.False(t, found, "nothing was written")
@@ -235,7 +245,7 @@ func TestBeginExhaustedTakeoverLeavesAbandoned(t *testing.T) {
 	require.Equal(t, scheduler.StatusAbandoned, rec.Status)
 	require.Equal(t, scheduler.StatusAbandoned, rec.Attempts[0].Status)
 	require.Equal(t, scheduler.ClassInterrupted, rec.Attempts[0].Class)
-	st, err := l.State(ctx, "settle", "eu", at)
+	st, err := l.State(ctx, "settle", "eu", at, time.Now())
 	require.NoError(t, err)
 	require.Empty(t, st.Open)
 

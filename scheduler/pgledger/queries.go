@@ -9,7 +9,8 @@ import (
 // queries holds the ledger's SQL with the schema filled in. Every value is
 // a parameter; the only text spliced in is the quoted, validated schema.
 type queries struct {
-	// raise: $1 job, $2 partition, $3 token, $4 owner, $5 slot or NULL.
+	// raise: $1 job, $2 partition, $3 token, $4 owner, $5 slot or NULL,
+	// $6 now (the horizon of a new row).
 	// Returns the token when the rule accepts, no row when it refuses.
 	// ON CONFLICT DO UPDATE locks the existing row whether or not the WHERE
 	// holds and judges the latest committed version after waiting for a
@@ -17,11 +18,11 @@ type queries struct {
 	raise      string
 	fenceToken string // $1 job, $2 partition
 	// ensureFence creates the pair's fence row (token 0: no holder yet,
-	// horizon now, truncated to the second) if missing and returns its
+	// horizon $4, the caller's now, truncated to the second) if missing and returns its
 	// horizon; on conflict it locks the row and returns the existing one.
 	// Either way it raises last_slot to $3 (NULL: leaves it), and never
 	// touches the token.
-	ensureFence string // $1 job, $2 partition, $3 slot or NULL
+	ensureFence string // $1 job, $2 partition, $3 slot or NULL, $4 now
 	raiseLast   string // $1 job, $2 partition, $3 slot
 	// raiseSlot is raise for a slot's own fence (Fence.PerSlot):
 	// $1 job, $2 partition, $3 slot, $4 token, $5 owner. Returns the token
@@ -58,7 +59,7 @@ func newQueries(schema string) queries {
 	)
 	return queries{
 		raise: r.Replace(`INSERT INTO {{fences}} AS f (job_name, partition_key, token, owner, horizon, last_slot, updated_at)
-VALUES ($1, $2, $3, $4, date_trunc('second', now()), $5, now())
+VALUES ($1, $2, $3, $4, date_trunc('second', $6::timestamptz), $5, now())
 ON CONFLICT (job_name, partition_key) DO UPDATE
    SET token = EXCLUDED.token, owner = EXCLUDED.owner,
        last_slot = GREATEST(f.last_slot, EXCLUDED.last_slot), updated_at = now()
@@ -67,7 +68,7 @@ ON CONFLICT (job_name, partition_key) DO UPDATE
 RETURNING f.token`),
 		fenceToken: r.Replace(`SELECT token FROM {{fences}} WHERE job_name = $1 AND partition_key = $2`),
 		ensureFence: r.Replace(`INSERT INTO {{fences}} AS f (job_name, partition_key, token, owner, horizon, last_slot)
-VALUES ($1, $2, 0, '', date_trunc('second', now()), $3)
+VALUES ($1, $2, 0, '', date_trunc('second', $4::timestamptz), $3)
 ON CONFLICT (job_name, partition_key) DO UPDATE SET last_slot = GREATEST(f.last_slot, EXCLUDED.last_slot)
 RETURNING f.horizon`),
 		raiseLast: r.Replace(`UPDATE {{fences}} SET last_slot = GREATEST(last_slot, $3)

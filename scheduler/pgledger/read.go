@@ -13,15 +13,15 @@ import (
 
 // State implements scheduler.Ledger in one statement (one round trip) once
 // the (job, partition) pair is known; the first State of a pair creates its
-// fence row, which starts its horizon (the database's clock, truncated to
-// the second), and reads again.
+// fence row, which starts its horizon (now, the scheduler's clock,
+// truncated to the second), and reads again.
 //
 // Open lists, oldest first, the slots at or after since that are pending,
 // failed with a retry (RetryAt set), or running under a token below the
 // pair's fence: their holder lost the lease to a holder that has since
 // touched the ledger, so they are abandoned and the next Begin takes them
 // over. A slot whose attempts Begin found spent is final and not listed.
-func (l *Ledger) State(ctx context.Context, job, partition string, since time.Time) (scheduler.State, error) {
+func (l *Ledger) State(ctx context.Context, job, partition string, since, now time.Time) (scheduler.State, error) {
 	const op = "state"
 	if err := l.ready(); err != nil {
 		return scheduler.State{}, err
@@ -34,7 +34,7 @@ func (l *Ledger) State(ctx context.Context, job, partition string, since time.Ti
 		return st, err
 	}
 	if err := l.inTx(ctx, op, fenceResource(job, partition), func(tx pgx.Tx) error {
-		return l.lockFence(ctx, tx, op, job, partition, nil)
+		return l.lockFence(ctx, tx, op, job, partition, nil, now)
 	}); err != nil {
 		return scheduler.State{}, err
 	}

@@ -81,7 +81,7 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 		attempt, base, done = 0, 0, false
 		// Every Begin that gets past the fence leaves the slot begun now or
 		// before: raising Last here is exact.
-		if err := l.raise(ctx, tx, op, slot, f, &at); err != nil {
+		if err := l.raise(ctx, tx, op, slot, f, &at, now); err != nil {
 			return err
 		}
 		r, err := l.lockRun(ctx, tx, op, slot)
@@ -158,7 +158,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, slot scheduler.Slot, f scheduler
 		return fmt.Errorf("%w: attempt %d, want at least 1", ErrInvalidArgument, attempt)
 	}
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
-		if err := l.raise(ctx, tx, op, slot, f, nil); err != nil {
+		if err := l.raise(ctx, tx, op, slot, f, nil, now); err != nil {
 			return err
 		}
 		var n int
@@ -201,7 +201,7 @@ func (l *Ledger) Finish(ctx context.Context, slot scheduler.Slot, f scheduler.Fe
 		return fmt.Errorf("%w: outcome status %q, want %q or %q", ErrInvalidArgument, o.Status, scheduler.StatusSucceeded, scheduler.StatusFailed)
 	}
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
-		if err := l.raise(ctx, tx, op, slot, f, nil); err != nil {
+		if err := l.raise(ctx, tx, op, slot, f, nil, now); err != nil {
 			return err
 		}
 		var n int
@@ -260,7 +260,7 @@ func (l *Ledger) Skip(ctx context.Context, slot scheduler.Slot, f scheduler.Fenc
 	}
 	at := slotTime(slot.At)
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
-		if err := l.raise(ctx, tx, op, slot, f, nil); err != nil {
+		if err := l.raise(ctx, tx, op, slot, f, nil, now); err != nil {
 			return err
 		}
 		var id int64
@@ -294,7 +294,7 @@ func (l *Ledger) Request(ctx context.Context, slot scheduler.Slot, reason string
 	running := false
 	err := l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
 		running = false
-		if err := l.lockFence(ctx, tx, op, slot.Job, slot.Partition, nil); err != nil {
+		if err := l.lockFence(ctx, tx, op, slot.Job, slot.Partition, nil, now); err != nil {
 			return err
 		}
 		r, err := l.lockRun(ctx, tx, op, slot)
@@ -319,12 +319,12 @@ func (l *Ledger) Request(ctx context.Context, slot scheduler.Slot, reason string
 }
 
 // lockFence creates the pair's fence row if missing (which starts its
-// horizon) and locks it until tx ends, without checking or raising its
+// horizon at now, truncated to the second) and locks it until tx ends, without checking or raising its
 // token: ensureFence's ON CONFLICT DO UPDATE takes the row lock, after
 // waiting for a writer. last, when not nil, raises the pair's latest slot.
-func (l *Ledger) lockFence(ctx context.Context, tx pgx.Tx, op, job, partition string, last *time.Time) error {
+func (l *Ledger) lockFence(ctx context.Context, tx pgx.Tx, op, job, partition string, last *time.Time, now time.Time) error {
 	var horizon time.Time
-	if err := tx.QueryRow(ctx, l.sql.ensureFence, job, partition, last).Scan(&horizon); err != nil {
+	if err := tx.QueryRow(ctx, l.sql.ensureFence, job, partition, last, now).Scan(&horizon); err != nil {
 		return wrapDBError(op, fenceResource(job, partition), err)
 	}
 	return nil

@@ -1,0 +1,51 @@
+package clock
+
+import "time"
+
+// Clock reads the wall clock and makes timers that measure elapsed time.
+// Implementations are safe for concurrent use.
+type Clock interface {
+	// Now returns the current wall-clock time.
+	Now() time.Time
+	// NewTimer returns a timer that fires once d of elapsed time has
+	// passed (at once for d <= 0), sending the wall-clock time on C.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer of a Clock, as time.Timer: C delivers one value
+// when it fires; Stop and Reset have time.Timer's meaning (Go 1.23 and
+// later: no stale value is received after either returns).
+type Timer interface {
+	C() <-chan time.Time
+	Stop() bool
+	Reset(d time.Duration) bool
+}
+
+// Real returns the system clock: time.Now and time.NewTimer. Inside a
+// testing/synctest bubble these are the bubble's fake time.
+func Real() Clock { return realClock{} }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time        { return r.t.C }
+func (r realTimer) Stop() bool                 { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+
+// Sleep waits for d on c, or until done is closed; it reports whether d
+// passed.
+func Sleep(c Clock, d time.Duration, done <-chan struct{}) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-done:
+		return false
+	}
+}

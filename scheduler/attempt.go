@@ -1,0 +1,264 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/scheduler/cron"
+)
+
+// skip records a step's slot skipped or missed.
+func (s *Scheduler) skip(h hold, st step) {
+	slot := h.slot(st.fire.At)
+	if err := s.cfg.Ledger.Skip(h.ctx(), slot, h.fence, st.skip, st.reason, s.clock.Now()); err != nil {
+		s.ledgerRefused(h.ctx(), slot, "skip", err)
+		return
+	}
+	s.obs.SlotSkipped(h.u.job.Name, st.skip)
+	s.log.LogAttrs(h.ctx(), slog.LevelInfo, "slot_skipped", slog.String("job", slot.Job),
+		slog.String("partition", slot.Partition), slog.Time("slot", slot.At),
+		slog.String("status", string(st.skip)), slog.String("reason", st.reason))
+}
+
+// attempt runs one attempt of slot f under h, fenced in the ledger. It
+// reports whether the job function ran.
+func (s *Scheduler) attempt(h hold, f cron.Fire) (ran bool) {
+	n, left, ok := s.begin(h, h.fence, f)
+	if ok {
+		s.run(h, f, n, left)
+	}
+	return ok
+}
+
+// begin starts the next attempt of slot f in the ledger, fenced with fen;
+// ok is false when there is none to make (done, stale, ledger error:
+// logged).
+func (s *Scheduler) begin(h hold, fen Fence, f cron.Fire) (n, left int, ok bool) {
+	slot := h.slot(f.At)
+	n, left, err := s.cfg.Ledger.Begin(h.ctx(), slot, fen, h.u.job.MaxAttempts, s.clock.Now())
+	if err != nil {
+		s.ledgerRefused(h.ctx(), slot, "begin", err)
+		return 0, 0, false
+	}
+	return n, left, true
+}
+
+// newRun is the one place a Run is built: what the job function receives
+// for attempt n of slot f under h.
+func (s *Scheduler) newRun(h hold, f cron.Fire, n int) Run {
+	slot := h.slot(f.At)
+	return Run{
+		Slot: slot, Local: f.Local, Zone: h.u.job.window.sched.Zone().String(), BusinessDate: f.BusinessDate, Rule: f.Rule,
+		Attempt: n, Token: h.fence.Token, Owner: h.fence.Owner, Scope: h.l.Name(), IdempotencyKey: slot.Key(),
+	}
+}
+
+// run runs attempt n of slot f, begun under h, and records how it ended.
+// The job's ctx ends when h's lease ends, Job.Timeout passes (on the
+// scheduler's clock), the scheduler's grace period ends, or a newer slot
+// replaces the run (OverlapCancelOther).
+func (s *Scheduler) run(h hold, f cron.Fire, n, left int) {
+	job := h.u.job
+	ctx := h.ctx()
+	run := s.newRun(h, f, n)
+	lag := s.clock.Now().Sub(f.At)
+	s.obs.RunStarted(job.Name, lag)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "job_claimed", slog.String("job", job.Name), slog.String("partition", h.u.partition),
+		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(h.fence.Token)), slog.Duration("lag", lag))
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	// Shutdown past the grace period ends the run and releases its lease,
+	// explicitly (the lease's life is not bound to the scheduler's
+	// context): another replica may take the slot over while a job that
+	// ignores its ctx goes on, its later writes fenced off.
+	shutDone := make(chan struct{})
+	stopShutdown := context.AfterFunc(s.life.run, func() {
+		defer close(shutDone)
+		cancel(ErrShutdown)
+		_ = h.l.Release(context.WithoutCancel(s.life.run))
+	})
+	stopTimeout := s.afterTimeout(job.Timeout, cancel)
+	stopBeat := s.heartbeat(runCtx, run.Slot, h.fence, n, job, cancel)
+	started := s.clock.Now()
+	runErr := runJob(runCtx, job.Run, run)
+	stopBeat()
+	stopTimeout()
+	if !stopShutdown() {
+		<-shutDone // it ran: wait for the release
+	}
+	cause := context.Cause(runCtx)
+	timedOut, replaced := errors.Is(cause, errTimeout), errors.Is(cause, ErrReplaced)
+	cancel(nil)
+
+	o := s.outcome(h, runErr, timedOut, replaced, left)
+	took := s.clock.Now().Sub(started)
+	// The ledger write must go through even though ctx may have ended: the
+	// fence, not the context, decides whether it is still ours to make.
+	if err := s.cfg.Ledger.Finish(context.WithoutCancel(ctx), run.Slot, h.fence, n, o, s.clock.Now()); err != nil {
+		s.ledgerRefused(ctx, run.Slot, "finish", err)
+		return
+	}
+	s.obs.RunCompleted(job.Name, o.Status, took, s.clock.Now())
+	if !o.RetryAt.IsZero() {
+		s.wakeAt(h.u, o.RetryAt)
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", job.Name), slog.String("partition", h.u.partition),
+		slog.Time("slot", f.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
+		slog.Duration("took", took), slog.String("class", string(o.Class)), slog.String("error", o.Error))
+}
+
+// outcome is how an attempt that returned runErr is recorded, with its
+// retry time when the budget has attempts left.
+func (s *Scheduler) outcome(h hold, runErr error, timedOut, replaced bool, left int) Outcome {
+	if runErr == nil {
+		return Outcome{Status: StatusSucceeded}
+	}
+	job := h.u.job
+	o := Outcome{Status: StatusFailed, Error: runErr.Error(), Class: classify(h.ctx(), s.life.run, runErr, timedOut)}
+	switch {
+	case replaced:
+		// OverlapCancelOther: a newer slot replaced this run; it is not
+		// retried.
+		o.Class, o.Error = ClassInterrupted, ErrReplaced.Error()+": "+runErr.Error()
+	case o.Class != ClassPermanent && left > 0:
+		// The budget, not the attempt number, decides: an operator's
+		// Request gives an exhausted slot MaxAttempts more attempts, with
+		// the backoff starting again from RetryBackoff. Whole
+		// milliseconds, rounded up: every store keeps them exactly, so no
+		// claim reads a retry time earlier than the one decided here.
+		o.RetryAt = s.clock.Now().Add(s.retryDelay(job, job.MaxAttempts-left)).Truncate(time.Millisecond).Add(time.Millisecond)
+	}
+	return o
+}
+
+// afterTimeout cancels with errTimeout once d passed on the scheduler's
+// clock (never for d == 0); stop ends the wait.
+func (s *Scheduler) afterTimeout(d time.Duration, cancel context.CancelCauseFunc) (stop func()) {
+	if d <= 0 {
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	t := s.clock.NewTimer(d)
+	go func() {
+		defer close(done)
+		defer t.Stop()
+		select {
+		case <-t.C():
+			cancel(errTimeout)
+		case <-quit:
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+var errTimeout = errors.New("scheduler: run timed out (Job.Timeout)")
+
+// ErrShutdown is the context cause of a run canceled because Stop's grace
+// period ran out.
+var ErrShutdown = errors.New("scheduler: shut down past the grace period")
+
+// classify is the one place that decides how a failed attempt is
+// recorded: a panic, Permanent, a timeout, an interruption (the lease
+// ended, or shutdown past the grace period), else retryable.
+func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ErrorClass {
+	var p *panicError
+	switch {
+	case errors.As(err, &p):
+		return ClassPanic
+	case IsPermanent(err):
+		return ClassPermanent
+	case timedOut:
+		return ClassTimeout
+	case leaseCtx.Err() != nil, lifeCtx.Err() != nil:
+		return ClassInterrupted
+	}
+	return ClassRetryable
+}
+
+// retryDelay is RetryBackoff * 2^(attempt-1), capped, with ±20% jitter
+// from Config.Jitter.
+func (s *Scheduler) retryDelay(job *registered, attempt int) time.Duration {
+	d := job.RetryBackoff
+	for i := 1; i < attempt && d < job.RetryMaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, job.RetryMaxBackoff)
+	s.randMu.Lock()
+	jitter := time.Duration(s.rand.Int64N(int64(d)/5+1)) * 2
+	s.randMu.Unlock()
+	return d - d/5 + jitter
+}
+
+// heartbeat records the attempt alive every LeaseTTL/3 (every second at
+// most, under OverlapCancelOther, so a replacement is noticed quickly)
+// until the returned function is called, which waits for it. Under
+// OverlapCancelOther a heartbeat that finds a cancel request cancels the
+// run with ErrReplaced.
+func (s *Scheduler) heartbeat(ctx context.Context, slot Slot, f Fence, attempt int, job *registered, replace context.CancelCauseFunc) (stop func()) {
+	every := job.LeaseTTL / 3
+	if job.Overlap == OverlapCancelOther {
+		every = min(every, time.Second)
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := s.clock.NewTimer(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C():
+			}
+			tick.Reset(every)
+			err := s.cfg.Ledger.Heartbeat(ctx, slot, f, attempt, s.clock.Now())
+			switch {
+			case errors.Is(err, ErrCancelRequested):
+				if job.Overlap == OverlapCancelOther {
+					s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_replaced", slog.String("job", slot.Job),
+						slog.String("partition", slot.Partition), slog.Time("slot", slot.At))
+					replace(ErrReplaced)
+				}
+			case err != nil && ctx.Err() == nil:
+				s.ledgerRefused(ctx, slot, "heartbeat", err)
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+type panicError struct{ v any }
+
+func (p *panicError) Error() string { return fmt.Sprintf("scheduler: job panicked: %v", p.v) }
+
+// runJob calls fn, turning a panic into an error: one bad job must not take
+// the scheduler down.
+func runJob(ctx context.Context, fn JobFunc, run Run) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{v: r}
+		}
+	}()
+	return fn(ctx, run)
+}
+
+// ledgerRefused logs (and counts) a ledger write that did not go through.
+func (s *Scheduler) ledgerRefused(ctx context.Context, slot Slot, step string, err error) {
+	attrs := []slog.Attr{slog.String("job", slot.Job), slog.String("partition", slot.Partition),
+		slog.Time("slot", slot.At), slog.String("step", step), slog.Any("error", err)}
+	switch {
+	case errors.Is(err, ErrSlotDone):
+		s.log.LogAttrs(ctx, slog.LevelDebug, "job_claim_skipped", append(attrs, slog.String("reason", "done"))...)
+	case errors.Is(err, fence.ErrStaleToken):
+		s.obs.StaleRejected(slot.Job)
+		s.log.LogAttrs(ctx, slog.LevelWarn, "stale_token_rejected", attrs...)
+	default:
+		s.log.LogAttrs(ctx, slog.LevelError, "ledger_error", attrs...)
+	}
+}

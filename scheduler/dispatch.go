@@ -1,0 +1,382 @@
+package scheduler
+
+import (
+	"container/heap"
+	"log/slog"
+	"time"
+
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler/cron"
+)
+
+// The dispatcher is the one timer goroutine of a Scheduler. It keeps one
+// scheduled entry per (job, partition), its next fire, and wake-ups (a
+// retry's time, an operator's request); it sleeps until the earliest, at
+// most maxSleep, and hands the due claims to the bounded pool.
+//
+// Time is read from Config.Clock, and the wall clock is not trusted to
+// move evenly:
+//   - Backward step: when the wall clock reads earlier than at the last
+//     wake-up, every unit's next fire is computed again from the current
+//     reading (a fire queued for 17:01 after the clock went back to 15:00
+//     would otherwise stall the unit for two hours).
+//   - Forward jump, or a process that could not run (SIGSTOP, VM suspend):
+//     the wall clock moved more than the timer slept. A unit whose queued
+//     fire and later ones all came due claims once, for the latest due
+//     fire; the slots before it that nobody began were missed (unit.seen
+//     moves to now, as at Start), and the job's missed-slot policy decides
+//     them (plan.go).
+//
+// Every sleep is capped at maxSleep, so a step is noticed within that
+// bound, or within one tick of a per-second job, whichever comes first.
+
+// maxSleep caps one sleep of the dispatcher (1 s).
+const maxSleep = time.Second
+
+// entry is a timer: a scheduled fire of a unit, or a wake-up.
+type entry struct {
+	at    time.Time
+	u     *unit
+	req   claimReq
+	index int
+}
+
+func (e *entry) scheduled() bool { return e.req.scheduled() }
+
+type entryHeap []*entry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *entryHeap) Push(x any)        { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
+
+// schedule queues u's first fire after t, replacing the queued one; s.mu
+// is held.
+func (s *Scheduler) schedule(u *unit, t time.Time, prev time.Time) {
+	if u.queued != nil {
+		heap.Remove(&s.queue, u.queued.index)
+		u.queued = nil
+	}
+	f, ok := u.job.window.next(t)
+	if !ok {
+		return
+	}
+	u.queued = &entry{at: f.At, u: u, req: claimReq{fire: f, prev: prev}}
+	heap.Push(&s.queue, u.queued)
+}
+
+// wakeAt asks for a claim of u at t (a retry's time, or now).
+func (s *Scheduler) wakeAt(u *unit, t time.Time) {
+	s.mu.Lock()
+	heap.Push(&s.queue, &entry{at: t, u: u})
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch is the dispatcher loop; it returns when claiming stops.
+func (s *Scheduler) dispatch() {
+	timer := s.clock.NewTimer(maxSleep)
+	defer timer.Stop()
+	var slept parkedAt // the last sleep: from at (wall), for wait (elapsed)
+	for {
+		s.mu.Lock()
+		now := s.clock.Now()
+		if !slept.at.IsZero() {
+			s.noticeSteps(slept, now)
+		}
+		due := s.popDue(now)
+		wait := maxSleep
+		if s.queue.Len() > 0 {
+			wait = min(s.queue[0].at.Sub(now), maxSleep)
+		}
+		s.mu.Unlock()
+		s.triggerAll(due)
+		s.mu.Lock()
+		slept = parkedAt{at: now, wait: wait, timer: timer}
+		timer.Reset(wait)
+		s.parked = slept
+		s.mu.Unlock()
+		select {
+		case <-s.life.claim.Done():
+			return
+		case <-s.wake:
+		case <-timer.C():
+		}
+		s.mu.Lock()
+		s.parked = parkedAt{}
+		s.mu.Unlock()
+	}
+}
+
+// wallSince is how far the wall clock moved from from to now. Round(0)
+// strips the monotonic readings time.Now carries: Sub would otherwise
+// measure elapsed time, and a step would never show.
+func wallSince(from, now time.Time) time.Duration { return now.Round(0).Sub(from.Round(0)) }
+
+// stepTolerance is how much longer than it slept the wall clock may have
+// moved before the dispatcher counts the difference as time it could not
+// act (500 ms: well above timer and scheduling delays).
+const stepTolerance = 500 * time.Millisecond
+
+// noticeSteps compares the wall clock's move since the last sleep began
+// with the elapsed time the timer measured; s.mu is held. Back (now reads
+// earlier than when the sleep began): every unit's next fire is computed
+// again from now. Forward by more than the sleep (a jump, a freeze): the
+// replica could not act until now, so slots up to now that nobody began
+// are missed, as after a restart (unit.seen).
+func (s *Scheduler) noticeSteps(slept parkedAt, now time.Time) {
+	moved := wallSince(slept.at, now)
+	switch {
+	case moved < 0:
+		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_stepped", slog.Duration("by", moved))
+		for _, u := range s.order {
+			u.seen = now
+			if u.queued != nil && u.queued.at.After(now) {
+				s.schedule(u, now, time.Time{})
+			}
+		}
+	case moved > slept.wait+stepTolerance:
+		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_jumped", slog.Duration("by", moved-slept.wait))
+		for _, u := range s.order {
+			if now.After(u.seen) {
+				u.seen = now
+			}
+		}
+	}
+}
+
+// popDue removes the entries due at now and queues the next fire of each
+// scheduled one. A scheduled entry whose next fire is due as well (the
+// clock jumped, the process was frozen) becomes one claim for the latest
+// due fire; s.mu is held.
+func (s *Scheduler) popDue(now time.Time) []*entry {
+	var due []*entry
+	for s.queue.Len() > 0 && !s.queue[0].at.After(now) {
+		e := heap.Pop(&s.queue).(*entry)
+		if !e.scheduled() {
+			due = append(due, e)
+			continue
+		}
+		e.u.queued = nil
+		if f, ok := e.u.job.window.latest(e.req.fire.At, now); ok {
+			e.req = claimReq{fire: f} // the fire before it is unknown
+			e.at = f.At
+		}
+		due = append(due, e)
+		s.schedule(e.u, e.req.fire.At, e.req.fire.At)
+	}
+	return due
+}
+
+// maxClaimBatch bounds the leases one batch acquisition asks for.
+const maxClaimBatch = 256
+
+// triggerAll starts the claims of due entries. The scheduled fires of idle
+// units, which come due together at a second's boundary, take their leases
+// in batches (lease.Client.TryAcquireAll: one round trip per batch on a
+// single Redis), each batch no larger than the free places in the pool, so
+// a replica takes no more leases than it can run at once and the others
+// get the rest. Wake-ups and OverlapCancelOther fires claim one by one.
+func (s *Scheduler) triggerAll(due []*entry) {
+	batches := map[time.Duration][]*entry{}
+	for _, e := range due {
+		if !e.scheduled() || e.u.job.Overlap == OverlapCancelOther {
+			s.trigger(e)
+			continue
+		}
+		if s.markBusy(e) {
+			ttl := e.u.job.LeaseTTL
+			batches[ttl] = append(batches[ttl], e)
+		}
+	}
+	for ttl, es := range batches {
+		s.wg.Go(func() { s.claimBatches(ttl, es) })
+	}
+}
+
+// markBusy marks e's unit busy and reports true, or, when a claim of it
+// is running, leaves that claim a note to look again when it is done.
+func (s *Scheduler) markBusy(e *entry) bool {
+	u := e.u
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.busy {
+		u.again = true
+		if e.scheduled() {
+			u.pending = e.req.fire
+		}
+		return false
+	}
+	u.busy = true
+	s.active.Add(1)
+	return true
+}
+
+// trigger starts a claim of e's unit, or, when one is running, leaves it a
+// note to look again when it is done.
+func (s *Scheduler) trigger(e *entry) {
+	if !s.markBusy(e) {
+		return
+	}
+	s.wg.Go(func() {
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.life.claim.Done():
+			s.idle(e.u)
+			return
+		}
+		defer func() { <-s.sem }()
+		s.unitLoop(e, nil, nil)
+	})
+}
+
+// claimBatches claims the busy units of es, whose leases share ttl: it
+// takes places in the pool, acquires that many leases in one batch, hands
+// each lease won to a claim and gives the other places back, until es is
+// done or claiming stops.
+func (s *Scheduler) claimBatches(ttl time.Duration, es []*entry) {
+	for len(es) > 0 {
+		k := s.takePlaces(min(len(es), maxClaimBatch))
+		if k == 0 {
+			for _, e := range es {
+				s.idle(e.u)
+			}
+			return
+		}
+		chunk := es[:k]
+		es = es[k:]
+		names := make([]string, k)
+		for i, e := range chunk {
+			names[i] = e.u.lease
+		}
+		leases, errs := s.cfg.Leases.TryAcquireAll(s.leaseCtx(), names, ttl)
+		pre := s.fastBeginAll(chunk, leases)
+		for i, e := range chunk {
+			if errs[i] == nil {
+				h, p := newHold(e.u, leases[i]), pre[i]
+				s.wg.Go(func() {
+					defer func() { <-s.sem }()
+					s.unitLoop(e, &h, p)
+				})
+				continue
+			}
+			s.noteSeen(e.u, e.req)
+			s.claimSkipped(e.u, e.req.fire, errs[i])
+			if next, ok := s.again(e.u); ok {
+				s.wg.Go(func() {
+					defer func() { <-s.sem }()
+					s.unitLoop(next, nil, nil)
+				})
+				continue
+			}
+			<-s.sem
+		}
+	}
+}
+
+// fastBeginAll makes the ClearBeginner requests of the fires of chunk whose
+// leases were won, in one call (one round trip on the Redis ledger), and
+// returns the answers by index (nil where none was asked). Once claiming
+// stopped it begins nothing.
+func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*BeginResult {
+	pre := make([]*BeginResult, len(chunk))
+	cb, ok := s.cfg.Ledger.(ClearBeginner)
+	if !ok || s.life.claim.Err() != nil {
+		return pre
+	}
+	now := s.clock.Now()
+	var reqs []BeginRequest
+	var at []int
+	for i, e := range chunk {
+		if leases[i] == nil {
+			continue
+		}
+		if req, ok := s.fastRequest(newHold(e.u, leases[i]), e.req, now); ok {
+			reqs = append(reqs, req)
+			at = append(at, i)
+		}
+	}
+	if len(reqs) == 0 {
+		return pre
+	}
+	for j, res := range cb.BeginIfClear(s.life.run, reqs, now) {
+		pre[at[j]] = &res
+	}
+	return pre
+}
+
+// takePlaces takes between 1 and n places in the pool: it waits for the
+// first, then takes those that are free. 0 when claiming stops first.
+func (s *Scheduler) takePlaces(n int) int {
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.life.claim.Done():
+		return 0
+	}
+	k := 1
+	for k < n {
+		select {
+		case s.sem <- struct{}{}:
+			k++
+		default:
+			return k
+		}
+	}
+	return k
+}
+
+// unitLoop claims e's unit, then again for every fire or wake-up that
+// arrived meanwhile, and marks the unit idle. The caller holds a place in
+// the pool. held, when not nil, is the unit's lease, already acquired for
+// e's fire, and pre the ledger's answer to its fast request (nil: none
+// made).
+func (s *Scheduler) unitLoop(e *entry, held *hold, pre *BeginResult) {
+	for {
+		if held != nil {
+			seen := s.noteSeen(e.u, e.req)
+			s.claimHeld(*held, e.req, seen, pre)
+			held = nil
+		} else {
+			s.claim(e.u, e.req)
+		}
+		next, ok := s.again(e.u)
+		if !ok {
+			return
+		}
+		e = next
+	}
+}
+
+// again returns what arrived for u while it was busy (a scheduled fire, or
+// a wake-up), or marks u idle and returns false.
+func (s *Scheduler) again(u *unit) (*entry, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.again || s.life.claim.Err() != nil {
+		u.busy = false
+		s.active.Add(-1)
+		return nil, false
+	}
+	u.again = false
+	e := &entry{u: u, req: claimReq{fire: u.pending}}
+	u.pending = cron.Fire{}
+	return e, true
+}
+
+// idle marks u idle.
+func (s *Scheduler) idle(u *unit) {
+	u.mu.Lock()
+	u.busy = false
+	s.active.Add(-1)
+	u.mu.Unlock()
+}

@@ -1,0 +1,29 @@
+package scheduler
+
+import "github.com/holdfast-go/holdfast/clock"
+
+// Quiet is quiet, for the fake-time tests of package scheduler_test.
+func (s *Scheduler) Quiet() (idle bool, busy int64) { return s.quiet() }
+
+// quiet reports whether s's dispatcher is idle: it sleeps on a timer that
+// has not fired, with no wake-up pending and nothing due in the queue. busy
+// counts the claims and OverlapAllow runs in flight that are not asleep on
+// the clock: a test that knows how many of its job functions are blocked
+// (held) treats s as settled when idle and busy == held.
+func (s *Scheduler) quiet() (idle bool, busy int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	fake, ok := s.clock.(interface{ Armed(clock.Timer) bool })
+	if !ok {
+		panic("scheduler: quiet needs a fake clock")
+	}
+	busy = s.active.Load() - s.waiting.Load()
+	switch {
+	case s.parked.timer == nil, !fake.Armed(s.parked.timer), len(s.wake) > 0:
+		return false, busy
+	case s.queue.Len() > 0 && !s.queue[0].at.After(now):
+		return false, busy
+	}
+	return true, busy
+}
