@@ -338,21 +338,63 @@ func TestAcquireWaitsForTheHolder(t *testing.T) {
 	})
 }
 
-func TestParentContextEndLosesAndReleasesTheLease(t *testing.T) {
+func TestLifetimeContextEndLosesAndReleasesTheLease(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		parent, cancel := context.WithCancel(context.Background())
-		l, err := s.client.TryAcquire(parent, "parent", time.Minute)
+		app, cancel := context.WithCancel(context.Background())
+		l, err := s.client.TryAcquire(context.Background(), "lifetime", time.Minute, WithLifetime(app))
 		require.NoError(t, err)
 		cancel()
-		testwait.Done(t, l.Done(), time.Second, "loss after parent cancel")
+		testwait.Done(t, l.Done(), 5*time.Second, "loss after the lifetime context's cancel")
 		require.ErrorIs(t, l.Err(), ErrParentDone)
 		require.ErrorIs(t, l.Err(), context.Canceled)
-		leaseKey, _ := s.client.Keys("parent")
+		leaseKey, _ := s.client.Keys("lifetime")
 		testwait.Until(t, 5*time.Second, "key released", func() bool {
 			n, err := s.rdb.Exists(context.Background(), leaseKey).Result()
 			return err == nil && n == 0
 		})
 		require.NoError(t, l.Release(context.Background()), "Release reports the keep-alive's release")
+	})
+}
+
+// Issue 11, part 4: Acquire(ctx) under context.WithTimeout(ctx, 300ms) lost
+// the lease at 300 ms (ErrParentDone). The deadline bounds the wait only.
+func TestAcquireDeadlineBoundsTheWaitNotTheLease(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		type key struct{}
+		base := context.WithValue(context.Background(), key{}, "request-7")
+		wait, cancel := context.WithTimeout(base, 300*time.Millisecond)
+		defer cancel()
+		l, err := s.client.Acquire(wait, "wait-bound", time.Minute)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Release(context.Background()) })
+		<-wait.Done()
+		require.ErrorIs(t, wait.Err(), context.DeadlineExceeded)
+		require.NoError(t, l.Renew(context.Background()), "the lease outlives the wait's deadline")
+		require.NoError(t, l.Err())
+		require.NoError(t, l.Context().Err())
+		require.Equal(t, "request-7", l.Context().Value(key{}), "and keeps its values")
+		leaseKey, _ := s.client.Keys("wait-bound")
+		owner, err := s.rdb.Get(context.Background(), leaseKey).Result()
+		require.NoError(t, err)
+		require.Equal(t, l.Owner(), owner)
+	})
+}
+
+// A lifetime context that ended before the acquire loses the lease at once
+// and frees the key.
+func TestEndedLifetimeContextLosesTheLeaseAtOnce(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		app, cancel := context.WithCancelCause(context.Background())
+		stop := errors.New("shutting down")
+		cancel(stop)
+		l, err := s.client.TryAcquire(context.Background(), "ended-lifetime", time.Minute, WithLifetime(app), nil)
+		require.NoError(t, err)
+		testwait.Done(t, l.Done(), 5*time.Second, "loss of a lease whose lifetime had ended")
+		require.ErrorIs(t, l.Err(), ErrParentDone)
+		require.ErrorIs(t, l.Err(), stop, "the lifetime context's cause is joined")
+		require.NoError(t, l.Release(context.Background()))
 	})
 }

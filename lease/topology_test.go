@@ -25,6 +25,9 @@ type topology struct {
 	rdb          redis.UniversalClient
 	names        []string
 	flushScripts func(t *testing.T)
+	// fresh returns a new client of the deployment, for a check that adds
+	// a hook to it.
+	fresh func(t *testing.T) redis.UniversalClient
 }
 
 func TestLeasesOnCluster(t *testing.T) {
@@ -57,6 +60,7 @@ func TestLeasesOnCluster(t *testing.T) {
 	exerciseTopology(t, topology{
 		rdb:   rdb,
 		names: names,
+		fresh: func(t *testing.T) redis.UniversalClient { return cl.Client(t) },
 		flushScripts: func(t *testing.T) {
 			for _, n := range cl.Nodes {
 				require.NoError(t, n.Client(t).ScriptFlush(context.Background()).Err())
@@ -72,6 +76,7 @@ func TestLeasesOnSentinel(t *testing.T) {
 	exerciseTopology(t, topology{
 		rdb:   rdb,
 		names: []string{"job-a", "job-b", "job-c"},
+		fresh: func(t *testing.T) redis.UniversalClient { return s.Client(t) },
 		flushScripts: func(t *testing.T) {
 			for _, n := range []*redisproc.Server{s.Primary(), s.Replica()} {
 				require.NoError(t, n.Client(t).ScriptFlush(context.Background()).Err())
@@ -183,6 +188,10 @@ func exerciseTopology(t *testing.T, top topology) {
 			require.NoError(t, err)
 			require.Zero(t, n, "released %q", name)
 		}
+	})
+
+	t.Run("SlowAcquireIsRefusedAndLeavesNoKey", func(t *testing.T) {
+		slowAcquireOnTopology(t, top.fresh(t), top.rdb, top.names[0])
 	})
 
 	t.Run("KeepAliveHoldsPastTTL", func(t *testing.T) {

@@ -35,7 +35,7 @@ type step struct {
 // that reads its state, when nothing else is due.
 func (s *Scheduler) claim(claimCtx, runCtx context.Context, u *unit, fire cron.Fire, prev time.Time, scheduled bool) {
 	seen := s.noteSeen(u, fire, scheduled)
-	l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, u.job.LeaseTTL)
+	l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, u.job.LeaseTTL, lease.WithLifetime(runCtx))
 	if errors.Is(err, lease.ErrNotAcquired) && scheduled && u.job.Overlap == OverlapCancelOther {
 		l, err = s.replaceHolder(claimCtx, runCtx, u, fire)
 	}
@@ -464,7 +464,7 @@ func (s *Scheduler) run(l *lease.Lease, u *unit, fen Fence, f cron.Fire, n, left
 // that a planner that lost the job lease can no longer skip slots once
 // this one began any; the run's later writes carry the slot's fence alone.
 func (s *Scheduler) startSlot(claimCtx, runCtx context.Context, u *unit, planner Fence, f cron.Fire) {
-	l, err := s.cfg.Leases.TryAcquire(runCtx, slotLeaseName(u.lease, f.At), u.job.LeaseTTL)
+	l, err := s.cfg.Leases.TryAcquire(runCtx, slotLeaseName(u.lease, f.At), u.job.LeaseTTL, lease.WithLifetime(runCtx))
 	if err != nil {
 		reason, level := "error", slog.LevelWarn
 		if errors.Is(err, lease.ErrNotAcquired) {
@@ -599,14 +599,14 @@ func (s *Scheduler) replaceHolder(claimCtx, runCtx context.Context, u *unit, fir
 	}
 	s.log.LogAttrs(claimCtx, slog.LevelInfo, "job_replace_requested", slog.String("job", u.job.Name),
 		slog.String("partition", u.partition), slotAttr(fire.At))
-	// Poll rather than lease.Client.Acquire: its ctx would become the
-	// lease's parent, and the lease must live for the run, not the wait.
+	// Poll with TryAcquire, bounded by deadline and claimCtx; the lease
+	// lives for the run (runCtx is its lifetime), not the wait.
 	deadline := time.Now().Add(u.job.LeaseTTL + time.Second)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	for {
-		l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, u.job.LeaseTTL)
+		l, err := s.cfg.Leases.TryAcquire(runCtx, u.lease, u.job.LeaseTTL, lease.WithLifetime(runCtx))
 		var held *lease.NotAcquiredError
 		if !errors.As(err, &held) || time.Now().After(deadline) {
 			return l, err

@@ -385,7 +385,7 @@ func (s *Scheduler) claimBatches(claimCtx, runCtx context.Context, ttl time.Dura
 		for i, e := range chunk {
 			names[i] = e.u.lease
 		}
-		leases, errs := s.cfg.Leases.TryAcquireAll(runCtx, names, ttl)
+		leases, errs := s.cfg.Leases.TryAcquireAll(runCtx, names, ttl, lease.WithLifetime(runCtx))
 		pre := s.fastBeginAll(claimCtx, runCtx, chunk, leases)
 		for i, e := range chunk {
 			if errs[i] == nil {
