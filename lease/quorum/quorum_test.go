@@ -350,6 +350,7 @@ func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
 	r := <-got
 	require.False(t, r.g.Acquired)
 	require.ErrorIs(t, r.err, quorum.ErrSlowAcquire)
+	require.ErrorIs(t, r.err, lease.ErrSlowAcquire, "the sentinel of every backend")
 	var slow *quorum.SlowAcquireError
 	require.ErrorAs(t, r.err, &slow)
 	require.Equal(t, ttl-lease.Drift(ttl), slow.Limit)
