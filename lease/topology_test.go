@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
 
 // topology is what the shared lease checks need from a deployment: a
@@ -200,9 +201,7 @@ func exerciseTopology(t *testing.T, top topology) {
 		start := time.Now()
 		var held []*lease.Lease
 		for _, name := range top.names {
-			l, err := c.TryAcquire(ctx, name, ttl)
-			require.NoError(t, err, name)
-			held = append(held, l)
+			held = append(held, leasetest.TryAcquire(t, c, name, ttl))
 		}
 		for _, l := range held {
 			testwait.Until(t, 10*time.Second, "trust window of "+l.Name()+" moved past 3 TTLs", func() bool {

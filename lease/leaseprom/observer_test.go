@@ -146,7 +146,7 @@ func TestMetricsFollowTheLeaseLifecycle(t *testing.T) {
 		testwait.Until(t, 5*time.Second, "loss observed", func() bool { return s.held(t) == 0 })
 
 		// A holder frozen past its trust window is lost at thaw.
-		d, err := c.TryAcquire(ctx, "d", 300*time.Millisecond)
+		d, err := c.TryAcquire(ctx, "d", time.Second)
 		require.NoError(t, err)
 		leasetest.Freeze(d)
 		deadline := time.NewTimer(time.Until(d.Deadline()))

@@ -426,9 +426,7 @@ func frozenHolderIsLost(t *testing.T, e *env) {
 	name := "frozen"
 	c := e.client(t)
 	const ttl = 300 * time.Millisecond
-	a, err := c.TryAcquire(ctx, name, ttl)
-	require.NoError(t, err)
-	held(t, a)
+	a := held(t, TryAcquire(t, c, name, ttl))
 	Freeze(a)
 	testwait.Until(t, limit, "a's trust window passes", func() bool { return time.Now().After(a.Deadline()) })
 	require.NoError(t, a.Err(), "a frozen holder still believes it holds the lease")
