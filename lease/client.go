@@ -150,11 +150,18 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	last := err // the latest *NotAcquiredError
 	for {
 		l, err = c.try(ctx, cfg, name, ttl, waiting)
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			// ctx ended as this try went out: the wait ran out, as
+			// when it ends between two tries.
+			return nil, errors.Join(cerr, last)
+		}
 		if !errors.As(err, &held) {
 			return l, err
 		}
+		last = err
 		timer.Reset(c.backoff(held.RemainingTTL))
 		select {
 		case <-ctx.Done():

@@ -208,3 +208,35 @@ func (k *keeper) size() int {
 	defer k.mu.Unlock()
 	return len(k.leases)
 }
+
+// Issue 11, part 7 (quorum TestFrozenHolderWritesAreRefusedByTheGuard,
+// "frozen A still believes it holds the lease" under load): a renewal on
+// the wire when the lease is frozen answered "not ours" after the key
+// expired, and ended the frozen lease. A frozen lease ignores the answer;
+// once thawed past its window it is lost with ErrExpired.
+func TestRenewalInFlightWhenFrozenDoesNotEndTheLease(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	synctest.Test(t, func(t *testing.T) {
+		c, hook := fakeTimeClient(t, mr)
+		ttl := 300 * time.Millisecond
+		l, err := c.TryAcquire(context.Background(), "frozen", ttl)
+		require.NoError(t, err)
+		hook.block()
+		<-time.After(RenewInterval(ttl) + time.Millisecond)
+		synctest.Wait() // the first renewal waits in the hook
+		require.Zero(t, hook.count("renew"))
+		l.freeze()
+		leaseKey, _ := c.Keys("frozen")
+		mr.Del(leaseKey) // the key expires meanwhile
+		hook.unblock()
+		synctest.Wait() // the renewal's answer: not ours
+		require.Equal(t, 1, hook.count("renew"))
+		require.NoError(t, l.Err(), "the frozen holder still believes it holds the lease")
+		<-time.After(time.Until(l.Deadline()))
+		l.thaw()
+		synctest.Wait()
+		require.ErrorIs(t, l.Err(), ErrExpired)
+		require.ErrorIs(t, l.Release(context.Background()), ErrNotHeld, "the key had gone")
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,23 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s *setup)) {
 			fn(t, newSetup(t, b))
 		})
 	}
+}
+
+// tryAcquire is TryAcquire for a short TTL: it tries again while a loaded
+// machine makes the grant too slow to use (ErrSlowAcquire), as
+// leasetest.TryAcquire does for the external tests.
+func tryAcquire(t *testing.T, c *Client, name string, ttl time.Duration) *Lease {
+	t.Helper()
+	var l *Lease
+	testwait.Until(t, 10*time.Second, "a grant fast enough for "+ttl.String(), func() bool {
+		var err error
+		l, err = c.TryAcquire(context.Background(), name, ttl)
+		if !errors.Is(err, ErrSlowAcquire) {
+			require.NoError(t, err)
+		}
+		return err == nil
+	})
+	return l
 }
 
 func release(t *testing.T, l *Lease) {
@@ -261,8 +279,7 @@ func TestKeepAliveHoldsLeasePastItsTTL(t *testing.T) {
 		ctx := context.Background()
 		ttl := 600 * time.Millisecond
 		start := time.Now()
-		l, err := s.client.TryAcquire(ctx, "kept", ttl)
-		require.NoError(t, err)
+		l := tryAcquire(t, s.client, "kept", ttl)
 		defer release(t, l)
 		testwait.Until(t, 20*time.Second, "4 renewals", func() bool { return s.hook.count("renew") >= 4 })
 		require.Greater(t, time.Since(start), ttl)
@@ -298,8 +315,7 @@ func TestBlockedRenewalsEndTheLeaseAtTheTrustWindow(t *testing.T) {
 		ctx := context.Background()
 		ttl := 300 * time.Millisecond
 		s.hook.block()
-		l, err := s.client.TryAcquire(ctx, "hung", ttl)
-		require.NoError(t, err)
+		l := tryAcquire(t, s.client, "hung", ttl)
 		deadline := l.Deadline()
 		testwait.Done(t, l.Done(), 5*time.Second, "loss while renewals hang")
 		require.False(t, time.Now().Before(deadline), "lost before the trust window ended")
@@ -397,4 +413,38 @@ func TestEndedLifetimeContextLosesTheLeaseAtOnce(t *testing.T) {
 		require.ErrorIs(t, l.Err(), stop, "the lifetime context's cause is joined")
 		require.NoError(t, l.Release(context.Background()))
 	})
+}
+
+// heldThenHung is a Backend whose lease is held by another owner for the
+// first try, and whose later tries hang until their context ends.
+type heldThenHung struct{ tries atomic.Int32 }
+
+func (b *heldThenHung) Acquire(ctx context.Context, _, _ string, _ time.Duration) (Grant, error) {
+	if b.tries.Add(1) == 1 {
+		return Grant{Remaining: time.Millisecond}, nil
+	}
+	<-ctx.Done()
+	return Grant{}, ctx.Err()
+}
+func (b *heldThenHung) Renew(_ context.Context, batch []Held) []error {
+	return make([]error, len(batch))
+}
+func (b *heldThenHung) Release(context.Context, Held) error { return nil }
+
+// Issue 11, part 7 (TestConformance/AcquireGivesUpWhenContextEnds on the
+// quorum backend under load): when ctx ended while a try was on its way,
+// Acquire returned that try's context error alone. The wait ran out either
+// way: both errors match.
+func TestAcquireEndingDuringATryJoinsTheLastRefusal(t *testing.T) {
+	t.Parallel()
+	b := &heldThenHung{}
+	c, err := NewWithBackend(b, Options{RetryMin: time.Millisecond, RetryMax: time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	l, err := c.Acquire(ctx, "hung", time.Minute)
+	require.Nil(t, l)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, ErrNotAcquired, "joined with the last refusal")
+	require.GreaterOrEqual(t, b.tries.Load(), int32(2))
 }
