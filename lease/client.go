@@ -233,6 +233,21 @@ func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Dur
 	}
 	took := time.Since(start)
 	cfg := newAcquireConfig(opts)
+	if took >= ttl-Drift(ttl) {
+		// The whole batch came too late: undo its grants together.
+		var undo []Held
+		for j, r := range reqs {
+			if gerrs[j] == nil && grants[j].Acquired {
+				c.opts.Observer.ObserveAcquire(r.Name, OutcomeSlow, took)
+				undo = append(undo, Held{Name: r.Name, Owner: r.Owner, TTL: ttl, Handle: grants[j].Handle})
+				errs[at[j]] = c.slow(ctx, r.Name, r.Owner, ttl, took)
+				continue
+			}
+			leases[at[j]], errs[at[j]] = c.granted(ctx, cfg, r.Name, r.Owner, ttl, start, took, grants[j], gerrs[j])
+		}
+		c.undoAll(ctx, undo)
+		return leases, errs
+	}
 	for j, r := range reqs {
 		leases[at[j]], errs[at[j]] = c.granted(ctx, cfg, r.Name, r.Owner, ttl, start, took, grants[j], gerrs[j])
 	}
@@ -324,6 +339,25 @@ func (c *Client) undo(ctx context.Context, h Held) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.TTL)
 	defer cancel()
 	_ = c.b.Release(rctx, h)
+}
+
+// undoAll is undo for the grants of a batch: one pipeline on the built-in
+// backend, one Release after another on others.
+func (c *Client) undoAll(ctx context.Context, hs []Held) {
+	if len(hs) == 0 {
+		return
+	}
+	if rb, ok := c.b.(*redisBackend); ok {
+		handles := make([]*redisHandle, len(hs))
+		for i, h := range hs {
+			handles[i] = rb.handle(h)
+		}
+		rb.undo(ctx, handles, hs[0].TTL)
+		return
+	}
+	for _, h := range hs {
+		c.undo(ctx, h)
+	}
 }
 
 // waitReplicas runs WAIT on the node that holds the lease key.
