@@ -11,7 +11,7 @@
 //
 //	e, err := election.New(client, "billing-leader", election.Options{Redis: rdb})
 //	...
-//	ld, err := e.Campaign(ctx, "replica-7:8080")
+//	ld, err := e.Campaign(ctx, "replica-7:8080", lease.WithLifetime(appCtx))
 //	if err != nil { ... }
 //	defer ld.Resign(context.Background())
 //	lead(ld.Context(), ld.Holder()) // stop when ld.Context() ends
@@ -21,7 +21,10 @@
 //	candidate --Campaign wins the lease--> leader (term with token T)
 //	leader --Resign----------------------> ended (lease.ErrReleased)
 //	leader --lease lost------------------> ended (lease.ErrNotHeld, lease.ErrExpired)
-//	leader --Campaign's ctx ends---------> ended (lease.ErrParentDone)
+//	leader --lifetime ctx ends-----------> ended (lease.ErrParentDone)
+//
+// Campaign's ctx bounds the wait only; the lifetime context is the one
+// passed with lease.WithLifetime, if any.
 //
 // An ended term is final; campaigning again gives a new term with a larger
 // token. Terms never overlap in Redis, but a leader can pause after its

@@ -134,19 +134,20 @@ func (e *Election) Name() string { return e.name }
 // costs what lease.Client.Acquire costs: a wake-up when the leader
 // resigns, otherwise a retry when its lease runs out.
 //
-// As with lease.Client.Acquire, ctx bounds the wait and is also the parent
-// of the leadership: when ctx ends, leadership is lost (lease.ErrParentDone)
-// and the lease released, so a service's lifetime context ends its
-// leadership on shutdown. A context with a campaign deadline therefore
-// also ends the leadership at that deadline.
+// As with lease.Client.Acquire, ctx bounds the wait (the campaign and the
+// announcement) and lends its values to Leadership.Context, not its
+// cancellation: leadership lasts until Resign or loss. Pass
+// lease.WithLifetime(appCtx) to end it, and release the lease, when the
+// service's lifetime context ends (the loss cause is then
+// lease.ErrParentDone).
 //
 // Errors: as lease.Client.Acquire (when ctx ends first, ctx's error joined
 // with lease.ErrNotAcquired); Redis errors writing the leader record (the
 // lease is then released); ErrInvalidOptions when Options.Redis is not
 // the lease client's Redis.
-func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
+func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.AcquireOption) (*Leadership, error) {
 	for {
-		l, err := e.c.Acquire(ctx, e.name, e.opts.TTL)
+		l, err := e.c.Acquire(ctx, e.name, e.opts.TTL, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("election %q: campaign: %w", e.name, err)
 		}

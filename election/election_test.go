@@ -279,20 +279,40 @@ func TestCampaignGivesUpWhenItsContextEnds(t *testing.T) {
 	})
 }
 
-func TestCampaignContextIsTheParentOfTheTerm(t *testing.T) {
+// Campaign's ctx bounds the wait only: a term won under a 300 ms
+// deadline outlives it (issue 11, part 4).
+func TestCampaignContextBoundsOnlyTheWait(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		a := s.candidate(t, time.Minute)
+		wait, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		ld, err := a.e.Campaign(wait, "a")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ld.Resign(context.Background()) })
+		<-wait.Done()
+		require.ErrorIs(t, wait.Err(), context.DeadlineExceeded)
+		require.NoError(t, ld.Lease().Renew(context.Background()), "the term outlives the campaign's deadline")
+		require.NoError(t, ld.Err())
+		require.NoError(t, ld.Context().Err())
+		requireLeader(t, a.e, ld)
+	})
+}
+
+func TestCampaignLifetimeContextEndsTheTerm(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
 		a, b := s.candidate(t, time.Minute), s.candidate(t, time.Minute)
-		ctx, cancel := context.WithCancel(context.Background())
+		app, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		ld, err := a.e.Campaign(ctx, "a")
+		ld, err := a.e.Campaign(context.Background(), "a", lease.WithLifetime(app))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = ld.Resign(context.Background()) })
 		rb := campaign(t, b, "b")
 		cancel()
-		testwait.Done(t, ld.Done(), 5*time.Second, "term ends with its parent")
+		testwait.Done(t, ld.Done(), 5*time.Second, "term ends with its lifetime context")
 		require.ErrorIs(t, ld.Err(), lease.ErrParentDone)
-		second := elected(t, rb, "b after a's parent ended")
+		second := elected(t, rb, "b after a's lifetime ended")
 		require.Greater(t, second.Token(), ld.Token())
 	})
 }

@@ -9,7 +9,8 @@ import (
 
 // Leadership is one term of one leader: the lease it won, and the value it
 // announced. The lease client keeps it alive until Resign, the loss of the
-// lease, or the end of the context passed to Campaign. All methods are safe
+// lease, or the end of the lifetime context passed to Campaign
+// (lease.WithLifetime). All methods are safe
 // for concurrent use and on a nil *Leadership (which behaves as a term
 // that has ended).
 type Leadership struct {

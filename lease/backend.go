@@ -142,7 +142,7 @@ func (b *redisBackend) handle(h Held) *redisHandle {
 
 func (b *redisBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
 	h := b.newHandle(name, owner, ttl)
-	return b.acquire(ctx, h, h.acquireArgs[:])
+	return b.acquire(ctx, h, ttl, h.acquireArgs[:])
 }
 
 var _ waitingAcquirer = (*redisBackend)(nil)
@@ -155,13 +155,20 @@ func (b *redisBackend) acquireWaiting(ctx context.Context, name, owner string, t
 	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
 	// evalsha sha 3 lease fence waiting owner ttl flagTTL
 	args := [...]any{a[0], a[1], 3, a[3], a[4], waitingKey, a[5], a[6], max(flagTTL.Milliseconds(), 1)}
-	return b.acquire(ctx, h, args[:])
+	return b.acquire(ctx, h, ttl, args[:])
 }
 
-func (b *redisBackend) acquire(ctx context.Context, h *redisHandle, args []any) (Grant, error) {
+func (b *redisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Duration, args []any) (Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return Grant{}, err // nothing sent, nothing to undo
+	}
 	// One integer, not an array: the reply costs no slices.
 	res, err := acquireScript.run(ctx, b.auto, args).Int64()
 	if err != nil {
+		// The script may have run (a reply lost or late, ctx ended while
+		// the call was on the wire): a key left with this owner would
+		// block every other owner until its TTL.
+		b.undo(ctx, []*redisHandle{h}, ttl)
 		return Grant{}, err
 	}
 	if res <= 0 {
@@ -189,6 +196,8 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	grants, errs := make([]Grant, len(reqs)), make([]error, len(reqs))
+	var failed []*redisHandle
+	var ttl time.Duration
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
 			cmd = acquireScript.run(ctx, b.rdb, handles[i].acquireArgs[:])
@@ -197,13 +206,44 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 		switch {
 		case err != nil:
 			errs[i] = err
+			failed = append(failed, handles[i])
+			ttl = max(ttl, reqs[i].TTL)
 		case res <= 0:
 			grants[i] = Grant{Remaining: time.Duration(-res) * time.Millisecond}
 		default:
 			grants[i] = Grant{Acquired: true, Token: fence.Token(res), Handle: handles[i]}
 		}
 	}
+	b.undo(ctx, failed, ttl) // as in acquire
 	return grants, errs
+}
+
+// undo deletes the keys of failed acquisitions that may have been taken,
+// where they hold the acquisition's owner (release.lua), in one round trip,
+// on a best effort: it runs without ctx's cancellation (the caller may
+// have gone), bounded by ttl (the keys are gone by then anyway).
+func (b *redisBackend) undo(ctx context.Context, hs []*redisHandle, ttl time.Duration) {
+	if len(hs) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+	defer cancel()
+	if len(hs) == 1 {
+		_ = releaseScript.run(rctx, b.rdb, hs[0].releaseArgs[:]).Err()
+		return
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(hs))
+	for i, h := range hs {
+		cmds[i] = releaseScript.cmd(rctx, h.releaseArgs[:])
+		_ = pipe.Process(rctx, cmds[i])
+	}
+	_, _ = pipe.Exec(rctx)
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			_ = releaseScript.run(rctx, b.rdb, hs[i].releaseArgs[:]).Err()
+		}
+	}
 }
 
 func (b *redisBackend) Renew(ctx context.Context, batch []Held) []error {

@@ -80,42 +80,57 @@ func (c *Client) Keys(name string) (leaseKey, fenceKey string) {
 }
 
 // TryAcquire makes one attempt (one round trip) to take the lease called
-// name for ttl. On success the returned Lease is kept alive until it is
-// released, lost, or ctx ends: ctx is the parent of Lease.Context.
+// name for ttl. ctx bounds the call and lends its values to
+// Lease.Context, not its cancellation: the returned Lease is kept alive
+// until it is released or lost, or until the context of WithLifetime ends.
+//
+// A grant that arrives at or after ttl - Drift(ttl) from the call's start
+// is not handed out: its trust window has already ended.
 //
 // Errors: *NotAcquiredError (matches ErrNotAcquired) when another owner
-// holds it; ErrInvalidName, ErrInvalidTTL for bad input;
+// holds it; *SlowAcquireError (matches ErrSlowAcquire) for a grant that
+// came too late; ErrInvalidName, ErrInvalidTTL for bad input;
 // *NotReplicatedError with Options.ReplicaAck; Redis errors as returned by
-// go-redis, joined with ctx's error when ctx ended.
-func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+// go-redis, joined with ctx's error when ctx ended. After a slow grant or
+// a Redis error (the script may have run) the key is deleted if it holds
+// this attempt's owner, on a best effort bounded by ttl, before the call
+// returns.
+func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	if err := validateName(name); err != nil {
 		return nil, err
 	}
 	if err := validateTTL(ttl); err != nil {
 		return nil, err
 	}
-	return c.try(ctx, name, ttl, false)
+	return c.try(ctx, newAcquireConfig(opts), name, ttl, false)
 }
 
 // Acquire takes the lease called name for ttl, waiting while another owner
 // holds it until ctx ends. A waiter is woken by the holder's Release (Redis
 // pub/sub) and otherwise retries when the holder's remaining TTL runs out,
 // bounded by Options.RetryMin and RetryMax, with jitter. Each wake-up costs
-// one round trip. ctx is also the parent of Lease.Context: when it ends,
-// the lease is lost and released.
+// one round trip. ctx bounds the wait only (and lends its values to
+// Lease.Context): the lease lives until Release or loss, or until the
+// context of WithLifetime ends, as with bsm/redislock, redsync and etcd's
+// Mutex.Lock.
+//
+//	wait, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+//	defer cancel()
+//	l, err := c.Acquire(wait, "report", 30*time.Second, lease.WithLifetime(appCtx))
 //
 // Errors: as TryAcquire, except that a held lease makes it wait; when ctx
 // ends first it returns ctx's error joined with the last
 // *NotAcquiredError, so both errors.Is(err, context.DeadlineExceeded) and
 // errors.Is(err, ErrNotAcquired) hold.
-func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	if err := validateName(name); err != nil {
 		return nil, err
 	}
 	if err := validateTTL(ttl); err != nil {
 		return nil, err
 	}
-	l, err := c.try(ctx, name, ttl, false)
+	cfg := newAcquireConfig(opts)
+	l, err := c.try(ctx, cfg, name, ttl, false)
 	var held *NotAcquiredError
 	if !errors.As(err, &held) {
 		return l, err
@@ -135,11 +150,18 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
+	last := err // the latest *NotAcquiredError
 	for {
-		l, err = c.try(ctx, name, ttl, waiting)
+		l, err = c.try(ctx, cfg, name, ttl, waiting)
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			// ctx ended as this try went out: the wait ran out, as
+			// when it ends between two tries.
+			return nil, errors.Join(cerr, last)
+		}
 		if !errors.As(err, &held) {
 			return l, err
 		}
+		last = err
 		timer.Reset(c.backoff(held.RemainingTTL))
 		select {
 		case <-ctx.Done():
@@ -168,10 +190,12 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 // after another on a backend without batches. leases[i]
 // and errs[i] answer names[i], with TryAcquire's errors; an invalid ttl
 // fails every name. A name listed twice is taken once: the later copy gets
-// *NotAcquiredError (the earlier one holds it). Each lease's trust window starts when the batch was
-// sent. A scheduler claiming many (job, partition) leases at a second's
-// boundary uses it.
-func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Duration) (leases []*Lease, errs []error) {
+// *NotAcquiredError (the earlier one holds it). Each lease's trust window
+// starts when the batch was sent, so a batch answered at or after
+// ttl - Drift(ttl) gives every name *SlowAcquireError. ctx and opts apply
+// as in TryAcquire. A scheduler claiming many (job, partition) leases at a
+// second's boundary uses it.
+func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Duration, opts ...AcquireOption) (leases []*Lease, errs []error) {
 	leases, errs = make([]*Lease, len(names)), make([]error, len(names))
 	if err := validateTTL(ttl); err != nil {
 		for i := range errs {
@@ -208,15 +232,31 @@ func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Dur
 		}
 	}
 	took := time.Since(start)
+	cfg := newAcquireConfig(opts)
+	if took >= ttl-Drift(ttl) {
+		// The whole batch came too late: undo its grants together.
+		var undo []Held
+		for j, r := range reqs {
+			if gerrs[j] == nil && grants[j].Acquired {
+				c.opts.Observer.ObserveAcquire(r.Name, OutcomeSlow, took)
+				undo = append(undo, Held{Name: r.Name, Owner: r.Owner, TTL: ttl, Handle: grants[j].Handle})
+				errs[at[j]] = c.slow(ctx, r.Name, r.Owner, ttl, took)
+				continue
+			}
+			leases[at[j]], errs[at[j]] = c.granted(ctx, cfg, r.Name, r.Owner, ttl, start, took, grants[j], gerrs[j])
+		}
+		c.undoAll(ctx, undo)
+		return leases, errs
+	}
 	for j, r := range reqs {
-		leases[at[j]], errs[at[j]] = c.granted(ctx, r.Name, r.Owner, ttl, start, took, grants[j], gerrs[j])
+		leases[at[j]], errs[at[j]] = c.granted(ctx, cfg, r.Name, r.Owner, ttl, start, took, grants[j], gerrs[j])
 	}
 	return leases, errs
 }
 
 // try makes one attempt; waiting: a blocked Acquire's, listening for the
 // release.
-func (c *Client) try(ctx context.Context, name string, ttl time.Duration, waiting bool) (*Lease, error) {
+func (c *Client) try(ctx context.Context, cfg acquireConfig, name string, ttl time.Duration, waiting bool) (*Lease, error) {
 	owner, err := newOwner()
 	if err != nil {
 		return nil, err
@@ -228,7 +268,7 @@ func (c *Client) try(ctx context.Context, name string, ttl time.Duration, waitin
 	} else {
 		g, err = c.b.Acquire(ctx, name, owner, ttl)
 	}
-	return c.granted(ctx, name, owner, ttl, start, time.Since(start), g, err)
+	return c.granted(ctx, cfg, name, owner, ttl, start, time.Since(start), g, err)
 }
 
 // maxFlagTTL bounds the waiting flag of a Client whose RetryMax is very
@@ -243,28 +283,81 @@ func (c *Client) flagTTL() time.Duration {
 }
 
 // granted turns the answer to an acquisition sent at start into a Lease or
-// an error.
-func (c *Client) granted(ctx context.Context, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g Grant, err error) (*Lease, error) {
+// an error. A grant answered at or after the end of its trust window is
+// undone: its token is never handed out.
+func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g Grant, err error) (*Lease, error) {
 	if err != nil {
-		c.opts.Observer.ObserveAcquire(name, OutcomeError, took)
+		outcome := OutcomeError
+		if errors.Is(err, ErrSlowAcquire) {
+			outcome = OutcomeSlow // a backend's own check (lease/quorum)
+		}
+		c.opts.Observer.ObserveAcquire(name, outcome, took)
 		return nil, joinCtx(ctx, fmt.Errorf("lease %q: acquire: %w", name, err))
 	}
 	if !g.Acquired {
 		c.opts.Observer.ObserveAcquire(name, OutcomeHeld, took)
 		return nil, &NotAcquiredError{Name: name, RemainingTTL: g.Remaining}
 	}
+	if took >= ttl-Drift(ttl) {
+		c.opts.Observer.ObserveAcquire(name, OutcomeSlow, took)
+		c.undo(ctx, Held{Name: name, Owner: owner, TTL: ttl, Handle: g.Handle})
+		return nil, c.slow(ctx, name, owner, ttl, took)
+	}
 	c.opts.Observer.ObserveAcquire(name, OutcomeAcquired, took)
-	l := newLease(ctx, c, name, owner, g, ttl, start)
+	l := newLease(ctx, cfg.lifetime, c, name, owner, g, ttl, start)
 	if c.opts.ReplicaAck.Replicas > 0 {
 		if err := c.waitReplicas(ctx, l); err != nil {
 			_ = l.Release(context.WithoutCancel(ctx))
 			return nil, err
+		}
+		// WAIT is part of the acquisition: the window may have ended
+		// meanwhile.
+		if took := time.Since(start); took >= ttl-Drift(ttl) {
+			_ = l.Release(context.WithoutCancel(ctx))
+			return nil, c.slow(ctx, name, owner, ttl, took)
 		}
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "lease_acquired",
 		slog.String("lease", name), slog.String("owner", owner),
 		slog.Uint64("token", uint64(l.token)), slog.Duration("ttl", ttl))
 	return l, nil
+}
+
+// slow logs and returns the error of a grant that came too late.
+func (c *Client) slow(ctx context.Context, name, owner string, ttl, took time.Duration) error {
+	c.log.LogAttrs(ctx, slog.LevelWarn, "lease_acquire_too_slow",
+		slog.String("lease", name), slog.String("owner", owner),
+		slog.Duration("took", took), slog.Duration("ttl", ttl))
+	return &SlowAcquireError{Name: name, Took: took, TTL: ttl}
+}
+
+// undo deletes the key of an acquisition that will not be used if it still
+// holds its owner, on a best effort: the caller may have gone (ctx ended),
+// so it runs without ctx's cancellation, bounded by the TTL (the key is
+// gone by then anyway).
+func (c *Client) undo(ctx context.Context, h Held) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.TTL)
+	defer cancel()
+	_ = c.b.Release(rctx, h)
+}
+
+// undoAll is undo for the grants of a batch: one pipeline on the built-in
+// backend, one Release after another on others.
+func (c *Client) undoAll(ctx context.Context, hs []Held) {
+	if len(hs) == 0 {
+		return
+	}
+	if rb, ok := c.b.(*redisBackend); ok {
+		handles := make([]*redisHandle, len(hs))
+		for i, h := range hs {
+			handles[i] = rb.handle(h)
+		}
+		rb.undo(ctx, handles, hs[0].TTL)
+		return
+	}
+	for _, h := range hs {
+		c.undo(ctx, h)
+	}
 }
 
 // waitReplicas runs WAIT on the node that holds the lease key.

@@ -13,7 +13,7 @@
 // their fence per (resource, scope). The lease gives liveness, the sinks
 // give safety.
 //
-//	l, err := client.Acquire(ctx, "daily-settlement", 30*time.Second)
+//	l, err := client.Acquire(ctx, "daily-settlement", 30*time.Second, lease.WithLifetime(appCtx))
 //	if err != nil { ... }
 //	defer l.Release(context.Background())
 //	doWork(l.Context(), l.Holder()) // stop when l.Context() ends
@@ -35,7 +35,15 @@
 //	acquired --Release--------------------------------> lost (ErrReleased)
 //	acquired --renew says "not owner"-----------------> lost (ErrNotHeld)
 //	acquired --trust window ends without a renew------> lost (ErrExpired)
-//	acquired --parent context ends--------------------> lost (ErrParentDone)
+//	acquired --lifetime context ends------------------> lost (ErrParentDone)
+//
+// The context of Acquire, TryAcquire and TryAcquireAll bounds the call
+// (the wait) and lends its values to Lease.Context, never its
+// cancellation, as in bsm/redislock, redsync and etcd's Mutex.Lock: a
+// lease taken under a 300 ms deadline outlives it. The lifetime context
+// is the one passed with WithLifetime (a service's own context, so that
+// shutdown ends its leases); without it a lease lives until Release or
+// loss.
 //
 // Lost is final: a new acquisition gives a new owner and a larger token.
 //
@@ -45,7 +53,13 @@
 // acquire or renew call, plus TTL, minus Drift(TTL) (1% of TTL + 2 ms),
 // measured on the monotonic clock. Starting from the call's start, not its
 // answer, means a slow reply never stretches the window past the moment
-// Redis may expire the key. The keep-alive renews every RenewInterval(TTL)
+// Redis may expire the key. A grant answered at or after TTL - Drift(TTL)
+// from the call's start has no window left: the acquire returns
+// *SlowAcquireError (ErrSlowAcquire) on every backend, hands out no token,
+// and deletes the key if it still holds this acquisition's owner. An
+// acquire that fails with a Redis error (a timeout, a lost reply, ctx
+// ended while the command was on the wire) deletes it the same way, so a
+// failed acquire does not leave its key to block others for the TTL. The keep-alive renews every RenewInterval(TTL)
 // (TTL/3) and retries a failed renew at a quarter of that.
 //
 // # Loss signal
@@ -55,8 +69,8 @@
 // reason. The Client's keep-alive timer ends the lease at Deadline whatever
 // a renewal in flight is doing, so loss is signalled no later than the end
 // of the trust window even while Redis hangs. Release cancels the context
-// before it deletes the key. The context passed to Acquire is the lease's
-// parent: when it ends, the lease is lost and its key released.
+// before it deletes the key. When the lifetime context (WithLifetime)
+// ends, the lease is lost with ErrParentDone and its key released.
 //
 // # Goroutines
 //

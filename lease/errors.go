@@ -36,10 +36,37 @@ var (
 	ErrExpired = errors.New("lease: trust window ended without a successful renew")
 	// ErrReleased is the cause of a loss when Release was called.
 	ErrReleased = errors.New("lease: released")
-	// ErrParentDone is the cause of a loss when the context passed to
-	// Acquire ended; the parent's own cause is joined to it.
-	ErrParentDone = errors.New("lease: parent context ended")
+	// ErrParentDone is the cause of a loss when the lifetime context
+	// (WithLifetime) ended; that context's own cause is joined to it.
+	ErrParentDone = errors.New("lease: lifetime context ended")
+	// ErrSlowAcquire matches every *SlowAcquireError: the grant came back
+	// after its trust window had ended.
+	ErrSlowAcquire = errors.New("lease: acquire answered after TTL - drift")
 )
+
+// SlowAcquireError reports an acquisition whose grant arrived Took after
+// the call started, at or past TTL - Drift(TTL): the trust window had
+// already ended, so Redis may have expired the key and handed it to
+// another owner. No token is handed out; the key was released on a best
+// effort (a compare-and-delete of this acquisition's owner, bounded by the
+// TTL). It matches ErrSlowAcquire, on every backend (lease/quorum's
+// *SlowAcquireError matches it too).
+type SlowAcquireError struct {
+	// Name is the lease name.
+	Name string
+	// Took is how long the acquisition took, from the call's start to its
+	// answer; TTL is the TTL it asked for.
+	Took, TTL time.Duration
+}
+
+// Error implements error.
+func (e *SlowAcquireError) Error() string {
+	return fmt.Sprintf("lease %q: acquire answered after %v, past the %v trust window of its %v TTL",
+		e.Name, e.Took, e.TTL-Drift(e.TTL), e.TTL)
+}
+
+// Is makes errors.Is(err, ErrSlowAcquire) true.
+func (e *SlowAcquireError) Is(target error) bool { return target == ErrSlowAcquire }
 
 // ErrNotReplicated matches every *NotReplicatedError.
 var ErrNotReplicated = errors.New("lease: acquire not acknowledged by enough replicas")
@@ -79,7 +106,7 @@ func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquir
 
 // LostError is the cause (context.Cause) of a canceled Lease.Context. It
 // matches ErrLost, and unwraps to the reason: ErrNotHeld, ErrExpired,
-// ErrReleased or ErrParentDone (joined with the parent's cause).
+// ErrReleased or ErrParentDone (joined with the lifetime context's cause).
 type LostError struct {
 	// Name is the lease name.
 	Name string

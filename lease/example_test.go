@@ -40,3 +40,32 @@ func Example() {
 	// second replica: true
 	// cause: true
 }
+
+// The context of Acquire bounds the wait only; WithLifetime ties the lease
+// to a service's own context, so that shutdown ends it.
+func ExampleWithLifetime() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	client, _ := lease.New(rdb, lease.Options{})
+
+	app, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	wait, cancel := context.WithTimeout(app, 300*time.Millisecond)
+	defer cancel()
+	l, err := client.Acquire(wait, "reindex", 30*time.Second, lease.WithLifetime(app))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cancel() // the wait is over: the lease lives on
+	fmt.Println("held after the wait's end:", l.Err() == nil)
+
+	shutdown()
+	<-l.Done()
+	fmt.Println("cause:", errors.Is(l.Err(), lease.ErrParentDone))
+	// Output:
+	// held after the wait's end: true
+	// cause: true
+}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -92,5 +93,150 @@ func TestHungRenewalOfOneLeaseDoesNotDelayTheLossOfAnother(t *testing.T) {
 		hook.unblock()
 		require.NoError(t, short.Release(context.Background()))
 		require.NoError(t, long.Release(context.Background()))
+	})
+}
+
+// outcomes is an Observer counting acquire outcomes.
+type outcomes struct {
+	nopObserver
+	mu sync.Mutex
+	n  map[AcquireOutcome]int
+}
+
+func (o *outcomes) ObserveAcquire(_ string, outcome AcquireOutcome, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == nil {
+		o.n = map[AcquireOutcome]int{}
+	}
+	o.n[outcome]++
+}
+
+func (o *outcomes) count(outcome AcquireOutcome) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[outcome]
+}
+
+// Issue 11, part 3: a grant whose reply arrives at or after TTL - Drift(TTL)
+// is refused with *SlowAcquireError, hands out no token and deletes its key
+// (miniredis keeps keys while its own clock stands still, so a key left
+// behind would show). The fake clock puts the boundary to the nanosecond.
+func TestSlowAcquireIsRefusedAndItsKeyDeleted(t *testing.T) {
+	t.Parallel()
+	ttl := 2 * time.Second
+	limit := ttl - Drift(ttl) // 1.978 s
+	for _, tc := range []struct {
+		name  string
+		reply time.Duration // how long the acquire reply takes
+		slow  bool
+	}{
+		{"JustInsideTheWindowIsGranted", limit - time.Nanosecond, false},
+		{"AtTheWindowsEndIsRefused", limit, true},
+		{"ReplyAfterTheTTLIsRefused", 2100 * time.Millisecond, true}, // the issue's 2.1 s for a 2 s TTL
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mr := miniredis.RunT(t)
+			synctest.Test(t, func(t *testing.T) {
+				c, hook := fakeTimeClient(t, mr)
+				obs := &outcomes{}
+				c.opts.Observer = obs
+				hook.acquireReply = func() { <-time.After(tc.reply) }
+				start := time.Now()
+				l, err := c.TryAcquire(context.Background(), "slow", ttl)
+				leaseKey, _ := c.Keys("slow")
+				if !tc.slow {
+					require.NoError(t, err)
+					require.Equal(t, start.Add(limit), l.Deadline())
+					require.True(t, mr.Exists(leaseKey))
+					require.NoError(t, l.Release(context.Background()))
+					return
+				}
+				require.Nil(t, l, "no lease, no token for the caller")
+				require.ErrorIs(t, err, ErrSlowAcquire)
+				var se *SlowAcquireError
+				require.ErrorAs(t, err, &se)
+				require.Equal(t, SlowAcquireError{Name: "slow", Took: tc.reply, TTL: ttl}, *se)
+				require.False(t, mr.Exists(leaseKey), "the slow acquisition's key was deleted")
+				require.Equal(t, 1, hook.count("release"), "one compare-and-delete")
+				require.Equal(t, 1, obs.count(OutcomeSlow))
+				require.Zero(t, obs.count(OutcomeAcquired))
+				require.Zero(t, c.keeper.size(), "nothing kept alive")
+
+				// The name is free for the next acquisition at once.
+				hook.acquireReply = nil
+				l, err = c.TryAcquire(context.Background(), "slow", ttl)
+				require.NoError(t, err)
+				require.NoError(t, l.Release(context.Background()))
+			})
+		})
+	}
+}
+
+// Acquire (the blocking form) and TryAcquireAll refuse a slow grant too;
+// TryAcquireAll's window starts when the batch was sent, so every name of
+// a late batch is refused, and every key of it deleted.
+func TestSlowAcquireIsRefusedByAcquireAndTryAcquireAll(t *testing.T) {
+	t.Parallel()
+	ttl := time.Second
+	mr := miniredis.RunT(t)
+	synctest.Test(t, func(t *testing.T) {
+		c, hook := fakeTimeClient(t, mr)
+		hook.acquireReply = func() { <-time.After(ttl) }
+		l, err := c.Acquire(context.Background(), "one", ttl)
+		require.Nil(t, l)
+		require.ErrorIs(t, err, ErrSlowAcquire)
+
+		names := []string{"a", "b", "c"}
+		leases, errs := c.TryAcquireAll(context.Background(), names, ttl)
+		for i, name := range names {
+			require.Nil(t, leases[i], name)
+			require.ErrorIs(t, errs[i], ErrSlowAcquire, name)
+		}
+		for _, name := range append(names, "one") {
+			leaseKey, _ := c.Keys(name)
+			require.False(t, mr.Exists(leaseKey), "%s: key deleted", name)
+		}
+		require.Zero(t, c.keeper.size())
+	})
+}
+
+// size returns how many leases k keeps alive.
+func (k *keeper) size() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.leases)
+}
+
+// Issue 11, part 7 (quorum TestFrozenHolderWritesAreRefusedByTheGuard,
+// "frozen A still believes it holds the lease" under load): a renewal on
+// the wire when the lease is frozen answered "not ours" after the key
+// expired, and ended the frozen lease. A frozen lease ignores the answer;
+// once thawed past its window it is lost with ErrExpired.
+func TestRenewalInFlightWhenFrozenDoesNotEndTheLease(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	synctest.Test(t, func(t *testing.T) {
+		c, hook := fakeTimeClient(t, mr)
+		ttl := 300 * time.Millisecond
+		l, err := c.TryAcquire(context.Background(), "frozen", ttl)
+		require.NoError(t, err)
+		hook.block()
+		<-time.After(RenewInterval(ttl) + time.Millisecond)
+		synctest.Wait() // the first renewal waits in the hook
+		require.Zero(t, hook.count("renew"))
+		l.freeze()
+		leaseKey, _ := c.Keys("frozen")
+		mr.Del(leaseKey) // the key expires meanwhile
+		hook.unblock()
+		synctest.Wait() // the renewal's answer: not ours
+		require.Equal(t, 1, hook.count("renew"))
+		require.NoError(t, l.Err(), "the frozen holder still believes it holds the lease")
+		<-time.After(time.Until(l.Deadline()))
+		l.thaw()
+		synctest.Wait()
+		require.ErrorIs(t, l.Err(), ErrExpired)
+		require.ErrorIs(t, l.Release(context.Background()), ErrNotHeld, "the key had gone")
 	})
 }

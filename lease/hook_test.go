@@ -17,6 +17,9 @@ type scriptHook struct {
 	calls   map[string]int // script name -> calls that returned
 	blocked chan struct{}  // non-nil: renew calls wait on it
 	delay   func()         // non-nil: run before each renew call
+	// acquireReply, when non-nil, runs after each acquire call (or pipeline
+	// of them) has its reply: a reply that arrives late.
+	acquireReply func()
 	// pipelines counts pipelines that carried renew scripts.
 	pipelines int
 }
@@ -81,7 +84,19 @@ func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		err := next(ctx, cmd)
 		h.record(name, err)
+		if name == "acquire" {
+			h.lateAcquireReply()
+		}
 		return err
+	}
+}
+
+func (h *scriptHook) lateAcquireReply() {
+	h.mu.Lock()
+	late := h.acquireReply
+	h.mu.Unlock()
+	if late != nil {
+		late()
 	}
 }
 
@@ -89,10 +104,13 @@ func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // call (blocked or delayed once) and counts each script in it.
 func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		renews := 0
+		renews, acquires := 0, 0
 		for _, cmd := range cmds {
-			if scriptName(cmd) == "renew" {
+			switch scriptName(cmd) {
+			case "renew":
 				renews++
+			case "acquire":
+				acquires++
 			}
 		}
 		if renews > 0 {
@@ -108,6 +126,9 @@ func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 			h.mu.Lock()
 			h.pipelines++
 			h.mu.Unlock()
+		}
+		if acquires > 0 {
+			h.lateAcquireReply()
 		}
 		return err
 	}

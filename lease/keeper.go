@@ -242,6 +242,13 @@ func (k *keeper) renewChunk(chunk []*Lease) {
 	for i, l := range chunk {
 		err := errs[i]
 		k.c.opts.Observer.ObserveRenew(l.name, err, took)
+		if _, _, _, frozen := l.schedule(); frozen {
+			// Frozen (leasetest.Freeze) while this renewal was on the
+			// wire: a paused process reads the answer only once it runs
+			// again, so the frozen lease ignores it; once thawed, it
+			// renews (or expires) on its own.
+			continue
+		}
 		switch {
 		case err == nil:
 			l.renewed(start)

@@ -13,7 +13,7 @@ import (
 
 // Lease is one acquisition of a named lease. The Client's keep-alive renews
 // it every RenewInterval(TTL) until Release is called, the lease is lost, or
-// the parent context ends. All methods are safe for concurrent use and on a
+// the lifetime context (WithLifetime) ends. All methods are safe for concurrent use and on a
 // nil *Lease (which behaves as a lost lease).
 type Lease struct {
 	c      *Client
@@ -22,7 +22,7 @@ type Lease struct {
 	token  fence.Token
 	ttl    time.Duration
 	handle any             // the backend's Grant.Handle
-	parent context.Context // the context passed to Acquire
+	parent context.Context // the context passed to Acquire: its values only
 
 	mu         sync.Mutex
 	ctx        context.Context // Context, made on first use; nil until then
@@ -31,7 +31,7 @@ type Lease struct {
 	nextRenew  time.Time // when the keep-alive renews next
 	ended      bool
 	frozen     bool        // by leasetest.Freeze: no renewals, no expiry
-	stopParent func() bool // unregisters the parent-context watch
+	stopParent func() bool // unregisters the lifetime-context watch
 
 	releasing   bool          // a release call is in flight
 	releaseDone chan struct{} // made by a release waiting for the one in flight, closed when it ends
@@ -45,20 +45,22 @@ type Lease struct {
 // timer of its own: the Client's keeper renews it and ends it at the end of
 // its trust window. Its context is made when first asked for (most holders
 // of a short lease never ask), already canceled if the lease ended by then.
-func newLease(parent context.Context, c *Client, name, owner string, g Grant, ttl time.Duration, start time.Time) *Lease {
+// parent is the acquire call's context (values only); lifetime, when not
+// nil, ends the lease (WithLifetime).
+func newLease(parent, lifetime context.Context, c *Client, name, owner string, g Grant, ttl time.Duration, start time.Time) *Lease {
 	l := &Lease{
 		c: c, name: name, owner: owner, token: g.Token, ttl: ttl, handle: g.Handle, parent: parent,
 		deadline:  start.Add(ttl - Drift(ttl)),
 		nextRenew: start.Add(RenewInterval(ttl)),
 	}
-	// The lease's context keeps the parent's values but not its
-	// cancellation: the parent's end is watched here, to give the loss its
-	// cause. A parent that never ends (context.Background and kin) needs
-	// no watch.
-	if parent.Done() != nil {
+	// The lease's context keeps the acquire call's values but not its
+	// cancellation (that only bounded the wait). The lifetime context's
+	// end is watched here, to give the loss its cause. One that never
+	// ends (context.Background and kin) needs no watch.
+	if lifetime != nil && lifetime.Done() != nil {
 		l.mu.Lock()
-		l.stopParent = context.AfterFunc(parent, func() {
-			l.end(errors.Join(ErrParentDone, context.Cause(parent)))
+		l.stopParent = context.AfterFunc(lifetime, func() {
+			l.end(errors.Join(ErrParentDone, context.Cause(lifetime)))
 			// Free the key for the next holder now rather than at TTL.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(parent), ttl)
 			defer cancel()
@@ -129,7 +131,8 @@ func (l *Lease) TTL() time.Duration {
 // Context returns a context that is canceled when the lease is lost or
 // released, no later than the end of the trust window. Its cause
 // (context.Cause) is a *LostError. It carries Holder() for
-// fence.HolderFromContext, and the values of the context passed to Acquire.
+// fence.HolderFromContext, and the values of the context passed to Acquire
+// (not its cancellation: that context bounds the wait only).
 func (l *Lease) Context() context.Context {
 	if l == nil {
 		return canceledContext()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,23 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s *setup)) {
 			fn(t, newSetup(t, b))
 		})
 	}
+}
+
+// tryAcquire is TryAcquire for a short TTL: it tries again while a loaded
+// machine makes the grant too slow to use (ErrSlowAcquire), as
+// leasetest.TryAcquire does for the external tests.
+func tryAcquire(t *testing.T, c *Client, name string, ttl time.Duration) *Lease {
+	t.Helper()
+	var l *Lease
+	testwait.Until(t, 10*time.Second, "a grant fast enough for "+ttl.String(), func() bool {
+		var err error
+		l, err = c.TryAcquire(context.Background(), name, ttl)
+		if !errors.Is(err, ErrSlowAcquire) {
+			require.NoError(t, err)
+		}
+		return err == nil
+	})
+	return l
 }
 
 func release(t *testing.T, l *Lease) {
@@ -261,8 +279,7 @@ func TestKeepAliveHoldsLeasePastItsTTL(t *testing.T) {
 		ctx := context.Background()
 		ttl := 600 * time.Millisecond
 		start := time.Now()
-		l, err := s.client.TryAcquire(ctx, "kept", ttl)
-		require.NoError(t, err)
+		l := tryAcquire(t, s.client, "kept", ttl)
 		defer release(t, l)
 		testwait.Until(t, 20*time.Second, "4 renewals", func() bool { return s.hook.count("renew") >= 4 })
 		require.Greater(t, time.Since(start), ttl)
@@ -298,8 +315,7 @@ func TestBlockedRenewalsEndTheLeaseAtTheTrustWindow(t *testing.T) {
 		ctx := context.Background()
 		ttl := 300 * time.Millisecond
 		s.hook.block()
-		l, err := s.client.TryAcquire(ctx, "hung", ttl)
-		require.NoError(t, err)
+		l := tryAcquire(t, s.client, "hung", ttl)
 		deadline := l.Deadline()
 		testwait.Done(t, l.Done(), 5*time.Second, "loss while renewals hang")
 		require.False(t, time.Now().Before(deadline), "lost before the trust window ended")
@@ -338,21 +354,97 @@ func TestAcquireWaitsForTheHolder(t *testing.T) {
 	})
 }
 
-func TestParentContextEndLosesAndReleasesTheLease(t *testing.T) {
+func TestLifetimeContextEndLosesAndReleasesTheLease(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		parent, cancel := context.WithCancel(context.Background())
-		l, err := s.client.TryAcquire(parent, "parent", time.Minute)
+		app, cancel := context.WithCancel(context.Background())
+		l, err := s.client.TryAcquire(context.Background(), "lifetime", time.Minute, WithLifetime(app))
 		require.NoError(t, err)
 		cancel()
-		testwait.Done(t, l.Done(), time.Second, "loss after parent cancel")
+		testwait.Done(t, l.Done(), 5*time.Second, "loss after the lifetime context's cancel")
 		require.ErrorIs(t, l.Err(), ErrParentDone)
 		require.ErrorIs(t, l.Err(), context.Canceled)
-		leaseKey, _ := s.client.Keys("parent")
+		leaseKey, _ := s.client.Keys("lifetime")
 		testwait.Until(t, 5*time.Second, "key released", func() bool {
 			n, err := s.rdb.Exists(context.Background(), leaseKey).Result()
 			return err == nil && n == 0
 		})
 		require.NoError(t, l.Release(context.Background()), "Release reports the keep-alive's release")
 	})
+}
+
+// Issue 11, part 4: Acquire(ctx) under context.WithTimeout(ctx, 300ms) lost
+// the lease at 300 ms (ErrParentDone). The deadline bounds the wait only.
+func TestAcquireDeadlineBoundsTheWaitNotTheLease(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		type key struct{}
+		base := context.WithValue(context.Background(), key{}, "request-7")
+		wait, cancel := context.WithTimeout(base, 300*time.Millisecond)
+		defer cancel()
+		l, err := s.client.Acquire(wait, "wait-bound", time.Minute)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Release(context.Background()) })
+		<-wait.Done()
+		require.ErrorIs(t, wait.Err(), context.DeadlineExceeded)
+		require.NoError(t, l.Renew(context.Background()), "the lease outlives the wait's deadline")
+		require.NoError(t, l.Err())
+		require.NoError(t, l.Context().Err())
+		require.Equal(t, "request-7", l.Context().Value(key{}), "and keeps its values")
+		leaseKey, _ := s.client.Keys("wait-bound")
+		owner, err := s.rdb.Get(context.Background(), leaseKey).Result()
+		require.NoError(t, err)
+		require.Equal(t, l.Owner(), owner)
+	})
+}
+
+// A lifetime context that ended before the acquire loses the lease at once
+// and frees the key.
+func TestEndedLifetimeContextLosesTheLeaseAtOnce(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		app, cancel := context.WithCancelCause(context.Background())
+		stop := errors.New("shutting down")
+		cancel(stop)
+		l, err := s.client.TryAcquire(context.Background(), "ended-lifetime", time.Minute, WithLifetime(app), nil)
+		require.NoError(t, err)
+		testwait.Done(t, l.Done(), 5*time.Second, "loss of a lease whose lifetime had ended")
+		require.ErrorIs(t, l.Err(), ErrParentDone)
+		require.ErrorIs(t, l.Err(), stop, "the lifetime context's cause is joined")
+		require.NoError(t, l.Release(context.Background()))
+	})
+}
+
+// heldThenHung is a Backend whose lease is held by another owner for the
+// first try, and whose later tries hang until their context ends.
+type heldThenHung struct{ tries atomic.Int32 }
+
+func (b *heldThenHung) Acquire(ctx context.Context, _, _ string, _ time.Duration) (Grant, error) {
+	if b.tries.Add(1) == 1 {
+		return Grant{Remaining: time.Millisecond}, nil
+	}
+	<-ctx.Done()
+	return Grant{}, ctx.Err()
+}
+func (b *heldThenHung) Renew(_ context.Context, batch []Held) []error {
+	return make([]error, len(batch))
+}
+func (b *heldThenHung) Release(context.Context, Held) error { return nil }
+
+// Issue 11, part 7 (TestConformance/AcquireGivesUpWhenContextEnds on the
+// quorum backend under load): when ctx ended while a try was on its way,
+// Acquire returned that try's context error alone. The wait ran out either
+// way: both errors match.
+func TestAcquireEndingDuringATryJoinsTheLastRefusal(t *testing.T) {
+	t.Parallel()
+	b := &heldThenHung{}
+	c, err := NewWithBackend(b, Options{RetryMin: time.Millisecond, RetryMax: time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	l, err := c.Acquire(ctx, "hung", time.Minute)
+	require.Nil(t, l)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, ErrNotAcquired, "joined with the last refusal")
+	require.GreaterOrEqual(t, b.tries.Load(), int32(2))
 }

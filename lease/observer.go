@@ -10,6 +10,9 @@ const (
 	OutcomeAcquired AcquireOutcome = "acquired"
 	OutcomeHeld     AcquireOutcome = "held"
 	OutcomeError    AcquireOutcome = "error"
+	// OutcomeSlow is a grant answered after its trust window had ended
+	// (*SlowAcquireError): not handed out, and undone.
+	OutcomeSlow AcquireOutcome = "slow"
 )
 
 // Observer receives measurements from a Client; package lease/leaseprom
@@ -23,8 +26,8 @@ type Observer interface {
 	// took is the duration of the call (a batch's, for batched renewals).
 	ObserveRenew(name string, err error, took time.Duration)
 	// ObserveLoss is called once when a lease ends; reason is ErrReleased,
-	// ErrNotHeld, ErrExpired or ErrParentDone (joined with the parent's
-	// cause).
+	// ErrNotHeld, ErrExpired or ErrParentDone (joined with the lifetime
+	// context's cause).
 	ObserveLoss(name string, reason error)
 }
 

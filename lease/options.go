@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -98,6 +99,39 @@ func (o Options) validate() error {
 		return fmt.Errorf("%w: want 0 <= RetryMin <= RetryMax, got %v and %v", ErrInvalidOptions, o.RetryMin, o.RetryMax)
 	}
 	return nil
+}
+
+// AcquireOption configures one acquisition: a call of Acquire, TryAcquire
+// or TryAcquireAll (and election.Campaign).
+type AcquireOption func(*acquireConfig)
+
+type acquireConfig struct {
+	lifetime context.Context // nil: the lease lives until Release or loss
+}
+
+func newAcquireConfig(opts []AcquireOption) acquireConfig {
+	var cfg acquireConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	return cfg
+}
+
+// WithLifetime ties the lease to ctx: when ctx ends, the lease is lost
+// with ErrParentDone (joined with context.Cause(ctx)) and its key is
+// released, bounded by the TTL. Pass a service's lifetime context so that
+// shutdown ends its leases. Without it a lease lives until Release or loss
+// (the context of the acquire call only bounds the wait, as in
+// bsm/redislock, redsync and etcd's Mutex.Lock). A ctx that has already
+// ended loses the lease at once; a nil ctx is ignored.
+func WithLifetime(ctx context.Context) AcquireOption {
+	return func(c *acquireConfig) {
+		if ctx != nil {
+			c.lifetime = ctx
+		}
+	}
 }
 
 func validateName(name string) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
 
 // topology is what the shared lease checks need from a deployment: a
@@ -25,6 +26,9 @@ type topology struct {
 	rdb          redis.UniversalClient
 	names        []string
 	flushScripts func(t *testing.T)
+	// fresh returns a new client of the deployment, for a check that adds
+	// a hook to it.
+	fresh func(t *testing.T) redis.UniversalClient
 }
 
 func TestLeasesOnCluster(t *testing.T) {
@@ -57,6 +61,7 @@ func TestLeasesOnCluster(t *testing.T) {
 	exerciseTopology(t, topology{
 		rdb:   rdb,
 		names: names,
+		fresh: func(t *testing.T) redis.UniversalClient { return cl.Client(t) },
 		flushScripts: func(t *testing.T) {
 			for _, n := range cl.Nodes {
 				require.NoError(t, n.Client(t).ScriptFlush(context.Background()).Err())
@@ -72,6 +77,7 @@ func TestLeasesOnSentinel(t *testing.T) {
 	exerciseTopology(t, topology{
 		rdb:   rdb,
 		names: []string{"job-a", "job-b", "job-c"},
+		fresh: func(t *testing.T) redis.UniversalClient { return s.Client(t) },
 		flushScripts: func(t *testing.T) {
 			for _, n := range []*redisproc.Server{s.Primary(), s.Replica()} {
 				require.NoError(t, n.Client(t).ScriptFlush(context.Background()).Err())
@@ -185,15 +191,17 @@ func exerciseTopology(t *testing.T, top topology) {
 		}
 	})
 
+	t.Run("SlowAcquireIsRefusedAndLeavesNoKey", func(t *testing.T) {
+		slowAcquireOnTopology(t, top.fresh(t), top.rdb, top.names[0])
+	})
+
 	t.Run("KeepAliveHoldsPastTTL", func(t *testing.T) {
 		c := newClient(t)
 		const ttl = 300 * time.Millisecond
 		start := time.Now()
 		var held []*lease.Lease
 		for _, name := range top.names {
-			l, err := c.TryAcquire(ctx, name, ttl)
-			require.NoError(t, err, name)
-			held = append(held, l)
+			held = append(held, leasetest.TryAcquire(t, c, name, ttl))
 		}
 		for _, l := range held {
 			testwait.Until(t, 10*time.Second, "trust window of "+l.Name()+" moved past 3 TTLs", func() bool {

@@ -33,8 +33,15 @@ type demoConfig struct {
 	TTL      time.Duration
 	Work     time.Duration
 	Unfenced bool // negative control: the sink does not check tokens
-	Out      io.Writer
+	// Limit bounds the whole run; 0: the slots plus 35 s.
+	Limit time.Duration
+	Out   io.Writer
 }
+
+// sinkTimeout bounds each call the coordinator makes to the sink or the
+// ledger, so that a hung service ends the demo with its error instead of
+// hanging it.
+const sinkTimeout = 10 * time.Second
 
 // replicaProc is a running replica process.
 type replicaProc struct {
@@ -111,6 +118,19 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 	events := make(chan event, 256)
 	quit := make(chan struct{}) // readers drop what arrives after the demo ends
 	defer close(quit)
+	// The coordinator reads the replicas' ledger to tell a slot skipped by
+	// policy from a missed one, and to show the victim slot's attempts.
+	lopts, err := redis.ParseURL(rc.RedisURL)
+	if err != nil {
+		return tally{}, err
+	}
+	lrdb := redis.NewClient(lopts)
+	defer lrdb.Close()
+	ledger, err := scheduler.NewRedisLedger(lrdb, rc.Prefix+"ledger:")
+	if err != nil {
+		return tally{}, err
+	}
+
 	var procs []*replicaProc
 	defer func() { stopReplicas(procs) }()
 	for i := range cfg.Replicas {
@@ -124,7 +144,12 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 	fmt.Fprintf(out, "%d replicas run job daily-settlement every second for %d slots from %s; lease TTL %v\n",
 		cfg.Replicas, cfg.Slots, rc.Start.UTC().Format(time.TimeOnly), cfg.TTL)
 
-	limit := time.Duration(cfg.Slots)*time.Second + 35*time.Second
+	// The demo never hangs: past this bound it stops the replicas and
+	// prints what the sink has, with the reason it did not finish.
+	limit := cfg.Limit
+	if limit <= 0 {
+		limit = time.Duration(cfg.Slots)*time.Second + 35*time.Second
+	}
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	poll := time.NewTicker(50 * time.Millisecond)
@@ -135,13 +160,16 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 		resumed     bool
 		settled     = cfg.Fault != "stop" // stop: wait for the late write too
 		replicaOf   = map[fence.Token]string{}
+		unfinished  error // set when the bound passed first
 	)
+wait:
 	for {
 		select {
 		case <-ctx.Done():
 			return tally{}, ctx.Err()
 		case <-deadline.C:
-			return tally{}, fmt.Errorf("demo did not finish within %v", limit)
+			unfinished = fmt.Errorf("demo did not finish within %v: %s", limit, pending(victim != nil, resumed, settled, cfg.Fault))
+			break wait
 		case ev := <-events:
 			if ev.Ev == "run" {
 				replicaOf[ev.Token] = ev.Replica
@@ -176,7 +204,9 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 		case <-poll.C:
 		}
 		if cfg.Fault == "stop" && victim != nil && !resumed {
-			cur, err := sink.MaxToken(ctx)
+			sctx, cancel := context.WithTimeout(ctx, sinkTimeout)
+			cur, err := sink.MaxToken(sctx)
+			cancel()
 			if err != nil {
 				return tally{}, err
 			}
@@ -189,32 +219,117 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 			}
 		}
 		if settled && time.Now().After(slots[len(slots)-1]) {
-			rep, err := sink.Report(ctx)
+			t, err := tallyNow(ctx, sink, ledger, slots)
 			if err != nil {
 				return tally{}, err
 			}
-			if t := measure(rep, slots); t.missed == 0 {
-				break
+			if t.missed == 0 {
+				break wait
 			}
 		}
 	}
 	stopReplicas(procs)
 	procs = nil
 
+	sctx, cancel := context.WithTimeout(ctx, sinkTimeout)
+	rep, err := sink.Report(sctx)
+	cancel()
+	if err != nil {
+		return tally{}, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, sinkTimeout)
+	skipped, err := skippedSlots(lctx, ledger, rep, slots)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(out, "ledger: unreadable: %v\n", err)
+	}
+	t := measure(rep, slots, skipped)
+	printTable(out, rep, slots)
+	for i, s := range slots {
+		if why, ok := t.skippedBy[s]; ok {
+			fmt.Fprintf(out, "ledger: slot %d skipped by policy, reason %s (it came due while a run of the job was in progress)\n", i+1, why)
+		}
+	}
+	if cfg.Fault != "none" {
+		actx, cancel := context.WithTimeout(ctx, sinkTimeout)
+		err := printAttempts(actx, out, ledger, victimSlot, cfg.Victim+1, replicaOf)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(out, "ledger: slot %d unreadable: %v\n", cfg.Victim+1, err)
+		}
+	}
+	fmt.Fprintf(out, "summary: slots=%d ran_once=%d skipped=%d duplicates=%d missed=%d stale_rejected=%d\n",
+		t.slots, t.ranOnce, t.skipped, t.duplicates, t.missed, t.staleRejected)
+	if unfinished != nil {
+		if t.missed > 0 {
+			unfinished = fmt.Errorf("%w; slots with no accepted write: %v", unfinished, missedSlots(t, slots))
+		}
+		fmt.Fprintln(out, "FAILED:", unfinished)
+		return t, unfinished
+	}
+	return t, nil
+}
+
+// tallyNow measures the sink and the ledger as they are now.
+func tallyNow(ctx context.Context, sink store, ledger scheduler.Ledger, slots []time.Time) (tally, error) {
+	ctx, cancel := context.WithTimeout(ctx, sinkTimeout)
+	defer cancel()
 	rep, err := sink.Report(ctx)
 	if err != nil {
 		return tally{}, err
 	}
-	t := measure(rep, slots)
-	printTable(out, rep, slots)
-	if cfg.Fault != "none" {
-		if err := printAttempts(ctx, out, rc, victimSlot, cfg.Victim+1, replicaOf); err != nil {
-			return tally{}, err
+	skipped, err := skippedSlots(ctx, ledger, rep, slots)
+	if err != nil {
+		return tally{}, err
+	}
+	return measure(rep, slots, skipped), nil
+}
+
+// skippedSlots returns, for the slots without a row in rep, the ledger's
+// reason for those it recorded skipped.
+func skippedSlots(ctx context.Context, ledger scheduler.Ledger, rep report, slots []time.Time) (map[time.Time]string, error) {
+	written := map[time.Time]bool{}
+	for _, r := range rep.Rows {
+		written[r.Slot.UTC()] = true
+	}
+	out := map[time.Time]string{}
+	for _, s := range slots {
+		if written[s] {
+			continue
+		}
+		rec, ok, err := ledger.Get(ctx, scheduler.Slot{Job: "daily-settlement", At: s})
+		if err != nil {
+			return nil, err
+		}
+		if ok && rec.Status == scheduler.StatusSkipped {
+			out[s] = rec.Reason
 		}
 	}
-	fmt.Fprintf(out, "summary: slots=%d ran_once=%d duplicates=%d missed=%d stale_rejected=%d\n",
-		t.slots, t.ranOnce, t.duplicates, t.missed, t.staleRejected)
-	return t, nil
+	return out, nil
+}
+
+// pending says what the demo was still waiting for when its bound passed.
+func pending(victimSeen, resumed, settled bool, fault string) string {
+	switch {
+	case fault != "none" && !victimSeen:
+		return "the victim slot never ran"
+	case fault == "stop" && !resumed:
+		return "no other replica wrote with a newer token while the victim was frozen"
+	case !settled:
+		return "the resumed victim never made its late write"
+	}
+	return "some slots have no accepted write"
+}
+
+// missedSlots lists the 1-based numbers of the slots without a row.
+func missedSlots(t tally, slots []time.Time) []int {
+	var out []int
+	for i, s := range slots {
+		if len(t.perSlot[s]) == 0 {
+			out = append(out, i+1)
+		}
+	}
+	return out
 }
 
 func printTable(out io.Writer, rep report, slots []time.Time) {
@@ -382,17 +497,7 @@ func (p *replicaProc) kill() error {
 }
 
 // printAttempts prints the ledger's attempts of the victim's slot.
-func printAttempts(ctx context.Context, out io.Writer, rc replicaConfig, at time.Time, n int, replicaOf map[fence.Token]string) error {
-	opts, err := redis.ParseURL(rc.RedisURL)
-	if err != nil {
-		return err
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	ledger, err := scheduler.NewRedisLedger(rdb, rc.Prefix+"ledger:")
-	if err != nil {
-		return err
-	}
+func printAttempts(ctx context.Context, out io.Writer, ledger scheduler.Ledger, at time.Time, n int, replicaOf map[fence.Token]string) error {
 	rec, _, err := ledger.Get(ctx, scheduler.Slot{Job: "daily-settlement", At: at})
 	if err != nil {
 		return err

@@ -11,10 +11,18 @@
 //
 // It ends with one line measured from the sink:
 //
-//	summary: slots=10 ran_once=10 duplicates=0 missed=0 stale_rejected=1
+//	summary: slots=10 ran_once=10 skipped=0 duplicates=0 missed=0 stale_rejected=1
+//
+// skipped counts slots the ledger recorded skipped by the job's overlap
+// policy (the default skips a slot that comes due while a run is in
+// progress: on a busy machine, the takeover's catch-up can still be running
+// when the next slot fires); the demo prints each with its reason.
 //
 // and exits non-zero when duplicates or missed slots were found, or no stale
-// write was rejected (with -unfenced: when no duplicate was found).
+// write was rejected (with -unfenced: when no duplicate was found). It never
+// hangs: past -limit it stops the replicas, prints the table and the
+// summary of what the sink holds, and a FAILED line saying what it was
+// still waiting for.
 package main
 
 import (
@@ -33,6 +41,7 @@ func main() {
 		replicas = flag.Int("replicas", 3, "replica processes")
 		victim   = flag.Int("victim", 3, "the holder of this slot (1-based) meets the fault")
 		fault    = flag.String("fault", "stop", "stop: SIGSTOP the victim past its TTL, then SIGCONT; kill: SIGKILL and restart it; none")
+		limit    = flag.Duration("limit", 0, "give up, print the summary and fail after this long (default: the slots + 35s)")
 	)
 	flag.StringVar(&rc.ID, "replica", "", "internal: run as the replica with this id")
 	flag.StringVar(&rc.RedisURL, "redis", "", "internal: Redis URL")
@@ -69,7 +78,7 @@ func main() {
 	defer stop()
 	t, err := runDemo(ctx, demoConfig{
 		Replicas: *replicas, Slots: rc.Slots, Victim: *victim - 1, Fault: *fault,
-		TTL: rc.TTL, Work: rc.Work, Unfenced: rc.Unfenced, Out: os.Stdout,
+		TTL: rc.TTL, Work: rc.Work, Unfenced: rc.Unfenced, Limit: *limit, Out: os.Stdout,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "settlement:", err)

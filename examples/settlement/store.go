@@ -168,17 +168,28 @@ func (h *httpStore) Close() { h.client.CloseIdleConnections() }
 
 // tally is the summary measured from a sink report.
 type tally struct {
-	slots, ranOnce, duplicates, missed, staleRejected int
-	perSlot                                           map[time.Time][]row
+	slots, ranOnce, skipped, duplicates, missed, staleRejected int
+	perSlot                                                    map[time.Time][]row
+	// skippedBy is the ledger's reason for each slot it recorded skipped
+	// by policy: it has no write, and none is due.
+	skippedBy map[time.Time]string
 }
 
-func measure(rep report, slots []time.Time) tally {
-	t := tally{slots: len(slots), perSlot: map[time.Time][]row{}, staleRejected: len(rep.Rejections)}
+// measure tallies the sink's rows per slot. skipped holds the slots
+// without a row that the ledger recorded skipped, with its reason (the
+// default overlap policy skips a slot that came due while a run of the job
+// was still in progress, as after a takeover that catches up on several
+// slots on a busy machine); every other slot without a row is missed.
+func measure(rep report, slots []time.Time, skipped map[time.Time]string) tally {
+	t := tally{slots: len(slots), perSlot: map[time.Time][]row{}, skippedBy: map[time.Time]string{}, staleRejected: len(rep.Rejections)}
 	for _, r := range rep.Rows {
 		t.perSlot[r.Slot.UTC()] = append(t.perSlot[r.Slot.UTC()], r)
 	}
 	for _, s := range slots {
 		switch n := len(t.perSlot[s]); {
+		case n == 0 && skipped[s] != "":
+			t.skipped++
+			t.skippedBy[s] = skipped[s]
 		case n == 0:
 			t.missed++
 		case n == 1:

@@ -31,6 +31,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -60,6 +61,8 @@ type Proxy struct {
 	stop    chan struct{} // closed by Close
 
 	wg sync.WaitGroup
+
+	received [2]atomic.Int64 // bytes read per direction
 }
 
 type link struct {
@@ -141,6 +144,12 @@ func (p *Proxy) Reset() int {
 	return len(links)
 }
 
+// Received reports how many bytes the proxy has read so far in direction
+// dir, over every connection: read, not necessarily written on yet. A test
+// waits for it to grow to know that a request reached the proxy (and got
+// the delay in force then), before it changes the delay for what follows.
+func (p *Proxy) Received(dir Direction) int64 { return p.received[dir].Load() }
+
 // Conns reports how many connections are open through the proxy.
 func (p *Proxy) Conns() int {
 	p.mu.Lock()
@@ -209,7 +218,9 @@ func (p *Proxy) pump(dir Direction, dst io.Writer, src io.Reader) error {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.hold(dir, time.Now()) {
+			read := time.Now()
+			p.received[dir].Add(int64(n))
+			if !p.hold(dir, read) {
 				return net.ErrClosed
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

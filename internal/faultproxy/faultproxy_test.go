@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/faultproxy"
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -112,4 +113,28 @@ func TestResetBreaksOpenConnections(t *testing.T) {
 	}
 	p.Resume()
 	require.NoError(t, rdb.Ping(ctx).Err(), "a new connection after the reset works")
+}
+
+func TestReceivedCountsBytesReadPerDirection(t *testing.T) {
+	t.Parallel()
+	p, rdb := through(t)
+	ctx := context.Background()
+	require.NoError(t, rdb.Ping(ctx).Err())
+	up, down := p.Received(faultproxy.Upstream), p.Received(faultproxy.Downstream)
+	require.NoError(t, rdb.Ping(ctx).Err())
+	// PING is "*1\r\n$4\r\nping\r\n" (14 bytes), PONG "+PONG\r\n" (7).
+	require.Equal(t, up+14, p.Received(faultproxy.Upstream))
+	require.Equal(t, down+7, p.Received(faultproxy.Downstream))
+
+	// A delayed request is counted when it reaches the proxy, before it
+	// goes on to the server.
+	p.SetDelay(faultproxy.Upstream, time.Hour)
+	got := make(chan error, 1)
+	go func() { got <- rdb.Ping(ctx).Err() }()
+	testwait.Until(t, 10*time.Second, "the held request counted", func() bool {
+		return p.Received(faultproxy.Upstream) == up+28
+	})
+	require.Equal(t, down+7, p.Received(faultproxy.Downstream), "no reply yet")
+	require.NoError(t, p.Close()) // releases the held chunk's pump
+	require.Error(t, <-got)
 }

@@ -17,7 +17,7 @@
 // With the default namespace "holdfast":
 //
 //	holdfast_lease_acquire_total{outcome}      counter   acquire attempts (one round trip each):
-//	                                                     acquired | held | error
+//	                                                     acquired | held | error | slow
 //	holdfast_lease_acquire_duration_seconds    histogram duration of one acquire attempt
 //	holdfast_lease_renew_total{result}         counter   renewals of one lease: ok | not_held | error
 //	holdfast_lease_renew_duration_seconds      histogram duration of a renew call (for batched
@@ -40,7 +40,10 @@
 // Redis said another owner holds the key (it expired during a pause, was
 // evicted or deleted, or a failover lost it); expired means the trust window
 // ended without a successful renewal (Redis unreachable, slow or hung);
-// parent_done means the context passed to Acquire ended. A rise in not_held
+// parent_done means the lifetime context (lease.WithLifetime) ended.
+// outcome="slow" counts grants that arrived after their trust window had
+// ended (lease.ErrSlowAcquire): refused and undone; a rise means Redis or
+// this process is too slow for the TTLs in use. A rise in not_held
 // or expired is a rise in work cut short, and in writes that the fencing
 // sinks must reject.
 package leaseprom

@@ -71,7 +71,7 @@ func NewObserver(opts Options) *Observer {
 	o := &Observer{
 		acquireTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: "lease", Name: "acquire_total",
-			Help: "Lease acquire attempts (one Redis round trip each), by outcome: acquired, held (by another owner) or error.",
+			Help: "Lease acquire attempts (one Redis round trip each), by outcome: acquired, held (by another owner), error or slow (granted after its trust window ended, refused).",
 		}, []string{"outcome"}),
 		acquireDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: "lease", Name: "acquire_duration_seconds",
@@ -98,7 +98,7 @@ func NewObserver(opts Options) *Observer {
 	}
 	// Export every label value from the start, so that rate() sees the
 	// first increment and absent() is meaningful.
-	for _, v := range []lease.AcquireOutcome{lease.OutcomeAcquired, lease.OutcomeHeld, lease.OutcomeError} {
+	for _, v := range []lease.AcquireOutcome{lease.OutcomeAcquired, lease.OutcomeHeld, lease.OutcomeError, lease.OutcomeSlow} {
 		o.acquireTotal.WithLabelValues(string(v))
 	}
 	for _, v := range []string{resultOK, resultNotHeld, resultError} {
@@ -113,7 +113,7 @@ func NewObserver(opts Options) *Observer {
 // ObserveAcquire implements lease.Observer.
 func (o *Observer) ObserveAcquire(_ string, outcome lease.AcquireOutcome, took time.Duration) {
 	switch outcome {
-	case lease.OutcomeAcquired, lease.OutcomeHeld, lease.OutcomeError:
+	case lease.OutcomeAcquired, lease.OutcomeHeld, lease.OutcomeError, lease.OutcomeSlow:
 	default:
 		outcome = lease.OutcomeError // keep the label set bounded
 	}

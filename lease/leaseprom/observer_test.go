@@ -57,7 +57,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s *setup)) {
 func (s *setup) expect(t *testing.T, family, label string, want map[string]int) {
 	t.Helper()
 	values := map[string][]string{
-		"holdfast_lease_acquire_total": {"acquired", "error", "held"},
+		"holdfast_lease_acquire_total": {"acquired", "error", "held", "slow"},
 		"holdfast_lease_renew_total":   {"error", "not_held", "ok"},
 		"holdfast_lease_lost_total":    {"expired", "not_held", "other", "parent_done", "released"},
 	}[family]
@@ -135,18 +135,18 @@ func TestMetricsFollowTheLeaseLifecycle(t *testing.T) {
 		s.expect(t, "holdfast_lease_renew_total", "result", map[string]int{"ok": 1, "error": 1, "not_held": 1})
 		require.Equal(t, uint64(3), s.observations(t, "holdfast_lease_renew_duration_seconds"))
 
-		parent, cancel := context.WithCancel(ctx)
-		p, err := c.TryAcquire(parent, "p", time.Minute)
+		app, cancel := context.WithCancel(ctx)
+		p, err := c.TryAcquire(ctx, "p", time.Minute, lease.WithLifetime(app))
 		require.NoError(t, err)
 		require.Equal(t, 1.0, s.held(t))
 		cancel()
-		testwait.Done(t, p.Done(), 5*time.Second, "loss after parent cancel")
+		testwait.Done(t, p.Done(), 5*time.Second, "loss after the lifetime context's cancel")
 		// The lease reports a loss right after canceling its context;
 		// ObserveLoss counts the cause before it lowers the gauge.
 		testwait.Until(t, 5*time.Second, "loss observed", func() bool { return s.held(t) == 0 })
 
 		// A holder frozen past its trust window is lost at thaw.
-		d, err := c.TryAcquire(ctx, "d", 300*time.Millisecond)
+		d, err := c.TryAcquire(ctx, "d", time.Second)
 		require.NoError(t, err)
 		leasetest.Freeze(d)
 		deadline := time.NewTimer(time.Until(d.Deadline()))
@@ -206,11 +206,12 @@ func TestUnknownAcquireOutcomeCountsAsError(t *testing.T) {
 	obs := leaseprom.NewObserver(leaseprom.Options{})
 	obs.ObserveAcquire("x", lease.AcquireOutcome("surprise"), time.Millisecond)
 	want := `
-# HELP holdfast_lease_acquire_total Lease acquire attempts (one Redis round trip each), by outcome: acquired, held (by another owner) or error.
+# HELP holdfast_lease_acquire_total Lease acquire attempts (one Redis round trip each), by outcome: acquired, held (by another owner), error or slow (granted after its trust window ended, refused).
 # TYPE holdfast_lease_acquire_total counter
 holdfast_lease_acquire_total{outcome="acquired"} 0
 holdfast_lease_acquire_total{outcome="error"} 1
 holdfast_lease_acquire_total{outcome="held"} 0
+holdfast_lease_acquire_total{outcome="slow"} 0
 `
 	require.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "holdfast_lease_acquire_total"))
 }
@@ -229,7 +230,7 @@ func TestNamespaceAndBuckets(t *testing.T) {
 	require.Len(t, h.GetBucket(), 2)
 	require.Equal(t, uint64(0), h.GetBucket()[0].GetCumulativeCount())
 	require.Equal(t, uint64(1), h.GetBucket()[1].GetCumulativeCount())
-	require.Equal(t, 3+3+5+2+1, testutil.CollectAndCount(billing), "every label value of the counters, 2 histograms, 1 gauge")
+	require.Equal(t, 4+3+5+2+1, testutil.CollectAndCount(billing), "every label value of the counters, 2 histograms, 1 gauge")
 }
 
 func TestNewObserverRegistersNothingGlobally(t *testing.T) {

@@ -26,7 +26,8 @@ var contract = []check{
 	{"ReleaseIsIdempotentAndCancelsWithErrReleased", releaseIsIdempotent},
 	{"KeepAliveHoldsPastTTL", keepAliveHoldsPastTTL},
 	{"DeletedKeyIsLostWithErrNotHeld", deletedKeyIsLost},
-	{"ParentEndLosesWithErrParentDoneAndFreesKey", parentEndLoses},
+	{"LifetimeEndLosesWithErrParentDoneAndFreesKey", lifetimeEndLoses},
+	{"AcquireContextBoundsOnlyTheWait", acquireContextBoundsOnlyTheWait},
 	{"WaiterIsWokenByRelease", waiterIsWokenByRelease},
 	{"AcquireGivesUpWhenContextEnds", acquireGivesUp},
 	{"BadInputGetsTypedErrors", badInputGetsTypedErrors},
@@ -244,18 +245,18 @@ func deletedKeyIsLost(t *testing.T, e *env) {
 	require.NoError(t, b.Release(ctx))
 }
 
-func parentEndLoses(t *testing.T, e *env) {
-	name := "parent"
+func lifetimeEndLoses(t *testing.T, e *env) {
+	name := "lifetime"
 	c := e.client(t)
-	parent, cancel := context.WithCancel(context.Background())
+	app, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l, err := c.TryAcquire(parent, name, longTTL)
+	l, err := c.TryAcquire(context.Background(), name, longTTL, lease.WithLifetime(app))
 	require.NoError(t, err)
 	held(t, l)
 	cancel()
-	testwait.Done(t, l.Done(), limit, "loss after the parent ended")
+	testwait.Done(t, l.Done(), limit, "loss after the lifetime context ended")
 	require.ErrorIs(t, l.Err(), lease.ErrParentDone)
-	require.ErrorIs(t, l.Err(), context.Canceled, "the parent's cause is joined")
+	require.ErrorIs(t, l.Err(), context.Canceled, "the lifetime context's cause is joined")
 	// The lease is freed on its behalf, long before its TTL runs out.
 	var l2 *lease.Lease
 	testwait.Until(t, limit, "lease freed", func() bool {
@@ -268,6 +269,49 @@ func parentEndLoses(t *testing.T, e *env) {
 	require.Greater(t, l2.Token(), l.Token())
 	// Release still returns nil: the lease was released on its behalf.
 	require.NoError(t, l.Release(context.Background()))
+	require.NoError(t, l2.Release(context.Background()))
+}
+
+// acquireContextBoundsOnlyTheWait: the lease outlives the context of the
+// call that took it, for both TryAcquire and a blocked Acquire, and keeps
+// its values.
+func acquireContextBoundsOnlyTheWait(t *testing.T, e *env) {
+	type key struct{}
+	name := "wait-bound"
+	c := e.client(t)
+	call, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	l, err := c.TryAcquire(call, name, longTTL)
+	require.NoError(t, err)
+	held(t, l)
+
+	// A blocked Acquire under a deadline, woken by l's release.
+	wait, cancelWait := context.WithTimeout(context.Background(), limit)
+	defer cancelWait()
+	type result struct {
+		l   *lease.Lease
+		err error
+	}
+	waiter := e.client(t)
+	got := make(chan result, 1)
+	go func() {
+		l2, err := waiter.Acquire(wait, name, longTTL)
+		got <- result{l2, err}
+	}()
+	cancel() // the call's context ends: l lives on
+	e.requireOwner(t, name, l.Owner(), "the key still holds the first owner")
+	require.NoError(t, l.Err())
+	require.NoError(t, l.Context().Err())
+	require.Equal(t, "v", l.Context().Value(key{}), "the lease context keeps the call's values")
+	require.NoError(t, l.Renew(context.Background()), "a lease whose call context ended renews")
+	require.NoError(t, l.Release(context.Background()))
+
+	r := <-got // wait's deadline bounds it
+	require.NoError(t, r.err, "the waiter gets the released lease")
+	l2 := held(t, r.l)
+	cancelWait()
+	require.NoError(t, l2.Renew(context.Background()), "the waiter's lease outlives its wait's context")
+	require.NoError(t, l2.Err())
+	e.requireOwner(t, name, l2.Owner(), "the waiter holds it")
 	require.NoError(t, l2.Release(context.Background()))
 }
 
@@ -382,9 +426,7 @@ func frozenHolderIsLost(t *testing.T, e *env) {
 	name := "frozen"
 	c := e.client(t)
 	const ttl = 300 * time.Millisecond
-	a, err := c.TryAcquire(ctx, name, ttl)
-	require.NoError(t, err)
-	held(t, a)
+	a := held(t, TryAcquire(t, c, name, ttl))
 	Freeze(a)
 	testwait.Until(t, limit, "a's trust window passes", func() bool { return time.Now().After(a.Deadline()) })
 	require.NoError(t, a.Err(), "a frozen holder still believes it holds the lease")

@@ -50,9 +50,10 @@
 // renew and release change nothing; release is idempotent and cancels the
 // lease with lease.ErrReleased; the keep-alive holds a lease past its TTL;
 // an expired lease is reported lost with lease.ErrNotHeld at the next
-// renewal, while a new acquirer gets it at once; the end of the parent
-// context loses the lease with lease.ErrParentDone and frees it long
-// before its TTL; a waiter is woken by the holder's release, not by
+// renewal, while a new acquirer gets it at once; the end of the lifetime
+// context (lease.WithLifetime) loses the lease with lease.ErrParentDone
+// and frees it long before its TTL; the context of the acquire call bounds
+// the wait only (the lease outlives it and keeps its values); a waiter is woken by the holder's release, not by
 // polling; Acquire gives up when its context ends, with both errors; bad
 // input gets typed errors without reaching the server; a frozen holder is
 // lost with lease.ErrExpired when thawed after its trust window;

@@ -48,7 +48,7 @@ func Example() {
 	ctx := context.Background()
 	sink := &ledger{token: map[string]fence.Token{}, owner: map[string]string{}}
 
-	a, _ := client.TryAcquire(ctx, "payout", 100*time.Millisecond)
+	a, _ := client.TryAcquire(ctx, "payout", time.Second)
 	defer a.Release(ctx)
 	fmt.Println("A writes:", sink.Write("payout", a.Token(), a.Owner(), "A: first half"))
 

@@ -13,8 +13,10 @@ import (
 // Freeze stops l as a stop-the-world pause would: its keep-alive stops
 // renewing it and its local expiry stops, so l.Context stays live and the
 // holder keeps believing it holds the lease, while Redis lets the key run
-// out (or ForceExpire deletes it). Freezing a lost, frozen or nil lease does
-// nothing.
+// out (or ForceExpire deletes it). A renewal already on the wire when it is
+// called does not count either way: the frozen lease ignores its answer, as
+// a paused process reads it only once it runs again. Freezing a lost,
+// frozen or nil lease does nothing.
 func Freeze(l *lease.Lease) {
 	if l != nil {
 		testhooks.Freeze(l)

@@ -42,24 +42,30 @@ func TestConformance(t *testing.T) {
 //     owner; Inspect reports that owner, and how long a majority keeps
 //     it;
 //   - Expire deletes the lease key on every master, as expiry would;
-//   - Commands counts the commands sent to one master (the first): every
+//   - Commands counts the commands sent to the least-used master: every
 //     operation sends at most one command to each master, in parallel
 //     (an acquisition two: the lock with the token candidate, then the
-//     raise), so the count on one master is the count of round trips.
+//     raise), so on a master that holds the lease the count is the count
+//     of round trips. Not every master need hold it: an acquisition
+//     returns once a majority granted, and a try sent right after it can
+//     reach a straggler first and take that master from the holder (seen
+//     on a loaded machine, issue 11 part 7: 20 commands for 10 failed
+//     tries on the first master). Each later failed try is then granted
+//     there and undone, a second round trip on that master alone, which
+//     is the backend working as designed, not a try costing two.
 func quorumStore(t *testing.T, srvs []*redisproc.Server) leasetest.Store {
 	t.Helper()
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	prefix := "holdfast-conformance:" + hex.EncodeToString(rnd[:]) + ":"
-	cmds := &commandCounter{}
+	cmds := make([]*commandCounter, len(srvs))
 	rdbs := make([]redis.UniversalClient, len(srvs))
 	for i, srv := range srvs {
 		rdb := srv.Client(t, func(o *redis.Options) {
 			o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
 		})
-		if i == 0 {
-			rdb.AddHook(cmds)
-		}
+		cmds[i] = &commandCounter{}
+		rdb.AddHook(cmds[i])
 		rdbs[i] = rdb
 	}
 	t.Cleanup(func() {
@@ -123,8 +129,21 @@ func quorumStore(t *testing.T, srvs []*redisproc.Server) leasetest.Store {
 			}
 			return "", 0, nil
 		},
-		Commands: cmds.n.Load,
+		Commands: func() int64 { return leastUsed(cmds) },
 	}
+}
+
+// leastUsed returns the smallest of the counts. Counted before and after a
+// run of operations, its difference is the run's count on a master that
+// holds the lease, as long as no master sees fewer commands in the run
+// than those (each master sees each operation's command at most once, a
+// master taken from the holder more).
+func leastUsed(cmds []*commandCounter) int64 {
+	least := cmds[0].n.Load()
+	for _, c := range cmds[1:] {
+		least = min(least, c.n.Load())
+	}
+	return least
 }
 
 // commandCounter counts the commands sent through a client (connection

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/holdfast-go/holdfast/lease"
 )
 
 // Errors for bad input, returned by New before any I/O.
@@ -23,8 +25,10 @@ var (
 	// ends; an acquire can be tried again.
 	ErrNoQuorum = errors.New("quorum: no majority of masters answered")
 	// ErrSlowAcquire matches every *SlowAcquireError: the acquisition
-	// reached a majority, but too late for its token to be used.
-	ErrSlowAcquire = errors.New("quorum: acquire took longer than TTL - drift")
+	// reached a majority, but too late for its token to be used. It is
+	// lease.ErrSlowAcquire itself, so one errors.Is check covers a slow
+	// acquire on every backend.
+	ErrSlowAcquire = lease.ErrSlowAcquire
 )
 
 // NoQuorumError reports an operation that fewer than Quorum of the Nodes
@@ -66,7 +70,8 @@ func (e *NoQuorumError) Unwrap() error { return e.Err }
 // masters, but whose lock and token phases together took longer than the
 // TTL minus lease.Drift(TTL): by the time the token was ready, some keys may
 // already have expired. The keys were released and the token is unused. It
-// matches ErrSlowAcquire.
+// matches ErrSlowAcquire (lease.ErrSlowAcquire); lease.Client's own check,
+// made when the grant reaches it, returns a *lease.SlowAcquireError.
 type SlowAcquireError struct {
 	// Name is the lease name.
 	Name string

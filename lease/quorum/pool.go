@@ -63,8 +63,9 @@ var releaseCall = new(int)
 // cancels the try's context once a majority decided), so that every
 // master that answers holds the key of a successful acquisition, and a
 // lease survives the loss of a master beyond the majority that answered
-// first. A grant that arrives after an acquisition was given up is undone
-// at once.
+// first. A grant, or an error, that arrives after an acquisition was given
+// up is undone at once (compare-and-delete: harmless where the key is not
+// ours).
 func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
 	call, _ := c.ctx.Value(callKey{}).(*acquireCall)
 	ctx := context.WithoutCancel(c.ctx)
@@ -125,6 +126,11 @@ const (
 	failed                    // an error; the key may or may not be ours
 )
 
+// mayHold reports whether a master that answered so may hold the key for
+// the acquisition: it granted, or its answer was lost (the script may have
+// run all the same).
+func (s replyState) mayHold() bool { return s == granted || s == failed }
+
 type reply struct {
 	state  replyState
 	value  int64
@@ -152,8 +158,9 @@ func newAcquireCall(nodes int, proposal int64) *acquireCall {
 	return &acquireCall{proposal: proposal, replies: make([]reply, nodes), all: make(chan struct{})}
 }
 
-// record stores node's reply; false when it is a late grant of an
-// acquisition given up, which the caller must undo.
+// record stores node's reply; false when it is a late answer of an
+// acquisition given up that may hold the key (a grant, or an error: the
+// script may have run), which the caller must undo.
 func (a *acquireCall) record(node int, r reply) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -164,7 +171,7 @@ func (a *acquireCall) record(node int, r reply) bool {
 		a.replies[node] = r
 		return true
 	}
-	return !(a.abandoned && r.state == granted)
+	return !(a.abandoned && r.state.mayHold())
 }
 
 // close stops recording and returns the replies, which are not written

@@ -190,17 +190,21 @@ func (b *Backend) straggle(ctx context.Context, call *acquireCall) {
 	}
 }
 
-// undo releases the keys of a failed try on the masters that granted it,
-// in parallel, and waits for them.
+// undo releases the keys of a failed try on the masters that granted it
+// or failed to answer (a timeout or a lost reply: the script may have run
+// and taken the key), in parallel, and waits for them. Masters that have
+// not answered yet undo their own late grant (acquireCall.record). A key
+// left behind would hold a master for the TTL against every later try,
+// ours included (each try has a new owner).
 func (b *Backend) undo(ctx context.Context, leaseKey, owner string, v votes) {
-	if v.granted == 0 {
+	if v.granted == 0 && v.failed == 0 {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
 	keys := []string{leaseKey}
 	var wg sync.WaitGroup
 	for i, r := range v.replies {
-		if r.state == granted {
+		if r.state.mayHold() {
 			wg.Go(func() { _ = releaseScript.Run(ctx, b.nodes[i], keys, owner).Err() })
 		}
 	}

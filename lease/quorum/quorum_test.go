@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/quorum"
 )
 
@@ -177,9 +178,7 @@ func TestTwoKilledMastersStillAcquireWithIncreasingTokens(t *testing.T) {
 	require.NoError(t, first.Release(ctx))
 	// A lease held across the kills, renewed every 100 ms.
 	const ttl = 300 * time.Millisecond
-	kept, err := c.TryAcquire(ctx, "kept", ttl)
-	require.NoError(t, err)
-	held(t, kept)
+	kept := held(t, leasetest.TryAcquire(t, c, "kept", ttl))
 
 	m.srvs[1].Kill(t)
 	m.srvs[3].Kill(t)
@@ -204,9 +203,7 @@ func TestThreeKilledMastersFailPromptlyWithErrNoQuorum(t *testing.T) {
 	c, _ := m.client(t)
 	ctx := context.Background()
 	const ttl = 300 * time.Millisecond
-	kept, err := c.TryAcquire(ctx, "kept", ttl)
-	require.NoError(t, err)
-	held(t, kept)
+	kept := held(t, leasetest.TryAcquire(t, c, "kept", ttl))
 
 	for _, i := range []int{0, 2, 4} {
 		m.srvs[i].Kill(t)
@@ -350,6 +347,7 @@ func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
 	r := <-got
 	require.False(t, r.g.Acquired)
 	require.ErrorIs(t, r.err, quorum.ErrSlowAcquire)
+	require.ErrorIs(t, r.err, lease.ErrSlowAcquire, "the sentinel of every backend")
 	var slow *quorum.SlowAcquireError
 	require.ErrorAs(t, r.err, &slow)
 	require.Equal(t, ttl-lease.Drift(ttl), slow.Limit)

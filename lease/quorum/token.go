@@ -23,6 +23,7 @@ type votes struct {
 	replies  []reply
 	granted  int
 	refused  int
+	failed   int
 	maxCand  int64   // the largest candidate among the granted
 	refusals []int64 // the holders' PTTLs in ms
 }
@@ -37,6 +38,8 @@ func count(replies []reply) votes {
 		case refused:
 			v.refused++
 			v.refusals = append(v.refusals, r.value)
+		case failed:
+			v.failed++
 		}
 	}
 	return v

@@ -10,6 +10,13 @@
 -- Returns {1, candidate} when the key was taken, {0, pttl, holder} when it
 -- is held (pttl: the holder's remaining TTL in ms; holder: its owner).
 --
+-- A key that already holds ARGV[1] was taken by this very acquisition: the
+-- command was sent again after its reply was lost or late (go-redis retries
+-- a read timeout). It answers {1, counter} like the first run, so that the
+-- acquirer counts the key as its own and deletes it if the try fails; the
+-- counter is at least the candidate that first run issued (only this
+-- owner's acquisition has touched it since, and raises only raise it).
+--
 -- The candidate is max(INCR(counter), server TIME in microseconds,
 -- proposal), stored back in the counter: greater than everything this node
 -- issued or was raised to before, and, after the counter was lost (restart
@@ -35,4 +42,8 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   return {1, candidate}
 end
-return {0, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1]) or ''}
+local holder = redis.call('GET', KEYS[1]) or ''
+if holder == ARGV[1] then
+  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+return {0, redis.call('PTTL', KEYS[1]), holder}
