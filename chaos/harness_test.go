@@ -191,6 +191,13 @@ type beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
+// beginnerDB is a database the sink writes to and reads from: a pool.
+type beginnerDB interface {
+	beginner
+	pgfence.DBTX
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // write is every sink write of the harness: in one transaction, the fence
 // check (unless guarded is false: the negative control), the effect, and
 // the register. It returns nil when committed, an error matching
@@ -243,10 +250,8 @@ type effect struct {
 
 // effects returns the accepted writes of resource in the order they were
 // made.
-func (s *sink) effects(ctx context.Context, db pgfence.DBTX, resource string) ([]effect, error) {
-	rows, err := db.(interface {
-		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	}).Query(ctx, `SELECT token, owner, value FROM `+s.table("effects")+` WHERE resource = $1 ORDER BY id`, resource)
+func (s *sink) effects(ctx context.Context, db beginnerDB, resource string) ([]effect, error) {
+	rows, err := db.Query(ctx, `SELECT token, owner, value FROM `+s.table("effects")+` WHERE resource = $1 ORDER BY id`, resource)
 	if err != nil {
 		return nil, err
 	}
