@@ -1,9 +1,11 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -306,4 +308,45 @@ func fastClient(o *redis.Options) {
 func testutilDone(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	testwait.Done(t, ch, 10*time.Second, what)
+}
+
+// writeOnce is the idempotent effect of a scheduled run: in one
+// transaction, the fence check and, unless an effect with key exists, the
+// effect. guarded false is the negative control: a plain insert, neither
+// fenced nor deduplicated. It reports whether it wrote.
+func (s *sink) writeOnce(ctx context.Context, db beginner, resource, key string, h holder, guarded bool) (bool, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if guarded {
+		if err := s.guard.Check(ctx, tx, resource, h.token, h.owner); err != nil {
+			return false, err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.table("effects")+` WHERE resource = $1 AND value = $2)`, resource, key).Scan(&exists); err != nil {
+			return false, err
+		}
+		if exists {
+			return false, tx.Commit(ctx)
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s.table("effects")+` (resource, token, owner, value) VALUES ($1, $2, $3, $4)`,
+		resource, int64(h.token), h.owner, key); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// lineReader reads lines from a worker's stdin.
+type lineReader struct{ sc *bufio.Scanner }
+
+func newLineReader(r io.Reader) *lineReader { return &lineReader{sc: bufio.NewScanner(r)} }
+
+func (l *lineReader) next() (string, bool) {
+	if !l.sc.Scan() {
+		return "", false
+	}
+	return l.sc.Text(), true
 }
