@@ -311,9 +311,11 @@ func testutilDone(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // writeOnce is the idempotent effect of a scheduled run: in one
-// transaction, the fence check and, unless an effect with key exists, the
-// effect. guarded false is the negative control: a plain insert, neither
-// fenced nor deduplicated. It reports whether it wrote.
+// transaction, the fence check on the guard row of key (the slot's
+// idempotency key: under OverlapAllow each slot has a lease, and so a
+// fence, of its own) and, unless resource already has an effect with key,
+// the effect. guarded false is the negative control: a plain insert,
+// neither fenced nor deduplicated. It reports whether it wrote.
 func (s *sink) writeOnce(ctx context.Context, db beginner, resource, key string, h holder, guarded bool) (bool, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -321,7 +323,7 @@ func (s *sink) writeOnce(ctx context.Context, db beginner, resource, key string,
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if guarded {
-		if err := s.guard.Check(ctx, tx, resource, h.token, h.owner); err != nil {
+		if err := s.guard.Check(ctx, tx, key, h.token, h.owner); err != nil {
 			return false, err
 		}
 		var exists bool

@@ -114,7 +114,7 @@ func schedWorker() error {
 				<-work.C
 				wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				_, err := s.writeOnce(wctx, pool, run.Job, run.IdempotencyKey, holder{scope: run.Job, token: run.Token, owner: run.Owner}, name == guardedJob)
+				_, err := s.writeOnce(wctx, pool, run.Job, run.IdempotencyKey, holder{scope: run.IdempotencyKey, token: run.Token, owner: run.Owner}, name == guardedJob)
 				return err
 			},
 		})
