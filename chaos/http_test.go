@@ -66,7 +66,7 @@ func TestHTTPRetriesThroughResetsAfterCommit(t *testing.T) {
 	var (
 		proxy  *faultproxy.Proxy
 		resets sync.Map // key -> struct{}: reset after its first attempt
-		reset  = func(key string, i int, control bool) bool { return control || i%3 == 0 }
+		reset  = func(i int, control bool) bool { return control || i%3 == 0 }
 		chosen sync.Map // key -> bool
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -145,10 +145,10 @@ func TestHTTPRetriesThroughResetsAfterCommit(t *testing.T) {
 			if control {
 				path = "/plain"
 			}
-			if reset(key, i, control) {
+			if reset(i, control) {
 				resetKeys++
 			}
-			chosen.Store(`"`+key+`"`, reset(key, i, control))
+			chosen.Store(`"`+key+`"`, reset(i, control))
 			select {
 			case jobs <- job{key, path}:
 			case err := <-errs:

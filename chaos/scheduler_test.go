@@ -238,6 +238,7 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 		if faults["holder_sigstop"] < 2 {
 			k = 0 // the first two faults: one guarded run, one control run frozen
 		}
+		t.Logf("fault %d at %s: %d", nFaults, time.Now().UTC().Format("15:04:05.000"), k)
 		switch k {
 		case 0: // holder SIGSTOPed mid-run past its TTL; every other one a control run
 			job := guardedJob
@@ -340,6 +341,7 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 			continue
 		}
 		st := "none"
+		t.Logf("slot %s has no effect", at.Format(time.RFC3339))
 		for _, rec := range recs {
 			if rec.Slot.At.Equal(at) {
 				st = string(rec.Status)
