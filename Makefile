@@ -1,9 +1,9 @@
-# holdfast: make demo | make test | make lint | make bench
+# holdfast: make demo | make test | make chaos | make lint | make bench
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS := ./...
 
-.PHONY: demo test test-short services lint bench
+.PHONY: demo test test-short services chaos lint bench
 
 ## demo: three replicas run daily-settlement; one is frozen past its TTL and
 ## its late write is rejected. Embedded Redis and store unless REDIS_URL and
@@ -19,6 +19,20 @@ services:
 test: services
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## chaos: every fault scenario of package chaos at full scale (CHAOS_SCALE=1:
+## real SIGSTOP, SIGKILL, restarts, failovers, latency and resets; about 30
+## min, progress on stderr), one "chaos: <name> trials=N violations=0 ...
+## control=fired N/N" line each, then the fuzz targets for lease names and
+## for job names and partitions, 60 s each. make test runs the same scenarios
+## at CHAOS_SCALE=0.05 (the default); CHAOS_SCALE=0.05 make chaos runs that
+## scale here too.
+CHAOS_SCALE ?= 1
+CHAOS_FUZZTIME ?= 60s
+chaos: services
+	CHAOS_SCALE=$(CHAOS_SCALE) $(GO) test -race -count=1 -timeout 90m -v ./chaos
+	$(GO) test -run '^$$' -fuzz '^FuzzLeaseName$$' -fuzztime $(CHAOS_FUZZTIME) ./lease
+	$(GO) test -run '^$$' -fuzz '^FuzzJobNameAndPartition$$' -fuzztime $(CHAOS_FUZZTIME) ./scheduler
 
 ## test-short: unit tests only, no services needed.
 test-short:

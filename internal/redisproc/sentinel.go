@@ -140,8 +140,40 @@ func (s *Sentinel) Failover(t testing.TB) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	oldp, newp := s.primary, s.replica
-
 	all := append([]*Server{oldp, newp}, s.Sentinels...)
+	s.promote(t, oldp, newp, all)
+	waitReplicaOf(t, oldp, newp, all...)
+	s.fastHellos(t)
+	s.primary, s.replica = newp, oldp
+	s.waitSentinelsSee(t, newp, oldp)
+}
+
+// Promote is Failover for a primary that may be dead (Kill) or stopped
+// (Pause): it makes the sentinels promote the replica and waits until
+// every sentinel reports it as the primary and it says role:master, but
+// not for the old primary to rejoin. Then Primary and Replica swap:
+// Replica is the old primary, which a sentinel turns into a replica of
+// the new one if it ever answers again.
+//
+// Writes the old primary accepted but had not yet sent to the replica are
+// lost: with the replica stalled (Pause) before the primary is killed,
+// this is how a test produces a failover that loses acknowledged writes.
+func (s *Sentinel) Promote(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	oldp, newp := s.primary, s.replica
+	all := append([]*Server{newp}, s.Sentinels...)
+	s.promote(t, oldp, newp, all)
+	s.fastHellos(t)
+	s.primary, s.replica = newp, oldp
+}
+
+// promote runs SENTINEL FAILOVER until the sentinels report newp as the
+// primary of oldp's name and newp says role:master. logs are the servers
+// whose logs a failure shows.
+func (s *Sentinel) promote(t testing.TB, oldp, newp *Server, logs []*Server) {
+	t.Helper()
 	// Sentinels[0] leads; the others must not undo its promotion (see
 	// slowPublishPeriod) until they have heard of it.
 	for _, addr := range s.SentinelAddrs[1:] {
@@ -177,9 +209,9 @@ func (s *Sentinel) Failover(t testing.TB) {
 			return err
 		}
 		return stopPolling(err)
-	}, all...)
+	}, logs...)
 	if attempts > 1 {
-		t.Logf("redisproc: failover to %s took %d attempts", newp.Addr(), attempts)
+		t.Logf("redisproc: failover from %s to %s took %d attempts", oldp.Addr(), newp.Addr(), attempts)
 	}
 	for _, addr := range s.SentinelAddrs {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
@@ -194,20 +226,22 @@ func (s *Sentinel) Failover(t testing.TB) {
 				return fmt.Errorf("primary %v, want %s", got, newp.Addr())
 			}
 			return nil
-		}, all...)
+		}, logs...)
 		_ = sc.Close()
 	}
 	waitFor(t, FailoverTimeout, "new primary "+newp.Addr()+" says role:master", func() error {
 		return checkRole(newp, "master", 0)
-	}, all...)
-	waitReplicaOf(t, oldp, newp, all...)
+	}, logs...)
+}
+
+// fastHellos restores the hello period promote slowed down.
+func (s *Sentinel) fastHellos(t testing.TB) {
+	t.Helper()
 	for _, addr := range s.SentinelAddrs[1:] {
 		if err := sentinelDebug(addr, "publish-period", fastPeriod); err != nil {
 			t.Logf("redisproc: SENTINEL DEBUG on %s: %v", addr, err)
 		}
 	}
-	s.primary, s.replica = newp, oldp
-	s.waitSentinelsSee(t, newp, oldp)
 }
 
 // sentinelDebug runs SENTINEL DEBUG param value ... on the sentinel at addr.

@@ -1,0 +1,50 @@
+package lease_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
+)
+
+// FuzzLeaseName: any name either is refused with lease.ErrInvalidName
+// before Redis sees a command, or names a lease that lives in its own
+// hash-tagged key, is acquired with a token, released, and acquired again
+// with a larger token.
+func FuzzLeaseName(f *testing.F) {
+	for _, seed := range []string{"daily-settlement", "", "a", "{x}", "job:2026-03-08T02:00:00Z:eu", "ü€𝄞", "\x00", strings.Repeat("n", lease.MaxNameLen), strings.Repeat("n", lease.MaxNameLen+1), "a}b", " "} {
+		f.Add(seed)
+	}
+	rdb, mr := leasetest.NewMiniredisClient(f)
+	c, err := lease.New(rdb, lease.Options{Prefix: "fuzz:"})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, name string) {
+		ctx := context.Background()
+		before := mr.CommandCount()
+		l, err := c.TryAcquire(ctx, name, time.Minute)
+		if err != nil {
+			require.ErrorIs(t, err, lease.ErrInvalidName)
+			require.Equal(t, before, mr.CommandCount(), "refused before any I/O")
+			require.True(t, name == "" || len(name) > lease.MaxNameLen || strings.ContainsAny(name, "{}"), "refused a valid name %q: %v", name, err)
+			return
+		}
+		leaseKey, fenceKey := c.Keys(name)
+		require.Equal(t, "fuzz:{"+name+"}", leaseKey)
+		require.Equal(t, leaseKey+":fence", fenceKey)
+		require.Equal(t, name, l.Name())
+		owner, err := rdb.Get(ctx, leaseKey).Result()
+		require.NoError(t, err)
+		require.Equal(t, l.Owner(), owner)
+		require.NoError(t, l.Release(ctx))
+		require.False(t, mr.Exists(leaseKey), "released")
+		again, err := c.TryAcquire(ctx, name, time.Minute)
+		require.NoError(t, err)
+		require.Greater(t, again.Token(), l.Token())
+		require.NoError(t, again.Release(ctx))
+	})
+}

@@ -1,0 +1,56 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/scheduler"
+)
+
+// FuzzJobNameAndPartition: any job name and partition key is either
+// refused by Register with scheduler.ErrInvalidJob, or accepted, in which
+// case the slot's idempotency key carries both and the ledger answers for
+// the pair.
+func FuzzJobNameAndPartition(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"daily-settlement", ""}, {"settle", "eu"}, {"", ""}, {"a|b", ""}, {"a", "{x}"},
+		{"job:with:colons", "p:q"}, {"ü€", "𝄞"}, {"\x00", ""}, {"a\nb", ""},
+		{strings.Repeat("j", scheduler.MaxJobNameLen), strings.Repeat("p", scheduler.MaxPartitionLen)},
+		{strings.Repeat("j", scheduler.MaxJobNameLen+1), ""}, {"j", strings.Repeat("p", scheduler.MaxPartitionLen+1)},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	rdb, _ := leasetest.NewMiniredisClient(f)
+	leases, err := lease.New(rdb, lease.Options{Prefix: "fuzz:lease:"})
+	require.NoError(f, err)
+	ledger, err := scheduler.NewRedisLedger(rdb, "fuzz:ledger:")
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, name, partition string) {
+		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
+		require.NoError(t, err)
+		job := scheduler.Job{Name: name, Spec: "0 0 0 1 1 *", Run: func(context.Context, scheduler.Run) error { return nil }}
+		if partition != "" {
+			job.Partitions = []string{partition}
+		}
+		if err := s.Register(job); err != nil {
+			require.ErrorIs(t, err, scheduler.ErrInvalidJob)
+			return
+		}
+		require.ErrorIs(t, s.Register(job), scheduler.ErrDuplicateJob)
+		at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
+		key := scheduler.Slot{Job: name, At: at, Partition: partition}.Key()
+		require.Equal(t, name+":2026-03-08T07:00:00Z:"+partition, key)
+		ctx := context.Background()
+		if _, err := ledger.State(ctx, name, partition, at); err != nil {
+			require.False(t, errors.Is(err, scheduler.ErrInvalidJob), "the ledger refused what Register accepted: %v", err)
+			t.Fatalf("ledger state of %q/%q: %v", name, partition, err)
+		}
+	})
+}
