@@ -72,6 +72,13 @@
 // before it deletes the key. When the lifetime context (WithLifetime)
 // ends, the lease is lost with ErrParentDone and its key released.
 //
+// A timer runs only when the process gets the CPU: a starved or paused
+// process can see Context still open past Deadline, after a successor may
+// have acquired (the chaos scenario redis-pause measures it). Lease.Err
+// therefore reads the trust window itself and ends the lease once it has
+// passed: check Err (or Deadline) right before an effect that has no
+// fencing sink. Sinks that check the token are the safety net either way.
+//
 // # Goroutines
 //
 // A Client keeps its leases alive from one timer, armed for the earliest

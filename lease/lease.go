@@ -157,11 +157,16 @@ func (l *Lease) Context() context.Context {
 func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 
 // Err returns nil while the lease is held, and the *LostError that ended
-// it afterwards (the cause of Context).
+// it afterwards (the cause of Context). It reads the trust window itself:
+// once Deadline has passed it ends the lease (ErrExpired) and reports it,
+// even if the keep-alive has not run yet (a starved process, a late
+// timer), so a holder that checks Err before it acts never acts past its
+// window.
 func (l *Lease) Err() error {
 	if l == nil {
 		return &LostError{Reason: ErrNotHeld}
 	}
+	l.expire(time.Now()) // a no-op within the window, when frozen or ended
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.ended {
