@@ -48,7 +48,7 @@ func FuzzJobNameAndPartition(f *testing.F) {
 		key := scheduler.Slot{Job: name, At: at, Partition: partition}.Key()
 		require.Equal(t, name+":2026-03-08T07:00:00Z:"+partition, key)
 		ctx := context.Background()
-		if _, err := ledger.State(ctx, name, partition, at); err != nil {
+		if _, err := ledger.State(ctx, name, partition, at, at); err != nil {
 			require.False(t, errors.Is(err, scheduler.ErrInvalidJob), "the ledger refused what Register accepted: %v", err)
 			t.Fatalf("ledger state of %q/%q: %v", name, partition, err)
 		}
