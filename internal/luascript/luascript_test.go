@@ -81,4 +81,3 @@ func TestFallbackKeepsOtherErrors(t *testing.T) {
 	require.True(t, luascript.IsNoScript(fmt.Errorf("wrapped: %w", redis.ErrNoScript)))
 	require.True(t, luascript.IsNoScript(errors.New("NOSCRIPT No matching script.")))
 }
-
