@@ -206,7 +206,7 @@ func (f *RedisFence) Accept(ctx context.Context, resource string, h fence.Holder
 	if h.Scope != "" {
 		key = hashedKey(f.prefix, strconv.Itoa(len(h.Scope))+":"+h.Scope+":"+resource)
 	}
-	res, err := fenceScript.Run(ctx, f.rdb, []string{key}, fence.FormatHeader(h.Token), h.Owner, resource, h.Scope).Slice()
+	res, err := fenceScript.Run(ctx, f.rdb, []string{key}, h.Token.String(), h.Owner, resource, h.Scope).Slice()
 	if err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: %w", resource, err)
 	}
