@@ -1,10 +1,3 @@
-// Package fenceruletest is the case table of fence's acceptance rule that
-// every implementation of it passes: fence.Accept in Go, fencerule.Lua on
-// Redis (redisfence, httpfence's Redis fence, the scheduler's Redis
-// ledger) and fencerule.Upsert on PostgreSQL (pgfence, httpfence's
-// Postgres fence, pgledger). Run drives an implementation through its own
-// writes, so it tests the whole path: the token's encoding, the stored
-// state, the comparison.
 package fenceruletest
 
 import (
