@@ -3,16 +3,17 @@ package election
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/holdfast-go/holdfast/internal/luascript"
 )
 
-// Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
+// Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (see
+// internal/luascript).
 var (
 	//go:embed scripts/announce.lua
 	announceSrc    string
-	announceScript = redis.NewScript(announceSrc)
+	announceScript = luascript.New(announceSrc)
 
 	//go:embed scripts/leader.lua
 	leaderSrc    string
-	leaderScript = redis.NewScript(leaderSrc)
+	leaderScript = luascript.New(leaderSrc)
 )

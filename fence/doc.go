@@ -50,6 +50,8 @@
 //
 // WithHolder and HolderFromContext carry a Holder in a context.Context, so
 // code far from the lease (an HTTP client, a repository layer) can fence
-// its writes; a lease's Context carries its holder already. FormatHeader and ParseToken are the codec for
-// the Fencing-Token header: a decimal uint64 without sign or leading zeros.
+// its writes; a lease's Context carries its holder already. Token.String
+// and ParseToken are the token's text form, a decimal uint64 without sign
+// or leading zeros, in which the sinks store and send it (httpfence's
+// Fencing-Token header among them).
 package fence

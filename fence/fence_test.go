@@ -93,7 +93,7 @@ func TestParseToken(t *testing.T) {
 		}
 		require.NoError(t, err, "ParseToken(%q)", tc.in)
 		require.Equal(t, tc.want, got)
-		require.Equal(t, tc.in, FormatHeader(got), "round trip")
+		require.Equal(t, tc.in, got.String(), "round trip")
 	}
 }
 
@@ -110,8 +110,8 @@ func FuzzParseToken(f *testing.F) {
 			return
 		}
 		// Only canonical decimal text parses, and it round-trips exactly.
-		if FormatHeader(tok) != s {
-			t.Fatalf("ParseToken(%q) = %d, formats as %q", s, tok, FormatHeader(tok))
+		if tok.String() != s {
+			t.Fatalf("ParseToken(%q) = %d, formats as %q", s, tok, tok.String())
 		}
 		if v, err := strconv.ParseUint(s, 10, 64); err != nil || Token(v) != tok {
 			t.Fatalf("ParseToken(%q) = %d, strconv says %d, %v", s, tok, v, err)

@@ -14,9 +14,6 @@ type Token uint64
 // None is the zero Token: no token was issued.
 const None Token = 0
 
-// HeaderName is the HTTP header that carries a Token in decimal.
-const HeaderName = "Fencing-Token"
-
 // maxTokenDigits is the length of the largest uint64 in decimal.
 const maxTokenDigits = 20
 
@@ -29,9 +26,6 @@ func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
 
 // IsZero reports whether t is None.
 func (t Token) IsZero() bool { return t == None }
-
-// FormatHeader returns the Fencing-Token header value for t (decimal).
-func FormatHeader(t Token) string { return t.String() }
 
 // ParseToken parses a token in canonical decimal form: 1 to 20 ASCII digits,
 // no sign, no leading zero (except "0" itself), no surrounding space, at most

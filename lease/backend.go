@@ -3,13 +3,13 @@ package lease
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/internal/luascript"
 )
 
 // Backend stores leases for a Client. New builds a Client on the built-in
@@ -125,9 +125,9 @@ func (b *redisBackend) newHandle(name, owner string, ttl time.Duration) *redisHa
 	)
 	return &redisHandle{
 		owner:       owner,
-		acquireArgs: [...]any{cmdEvalSha, acquireScript.sha, 2, leaseArg, fenceArg, ownerArg, ttlArg},
-		renewArgs:   [...]any{cmdEvalSha, renewScript.sha, 1, leaseArg, ownerArg, ttlArg},
-		releaseArgs: [...]any{cmdEvalSha, releaseScript.sha, 2, leaseArg, waitingArg, ownerArg},
+		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 2, leaseArg, fenceArg, ownerArg, ttlArg},
+		renewArgs:   [...]any{cmdEvalSha, renewScript.SHA(), 1, leaseArg, ownerArg, ttlArg},
+		releaseArgs: [...]any{cmdEvalSha, releaseScript.SHA(), 2, leaseArg, waitingArg, ownerArg},
 	}
 }
 
@@ -163,7 +163,7 @@ func (b *redisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Dur
 		return Grant{}, err // nothing sent, nothing to undo
 	}
 	// One integer, not an array: the reply costs no slices.
-	res, err := acquireScript.run(ctx, b.auto, args).Int64()
+	res, err := acquireScript.RunPrepared(ctx, b.auto, args).Int64()
 	if err != nil {
 		// The script may have run (a reply lost or late, ctx ended while
 		// the call was on the wire): a key left with this owner would
@@ -191,7 +191,7 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 	pipe := b.rdb.Pipeline()
 	for i, r := range reqs {
 		handles[i] = b.newHandle(r.Name, r.Owner, r.TTL)
-		cmds[i] = acquireScript.cmd(ctx, handles[i].acquireArgs[:])
+		cmds[i] = acquireScript.Cmd(ctx, handles[i].acquireArgs[:])
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
@@ -199,10 +199,7 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 	var failed []*redisHandle
 	var ttl time.Duration
 	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			cmd = acquireScript.run(ctx, b.rdb, handles[i].acquireArgs[:])
-		}
-		res, err := cmd.Int64()
+		res, err := acquireScript.Fallback(ctx, b.rdb, cmd).Int64()
 		switch {
 		case err != nil:
 			errs[i] = err
@@ -229,20 +226,18 @@ func (b *redisBackend) undo(ctx context.Context, hs []*redisHandle, ttl time.Dur
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
 	defer cancel()
 	if len(hs) == 1 {
-		_ = releaseScript.run(rctx, b.rdb, hs[0].releaseArgs[:]).Err()
+		_ = releaseScript.RunPrepared(rctx, b.rdb, hs[0].releaseArgs[:]).Err()
 		return
 	}
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(hs))
 	for i, h := range hs {
-		cmds[i] = releaseScript.cmd(rctx, h.releaseArgs[:])
+		cmds[i] = releaseScript.Cmd(rctx, h.releaseArgs[:])
 		_ = pipe.Process(rctx, cmds[i])
 	}
 	_, _ = pipe.Exec(rctx)
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			_ = releaseScript.run(rctx, b.rdb, hs[i].releaseArgs[:]).Err()
-		}
+	for _, cmd := range cmds {
+		_ = releaseScript.Fallback(rctx, b.rdb, cmd).Err()
 	}
 }
 
@@ -250,16 +245,16 @@ func (b *redisBackend) Renew(ctx context.Context, batch []Held) []error {
 	if len(batch) == 1 {
 		// Lease.Renew: a plain call costs half the allocations of a
 		// pipeline of one.
-		n, err := renewScript.run(ctx, b.rdb, b.handle(batch[0]).renewArgs[:]).Int64()
+		n, err := renewScript.RunPrepared(ctx, b.rdb, b.handle(batch[0]).renewArgs[:]).Int64()
 		if err == nil && n != 1 {
 			err = ErrNotHeld
 		}
 		return []error{err}
 	}
 	cmds, err := b.pipeline(ctx, batch)
-	if err != nil && isNoScript(err) {
+	if err != nil && luascript.IsNoScript(err) {
 		// After a SCRIPT FLUSH, a restart or a failover: load and retry.
-		if lerr := b.rdb.ScriptLoad(ctx, renewScript.src).Err(); lerr == nil {
+		if lerr := b.rdb.ScriptLoad(ctx, renewScript.Source()).Err(); lerr == nil {
 			cmds, err = b.pipeline(ctx, batch)
 		}
 	}
@@ -284,7 +279,7 @@ func (b *redisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, h := range batch {
-		cmds[i] = renewScript.cmd(ctx, b.handle(h).renewArgs[:])
+		cmds[i] = renewScript.Cmd(ctx, b.handle(h).renewArgs[:])
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, err := pipe.Exec(ctx)
@@ -292,7 +287,7 @@ func (b *redisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd
 }
 
 func (b *redisBackend) Release(ctx context.Context, h Held) error {
-	n, err := releaseScript.run(ctx, b.auto, b.handle(h).releaseArgs[:]).Int64()
+	n, err := releaseScript.RunPrepared(ctx, b.auto, b.handle(h).releaseArgs[:]).Int64()
 	if err != nil {
 		return err
 	}
@@ -323,10 +318,6 @@ func (b *redisBackend) Released(ctx context.Context, name string) (<-chan struct
 		}
 	}()
 	return out, func() { _ = sub.Close(); <-done }, nil
-}
-
-func isNoScript(err error) bool {
-	return err != nil && (errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT"))
 }
 
 var _ Notifier = (*redisBackend)(nil)

@@ -3,24 +3,24 @@ package quorum
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/holdfast-go/holdfast/internal/luascript"
 )
 
 // The scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (after a
-// restart, SCRIPT FLUSH or failover), as redis.Script.Run does. Renewal
+// restart, SCRIPT FLUSH or failover): see internal/luascript. Renewal
 // uses redsync's own touch script.
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireScript = luascript.New(acquireSrc)
 
 	//go:embed scripts/raise.lua
 	raiseSrc    string
-	raiseScript = redis.NewScript(raiseSrc)
+	raiseScript = luascript.New(raiseSrc)
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = luascript.New(releaseSrc)
 )
 
 // Key suffixes, as in package lease.

@@ -177,7 +177,7 @@ func setHeaders(ctx context.Context, h http.Header) error {
 		if err := checkValue(holder.Owner); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOwner, err)
 		}
-		h.Set(TokenHeader, fence.FormatHeader(holder.Token))
+		h.Set(TokenHeader, holder.Token.String())
 		h.Set(OwnerHeader, quote(holder.Owner))
 		h.Del(ScopeHeader)
 		if holder.Scope != "" {

@@ -120,7 +120,7 @@
 //     lands: a request admitted with token 5 can still be running when one
 //     with token 6 is admitted. To fence the effect itself, use the token in
 //     the handler's own write (pgfence.Guard.Check in the handler's
-//     transaction; PostgresFence.Guard shares the guard table).
+//     transaction; pgstore.Fence.Guard shares the guard table).
 //   - A handler that outlives LockTTL loses its key: a retry may run it
 //     again, and its response is not stored. Choose LockTTL above the
 //     handler's worst-case time.
@@ -136,9 +136,14 @@
 //
 // # Stores
 //
-// Store and FenceStore each have a Redis implementation (NewRedisStore,
-// NewRedisFence: one Lua script per operation, one key per record, hash
-// tagged, so Redis Cluster works), a PostgreSQL one (NewPostgresStore with
-// an embedded idempotent migration, NewPostgresFence on sinks/pgfence), and
-// an in-memory one for tests and examples (NewMemoryStore, NewMemoryFence).
+// Store and FenceStore each have a Redis implementation in package
+// sinks/httpfence/redisstore (NewStore, NewFence: one Lua script per
+// operation, one key per record, hash tagged, so Redis Cluster works), a
+// PostgreSQL one in sinks/httpfence/pgstore (NewStore with an embedded
+// idempotent migration, NewFence on sinks/pgfence), and an in-memory one
+// here for tests and examples (NewMemoryStore, NewMemoryFence). The stores
+// live in subpackages so that this package imports neither go-redis nor
+// pgx. A FenceStore that cannot take a holder (pgstore's bigint limit)
+// returns an error matching ErrInvalidFencing, which the middleware
+// answers with 400.
 package httpfence

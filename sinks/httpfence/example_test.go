@@ -10,9 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 )
@@ -21,7 +18,7 @@ import (
 // same key gets the stored answer, and the handler runs once.
 func ExampleMiddleware() {
 	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{
-		Store: httpfence.NewMemoryStore(), // NewRedisStore or NewPostgresStore in production
+		Store: httpfence.NewMemoryStore(), // redisstore.NewStore or pgstore.NewStore in production
 		Fence: httpfence.NewMemoryFence(),
 	})
 	if err != nil {
@@ -117,32 +114,4 @@ func ExampleFormatKey() {
 	// "job:\"daily\""
 	// job:"daily"
 	// true
-}
-
-// The Store contract, on Redis (here miniredis): Begin claims a key once,
-// Complete stores the answer, and Begin then hands it back.
-func ExampleNewRedisStore() {
-	mr, err := miniredis.Run()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-
-	ctx := context.Background()
-	store := httpfence.NewRedisStore(rdb, "billing:idem:")
-	out, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
-	fmt.Println(out.State)
-	again, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
-	fmt.Println(again.State)
-
-	_ = store.Complete(ctx, "order-7", out.Lock, &httpfence.Response{Status: 201, Body: []byte("ok")}, httpfence.DefaultTTL)
-	done, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
-	fmt.Println(done.State, done.Response.Status, string(done.Response.Body))
-	// Output:
-	// new
-	// in-flight
-	// completed 201 ok
 }

@@ -11,8 +11,8 @@ import (
 )
 
 // Header names. The Idempotency-Key header follows
-// draft-ietf-httpapi-idempotency-key-header; Fencing-Token is
-// fence.HeaderName; Fencing-Owner carries the owner that presents the token
+// draft-ietf-httpapi-idempotency-key-header; Fencing-Token carries the
+// token in decimal (fence.Token.String, fence.ParseToken); Fencing-Owner carries the owner that presents the token
 // so that the server can apply the equal-token-same-owner half of the
 // acceptance rule; Fencing-Scope carries the token's scope (the lease name
 // it was issued for, fence.Holder.Scope) as an RFC 8941 sf-string (an RFC
@@ -21,7 +21,7 @@ import (
 // request with a token and no Fencing-Scope has scope "".
 const (
 	KeyHeader   = "Idempotency-Key"
-	TokenHeader = fence.HeaderName
+	TokenHeader = "Fencing-Token"
 	OwnerHeader = "Fencing-Owner"
 	ScopeHeader = "Fencing-Scope"
 )

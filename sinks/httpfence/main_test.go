@@ -13,6 +13,8 @@ import (
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -59,26 +61,41 @@ func backends() []backend {
 		{"redis", func(t testing.TB) stores {
 			rdb := redistest.Real(t)
 			prefix := redistest.Prefix(t, rdb)
-			return stores{httpfence.NewRedisStore(rdb, prefix+"idem:"), httpfence.NewRedisFence(rdb, prefix+"fence:"), func(time.Duration) {}}
+			return stores{newRedisStore(t, rdb, prefix+"idem:"), newRedisFence(t, rdb, prefix+"fence:"), func(time.Duration) {}}
 		}},
 		{"miniredis", func(t testing.TB) stores {
 			mr := miniredis.RunT(t)
 			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 			t.Cleanup(func() { _ = rdb.Close() })
-			return stores{httpfence.NewRedisStore(rdb, "t:idem:"), httpfence.NewRedisFence(rdb, "t:fence:"), mr.FastForward}
+			return stores{newRedisStore(t, rdb, "t:idem:"), newRedisFence(t, rdb, "t:fence:"), mr.FastForward}
 		}},
 		{"postgres", func(t testing.TB) stores {
 			pool := testPool(t)
 			schema := newSchema(t)
-			st, err := httpfence.NewPostgresStore(pool, schema)
+			st, err := pgstore.NewStore(pool, schema)
 			require.NoError(t, err)
 			require.NoError(t, st.Migrate(context.Background()))
-			f, err := httpfence.NewPostgresFence(pool, pgfence.Config{Schema: schema})
+			f, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
 			require.NoError(t, err)
 			require.NoError(t, f.Migrate(context.Background()))
 			return stores{st, f, func(time.Duration) {}}
 		}},
 	}
+}
+
+// newRedisStore and newRedisFence build the Redis stores on rdb.
+func newRedisStore(t testing.TB, rdb redis.UniversalClient, prefix string) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.NewStore(rdb, prefix)
+	require.NoError(t, err)
+	return s
+}
+
+func newRedisFence(t testing.TB, rdb redis.UniversalClient, prefix string) *redisstore.Fence {
+	t.Helper()
+	f, err := redisstore.NewFence(rdb, prefix)
+	require.NoError(t, err)
+	return f
 }
 
 // eachBackend runs fn as a parallel subtest per backend.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 )
 
 // MemoryStore is a Store in process memory, for tests and examples: it is
@@ -34,7 +35,7 @@ func NewMemoryStore() *MemoryStore {
 
 // Begin implements Store.
 func (s *MemoryStore) Begin(_ context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error) {
-	if err := validTTL("lock TTL", lockTTL); err != nil {
+	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
 		return Outcome{}, err
 	}
 	s.mu.Lock()
@@ -49,7 +50,7 @@ func (s *MemoryStore) Begin(_ context.Context, key, fingerprint string, lockTTL 
 		}
 		return Outcome{State: StateCompleted, Response: cloneResponse(r.resp)}, nil
 	}
-	lock, err := newLock()
+	lock, err := storeutil.NewLock()
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -59,7 +60,7 @@ func (s *MemoryStore) Begin(_ context.Context, key, fingerprint string, lockTTL 
 
 // Complete implements Store.
 func (s *MemoryStore) Complete(_ context.Context, key, lock string, resp *Response, ttl time.Duration) error {
-	if err := validTTL("TTL", ttl); err != nil {
+	if err := storeutil.ValidTTL("TTL", ttl); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
 // Defaults for MiddlewareConfig.
@@ -184,13 +183,6 @@ func (c MiddlewareConfig) withDefaults() MiddlewareConfig {
 }
 
 func (c MiddlewareConfig) validate() error {
-	for _, v := range []any{c.Store, c.Fence} {
-		if r, ok := v.(interface{ ready() error }); ok {
-			if err := r.ready(); err != nil {
-				return err
-			}
-		}
-	}
 	switch {
 	case c.Store == nil:
 		return fmt.Errorf("%w: Store is required", ErrInvalidConfig)
@@ -413,8 +405,7 @@ func (m *middleware) fenceRefused(w http.ResponseWriter, r *http.Request, resour
 			CurrentToken:   stale.Current,
 			PresentedToken: h.Token,
 		})
-	case errors.Is(err, fence.ErrNoToken), errors.Is(err, pgfence.ErrTokenOutOfRange), errors.Is(err, pgfence.ErrInvalidOwner),
-		errors.Is(err, pgfence.ErrInvalidScope), errors.Is(err, pgfence.ErrInvalidResource):
+	case errors.Is(err, fence.ErrNoToken), errors.Is(err, ErrInvalidFencing):
 		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store", err.Error())
 	default:
 		m.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "fence_store_failed", slog.String("resource", resource), slog.Any("error", err))

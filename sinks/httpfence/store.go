@@ -2,9 +2,6 @@ package httpfence
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,7 +12,8 @@ import (
 
 // Store keeps one record per idempotency key: in flight (a handler is
 // running under a lock) or completed (its response is kept for replay).
-// Implementations: NewRedisStore, NewPostgresStore, NewMemoryStore. Every
+// Implementations: NewMemoryStore here, redisstore.NewStore and
+// pgstore.NewStore in the subpackages. Every
 // implementation must pass the package's conformance suite; the contract is:
 //
 //   - Begin is atomic per key. When no live record exists (never seen,
@@ -44,8 +42,10 @@ type Store interface {
 // returns nil and raises the scope's stored token (atomically with the
 // check) when the rule accepts h, a *fence.StaleTokenError (Scope =
 // h.Scope) when it refuses, an error matching fence.ErrNoToken for
-// fence.None, and any other error when the store fails. Implementations:
-// NewRedisFence, NewPostgresFence, NewMemoryFence.
+// fence.None, one matching ErrInvalidFencing for a holder the store cannot
+// take, and any other error when the store fails. Implementations:
+// NewMemoryFence here, redisstore.NewFence and pgstore.NewFence in the
+// subpackages.
 type FenceStore interface {
 	Accept(ctx context.Context, resource string, h fence.Holder) error
 }
@@ -104,47 +104,12 @@ type Response struct {
 // over by another request.
 var ErrLockLost = errors.New("httpfence: idempotency key lock lost")
 
+// ErrInvalidFencing is matched by a FenceStore's error for a holder the
+// store cannot take (a token above the bigint maximum or an owner, scope
+// or resource a Postgres fence refuses, see pgstore): Middleware answers
+// it with 400 (ProblemInvalidFencing), not 503.
+var ErrInvalidFencing = errors.New("httpfence: fencing not accepted by the store")
+
 // ErrInvalidConfig is returned by constructors for a configuration they
 // cannot use; the message names the field.
 var ErrInvalidConfig = errors.New("httpfence: invalid config")
-
-// newLock returns a random 128-bit lock identifier in hex.
-func newLock() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("httpfence: random lock id: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
-}
-
-// encodeHeader and decodeHeader are the header codec every store uses: JSON
-// of the field map, which keeps the order of values within a field.
-func encodeHeader(h http.Header) ([]byte, error) {
-	if h == nil {
-		h = http.Header{}
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, fmt.Errorf("httpfence: encode header: %w", err)
-	}
-	return b, nil
-}
-
-func decodeHeader(b []byte) (http.Header, error) {
-	h := http.Header{}
-	if len(b) == 0 {
-		return h, nil
-	}
-	if err := json.Unmarshal(b, &h); err != nil {
-		return nil, fmt.Errorf("httpfence: decode stored header: %w", err)
-	}
-	return h, nil
-}
-
-// validTTL reports an error for a TTL the stores cannot express.
-func validTTL(name string, d time.Duration) error {
-	if d < time.Millisecond {
-		return fmt.Errorf("httpfence: %s %v: want at least 1ms", name, d)
-	}
-	return nil
-}

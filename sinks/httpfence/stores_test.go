@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,8 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/fencerule/fenceruletest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -26,7 +32,7 @@ func TestRedisFenceComparesTheWholeUint64Range(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			rdb := b.New(t)
-			f := httpfence.NewRedisFence(rdb, redistest.Prefix(t, rdb))
+			f := newRedisFence(t, rdb, redistest.Prefix(t, rdb))
 			ctx := context.Background()
 			// Above 2^53 doubles round: 2^53 and 2^53+1 are one double.
 			require.NoError(t, f.Accept(ctx, "r", fence.Holder{Token: 1<<53 + 1, Owner: "a"}))
@@ -45,9 +51,9 @@ func TestRedisStoresShareOneServerByPrefix(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Real(t)
 	prefix := redistest.Prefix(t, rdb)
-	a, b := httpfence.NewRedisStore(rdb, prefix+"a:"), httpfence.NewRedisStore(rdb, prefix+"b:")
+	a, b := newRedisStore(t, rdb, prefix+"a:"), newRedisStore(t, rdb, prefix+"b:")
 	ctx := context.Background()
-	for _, s := range []*httpfence.RedisStore{a, b} {
+	for _, s := range []*redisstore.Store{a, b} {
 		out, err := s.Begin(ctx, "k", "fp", long)
 		require.NoError(t, err)
 		require.Equal(t, httpfence.StateNew, out.State)
@@ -64,12 +70,12 @@ func TestPostgresStoreConfig(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	for _, bad := range []string{"Upper", "1digit", "semi;colon", "quote\"d"} {
-		_, err := httpfence.NewPostgresStore(pool, bad)
+		_, err := pgstore.NewStore(pool, bad)
 		require.ErrorIs(t, err, httpfence.ErrInvalidConfig, bad)
 	}
-	_, err := httpfence.NewPostgresStore(nil, "")
+	_, err := pgstore.NewStore(nil, "")
 	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
-	_, err = httpfence.NewPostgresFence(pool, pgfence.Config{Schema: "Bad"})
+	_, err = pgstore.NewFence(pool, pgfence.Config{Schema: "Bad"})
 	require.ErrorIs(t, err, pgfence.ErrInvalidConfig)
 }
 
@@ -77,9 +83,9 @@ func TestPostgresMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	schema := newSchema(t)
-	store, err := httpfence.NewPostgresStore(pool, schema)
+	store, err := pgstore.NewStore(pool, schema)
 	require.NoError(t, err)
-	f, err := httpfence.NewPostgresFence(pool, pgfence.Config{Schema: schema})
+	f, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -103,7 +109,7 @@ func TestPostgresMigrateIsIdempotentAndConcurrent(t *testing.T) {
 func TestPostgresDeleteExpired(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
-	store, err := httpfence.NewPostgresStore(pool, newSchema(t))
+	store, err := pgstore.NewStore(pool, newSchema(t))
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, store.Migrate(ctx))
@@ -120,7 +126,7 @@ func TestPostgresDeleteExpired(t *testing.T) {
 	require.Zero(t, mustDeleteExpired(t, store))
 }
 
-func mustDeleteExpired(t *testing.T, s *httpfence.PostgresStore) int64 {
+func mustDeleteExpired(t *testing.T, s *pgstore.Store) int64 {
 	t.Helper()
 	n, err := s.DeleteExpired(context.Background())
 	require.NoError(t, err)
@@ -130,7 +136,7 @@ func mustDeleteExpired(t *testing.T, s *httpfence.PostgresStore) int64 {
 func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
-	f, err := httpfence.NewPostgresFence(pool, pgfence.Config{Schema: newSchema(t)})
+	f, err := pgstore.NewFence(pool, pgfence.Config{Schema: newSchema(t)})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, f.Migrate(ctx))
@@ -139,7 +145,33 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fence.Token(10), tok)
 	require.Equal(t, "a", owner)
-	require.ErrorIs(t, f.Accept(ctx, "/settle", fence.Holder{Token: math.MaxUint64, Owner: "a"}), pgfence.ErrTokenOutOfRange)
+	err = f.Accept(ctx, "/settle", fence.Holder{Token: math.MaxUint64, Owner: "a"})
+	require.ErrorIs(t, err, pgfence.ErrTokenOutOfRange)
+	require.ErrorIs(t, err, httpfence.ErrInvalidFencing, "the middleware's 400, without importing pgfence")
+
+	// The middleware answers it with 400, not 503.
+	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: httpfence.NewMemoryStore(), Fence: f, MaxTokenAhead: -1})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/settle", strings.NewReader("{}"))
+	req.Header.Set(httpfence.KeyHeader, `"k1"`)
+	req.Header.Set(httpfence.TokenHeader, "18446744073709551615")
+	req.Header.Set(httpfence.OwnerHeader, "a")
+	mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { t.Error("handler ran") })).ServeHTTP(rec, req)
+	require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), httpfence.ProblemInvalidFencing)
+}
+
+// The shared case table of the acceptance rule, through each FenceStore.
+func TestFenceStoresPassTheRuleTable(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s stores) {
+		limit := fence.Token(math.MaxUint64)
+		if _, ok := s.fence.(*pgstore.Fence); ok {
+			limit = math.MaxInt64 // a bigint column
+		}
+		fenceruletest.Run(t, "/rule/", limit, s.fence.Accept)
+	})
 }
 
 // A typed nil pool is refused at construction instead of panicking on the
@@ -147,9 +179,9 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 func TestPostgresConstructorsRefuseATypedNilPool(t *testing.T) {
 	t.Parallel()
 	var pool *pgxpool.Pool
-	_, err := httpfence.NewPostgresStore(pool, "")
+	_, err := pgstore.NewStore(pool, "")
 	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
-	_, err = httpfence.NewPostgresFence(pool, pgfence.Config{})
+	_, err = pgstore.NewFence(pool, pgfence.Config{})
 	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
 }
 
@@ -169,7 +201,7 @@ func TestRedisFenceKeepsPreScopeRecordsAsScopeEmpty(t *testing.T) {
 	old := prefix + "{" + hex.EncodeToString(sum[:]) + "}"
 	require.NoError(t, rdb.HSet(ctx, old, "resource", "/v1/charges", "token", "1780000000000900", "owner", "replica-2").Err())
 
-	f := httpfence.NewRedisFence(rdb, prefix)
+	f := newRedisFence(t, rdb, prefix)
 	err := f.Accept(ctx, "/v1/charges", fence.Holder{Token: 1780000000000800, Owner: "replica-1"})
 	var stale *fence.StaleTokenError
 	require.ErrorAs(t, err, &stale, "a stale holder without a scope, judged against the pre-upgrade fence")

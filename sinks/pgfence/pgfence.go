@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/fencerule"
 )
 
 // Defaults for Config.
@@ -100,19 +101,17 @@ func New(cfg Config) (*Guard, error) {
 	return &Guard{
 		schema: cfg.Schema,
 		table:  cfg.Table,
-		// The rule, in one statement. ON CONFLICT DO UPDATE locks the
-		// existing row whether or not the WHERE clause holds, and evaluates
-		// the WHERE clause against the latest committed version after
-		// waiting for any concurrent writer. So the check and the raise are
-		// atomic, and the row lock held until the caller's transaction ends
-		// serialises every writer of one resource.
-		checkSQL: `INSERT INTO ` + guard + ` AS g (resource, scope, token, owner, updated_at)
-VALUES ($1, $2, $3, $4, now())
-ON CONFLICT (resource, scope) DO UPDATE
-   SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = now()
- WHERE g.token < EXCLUDED.token
-    OR (g.token = EXCLUDED.token AND g.owner = EXCLUDED.owner)
-RETURNING token`,
+		// The rule, in one statement (fencerule.Upsert): the check and the
+		// raise are atomic, and the row lock held until the caller's
+		// transaction ends serialises every writer of one resource.
+		checkSQL: fencerule.Upsert{
+			Table:     guard,
+			Columns:   "resource, scope, token, owner, updated_at",
+			Values:    "$1, $2, $3, $4, now()",
+			Conflict:  "resource, scope",
+			Set:       "updated_at = now()",
+			Returning: "f.token",
+		}.SQL(),
 		currentSQL: `SELECT token, owner FROM ` + guard + ` WHERE resource = $1 AND scope = $2`,
 	}, nil
 }

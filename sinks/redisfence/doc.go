@@ -60,13 +60,17 @@
 // The fence key has no TTL, even when Set gives the value one: if the fence
 // state expired while a stale holder still ran, that holder's next write
 // would be accepted. Delete K and K:fence together only once no holder can
-// write K again (the resource is retired). Tokens are stored as decimal
-// strings and compared as such, exactly over the whole uint64 range.
+// write K again (the resource is retired). Tokens are stored as canonical
+// decimal strings and compared as such (the longer is the greater, equal
+// lengths byte by byte), exactly over the whole uint64 range: the rule is
+// the one Lua text every holdfast script shares (internal/fencerule), and
+// passes the same case table as fence.Accept.
 //
 // # Scripts
 //
 // The Lua sources are embedded .lua files, each with a header naming its
-// KEYS and ARGV; they run by EVALSHA with an EVAL fallback on NOSCRIPT. A
+// KEYS and ARGV; they run by EVALSHA with an EVAL fallback on NOSCRIPT,
+// the calls of concurrent writes batched into pipelines (one round trip). A
 // caller's own script becomes fenced with NewScript: its body runs only
 // when the rule accepts, with KEYS and ARGV as the caller passed them.
 //

@@ -1,5 +1,6 @@
--- eval.lua: the wrapper of a caller's script (fence.lua is prepended, and
--- the caller's body replaces the marker line below).
+-- eval.lua: the end of a caller's fenced script. Before it come
+-- fencerule's rule, fence.lua, and the caller's body made into the function
+-- holdfast_body(KEYS, ARGV) (see NewScript).
 --
 -- KEYS[1 .. n-1]  the caller's keys; KEYS[1] is the fenced resource
 -- KEYS[n]         the fence key: KEYS[1] .. ':fence'
@@ -15,10 +16,6 @@
 -- Returns {1, what the body returned} when it ran (a body returning nil or
 -- false gives {1}), {0, stored token} when the rule refused and nothing
 -- ran.
-
-local function holdfast_body(KEYS, ARGV)
--- {{body}}
-end
 
 local n = #KEYS
 local refused = holdfast_fence(KEYS[n], ARGV[3], ARGV[1], ARGV[2])

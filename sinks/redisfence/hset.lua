@@ -1,4 +1,4 @@
--- hset.lua: a fenced HSET (fence.lua is prepended).
+-- hset.lua: a fenced HSET (fencerule's rule and fence.lua are prepended).
 --
 -- KEYS[1]  the hash key
 -- KEYS[2]  its fence key: KEYS[1] .. ':fence'

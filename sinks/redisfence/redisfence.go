@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/autopipe"
 )
 
 // FenceSuffix is appended to a resource's key to name its fence key, the
@@ -26,17 +27,21 @@ const KeepTTL = redis.KeepTTL
 // when it passes, raises the state and writes. It holds no connection and
 // no goroutine of its own; it is safe for concurrent use.
 type Writer struct {
-	client  redis.Scripter
-	cluster bool // keys must carry a hash tag
+	client  redis.UniversalClient
+	auto    *autopipe.Pipe // the scripts of concurrent writes, batched
+	cluster bool           // keys must carry a hash tag
 }
 
 // New returns a Writer over client: a *redis.Client, *redis.ClusterClient,
 // *redis.Ring, a failover client or any redis.UniversalClient. On a
 // *redis.ClusterClient every resource key must carry a hash tag (see "Key
 // layout" in the package documentation).
-func New(client redis.Scripter) *Writer {
+func New(client redis.UniversalClient) *Writer {
+	if client == nil {
+		return &Writer{}
+	}
 	_, cluster := client.(*redis.ClusterClient)
-	return &Writer{client: client, cluster: cluster}
+	return &Writer{client: client, auto: autopipe.New(client), cluster: cluster}
 }
 
 // FenceKey returns the key of the hash that holds key's fence state:
@@ -73,7 +78,7 @@ func (w *Writer) Set(ctx context.Context, key string, value any, h fence.Holder,
 	default:
 		px = strconv.FormatInt(max(ttl, time.Millisecond).Milliseconds(), 10)
 	}
-	reply, err := setScript.Run(ctx, w.client, []string{key, FenceKey(key)}, h.Token.String(), h.Owner, h.Scope, value, px).Slice()
+	reply, err := setScript.Run(ctx, w.auto, []string{key, FenceKey(key)}, h.Token.String(), h.Owner, h.Scope, value, px).Slice()
 	if err != nil {
 		return wrapRedisError(ctx, "fenced set of", key, err)
 	}
@@ -96,7 +101,7 @@ func (w *Writer) HSet(ctx context.Context, key string, fields map[string]string,
 	for f, v := range fields {
 		args = append(args, f, v)
 	}
-	reply, err := hsetScript.Run(ctx, w.client, []string{key, FenceKey(key)}, args...).Slice()
+	reply, err := hsetScript.Run(ctx, w.auto, []string{key, FenceKey(key)}, args...).Slice()
 	if err != nil {
 		return wrapRedisError(ctx, "fenced hset of", key, err)
 	}
@@ -127,7 +132,7 @@ func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, h fenc
 	allKeys = append(append(allKeys, keys...), FenceKey(keys[0]))
 	allArgs := make([]any, 0, len(args)+3)
 	allArgs = append(append(allArgs, h.Token.String(), h.Owner, h.Scope), args...)
-	reply, err := script.script.Run(ctx, w.client, allKeys, allArgs...).Slice()
+	reply, err := script.script.Run(ctx, w.auto, allKeys, allArgs...).Slice()
 	if err != nil {
 		return nil, wrapRedisError(ctx, "fenced eval on", keys[0], err)
 	}
@@ -144,7 +149,7 @@ func (w *Writer) Current(ctx context.Context, key, scope string) (fence.Token, s
 	if err := w.validateKey(key); err != nil {
 		return fence.None, "", err
 	}
-	reply, err := currentScript.Run(ctx, w.client, []string{FenceKey(key)}, scope).Slice()
+	reply, err := currentScript.Run(ctx, w.auto, []string{FenceKey(key)}, scope).Slice()
 	if err != nil {
 		return fence.None, "", wrapRedisError(ctx, "read fence of", key, err)
 	}

@@ -204,21 +204,16 @@ func TestCanceledContextIsJoined(t *testing.T) {
 	})
 }
 
-// untouchable is a redis.Scripter that fails the test when used: bad input
-// must be refused before Redis is contacted.
+// untouchable is a redis.UniversalClient that fails the test when used:
+// bad input must be refused before Redis is contacted.
 type untouchable struct {
-	redis.Scripter
+	redis.UniversalClient
 	t *testing.T
 }
 
-func (u untouchable) EvalSha(context.Context, string, []string, ...any) *redis.Cmd {
-	u.t.Error("EvalSha called")
-	return redis.NewCmd(context.Background())
-}
-
-func (u untouchable) Eval(context.Context, string, []string, ...any) *redis.Cmd {
-	u.t.Error("Eval called")
-	return redis.NewCmd(context.Background())
+func (u untouchable) Process(_ context.Context, cmd redis.Cmder) error {
+	u.t.Errorf("%v sent", cmd.Args())
+	return nil
 }
 
 func TestBadInputNeverReachesRedis(t *testing.T) {

@@ -2,9 +2,9 @@ package redisfence
 
 import (
 	_ "embed"
-	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/luascript"
 )
 
 // The Lua sources. Each file's header names its KEYS and ARGV.
@@ -21,22 +21,20 @@ var (
 	currentLua string
 )
 
-// bodyMarker is the line of eval.lua that a caller's body replaces.
-const bodyMarker = "-- {{body}}\n"
-
 // The package's scripts, loaded once per server by EVALSHA with an EVAL
-// fallback on NOSCRIPT (redis.Script.Run).
+// fallback on NOSCRIPT (internal/luascript). Every write starts with the
+// acceptance rule (fencerule.Lua) and the scoped fence state (fence.lua).
 var (
-	setScript     = redis.NewScript(fenceLua + setLua)
-	hsetScript    = redis.NewScript(fenceLua + hsetLua)
-	currentScript = redis.NewScript(currentLua)
+	setScript     = luascript.New(fencerule.Lua, fenceLua, setLua)
+	hsetScript    = luascript.New(fencerule.Lua, fenceLua, hsetLua)
+	currentScript = luascript.New(currentLua)
 )
 
 // Script is a caller's Lua body made into a fenced script: Writer.Eval runs
 // it only when the fencing token passes the rule. Make it once with
 // NewScript and reuse it; it is safe for concurrent use.
 type Script struct {
-	script *redis.Script
+	script *luascript.Script
 }
 
 // NewScript wraps body, the text of a Lua script, so that Writer.Eval runs
@@ -51,8 +49,5 @@ type Script struct {
 // back a script that fails halfway: a body that raises an error after a
 // write leaves that write, and the raised fence, in place.
 func NewScript(body string) *Script {
-	if !strings.HasSuffix(body, "\n") {
-		body += "\n"
-	}
-	return &Script{script: redis.NewScript(fenceLua + strings.Replace(evalLua, bodyMarker, body, 1))}
+	return &Script{script: luascript.New(fencerule.Lua, fenceLua, "local function holdfast_body(KEYS, ARGV)", body, "end", evalLua)}
 }

@@ -1,4 +1,4 @@
--- set.lua: a fenced SET (fence.lua is prepended).
+-- set.lua: a fenced SET (fencerule's rule and fence.lua are prepended).
 --
 -- KEYS[1]  the value key
 -- KEYS[2]  its fence key: KEYS[1] .. ':fence'

@@ -34,6 +34,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -172,18 +174,26 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 			rdb.Del(ctx, iter.Val())
 		}
 	}()
-	pgStore, err := httpfence.NewPostgresStore(pool, schema)
+	pgStore, err := pgstore.NewStore(pool, schema)
 	if err != nil {
 		return err
 	}
 	if err := pgStore.Migrate(ctx); err != nil {
 		return err
 	}
-	pgFence, err := httpfence.NewPostgresFence(pool, pgfence.Config{Schema: schema})
+	pgFence, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
 	if err != nil {
 		return err
 	}
 	if err := pgFence.Migrate(ctx); err != nil {
+		return err
+	}
+	redisStore, err := redisstore.NewStore(rdb, prefix+"idem:")
+	if err != nil {
+		return err
+	}
+	redisFence, err := redisstore.NewFence(rdb, prefix+"fence:")
+	if err != nil {
 		return err
 	}
 	stores := []struct {
@@ -191,7 +201,7 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 		store httpfence.Store
 		fence httpfence.FenceStore
 	}{
-		{"redis", httpfence.NewRedisStore(rdb, prefix+"idem:"), httpfence.NewRedisFence(rdb, prefix+"fence:")},
+		{"redis", redisStore, redisFence},
 		{"postgres", pgStore, pgFence},
 	}
 	serve := func(h http.Handler) func(int) error {

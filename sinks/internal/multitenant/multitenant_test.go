@@ -25,6 +25,7 @@ import (
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -60,11 +61,16 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 	_, err = pool.Exec(ctx, `CREATE TABLE `+effects+` (key text NOT NULL, scope text NOT NULL, token bigint NOT NULL)`)
 	require.NoError(t, err)
 
+	store, err := redisstore.NewStore(rdb, prefix+"idem:")
+	require.NoError(t, err)
+	fnc, err := redisstore.NewFence(rdb, prefix+"fence:")
+	require.NoError(t, err)
+
 	// The endpoint: one path for every tenant, so one fence resource.
 	events := &eventCounter{}
 	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{
-		Store:  httpfence.NewRedisStore(rdb, prefix+"idem:"),
-		Fence:  httpfence.NewRedisFence(rdb, prefix+"fence:"),
+		Store:  store,
+		Fence:  fnc,
 		Logger: slog.New(events),
 	})
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package httpfence
+package pgstore
 
 import (
 	"context"
@@ -13,13 +13,15 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
-// DefaultSchema is the schema of PostgresStore's table when none is given.
+// DefaultSchema is the schema of Store's table when none is given.
 const DefaultSchema = "holdfast"
 
-// migrations holds the schema of PostgresStore, applied in name order.
+// migrations holds the schema of Store, applied in name order.
 //
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -32,7 +34,7 @@ var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // on (creating, completing, abandoning it) between its steps.
 const beginAttempts = 3
 
-// PostgresStore is a Store in PostgreSQL: one row per key in
+// Store is an httpfence.Store in PostgreSQL: one row per key in
 // <schema>.idempotency_keys. Begin is one statement for a new key (INSERT
 // ... ON CONFLICT DO NOTHING), two for a live one (plus a SELECT, neither
 // writing, so a replay costs no commit flush) and three for a dead one (plus
@@ -40,7 +42,7 @@ const beginAttempts = 3
 // conditional statement each. Expiry uses the database clock. Dead rows of keys never used again stay
 // until DeleteExpired removes them: call it periodically (hourly, say).
 // Safe for concurrent use.
-type PostgresStore struct {
+type Store struct {
 	db     pgfence.DBTX
 	schema string
 	// Statements, built once with the quoted table name.
@@ -48,24 +50,24 @@ type PostgresStore struct {
 	completeSQL, abandonSQL, deleteExpiredSQL string
 }
 
-// NewPostgresStore returns a PostgresStore working through db (a
+// NewStore returns a Store working through db (a
 // *pgxpool.Pool, typically) on the table idempotency_keys in schema
 // (DefaultSchema when empty). It returns an error matching ErrInvalidConfig
 // for a nil db (a typed nil *pgxpool.Pool included) or a schema that is not
 // a lower-case SQL identifier. It does not touch the database: run Migrate
 // once at start-up.
-func NewPostgresStore(db pgfence.DBTX, schema string) (*PostgresStore, error) {
-	if isNilClient(db) {
-		return nil, fmt.Errorf("%w: nil database", ErrInvalidConfig)
+func NewStore(db pgfence.DBTX, schema string) (*Store, error) {
+	if storeutil.IsNil(db) {
+		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidConfig)
 	}
 	if schema == "" {
 		schema = DefaultSchema
 	}
 	if !identifierRE.MatchString(schema) {
-		return nil, fmt.Errorf("%w: schema %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, schema, identifierRE)
+		return nil, fmt.Errorf("%w: schema %q: want a lower-case SQL identifier matching %s", httpfence.ErrInvalidConfig, schema, identifierRE)
 	}
 	t := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
-	return &PostgresStore{
+	return &Store{
 		db:     db,
 		schema: schema,
 		// Creates the record. DO NOTHING on a conflict neither writes nor
@@ -97,7 +99,7 @@ RETURNING lock_id`,
 // idempotent and safe to run from several processes at once: it runs in one
 // transaction under the advisory lock every holdfast store takes for the
 // schema (the one pgfence.Guard.Migrate takes).
-func (s *PostgresStore) Migrate(ctx context.Context) error {
+func (s *Store) Migrate(ctx context.Context) error {
 	script, err := pgmigrate.Script(migrations, s.schema, strings.NewReplacer("{{schema}}", pgx.Identifier{s.schema}.Sanitize()))
 	if err != nil {
 		return fmt.Errorf("httpfence: %w", err)
@@ -108,14 +110,14 @@ func (s *PostgresStore) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Begin implements Store.
-func (s *PostgresStore) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error) {
-	if err := validTTL("lock TTL", lockTTL); err != nil {
-		return Outcome{}, err
+// Begin implements httpfence.Store.
+func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (httpfence.Outcome, error) {
+	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
+		return httpfence.Outcome{}, err
 	}
-	lock, err := newLock()
+	lock, err := storeutil.NewLock()
 	if err != nil {
-		return Outcome{}, err
+		return httpfence.Outcome{}, err
 	}
 	// insert -> read -> takeover, until one of them decides: a key is new
 	// (insert), live (read) or dead (takeover); between two steps another
@@ -123,7 +125,7 @@ func (s *PostgresStore) Begin(ctx context.Context, key, fingerprint string, lock
 	for range beginAttempts {
 		claimed, err := s.claim(ctx, s.insertSQL, key, fingerprint, lock, lockTTL)
 		if err != nil || claimed {
-			return Outcome{State: StateNew, Lock: lock}, err
+			return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, err
 		}
 		out, live, err := s.read(ctx, key, fingerprint)
 		if err != nil || live {
@@ -131,15 +133,15 @@ func (s *PostgresStore) Begin(ctx context.Context, key, fingerprint string, lock
 		}
 		claimed, err = s.claim(ctx, s.takeoverSQL, key, fingerprint, lock, lockTTL)
 		if err != nil || claimed {
-			return Outcome{State: StateNew, Lock: lock}, err
+			return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, err
 		}
 	}
-	return Outcome{}, fmt.Errorf("httpfence: postgres begin: key %q changed state %d times in a row", key, beginAttempts)
+	return httpfence.Outcome{}, fmt.Errorf("httpfence: postgres begin: key %q changed state %d times in a row", key, beginAttempts)
 }
 
 // claim runs the insert or takeover statement and reports whether it
 // returned the row, that is, whether lock now holds the key.
-func (s *PostgresStore) claim(ctx context.Context, sql, key, fingerprint, lock string, lockTTL time.Duration) (bool, error) {
+func (s *Store) claim(ctx context.Context, sql, key, fingerprint, lock string, lockTTL time.Duration) (bool, error) {
 	var got string
 	err := s.db.QueryRow(ctx, sql, key, fingerprint, lock, lockTTL.Milliseconds()).Scan(&got)
 	switch {
@@ -153,7 +155,7 @@ func (s *PostgresStore) claim(ctx context.Context, sql, key, fingerprint, lock s
 
 // read returns the outcome for the live record of key, or live == false
 // when the key has none (dead or gone).
-func (s *PostgresStore) read(ctx context.Context, key, fingerprint string) (out Outcome, live bool, err error) {
+func (s *Store) read(ctx context.Context, key, fingerprint string) (out httpfence.Outcome, live bool, err error) {
 	var (
 		same, inFlight bool
 		status         *int32
@@ -162,30 +164,30 @@ func (s *PostgresStore) read(ctx context.Context, key, fingerprint string) (out 
 	err = s.db.QueryRow(ctx, s.readSQL, key, fingerprint).Scan(&same, &inFlight, &status, &header, &body)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return Outcome{}, false, nil
+		return httpfence.Outcome{}, false, nil
 	case err != nil:
-		return Outcome{}, false, fmt.Errorf("httpfence: postgres begin: read record: %w", err)
+		return httpfence.Outcome{}, false, fmt.Errorf("httpfence: postgres begin: read record: %w", err)
 	case !same:
-		return Outcome{State: StateMismatch}, true, nil
+		return httpfence.Outcome{State: httpfence.StateMismatch}, true, nil
 	case inFlight:
-		return Outcome{State: StateInFlight}, true, nil
+		return httpfence.Outcome{State: httpfence.StateInFlight}, true, nil
 	}
-	h, err := decodeHeader(header)
+	h, err := storeutil.DecodeHeader(header)
 	if err != nil {
-		return Outcome{}, false, err
+		return httpfence.Outcome{}, false, err
 	}
 	if body == nil {
 		body = []byte{}
 	}
-	return Outcome{State: StateCompleted, Response: &Response{Status: int(*status), Header: h, Body: body}}, true, nil
+	return httpfence.Outcome{State: httpfence.StateCompleted, Response: &httpfence.Response{Status: int(*status), Header: h, Body: body}}, true, nil
 }
 
-// Complete implements Store.
-func (s *PostgresStore) Complete(ctx context.Context, key, lock string, resp *Response, ttl time.Duration) error {
-	if err := validTTL("TTL", ttl); err != nil {
+// Complete implements httpfence.Store.
+func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.Response, ttl time.Duration) error {
+	if err := storeutil.ValidTTL("TTL", ttl); err != nil {
 		return err
 	}
-	h, err := encodeHeader(resp.Header)
+	h, err := storeutil.EncodeHeader(resp.Header)
 	if err != nil {
 		return err
 	}
@@ -198,19 +200,19 @@ func (s *PostgresStore) Complete(ctx context.Context, key, lock string, resp *Re
 		return fmt.Errorf("httpfence: postgres complete: %w", err)
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("%w: key %q", ErrLockLost, key)
+		return fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
 	}
 	return nil
 }
 
-// Abandon implements Store.
-func (s *PostgresStore) Abandon(ctx context.Context, key, lock string) error {
+// Abandon implements httpfence.Store.
+func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 	tag, err := s.db.Exec(ctx, s.abandonSQL, key, lock)
 	if err != nil {
 		return fmt.Errorf("httpfence: postgres abandon: %w", err)
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("%w: key %q", ErrLockLost, key)
+		return fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
 	}
 	return nil
 }
@@ -218,7 +220,7 @@ func (s *PostgresStore) Abandon(ctx context.Context, key, lock string) error {
 // DeleteExpired deletes every dead record (in flight past its lock TTL, or
 // completed past its TTL) and returns how many it deleted. Begin takes over
 // dead records by itself; this only reclaims space.
-func (s *PostgresStore) DeleteExpired(ctx context.Context) (int64, error) {
+func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	tag, err := s.db.Exec(ctx, s.deleteExpiredSQL)
 	if err != nil {
 		return 0, fmt.Errorf("httpfence: postgres delete expired: %w", err)
@@ -226,40 +228,49 @@ func (s *PostgresStore) DeleteExpired(ctx context.Context) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// PostgresFence is a FenceStore on a pgfence.Guard: Accept is Guard.Check
+// Fence is an httpfence.FenceStore on a pgfence.Guard: Accept is Guard.Check
 // run in its own implicit transaction (one INSERT ... ON CONFLICT statement),
 // so the check and the raise are atomic. The guard table is the one the
 // handler can use in its own transactions (fence.HolderFromContext gives it
 // the holder the middleware admitted), which fences its writes end to end.
 // Tokens above math.MaxInt64 are refused (pgfence.ErrTokenOutOfRange).
 // Safe for concurrent use.
-type PostgresFence struct {
+type Fence struct {
 	db    pgfence.DBTX
 	guard *pgfence.Guard
 }
 
-// NewPostgresFence returns a PostgresFence on the guard table named by cfg
+// NewFence returns a Fence on the guard table named by cfg
 // (the zero Config: holdfast.fence_guard), working through db. It returns
 // ErrInvalidConfig for a nil db (a typed nil *pgxpool.Pool included) and
 // pgfence's ErrInvalidConfig for a bad name. Run Migrate once at start-up.
-func NewPostgresFence(db pgfence.DBTX, cfg pgfence.Config) (*PostgresFence, error) {
-	if isNilClient(db) {
-		return nil, fmt.Errorf("%w: nil database", ErrInvalidConfig)
+func NewFence(db pgfence.DBTX, cfg pgfence.Config) (*Fence, error) {
+	if storeutil.IsNil(db) {
+		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidConfig)
 	}
 	g, err := pgfence.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &PostgresFence{db: db, guard: g}, nil
+	return &Fence{db: db, guard: g}, nil
 }
 
 // Guard returns the pgfence.Guard, for the handler's own fenced writes.
-func (f *PostgresFence) Guard() *pgfence.Guard { return f.guard }
+func (f *Fence) Guard() *pgfence.Guard { return f.guard }
 
 // Migrate creates the guard table (pgfence.Guard.Migrate).
-func (f *PostgresFence) Migrate(ctx context.Context) error { return f.guard.Migrate(ctx, f.db) }
+func (f *Fence) Migrate(ctx context.Context) error { return f.guard.Migrate(ctx, f.db) }
 
-// Accept implements FenceStore: a guard row per (resource, h.Scope).
-func (f *PostgresFence) Accept(ctx context.Context, resource string, h fence.Holder) error {
-	return f.guard.Check(ctx, f.db, resource, h)
+// Accept implements httpfence.FenceStore: a guard row per (resource,
+// h.Scope). A holder the guard cannot take (pgfence.ErrTokenOutOfRange,
+// ErrInvalidOwner, ErrInvalidScope, ErrInvalidResource) gives an error
+// matching both pgfence's error and httpfence.ErrInvalidFencing.
+func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) error {
+	err := f.guard.Check(ctx, f.db, resource, h)
+	for _, bad := range []error{pgfence.ErrTokenOutOfRange, pgfence.ErrInvalidOwner, pgfence.ErrInvalidScope, pgfence.ErrInvalidResource} {
+		if errors.Is(err, bad) {
+			return fmt.Errorf("%w: %w", httpfence.ErrInvalidFencing, err)
+		}
+	}
+	return err
 }

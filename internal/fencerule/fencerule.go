@@ -1,0 +1,57 @@
+package fencerule
+
+import (
+	_ "embed"
+	"strings"
+)
+
+// Lua defines holdfast_accepts(stored_token, stored_owner, token, owner)
+// and holdfast_token_greater(a, b), the rule on canonical decimal token
+// strings, exact over the whole uint64 range (see fence.lua). Put it first
+// among a script's parts (luascript.New(fencerule.Lua, ...)).
+//
+//go:embed fence.lua
+var Lua string
+
+// Upsert is the rule as one PostgreSQL statement on a table with a bigint
+// token column and a text owner column: INSERT INTO Table AS f (Columns)
+// VALUES (Values) ON CONFLICT (Conflict) DO UPDATE SET token, owner (and
+// Set) WHERE the rule holds RETURNING Returning. A row comes back iff the
+// rule accepted (and the row now holds the token and owner); none when it
+// refused.
+//
+// ON CONFLICT DO UPDATE locks the existing row whether or not the WHERE
+// clause holds, and evaluates it against the latest committed version
+// after waiting for any concurrent writer. So the check and the raise are
+// atomic, and the row lock, held until the transaction ends, serialises
+// every writer of one row. A fresh row is accepted: the caller refuses
+// token 0 (fence.None) before running it. bigint holds tokens up to
+// math.MaxInt64; callers refuse larger ones.
+type Upsert struct {
+	Table     string // quoted, schema-qualified name, aliased f
+	Columns   string // the inserted columns, token and owner among them
+	Values    string // their values
+	Conflict  string // the key columns of one fence
+	Set       string // further assignments on a raise, or ""
+	Returning string // what an accepted write returns
+}
+
+// SQL returns the statement.
+func (u Upsert) SQL() string {
+	set := "token = EXCLUDED.token, owner = EXCLUDED.owner"
+	if u.Set != "" {
+		set += ", " + u.Set
+	}
+	return strings.Join([]string{
+		"INSERT INTO " + u.Table + " AS f (" + u.Columns + ")",
+		"VALUES (" + u.Values + ")",
+		"ON CONFLICT (" + u.Conflict + ") DO UPDATE",
+		"   SET " + set,
+		" WHERE " + SQLAccepts,
+		"RETURNING " + u.Returning,
+	}, "\n")
+}
+
+// SQLAccepts is the rule as the WHERE clause of an ON CONFLICT DO UPDATE
+// whose existing row is aliased f.
+const SQLAccepts = "f.token < EXCLUDED.token\n    OR (f.token = EXCLUDED.token AND f.owner = EXCLUDED.owner)"

@@ -1,0 +1,43 @@
+package pgstore_test
+
+import (
+	"context"
+	"log"
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+)
+
+// The middleware on PostgreSQL: idempotency records in holdfast.
+// idempotency_keys, fences in holdfast.fence_guard (the table the handler
+// can fence its own writes on, through Fence.Guard).
+func Example() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://root@127.0.0.1:5432/test")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := pgstore.NewStore(pool, "") // pgstore.DefaultSchema
+	if err != nil {
+		log.Fatal(err)
+	}
+	guard, err := pgstore.NewFence(pool, pgfence.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range []func(context.Context) error{store.Migrate, guard.Migrate} {
+		if err := m(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: store, Fence: guard})
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(http.ListenAndServe("127.0.0.1:8080", mw(http.NotFoundHandler())))
+}

@@ -1,0 +1,44 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
+)
+
+// The Store contract, on Redis (here miniredis): Begin claims a key once,
+// Complete stores the answer, and Begin then hands it back.
+func ExampleNewStore() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	ctx := context.Background()
+	store, err := redisstore.NewStore(rdb, "billing:idem:")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
+	fmt.Println(out.State)
+	again, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
+	fmt.Println(again.State)
+
+	_ = store.Complete(ctx, "order-7", out.Lock, &httpfence.Response{Status: 201, Body: []byte("ok")}, httpfence.DefaultTTL)
+	done, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
+	fmt.Println(done.State, done.Response.Status, string(done.Response.Body))
+	// Output:
+	// new
+	// in-flight
+	// completed 201 ok
+}

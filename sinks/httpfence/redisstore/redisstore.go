@@ -1,0 +1,237 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
+)
+
+// Default key prefixes of the Redis stores.
+const (
+	DefaultStorePrefix = "holdfast:idem:"
+	DefaultFencePrefix = "holdfast:fence:"
+)
+
+// Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (see
+// internal/luascript), the calls of concurrent requests batched into
+// pipelines. Each works on one key, so all of them run on Redis Cluster;
+// keys carry a hash tag all the same, so that a future script touching a
+// record's companion keys stays in one slot. The fence script starts with
+// the acceptance rule every holdfast script shares (internal/fencerule).
+var (
+	//go:embed scripts/begin.lua
+	beginSrc    string
+	beginScript = luascript.New(beginSrc)
+
+	//go:embed scripts/complete.lua
+	completeSrc    string
+	completeScript = luascript.New(completeSrc)
+
+	//go:embed scripts/abandon.lua
+	abandonSrc    string
+	abandonScript = luascript.New(abandonSrc)
+
+	//go:embed scripts/fence.lua
+	fenceSrc    string
+	fenceScript = luascript.New(fencerule.Lua, fenceSrc)
+)
+
+// Store is an httpfence.Store in Redis: one hash per key, named
+// <prefix>{<hex sha256 of the key>}, expiring after the lock TTL while in
+// flight and after the completed TTL once completed. Every operation is one
+// Lua script, one round trip. Works with any redis.UniversalClient (single,
+// Sentinel, Cluster). Safe for concurrent use.
+//
+// Redis is as durable as its persistence settings: a restart without
+// persistence, a failover that loses writes or an eviction forgets keys, and
+// a retry of a forgotten key runs the handler again. Fence the handler's own
+// writes (see the package documentation) where that matters.
+type Store struct {
+	auto   *autopipe.Pipe
+	prefix string
+}
+
+// NewStore returns a Store on rdb whose keys start with prefix
+// (DefaultStorePrefix when empty). Give each application its own prefix.
+// It returns an error matching httpfence.ErrInvalidConfig for a nil rdb (a
+// typed nil *redis.Client included).
+func NewStore(rdb redis.UniversalClient, prefix string) (*Store, error) {
+	if storeutil.IsNil(rdb) {
+		return nil, fmt.Errorf("%w: redisstore.Store over a nil redis client", httpfence.ErrInvalidConfig)
+	}
+	if prefix == "" {
+		prefix = DefaultStorePrefix
+	}
+	return &Store{auto: autopipe.New(rdb), prefix: prefix}, nil
+}
+
+func (s *Store) key(key string) string { return hashedKey(s.prefix, key) }
+
+// ready reports a Store not made by NewStore.
+func (s *Store) ready() error {
+	if s == nil || s.auto == nil {
+		return fmt.Errorf("%w: redisstore.Store not made by NewStore", httpfence.ErrInvalidConfig)
+	}
+	return nil
+}
+
+// hashedKey names the Redis key for an arbitrary string: hashing keeps the
+// name short and keeps user bytes (braces above all) out of the hash tag.
+func hashedKey(prefix, s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return prefix + "{" + hex.EncodeToString(sum[:]) + "}"
+}
+
+// Begin implements httpfence.Store.
+func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (httpfence.Outcome, error) {
+	if err := s.ready(); err != nil {
+		return httpfence.Outcome{}, err
+	}
+	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
+		return httpfence.Outcome{}, err
+	}
+	lock, err := storeutil.NewLock()
+	if err != nil {
+		return httpfence.Outcome{}, err
+	}
+	res, err := beginScript.Run(ctx, s.auto, []string{s.key(key)}, fingerprint, lock, lockTTL.Milliseconds(), key).StringSlice()
+	if err != nil {
+		return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", err)
+	}
+	switch {
+	case len(res) == 1 && res[0] == "new":
+		return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, nil
+	case len(res) == 1 && res[0] == "inflight":
+		return httpfence.Outcome{State: httpfence.StateInFlight}, nil
+	case len(res) == 1 && res[0] == "mismatch":
+		return httpfence.Outcome{State: httpfence.StateMismatch}, nil
+	case len(res) == 4 && res[0] == "completed":
+		status, err := strconv.Atoi(res[1])
+		if err != nil {
+			return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: stored status %q: %w", res[1], err)
+		}
+		h, err := storeutil.DecodeHeader([]byte(res[2]))
+		if err != nil {
+			return httpfence.Outcome{}, err
+		}
+		return httpfence.Outcome{State: httpfence.StateCompleted, Response: &httpfence.Response{Status: status, Header: h, Body: []byte(res[3])}}, nil
+	}
+	return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: unexpected reply %q", res)
+}
+
+// Complete implements httpfence.Store.
+func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.Response, ttl time.Duration) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	if err := storeutil.ValidTTL("TTL", ttl); err != nil {
+		return err
+	}
+	h, err := storeutil.EncodeHeader(resp.Header)
+	if err != nil {
+		return err
+	}
+	ok, err := completeScript.Run(ctx, s.auto, []string{s.key(key)}, lock, resp.Status, h, resp.Body, ttl.Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("httpfence: redis complete: %w", err)
+	}
+	if ok != 1 {
+		return fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
+	}
+	return nil
+}
+
+// Abandon implements httpfence.Store.
+func (s *Store) Abandon(ctx context.Context, key, lock string) error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	ok, err := abandonScript.Run(ctx, s.auto, []string{s.key(key)}, lock).Int()
+	if err != nil {
+		return fmt.Errorf("httpfence: redis abandon: %w", err)
+	}
+	if ok != 1 {
+		return fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
+	}
+	return nil
+}
+
+// Fence is an httpfence.FenceStore in Redis: one hash per (resource, scope),
+// named <prefix>{<hex sha256 of len(scope) ":" scope ":" resource>}, and
+// for scope "" <prefix>{<hex sha256 of resource>}, the name every record
+// had before scopes existed: a pre-upgrade record is the fence of scope ""
+// (as in pgfence and redisfence), so a client that sends no Fencing-Scope
+// stays fenced by what it raised before the upgrade. A hash holds the
+// highest token accepted and its owner (and, for operators, the resource
+// and scope), without expiry. The length prefix keeps scoped names apart
+// whatever bytes the scope and resource hold; a scope-"" resource spelled
+// like "<n>:<scope>:<resource>" shares that pair's fence, which can only
+// refuse more, never accept a stale token. The check and the raise are one
+// Lua script.
+// Tokens are compared exactly over the whole uint64 range. Safe for
+// concurrent use.
+//
+// A Redis that loses the record (restart without persistence, failover,
+// eviction: use a noeviction policy) forgets the highest token and accepts
+// a stale one once; a Postgres fence (pgstore.NewFence) does not.
+type Fence struct {
+	auto   *autopipe.Pipe
+	prefix string
+}
+
+// NewFence returns a Fence on rdb whose keys start with prefix
+// (DefaultFencePrefix when empty). It returns an error matching
+// httpfence.ErrInvalidConfig for a nil rdb (a typed nil *redis.Client
+// included).
+func NewFence(rdb redis.UniversalClient, prefix string) (*Fence, error) {
+	if storeutil.IsNil(rdb) {
+		return nil, fmt.Errorf("%w: redisstore.Fence over a nil redis client", httpfence.ErrInvalidConfig)
+	}
+	if prefix == "" {
+		prefix = DefaultFencePrefix
+	}
+	return &Fence{auto: autopipe.New(rdb), prefix: prefix}, nil
+}
+
+// Accept implements httpfence.FenceStore.
+func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) error {
+	if f == nil || f.auto == nil {
+		return fmt.Errorf("%w: redisstore.Fence not made by NewFence", httpfence.ErrInvalidConfig)
+	}
+	if h.Token == fence.None {
+		return fmt.Errorf("httpfence: fence %q: %w", resource, fence.ErrNoToken)
+	}
+	key := hashedKey(f.prefix, resource) // scope "": the pre-scope name
+	if h.Scope != "" {
+		key = hashedKey(f.prefix, strconv.Itoa(len(h.Scope))+":"+h.Scope+":"+resource)
+	}
+	res, err := fenceScript.Run(ctx, f.auto, []string{key}, h.Token.String(), h.Owner, resource, h.Scope).Slice()
+	if err != nil {
+		return fmt.Errorf("httpfence: redis fence %q: %w", resource, err)
+	}
+	if len(res) == 1 {
+		return nil
+	}
+	cur, ok := res[1].(string)
+	if !ok || len(res) != 2 {
+		return fmt.Errorf("httpfence: redis fence %q: unexpected reply %v", resource, res)
+	}
+	current, err := fence.ParseToken(cur)
+	if err != nil {
+		return fmt.Errorf("httpfence: redis fence %q: stored token: %w", resource, err)
+	}
+	return &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: current}
+}
