@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/faultproxy"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 )
 
 // TestHTTPRetriesThroughResetsAfterCommit: 8 concurrent clients send one
@@ -37,7 +38,7 @@ func TestHTTPRetriesThroughResetsAfterCommit(t *testing.T) {
 	pool := shared.Pool(t)
 	schema := shared.Schema(t, "chaos_http_")
 	ctx := context.Background()
-	store, err := httpfence.NewPostgresStore(pool, schema)
+	store, err := pgstore.NewStore(pool, schema)
 	require.NoError(t, err)
 	require.NoError(t, store.Migrate(ctx))
 	effects := pgx.Identifier{schema, "effects"}.Sanitize()
