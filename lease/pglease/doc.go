@@ -36,9 +36,12 @@
 // statement in a long transaction must not see an old time). The holder's
 // trust window runs on its own monotonic clock from the start of its call,
 // as with the Redis backend: lease.Client measures it, and this package
-// adds nothing to it. The token is the row's counter: strictly increasing
-// per lease name across acquisitions and restarts of the database (it is a
-// committed row, not memory), so it never regresses while the table lives.
+// adds nothing to it. The token is the row's counter, set in the granting
+// statement to max(last token + 1, the database clock in µs), as the
+// Redis backend does with Redis TIME: strictly increasing per lease name
+// across acquisitions and restarts of the database (a committed row), and
+// not regressing when the row is deleted or restored from an old backup,
+// assuming the database host's clock is not stepped back meanwhile.
 // Tokens of one lease name are compared only with each other, by the sinks
 // (fence.Holder.Scope is the lease name).
 //

@@ -1,6 +1,7 @@
 package pglease_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestRenewNeverRecreatesAnExpiredLease(t *testing.T) {
 	g, err := b.Acquire(ctx, "job", "a", time.Minute)
 	require.NoError(t, err)
 	require.True(t, g.Acquired)
-	require.Equal(t, fence.Token(1), g.Token)
+	first := g.Token
 	held := lease.Held{Name: "job", Owner: "a", TTL: time.Minute}
 	require.Equal(t, []error{nil}, b.Renew(ctx, []lease.Held{held}))
 
@@ -52,7 +53,34 @@ func TestRenewNeverRecreatesAnExpiredLease(t *testing.T) {
 	g, err = b.Acquire(ctx, "job", "b", time.Minute)
 	require.NoError(t, err)
 	require.True(t, g.Acquired)
-	require.Equal(t, fence.Token(2), g.Token)
+	require.Greater(t, g.Token, first)
+}
+
+// Tokens are max(last + 1, the database clock in µs): a deleted row (a
+// retention job, a restore) does not bring them back below those issued
+// before, and a row whose token ran ahead of the clock still counts up.
+func TestTokensDoNotRegressWhenTheRowIsLost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b, table := newBackend(t)
+	g, err := b.Acquire(ctx, "job", "a", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	before := g.Token
+	_, err = shared.Pool(t).Exec(ctx, `DELETE FROM `+table+` WHERE name = 'job'`)
+	require.NoError(t, err)
+	g, err = b.Acquire(ctx, "job", "b", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	require.Greater(t, g.Token, before, "a lost row does not restart tokens")
+	t.Logf("token before the row was deleted %d, after %d", before, g.Token)
+
+	ahead := fence.Token(math.MaxInt64 - 10)
+	_, err = shared.Pool(t).Exec(ctx, `UPDATE `+table+` SET token = $1, owner = '', expires_at = '-infinity' WHERE name = 'job'`, int64(ahead))
+	require.NoError(t, err)
+	g, err = b.Acquire(ctx, "job", "c", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, ahead+1, g.Token)
 }
 
 // One statement renews a batch: each lease gets its own answer, by

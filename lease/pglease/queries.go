@@ -18,13 +18,16 @@ func newQueries(table string) queries {
 		// (a try racing a grant that committed after this statement's
 		// snapshot still learns the holder's TTL), at the price of a dead
 		// row version (a HOT update) per failed try. now is read once:
-		// every column decides on the same instant.
+		// every column decides on the same instant. The token is
+		// max(last token + 1, the database clock in µs), as on Redis: a
+		// row deleted (or a table restored from an old backup) does not
+		// bring tokens back below those issued before.
 		acquire: `WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t)
 INSERT INTO ` + table + ` AS l (name, owner, token, expires_at)
-SELECT $1, $2, 1, now.t + $3::bigint * interval '1 millisecond' FROM now
+SELECT $1, $2, (extract(epoch FROM now.t) * 1000000)::bigint, now.t + $3::bigint * interval '1 millisecond' FROM now
 ON CONFLICT (name) DO UPDATE SET
 	owner      = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN excluded.owner ELSE l.owner END,
-	token      = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN l.token + 1 ELSE l.token END,
+	token      = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN greatest(l.token + 1, excluded.token) ELSE l.token END,
 	expires_at = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN excluded.expires_at ELSE l.expires_at END
 RETURNING l.owner = $2, l.token,
 	greatest(ceil(extract(epoch FROM l.expires_at - (SELECT t FROM now)) * 1000), 0)::bigint`,
