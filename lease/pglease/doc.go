@@ -51,8 +51,16 @@
 // the holder's remaining TTL (returned by the failed try) runs out,
 // bounded by lease.Options.RetryMin and RetryMax. A release therefore
 // wakes no waiter at once; the next holder takes over within RetryMax of
-// a release, and within the holder's TTL of a crash. LISTEN/NOTIFY would
-// need a connection held out of the pool per listening process.
+// a release, and within the holder's TTL of a crash.
+//
+// LISTEN/NOTIFY was left out on purpose. A LISTEN belongs to a session, so
+// a listening waiter must hold a connection of its own for its whole wait
+// and must not hand it back to the pool while it listens (the same rule
+// as for a session advisory lock, docs/techniques.md). One connection
+// per waiting Acquire taken from the pool lets a few waiters exhaust it
+// and starve the renewals of the leases already held; one shared listener
+// per Backend needs a goroutine and a Close the Backend does not have.
+// Polling costs one statement per waiter per retry.
 //
 // # What it needs from the database
 //
