@@ -7,9 +7,12 @@ PKGS := ./...
 
 ## demo: three replicas run daily-settlement; one is frozen past its TTL and
 ## its late write is rejected. Embedded Redis and store unless REDIS_URL and
-## DATABASE_URL are set.
+## DATABASE_URL are set. DEMO_FLAGS passes flags, e.g. on PostgreSQL alone
+## (leases, ledger and sink; no Redis):
+##   DATABASE_URL=postgres://root@127.0.0.1:5432/test make demo DEMO_FLAGS='-backend postgres'
+DEMO_FLAGS ?=
 demo:
-	$(GO) run ./examples/settlement
+	$(GO) run ./examples/settlement $(DEMO_FLAGS)
 
 ## services: make a real Redis and PostgreSQL reachable (idempotent).
 services:

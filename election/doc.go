@@ -9,7 +9,7 @@
 // fencing token, a Context canceled when the term ends, and Resign.
 // Anyone can ask who leads with Leader (now) or Observe (wait for one).
 //
-//	e, err := election.New(client, "billing-leader", election.Options{Redis: rdb})
+//	e, err := election.New(client, "billing-leader", election.Options{})
 //	...
 //	ld, err := e.Campaign(ctx, "replica-7:8080", lease.WithLifetime(appCtx))
 //	if err != nil { ... }

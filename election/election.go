@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,7 +28,7 @@ var (
 	// ErrNilClient is returned by New for a nil *lease.Client.
 	ErrNilClient = errors.New("election: nil lease client")
 	// ErrInvalidOptions is returned by New for out-of-range Options, and
-	// by Campaign when Options.Redis is not the Redis of the lease client.
+	// for a lease client whose backend is no *lease.RedisBackend.
 	ErrInvalidOptions = errors.New("election: invalid options")
 	// ErrNoLeader is returned by Leader when no candidate leads.
 	ErrNoLeader = errors.New("election: no leader")
@@ -37,11 +36,6 @@ var (
 
 // Options configure an Election.
 type Options struct {
-	// Redis is the client the lease.Client was made with (lease.New): the
-	// leader record lives next to the lease key. Default: the lease
-	// client's (lease.Client.Redis). A Client on another backend
-	// (lease.NewWithBackend) cannot hold an election.
-	Redis redis.UniversalClient
 	// TTL is the leadership lease's TTL, kept alive by the lease client
 	// (see lease.RenewInterval). Default DefaultTTL; at least lease.MinTTL.
 	TTL time.Duration
@@ -62,9 +56,6 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	if o.Redis == nil {
-		return fmt.Errorf("%w: Redis is required (the lease client has another backend)", ErrInvalidOptions)
-	}
 	if o.TTL < lease.MinTTL {
 		return fmt.Errorf("%w: TTL %v, at least %v", lease.ErrInvalidTTL, o.TTL, lease.MinTTL)
 	}
@@ -74,22 +65,12 @@ func (o Options) validate() error {
 	return nil
 }
 
-// validateName applies package lease's rules for lease names.
-func validateName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", lease.ErrInvalidName)
-	case len(name) > lease.MaxNameLen:
-		return fmt.Errorf("%w: %d bytes, at most %d", lease.ErrInvalidName, len(name), lease.MaxNameLen)
-	case strings.ContainsAny(name, "{}"):
-		return fmt.Errorf("%w: %q holds '{' or '}'", lease.ErrInvalidName, name)
-	}
-	return nil
-}
-
-// Election is one named election on a lease.Client. Candidates in any
-// number of processes that use the same name, key prefix and Redis take
-// part in the same election. It is safe for concurrent use.
+// Election is one named election on a lease.Client on the Redis backend
+// (lease.New, or lease.NewWithBackend with a *lease.RedisBackend): the
+// leader record lives beside the lease's keys, in the layout the backend
+// gives (lease.RedisBackend.Keys). Candidates in any number of processes
+// that use the same name, key prefix and Redis take part in the same
+// election. It is safe for concurrent use.
 type Election struct {
 	c    *lease.Client
 	rdb  redis.UniversalClient
@@ -101,28 +82,30 @@ type Election struct {
 
 // New returns the election called name on c. The lease it campaigns for
 // is called name too. Errors: ErrNilClient; an error matching
-// lease.ErrInvalidName for a bad name; lease.ErrInvalidTTL or
-// ErrInvalidOptions for bad options.
+// lease.ErrInvalidName for a bad name (as lease.RedisBackend.Keys checks
+// it); ErrInvalidOptions for a Client on another backend than
+// *lease.RedisBackend or out-of-range options; lease.ErrInvalidTTL.
 func New(c *lease.Client, name string, opts Options) (*Election, error) {
 	if c == nil {
 		return nil, ErrNilClient
 	}
-	if err := validateName(name); err != nil {
-		return nil, err
+	rb, ok := c.Backend().(*lease.RedisBackend)
+	if !ok {
+		return nil, fmt.Errorf("%w: the lease client's backend is %T, not *lease.RedisBackend", ErrInvalidOptions, c.Backend())
 	}
-	if opts.Redis == nil {
-		opts.Redis = c.Redis()
+	keys, err := rb.Keys(name)
+	if err != nil {
+		return nil, err
 	}
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	leaseKey, _ := c.Keys(name)
 	return &Election{
-		c: c, rdb: opts.Redis, name: name, opts: opts,
-		leaseKey:  leaseKey,
-		recordKey: leaseKey + ":leader",
-		channel:   leaseKey + ":elected",
+		c: c, rdb: rb.Redis(), name: name, opts: opts,
+		leaseKey:  keys.Lease,
+		recordKey: keys.Tagged("leader"),
+		channel:   keys.Tagged("elected"),
 	}, nil
 }
 
@@ -143,8 +126,7 @@ func (e *Election) Name() string { return e.name }
 //
 // Errors: as lease.Client.Acquire (when ctx ends first, ctx's error joined
 // with lease.ErrNotAcquired); Redis errors writing the leader record (the
-// lease is then released); ErrInvalidOptions when Options.Redis is not
-// the lease client's Redis.
+// lease is then released).
 func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.AcquireOption) (*Leadership, error) {
 	for {
 		l, err := e.c.Acquire(ctx, e.name, e.opts.TTL, opts...)
@@ -156,9 +138,9 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.Acq
 			return &Leadership{l: l, value: value}, nil
 		}
 		if err == nil {
-			// The lease key does not hold our owner in Options.Redis:
-			// either the lease was lost at once, or Options.Redis is
-			// another Redis. The lease client tells which.
+			// The lease key does not hold our owner: the lease was
+			// lost at once (or the key layout is not the one the
+			// backend gave). The lease client tells which.
 			err = l.Renew(ctx)
 			if errors.Is(err, lease.ErrNotHeld) {
 				// Lost before it was announced: campaign again.
@@ -167,7 +149,7 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.Acq
 				continue
 			}
 			if err == nil {
-				err = fmt.Errorf("%w: the lease key is not in Options.Redis", ErrInvalidOptions)
+				err = fmt.Errorf("the lease key %q does not hold the lease's owner", e.leaseKey)
 			}
 		}
 		_ = l.Release(context.WithoutCancel(ctx))

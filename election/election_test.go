@@ -37,7 +37,7 @@ func (s *setup) candidate(t *testing.T, ttl time.Duration) *candidate {
 	t.Helper()
 	c, err := lease.New(s.rdb, lease.Options{Prefix: s.prefix})
 	require.NoError(t, err)
-	e, err := election.New(c, s.name, election.Options{Redis: s.rdb, TTL: ttl})
+	e, err := election.New(c, s.name, election.Options{TTL: ttl})
 	require.NoError(t, err)
 	return &candidate{client: c, e: e}
 }
@@ -225,7 +225,7 @@ func TestLeaderAndObserveReflectTheCurrentLeader(t *testing.T) {
 		// announcement wakes it.
 		c, err := lease.New(s.rdb, lease.Options{Prefix: s.prefix})
 		require.NoError(t, err)
-		slow, err := election.New(c, s.name, election.Options{Redis: s.rdb, ObservePoll: 2 * time.Minute})
+		slow, err := election.New(c, s.name, election.Options{ObservePoll: 2 * time.Minute})
 		require.NoError(t, err)
 		observed := make(chan election.Leader, 1)
 		octx, ocancel := context.WithTimeout(ctx, time.Minute)
@@ -317,25 +317,31 @@ func TestCampaignLifetimeContextEndsTheTerm(t *testing.T) {
 	})
 }
 
-func TestCampaignOnAnotherRedisThanTheLeaseIsRefused(t *testing.T) {
+// A lease client on another backend keeps its own key layout, or none:
+// the election refuses it rather than guessing keys.
+func TestNewOnAnotherBackendIsRefused(t *testing.T) {
 	t.Parallel()
-	rdb, other := redistest.Mini(t), redistest.Mini(t)
-	c, err := lease.New(rdb, lease.Options{})
+	c, err := lease.NewWithBackend(otherBackend{}, lease.Options{})
 	require.NoError(t, err)
-	e, err := election.New(c, "leader", election.Options{Redis: other})
-	require.NoError(t, err)
-	ld, err := e.Campaign(context.Background(), "a")
-	require.Nil(t, ld)
+	e, err := election.New(c, "leader", election.Options{})
+	require.Nil(t, e)
 	require.ErrorIs(t, err, election.ErrInvalidOptions)
-	// The lease was released: a correct election wins at once.
-	good, err := election.New(c, "leader", election.Options{Redis: rdb})
-	require.NoError(t, err)
-	short, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ld, err = good.Campaign(short, "a")
-	require.NoError(t, err)
-	require.NoError(t, ld.Resign(context.Background()))
+	require.ErrorContains(t, err, "election_test.otherBackend")
 }
+
+// otherBackend is a lease.Backend that is not the Redis one; New never
+// calls it.
+type otherBackend struct{}
+
+func (otherBackend) Acquire(context.Context, string, string, time.Duration) (lease.Grant, error) {
+	return lease.Grant{}, errors.New("not called")
+}
+
+func (otherBackend) Renew(_ context.Context, batch []lease.Held) []error {
+	return make([]error, len(batch))
+}
+
+func (otherBackend) Release(context.Context, lease.Held) error { return nil }
 
 func TestNewRejectsBadInput(t *testing.T) {
 	t.Parallel()
@@ -348,12 +354,12 @@ func TestNewRejectsBadInput(t *testing.T) {
 		opts election.Options
 		want error
 	}{
-		{nil, "x", election.Options{Redis: rdb}, election.ErrNilClient},
-		{c, "", election.Options{Redis: rdb}, lease.ErrInvalidName},
-		{c, "a{b}", election.Options{Redis: rdb}, lease.ErrInvalidName},
-		{c, strings.Repeat("x", lease.MaxNameLen+1), election.Options{Redis: rdb}, lease.ErrInvalidName},
-		{c, "x", election.Options{Redis: rdb, TTL: time.Millisecond}, lease.ErrInvalidTTL},
-		{c, "x", election.Options{Redis: rdb, ObservePoll: -time.Second}, election.ErrInvalidOptions},
+		{nil, "x", election.Options{}, election.ErrNilClient},
+		{c, "", election.Options{}, lease.ErrInvalidName},
+		{c, "a{b}", election.Options{}, lease.ErrInvalidName},
+		{c, strings.Repeat("x", lease.MaxNameLen+1), election.Options{}, lease.ErrInvalidName},
+		{c, "x", election.Options{TTL: time.Millisecond}, lease.ErrInvalidTTL},
+		{c, "x", election.Options{ObservePoll: -time.Second}, election.ErrInvalidOptions},
 	} {
 		e, err := election.New(tc.c, tc.name, tc.opts)
 		require.Nil(t, e)

@@ -24,7 +24,7 @@ func Example() {
 
 	newReplica := func() *election.Election {
 		client, _ := lease.New(rdb, lease.Options{})
-		e, _ := election.New(client, "billing-leader", election.Options{Redis: rdb, TTL: 10 * time.Second})
+		e, _ := election.New(client, "billing-leader", election.Options{TTL: 10 * time.Second})
 		return e
 	}
 	first, second := newReplica(), newReplica()

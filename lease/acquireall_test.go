@@ -80,7 +80,7 @@ func TestTryAcquireAllTakesTheFreeLeasesInOneRoundTrip(t *testing.T) {
 			l := leases[i]
 			require.NoError(t, l.Err())
 			require.NoError(t, l.Context().Err())
-			key, _ := s.client.Keys(names[i])
+			key, _ := KeysOf(s.client, names[i])
 			owner, err := s.rdb.Get(ctx, key).Result()
 			require.NoError(t, err)
 			require.Equal(t, l.Owner(), owner)
@@ -140,7 +140,7 @@ func TestAcquireSentTwiceByOneOwnerAnswersItsToken(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
 		ctx := context.Background()
-		b := s.client.b.(*redisBackend)
+		b := s.client.b.(*RedisBackend)
 		g1, err := b.Acquire(ctx, "resent", "owner-a", 5*time.Second)
 		require.NoError(t, err)
 		require.True(t, g1.Acquired)

@@ -43,7 +43,7 @@ func TestAutoPipeUnderLoad(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		require.True(t, s.client.b.(*redisBackend).auto.Idle(), "no batch on the wire, none waiting")
+		require.True(t, s.client.b.(*RedisBackend).auto.Idle(), "no batch on the wire, none waiting")
 		keys, err := s.rdb.Keys(ctx, s.prefix+"*").Result()
 		require.NoError(t, err)
 		for _, k := range keys {
@@ -60,7 +60,7 @@ func TestAutoPipeCanceledCallSendsNothing(t *testing.T) {
 		cancel()
 		_, err := s.client.TryAcquire(ctx, "never", time.Second)
 		require.ErrorIs(t, err, context.Canceled)
-		key, _ := s.client.Keys("never")
+		key, _ := KeysOf(s.client, "never")
 		require.ErrorIs(t, s.rdb.Get(context.Background(), key).Err(), redis.Nil)
 	})
 }

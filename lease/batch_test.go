@@ -97,7 +97,7 @@ func TestLosingOneLeaseCancelsOnlyThatLease(t *testing.T) {
 		leases := acquireMany(t, s.client, 20, ttl)
 		defer releaseAll(t, leases)
 		victim := leases[7]
-		require.NoError(t, s.rdb.Del(context.Background(), victim.leaseKey()).Err())
+		require.NoError(t, s.rdb.Del(context.Background(), func() string { k, _ := KeysOf(s.client, victim.Name()); return k }()).Err())
 		testwait.Done(t, victim.Done(), 5*time.Second, "victim lost")
 		require.ErrorIs(t, victim.Err(), ErrNotHeld)
 		// Two more rounds: everyone else is still held.
@@ -167,7 +167,7 @@ func TestReplicaAckFailsWithoutReplicasAndReleases(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotReplicated)
 	require.Equal(t, 1, nre.Want)
 	require.Equal(t, 0, nre.Got)
-	leaseKey, _ := c.Keys("acked")
+	leaseKey, _ := KeysOf(c, "acked")
 	n, err := rdb.Exists(context.Background(), leaseKey).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "an unacknowledged acquire is released")
@@ -177,7 +177,7 @@ func TestReleaseNobodyWaitsForPublishesNothing(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
 		ctx := context.Background()
-		leaseKey, _ := s.client.Keys("quiet")
+		leaseKey, _ := KeysOf(s.client, "quiet")
 		waitingKey := leaseKey + ":waiting"
 		sub := s.rdb.Subscribe(ctx, leaseKey+":released")
 		defer sub.Close()
@@ -204,7 +204,7 @@ func TestReleaseNobodyWaitsForPublishesNothing(t *testing.T) {
 		// flag with the lease key.
 		second, err := s.client.TryAcquire(ctx, "quiet", time.Minute)
 		require.NoError(t, err)
-		g, err := s.client.b.(waitingAcquirer).acquireWaiting(ctx, "quiet", "waiter", time.Minute, 2*time.Minute)
+		g, err := s.client.b.(WaitingAcquirer).AcquireWaiting(ctx, "quiet", "waiter", time.Minute, 2*time.Minute)
 		require.NoError(t, err)
 		require.False(t, g.Acquired)
 		require.Greater(t, g.Remaining, 50*time.Second, "the holder's remaining TTL")
@@ -231,7 +231,7 @@ func TestAWaiterNeverShortensAnotherWaitersFlag(t *testing.T) {
 		require.NoError(t, err)
 		fast, err := New(s.rdb, Options{Prefix: s.prefix, RetryMin: 10 * time.Millisecond, RetryMax: 10 * time.Millisecond})
 		require.NoError(t, err)
-		leaseKey, _ := s.client.Keys("mixed")
+		leaseKey, _ := KeysOf(s.client, "mixed")
 		waitingKey := leaseKey + ":waiting"
 		holder, err := s.client.TryAcquire(ctx, "mixed", time.Minute)
 		require.NoError(t, err)
@@ -252,7 +252,7 @@ func TestAWaiterNeverShortensAnotherWaitersFlag(t *testing.T) {
 		testwait.Until(t, 5*time.Second, "the slow waiter flagged the lease", func() bool { return flag() > time.Minute })
 
 		// The fast waiter's try, as its blocked Acquire makes it.
-		g, err := fast.b.(waitingAcquirer).acquireWaiting(ctx, "mixed", "fast", time.Minute, fast.flagTTL())
+		g, err := fast.b.(WaitingAcquirer).AcquireWaiting(ctx, "mixed", "fast", time.Minute, fast.flagTTL())
 		require.NoError(t, err)
 		require.False(t, g.Acquired)
 		require.Greater(t, flag(), time.Minute, "the fast waiter's try shortened the flag")

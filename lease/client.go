@@ -12,72 +12,59 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/holdfast-go/holdfast/internal/autopipe"
 )
 
-// Client acquires leases on one Redis deployment: a single server, a
-// Sentinel-managed primary or a Cluster, through any redis.UniversalClient.
-// It keeps its leases alive in batches, from one timer (a renewal pass runs
-// on a goroutine of its own while it renews). It is safe for concurrent
-// use.
+// Client acquires leases on one Backend (New: a Redis deployment, a single
+// server, a Sentinel-managed primary or a Cluster, through any
+// redis.UniversalClient) and keeps them alive in batches, from one timer
+// (a renewal pass runs on a goroutine of its own while it renews). It knows
+// no store: the Backend owns keys, scripts and hand-off. It is safe for
+// concurrent use.
 type Client struct {
 	b      Backend
-	rdb    redis.UniversalClient // nil on another backend
 	opts   Options
 	log    *slog.Logger
 	keeper *keeper
 }
 
-// New returns a Client over rdb. It returns ErrNilClient for a nil rdb and
-// an error matching ErrInvalidOptions for bad options.
+// New returns a Client over rdb: NewWithBackend on NewRedisBackend(rdb,
+// RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck}). It
+// returns ErrNilClient for a nil rdb and an error matching
+// ErrInvalidOptions for bad options.
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
-	if isNil(rdb) {
-		return nil, ErrNilClient
-	}
-	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	b, err := NewRedisBackend(rdb, RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck})
+	if err != nil {
 		return nil, err
 	}
-	c := &Client{b: &redisBackend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix}, rdb: rdb, opts: opts, log: opts.Logger}
-	c.keeper = newKeeper(c)
-	return c, nil
+	opts.Prefix, opts.ReplicaAck = "", ReplicaAck{}
+	return NewWithBackend(b, opts)
 }
 
-// NewWithBackend returns a Client over another Backend, such as
-// lease/quorum's. Options.Prefix and ReplicaAck do not apply (the backend
-// has its own); ErrNilClient for a nil backend, ErrInvalidOptions for
-// ReplicaAck.
+// NewWithBackend returns a Client over b, such as a *RedisBackend, or
+// lease/quorum's or lease/pglease's. Options.Prefix and ReplicaAck are
+// the Redis backend's (New passes them on; RedisOptions sets them for
+// NewRedisBackend) and do not apply here: ErrNilClient for a nil backend,
+// ErrInvalidOptions for ReplicaAck.
 func NewWithBackend(b Backend, opts Options) (*Client, error) {
 	if isNil(b) {
 		return nil, ErrNilClient
 	}
+	if opts.ReplicaAck.Replicas > 0 {
+		return nil, fmt.Errorf("%w: ReplicaAck is the Redis backend's (RedisOptions)", ErrInvalidOptions)
+	}
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
-	}
-	if opts.ReplicaAck.Replicas > 0 {
-		return nil, fmt.Errorf("%w: ReplicaAck %v", ErrInvalidOptions, errNoRedis)
 	}
 	c := &Client{b: b, opts: opts, log: opts.Logger}
 	c.keeper = newKeeper(c)
 	return c, nil
 }
 
-// Redis returns the Redis client of a Client made by New; nil for one made
-// by NewWithBackend.
-func (c *Client) Redis() redis.UniversalClient { return c.rdb }
-
-// Keys returns the Redis keys of the lease called name: the lease key and
-// its fence counter. Both carry the hash tag {name}, so they live in one
-// Cluster slot, with the lease key + ":waiting" (the flag a blocked
-// Acquire sets so that the release publishes on the lease key +
-// ":released").
-func (c *Client) Keys(name string) (leaseKey, fenceKey string) {
-	// One allocation: the lease key is a prefix of the fence key.
-	fenceKey = c.opts.Prefix + "{" + name + "}:fence"
-	return fenceKey[:len(fenceKey)-len(":fence")], fenceKey
-}
+// Backend returns the backend the Client stores its leases in: the
+// *RedisBackend of a Client made by New (its Keys and Redis), the one
+// passed to NewWithBackend otherwise.
+func (c *Client) Backend() Backend { return c.b }
 
 // TryAcquire makes one attempt (one round trip) to take the lease called
 // name for ttl. ctx bounds the call and lends its values to
@@ -263,8 +250,8 @@ func (c *Client) try(ctx context.Context, cfg acquireConfig, name string, ttl ti
 	}
 	start := time.Now()
 	var g Grant
-	if wa, ok := c.b.(waitingAcquirer); ok && waiting {
-		g, err = wa.acquireWaiting(ctx, name, owner, ttl, c.flagTTL())
+	if wa, ok := c.b.(WaitingAcquirer); ok && waiting {
+		g, err = wa.AcquireWaiting(ctx, name, owner, ttl, c.flagTTL())
 	} else {
 		g, err = c.b.Acquire(ctx, name, owner, ttl)
 	}
@@ -305,18 +292,6 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 	}
 	c.opts.Observer.ObserveAcquire(name, OutcomeAcquired, took)
 	l := newLease(ctx, cfg.lifetime, c, name, owner, g, ttl, start)
-	if c.opts.ReplicaAck.Replicas > 0 {
-		if err := c.waitReplicas(ctx, l); err != nil {
-			_ = l.Release(context.WithoutCancel(ctx))
-			return nil, err
-		}
-		// WAIT is part of the acquisition: the window may have ended
-		// meanwhile.
-		if took := time.Since(start); took >= ttl-Drift(ttl) {
-			_ = l.Release(context.WithoutCancel(ctx))
-			return nil, c.slow(ctx, name, owner, ttl, took)
-		}
-	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "lease_acquired",
 		slog.String("lease", name), slog.String("owner", owner),
 		slog.Uint64("token", uint64(l.token)), slog.Duration("ttl", ttl))
@@ -341,54 +316,21 @@ func (c *Client) undo(ctx context.Context, h Held) {
 	_ = c.b.Release(rctx, h)
 }
 
-// undoAll is undo for the grants of a batch: one pipeline on the built-in
-// backend, one Release after another on others.
+// undoAll is undo for the grants of a batch: one call to a
+// BatchReleaser, one Release after another on other backends.
 func (c *Client) undoAll(ctx context.Context, hs []Held) {
 	if len(hs) == 0 {
 		return
 	}
-	if rb, ok := c.b.(*redisBackend); ok {
-		handles := make([]*redisHandle, len(hs))
-		for i, h := range hs {
-			handles[i] = rb.handle(h)
-		}
-		rb.undo(ctx, handles, hs[0].TTL)
+	if br, ok := c.b.(BatchReleaser); ok {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hs[0].TTL)
+		defer cancel()
+		_ = br.ReleaseAll(rctx, hs)
 		return
 	}
 	for _, h := range hs {
 		c.undo(ctx, h)
 	}
-}
-
-// waitReplicas runs WAIT on the node that holds the lease key.
-func (c *Client) waitReplicas(ctx context.Context, l *Lease) error {
-	want, timeout := c.opts.ReplicaAck.Replicas, c.opts.ReplicaAck.Timeout
-	if c.rdb == nil {
-		return errNoRedis
-	}
-	type waiter interface {
-		Wait(ctx context.Context, numReplicas int, timeout time.Duration) *redis.IntCmd
-	}
-	var node any = c.rdb
-	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
-		master, err := cc.MasterForKey(ctx, l.leaseKey())
-		if err != nil {
-			return fmt.Errorf("lease %q: replica ack: %w", l.name, err)
-		}
-		node = master
-	}
-	w, ok := node.(waiter)
-	if !ok {
-		return fmt.Errorf("lease %q: replica ack: %T cannot run WAIT", l.name, node)
-	}
-	got, err := w.Wait(ctx, want, timeout).Result()
-	if err != nil {
-		return joinCtx(ctx, fmt.Errorf("lease %q: replica ack: %w", l.name, err))
-	}
-	if int(got) < want {
-		return &NotReplicatedError{Name: l.name, Want: want, Got: int(got)}
-	}
-	return nil
 }
 
 // newOwner returns a random 128-bit owner value in hex.

@@ -18,6 +18,19 @@
 //	defer l.Release(context.Background())
 //	doWork(l.Context(), l.Holder()) // stop when l.Context() ends
 //
+// # Backends
+//
+// The Client knows no store: it talks to a Backend (Acquire, batched
+// Renew, Release, optional Notifier, WaitingAcquirer, BatchAcquirer and
+// BatchReleaser). New(rdb, opts) is the shortcut for NewWithBackend on
+// NewRedisBackend: the RedisBackend owns the key prefix, the key layout
+// (RedisBackend.Keys, for a package that keeps keys beside the lease's,
+// as election does), the Lua scripts, the pub/sub hand-off to waiters and
+// the replica acknowledgements (WAIT). lease/quorum (Redlock over several
+// masters) and lease/pglease (PostgreSQL) are other backends; every
+// backend passes lease/leasetest.Exercise. This package imports go-redis
+// for RedisBackend, and no database driver.
+//
 // # Keys and scripts
 //
 // A lease called name lives in the key <prefix>{name} (value: owner) with its

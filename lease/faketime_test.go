@@ -145,7 +145,7 @@ func TestSlowAcquireIsRefusedAndItsKeyDeleted(t *testing.T) {
 				hook.acquireReply = func() { <-time.After(tc.reply) }
 				start := time.Now()
 				l, err := c.TryAcquire(context.Background(), "slow", ttl)
-				leaseKey, _ := c.Keys("slow")
+				leaseKey, _ := KeysOf(c, "slow")
 				if !tc.slow {
 					require.NoError(t, err)
 					require.Equal(t, start.Add(limit), l.Deadline())
@@ -195,7 +195,7 @@ func TestSlowAcquireIsRefusedByAcquireAndTryAcquireAll(t *testing.T) {
 			require.ErrorIs(t, errs[i], ErrSlowAcquire, name)
 		}
 		for _, name := range append(names, "one") {
-			leaseKey, _ := c.Keys(name)
+			leaseKey, _ := KeysOf(c, name)
 			require.False(t, mr.Exists(leaseKey), "%s: key deleted", name)
 		}
 		require.Zero(t, c.keeper.size())
@@ -227,7 +227,7 @@ func TestRenewalInFlightWhenFrozenDoesNotEndTheLease(t *testing.T) {
 		synctest.Wait() // the first renewal waits in the hook
 		require.Zero(t, hook.count("renew"))
 		l.freeze()
-		leaseKey, _ := c.Keys("frozen")
+		leaseKey, _ := KeysOf(c, "frozen")
 		mr.Del(leaseKey) // the key expires meanwhile
 		hook.unblock()
 		synctest.Wait() // the renewal's answer: not ours

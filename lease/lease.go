@@ -72,13 +72,6 @@ func newLease(parent, lifetime context.Context, c *Client, name, owner string, g
 	return l
 }
 
-// leaseKey returns the Redis key of the lease (built on demand: only
-// ReplicaAck on a Cluster needs it).
-func (l *Lease) leaseKey() string {
-	k, _ := l.c.Keys(l.name)
-	return k
-}
-
 // held describes the lease to the backend.
 func (l *Lease) held() Held {
 	return Held{Name: l.name, Owner: l.owner, TTL: l.ttl, Handle: l.handle}

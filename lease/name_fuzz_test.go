@@ -33,9 +33,11 @@ func FuzzLeaseName(f *testing.F) {
 			require.True(t, name == "" || len(name) > lease.MaxNameLen || strings.ContainsAny(name, "{}"), "refused a valid name %q: %v", name, err)
 			return
 		}
-		leaseKey, fenceKey := c.Keys(name)
+		keys, err := c.Backend().(*lease.RedisBackend).Keys(name)
+		require.NoError(t, err)
+		leaseKey := keys.Lease
 		require.Equal(t, "fuzz:{"+name+"}", leaseKey)
-		require.Equal(t, leaseKey+":fence", fenceKey)
+		require.Equal(t, leaseKey+":fence", keys.Fence)
 		require.Equal(t, name, l.Name())
 		owner, err := rdb.Get(ctx, leaseKey).Result()
 		require.NoError(t, err)

@@ -29,8 +29,9 @@ const (
 // Options configure a Client. The zero value is valid: every field has a
 // default.
 type Options struct {
-	// Prefix starts every key. Default DefaultPrefix. It must not hold
-	// '{' or '}': the lease name is the Cluster hash tag.
+	// Prefix starts every key of the Redis backend New builds
+	// (RedisOptions.Prefix). Default DefaultPrefix. It must not hold '{'
+	// or '}': the lease name is the Cluster hash tag.
 	Prefix string
 	// RetryMin and RetryMax bound the jittered wait between two attempts
 	// of a blocked Acquire. The wait follows the holder's remaining TTL
@@ -46,16 +47,13 @@ type Options struct {
 	// BatchSize is how many leases the keep-alive renews in one round
 	// trip (a pipeline). Default DefaultBatchSize (1000).
 	BatchSize int
-	// ReplicaAck, when Replicas > 0, makes every acquire wait (WAIT) until
-	// that many replicas acknowledged the new key, for at most Timeout
-	// (default 100 ms). An acquire that is not acknowledged in time is
-	// released and fails with *NotReplicatedError. This narrows, but does
-	// not close, the window in which a Sentinel or Cluster failover loses
-	// a lease: replication stays asynchronous.
+	// ReplicaAck configures the replica acknowledgements of the Redis
+	// backend New builds (see RedisOptions.ReplicaAck). NewWithBackend
+	// refuses it.
 	ReplicaAck ReplicaAck
 }
 
-// ReplicaAck configures Options.ReplicaAck.
+// ReplicaAck configures RedisOptions.ReplicaAck (Options.ReplicaAck).
 type ReplicaAck struct {
 	// Replicas is how many replicas must acknowledge; 0 disables.
 	Replicas int
@@ -64,9 +62,6 @@ type ReplicaAck struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
 	if o.RetryMin == 0 {
 		o.RetryMin = DefaultRetryMin
 	}
@@ -82,18 +77,12 @@ func (o Options) withDefaults() Options {
 	if o.BatchSize == 0 {
 		o.BatchSize = DefaultBatchSize
 	}
-	if o.ReplicaAck.Replicas > 0 && o.ReplicaAck.Timeout == 0 {
-		o.ReplicaAck.Timeout = 100 * time.Millisecond
-	}
 	return o
 }
 
 func (o Options) validate() error {
-	if strings.ContainsAny(o.Prefix, "{}") {
-		return fmt.Errorf("%w: Prefix %q must not hold '{' or '}'", ErrInvalidOptions, o.Prefix)
-	}
-	if o.BatchSize < 0 || o.ReplicaAck.Replicas < 0 || o.ReplicaAck.Timeout < 0 {
-		return fmt.Errorf("%w: negative BatchSize or ReplicaAck", ErrInvalidOptions)
+	if o.BatchSize < 0 {
+		return fmt.Errorf("%w: negative BatchSize", ErrInvalidOptions)
 	}
 	if o.RetryMin < 0 || o.RetryMax < o.RetryMin {
 		return fmt.Errorf("%w: want 0 <= RetryMin <= RetryMax, got %v and %v", ErrInvalidOptions, o.RetryMin, o.RetryMax)

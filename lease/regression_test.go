@@ -79,7 +79,7 @@ func TestTokensNeverRegressAfterTheCounterIsLost(t *testing.T) {
 			rdb := srv.Client(t)
 			c, err := lease.New(rdb, lease.Options{Prefix: procPrefix})
 			require.NoError(t, err)
-			_, fenceKey := c.Keys("regress")
+			_, fenceKey := lease.KeysOf(c, "regress")
 
 			var log tokenLog
 			acquire := func(round int) {
@@ -230,7 +230,7 @@ func TestTokensCountUpFromACounterAheadOfTheClock(t *testing.T) {
 			rdb := b.New(t)
 			c, err := lease.New(rdb, lease.Options{Prefix: redistest.Prefix(t, rdb)})
 			require.NoError(t, err)
-			_, fenceKey := c.Keys("ahead")
+			_, fenceKey := lease.KeysOf(c, "ahead")
 			const ahead = 1 << 52 // µs: the year 2112
 			require.NoError(t, rdb.Set(ctx, fenceKey, ahead, 0).Err())
 			for i := range 3 {

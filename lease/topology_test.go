@@ -45,7 +45,7 @@ func TestLeasesOnCluster(t *testing.T) {
 	for i := 0; len(names) < 2*len(cl.Nodes); i++ {
 		require.Less(t, i, 1000, "names spread over the nodes")
 		name := fmt.Sprint("job-", i)
-		leaseKey, fenceKey := c.Keys(name)
+		leaseKey, fenceKey := lease.KeysOf(c, name)
 		slot, err := rdb.ClusterKeySlot(ctx, leaseKey).Result()
 		require.NoError(t, err)
 		fenceSlot, err := rdb.ClusterKeySlot(ctx, fenceKey).Result()
@@ -107,7 +107,7 @@ func TestLeasesOnSentinel(t *testing.T) {
 		t.Logf("failover took %v", time.Since(start))
 		require.NotSame(t, oldPrimary, s.Primary())
 
-		_, fenceKey := c.Keys("failover")
+		_, fenceKey := lease.KeysOf(c, "failover")
 		counter, err := s.Primary().Client(t).Get(ctx, fenceKey).Uint64()
 		if err == nil {
 			t.Logf("counter on the new primary: %d (old token %d)", counter, old.Token())
@@ -177,7 +177,7 @@ func exerciseTopology(t *testing.T, top topology) {
 		for _, name := range top.names {
 			l, err := c.TryAcquire(ctx, name, 10*time.Second)
 			require.NoError(t, err, name)
-			leaseKey, _ := c.Keys(name)
+			leaseKey, _ := lease.KeysOf(c, name)
 			requireOwner(t, top.rdb, leaseKey, l.Owner())
 			require.NoError(t, top.rdb.PExpire(ctx, leaseKey, time.Second).Err())
 			require.NoError(t, l.Renew(ctx), name)
@@ -208,7 +208,7 @@ func exerciseTopology(t *testing.T, top topology) {
 				return l.Deadline().After(start.Add(3*ttl)) || l.Err() != nil
 			})
 			require.NoError(t, l.Err(), l.Name())
-			leaseKey, _ := c.Keys(l.Name())
+			leaseKey, _ := lease.KeysOf(c, l.Name())
 			requireOwner(t, top.rdb, leaseKey, l.Owner())
 		}
 		for _, l := range held {

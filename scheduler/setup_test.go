@@ -144,9 +144,11 @@ func (h eventHandler) Handle(_ context.Context, r slog.Record) error {
 // token counter.
 func (s *setup) leaseKeys(t *testing.T, job, partition string) (leaseKey, fenceKey string) {
 	t.Helper()
-	c, err := lease.New(s.rdb, lease.Options{Prefix: s.leasePrefix})
+	b, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: s.leasePrefix})
 	require.NoError(t, err)
-	return c.Keys(leaseName(job, partition))
+	k, err := b.Keys(leaseName(job, partition))
+	require.NoError(t, err)
+	return k.Lease, k.Fence
 }
 
 // dropLease deletes the lease key of (job, partition): the holder has lost

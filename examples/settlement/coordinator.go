@@ -27,6 +27,7 @@ import (
 // demoConfig sets the scenario.
 type demoConfig struct {
 	Replicas int
+	Backend  string // redis or backendPostgres
 	Slots    int
 	Victim   int    // the holder of this slot (0-based) meets the fault
 	Fault    string // stop (SIGSTOP, then SIGCONT), kill (SIGKILL, then restart) or none
@@ -55,7 +56,11 @@ type replicaProc struct {
 func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 	out := cfg.Out
 	redisURL, pgURL := os.Getenv("REDIS_URL"), os.Getenv("DATABASE_URL")
-	if (redisURL == "") != (pgURL == "") {
+	pgOnly := cfg.Backend == backendPostgres
+	switch {
+	case pgOnly && pgURL == "":
+		return tally{}, errors.New("-backend postgres: set DATABASE_URL")
+	case !pgOnly && (redisURL == "") != (pgURL == ""):
 		return tally{}, errors.New("set both REDIS_URL and DATABASE_URL for real mode, or neither for embedded mode")
 	}
 	id := randomID()
@@ -63,8 +68,29 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 		Prefix: "holdfast-demo:" + id + ":", Schema: "holdfast_demo_" + id,
 		Slots: cfg.Slots, TTL: cfg.TTL, Work: cfg.Work, Unfenced: cfg.Unfenced,
 	}
-	var sink store
-	if redisURL != "" {
+	var (
+		sink   store
+		ledger scheduler.Ledger // the coordinator reads the replicas' ledger
+	)
+	if pgOnly {
+		fmt.Fprintf(out, "mode: postgres alone (PostgreSQL %s: leases, ledger and sink in schema %s; no Redis)\n", redactURL(pgURL), rc.Schema)
+		pg, err := openPG(ctx, pgURL, rc.Schema, cfg.Unfenced)
+		if err != nil {
+			return tally{}, err
+		}
+		defer pg.Close()
+		if err := pg.migrate(ctx); err != nil {
+			return tally{}, err
+		}
+		defer func() { _ = pg.dropSchema(context.WithoutCancel(ctx)) }()
+		if err := migrateScheduling(ctx, pg); err != nil {
+			return tally{}, err
+		}
+		if _, ledger, err = pgScheduling(pg, nil); err != nil {
+			return tally{}, err
+		}
+		sink, rc.Backend, rc.PGURL = pg, backendPostgres, pgURL
+	} else if redisURL != "" {
 		fmt.Fprintf(out, "mode: real (Redis %s, PostgreSQL %s)\n", redactURL(redisURL), redactURL(pgURL))
 		pg, err := openPG(ctx, pgURL, rc.Schema, cfg.Unfenced)
 		if err != nil {
@@ -120,15 +146,16 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 	defer close(quit)
 	// The coordinator reads the replicas' ledger to tell a slot skipped by
 	// policy from a missed one, and to show the victim slot's attempts.
-	lopts, err := redis.ParseURL(rc.RedisURL)
-	if err != nil {
-		return tally{}, err
-	}
-	lrdb := redis.NewClient(lopts)
-	defer lrdb.Close()
-	ledger, err := scheduler.NewRedisLedger(lrdb, rc.Prefix+"ledger:")
-	if err != nil {
-		return tally{}, err
+	if ledger == nil {
+		lopts, err := redis.ParseURL(rc.RedisURL)
+		if err != nil {
+			return tally{}, err
+		}
+		lrdb := redis.NewClient(lopts)
+		defer lrdb.Close()
+		if ledger, err = scheduler.NewRedisLedger(lrdb, rc.Prefix+"ledger:"); err != nil {
+			return tally{}, err
+		}
 	}
 
 	var procs []*replicaProc
@@ -358,7 +385,7 @@ func printTable(out io.Writer, rep report, slots []time.Time) {
 // startReplica starts one replica process. Its stdout events and its
 // stderr log lines (as "log" events) go to events until quit is closed.
 func startReplica(exe string, rc replicaConfig, events chan<- event, quit <-chan struct{}) (*replicaProc, error) {
-	args := []string{"-replica", rc.ID,
+	args := []string{"-replica", rc.ID, "-replica-backend", rc.Backend,
 		"-redis", rc.RedisURL, "-store", rc.StoreURL, "-pg", rc.PGURL, "-schema", rc.Schema,
 		"-prefix", rc.Prefix, "-start", rc.Start.UTC().Format(time.RFC3339), "-slots", fmt.Sprint(rc.Slots),
 		"-ttl", rc.TTL.String(), "-work", rc.Work.String()}

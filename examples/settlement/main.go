@@ -7,6 +7,8 @@
 //	REDIS_URL=redis://127.0.0.1:6379/0 \
 //	DATABASE_URL=postgres://root@127.0.0.1:5432/test \
 //	go run ./examples/settlement            # real Redis and PostgreSQL
+//	DATABASE_URL=postgres://root@127.0.0.1:5432/test \
+//	go run ./examples/settlement -backend postgres  # PostgreSQL alone: leases, ledger and sink
 //	go run ./examples/settlement -unfenced  # negative control: the sink checks no token
 //
 // It ends with one line measured from the sink:
@@ -41,9 +43,11 @@ func main() {
 		replicas = flag.Int("replicas", 3, "replica processes")
 		victim   = flag.Int("victim", 3, "the holder of this slot (1-based) meets the fault")
 		fault    = flag.String("fault", "stop", "stop: SIGSTOP the victim past its TTL, then SIGCONT; kill: SIGKILL and restart it; none")
+		backend  = flag.String("backend", "redis", "redis: leases and ledger on Redis (embedded unless REDIS_URL and DATABASE_URL are set); postgres: leases, ledger and sink on DATABASE_URL alone")
 		limit    = flag.Duration("limit", 0, "give up, print the summary and fail after this long (default: the slots + 35s)")
 	)
 	flag.StringVar(&rc.ID, "replica", "", "internal: run as the replica with this id")
+	flag.StringVar(&rc.Backend, "replica-backend", "", "internal: postgres for leases and ledger on -pg")
 	flag.StringVar(&rc.RedisURL, "redis", "", "internal: Redis URL")
 	flag.StringVar(&rc.StoreURL, "store", "", "internal: embedded store URL")
 	flag.StringVar(&rc.PGURL, "pg", "", "internal: PostgreSQL URL")
@@ -70,14 +74,15 @@ func main() {
 		return
 	}
 
-	if *victim < 1 || *victim > rc.Slots || *replicas < 2 || (*fault != "stop" && *fault != "kill" && *fault != "none") {
-		fmt.Fprintln(os.Stderr, "settlement: want -replicas >= 2, 1 <= -victim <= -slots, -fault stop|kill|none")
+	if *victim < 1 || *victim > rc.Slots || *replicas < 2 || (*fault != "stop" && *fault != "kill" && *fault != "none") ||
+		(*backend != "redis" && *backend != backendPostgres) {
+		fmt.Fprintln(os.Stderr, "settlement: want -replicas >= 2, 1 <= -victim <= -slots, -fault stop|kill|none, -backend redis|postgres")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	t, err := runDemo(ctx, demoConfig{
-		Replicas: *replicas, Slots: rc.Slots, Victim: *victim - 1, Fault: *fault,
+		Backend: *backend, Replicas: *replicas, Slots: rc.Slots, Victim: *victim - 1, Fault: *fault,
 		TTL: rc.TTL, Work: rc.Work, Unfenced: rc.Unfenced, Limit: *limit, Out: os.Stdout,
 	})
 	if err != nil {

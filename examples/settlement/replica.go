@@ -24,6 +24,7 @@ import (
 // line.
 type replicaConfig struct {
 	ID       string
+	Backend  string // "" (Redis) or backendPostgres
 	RedisURL string
 	StoreURL string // embedded mode: the coordinator's sink
 	PGURL    string // real mode
@@ -65,13 +66,6 @@ func runReplica(cfg replicaConfig) error {
 	out := &emitter{enc: json.NewEncoder(os.Stdout)}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", cfg.ID)
 
-	opts, err := redis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		return err
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-
 	var sink store
 	if cfg.PGURL != "" {
 		pg, err := openPG(ctx, cfg.PGURL, cfg.Schema, cfg.Unfenced)
@@ -84,11 +78,24 @@ func runReplica(cfg replicaConfig) error {
 	}
 	defer sink.Close()
 
-	leases, err := lease.New(rdb, lease.Options{Prefix: cfg.Prefix + "lease:", Logger: logger})
-	if err != nil {
-		return err
+	var (
+		leases *lease.Client
+		ledger scheduler.Ledger
+		err    error
+	)
+	if cfg.Backend == backendPostgres {
+		pg, ok := sink.(*pgStore)
+		if !ok {
+			return errors.New("-backend postgres needs -pg")
+		}
+		leases, ledger, err = pgScheduling(pg, logger)
+	} else {
+		var rdb *redis.Client
+		rdb, leases, ledger, err = redisScheduling(cfg, logger)
+		if rdb != nil {
+			defer rdb.Close()
+		}
 	}
-	ledger, err := scheduler.NewRedisLedger(rdb, cfg.Prefix+"ledger:")
 	if err != nil {
 		return err
 	}
@@ -138,4 +145,23 @@ func runReplica(cfg replicaConfig) error {
 		return fmt.Errorf("replica %s: stop: %w", cfg.ID, err)
 	}
 	return nil
+}
+
+// redisScheduling returns a replica's Redis client (for the caller to
+// close, also on error), lease client and ledger.
+func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *lease.Client, scheduler.Ledger, error) {
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rdb := redis.NewClient(opts)
+	leases, err := lease.New(rdb, lease.Options{Prefix: cfg.Prefix + "lease:", Logger: logger})
+	if err != nil {
+		return rdb, nil, nil, err
+	}
+	ledger, err := scheduler.NewRedisLedger(rdb, cfg.Prefix+"ledger:")
+	if err != nil {
+		return rdb, nil, nil, err
+	}
+	return rdb, leases, ledger, nil
 }

@@ -83,6 +83,19 @@ func TestDemo(t *testing.T) {
 		require.Equal(t, 1, got.staleRejected, out)
 		require.Regexp(t, `ledger: slot 3 succeeded, attempt 1 abandoned by r\d, attempt 2 succeeded by r\d`, out)
 	})
+	// Leases (lease/pglease), ledger (scheduler/pgledger) and sink
+	// (sinks/pgfence) on PostgreSQL alone: REDIS_URL points nowhere, so a
+	// Redis call anywhere would fail the run.
+	t.Run("PostgresAloneRunsEverySlotOnceAndRejectsTheFrozenHolder", func(t *testing.T) {
+		t.Parallel()
+		pgtest.Require(t)
+		got, out, err := runDemoBinary(t, bin, []string{"REDIS_URL=redis://127.0.0.1:1/0", "DATABASE_URL=" + pgtest.URL()}, "-backend", "postgres")
+		require.NoError(t, err, out)
+		require.Contains(t, out, "mode: postgres alone")
+		requireEverySlotOnce(t, got, 10, out)
+		require.Equal(t, 1, got.staleRejected, out)
+		require.Regexp(t, `ledger: slot 3 succeeded, attempt 1 abandoned by r\d, attempt 2 succeeded by r\d`, out)
+	})
 	t.Run("EmbeddedModeNeedsNoServices", func(t *testing.T) {
 		t.Parallel()
 		got, out, err := runDemoBinary(t, bin, []string{"REDIS_URL=", "DATABASE_URL="})

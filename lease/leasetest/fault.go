@@ -2,6 +2,7 @@ package leasetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -34,20 +35,37 @@ func Thaw(l *lease.Lease) {
 	}
 }
 
+// ErrNotRedis is returned by ForceExpire for a Client whose backend is no
+// *lease.RedisBackend.
+var ErrNotRedis = errors.New("leasetest: needs a Client on lease.RedisBackend")
+
 // ForceExpire deletes the key of the lease called name, as Redis expiring
 // it would: a new acquirer succeeds at once, and the holder, unless frozen,
 // is lost with lease.ErrNotHeld at its next renew (within
 // lease.RenewInterval of its TTL). Waiters blocked in Client.Acquire are
 // woken as by a release. The fence counter is kept, so the next token is
-// still larger. rdb must be a client of the Redis c uses.
+// still larger. c must be on a *lease.RedisBackend (lease.New), which
+// gives the keys; rdb must be a client of the Redis c uses (nil: the
+// backend's own).
 //
 // It deletes the key whoever holds it: call it while the holder you mean
 // to expire still holds the lease (a frozen holder's key may have expired
 // and been taken by someone else already). It is not an error when the key
-// is already gone. Errors are Redis errors.
+// is already gone. Errors: ErrNotRedis for a Client on another backend,
+// lease.ErrInvalidName for a bad name, Redis errors.
 func ForceExpire(ctx context.Context, rdb redis.UniversalClient, c *lease.Client, name string) error {
-	leaseKey, _ := c.Keys(name)
-	n, err := rdb.Del(ctx, leaseKey).Result()
+	rb, ok := c.Backend().(*lease.RedisBackend)
+	if !ok {
+		return fmt.Errorf("leasetest: expire %q: %w, not %T", name, ErrNotRedis, c.Backend())
+	}
+	if rdb == nil {
+		rdb = rb.Redis()
+	}
+	keys, err := rb.Keys(name)
+	if err != nil {
+		return fmt.Errorf("leasetest: expire %q: %w", name, err)
+	}
+	n, err := rdb.Del(ctx, keys.Lease).Result()
 	if err != nil {
 		return fmt.Errorf("leasetest: expire %q: %w", name, err)
 	}
@@ -56,7 +74,7 @@ func ForceExpire(ctx context.Context, rdb redis.UniversalClient, c *lease.Client
 	}
 	// The channel lease's release script publishes on; a waiter that
 	// misses this still retries within Options.RetryMax.
-	if err := rdb.Publish(ctx, leaseKey+":released", "1").Err(); err != nil {
+	if err := rdb.Publish(ctx, keys.Released, "1").Err(); err != nil {
 		return fmt.Errorf("leasetest: expire %q: wake waiters: %w", name, err)
 	}
 	return nil

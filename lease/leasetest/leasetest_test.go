@@ -38,7 +38,7 @@ func TestDriveClockExpiresMiniredisKeysWithTheWallClock(t *testing.T) {
 	l := leasetest.TryAcquire(t, c, "driven", 100*time.Millisecond)
 	release(t, l)
 	leasetest.Freeze(l) // no renewals: only the driven clock can free the key
-	leaseKey, _ := c.Keys("driven")
+	leaseKey := leaseKeyOf(t, c, "driven")
 	testwait.Until(t, 5*time.Second, "key expired", func() bool {
 		n, err := rdb.Exists(ctx, leaseKey).Result()
 		return err == nil && n == 0
@@ -165,4 +165,14 @@ func TestKilledRedisEndsTheLeaseAtItsTrustWindow(t *testing.T) {
 	testwait.Done(t, l.Done(), 5*time.Second, "loss while Redis is down")
 	require.ErrorIs(t, l.Err(), lease.ErrExpired)
 	require.False(t, time.Now().Before(deadline))
+}
+
+// leaseKeyOf returns the lease key of name on a Client made by lease.New.
+func leaseKeyOf(t *testing.T, c *lease.Client, name string) string {
+	t.Helper()
+	rb, ok := c.Backend().(*lease.RedisBackend)
+	require.True(t, ok, "a Client of lease.New")
+	k, err := rb.Keys(name)
+	require.NoError(t, err)
+	return k.Lease
 }

@@ -40,6 +40,8 @@ func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure f
 		t.Cleanup(func() { deleteUnder(rdb, prefix) })
 		keys, err := lease.New(rdb, lease.Options{Prefix: prefix})
 		require.NoError(t, err)
+		rb, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix})
+		require.NoError(t, err)
 		return Store{
 			NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
 				t.Helper()
@@ -62,7 +64,11 @@ func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure f
 				return ForceExpire(ctx, rdb, keys, name)
 			},
 			Inspect: func(ctx context.Context, name string) (string, time.Duration, error) {
-				leaseKey, _ := keys.Keys(name)
+				k, err := rb.Keys(name)
+				if err != nil {
+					return "", 0, err
+				}
+				leaseKey := k.Lease
 				owner, err := rdb.Get(ctx, leaseKey).Result()
 				if errors.Is(err, redis.Nil) {
 					return "", 0, nil

@@ -423,11 +423,18 @@ func handoff(ctx context.Context, rdb *redis.Client, opts *redis.Options, prefix
 		return 0, 0, err
 	}
 	const name = "handoff"
-	leaseKey, _ := holder.Keys(name)
+	rb, ok := holder.Backend().(*lease.RedisBackend)
+	if !ok {
+		return 0, 0, fmt.Errorf("handoff: backend %T", holder.Backend())
+	}
+	keys, err := rb.Keys(name)
+	if err != nil {
+		return 0, 0, err
+	}
 	// The channel a release publishes on once a blocked Acquire flagged
 	// the lease (lease/scripts/release.lua): watching its subscriber count
 	// tells when the waiter listens; its next try flags the lease.
-	channel := leaseKey + ":released"
+	channel := keys.Released
 
 	lat := make([]time.Duration, 0, cfg.trials)
 	for range cfg.trials {

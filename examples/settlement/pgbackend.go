@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/pglease"
+	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/pgledger"
+)
+
+// backendPostgres is -backend postgres: the leases (lease/pglease), the
+// ledger (scheduler/pgledger) and the sink (sinks/pgfence) in one schema
+// of one PostgreSQL, and no Redis. This file is the one place the demo
+// names the Postgres ledger package.
+const backendPostgres = "postgres"
+
+// pgScheduling returns the lease client and the ledger of a replica (or,
+// for the ledger, of the coordinator) on the sink's pool and schema.
+func pgScheduling(p *pgStore, logger *slog.Logger) (*lease.Client, scheduler.Ledger, error) {
+	b, err := pglease.New(p.pool, pglease.Config{Schema: p.schema})
+	if err != nil {
+		return nil, nil, err
+	}
+	leases, err := lease.NewWithBackend(b, lease.Options{Logger: logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	ledger, err := pgledger.New(p.pool, pgledger.Config{Schema: p.schema})
+	if err != nil {
+		return nil, nil, err
+	}
+	return leases, ledger, nil
+}
+
+// migrateScheduling creates the lease and ledger tables in the sink's
+// schema (the coordinator does it once, before the replicas start).
+func migrateScheduling(ctx context.Context, p *pgStore) error {
+	b, err := pglease.New(p.pool, pglease.Config{Schema: p.schema})
+	if err != nil {
+		return err
+	}
+	if err := b.Migrate(ctx); err != nil {
+		return err
+	}
+	ledger, err := pgledger.New(p.pool, pgledger.Config{Schema: p.schema})
+	if err != nil {
+		return err
+	}
+	return ledger.Migrate(ctx)
+}

@@ -1,0 +1,90 @@
+package pglease_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/pglease"
+)
+
+// TestConformance runs the lease contract (leasetest.Exercise) on
+// lease.NewWithBackend over the Postgres Backend, each check in a schema
+// of its own. Every Client gets a Backend of its own over one pool, as
+// replicas would over their own pools. The backend is no lease.Notifier:
+// waiters poll (see the package documentation).
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	leasetest.Exercise(t, leasetest.Backend{New: pgStore})
+}
+
+// pgStore describes the Backend to the suite: Inspect reads the row
+// (owner and remaining TTL, free when expired), Expire sets its expiry to
+// -infinity as the passing of its TTL would, and Commands counts the
+// statements the Clients' backends sent.
+func pgStore(t *testing.T) leasetest.Store {
+	t.Helper()
+	pool := shared.Pool(t)
+	schema := shared.Schema(t, "pglease_test_")
+	db := &countingDB{DB: pool}
+	b, err := pglease.New(db, pglease.Config{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, b.Migrate(t.Context()))
+	table := pgx.Identifier{schema, "leases"}.Sanitize()
+	before := db.n.Load() // Migrate is not the Clients'
+	return leasetest.Store{
+		NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
+			t.Helper()
+			b, err := pglease.New(db, pglease.Config{Schema: schema})
+			require.NoError(t, err)
+			c, err := lease.NewWithBackend(b, opts)
+			require.NoError(t, err)
+			return c
+		},
+		Expire: func(ctx context.Context, name string) error {
+			_, err := pool.Exec(ctx, `UPDATE `+table+` SET expires_at = '-infinity' WHERE name = $1`, name)
+			return err
+		},
+		Inspect: func(ctx context.Context, name string) (string, time.Duration, error) {
+			var owner string
+			var ms int64
+			err := pool.QueryRow(ctx, `SELECT owner, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+				FROM `+table+` WHERE name = $1 AND expires_at > clock_timestamp()`, name).Scan(&owner, &ms)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return "", 0, nil
+			}
+			return owner, time.Duration(ms) * time.Millisecond, err
+		},
+		Commands:              func() int64 { return db.n.Load() - before },
+		NoReleaseNotification: true,
+	}
+}
+
+// countingDB counts the statements sent through it.
+type countingDB struct {
+	pglease.DB
+	n atomic.Int64
+}
+
+func (d *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	d.n.Add(1)
+	return d.DB.Exec(ctx, sql, args...)
+}
+
+func (d *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	d.n.Add(1)
+	return d.DB.Query(ctx, sql, args...)
+}
+
+func (d *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	d.n.Add(1)
+	return d.DB.QueryRow(ctx, sql, args...)
+}

@@ -1,0 +1,176 @@
+package pglease
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgmigrate"
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+// DefaultSchema holds the lease table when Config.Schema is "". It is
+// pgledger's and pgfence's default too: the three stores can share one
+// schema.
+const DefaultSchema = "holdfast"
+
+// ErrInvalidConfig is returned by New for a nil DB or a Config.Schema that
+// is not a lower-case SQL identifier; match it with errors.Is.
+var ErrInvalidConfig = errors.New("pglease: invalid config")
+
+// DB is what the backend needs from a database: single statements, each
+// on whatever connection is free. *pgxpool.Pool satisfies it (a *pgx.Conn
+// too, but it is not safe for concurrent use, and a Client renews from a
+// goroutine of its own). Nothing is held on a session between calls.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Config names where the leases live. The zero Config is valid.
+type Config struct {
+	// Schema holds the table leases; Migrate creates both. A lower-case
+	// SQL identifier. Default DefaultSchema ("holdfast").
+	Schema string
+}
+
+// identifierRE is the form accepted for Schema, as in pgledger and
+// pgfence. 63 bytes is NAMEDATALEN-1.
+var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Backend is a lease.Backend in PostgreSQL; see the package documentation
+// for the model. It holds no goroutine and is safe for concurrent use.
+type Backend struct {
+	db     DB
+	schema string
+	sql    queries
+}
+
+var _ lease.Backend = (*Backend)(nil)
+
+// New returns a Backend over db with its table in cfg.Schema. It returns
+// an error matching ErrInvalidConfig for a nil db (a nil *pgxpool.Pool
+// too) or an invalid schema. New does not touch the database: run Migrate
+// once before the first lease.
+func New(db DB, cfg Config) (*Backend, error) {
+	if db == nil || (reflect.ValueOf(db).Kind() == reflect.Pointer && reflect.ValueOf(db).IsNil()) {
+		return nil, fmt.Errorf("%w: nil DB", ErrInvalidConfig)
+	}
+	if cfg.Schema == "" {
+		cfg.Schema = DefaultSchema
+	}
+	if !identifierRE.MatchString(cfg.Schema) {
+		return nil, fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, cfg.Schema, identifierRE)
+	}
+	return &Backend{db: db, schema: cfg.Schema, sql: newQueries(pgx.Identifier{cfg.Schema, "leases"}.Sanitize())}, nil
+}
+
+// migrations holds the schema, one file per step, applied in name order.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Migrate creates the schema and the lease table if they do not exist. It
+// is idempotent and safe to run from several processes at once: the script
+// runs as one transaction behind the advisory lock pgledger and pgfence
+// take for the same schema (internal/pgmigrate). It needs the privilege to
+// create the schema (or its existence) and a table in it.
+func (b *Backend) Migrate(ctx context.Context) error {
+	script, err := pgmigrate.Script(migrations, b.schema, strings.NewReplacer("{{schema}}", pgx.Identifier{b.schema}.Sanitize()))
+	if err != nil {
+		return fmt.Errorf("pglease: %w", err)
+	}
+	// No arguments: pgx sends the script with the simple protocol, which
+	// runs its statements as one implicit transaction.
+	if _, err := b.db.Exec(ctx, script); err != nil {
+		return fmt.Errorf("pglease: migrate schema %s: %w", b.schema, err)
+	}
+	return nil
+}
+
+// Acquire implements lease.Backend in one statement: the row is taken
+// when free or expired and its token raised in the same statement; when
+// held, the holder's remaining TTL comes back (rounded up to a ms).
+func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Grant, error) {
+	var taken bool
+	var token, remainingMS int64
+	err := b.db.QueryRow(ctx, b.sql.acquire, name, owner, ttl.Milliseconds()).Scan(&taken, &token, &remainingMS)
+	switch {
+	case err != nil:
+		// The statement may have committed (a reply lost, ctx ended on
+		// the wire): lease.Client undoes the acquisition with Release,
+		// which frees the row only if it holds this owner.
+		return lease.Grant{}, err
+	case taken:
+		return lease.Grant{Acquired: true, Token: fence.Token(token)}, nil
+	default:
+		return lease.Grant{Remaining: time.Duration(remainingMS) * time.Millisecond}, nil
+	}
+}
+
+// Renew implements lease.Backend: one statement for the whole batch.
+// Each lease is extended by its own TTL if its row still holds its owner
+// and has not expired; ErrNotHeld otherwise. A database error is every
+// lease's error.
+func (b *Backend) Renew(ctx context.Context, batch []lease.Held) []error {
+	errs := make([]error, len(batch))
+	names, owners, ttls := make([]string, len(batch)), make([]string, len(batch)), make([]int64, len(batch))
+	for i, h := range batch {
+		names[i], owners[i], ttls[i] = h.Name, h.Owner, h.TTL.Milliseconds()
+	}
+	renewed, err := b.renewed(ctx, names, owners, ttls)
+	for i, h := range batch {
+		switch {
+		case err != nil:
+			errs[i] = err
+		case !renewed[held{h.Name, h.Owner}]:
+			errs[i] = lease.ErrNotHeld
+		}
+	}
+	return errs
+}
+
+// held is a (name, owner) pair, how Renew matches the rows it renewed to
+// its batch.
+type held struct{ name, owner string }
+
+func (b *Backend) renewed(ctx context.Context, names, owners []string, ttls []int64) (map[held]bool, error) {
+	rows, err := b.db.Query(ctx, b.sql.renew, names, owners, ttls)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[held]bool, len(names))
+	for rows.Next() {
+		var h held
+		if err := rows.Scan(&h.name, &h.owner); err != nil {
+			return nil, err
+		}
+		out[h] = true
+	}
+	return out, rows.Err()
+}
+
+// Release implements lease.Backend: the row is freed (owner ”, expiry
+// -infinity; its token stays) if it holds h.Owner and has not expired;
+// ErrNotHeld otherwise.
+func (b *Backend) Release(ctx context.Context, h lease.Held) error {
+	tag, err := b.db.Exec(ctx, b.sql.release, h.Name, h.Owner)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return lease.ErrNotHeld
+	}
+	return nil
+}

@@ -1,0 +1,113 @@
+package pglease_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/pglease"
+)
+
+func newBackend(t *testing.T) (*pglease.Backend, string) {
+	t.Helper()
+	schema := shared.Schema(t, "pglease_test_")
+	b, err := pglease.New(shared.Pool(t), pglease.Config{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, b.Migrate(t.Context()))
+	require.NoError(t, b.Migrate(t.Context()), "Migrate is idempotent")
+	return b, pgx.Identifier{schema, "leases"}.Sanitize()
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	_, err := pglease.New(nil, pglease.Config{})
+	require.ErrorIs(t, err, pglease.ErrInvalidConfig)
+	_, err = pglease.New(shared.Pool(t), pglease.Config{Schema: "Bad-Schema"})
+	require.ErrorIs(t, err, pglease.ErrInvalidConfig)
+}
+
+// An expired lease is not brought back by its holder's renewal, even when
+// nobody took it since, and its release reports ErrNotHeld; the next
+// acquisition's token is the next one.
+func TestRenewNeverRecreatesAnExpiredLease(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b, table := newBackend(t)
+	g, err := b.Acquire(ctx, "job", "a", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	first := g.Token
+	held := lease.Held{Name: "job", Owner: "a", TTL: time.Minute}
+	require.Equal(t, []error{nil}, b.Renew(ctx, []lease.Held{held}))
+
+	_, err = shared.Pool(t).Exec(ctx, `UPDATE `+table+` SET expires_at = clock_timestamp() - interval '1 millisecond' WHERE name = 'job'`)
+	require.NoError(t, err)
+	require.Equal(t, []error{lease.ErrNotHeld}, b.Renew(ctx, []lease.Held{held}))
+	require.ErrorIs(t, b.Release(ctx, held), lease.ErrNotHeld)
+
+	g, err = b.Acquire(ctx, "job", "b", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	require.Greater(t, g.Token, first)
+}
+
+// Tokens are max(last + 1, the database clock in µs): a deleted row (a
+// retention job, a restore) does not bring them back below those issued
+// before, and a row whose token ran ahead of the clock still counts up.
+func TestTokensDoNotRegressWhenTheRowIsLost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b, table := newBackend(t)
+	g, err := b.Acquire(ctx, "job", "a", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	before := g.Token
+	_, err = shared.Pool(t).Exec(ctx, `DELETE FROM `+table+` WHERE name = 'job'`)
+	require.NoError(t, err)
+	g, err = b.Acquire(ctx, "job", "b", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	require.Greater(t, g.Token, before, "a lost row does not restart tokens")
+	t.Logf("token before the row was deleted %d, after %d", before, g.Token)
+
+	ahead := fence.Token(math.MaxInt64 - 10)
+	_, err = shared.Pool(t).Exec(ctx, `UPDATE `+table+` SET token = $1, owner = '', expires_at = '-infinity' WHERE name = 'job'`, int64(ahead))
+	require.NoError(t, err)
+	g, err = b.Acquire(ctx, "job", "c", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, ahead+1, g.Token)
+}
+
+// One statement renews a batch: each lease gets its own answer, by
+// (name, owner).
+func TestRenewAnswersEachLeaseOfABatch(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b, _ := newBackend(t)
+	for _, name := range []string{"x", "y"} {
+		g, err := b.Acquire(ctx, name, "a", time.Minute)
+		require.NoError(t, err)
+		require.True(t, g.Acquired)
+	}
+	g, err := b.Acquire(ctx, "x", "b", time.Minute)
+	require.NoError(t, err)
+	require.False(t, g.Acquired)
+	require.Greater(t, g.Remaining, 59*time.Second)
+	require.LessOrEqual(t, g.Remaining, time.Minute)
+
+	errs := b.Renew(ctx, []lease.Held{
+		{Name: "x", Owner: "a", TTL: time.Minute},
+		{Name: "y", Owner: "b", TTL: time.Minute}, // not b's
+		{Name: "z", Owner: "a", TTL: time.Minute}, // never taken
+		{Name: "y", Owner: "a", TTL: 2 * time.Minute},
+	})
+	require.Equal(t, []error{nil, lease.ErrNotHeld, lease.ErrNotHeld, nil}, errs)
+	g, err = b.Acquire(ctx, "y", "b", time.Minute)
+	require.NoError(t, err)
+	require.Greater(t, g.Remaining, time.Minute, "y was renewed for its own TTL")
+}

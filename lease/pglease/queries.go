@@ -1,0 +1,48 @@
+package pglease
+
+// queries are the backend's statements on one table (schema-qualified and
+// quoted). Every time is clock_timestamp(), the database's clock at the
+// moment of evaluation, so a statement run late in a transaction does not
+// see an old now().
+type queries struct {
+	acquire, renew, release string
+}
+
+func newQueries(table string) queries {
+	return queries{
+		// $1 name, $2 owner, $3 ttl in ms. Returns whether this statement
+		// took the lease, the row's token and, when held by another, its
+		// remaining ms. The row is taken only when free or expired, its
+		// token raised in the same statement. A held row is updated to
+		// itself, so that RETURNING reads its latest committed version
+		// (a try racing a grant that committed after this statement's
+		// snapshot still learns the holder's TTL), at the price of a dead
+		// row version (a HOT update) per failed try. now is read once:
+		// every column decides on the same instant. The token is
+		// max(last token + 1, the database clock in µs), as on Redis: a
+		// row deleted (or a table restored from an old backup) does not
+		// bring tokens back below those issued before.
+		acquire: `WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t)
+INSERT INTO ` + table + ` AS l (name, owner, token, expires_at)
+SELECT $1, $2, (extract(epoch FROM now.t) * 1000000)::bigint, now.t + $3::bigint * interval '1 millisecond' FROM now
+ON CONFLICT (name) DO UPDATE SET
+	owner      = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN excluded.owner ELSE l.owner END,
+	token      = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN greatest(l.token + 1, excluded.token) ELSE l.token END,
+	expires_at = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN excluded.expires_at ELSE l.expires_at END
+RETURNING l.owner = $2, l.token,
+	greatest(ceil(extract(epoch FROM l.expires_at - (SELECT t FROM now)) * 1000), 0)::bigint`,
+
+		// $1 names, $2 owners, $3 ttls in ms, one element per lease.
+		// Returns the (name, owner) of each lease renewed.
+		renew: `UPDATE ` + table + ` AS l
+SET expires_at = clock_timestamp() + b.ttl * interval '1 millisecond'
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS b(name, owner, ttl)
+WHERE l.name = b.name AND l.owner = b.owner AND l.expires_at > clock_timestamp()
+RETURNING l.name, l.owner`,
+
+		// $1 name, $2 owner. One row affected when released.
+		release: `UPDATE ` + table + `
+SET owner = '', expires_at = '-infinity'
+WHERE name = $1 AND owner = $2 AND expires_at > clock_timestamp()`,
+	}
+}

@@ -1,0 +1,402 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/internal/luascript"
+)
+
+// RedisOptions configure a RedisBackend. The zero value is valid.
+type RedisOptions struct {
+	// Prefix starts every key. Default DefaultPrefix. It must not hold
+	// '{' or '}': the lease name is the Cluster hash tag.
+	Prefix string
+	// ReplicaAck, when Replicas > 0, makes every acquisition wait (WAIT)
+	// until that many replicas acknowledged the new key, for at most
+	// Timeout (default 100 ms). An acquisition not acknowledged in time is
+	// released and fails with *NotReplicatedError. This narrows, but does
+	// not close, the window in which a Sentinel or Cluster failover loses
+	// a lease: replication stays asynchronous.
+	ReplicaAck ReplicaAck
+}
+
+// RedisBackend is the lease Backend on one Redis deployment: a single
+// server, a Sentinel-managed primary or a Cluster, through any
+// redis.UniversalClient. It owns the key layout (Keys), the scripts of
+// this package, a pipeline per renewal batch, the pub/sub hand-off to
+// waiters (Notifier, WaitingAcquirer) and the replica acknowledgements
+// (RedisOptions.ReplicaAck). New builds a Client on one; NewRedisBackend
+// builds one for NewWithBackend or for a package that keeps keys beside
+// the lease's (election). It is safe for concurrent use.
+type RedisBackend struct {
+	rdb    redis.UniversalClient
+	auto   *autopipe.Pipe // acquire and release calls, batched when concurrent
+	prefix string
+	ack    ReplicaAck
+}
+
+// NewRedisBackend returns the backend over rdb. It returns ErrNilClient
+// for a nil rdb (a typed nil pointer too) and an error matching
+// ErrInvalidOptions for a Prefix holding '{' or '}' or a negative
+// ReplicaAck. It starts no goroutine and sends nothing.
+func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBackend, error) {
+	if isNil(rdb) {
+		return nil, ErrNilClient
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("%w: Prefix %q must not hold '{' or '}'", ErrInvalidOptions, opts.Prefix)
+	}
+	if opts.ReplicaAck.Replicas < 0 || opts.ReplicaAck.Timeout < 0 {
+		return nil, fmt.Errorf("%w: negative ReplicaAck", ErrInvalidOptions)
+	}
+	if opts.ReplicaAck.Replicas > 0 && opts.ReplicaAck.Timeout == 0 {
+		opts.ReplicaAck.Timeout = 100 * time.Millisecond
+	}
+	return &RedisBackend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck}, nil
+}
+
+// Redis returns the client the backend sends its commands through.
+func (b *RedisBackend) Redis() redis.UniversalClient { return b.rdb }
+
+// RedisKeys are the Redis keys of one lease. All carry the hash tag
+// {name}, so they live in one Cluster slot: a package keeping keys beside
+// the lease (election's leader record) puts them under Tagged.
+type RedisKeys struct {
+	// Lease holds the owner (a string) while the lease is held, with the
+	// lease's TTL: Prefix + "{" + name + "}".
+	Lease string
+	// Fence holds the last token issued for name (an integer, no TTL):
+	// Lease + ":fence".
+	Fence string
+	// Waiting is the flag a waiting Acquire sets so that the release
+	// publishes on Released: Lease + ":waiting".
+	Waiting string
+	// Released is the pub/sub channel a release publishes on:
+	// Lease + ":released".
+	Released string
+}
+
+// Tagged returns the key Lease + ":" + suffix, in the lease's hash slot.
+func (k RedisKeys) Tagged(suffix string) string { return k.Lease + ":" + suffix }
+
+// Keys returns the keys of the lease called name. The name is checked as
+// Client.TryAcquire checks it (ErrInvalidName for an empty name, one
+// longer than MaxNameLen or one holding '{' or '}'): a brace would move
+// the hash tag, and the keys of one lease would land in different slots.
+func (b *RedisBackend) Keys(name string) (RedisKeys, error) {
+	if err := validateName(name); err != nil {
+		return RedisKeys{}, err
+	}
+	lk := b.prefix + "{" + name + "}"
+	return RedisKeys{Lease: lk, Fence: lk + ":fence", Waiting: lk + ":waiting", Released: lk + ":released"}, nil
+}
+
+// redisHandle is the built-in backend's Grant.Handle: the keys and
+// arguments of one acquisition, built and boxed once at acquire and reused
+// by its renewals and its release. Each script's command is prepared in
+// full (EVALSHA, sha, key count, keys, arguments), so a call allocates only
+// its redis.Cmd, where redis.Script.Run would build and box all of it
+// again. A handle is never modified after newHandle, so calls may share
+// it.
+type redisHandle struct {
+	name, owner string
+	acquireArgs [7]any // evalsha sha 2 lease fence owner ttl
+	renewArgs   [6]any // evalsha sha 1 lease owner ttl
+	releaseArgs [6]any // evalsha sha 2 lease waiting owner
+}
+
+func (b *RedisBackend) newHandle(name, owner string, ttl time.Duration) *redisHandle {
+	// One allocation for the three keys: the lease key is a prefix of the
+	// fence key, and the waiting flag follows it in the same string. The
+	// release channel is built by release.lua.
+	n := len(b.prefix) + len(name) + len("{}")
+	keys := b.prefix + "{" + name + "}:fence" + b.prefix + "{" + name + "}:waiting"
+	var (
+		leaseArg   any = keys[:n]
+		fenceArg   any = keys[:n+len(":fence")]
+		waitingArg any = keys[n+len(":fence"):]
+		ownerArg   any = owner
+		ttlArg     any = ttl.Milliseconds()
+	)
+	return &redisHandle{
+		name:        name,
+		owner:       owner,
+		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 2, leaseArg, fenceArg, ownerArg, ttlArg},
+		renewArgs:   [...]any{cmdEvalSha, renewScript.SHA(), 1, leaseArg, ownerArg, ttlArg},
+		releaseArgs: [...]any{cmdEvalSha, releaseScript.SHA(), 2, leaseArg, waitingArg, ownerArg},
+	}
+}
+
+// handle returns the handle of a held lease, building it when the Held
+// carries none (an acquisition of another Client, or another backend's).
+func (b *RedisBackend) handle(h Held) *redisHandle {
+	if rh, ok := h.Handle.(*redisHandle); ok && rh.owner == h.Owner && rh.name == h.Name {
+		return rh
+	}
+	return b.newHandle(h.Name, h.Owner, h.TTL)
+}
+
+func (b *RedisBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
+	h := b.newHandle(name, owner, ttl)
+	return b.acquire(ctx, h, ttl, h.acquireArgs[:])
+}
+
+var _ WaitingAcquirer = (*RedisBackend)(nil)
+
+// AcquireWaiting implements WaitingAcquirer: Acquire, flagging a held
+// lease as waited for (acquire.lua's KEYS[3]) for flagTTL, so that its
+// release publishes.
+func (b *RedisBackend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (Grant, error) {
+	h := b.newHandle(name, owner, ttl)
+	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
+	// evalsha sha 3 lease fence waiting owner ttl flagTTL
+	args := [...]any{a[0], a[1], 3, a[3], a[4], waitingKey, a[5], a[6], max(flagTTL.Milliseconds(), 1)}
+	return b.acquire(ctx, h, ttl, args[:])
+}
+
+func (b *RedisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Duration, args []any) (Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return Grant{}, err // nothing sent, nothing to undo
+	}
+	// One integer, not an array: the reply costs no slices.
+	res, err := acquireScript.RunPrepared(ctx, b.auto, args).Int64()
+	if err != nil {
+		// The script may have run (a reply lost or late, ctx ended while
+		// the call was on the wire): a key left with this owner would
+		// block every other owner until its TTL.
+		b.undo(ctx, []*redisHandle{h}, ttl)
+		return Grant{}, err
+	}
+	if res <= 0 {
+		return Grant{Remaining: time.Duration(-res) * time.Millisecond}, nil
+	}
+	if err := b.waitReplicas(ctx, h, ttl); err != nil {
+		return Grant{}, err
+	}
+	return Grant{Acquired: true, Token: fence.Token(res), Handle: h}, nil
+}
+
+var _ BatchAcquirer = (*RedisBackend)(nil)
+
+// AcquireAll implements BatchAcquirer: one pipeline of acquire scripts.
+// Commands the server refused with NOSCRIPT (a node that lost its script
+// cache) run again with EVAL; the others are not sent again by this code.
+// Should go-redis re-send the pipeline (a lost reply, TRYAGAIN on a
+// Cluster), the acquire script answers an acquisition it already granted
+// to the same owner with the same token.
+func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error) {
+	handles := make([]*redisHandle, len(reqs))
+	cmds := make([]*redis.Cmd, len(reqs))
+	pipe := b.rdb.Pipeline()
+	for i, r := range reqs {
+		handles[i] = b.newHandle(r.Name, r.Owner, r.TTL)
+		cmds[i] = acquireScript.Cmd(ctx, handles[i].acquireArgs[:])
+		_ = pipe.Process(ctx, cmds[i])
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	grants, errs := make([]Grant, len(reqs)), make([]error, len(reqs))
+	var failed []*redisHandle
+	var ttl time.Duration
+	for i, cmd := range cmds {
+		res, err := acquireScript.Fallback(ctx, b.rdb, cmd).Int64()
+		switch {
+		case err != nil:
+			errs[i] = err
+			failed = append(failed, handles[i])
+			ttl = max(ttl, reqs[i].TTL)
+		case res <= 0:
+			grants[i] = Grant{Remaining: time.Duration(-res) * time.Millisecond}
+		default:
+			if err := b.waitReplicas(ctx, handles[i], reqs[i].TTL); err != nil {
+				errs[i] = err
+				continue
+			}
+			grants[i] = Grant{Acquired: true, Token: fence.Token(res), Handle: handles[i]}
+		}
+	}
+	b.undo(ctx, failed, ttl) // as in acquire
+	return grants, errs
+}
+
+// undo deletes the keys of failed acquisitions that may have been taken,
+// where they hold the acquisition's owner (release.lua), in one round trip,
+// on a best effort: it runs without ctx's cancellation (the caller may
+// have gone), bounded by ttl (the keys are gone by then anyway).
+func (b *RedisBackend) undo(ctx context.Context, hs []*redisHandle, ttl time.Duration) {
+	if len(hs) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+	defer cancel()
+	if len(hs) == 1 {
+		_ = releaseScript.RunPrepared(rctx, b.rdb, hs[0].releaseArgs[:]).Err()
+		return
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(hs))
+	for i, h := range hs {
+		cmds[i] = releaseScript.Cmd(rctx, h.releaseArgs[:])
+		_ = pipe.Process(rctx, cmds[i])
+	}
+	_, _ = pipe.Exec(rctx)
+	for _, cmd := range cmds {
+		_ = releaseScript.Fallback(rctx, b.rdb, cmd).Err()
+	}
+}
+
+func (b *RedisBackend) Renew(ctx context.Context, batch []Held) []error {
+	if len(batch) == 1 {
+		// Lease.Renew: a plain call costs half the allocations of a
+		// pipeline of one.
+		n, err := renewScript.RunPrepared(ctx, b.rdb, b.handle(batch[0]).renewArgs[:]).Int64()
+		if err == nil && n != 1 {
+			err = ErrNotHeld
+		}
+		return []error{err}
+	}
+	cmds, err := b.pipeline(ctx, batch)
+	if err != nil && luascript.IsNoScript(err) {
+		// After a SCRIPT FLUSH, a restart or a failover: load and retry.
+		if lerr := b.rdb.ScriptLoad(ctx, renewScript.Source()).Err(); lerr == nil {
+			cmds, err = b.pipeline(ctx, batch)
+		}
+	}
+	errs := make([]error, len(batch))
+	for i := range batch {
+		if cmds == nil {
+			errs[i] = err
+			continue
+		}
+		n, cerr := cmds[i].Int64()
+		switch {
+		case cerr != nil:
+			errs[i] = cerr
+		case n != 1:
+			errs[i] = ErrNotHeld
+		}
+	}
+	return errs
+}
+
+func (b *RedisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd, error) {
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(batch))
+	for i, h := range batch {
+		cmds[i] = renewScript.Cmd(ctx, b.handle(h).renewArgs[:])
+		_ = pipe.Process(ctx, cmds[i])
+	}
+	_, err := pipe.Exec(ctx)
+	return cmds, err
+}
+
+func (b *RedisBackend) Release(ctx context.Context, h Held) error {
+	n, err := releaseScript.RunPrepared(ctx, b.auto, b.handle(h).releaseArgs[:]).Int64()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+// Released subscribes to the lease's release channel; it returns once the
+// subscription is active, so a release after it is never missed.
+func (b *RedisBackend) Released(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	sub := b.rdb.Subscribe(ctx, b.prefix+"{"+name+"}:released")
+	if _, err := sub.Receive(ctx); err != nil {
+		_ = sub.Close()
+		return nil, nil, err
+	}
+	msgs := sub.Channel(redis.WithChannelSize(1))
+	out := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range msgs {
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out, func() { _ = sub.Close(); <-done }, nil
+}
+
+var _ Notifier = (*RedisBackend)(nil)
+
+var _ BatchReleaser = (*RedisBackend)(nil)
+
+// ReleaseAll implements BatchReleaser: one pipeline of release scripts.
+func (b *RedisBackend) ReleaseAll(ctx context.Context, batch []Held) []error {
+	errs := make([]error, len(batch))
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(batch))
+	for i, h := range batch {
+		cmds[i] = releaseScript.Cmd(ctx, b.handle(h).releaseArgs[:])
+		_ = pipe.Process(ctx, cmds[i])
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	for i, cmd := range cmds {
+		n, err := releaseScript.Fallback(ctx, b.rdb, cmd).Int64()
+		switch {
+		case err != nil:
+			errs[i] = err
+		case n != 1:
+			errs[i] = ErrNotHeld
+		}
+	}
+	return errs
+}
+
+// waitReplicas runs WAIT on the node that holds the lease key when
+// RedisOptions.ReplicaAck asks for it, and releases the lease (as undo
+// does) when fewer replicas acknowledged it.
+func (b *RedisBackend) waitReplicas(ctx context.Context, h *redisHandle, ttl time.Duration) error {
+	want := b.ack.Replicas
+	if want <= 0 {
+		return nil
+	}
+	got, err := b.wait(ctx, b.prefix+"{"+h.name+"}", want)
+	if err == nil && got < want {
+		err = &NotReplicatedError{Name: h.name, Want: want, Got: got}
+	}
+	if err != nil {
+		b.undo(ctx, []*redisHandle{h}, ttl)
+	}
+	return err
+}
+
+// wait runs WAIT want on the node of leaseKey (its master on a Cluster).
+func (b *RedisBackend) wait(ctx context.Context, leaseKey string, want int) (int, error) {
+	type waiter interface {
+		Wait(ctx context.Context, numReplicas int, timeout time.Duration) *redis.IntCmd
+	}
+	var node any = b.rdb
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		master, err := cc.MasterForKey(ctx, leaseKey)
+		if err != nil {
+			return 0, fmt.Errorf("replica ack: %w", err)
+		}
+		node = master
+	}
+	w, ok := node.(waiter)
+	if !ok {
+		return 0, fmt.Errorf("replica ack: %T cannot run WAIT", node)
+	}
+	got, err := w.Wait(ctx, want, b.ack.Timeout).Result()
+	if err != nil {
+		return 0, fmt.Errorf("replica ack: %w", err)
+	}
+	return int(got), nil
+}

@@ -1,0 +1,73 @@
+package lease_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+func TestRedisBackendKeysLayout(t *testing.T) {
+	t.Parallel()
+	b, err := lease.NewRedisBackend(redistest.Mini(t), lease.RedisOptions{Prefix: "p:"})
+	require.NoError(t, err)
+	k, err := b.Keys("job")
+	require.NoError(t, err)
+	require.Equal(t, lease.RedisKeys{
+		Lease: "p:{job}", Fence: "p:{job}:fence", Waiting: "p:{job}:waiting", Released: "p:{job}:released",
+	}, k)
+	require.Equal(t, "p:{job}:leader", k.Tagged("leader"))
+}
+
+// A brace in the name would move the hash tag (Redis hashes the text
+// between the first '{' and the first '}' after it): Keys refuses it, as
+// TryAcquire does, instead of returning keys in different slots.
+func TestRedisBackendKeysRefuseNamesThatMoveTheHashTag(t *testing.T) {
+	t.Parallel()
+	b, err := lease.NewRedisBackend(redistest.Mini(t), lease.RedisOptions{})
+	require.NoError(t, err)
+	for _, name := range []string{"a}b{c", "a{b}", "}", "{", "", strings.Repeat("x", lease.MaxNameLen+1)} {
+		k, err := b.Keys(name)
+		require.ErrorIs(t, err, lease.ErrInvalidName, "name %q", name)
+		require.Zero(t, k, "name %q", name)
+	}
+	_, err = lease.NewRedisBackend(redistest.Mini(t), lease.RedisOptions{Prefix: "a{"})
+	require.ErrorIs(t, err, lease.ErrInvalidOptions)
+}
+
+// hashTag is the part of key Redis Cluster hashes: the text between the
+// first '{' and the first '}' after it, when not empty; the whole key
+// otherwise (https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags).
+func hashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return key
+	}
+	return key[open+1 : open+1+end]
+}
+
+// Every key Keys returns hashes to the lease name's slot.
+func FuzzRedisBackendKeysShareTheNamesHashTag(f *testing.F) {
+	for _, s := range []string{"job", "a}b{c", "{x}", "a:b", "x}"} {
+		f.Add(s)
+	}
+	b, err := lease.NewRedisBackend(redistest.Mini(f), lease.RedisOptions{})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, name string) {
+		k, err := b.Keys(name)
+		if err != nil {
+			require.ErrorIs(t, err, lease.ErrInvalidName)
+			return
+		}
+		for _, key := range []string{k.Lease, k.Fence, k.Waiting, k.Released, k.Tagged("leader")} {
+			require.Equal(t, name, hashTag(key), "key %q", key)
+		}
+	})
+}
