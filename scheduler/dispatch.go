@@ -7,6 +7,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // The dispatcher is the one timer goroutine of a Scheduler. It keeps one
@@ -288,14 +289,14 @@ func (s *Scheduler) claimBatches(ttl time.Duration, es []*entry) {
 // leases were won, in one call (one round trip on the Redis ledger), and
 // returns the answers by index (nil where none was asked). Once claiming
 // stopped it begins nothing.
-func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*BeginResult {
-	pre := make([]*BeginResult, len(chunk))
-	cb, ok := s.cfg.Ledger.(ClearBeginner)
+func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*ledger.BeginResult {
+	pre := make([]*ledger.BeginResult, len(chunk))
+	cb, ok := s.cfg.Ledger.(ledger.ClearBeginner)
 	if !ok || s.life.claim.Err() != nil {
 		return pre
 	}
 	now := s.clock.Now()
-	var reqs []BeginRequest
+	var reqs []ledger.BeginRequest
 	var at []int
 	for i, e := range chunk {
 		if leases[i] == nil {
@@ -340,7 +341,7 @@ func (s *Scheduler) takePlaces(n int) int {
 // the pool. held, when not nil, is the unit's lease, already acquired for
 // e's fire, and pre the ledger's answer to its fast request (nil: none
 // made).
-func (s *Scheduler) unitLoop(e *entry, held *hold, pre *BeginResult) {
+func (s *Scheduler) unitLoop(e *entry, held *hold, pre *ledger.BeginResult) {
 	for {
 		if held != nil {
 			seen := s.noteSeen(e.u, e.req)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -167,7 +168,7 @@ func (h *adminHandler) retry(w http.ResponseWriter, r *http.Request) error {
 	if err := h.s.Retry(r.Context(), r.PathValue("job"), req.Partition, req.Slot, req.Reason); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusAccepted, Slot{Job: r.PathValue("job"), At: req.Slot.UTC(), Partition: req.Partition})
+	return writeJSON(w, http.StatusAccepted, ledger.Slot{Job: r.PathValue("job"), At: req.Slot.UTC(), Partition: req.Partition})
 }
 
 func (h *adminHandler) trigger(w http.ResponseWriter, r *http.Request) error {
@@ -224,7 +225,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnknownJob):
 		return http.StatusNotFound
-	case errors.Is(err, ErrSlotRunning):
+	case errors.Is(err, ledger.ErrSlotRunning):
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError

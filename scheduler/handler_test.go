@@ -17,33 +17,35 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
-func newAdminScheduler(t *testing.T) (*Scheduler, *RedisLedger) {
+func newAdminScheduler(t *testing.T) (*Scheduler, *redisledger.Ledger) {
 	t.Helper()
 	rdb := redistest.Mini(t)
 	leases, err := lease.New(rdb, lease.Options{})
 	require.NoError(t, err)
-	ledger, err := NewRedisLedger(rdb, "")
+	ldg, err := redisledger.New(rdb, "")
 	require.NoError(t, err)
-	s, err := New(Config{Leases: leases, Ledger: ledger})
+	s, err := New(Config{Leases: leases, Ledger: ldg})
 	require.NoError(t, err)
 	require.NoError(t, s.Register(Job{
 		Name: "settle", Spec: "0 2 * * *", Zone: "Europe/Berlin", Partitions: []string{"eu", "us"},
 		Run: func(context.Context, Run) error { return nil },
 	}))
-	return s, ledger
+	return s, ldg
 }
 
 func TestAdminHandlerStatusCodes(t *testing.T) {
 	t.Parallel()
-	s, ledger := newAdminScheduler(t)
+	s, ldg := newAdminScheduler(t)
 	allow := func(*http.Request, Action, string) error { return nil }
 	refuse := func(*http.Request, Action, string) error { return ErrForbidden }
 	slot := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC) // 02:00 in Berlin
 	running := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
-	_, _, err := ledger.Begin(context.Background(), Slot{Job: "settle", At: running, Partition: "eu"},
-		Fence{Token: 1_700_000_000_000_001, Owner: "holder"}, 3, time.Now())
+	_, _, err := ldg.Begin(context.Background(), ledger.Slot{Job: "settle", At: running, Partition: "eu"},
+		ledger.Fence{Scope: "settle|eu", Token: 1_700_000_000_000_001, Owner: "holder"}, 3, time.Now())
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -85,15 +87,15 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 
 	// What the accepted requests did to the ledger.
 	ctx := context.Background()
-	rec, found, err := ledger.Get(ctx, Slot{Job: "settle", At: slot, Partition: "eu"})
+	rec, found, err := ldg.Get(ctx, ledger.Slot{Job: "settle", At: slot, Partition: "eu"})
 	require.NoError(t, err)
 	require.True(t, found)
-	require.Equal(t, StatusPending, rec.Status)
+	require.Equal(t, ledger.StatusPending, rec.Status)
 	require.Equal(t, "retry: bank was down", rec.Reason)
-	backfilled, err := ledger.List(ctx, "settle", "us", time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), 10)
+	backfilled, err := ldg.List(ctx, "settle", "us", time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), 10)
 	require.NoError(t, err)
 	require.Len(t, backfilled, 3, "three daily slots in the range")
-	st, err := ledger.State(ctx, "settle", "eu", time.Time{}, time.Now())
+	st, err := ldg.State(ctx, "settle", "eu", time.Time{}, time.Now())
 	require.NoError(t, err)
 	require.False(t, st.Paused, "paused, then resumed")
 }
@@ -137,9 +139,9 @@ func TestAdminHandlerKeepsInternalErrorsInTheLog(t *testing.T) {
 	require.NoError(t, err)
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = down.Close() })
-	ledger, err := NewRedisLedger(down, "")
+	ldg, err := redisledger.New(down, "")
 	require.NoError(t, err)
-	s, err := New(Config{Leases: leases, Ledger: ledger, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	s, err := New(Config{Leases: leases, Ledger: ldg, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	require.NoError(t, err)
 	require.NoError(t, s.Register(Job{Name: "settle", Spec: "0 2 * * *", Run: func(context.Context, Run) error { return nil }}))
 	h := s.Handler(HandlerConfig{Authorizer: func(r *http.Request, _ Action, _ string) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -13,6 +12,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Defaults for Job fields.
@@ -241,7 +241,7 @@ func (j Job) validate() error {
 		case seen[p]:
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
 		}
-		if j.Overlap == OverlapAllow && len(slotLeaseName(leaseName(j.Name, p), time.Unix(1<<33, 0))) > lease.MaxNameLen {
+		if j.Overlap == OverlapAllow && len(ledger.SlotScope(ledger.Slot{Job: j.Name, At: time.Unix(1<<33, 0), Partition: p})) > lease.MaxNameLen {
 			return fmt.Errorf("%w: %q: partition %q: name and partition too long for OverlapAllow's per-slot leases (at most %d bytes together)",
 				ErrInvalidJob, j.Name, p, lease.MaxNameLen-12)
 		}
@@ -250,24 +250,9 @@ func (j Job) validate() error {
 	return nil
 }
 
-// Slot identifies one scheduled execution: the job, the scheduled instant
-// in UTC (second precision) and the partition. Every replica computes the
-// same Slot from the schedule, whenever its own timer fires.
-type Slot struct {
-	Job       string
-	At        time.Time
-	Partition string
-}
-
-// Key is the slot's idempotency key, "job:2006-01-02T15:04:05Z:partition":
-// the same for every attempt of the slot, on every replica.
-func (s Slot) Key() string {
-	return s.Job + ":" + s.At.UTC().Format(time.RFC3339) + ":" + s.Partition
-}
-
 // Run describes one attempt of a slot, as the job function receives it.
 type Run struct {
-	Slot
+	ledger.Slot
 	// Local is the slot's instant in the job's zone; Zone names it.
 	Local time.Time
 	Zone  string
@@ -323,19 +308,6 @@ func IsPermanent(err error) bool {
 type registered struct {
 	Job
 	window window
-}
-
-// leaseName is the lease of one partition of job.
-func leaseName(job, partition string) string {
-	if partition == "" {
-		return job
-	}
-	return job + "|" + partition
-}
-
-// slotLeaseName is the lease of one slot under OverlapAllow.
-func slotLeaseName(unitLease string, at time.Time) string {
-	return unitLease + "@" + strconv.FormatInt(at.Unix(), 10)
 }
 
 // printable reports whether s is valid UTF-8 without control characters:

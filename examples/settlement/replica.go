@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 // replicaConfig is what the coordinator hands each replica on its command
@@ -88,11 +89,11 @@ func runReplica(cfg replicaConfig) error {
 	if err != nil {
 		return err
 	}
-	ledger, err := scheduler.NewRedisLedger(rdb, cfg.Prefix+"ledger:")
+	ldg, err := redisledger.New(rdb, cfg.Prefix+"ledger:")
 	if err != nil {
 		return err
 	}
-	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, Logger: logger})
+	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Logger: logger})
 	if err != nil {
 		return err
 	}

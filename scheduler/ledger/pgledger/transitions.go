@@ -9,14 +9,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // run is a job_runs row as a transition reads it, locked.
 type run struct {
 	found     bool
 	id        int64
-	status    scheduler.Status
+	status    ledger.Status
 	attempt   int
 	base      int  // attempt_base: attempts before the last Request
 	retryable bool // a failure with retry_at set
@@ -28,7 +28,7 @@ type run struct {
 // none. Called after raise or lockFence, it waits for nobody: the pair's
 // fence row lock (taken with per-slot fences too) already serialises the
 // pair's writers.
-func (l *Ledger) lockRun(ctx context.Context, tx pgx.Tx, op string, s scheduler.Slot) (run, error) {
+func (l *Ledger) lockRun(ctx context.Context, tx pgx.Tx, op string, s ledger.Slot) (run, error) {
 	var (
 		r      run
 		status string
@@ -41,12 +41,12 @@ func (l *Ledger) lockRun(ctx context.Context, tx pgx.Tx, op string, s scheduler.
 	case err != nil:
 		return r, wrapDBError(op, slotName(s), err)
 	}
-	r.found, r.status = true, scheduler.Status(status)
+	r.found, r.status = true, ledger.Status(status)
 	return r, nil
 }
 
 // Begin implements scheduler.Ledger. In one transaction it raises the
-// fence (the (job, partition)'s, or with f.PerSlot the slot's own), then,
+// fence of f's scope (the (job, partition)'s or the slot's own), then,
 // by the slot's state:
 //
 //   - no record, pending, failed with a retry, abandoned: starts the next
@@ -61,7 +61,7 @@ func (l *Ledger) lockRun(ctx context.Context, tx pgx.Tx, op string, s scheduler.
 // retry, a taken-over running slot becomes abandoned) and Begin returns
 // ErrSlotDone; the raised fence is committed either way. The slot becomes
 // the pair's State.Last if it is the latest.
-func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
+func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
 	const op = "begin"
 	if err := l.ready(); err != nil {
 		return 0, 0, err
@@ -96,22 +96,22 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 			return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now)
 		}
 		switch r.status {
-		case scheduler.StatusSucceeded, scheduler.StatusSkipped, scheduler.StatusMissed:
+		case ledger.StatusSucceeded, ledger.StatusSkipped, ledger.StatusMissed:
 			done = true
 			return nil
-		case scheduler.StatusFailed:
+		case ledger.StatusFailed:
 			if !r.retryable {
 				done = true
 				return nil
 			}
-		case scheduler.StatusRunning:
+		case ledger.StatusRunning:
 			if r.owner == f.Owner {
 				attempt, base = r.attempt, r.base
 				return nil
 			}
 			// Its holder lost the lease: the fence just accepted a newer one.
 			lease := "job"
-			if f.PerSlot {
+			if slotScoped, _ := f.Check(slot); slotScoped {
 				lease = "slot's"
 			}
 			msg := fmt.Sprintf("abandoned: holder lost the %s lease (token %d, superseded by %d)", lease, r.token, f.Token)
@@ -122,8 +122,8 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 		if r.attempt-r.base >= maxAttempts {
 			// Spent: leave it final so State no longer lists it.
 			final := r.status
-			if final == scheduler.StatusRunning {
-				final = scheduler.StatusAbandoned
+			if final == ledger.StatusRunning {
+				final = ledger.StatusAbandoned
 			}
 			done = true
 			return l.exec(ctx, tx, op, slot, l.sql.exhaust, r.id, string(final), now)
@@ -138,7 +138,7 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 	case err != nil:
 		return 0, 0, err
 	case done:
-		return 0, 0, fmt.Errorf("pgledger: begin %s: %w", slotName(slot), scheduler.ErrSlotDone)
+		return 0, 0, fmt.Errorf("pgledger: begin %s: %w", slotName(slot), ledger.ErrSlotDone)
 	}
 	return attempt, maxAttempts - (attempt - base), nil
 }
@@ -146,7 +146,7 @@ func (l *Ledger) Begin(ctx context.Context, slot scheduler.Slot, f scheduler.Fen
 // Heartbeat implements scheduler.Ledger. Besides a stale fence, it returns a
 // *fence.StaleTokenError when attempt is not the slot's running attempt of
 // f.Owner: a newer attempt took the slot over.
-func (l *Ledger) Heartbeat(ctx context.Context, slot scheduler.Slot, f scheduler.Fence, attempt int, now time.Time) error {
+func (l *Ledger) Heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
 	const op = "heartbeat"
 	if err := l.ready(); err != nil {
 		return err
@@ -178,7 +178,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, slot scheduler.Slot, f scheduler
 // cleaned (see MaxTextLen). Finish repeated with the same outcome after a
 // lost reply returns nil; otherwise, when attempt is not the slot's running
 // attempt of f.Owner, it returns a *fence.StaleTokenError.
-func (l *Ledger) Finish(ctx context.Context, slot scheduler.Slot, f scheduler.Fence, attempt int, o scheduler.Outcome, now time.Time) error {
+func (l *Ledger) Finish(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
 	const op = "finish"
 	if err := l.ready(); err != nil {
 		return err
@@ -191,14 +191,14 @@ func (l *Ledger) Finish(ctx context.Context, slot scheduler.Slot, f scheduler.Fe
 	}
 	var retryAt *time.Time
 	switch o.Status {
-	case scheduler.StatusSucceeded:
-		o.Error, o.Class = "", scheduler.ClassNone
-	case scheduler.StatusFailed:
+	case ledger.StatusSucceeded:
+		o.Error, o.Class = "", ledger.ClassNone
+	case ledger.StatusFailed:
 		if !o.RetryAt.IsZero() {
 			retryAt = &o.RetryAt
 		}
 	default:
-		return fmt.Errorf("%w: outcome status %q, want %q or %q", ErrInvalidArgument, o.Status, scheduler.StatusSucceeded, scheduler.StatusFailed)
+		return fmt.Errorf("%w: outcome status %q, want %q or %q", ErrInvalidArgument, o.Status, ledger.StatusSucceeded, ledger.StatusFailed)
 	}
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
 		if err := l.raise(ctx, tx, op, slot, f, nil, now); err != nil {
@@ -222,7 +222,7 @@ func (l *Ledger) Finish(ctx context.Context, slot scheduler.Slot, f scheduler.Fe
 // latest attempt and already ended with repeat (a repeated Finish), a
 // *fence.StaleTokenError otherwise, with Current the token of the slot's
 // latest transition.
-func (l *Ledger) notRunning(ctx context.Context, tx pgx.Tx, op string, slot scheduler.Slot, f scheduler.Fence, attempt int, repeat scheduler.Status) error {
+func (l *Ledger) notRunning(ctx context.Context, tx pgx.Tx, op string, slot ledger.Slot, f ledger.Fence, attempt int, repeat ledger.Status) error {
 	var (
 		runStatus, attOwner, attStatus string
 		runAttempt                     int
@@ -247,7 +247,7 @@ func (l *Ledger) notRunning(ctx context.Context, tx pgx.Tx, op string, slot sche
 // StatusMissed) and reason for a slot with no record, and makes it the
 // pair's State.Last if it is the latest. A slot with a record (begun,
 // skipped, missed or requested) is left as it is, and Skip returns nil.
-func (l *Ledger) Skip(ctx context.Context, slot scheduler.Slot, f scheduler.Fence, status scheduler.Status, reason string, now time.Time) error {
+func (l *Ledger) Skip(ctx context.Context, slot ledger.Slot, f ledger.Fence, status ledger.Status, reason string, now time.Time) error {
 	const op = "skip"
 	if err := l.ready(); err != nil {
 		return err
@@ -255,8 +255,8 @@ func (l *Ledger) Skip(ctx context.Context, slot scheduler.Slot, f scheduler.Fenc
 	if err := validateFenced(op, slot, f); err != nil {
 		return err
 	}
-	if status != scheduler.StatusSkipped && status != scheduler.StatusMissed {
-		return fmt.Errorf("%w: skip status %q, want %q or %q", ErrInvalidArgument, status, scheduler.StatusSkipped, scheduler.StatusMissed)
+	if status != ledger.StatusSkipped && status != ledger.StatusMissed {
+		return fmt.Errorf("%w: skip status %q, want %q or %q", ErrInvalidArgument, status, ledger.StatusSkipped, ledger.StatusMissed)
 	}
 	at := slotTime(slot.At)
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
@@ -281,7 +281,7 @@ func (l *Ledger) Skip(ctx context.Context, slot scheduler.Slot, f scheduler.Fenc
 // interleaves with one. A slot without a record gets one (a backfill or a
 // trigger); it does not become State.Last, which only begun, skipped and
 // missed slots do.
-func (l *Ledger) Request(ctx context.Context, slot scheduler.Slot, reason string, now time.Time) error {
+func (l *Ledger) Request(ctx context.Context, slot ledger.Slot, reason string, now time.Time) error {
 	const op = "request"
 	if err := l.ready(); err != nil {
 		return err
@@ -303,7 +303,7 @@ func (l *Ledger) Request(ctx context.Context, slot scheduler.Slot, reason string
 			return err
 		case !r.found:
 			return l.exec(ctx, tx, op, slot, l.sql.insertReq, slot.Job, at, slot.Partition, reason, now)
-		case r.status == scheduler.StatusRunning:
+		case r.status == ledger.StatusRunning:
 			running = true
 			return nil
 		}
@@ -313,7 +313,7 @@ func (l *Ledger) Request(ctx context.Context, slot scheduler.Slot, reason string
 	case err != nil:
 		return err
 	case running:
-		return fmt.Errorf("pgledger: request %s: %w", slotName(slot), scheduler.ErrSlotRunning)
+		return fmt.Errorf("pgledger: request %s: %w", slotName(slot), ledger.ErrSlotRunning)
 	}
 	return nil
 }
@@ -349,7 +349,7 @@ func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
 }
 
 // exec runs one statement of a transition.
-func (l *Ledger) exec(ctx context.Context, tx pgx.Tx, op string, slot scheduler.Slot, sql string, args ...any) error {
+func (l *Ledger) exec(ctx context.Context, tx pgx.Tx, op string, slot ledger.Slot, sql string, args ...any) error {
 	if _, err := tx.Exec(ctx, sql, args...); err != nil {
 		return wrapDBError(op, slotName(slot), err)
 	}

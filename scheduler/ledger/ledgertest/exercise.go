@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // TokenBase is where the suite's fencing tokens start: realistic values, of
@@ -29,7 +29,7 @@ const TokenBase fence.Token = 1_700_000_000_000_000
 // millisecond. Slot instants are whole minutes, an hour ahead of the wall
 // clock, so a horizon started by a State at the wall clock's now precedes
 // them.
-func Exercise(t *testing.T, newLedger func(t *testing.T) scheduler.Ledger) {
+func Exercise(t *testing.T, newLedger func(t *testing.T) ledger.Ledger) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -59,19 +59,24 @@ func concat(groups ...[]testCase) []testCase {
 // fixture is one subtest's setup: a ledger, a job name nobody else uses,
 // and the instant of its first slot.
 type fixture struct {
-	t      *testing.T
-	ledger scheduler.Ledger
+	t *testing.T
+	// ledger is the ledger under test as the cases call it (placeholder
+	// scopes filled in: see scoped); raw is the ledger itself, for its
+	// optional interfaces.
+	ledger ledger.Ledger
+	raw    ledger.Ledger
 	job    string
 	base   time.Time
 }
 
-func newFixture(t *testing.T, name string, newLedger func(t *testing.T) scheduler.Ledger) *fixture {
+func newFixture(t *testing.T, name string, newLedger func(t *testing.T) ledger.Ledger) *fixture {
 	t.Helper()
 	l := newLedger(t)
 	require.NotNil(t, l, "newLedger returned nil")
 	return &fixture{
 		t:      t,
-		ledger: l,
+		ledger: scoped{l},
+		raw:    l,
 		job:    uniqueName(t, "ledgertest-"+name),
 		base:   time.Now().UTC().Truncate(time.Minute).Add(time.Hour),
 	}
@@ -91,11 +96,11 @@ func uniqueName(t *testing.T, prefix string) string {
 func (x *fixture) at(i int) time.Time { return x.base.Add(time.Duration(i) * time.Minute) }
 
 // slot is slot i of the job in the default partition "".
-func (x *fixture) slot(i int) scheduler.Slot { return x.slotIn("", i) }
+func (x *fixture) slot(i int) ledger.Slot { return x.slotIn("", i) }
 
 // slotIn is slot i of the job in partition p.
-func (x *fixture) slotIn(p string, i int) scheduler.Slot {
-	return scheduler.Slot{Job: x.job, At: x.at(i), Partition: p}
+func (x *fixture) slotIn(p string, i int) ledger.Slot {
+	return ledger.Slot{Job: x.job, At: x.at(i), Partition: p}
 }
 
 // now is a now value d after slot i, with a millisecond part, so a store
@@ -104,51 +109,51 @@ func (x *fixture) now(i int, d time.Duration) time.Time {
 	return x.at(i).Add(d + 250*time.Millisecond)
 }
 
-// holder returns the fence of lease holder n: token TokenBase+n, owner
-// "owner-n". A larger n is a later holder.
-func holder(n int) scheduler.Fence {
-	return scheduler.Fence{Token: TokenBase + fence.Token(n), Owner: fmt.Sprintf("owner-%d", n)}
+// holder returns the fence of holder n of the unit lease of the slot it
+// writes: token TokenBase+n, owner "owner-n". A larger n is a later holder.
+func holder(n int) ledger.Fence {
+	return ledger.Fence{Scope: unitMark, Token: TokenBase + fence.Token(n), Owner: fmt.Sprintf("owner-%d", n)}
 }
 
-func (x *fixture) begin(s scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) int {
+func (x *fixture) begin(s ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) int {
 	x.t.Helper()
 	n, _ := x.beginLeft(s, f, maxAttempts, now)
 	return n
 }
 
 // beginLeft is begin that also returns the attempts the budget has left.
-func (x *fixture) beginLeft(s scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) (attempt, left int) {
+func (x *fixture) beginLeft(s ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int) {
 	x.t.Helper()
 	n, left, err := x.ledger.Begin(x.t.Context(), s, f, maxAttempts, now)
 	require.NoError(x.t, err, "Begin %s by token %d", s.Key(), f.Token)
 	return n, left
 }
 
-func (x *fixture) requireDone(s scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) {
+func (x *fixture) requireDone(s ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) {
 	x.t.Helper()
 	n, _, err := x.ledger.Begin(x.t.Context(), s, f, maxAttempts, now)
-	require.ErrorIs(x.t, err, scheduler.ErrSlotDone, "Begin %s returned attempt %d", s.Key(), n)
+	require.ErrorIs(x.t, err, ledger.ErrSlotDone, "Begin %s returned attempt %d", s.Key(), n)
 }
 
-func (x *fixture) finish(s scheduler.Slot, f scheduler.Fence, attempt int, o scheduler.Outcome, now time.Time) {
+func (x *fixture) finish(s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) {
 	x.t.Helper()
 	require.NoError(x.t, x.ledger.Finish(x.t.Context(), s, f, attempt, o, now), "Finish %s attempt %d", s.Key(), attempt)
 }
 
 // fail finishes attempt as a retryable failure, retry a minute later.
-func (x *fixture) fail(s scheduler.Slot, f scheduler.Fence, attempt int, now time.Time) {
+func (x *fixture) fail(s ledger.Slot, f ledger.Fence, attempt int, now time.Time) {
 	x.t.Helper()
-	x.finish(s, f, attempt, scheduler.Outcome{
-		Status: scheduler.StatusFailed, Class: scheduler.ClassRetryable, Error: "try again", RetryAt: now.Add(time.Minute),
+	x.finish(s, f, attempt, ledger.Outcome{
+		Status: ledger.StatusFailed, Class: ledger.ClassRetryable, Error: "try again", RetryAt: now.Add(time.Minute),
 	}, now)
 }
 
-func (x *fixture) succeed(s scheduler.Slot, f scheduler.Fence, attempt int, now time.Time) {
+func (x *fixture) succeed(s ledger.Slot, f ledger.Fence, attempt int, now time.Time) {
 	x.t.Helper()
-	x.finish(s, f, attempt, scheduler.Outcome{Status: scheduler.StatusSucceeded}, now)
+	x.finish(s, f, attempt, ledger.Outcome{Status: ledger.StatusSucceeded}, now)
 }
 
-func (x *fixture) get(s scheduler.Slot) scheduler.Record {
+func (x *fixture) get(s ledger.Slot) ledger.Record {
 	x.t.Helper()
 	rec, found, err := x.ledger.Get(x.t.Context(), s)
 	require.NoError(x.t, err)
@@ -157,14 +162,14 @@ func (x *fixture) get(s scheduler.Slot) scheduler.Record {
 	return rec
 }
 
-func (x *fixture) requireAbsent(s scheduler.Slot) {
+func (x *fixture) requireAbsent(s ledger.Slot) {
 	x.t.Helper()
 	rec, found, err := x.ledger.Get(x.t.Context(), s)
 	require.NoError(x.t, err)
 	require.False(x.t, found, "Get %s: want no record, got %+v", s.Key(), rec)
 }
 
-func (x *fixture) state(partition string, since time.Time) scheduler.State {
+func (x *fixture) state(partition string, since time.Time) ledger.State {
 	x.t.Helper()
 	st, err := x.ledger.State(x.t.Context(), x.job, partition, since, time.Now())
 	require.NoError(x.t, err)
@@ -172,7 +177,7 @@ func (x *fixture) state(partition string, since time.Time) scheduler.State {
 }
 
 // openAt returns the instants of st.Open, in its order, as labels.
-func (x *fixture) openAt(st scheduler.State) []string {
+func (x *fixture) openAt(st ledger.State) []string {
 	at := make([]string, 0, len(st.Open))
 	for _, o := range st.Open {
 		at = append(at, x.label(o.At))
@@ -191,7 +196,7 @@ func (x *fixture) label(t time.Time) string {
 }
 
 // requireOpen checks the instants State lists as open, in order.
-func (x *fixture) requireOpen(st scheduler.State, want ...time.Time) {
+func (x *fixture) requireOpen(st ledger.State, want ...time.Time) {
 	x.t.Helper()
 	labels := make([]string, 0, len(want))
 	for _, w := range want {
@@ -230,7 +235,7 @@ func requireTime(t *testing.T, want, got time.Time, what string) {
 	require.Equal(t, ms(want), ms(got), "%s", what)
 }
 
-func requireSlot(t *testing.T, want, got scheduler.Slot) {
+func requireSlot(t *testing.T, want, got ledger.Slot) {
 	t.Helper()
 	require.Equal(t, want.Job, got.Job, "Slot.Job")
 	require.Equal(t, want.Partition, got.Partition, "Slot.Partition")
@@ -239,10 +244,10 @@ func requireSlot(t *testing.T, want, got scheduler.Slot) {
 
 // normalized returns rec with every time at millisecond precision, for
 // comparing whole records.
-func normalized(rec scheduler.Record) scheduler.Record {
+func normalized(rec ledger.Record) ledger.Record {
 	rec.Slot.At = ms(rec.Slot.At)
 	rec.RetryAt = ms(rec.RetryAt)
-	atts := make([]scheduler.Attempt, len(rec.Attempts))
+	atts := make([]ledger.Attempt, len(rec.Attempts))
 	for i, a := range rec.Attempts {
 		a.Started, a.Heartbeat, a.Finished = ms(a.Started), ms(a.Heartbeat), ms(a.Finished)
 		atts[i] = a
@@ -251,7 +256,7 @@ func normalized(rec scheduler.Record) scheduler.Record {
 	return rec
 }
 
-func requireSameRecord(t *testing.T, want, got scheduler.Record, what string) {
+func requireSameRecord(t *testing.T, want, got ledger.Record, what string) {
 	t.Helper()
 	require.Equal(t, normalized(want), normalized(got), "%s", what)
 }

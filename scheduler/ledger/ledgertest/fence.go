@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // fenceCases cover the acceptance rule per (job, partition).
@@ -34,10 +34,10 @@ func testStaleTokenRefused(t *testing.T, x *fixture) {
 	before := x.get(s1)
 	stBefore := x.state("", x.at(0))
 
-	stale := map[string]scheduler.Fence{
-		"smaller token":                {Token: cur.Token - 1, Owner: holder(4).Owner},
-		"equal token, another owner":   {Token: cur.Token, Owner: "intruder"},
-		"smaller token, current owner": {Token: cur.Token - 1, Owner: cur.Owner},
+	stale := map[string]ledger.Fence{
+		"smaller token":                {Scope: unitMark, Token: cur.Token - 1, Owner: holder(4).Owner},
+		"equal token, another owner":   {Scope: unitMark, Token: cur.Token, Owner: "intruder"},
+		"smaller token, current owner": {Scope: unitMark, Token: cur.Token - 1, Owner: cur.Owner},
 	}
 	for what, f := range stale {
 		now := x.now(1, 30*time.Second)
@@ -47,9 +47,9 @@ func testStaleTokenRefused(t *testing.T, x *fixture) {
 		requireStale(t, err, f.Token, cur.Token, what+": Begin of a new slot")
 		err = x.ledger.Heartbeat(ctx, s1, f, n, now)
 		requireStale(t, err, f.Token, cur.Token, what+": Heartbeat")
-		err = x.ledger.Finish(ctx, s1, f, n, scheduler.Outcome{Status: scheduler.StatusSucceeded}, now)
+		err = x.ledger.Finish(ctx, s1, f, n, ledger.Outcome{Status: ledger.StatusSucceeded}, now)
 		requireStale(t, err, f.Token, cur.Token, what+": Finish")
-		err = x.ledger.Skip(ctx, s3, f, scheduler.StatusSkipped, "overlap", now)
+		err = x.ledger.Skip(ctx, s3, f, ledger.StatusSkipped, "overlap", now)
 		requireStale(t, err, f.Token, cur.Token, what+": Skip")
 	}
 
@@ -63,18 +63,18 @@ func testStaleTokenRefused(t *testing.T, x *fixture) {
 	// The fence was neither lowered nor handed over: the holder goes on.
 	require.NoError(t, x.ledger.Heartbeat(ctx, s1, cur, n, x.now(1, 40*time.Second)))
 	x.succeed(s1, cur, n, x.now(1, 50*time.Second))
-	require.Equal(t, scheduler.StatusSucceeded, x.get(s1).Status)
+	require.Equal(t, ledger.StatusSucceeded, x.get(s1).Status)
 }
 
 func testZeroToken(t *testing.T, x *fixture) {
 	ctx := t.Context()
 	s := x.slot(0)
-	f := scheduler.Fence{Token: fence.None, Owner: "owner-0"}
+	f := ledger.Fence{Scope: unitMark, Token: fence.None, Owner: "owner-0"}
 	_, _, err := x.ledger.Begin(ctx, s, f, 3, x.now(0, time.Second))
 	require.Error(t, err, "Begin with token 0")
 	require.True(t, errors.Is(err, fence.ErrNoToken) || errors.Is(err, fence.ErrStaleToken),
 		"Begin with token 0: want fence.ErrNoToken or fence.ErrStaleToken, got %v", err)
-	err = x.ledger.Skip(ctx, s, f, scheduler.StatusSkipped, "overlap", x.now(0, time.Second))
+	err = x.ledger.Skip(ctx, s, f, ledger.StatusSkipped, "overlap", x.now(0, time.Second))
 	require.Error(t, err, "Skip with token 0")
 	x.requireAbsent(s)
 }
@@ -91,11 +91,11 @@ func testLostHolderCannotWrite(t *testing.T, x *fixture) {
 	before := x.get(s1)
 
 	now := x.now(2, 10*time.Second)
-	err := x.ledger.Finish(ctx, s1, a, n, scheduler.Outcome{Status: scheduler.StatusSucceeded}, now)
+	err := x.ledger.Finish(ctx, s1, a, n, ledger.Outcome{Status: ledger.StatusSucceeded}, now)
 	requireStale(t, err, a.Token, b.Token, "Finish by the holder that lost the lease")
 	err = x.ledger.Heartbeat(ctx, s1, a, n, now)
 	requireStale(t, err, a.Token, b.Token, "Heartbeat by the holder that lost the lease")
-	err = x.ledger.Skip(ctx, s3, a, scheduler.StatusSkipped, "overlap", now)
+	err = x.ledger.Skip(ctx, s3, a, ledger.StatusSkipped, "overlap", now)
 	requireStale(t, err, a.Token, b.Token, "Skip by the holder that lost the lease")
 	_, _, err = x.ledger.Begin(ctx, s3, a, 3, now)
 	requireStale(t, err, a.Token, b.Token, "Begin by the holder that lost the lease")
@@ -107,8 +107,8 @@ func testLostHolderCannotWrite(t *testing.T, x *fixture) {
 	require.Equal(t, 2, x.begin(s1, b, 3, x.now(2, 20*time.Second)))
 	x.succeed(s1, b, 2, x.now(2, 30*time.Second))
 	rec := x.get(s1)
-	require.Equal(t, scheduler.StatusSucceeded, rec.Status)
-	require.Equal(t, scheduler.StatusAbandoned, rec.Attempts[0].Status)
+	require.Equal(t, ledger.StatusSucceeded, rec.Status)
+	require.Equal(t, ledger.StatusAbandoned, rec.Attempts[0].Status)
 }
 
 // Each partition has its own fence and its own records; the pause flag is
@@ -127,9 +127,9 @@ func testPartitionsIndependent(t *testing.T, x *fixture) {
 	requireStale(t, err, small.Token, big.Token, "Begin in the other partition")
 
 	recA, recB := x.get(sa), x.get(sb)
-	require.Equal(t, scheduler.StatusRunning, recA.Status)
+	require.Equal(t, ledger.StatusRunning, recA.Status)
 	require.Equal(t, big.Owner, recA.Attempts[0].Owner)
-	require.Equal(t, scheduler.StatusSucceeded, recB.Status)
+	require.Equal(t, ledger.StatusSucceeded, recB.Status)
 	require.Equal(t, small.Owner, recB.Attempts[0].Owner)
 	x.requireAbsent(x.slot(0)) // the default partition "" is a third one
 
@@ -137,7 +137,7 @@ func testPartitionsIndependent(t *testing.T, x *fixture) {
 	x.requireAbsent(x.slotIn("eu", 1))
 
 	// Skips and State are per partition too.
-	require.NoError(t, x.ledger.Skip(ctx, x.slotIn("us", 5), small, scheduler.StatusMissed, "downtime", x.now(5, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slotIn("us", 5), small, ledger.StatusMissed, "downtime", x.now(5, 0)))
 	requireTime(t, x.at(0), x.state("eu", time.Time{}).Last, "State.Last of eu")
 	requireTime(t, x.at(5), x.state("us", time.Time{}).Last, "State.Last of us")
 	requireTime(t, time.Time{}, x.state("", time.Time{}).Last, "State.Last of the default partition")
@@ -152,7 +152,7 @@ func testConcurrentBegins(t *testing.T, x *fixture) {
 	ctx := t.Context()
 	s := x.slot(0)
 	type result struct {
-		f       scheduler.Fence
+		f       ledger.Fence
 		attempt int
 		err     error
 	}
@@ -192,16 +192,16 @@ func testConcurrentBegins(t *testing.T, x *fixture) {
 	require.Equal(t, holder(racers).Token, last.f.Token, "the largest token is never refused")
 
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusRunning, rec.Status)
+	require.Equal(t, ledger.StatusRunning, rec.Status)
 	require.Equal(t, len(accepted), rec.Attempt)
 	require.Len(t, rec.Attempts, len(accepted))
 	for i, at := range rec.Attempts {
 		require.Equal(t, i+1, at.N)
 		require.Equal(t, accepted[i].f.Token, at.Token, "Attempt %d's token", at.N)
 		require.Equal(t, accepted[i].f.Owner, at.Owner, "Attempt %d's owner", at.N)
-		want := scheduler.StatusAbandoned
+		want := ledger.StatusAbandoned
 		if i == len(rec.Attempts)-1 {
-			want = scheduler.StatusRunning
+			want = ledger.StatusRunning
 		}
 		require.Equal(t, want, at.Status, "Attempt %d's status", at.N)
 	}

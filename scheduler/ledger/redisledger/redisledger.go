@@ -1,4 +1,4 @@
-package scheduler
+package redisledger
 
 import (
 	"context"
@@ -15,10 +15,14 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// DefaultLedgerPrefix starts every key of a RedisLedger.
-const DefaultLedgerPrefix = "holdfast:ledger:"
+// DefaultPrefix starts every key of a Ledger ("holdfast:ledger:").
+const DefaultPrefix = "holdfast:ledger:"
+
+// ErrInvalidConfig is returned by New for a nil client or a bad prefix.
+var ErrInvalidConfig = errors.New("redisledger: invalid config")
 
 var (
 	//go:embed scripts/fence.lua
@@ -50,7 +54,7 @@ var (
 	cancelScript    = redis.NewScript(cancelSrc)
 )
 
-// RedisLedger is the default Ledger. The records of one (job, partition)
+// Ledger is the default ledger.Ledger. The records of one (job, partition)
 // share the hash tag {job|partition}, so it works on Redis Cluster; every
 // fenced transition is one Lua script that checks and raises the fence.
 //
@@ -63,7 +67,7 @@ var (
 //
 // Durability is Redis's: after a data loss the horizon starts again at
 // the first State call, so slots from before the loss are never caught up.
-type RedisLedger struct {
+type Ledger struct {
 	rdb     redis.UniversalClient
 	pipe    *autopipe.Pipe // fenced transitions of concurrent claims share round trips
 	prefix  string
@@ -71,25 +75,25 @@ type RedisLedger struct {
 }
 
 var (
-	_ Ledger        = (*RedisLedger)(nil)
-	_ ClearBeginner = (*RedisLedger)(nil)
+	_ ledger.Ledger        = (*Ledger)(nil)
+	_ ledger.ClearBeginner = (*Ledger)(nil)
 )
 
-// NewRedisLedger returns a ledger over rdb with keys under prefix (default
-// DefaultLedgerPrefix). It returns ErrInvalidConfig for a nil rdb or a
+// New returns a ledger over rdb with keys under prefix (default
+// DefaultPrefix). It returns ErrInvalidConfig for a nil rdb or a
 // prefix holding '{' or '}'.
-func NewRedisLedger(rdb redis.UniversalClient, prefix string) (*RedisLedger, error) {
+func New(rdb redis.UniversalClient, prefix string) (*Ledger, error) {
 	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	if prefix == "" {
-		prefix = DefaultLedgerPrefix
+		prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidConfig, prefix)
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &RedisLedger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster}, nil
+	return &Ledger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster}, nil
 }
 
 type ledgerKeys struct {
@@ -97,7 +101,7 @@ type ledgerKeys struct {
 	base                                              string
 }
 
-func (l *RedisLedger) keys(job, partition string) ledgerKeys {
+func (l *Ledger) keys(job, partition string) ledgerKeys {
 	b := l.prefix + "{" + job + "|" + partition + "}:"
 	return ledgerKeys{
 		fence: b + "fence", open: b + "open", pending: b + "pending", retry: b + "retry",
@@ -107,13 +111,19 @@ func (l *RedisLedger) keys(job, partition string) ledgerKeys {
 
 func (k ledgerKeys) run(at time.Time) string { return k.base + "run:" + unix(at) }
 
-// fenceOf is the fence hash f is checked against: the pair's, or with
-// Fence.PerSlot the slot's own (fence:<unix>).
-func (k ledgerKeys) fenceOf(s Slot, f Fence) string {
-	if f.PerSlot {
-		return k.fence + ":" + unix(s.At)
+// fenceOf is the fence hash of f's scope (ledger.Fence.Check): the
+// pair's (fence) for the unit scope, the slot's own (fence:<unix>) for its
+// slot scope. The names are those of the stored format before fences were
+// named by scope: a store written by an older version keeps fencing.
+func (k ledgerKeys) fenceOf(s ledger.Slot, f ledger.Fence) (string, error) {
+	slotScoped, err := f.Check(s)
+	switch {
+	case err != nil:
+		return "", err
+	case slotScoped:
+		return k.fence + ":" + unix(s.At), nil
 	}
-	return k.fence
+	return k.fence, nil
 }
 
 func unix(t time.Time) string   { return strconv.FormatInt(t.Unix(), 10) }
@@ -131,7 +141,7 @@ func fromMillis(s string) time.Time {
 }
 
 // State implements Ledger. One pipeline: one round trip on a single server.
-func (l *RedisLedger) State(ctx context.Context, job, partition string, since, now time.Time) (State, error) {
+func (l *Ledger) State(ctx context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
 	k := l.keys(job, partition)
 	pipe := l.rdb.Pipeline()
 	open := pipe.ZRangeByScore(ctx, k.open, &redis.ZRangeBy{Min: unix(since), Max: "+inf"})
@@ -142,20 +152,20 @@ func (l *RedisLedger) State(ctx context.Context, job, partition string, since, n
 	horizon := pipe.Get(ctx, k.horizon)
 	paused := pipe.Exists(ctx, l.pausedKey(job))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return State{}, fmt.Errorf("scheduler: ledger state %s: %w", job, err)
+		return ledger.State{}, fmt.Errorf("redisledger: state %s: %w", job, err)
 	}
 	retryAt := map[string]time.Time{}
 	for _, z := range retry.Val() {
 		retryAt[fmt.Sprint(z.Member)] = time.UnixMilli(int64(z.Score)).UTC()
 	}
 	seen := map[string]bool{}
-	var st State
+	var st ledger.State
 	for _, m := range append(open.Val(), pending.Val()...) {
 		if seen[m] {
 			continue
 		}
 		seen[m] = true
-		st.Open = append(st.Open, OpenSlot{At: fromUnix(m), RetryAt: retryAt[m]})
+		st.Open = append(st.Open, ledger.OpenSlot{At: fromUnix(m), RetryAt: retryAt[m]})
 	}
 	sort.Slice(st.Open, func(i, j int) bool { return st.Open[i].At.Before(st.Open[j].At) })
 	if last.Err() == nil {
@@ -166,28 +176,32 @@ func (l *RedisLedger) State(ctx context.Context, job, partition string, since, n
 	return st, nil
 }
 
-func (l *RedisLedger) pausedKey(job string) string { return l.prefix + "{" + job + "}:paused" }
+func (l *Ledger) pausedKey(job string) string { return l.prefix + "{" + job + "}:paused" }
 
 // Begin implements Ledger.
-func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
+func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
 	k := l.keys(s.Job, s.Partition)
-	keys := []string{k.fenceOf(s, f), k.run(s.At), k.open, k.last, k.index, k.pending, k.retry}
+	fk, err := k.fenceOf(s, f)
+	if err != nil {
+		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), err)
+	}
+	keys := []string{fk, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry}
 	args := []any{f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1)}
-	if f.PerSlot && f.Unit != nil {
+	if p := f.Planner; p != nil {
 		keys = append(keys, k.fence)
-		args = append(args, f.Unit.Token.String(), f.Unit.Owner)
+		args = append(args, p.Token.String(), p.Owner)
 	}
 	res, err := l.runScript(ctx, beginScript, keys, args...).Int64Slice()
 	if err != nil {
-		return 0, 0, fmt.Errorf("scheduler: ledger begin %s: %w", s.Key(), err)
+		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), err)
 	}
 	switch res[0] {
 	case 1:
 		return int(res[1]), int(res[2]), nil
 	case 0:
-		return 0, 0, ErrSlotDone
+		return 0, 0, ledger.ErrSlotDone
 	case -2:
-		return 0, 0, staleLedger(s, *f.Unit, res[1])
+		return 0, 0, staleLedger(s, *f.Planner, res[1])
 	default:
 		return 0, 0, staleLedger(s, f, res[1])
 	}
@@ -196,16 +210,16 @@ func (l *RedisLedger) Begin(ctx context.Context, s Slot, f Fence, maxAttempts in
 // BeginIfClear implements ClearBeginner: one script per request, all in
 // one pipeline (one round trip). On Redis Cluster, where the pause flag
 // lives under another hash tag, every answer is Clear == false, without a
-// round trip; so is a request with a Fence.PerSlot.
-func (l *RedisLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, now time.Time) []BeginResult {
-	out := make([]BeginResult, len(reqs))
+// round trip; so is a request whose Fence is not of the unit scope.
+func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, now time.Time) []ledger.BeginResult {
+	out := make([]ledger.BeginResult, len(reqs))
 	if l.cluster {
 		return out
 	}
 	cmds := make([]*redis.Cmd, len(reqs))
 	pipe := l.rdb.Pipeline()
 	for i, r := range reqs {
-		if r.Fence.PerSlot {
+		if slotScoped, err := r.Fence.Check(r.Slot); err != nil || slotScoped {
 			continue
 		}
 		k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
@@ -231,14 +245,14 @@ func (l *RedisLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, now
 		res, err := cmd.Int64Slice()
 		switch {
 		case err != nil:
-			out[i] = BeginResult{Clear: true, Err: fmt.Errorf("scheduler: ledger begin %s: %w", r.Slot.Key(), err)}
+			out[i] = ledger.BeginResult{Clear: true, Err: fmt.Errorf("redisledger: begin %s: %w", r.Slot.Key(), err)}
 		case res[0] == 2:
 		case res[0] == 1:
-			out[i] = BeginResult{Attempt: int(res[1]), Left: int(res[2]), Clear: true}
+			out[i] = ledger.BeginResult{Attempt: int(res[1]), Left: int(res[2]), Clear: true}
 		case res[0] == 0:
-			out[i] = BeginResult{Clear: true, Err: ErrSlotDone}
+			out[i] = ledger.BeginResult{Clear: true, Err: ledger.ErrSlotDone}
 		default:
-			out[i] = BeginResult{Clear: true, Err: staleLedger(r.Slot, r.Fence, res[1])}
+			out[i] = ledger.BeginResult{Clear: true, Err: staleLedger(r.Slot, r.Fence, res[1])}
 		}
 	}
 	return out
@@ -247,7 +261,7 @@ func (l *RedisLedger) BeginIfClear(ctx context.Context, reqs []BeginRequest, now
 // runScript runs sc through the ledger's auto-pipeline (EVALSHA, batched
 // with the transitions of concurrent claims), and again with redis.Script.Run
 // (EVAL) when the server lost the script.
-func (l *RedisLedger) runScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (l *Ledger) runScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	cmdArgs = append(cmdArgs, "evalsha", sc.Hash(), len(keys))
 	for _, k := range keys {
@@ -270,45 +284,53 @@ func isNoScript(err error) bool {
 }
 
 // Heartbeat implements Ledger.
-func (l *RedisLedger) Heartbeat(ctx context.Context, s Slot, f Fence, attempt int, now time.Time) error {
+func (l *Ledger) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
 	k := l.keys(s.Job, s.Partition)
-	res, err := l.runScript(ctx, heartbeatScript, []string{k.fenceOf(s, f), k.run(s.At), k.base + "cancel"},
+	fk, err := k.fenceOf(s, f)
+	if err != nil {
+		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
+	}
+	res, err := l.runScript(ctx, heartbeatScript, []string{fk, k.run(s.At), k.base + "cancel"},
 		f.Token.String(), f.Owner, attempt, millis(now), unix(s.At)).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("scheduler: ledger heartbeat %s: %w", s.Key(), err)
+		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
 	}
 	switch res[0] {
 	case 1:
 		return nil
 	case 2:
-		return ErrCancelRequested
+		return ledger.ErrCancelRequested
 	}
 	return staleLedger(s, f, res[1])
 }
 
 // RequestCancel implements Canceler.
-func (l *RedisLedger) RequestCancel(ctx context.Context, job, partition string, slot time.Time) error {
+func (l *Ledger) RequestCancel(ctx context.Context, job, partition string, slot time.Time) error {
 	k := l.keys(job, partition)
 	if err := cancelScript.Run(ctx, l.rdb, []string{k.base + "cancel"}, unix(slot)).Err(); err != nil {
-		return fmt.Errorf("scheduler: ledger cancel %s: %w", job, err)
+		return fmt.Errorf("redisledger: cancel %s: %w", job, err)
 	}
 	return nil
 }
 
-var _ Canceler = (*RedisLedger)(nil)
+var _ ledger.Canceler = (*Ledger)(nil)
 
 // Finish implements Ledger.
-func (l *RedisLedger) Finish(ctx context.Context, s Slot, f Fence, attempt int, o Outcome, now time.Time) error {
+func (l *Ledger) Finish(ctx context.Context, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
 	k := l.keys(s.Job, s.Partition)
+	fk, err := k.fenceOf(s, f)
+	if err != nil {
+		return fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
+	}
 	retry := ""
-	if o.Status == StatusFailed && !o.RetryAt.IsZero() {
+	if o.Status == ledger.StatusFailed && !o.RetryAt.IsZero() {
 		retry = millis(o.RetryAt)
 	}
-	res, err := l.runScript(ctx, finishScript, []string{k.fenceOf(s, f), k.run(s.At), k.open, k.retry},
+	res, err := l.runScript(ctx, finishScript, []string{fk, k.run(s.At), k.open, k.retry},
 		f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
 		millis(now), retry).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("scheduler: ledger finish %s: %w", s.Key(), err)
+		return fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
 	}
 	if res[0] != 1 {
 		return staleLedger(s, f, res[1])
@@ -317,15 +339,19 @@ func (l *RedisLedger) Finish(ctx context.Context, s Slot, f Fence, attempt int, 
 }
 
 // Skip implements Ledger.
-func (l *RedisLedger) Skip(ctx context.Context, s Slot, f Fence, status Status, reason string, now time.Time) error {
-	if status != StatusSkipped && status != StatusMissed {
-		return fmt.Errorf("scheduler: ledger skip %s: status %q, want skipped or missed", s.Key(), status)
+func (l *Ledger) Skip(ctx context.Context, s ledger.Slot, f ledger.Fence, status ledger.Status, reason string, now time.Time) error {
+	if status != ledger.StatusSkipped && status != ledger.StatusMissed {
+		return fmt.Errorf("redisledger: skip %s: status %q, want skipped or missed", s.Key(), status)
 	}
 	k := l.keys(s.Job, s.Partition)
-	res, err := l.runScript(ctx, skipScript, []string{k.fenceOf(s, f), k.run(s.At), k.last, k.index},
+	fk, err := k.fenceOf(s, f)
+	if err != nil {
+		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
+	}
+	res, err := l.runScript(ctx, skipScript, []string{fk, k.run(s.At), k.last, k.index},
 		f.Token.String(), f.Owner, unix(s.At), string(status), reason, millis(now)).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("scheduler: ledger skip %s: %w", s.Key(), err)
+		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
 	}
 	if res[0] == -1 {
 		return staleLedger(s, f, res[1])
@@ -334,21 +360,21 @@ func (l *RedisLedger) Skip(ctx context.Context, s Slot, f Fence, status Status, 
 }
 
 // Request implements Ledger.
-func (l *RedisLedger) Request(ctx context.Context, s Slot, reason string, now time.Time) error {
+func (l *Ledger) Request(ctx context.Context, s ledger.Slot, reason string, now time.Time) error {
 	k := l.keys(s.Job, s.Partition)
 	n, err := requestScript.Run(ctx, l.rdb, []string{k.run(s.At), k.open, k.index, k.pending, k.retry},
 		unix(s.At), reason, millis(now)).Int64()
 	if err != nil {
-		return fmt.Errorf("scheduler: ledger request %s: %w", s.Key(), err)
+		return fmt.Errorf("redisledger: request %s: %w", s.Key(), err)
 	}
 	if n == -2 {
-		return fmt.Errorf("%w: %s", ErrSlotRunning, s.Key())
+		return fmt.Errorf("%w: %s", ledger.ErrSlotRunning, s.Key())
 	}
 	return nil
 }
 
 // SetPaused implements Ledger.
-func (l *RedisLedger) SetPaused(ctx context.Context, job string, paused bool) error {
+func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
 	var err error
 	if paused {
 		err = l.rdb.Set(ctx, l.pausedKey(job), "1", 0).Err()
@@ -356,25 +382,25 @@ func (l *RedisLedger) SetPaused(ctx context.Context, job string, paused bool) er
 		err = l.rdb.Del(ctx, l.pausedKey(job)).Err()
 	}
 	if err != nil {
-		return fmt.Errorf("scheduler: ledger pause %s: %w", job, err)
+		return fmt.Errorf("redisledger: pause %s: %w", job, err)
 	}
 	return nil
 }
 
 // Get implements Ledger.
-func (l *RedisLedger) Get(ctx context.Context, s Slot) (Record, bool, error) {
+func (l *Ledger) Get(ctx context.Context, s ledger.Slot) (ledger.Record, bool, error) {
 	m, err := l.rdb.HGetAll(ctx, l.keys(s.Job, s.Partition).run(s.At)).Result()
 	if err != nil {
-		return Record{}, false, fmt.Errorf("scheduler: ledger get %s: %w", s.Key(), err)
+		return ledger.Record{}, false, fmt.Errorf("redisledger: get %s: %w", s.Key(), err)
 	}
 	if len(m) == 0 {
-		return Record{Slot: s}, false, nil
+		return ledger.Record{Slot: s}, false, nil
 	}
 	return parseRecord(s, m), true, nil
 }
 
 // List implements Ledger.
-func (l *RedisLedger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]Record, error) {
+func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -383,7 +409,7 @@ func (l *RedisLedger) List(ctx context.Context, job, partition string, from, to 
 		Min: unix(from), Max: "(" + unix(to), Count: int64(limit),
 	}).Result()
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: ledger list %s: %w", job, err)
+		return nil, fmt.Errorf("redisledger: list %s: %w", job, err)
 	}
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(slots))
@@ -391,17 +417,17 @@ func (l *RedisLedger) List(ctx context.Context, job, partition string, from, to 
 		cmds[i] = pipe.HGetAll(ctx, k.base+"run:"+m)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("scheduler: ledger list %s: %w", job, err)
+		return nil, fmt.Errorf("redisledger: list %s: %w", job, err)
 	}
-	recs := make([]Record, 0, len(slots))
+	recs := make([]ledger.Record, 0, len(slots))
 	for i, m := range slots {
-		recs = append(recs, parseRecord(Slot{Job: job, At: fromUnix(m), Partition: partition}, cmds[i].Val()))
+		recs = append(recs, parseRecord(ledger.Slot{Job: job, At: fromUnix(m), Partition: partition}, cmds[i].Val()))
 	}
 	return recs, nil
 }
 
-func parseRecord(s Slot, m map[string]string) Record {
-	rec := Record{Slot: s, Status: Status(m["status"]), Reason: m["reason"], RetryAt: fromMillis(m["retry_at"])}
+func parseRecord(s ledger.Slot, m map[string]string) ledger.Record {
+	rec := ledger.Record{Slot: s, Status: ledger.Status(m["status"]), Reason: m["reason"], RetryAt: fromMillis(m["retry_at"])}
 	rec.Attempt, _ = strconv.Atoi(m["attempt"])
 	for n := 1; n <= rec.Attempt; n++ {
 		a := "a" + strconv.Itoa(n) + "."
@@ -409,19 +435,20 @@ func parseRecord(s Slot, m map[string]string) Record {
 			continue
 		}
 		tok, _ := strconv.ParseUint(m[a+"token"], 10, 64)
-		rec.Attempts = append(rec.Attempts, Attempt{
-			N: n, Token: fence.Token(tok), Owner: m[a+"owner"], Status: Status(m[a+"status"]),
-			Class: ErrorClass(m[a+"class"]), Error: m[a+"error"],
+		rec.Attempts = append(rec.Attempts, ledger.Attempt{
+			N: n, Token: fence.Token(tok), Owner: m[a+"owner"], Status: ledger.Status(m[a+"status"]),
+			Class: ledger.ErrorClass(m[a+"class"]), Error: m[a+"error"],
 			Started: fromMillis(m[a+"started"]), Heartbeat: fromMillis(m[a+"hb"]), Finished: fromMillis(m[a+"finished"]),
 		})
 	}
 	return rec
 }
 
-func staleLedger(s Slot, f Fence, current int64) error {
-	resource := "ledger:" + s.Job + "|" + s.Partition
-	if f.PerSlot {
-		resource = "ledger:" + s.Key()
+// staleLedger is the refusal of f by the fence of its scope: Resource names
+// the slot's (job, partition) records, Scope the fence.
+func staleLedger(s ledger.Slot, f ledger.Fence, current int64) error {
+	return &fence.StaleTokenError{
+		Resource: "ledger:" + ledger.UnitScope(s.Job, s.Partition), Scope: f.Scope,
+		Presented: f.Token, Current: fence.Token(current),
 	}
-	return &fence.StaleTokenError{Resource: resource, Presented: f.Token, Current: fence.Token(current)}
 }

@@ -3,8 +3,8 @@ package ledgertest_test
 import (
 	"testing"
 
-	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/ledgertest"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
 )
 
 // TestMemory runs the suite against the reference ledger, a fresh one per
@@ -13,11 +13,11 @@ import (
 func TestMemory(t *testing.T) {
 	t.Run("Fresh", func(t *testing.T) {
 		t.Parallel()
-		ledgertest.Exercise(t, func(*testing.T) scheduler.Ledger { return ledgertest.NewMemory() })
+		ledgertest.Exercise(t, func(*testing.T) ledger.Ledger { return ledgertest.NewMemory() })
 	})
 	t.Run("Shared", func(t *testing.T) {
 		t.Parallel()
 		shared := ledgertest.NewMemory()
-		ledgertest.Exercise(t, func(*testing.T) scheduler.Ledger { return shared })
+		ledgertest.Exercise(t, func(*testing.T) ledger.Ledger { return shared })
 	})
 }

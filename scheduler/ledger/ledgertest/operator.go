@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // operatorCases cover Skip (policy) and Request (operators).
@@ -23,10 +23,10 @@ var operatorCases = []testCase{
 
 func testSkipSkipped(t *testing.T, x *fixture) {
 	s, h := x.slot(0), holder(1)
-	require.NoError(t, x.ledger.Skip(t.Context(), s, h, scheduler.StatusSkipped, "overlap: forbid", x.now(0, 0)))
+	require.NoError(t, x.ledger.Skip(t.Context(), s, h, ledger.StatusSkipped, "overlap: forbid", x.now(0, 0)))
 
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusSkipped, rec.Status)
+	require.Equal(t, ledger.StatusSkipped, rec.Status)
 	require.Equal(t, "overlap: forbid", rec.Reason)
 	require.Equal(t, 0, rec.Attempt)
 	require.Empty(t, rec.Attempts)
@@ -38,10 +38,10 @@ func testSkipSkipped(t *testing.T, x *fixture) {
 func testSkipMissed(t *testing.T, x *fixture) {
 	ctx := t.Context()
 	s, h := x.slot(0), holder(1)
-	require.NoError(t, x.ledger.Skip(ctx, s, h, scheduler.StatusMissed, "missed during downtime", x.now(0, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, s, h, ledger.StatusMissed, "missed during downtime", x.now(0, 0)))
 
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusMissed, rec.Status)
+	require.Equal(t, ledger.StatusMissed, rec.Status)
 	require.Equal(t, "missed during downtime", rec.Reason)
 	require.Empty(t, rec.Attempts)
 	x.requireOpen(x.state("", x.at(-1))) // it awaits an operator
@@ -49,7 +49,7 @@ func testSkipMissed(t *testing.T, x *fixture) {
 
 	require.NoError(t, x.ledger.Request(ctx, s, "ops: run the missed settlement", x.now(1, 0)))
 	rec = x.get(s)
-	require.Equal(t, scheduler.StatusPending, rec.Status)
+	require.Equal(t, ledger.StatusPending, rec.Status)
 	require.Equal(t, "ops: run the missed settlement", rec.Reason)
 	st := x.state("", x.at(-1))
 	x.requireOpen(st, x.at(0))
@@ -57,7 +57,7 @@ func testSkipMissed(t *testing.T, x *fixture) {
 
 	require.Equal(t, 1, x.begin(s, h, 3, x.now(1, time.Second)))
 	x.succeed(s, h, 1, x.now(1, 2*time.Second))
-	require.Equal(t, scheduler.StatusSucceeded, x.get(s).Status)
+	require.Equal(t, ledger.StatusSucceeded, x.get(s).Status)
 }
 
 // Skip never overwrites a record: a slot that was begun keeps its run.
@@ -67,14 +67,14 @@ func testSkipBegun(t *testing.T, x *fixture) {
 	running, succeeded := x.slot(0), x.slot(1)
 	x.begin(running, h, 3, x.now(0, 0))
 	x.succeed(succeeded, h, x.begin(succeeded, h, 3, x.now(1, 0)), x.now(1, time.Second))
-	before := []scheduler.Record{x.get(running), x.get(succeeded)}
+	before := []ledger.Record{x.get(running), x.get(succeeded)}
 
-	for i, s := range []scheduler.Slot{running, succeeded} {
-		for _, status := range []scheduler.Status{scheduler.StatusSkipped, scheduler.StatusMissed} {
+	for i, s := range []ledger.Slot{running, succeeded} {
+		for _, status := range []ledger.Status{ledger.StatusSkipped, ledger.StatusMissed} {
 			err := x.ledger.Skip(ctx, s, h, status, "overlap", x.now(2, 0))
 			// The contract says the slot "is left as it is"; it does not
 			// say whether that is an error. Accept nil or ErrSlotDone.
-			require.True(t, err == nil || errors.Is(err, scheduler.ErrSlotDone), "Skip (%s) of a begun slot: %v", status, err)
+			require.True(t, err == nil || errors.Is(err, ledger.ErrSlotDone), "Skip (%s) of a begun slot: %v", status, err)
 			requireSameRecord(t, before[i], x.get(s), "a begun slot after Skip")
 		}
 	}
@@ -92,7 +92,7 @@ func testRequestFreshBudget(t *testing.T, x *fixture) {
 
 	require.NoError(t, x.ledger.Request(ctx, s, "ops: retry after the bank fixed its API", x.now(0, 6*time.Minute)))
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusPending, rec.Status)
+	require.Equal(t, ledger.StatusPending, rec.Status)
 	require.Equal(t, "ops: retry after the bank fixed its API", rec.Reason)
 	require.Equal(t, maxAttempts, rec.Attempt, "a Request starts no attempt")
 	requireTime(t, time.Time{}, rec.RetryAt, "Record.RetryAt of a pending slot")
@@ -121,8 +121,8 @@ func testRequestReopens(t *testing.T, x *fixture) {
 	h := holder(1)
 	succeeded, final := x.slot(0), x.slot(1)
 	x.succeed(succeeded, h, x.begin(succeeded, h, 1, x.now(0, 0)), x.now(0, time.Second))
-	x.finish(final, h, x.begin(final, h, 1, x.now(1, 0)), scheduler.Outcome{
-		Status: scheduler.StatusFailed, Class: scheduler.ClassPermanent, Error: "bad input",
+	x.finish(final, h, x.begin(final, h, 1, x.now(1, 0)), ledger.Outcome{
+		Status: ledger.StatusFailed, Class: ledger.ClassPermanent, Error: "bad input",
 	}, x.now(1, time.Second))
 	x.requireDone(succeeded, h, 1, x.now(2, 0))
 	x.requireDone(final, h, 1, x.now(2, 0))
@@ -148,7 +148,7 @@ func testRequestRunning(t *testing.T, x *fixture) {
 	x.begin(s, h, 3, x.now(0, 0))
 	before := x.get(s)
 	err := x.ledger.Request(t.Context(), s, "ops", x.now(0, time.Second))
-	require.ErrorIs(t, err, scheduler.ErrSlotRunning)
+	require.ErrorIs(t, err, ledger.ErrSlotRunning)
 	requireSameRecord(t, before, x.get(s), "a running slot after a refused Request")
 }
 
@@ -157,7 +157,7 @@ func testRequestUnknown(t *testing.T, x *fixture) {
 	s, h := x.slot(0), holder(1)
 	require.NoError(t, x.ledger.Request(t.Context(), s, "backfill 2026-03", x.now(0, 0)))
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusPending, rec.Status)
+	require.Equal(t, ledger.StatusPending, rec.Status)
 	require.Equal(t, 0, rec.Attempt)
 	require.Equal(t, "backfill 2026-03", rec.Reason)
 	require.Empty(t, rec.Attempts)

@@ -24,7 +24,7 @@ type queries struct {
 	// touches the token.
 	ensureFence string // $1 job, $2 partition, $3 slot or NULL, $4 now
 	raiseLast   string // $1 job, $2 partition, $3 slot
-	// raiseSlot is raise for a slot's own fence (Fence.PerSlot):
+	// raiseSlot is raise for a slot's own fence (its slot scope):
 	// $1 job, $2 partition, $3 slot, $4 token, $5 owner. Returns the token
 	// when the rule accepts, no row when it refuses; atomic the same way.
 	raiseSlot      string

@@ -1,4 +1,4 @@
-package scheduler_test
+package redisledger_test
 
 import (
 	"testing"
@@ -6,8 +6,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
-	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/ledgertest"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 // TestRedisLedgerConformance runs the ledger conformance suite against
@@ -17,9 +18,9 @@ func TestRedisLedgerConformance(t *testing.T) {
 	for _, b := range redistest.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			ledgertest.Exercise(t, func(t *testing.T) scheduler.Ledger {
+			ledgertest.Exercise(t, func(t *testing.T) ledger.Ledger {
 				rdb := b.New(t)
-				l, err := scheduler.NewRedisLedger(rdb, redistest.Prefix(t, rdb)+"ledger:")
+				l, err := redisledger.New(rdb, redistest.Prefix(t, rdb)+"ledger:")
 				require.NoError(t, err)
 				return l
 			})

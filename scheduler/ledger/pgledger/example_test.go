@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/pgledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 )
 
 // A ledger over a pool, migrated once at start-up, given to the scheduler
@@ -25,19 +25,19 @@ func Example() {
 	}
 	defer pool.Close()
 
-	ledger, err := pgledger.New(pool, pgledger.Config{Schema: "holdfast"})
+	ldg, err := pgledger.New(pool, pgledger.Config{Schema: "holdfast"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := ledger.Migrate(ctx); err != nil {
+	if err := ldg.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
 
-	slot := scheduler.Slot{Job: "daily-settlement", At: time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)}
-	held := scheduler.Fence{Token: 1_741_417_200_000_123, Owner: "replica-a/4f1c"} // the job lease's
-	attempt, left, err := ledger.Begin(ctx, slot, held, 3, time.Now())
+	slot := ledger.Slot{Job: "daily-settlement", At: time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)}
+	held := ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: 1_741_417_200_000_123, Owner: "replica-a/4f1c"} // the job lease's
+	attempt, left, err := ldg.Begin(ctx, slot, held, 3, time.Now())
 	switch {
-	case errors.Is(err, scheduler.ErrSlotDone):
+	case errors.Is(err, ledger.ErrSlotDone):
 		return // another replica ran it
 	case errors.Is(err, fence.ErrStaleToken):
 		return // this replica lost the lease
@@ -48,6 +48,6 @@ func Example() {
 	// retryable failure with left > 0 finishes with StatusFailed and a
 	// RetryAt; with left == 0 the failure is final ...
 	fmt.Println("attempts left after this one:", left)
-	err = ledger.Finish(ctx, slot, held, attempt, scheduler.Outcome{Status: scheduler.StatusSucceeded}, time.Now())
+	err = ldg.Finish(ctx, slot, held, attempt, ledger.Outcome{Status: ledger.StatusSucceeded}, time.Now())
 	fmt.Println(err)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // State implements scheduler.Ledger in one statement (one round trip) once
@@ -21,13 +21,13 @@ import (
 // pair's fence: their holder lost the lease to a holder that has since
 // touched the ledger, so they are abandoned and the next Begin takes them
 // over. A slot whose attempts Begin found spent is final and not listed.
-func (l *Ledger) State(ctx context.Context, job, partition string, since, now time.Time) (scheduler.State, error) {
+func (l *Ledger) State(ctx context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
 	const op = "state"
 	if err := l.ready(); err != nil {
-		return scheduler.State{}, err
+		return ledger.State{}, err
 	}
 	if err := validateKey(job, partition); err != nil {
-		return scheduler.State{}, err
+		return ledger.State{}, err
 	}
 	st, known, err := l.state(ctx, job, partition, since)
 	if err != nil || known {
@@ -36,14 +36,14 @@ func (l *Ledger) State(ctx context.Context, job, partition string, since, now ti
 	if err := l.inTx(ctx, op, fenceResource(job, partition), func(tx pgx.Tx) error {
 		return l.lockFence(ctx, tx, op, job, partition, nil, now)
 	}); err != nil {
-		return scheduler.State{}, err
+		return ledger.State{}, err
 	}
 	st, _, err = l.state(ctx, job, partition, since)
 	return st, err
 }
 
 // state reads State; known is false when the pair has no fence row yet.
-func (l *Ledger) state(ctx context.Context, job, partition string, since time.Time) (st scheduler.State, known bool, err error) {
+func (l *Ledger) state(ctx context.Context, job, partition string, since time.Time) (st ledger.State, known bool, err error) {
 	const op = "state"
 	err = l.read(op, fenceResource(job, partition), func() error {
 		rows, err := l.db.Query(ctx, l.sql.state, job, partition, since)
@@ -64,8 +64,8 @@ func (l *Ledger) state(ctx context.Context, job, partition string, since time.Ti
 			if at == nil {
 				continue // the first row only, when nothing is open
 			}
-			open := scheduler.OpenSlot{At: at.UTC()}
-			if *status == string(scheduler.StatusFailed) {
+			open := ledger.OpenSlot{At: at.UTC()}
+			if *status == string(ledger.StatusFailed) {
 				open.RetryAt = utc(retryAt)
 			}
 			st.Open = append(st.Open, open)
@@ -76,22 +76,22 @@ func (l *Ledger) state(ctx context.Context, job, partition string, since time.Ti
 }
 
 // Get implements scheduler.Ledger.
-func (l *Ledger) Get(ctx context.Context, slot scheduler.Slot) (scheduler.Record, bool, error) {
+func (l *Ledger) Get(ctx context.Context, slot ledger.Slot) (ledger.Record, bool, error) {
 	if err := l.ready(); err != nil {
-		return scheduler.Record{}, false, err
+		return ledger.Record{}, false, err
 	}
 	if err := validateKey(slot.Job, slot.Partition); err != nil {
-		return scheduler.Record{}, false, err
+		return ledger.Record{}, false, err
 	}
 	recs, err := l.records(ctx, "get", slotName(slot), l.sql.get, slot.Job, slotTime(slot.At), slot.Partition)
 	if err != nil || len(recs) == 0 {
-		return scheduler.Record{}, false, err
+		return ledger.Record{}, false, err
 	}
 	return recs[0], true, nil
 }
 
 // List implements scheduler.Ledger. limit must be at least 1.
-func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]scheduler.Record, error) {
+func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
 	if err := l.ready(); err != nil {
 		return nil, err
 	}
@@ -106,8 +106,8 @@ func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.
 
 // records runs a records query and folds its rows, one per attempt (or one
 // per run without attempts), into Records in the query's order.
-func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any) ([]scheduler.Record, error) {
-	var recs []scheduler.Record
+func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any) ([]ledger.Record, error) {
+	var recs []ledger.Record
 	err := l.read(op, what, func() error {
 		rows, err := l.db.Query(ctx, sql, args...)
 		if err != nil {
@@ -118,7 +118,7 @@ func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any)
 		for rows.Next() {
 			var (
 				id                         int64
-				rec                        scheduler.Record
+				rec                        ledger.Record
 				status                     string
 				retryAt                    *time.Time
 				n                          *int
@@ -133,7 +133,7 @@ func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any)
 			if id != lastID {
 				lastID = id
 				rec.Slot.At = rec.Slot.At.UTC()
-				rec.Status = scheduler.Status(status)
+				rec.Status = ledger.Status(status)
 				rec.RetryAt = utc(retryAt)
 				recs = append(recs, rec)
 			}
@@ -141,9 +141,9 @@ func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any)
 				continue // a run without attempts: skipped, missed, requested
 			}
 			cur := &recs[len(recs)-1]
-			cur.Attempts = append(cur.Attempts, scheduler.Attempt{
+			cur.Attempts = append(cur.Attempts, ledger.Attempt{
 				N: *n, Token: fence.Token(*token), Owner: *owner,
-				Status: scheduler.Status(*aStatus), Class: scheduler.ErrorClass(*class), Error: *msg,
+				Status: ledger.Status(*aStatus), Class: ledger.ErrorClass(*class), Error: *msg,
 				Started: utc(started), Heartbeat: utc(hb), Finished: utc(finished),
 			})
 		}

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// perSlotCases cover scheduler.Fence.PerSlot (OverlapAllow): each slot has a
+// perSlotCases cover slot-scoped fences (ledger.SlotScope, OverlapAllow): each slot has a
 // fence of its own, checked and raised instead of the (job, partition)'s,
 // with the same acceptance rule.
 var perSlotCases = []testCase{
@@ -27,7 +27,7 @@ var perSlotCases = []testCase{
 
 // OverlapAllow's planners hold the pair's lease while they plan, and begin
 // each slot under that slot's own lease, presenting their own fence as
-// Fence.Unit. Planner 2 (unit holder 20) begins slot 1 so: planner 1 (unit
+// Fence.Planner. Planner 2 (unit holder 20) begins slot 1 so: planner 1 (unit
 // holder 10, which lost the job lease) can then no longer Skip slot 2, nor
 // begin one with its unit fence; and a Begin whose unit fence is stale
 // begins nothing.
@@ -36,19 +36,19 @@ func testPerSlotUnitFence(t *testing.T, x *fixture) {
 	p1, p2 := holder(10), holder(20)
 	s1, s2 := x.slot(1), x.slot(2)
 	// Planner 1 was active before: it raised the pair's fence to 10.
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(0), p1, scheduler.StatusSkipped, "missed", x.now(0, time.Second)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(0), p1, ledger.StatusSkipped, "missed", x.now(0, time.Second)))
 
 	begin := perSlot(100)
-	begin.Unit = &p2
+	begin.Planner = &p2
 	n, _ := x.beginLeft(s1, begin, 3, x.now(1, time.Second))
 	require.Equal(t, 1, n)
 
-	err := x.ledger.Skip(ctx, s2, p1, scheduler.StatusSkipped, "missed", x.now(1, 2*time.Second))
+	err := x.ledger.Skip(ctx, s2, p1, ledger.StatusSkipped, "missed", x.now(1, 2*time.Second))
 	requireStale(t, err, p1.Token, p2.Token, "the older planner's Skip after the newer one began a slot")
 	x.requireAbsent(s2)
 
 	old := perSlot(200)
-	old.Unit = &p1
+	old.Planner = &p1
 	_, _, err = x.ledger.Begin(ctx, s2, old, 3, x.now(1, 3*time.Second))
 	requireStale(t, err, p1.Token, p2.Token, "a Begin under the older planner's unit fence")
 	x.requireAbsent(s2)
@@ -56,17 +56,17 @@ func testPerSlotUnitFence(t *testing.T, x *fixture) {
 	// The run goes on under its slot fence alone, after its planner's
 	// lease is gone and a newer planner raised the pair's fence.
 	p3 := holder(30)
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), p3, scheduler.StatusSkipped, "missed", x.now(1, 4*time.Second)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), p3, ledger.StatusSkipped, "missed", x.now(1, 4*time.Second)))
 	run := perSlot(100)
 	require.NoError(t, x.ledger.Heartbeat(ctx, s1, run, 1, x.now(1, 5*time.Second)))
 	x.succeed(s1, run, 1, x.now(1, 6*time.Second))
-	require.Equal(t, scheduler.StatusSucceeded, x.get(s1).Status)
+	require.Equal(t, ledger.StatusSucceeded, x.get(s1).Status)
 }
 
 // perSlot returns holder n's fence as a lease on one slot.
-func perSlot(n int) scheduler.Fence {
+func perSlot(n int) ledger.Fence {
 	f := holder(n)
-	f.PerSlot = true
+	f.Scope = slotMark
 	return f
 }
 
@@ -77,7 +77,7 @@ func perSlot(n int) scheduler.Fence {
 // the moment holder 2 began.
 func testPerSlotInterleave(t *testing.T, x *fixture) {
 	ctx := t.Context()
-	run := func(p string, a, b scheduler.Fence) (n1, n2 int, errs []error) {
+	run := func(p string, a, b ledger.Fence) (n1, n2 int, errs []error) {
 		s1, s2 := x.slotIn(p, 1), x.slotIn(p, 2)
 		n1 = x.begin(s1, a, 3, x.now(1, time.Second))
 		n2 = x.begin(s2, b, 3, x.now(2, time.Second))
@@ -85,7 +85,7 @@ func testPerSlotInterleave(t *testing.T, x *fixture) {
 			x.ledger.Heartbeat(ctx, s1, a, n1, x.now(2, 2*time.Second)),
 			x.ledger.Heartbeat(ctx, s2, b, n2, x.now(2, 3*time.Second)),
 			x.ledger.Heartbeat(ctx, s1, a, n1, x.now(2, 4*time.Second)),
-			x.ledger.Finish(ctx, s1, a, n1, scheduler.Outcome{Status: scheduler.StatusSucceeded}, x.now(2, 5*time.Second)),
+			x.ledger.Finish(ctx, s1, a, n1, ledger.Outcome{Status: ledger.StatusSucceeded}, x.now(2, 5*time.Second)),
 		)
 		x.succeed(s2, b, n2, x.now(2, 6*time.Second))
 		return n1, n2, errs
@@ -101,14 +101,14 @@ func testPerSlotInterleave(t *testing.T, x *fixture) {
 	}
 	for _, c := range []struct {
 		i int
-		f scheduler.Fence
+		f ledger.Fence
 	}{{1, a}, {2, b}} {
 		rec := x.get(x.slot(c.i))
-		require.Equal(t, scheduler.StatusSucceeded, rec.Status, "slot %d", c.i)
+		require.Equal(t, ledger.StatusSucceeded, rec.Status, "slot %d", c.i)
 		require.Equal(t, 1, rec.Attempt, "slot %d", c.i)
 		require.Len(t, rec.Attempts, 1, "slot %d", c.i)
 		at := rec.Attempts[0]
-		require.Equal(t, scheduler.StatusSucceeded, at.Status, "slot %d", c.i)
+		require.Equal(t, ledger.StatusSucceeded, at.Status, "slot %d", c.i)
 		require.Equal(t, c.f.Token, at.Token, "slot %d", c.i)
 		require.Equal(t, c.f.Owner, at.Owner, "slot %d", c.i)
 	}
@@ -128,10 +128,10 @@ func testPerSlotInterleave(t *testing.T, x *fixture) {
 		requireStale(t, errs[i], pa.Token, pb.Token, "pair-fenced holder 1's "+err+" after holder 2 began")
 	}
 	rec := x.get(x.slotIn("pair", 1))
-	require.Equal(t, scheduler.StatusRunning, rec.Status, "pair-fenced slot 1, its holder fenced out")
+	require.Equal(t, ledger.StatusRunning, rec.Status, "pair-fenced slot 1, its holder fenced out")
 	require.Equal(t, pa.Owner, rec.Attempts[0].Owner)
 	requireTime(t, x.now(1, time.Second), rec.Attempts[0].Heartbeat, "pair-fenced slot 1's heartbeat, refused")
-	require.Equal(t, scheduler.StatusSucceeded, x.get(x.slotIn("pair", 2)).Status)
+	require.Equal(t, ledger.StatusSucceeded, x.get(x.slotIn("pair", 2)).Status)
 	x.requireOpen(x.state("pair", x.at(0)), x.at(1))
 }
 
@@ -151,11 +151,11 @@ func testPerSlotStaleRefused(t *testing.T, x *fixture) {
 
 	stale := []struct {
 		what string
-		f    scheduler.Fence
+		f    ledger.Fence
 	}{
-		{"smaller token", scheduler.Fence{Token: cur.Token - 1, Owner: holder(4).Owner, PerSlot: true}},
-		{"equal token, another owner", scheduler.Fence{Token: cur.Token, Owner: "intruder", PerSlot: true}},
-		{"smaller token, current owner", scheduler.Fence{Token: cur.Token - 1, Owner: cur.Owner, PerSlot: true}},
+		{"smaller token", ledger.Fence{Token: cur.Token - 1, Owner: holder(4).Owner, Scope: slotMark}},
+		{"equal token, another owner", ledger.Fence{Token: cur.Token, Owner: "intruder", Scope: slotMark}},
+		{"smaller token, current owner", ledger.Fence{Token: cur.Token - 1, Owner: cur.Owner, Scope: slotMark}},
 	}
 	for _, c := range stale {
 		now := x.now(1, 30*time.Second)
@@ -163,9 +163,9 @@ func testPerSlotStaleRefused(t *testing.T, x *fixture) {
 		requireStale(t, err, c.f.Token, cur.Token, c.what+": Begin")
 		err = x.ledger.Heartbeat(ctx, s1, c.f, n, now)
 		requireStale(t, err, c.f.Token, cur.Token, c.what+": Heartbeat")
-		err = x.ledger.Finish(ctx, s1, c.f, n, scheduler.Outcome{Status: scheduler.StatusSucceeded}, now)
+		err = x.ledger.Finish(ctx, s1, c.f, n, ledger.Outcome{Status: ledger.StatusSucceeded}, now)
 		requireStale(t, err, c.f.Token, cur.Token, c.what+": Finish")
-		err = x.ledger.Skip(ctx, s1, c.f, scheduler.StatusSkipped, "overlap", now)
+		err = x.ledger.Skip(ctx, s1, c.f, ledger.StatusSkipped, "overlap", now)
 		requireStale(t, err, c.f.Token, cur.Token, c.what+": Skip")
 	}
 
@@ -180,14 +180,14 @@ func testPerSlotStaleRefused(t *testing.T, x *fixture) {
 	s2 := x.slot(2)
 	require.Equal(t, 1, x.begin(s2, lower, 3, x.now(2, time.Second)))
 	x.succeed(s2, lower, 1, x.now(2, 2*time.Second))
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), lower, scheduler.StatusSkipped, "overlap", x.now(3, 0)))
-	require.Equal(t, scheduler.StatusSkipped, x.get(x.slot(3)).Status)
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), lower, ledger.StatusSkipped, "overlap", x.now(3, 0)))
+	require.Equal(t, ledger.StatusSkipped, x.get(x.slot(3)).Status)
 
 	// Slot 1's fence was neither lowered nor handed over.
 	require.NoError(t, x.ledger.Heartbeat(ctx, s1, cur, n, x.now(2, 40*time.Second)))
 	x.succeed(s1, cur, n, x.now(2, 50*time.Second))
 	rec := x.get(s1)
-	require.Equal(t, scheduler.StatusSucceeded, rec.Status)
+	require.Equal(t, ledger.StatusSucceeded, rec.Status)
 	require.Equal(t, cur.Owner, rec.Attempts[0].Owner)
 }
 
@@ -205,37 +205,37 @@ func testPerSlotTakeover(t *testing.T, x *fixture) {
 	require.Equal(t, 1, left, "attempts left after the takeover's attempt 2 of 3")
 
 	rec := x.get(s1)
-	require.Equal(t, scheduler.StatusRunning, rec.Status)
+	require.Equal(t, ledger.StatusRunning, rec.Status)
 	require.Equal(t, 2, rec.Attempt)
 	require.Len(t, rec.Attempts, 2)
-	require.Equal(t, scheduler.StatusAbandoned, rec.Attempts[0].Status, "the old holder's attempt")
+	require.Equal(t, ledger.StatusAbandoned, rec.Attempts[0].Status, "the old holder's attempt")
 	require.Equal(t, old.Token, rec.Attempts[0].Token)
-	require.Equal(t, scheduler.StatusRunning, rec.Attempts[1].Status)
+	require.Equal(t, ledger.StatusRunning, rec.Attempts[1].Status)
 	require.Equal(t, next.Token, rec.Attempts[1].Token)
 	require.Equal(t, next.Owner, rec.Attempts[1].Owner)
 	before := rec
 
 	now := x.now(2, 10*time.Second)
-	err := x.ledger.Finish(ctx, s1, old, 1, scheduler.Outcome{Status: scheduler.StatusSucceeded}, now)
+	err := x.ledger.Finish(ctx, s1, old, 1, ledger.Outcome{Status: ledger.StatusSucceeded}, now)
 	requireStale(t, err, old.Token, next.Token, "Finish by the holder whose slot was taken over")
 	err = x.ledger.Heartbeat(ctx, s1, old, 1, now)
 	requireStale(t, err, old.Token, next.Token, "Heartbeat by the holder whose slot was taken over")
 	_, _, err = x.ledger.Begin(ctx, s1, old, 3, now)
 	requireStale(t, err, old.Token, next.Token, "Begin by the holder whose slot was taken over")
-	err = x.ledger.Skip(ctx, s1, old, scheduler.StatusSkipped, "overlap", now)
+	err = x.ledger.Skip(ctx, s1, old, ledger.StatusSkipped, "overlap", now)
 	requireStale(t, err, old.Token, next.Token, "Skip by the holder whose slot was taken over")
 	requireSameRecord(t, before, x.get(s1), "the taken-over slot after the old holder's writes")
 
 	// The old holder's other slot is fenced by its own lease: it goes on.
 	require.NoError(t, x.ledger.Heartbeat(ctx, s2, old, 1, x.now(2, 11*time.Second)))
 	x.succeed(s2, old, 1, x.now(2, 12*time.Second))
-	require.Equal(t, scheduler.StatusSucceeded, x.get(s2).Status)
+	require.Equal(t, ledger.StatusSucceeded, x.get(s2).Status)
 
 	x.succeed(s1, next, 2, x.now(2, 20*time.Second))
 	rec = x.get(s1)
-	require.Equal(t, scheduler.StatusSucceeded, rec.Status)
-	require.Equal(t, scheduler.StatusAbandoned, rec.Attempts[0].Status)
-	require.Equal(t, scheduler.StatusSucceeded, rec.Attempts[1].Status)
+	require.Equal(t, ledger.StatusSucceeded, rec.Status)
+	require.Equal(t, ledger.StatusAbandoned, rec.Attempts[0].Status)
+	require.Equal(t, ledger.StatusSucceeded, rec.Attempts[1].Status)
 }
 
 // A per-slot write leaves the pair's fence as it is, and a pair-fenced
@@ -256,8 +256,8 @@ func testPerSlotLeavesPairFence(t *testing.T, x *fixture) {
 	require.NoError(t, x.ledger.Heartbeat(ctx, s2, pair, n2, x.now(2, 3*time.Second)))
 	x.succeed(s2, pair, n2, x.now(2, 4*time.Second))
 	x.succeed(s1, huge, n1, x.now(2, 5*time.Second))
-	require.Equal(t, scheduler.StatusSucceeded, x.get(s1).Status)
-	require.Equal(t, scheduler.StatusSucceeded, x.get(s2).Status)
+	require.Equal(t, ledger.StatusSucceeded, x.get(s1).Status)
+	require.Equal(t, ledger.StatusSucceeded, x.get(s2).Status)
 
 	// The pair's fence holds the pair-fenced holder's token, not the
 	// per-slot one: a smaller pair-fenced token is refused against it.
@@ -271,16 +271,16 @@ func testPerSlotLeavesPairFence(t *testing.T, x *fixture) {
 	// is taken over.
 	big, small := holder(50), perSlot(10)
 	s4, s5 := x.slot(4), x.slot(5)
-	require.NoError(t, x.ledger.Skip(ctx, s4, big, scheduler.StatusSkipped, "overlap", x.now(4, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, s4, big, ledger.StatusSkipped, "overlap", x.now(4, 0)))
 	require.Equal(t, 1, x.begin(s5, big, 3, x.now(5, time.Second)))
 	n, _, err := x.ledger.Begin(ctx, s4, small, 3, x.now(5, 2*time.Second))
-	require.ErrorIs(t, err, scheduler.ErrSlotDone, "per-slot Begin of the skipped slot returned attempt %d", n)
+	require.ErrorIs(t, err, ledger.ErrSlotDone, "per-slot Begin of the skipped slot returned attempt %d", n)
 	require.False(t, errors.Is(err, fence.ErrStaleToken), "per-slot Begin of the skipped slot: %v", err)
 	require.Equal(t, 2, x.begin(s5, small, 3, x.now(5, 3*time.Second)), "per-slot takeover of slot 5")
 	x.succeed(s5, small, 2, x.now(5, 4*time.Second))
 	rec := x.get(s5)
-	require.Equal(t, scheduler.StatusSucceeded, rec.Status)
-	require.Equal(t, scheduler.StatusAbandoned, rec.Attempts[0].Status)
+	require.Equal(t, ledger.StatusSucceeded, rec.Status)
+	require.Equal(t, ledger.StatusAbandoned, rec.Attempts[0].Status)
 	require.Equal(t, big.Owner, rec.Attempts[0].Owner)
 	require.Equal(t, small.Owner, rec.Attempts[1].Owner)
 }
@@ -308,8 +308,8 @@ func testPerSlotState(t *testing.T, x *fixture) {
 	// A failure with a retry stays open, with its RetryAt; a success
 	// leaves.
 	retry := x.now(2, 90*time.Second)
-	x.finish(x.slot(1), a, n1, scheduler.Outcome{
-		Status: scheduler.StatusFailed, Class: scheduler.ClassRetryable, Error: "again", RetryAt: retry,
+	x.finish(x.slot(1), a, n1, ledger.Outcome{
+		Status: ledger.StatusFailed, Class: ledger.ClassRetryable, Error: "again", RetryAt: retry,
 	}, x.now(2, 30*time.Second))
 	x.succeed(x.slot(2), b, n2, x.now(2, 31*time.Second))
 	st = x.state("", x.at(0))
@@ -317,11 +317,11 @@ func testPerSlotState(t *testing.T, x *fixture) {
 	requireTime(t, retry, st.Open[0].RetryAt, "OpenSlot.RetryAt of the per-slot failure")
 
 	// Skipped and missed slots under per-slot fences move Last too.
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(4), perSlot(3), scheduler.StatusSkipped, "overlap", x.now(4, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(4), perSlot(3), ledger.StatusSkipped, "overlap", x.now(4, 0)))
 	requireTime(t, x.at(4), x.state("", time.Time{}).Last, "after a per-slot Skip of slot 4")
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), perSlot(3), scheduler.StatusMissed, "downtime", x.now(4, time.Second)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), perSlot(3), ledger.StatusMissed, "downtime", x.now(4, time.Second)))
 	requireTime(t, x.at(4), x.state("", time.Time{}).Last, "after a per-slot Skip of the earlier slot 3")
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(6), perSlot(3), scheduler.StatusMissed, "downtime", x.now(6, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(6), perSlot(3), ledger.StatusMissed, "downtime", x.now(6, 0)))
 	st = x.state("", x.at(0))
 	requireTime(t, x.at(6), st.Last, "after a per-slot Skip (missed) of slot 6")
 	x.requireOpen(st, x.at(1))
@@ -352,7 +352,7 @@ func testPerSlotConcurrent(t *testing.T, x *fixture) {
 				err = x.ledger.Heartbeat(ctx, s, f, n, x.now(i, 2*time.Second))
 			}
 			if err == nil {
-				err = x.ledger.Finish(ctx, s, f, n, scheduler.Outcome{Status: scheduler.StatusSucceeded}, x.now(i, 3*time.Second))
+				err = x.ledger.Finish(ctx, s, f, n, ledger.Outcome{Status: ledger.StatusSucceeded}, x.now(i, 3*time.Second))
 			}
 			errs[i] = err
 		})
@@ -362,7 +362,7 @@ func testPerSlotConcurrent(t *testing.T, x *fixture) {
 	for i, err := range errs {
 		require.NoError(t, err, "per-slot holder %d of slot %d", i+1, i)
 		rec := x.get(x.slot(i))
-		require.Equal(t, scheduler.StatusSucceeded, rec.Status, "slot %d", i)
+		require.Equal(t, ledger.StatusSucceeded, rec.Status, "slot %d", i)
 		require.Len(t, rec.Attempts, 1, "slot %d", i)
 		require.Equal(t, perSlot(i+1).Token, rec.Attempts[0].Token, "slot %d's token", i)
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // optionalCases check the optional ledger interfaces, on a ledger that
@@ -21,9 +21,9 @@ var optionalCases = []testCase{
 // replica that lost the race for that slot asks for it); one for a later
 // slot makes the running attempt's Heartbeat return ErrCancelRequested.
 func testCanceler(t *testing.T, x *fixture) {
-	c, ok := x.ledger.(scheduler.Canceler)
+	c, ok := x.raw.(ledger.Canceler)
 	if !ok {
-		t.Skip("the ledger does not implement scheduler.Canceler")
+		t.Skip("the ledger does not implement ledger.Canceler")
 	}
 	ctx := t.Context()
 	h := holder(1)
@@ -33,24 +33,24 @@ func testCanceler(t *testing.T, x *fixture) {
 	require.NoError(t, c.RequestCancel(ctx, x.job, "other", x.at(1)))
 	require.NoError(t, x.ledger.Heartbeat(ctx, x.slot(0), h, n, x.now(0, 2)), "another partition cancels nothing")
 	require.NoError(t, c.RequestCancel(ctx, x.job, "", x.at(1)))
-	require.ErrorIs(t, x.ledger.Heartbeat(ctx, x.slot(0), h, n, x.now(0, 3)), scheduler.ErrCancelRequested)
+	require.ErrorIs(t, x.ledger.Heartbeat(ctx, x.slot(0), h, n, x.now(0, 3)), ledger.ErrCancelRequested)
 }
 
 // ClearBeginner: BeginIfClear begins a slot as Begin does when nothing
 // else is due for its pair, and otherwise changes nothing (Clear false).
 func testClearBeginner(t *testing.T, x *fixture) {
-	cb, ok := x.ledger.(scheduler.ClearBeginner)
+	cb, ok := x.raw.(ledger.ClearBeginner)
 	if !ok {
-		t.Skip("the ledger does not implement scheduler.ClearBeginner")
+		t.Skip("the ledger does not implement ledger.ClearBeginner")
 	}
 	ctx := t.Context()
 	since := x.at(-60)
-	req := func(i int, f scheduler.Fence, prev int) scheduler.BeginRequest {
-		return scheduler.BeginRequest{Slot: x.slot(i), Fence: f, MaxAttempts: 3, Prev: x.at(prev), Since: since}
+	req := func(i int, f ledger.Fence, prev int) ledger.BeginRequest {
+		return ledger.BeginRequest{Slot: x.slot(i), Fence: fill(x.slot(i), f), MaxAttempts: 3, Prev: x.at(prev), Since: since}
 	}
-	one := func(r scheduler.BeginRequest, i int) scheduler.BeginResult {
+	one := func(r ledger.BeginRequest, i int) ledger.BeginResult {
 		t.Helper()
-		res := cb.BeginIfClear(ctx, []scheduler.BeginRequest{r}, x.now(i, 0))
+		res := cb.BeginIfClear(ctx, []ledger.BeginRequest{r}, x.now(i, 0))
 		require.Len(t, res, 1)
 		return res[0]
 	}
@@ -61,7 +61,7 @@ func testClearBeginner(t *testing.T, x *fixture) {
 	require.True(t, res.Clear)
 	require.NoError(t, res.Err)
 	require.Equal(t, []int{1, 2}, []int{res.Attempt, res.Left})
-	require.Equal(t, scheduler.StatusRunning, x.get(x.slot(1)).Status)
+	require.Equal(t, ledger.StatusRunning, x.get(x.slot(1)).Status)
 
 	// The next slot while slot 1 still runs under a holder that lost the
 	// lease: slot 1 is open, so not clear, and nothing changes.
@@ -82,10 +82,10 @@ func testClearBeginner(t *testing.T, x *fixture) {
 	// A slot already done: clear, ErrSlotDone.
 	res = one(req(2, a, 1), 2)
 	require.True(t, res.Clear)
-	require.ErrorIs(t, res.Err, scheduler.ErrSlotDone)
+	require.ErrorIs(t, res.Err, ledger.ErrSlotDone)
 
 	// A stale token: clear, *fence.StaleTokenError, nothing begun.
-	res = one(req(3, scheduler.Fence{Token: TokenBase, Owner: "old"}, 2), 3)
+	res = one(req(3, ledger.Fence{Scope: unitMark, Token: TokenBase, Owner: "old"}, 2), 3)
 	require.True(t, res.Clear)
 	var stale *fence.StaleTokenError
 	require.ErrorAs(t, res.Err, &stale)

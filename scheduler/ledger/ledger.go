@@ -1,4 +1,4 @@
-package scheduler
+package ledger
 
 import (
 	"context"
@@ -7,6 +7,21 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 )
+
+// Slot identifies one scheduled execution: the job, the scheduled instant
+// in UTC (second precision) and the partition. Every replica computes the
+// same Slot from the schedule, whenever its own timer fires.
+type Slot struct {
+	Job       string
+	At        time.Time
+	Partition string
+}
+
+// Key is the slot's idempotency key, "job:2006-01-02T15:04:05Z:partition":
+// the same for every attempt of the slot, on every replica.
+func (s Slot) Key() string {
+	return s.Job + ":" + s.At.UTC().Format(time.RFC3339) + ":" + s.Partition
+}
 
 // Status is the state of a slot's run in the ledger.
 //
@@ -43,18 +58,20 @@ const (
 	ClassPanic       ErrorClass = "panic"
 )
 
-// Errors returned by ledgers.
+// Errors returned by ledgers, besides *fence.StaleTokenError (matching
+// fence.ErrStaleToken, its Scope the refused Fence's), ErrUnknownScope and
+// ErrInvalidFence.
 var (
 	// ErrSlotDone is returned by Ledger.Begin when the slot needs no
 	// attempt: it succeeded, was skipped, failed its last attempt, or
 	// awaits an operator (missed).
-	ErrSlotDone = errors.New("scheduler: slot already done")
+	ErrSlotDone = errors.New("ledger: slot already done")
 	// ErrSlotRunning is returned by Ledger.Request for a slot that is
 	// running: retry it after it ends.
-	ErrSlotRunning = errors.New("scheduler: slot is running")
+	ErrSlotRunning = errors.New("ledger: slot is running")
 	// ErrCancelRequested is returned by Heartbeat (after recording it)
 	// when a Canceler's RequestCancel named a later slot.
-	ErrCancelRequested = errors.New("scheduler: cancel of the running attempt requested")
+	ErrCancelRequested = errors.New("ledger: cancel of the running attempt requested")
 )
 
 // Canceler is an optional Ledger interface, needed by OverlapCancelOther:
@@ -105,26 +122,34 @@ type BeginResult struct {
 	Err           error
 }
 
-// Fence is the job lease's token and owner, presented with every ledger
-// transition.
+// Fence is what a lease holder presents with every fenced transition:
+// the holder of a lease (Scope, Token, Owner, as fence.Holder) and, for a
+// Begin under OverlapAllow, the planner's.
+//
+// A ledger keeps one fence per scope of a slot, as a sink keeps one per
+// (resource, scope), because a token is only comparable with tokens of
+// the same lease. A slot has two: its (job, partition)'s, named
+// UnitScope(job, partition), shared by all of the pair's slots so that a
+// holder that lost the unit lease can write to none of them once a newer
+// holder wrote to any; and its own, named SlotScope(slot), for runs under
+// OverlapAllow, each under a lease of its own. The transition checks and
+// raises the fence Scope names and leaves the other as it is. A scope
+// that is neither is refused (ErrUnknownScope).
 type Fence struct {
+	// Scope is the name of the lease Token was issued for: UnitScope or
+	// SlotScope of the slot written (scheduler.Run.Scope).
+	Scope string
+	// Token is that lease's fencing token; Owner the acquisition's owner.
 	Token fence.Token
 	Owner string
-	// PerSlot says the token is of a lease on this one slot (OverlapAllow,
-	// where runs of one (job, partition) overlap, each under its own
-	// lease): the ledger checks and raises a fence of the slot alone, and
-	// leaves the (job, partition)'s fence as it is. False (the default):
-	// the fence of the (job, partition), so that a holder that lost the
-	// job lease can write to none of its slots once a newer holder wrote
-	// to any.
-	PerSlot bool
-	// Unit, with PerSlot, is the fence of the (job, partition) lease under
-	// which the slot is begun (OverlapAllow's planner): the transition also
-	// checks and raises the pair's fence with it, before the slot's, so
-	// that a planner that lost the job lease can no longer Skip a slot
-	// once a newer planner began any. The scheduler sets it on Begin only:
-	// a run outlives its planner's lease. Ignored without PerSlot.
-	Unit *Fence
+	// Planner, on a slot-scoped Begin (OverlapAllow's planner), is the
+	// holder of the unit lease under which the slot is begun, with the
+	// unit scope: Begin also checks and raises the unit's fence with it,
+	// before the slot's, so that a planner that lost the unit lease can no
+	// longer Skip a slot once a newer planner began any. The scheduler
+	// sets it on Begin only: a run outlives its planner's lease. Nil
+	// elsewhere; see Check.
+	Planner *Fence
 }
 
 // Outcome is how an attempt ended, for Ledger.Finish.
@@ -191,11 +216,12 @@ type Record struct {
 
 // Ledger records runs: one logical run per slot, many attempts. Every
 // transition a lease holder makes (Begin, Heartbeat, Finish, Skip) is
-// fenced with the acceptance rule per (job, partition): a holder that lost
-// its lease can never write after a newer holder touched the ledger; such
-// calls return *fence.StaleTokenError. Operator actions (Request,
+// fenced with the acceptance rule on the fence of the Fence's scope (see
+// Fence): a holder that lost its lease can never write after a newer
+// holder of the same lease touched the ledger; such calls return
+// *fence.StaleTokenError and change nothing. Operator actions (Request,
 // SetPaused) are not fenced. Run every implementation through
-// scheduler/ledgertest.Exercise.
+// ledgertest.Exercise (package scheduler/ledger/ledgertest).
 type Ledger interface {
 	// State returns what a claim needs: open slots at or after since,
 	// the last begun slot, the horizon and the pause flag. A pair's first
@@ -231,8 +257,6 @@ type Ledger interface {
 	// newest first, at most limit.
 	List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]Record, error)
 }
-
-func isRunning(err error) bool { return errors.Is(err, ErrSlotRunning) }
 
 // Latest returns the record's latest attempt; ok is false before the
 // first.

@@ -56,9 +56,10 @@
 //
 // # Per-slot fences
 //
-// A transition whose scheduler.Fence has PerSlot set (OverlapAllow: runs of
-// one (job, partition) overlap, each under a lease of its own slot, so
-// tokens of different slots interleave) is fenced by the slot alone. It
+// A transition whose ledger.Fence has the slot's scope (ledger.SlotScope;
+// OverlapAllow: runs of one (job, partition) overlap, each under a lease
+// of its own slot, so tokens of different slots interleave) is fenced by
+// the slot alone. It
 // still locks the pair's job_fences row first (creating it, and so the
 // horizon, if missing; a Begin raises last_slot there), so writers of one
 // pair keep taking turns, but neither checks nor raises that row's token.

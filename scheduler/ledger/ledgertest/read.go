@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // readCases cover Get and List.
@@ -18,10 +18,10 @@ var readCases = []testCase{
 func testGetUnknown(t *testing.T, x *fixture) {
 	x.requireAbsent(x.slot(0))
 	x.begin(x.slot(0), holder(1), 3, x.now(0, 0))
-	x.requireAbsent(x.slot(1))                                                // another instant
-	x.requireAbsent(x.slotIn("eu", 0))                                        // another partition
-	x.requireAbsent(scheduler.Slot{Job: x.job + "-other", At: x.at(0)})       // another job
-	x.requireAbsent(scheduler.Slot{Job: x.job, At: x.at(0).Add(time.Second)}) // a second later
+	x.requireAbsent(x.slot(1))                                             // another instant
+	x.requireAbsent(x.slotIn("eu", 0))                                     // another partition
+	x.requireAbsent(ledger.Slot{Job: x.job + "-other", At: x.at(0)})       // another job
+	x.requireAbsent(ledger.Slot{Job: x.job, At: x.at(0).Add(time.Second)}) // a second later
 }
 
 func testList(t *testing.T, x *fixture) {
@@ -33,7 +33,7 @@ func testList(t *testing.T, x *fixture) {
 			x.succeed(x.slot(i), h, n, x.now(i, time.Second))
 		}
 	}
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(5), h, scheduler.StatusSkipped, "overlap", x.now(5, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(5), h, ledger.StatusSkipped, "overlap", x.now(5, 0)))
 	x.begin(x.slotIn("eu", 2), h, 3, x.now(2, 0)) // another partition
 
 	list := func(from, to time.Time, limit int) []time.Time {
@@ -68,8 +68,8 @@ func testList(t *testing.T, x *fixture) {
 	for _, rec := range recs {
 		requireSameRecord(t, x.get(rec.Slot), rec, "List record vs Get")
 	}
-	require.Equal(t, scheduler.StatusSkipped, recs[0].Status)
-	require.Equal(t, scheduler.StatusSucceeded, recs[1].Status)
-	require.Equal(t, scheduler.StatusRunning, recs[2].Status)
+	require.Equal(t, ledger.StatusSkipped, recs[0].Status)
+	require.Equal(t, ledger.StatusSucceeded, recs[1].Status)
+	require.Equal(t, ledger.StatusRunning, recs[2].Status)
 	require.Len(t, recs[2].Attempts, 1)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // DefaultSchema holds the ledger's tables when Config.Schema is "". It is
@@ -72,7 +73,7 @@ type Ledger struct {
 	sql    queries
 }
 
-var _ scheduler.Ledger = (*Ledger)(nil)
+var _ ledger.Ledger = (*Ledger)(nil)
 
 // New returns a Ledger over db with its tables in cfg.Schema. It returns an
 // error matching ErrInvalidConfig for a nil db (a nil *pgxpool.Pool too)
@@ -130,15 +131,21 @@ func (l *Ledger) inTx(ctx context.Context, op, what string, fn func(pgx.Tx) erro
 // statement. It returns a *fence.StaleTokenError carrying the current token
 // when the rule refuses.
 //
-// The fence is the pair's (job_fences), or with f.PerSlot the slot's own
-// (job_slot_fences): then the pair's row is locked (and created, starting
-// the horizon, if missing) but its token neither checked nor raised.
+// The fence is the one of f's scope (ledger.Fence.Check): the pair's
+// (job_fences) for the unit scope, the slot's own (job_slot_fences) for its
+// slot scope; then the pair's row is locked (and created, starting the
+// horizon, if missing) but its token checked and raised only for
+// f.Planner. The tables are those of the stored format before fences were
+// named by scope.
 // now, the caller's clock, starts the pair's horizon when its row is
 // created: the database's clock never enters a decision.
-func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler.Slot, f scheduler.Fence, last *time.Time, now time.Time) error {
-	if f.PerSlot {
-		var err error
-		if u := f.Unit; u != nil {
+func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot ledger.Slot, f ledger.Fence, last *time.Time, now time.Time) error {
+	slotScoped, err := f.Check(slot)
+	if err != nil {
+		return fmt.Errorf("pgledger: %s %s: %w", op, slotName(slot), err)
+	}
+	if slotScoped {
+		if u := f.Planner; u != nil {
 			// The planner's fence: checked and raised on the pair's row.
 			err = l.check(ctx, tx, op, fenceResource(slot.Job, slot.Partition), *u,
 				l.sql.raise, []any{slot.Job, slot.Partition, int64(u.Token), u.Owner, last, now},
@@ -164,7 +171,7 @@ func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot scheduler
 // refuses, ON CONFLICT has locked the row even so: tokenSQL then reads the
 // token that refused the write, for the *fence.StaleTokenError naming
 // resource.
-func (l *Ledger) check(ctx context.Context, tx pgx.Tx, op, resource string, f scheduler.Fence,
+func (l *Ledger) check(ctx context.Context, tx pgx.Tx, op, resource string, f ledger.Fence,
 	raiseSQL string, raiseArgs []any, tokenSQL string, tokenArgs []any,
 ) error {
 	var raised int64
@@ -180,7 +187,7 @@ func (l *Ledger) check(ctx context.Context, tx pgx.Tx, op, resource string, f sc
 		return wrapDBError(op, resource, err)
 	}
 	return fmt.Errorf("pgledger: %s: %w", op, &fence.StaleTokenError{
-		Resource: resource, Presented: f.Token, Current: fence.Token(current),
+		Resource: resource, Scope: f.Scope, Presented: f.Token, Current: fence.Token(current),
 	})
 }
 
@@ -189,13 +196,13 @@ func fenceResource(job, partition string) string {
 	return "job_fences(" + job + ", " + partition + ")"
 }
 
-// slotFenceResource names a slot's own fence (Fence.PerSlot) in errors.
-func slotFenceResource(s scheduler.Slot) string {
+// slotFenceResource names a slot's own fence (its slot scope) in errors.
+func slotFenceResource(s ledger.Slot) string {
 	return "job_slot_fences(" + s.Job + ", " + s.Partition + ", " + slotTime(s.At).Format(time.RFC3339) + ")"
 }
 
 // slotName names a slot in errors.
-func slotName(s scheduler.Slot) string { return s.Key() }
+func slotName(s ledger.Slot) string { return s.Key() }
 
 // slotTime is the stored form of a slot's instant: UTC, whole seconds (a
 // Slot's identity has second precision, as in the Redis ledger).
@@ -219,7 +226,7 @@ func validateKey(job, partition string) error {
 }
 
 // validateFenced checks what every fenced transition presents.
-func validateFenced(op string, s scheduler.Slot, f scheduler.Fence) error {
+func validateFenced(op string, s ledger.Slot, f ledger.Fence) error {
 	if err := validateKey(s.Job, s.Partition); err != nil {
 		return err
 	}
@@ -233,11 +240,11 @@ func validateFenced(op string, s scheduler.Slot, f scheduler.Fence) error {
 	case !validText(f.Owner):
 		return fmt.Errorf("%w: owner %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, f.Owner)
 	}
-	if f.PerSlot && f.Unit != nil {
-		if f.Unit.Unit != nil {
-			return fmt.Errorf("%w: a unit fence with a unit fence of its own", ErrInvalidArgument)
-		}
-		return validateFenced(op, s, *f.Unit)
+	if _, err := f.Check(s); err != nil {
+		return fmt.Errorf("pgledger: %s %s: %w", op, slotName(s), err)
+	}
+	if f.Planner != nil {
+		return validateFenced(op, s, *f.Planner)
 	}
 	return nil
 }

@@ -13,14 +13,15 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/ledgertest"
-	"github.com/holdfast-go/holdfast/scheduler/pgledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	ledgertest.Exercise(t, func(t *testing.T) scheduler.Ledger { return newLedger(t) })
+	ledgertest.Exercise(t, func(t *testing.T) ledger.Ledger { return newLedger(t) })
 }
 
 // TestConformanceSharedSchema runs the suite with every subtest on one
@@ -28,7 +29,7 @@ func TestConformance(t *testing.T) {
 func TestConformanceSharedSchema(t *testing.T) {
 	t.Parallel()
 	l := newLedger(t)
-	ledgertest.Exercise(t, func(*testing.T) scheduler.Ledger { return l })
+	ledgertest.Exercise(t, func(*testing.T) ledger.Ledger { return l })
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -127,15 +128,15 @@ func TestInvalidArguments(t *testing.T) {
 	l := newLedger(t)
 	ctx := t.Context()
 	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
-	slot := scheduler.Slot{Job: "settle", At: at}
-	ok := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
+	slot := ledger.Slot{Job: "settle", At: at}
+	ok := ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: ledgertest.TokenBase, Owner: "a"}
 
-	_, _, err := l.Begin(ctx, slot, scheduler.Fence{Owner: "a"}, 3, at)
+	_, _, err := l.Begin(ctx, slot, ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Owner: "a"}, 3, at)
 	require.ErrorIs(t, err, fence.ErrNoToken)
 	for name, call := range map[string]func() error{
-		"empty job": func() error { _, _, err := l.Begin(ctx, scheduler.Slot{At: at}, ok, 3, at); return err },
+		"empty job": func() error { _, _, err := l.Begin(ctx, ledger.Slot{At: at}, ok, 3, at); return err },
 		"long job": func() error {
-			_, _, err := l.Begin(ctx, scheduler.Slot{Job: strings.Repeat("j", scheduler.MaxJobNameLen+1), At: at}, ok, 3, at)
+			_, _, err := l.Begin(ctx, ledger.Slot{Job: strings.Repeat("j", scheduler.MaxJobNameLen+1), At: at}, ok, 3, at)
 			return err
 		},
 		"partition longer than scheduler.MaxPartitionLen": func() error {
@@ -147,19 +148,19 @@ func TestInvalidArguments(t *testing.T) {
 			return err
 		},
 		"empty owner": func() error {
-			_, _, err := l.Begin(ctx, slot, scheduler.Fence{Token: ok.Token}, 3, at)
+			_, _, err := l.Begin(ctx, slot, ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: ok.Token}, 3, at)
 			return err
 		},
 		"token above bigint": func() error {
-			_, _, err := l.Begin(ctx, slot, scheduler.Fence{Token: math.MaxInt64 + 1, Owner: "a"}, 3, at)
+			_, _, err := l.Begin(ctx, slot, ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: math.MaxInt64 + 1, Owner: "a"}, 3, at)
 			return err
 		},
 		"maxAttempts 0": func() error { _, _, err := l.Begin(ctx, slot, ok, 0, at); return err },
 		"attempt 0":     func() error { return l.Heartbeat(ctx, slot, ok, 0, at) },
 		"finish running": func() error {
-			return l.Finish(ctx, slot, ok, 1, scheduler.Outcome{Status: scheduler.StatusRunning}, at)
+			return l.Finish(ctx, slot, ok, 1, ledger.Outcome{Status: ledger.StatusRunning}, at)
 		},
-		"skip as pending": func() error { return l.Skip(ctx, slot, ok, scheduler.StatusPending, "", at) },
+		"skip as pending": func() error { return l.Skip(ctx, slot, ok, ledger.StatusPending, "", at) },
 		"list limit 0": func() error {
 			_, err := l.List(ctx, "settle", "", at, at.Add(time.Hour), 0)
 			return err
@@ -181,13 +182,13 @@ func TestFinishStoresAnyErrorText(t *testing.T) {
 	l := newLedger(t)
 	ctx := t.Context()
 	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
-	f := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
+	f := ledger.Fence{Scope: "settle", Token: ledgertest.TokenBase, Owner: "a"}
 	for i, msg := range []string{"nul\x00byte", "bad \xff utf-8", strings.Repeat("é", pgledger.MaxTextLen)} {
-		slot := scheduler.Slot{Job: "settle", At: at.Add(time.Duration(i) * time.Minute)}
+		slot := ledger.Slot{Job: "settle", At: at.Add(time.Duration(i) * time.Minute)}
 		n, _, err := l.Begin(ctx, slot, f, 3, at)
 		require.NoError(t, err)
-		require.NoError(t, l.Finish(ctx, slot, f, n, scheduler.Outcome{
-			Status: scheduler.StatusFailed, Class: scheduler.ClassPanic, Error: msg,
+		require.NoError(t, l.Finish(ctx, slot, f, n, ledger.Outcome{
+			Status: ledger.StatusFailed, Class: ledger.ClassPanic, Error: msg,
 		}, at))
 		rec, _, err := l.Get(ctx, slot)
 		require.NoError(t, err)
@@ -204,25 +205,25 @@ func TestFinishRepeatedIsIdempotent(t *testing.T) {
 	l := newLedger(t)
 	ctx := t.Context()
 	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
-	slot := scheduler.Slot{Job: "settle", At: at}
-	f := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
+	slot := ledger.Slot{Job: "settle", At: at}
+	f := ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: ledgertest.TokenBase, Owner: "a"}
 	n, _, err := l.Begin(ctx, slot, f, 3, at)
 	require.NoError(t, err)
 	again, _, err := l.Begin(ctx, slot, f, 3, at.Add(time.Second))
 	require.NoError(t, err)
 	require.Equal(t, n, again, "Begin repeated by the same owner returns the running attempt")
 
-	ok := scheduler.Outcome{Status: scheduler.StatusSucceeded}
+	ok := ledger.Outcome{Status: ledger.StatusSucceeded}
 	require.NoError(t, l.Finish(ctx, slot, f, n, ok, at.Add(2*time.Second)))
 	require.NoError(t, l.Finish(ctx, slot, f, n, ok, at.Add(3*time.Second)))
-	err = l.Finish(ctx, slot, f, n, scheduler.Outcome{Status: scheduler.StatusFailed}, at.Add(4*time.Second))
+	err = l.Finish(ctx, slot, f, n, ledger.Outcome{Status: ledger.StatusFailed}, at.Add(4*time.Second))
 	require.ErrorIs(t, err, fence.ErrStaleToken)
 	err = l.Heartbeat(ctx, slot, f, n, at.Add(5*time.Second))
 	require.ErrorIs(t, err, fence.ErrStaleToken, "heartbeat of an ended attempt")
 
 	rec, _, err := l.Get(ctx, slot)
 	require.NoError(t, err)
-	require.Equal(t, scheduler.StatusSucceeded, rec.Status)
+	require.Equal(t, ledger.StatusSucceeded, rec.Status)
 	require.Equal(t, at.Add(2*time.Second), rec.Attempts[0].Finished)
 }
 
@@ -232,19 +233,19 @@ func TestBeginExhaustedTakeoverLeavesAbandoned(t *testing.T) {
 	l := newLedger(t)
 	ctx := t.Context()
 	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
-	slot := scheduler.Slot{Job: "settle", At: at, Partition: "eu"}
-	a := scheduler.Fence{Token: ledgertest.TokenBase + 1, Owner: "a"}
-	b := scheduler.Fence{Token: ledgertest.TokenBase + 2, Owner: "b"}
+	slot := ledger.Slot{Job: "settle", At: at, Partition: "eu"}
+	a := ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: ledgertest.TokenBase + 1, Owner: "a"}
+	b := ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: ledgertest.TokenBase + 2, Owner: "b"}
 	_, _, err := l.Begin(ctx, slot, a, 1, at)
 	require.NoError(t, err)
 	_, _, err = l.Begin(ctx, slot, b, 1, at.Add(time.Minute))
-	require.ErrorIs(t, err, scheduler.ErrSlotDone)
+	require.ErrorIs(t, err, ledger.ErrSlotDone)
 
 	rec, _, err := l.Get(ctx, slot)
 	require.NoError(t, err)
-	require.Equal(t, scheduler.StatusAbandoned, rec.Status)
-	require.Equal(t, scheduler.StatusAbandoned, rec.Attempts[0].Status)
-	require.Equal(t, scheduler.ClassInterrupted, rec.Attempts[0].Class)
+	require.Equal(t, ledger.StatusAbandoned, rec.Status)
+	require.Equal(t, ledger.StatusAbandoned, rec.Attempts[0].Status)
+	require.Equal(t, ledger.ClassInterrupted, rec.Attempts[0].Class)
 	st, err := l.State(ctx, "settle", "eu", at, time.Now())
 	require.NoError(t, err)
 	require.Empty(t, st.Open)
@@ -268,8 +269,8 @@ func TestPerSlotFenceIsARowOfItsOwn(t *testing.T) {
 	require.NoError(t, l.Migrate(t.Context()), "Migrate again, with job_slot_fences in place")
 	ctx := t.Context()
 	at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
-	slot := scheduler.Slot{Job: "settle", At: at, Partition: "eu"}
-	f := scheduler.Fence{Token: ledgertest.TokenBase + 7, Owner: "a", PerSlot: true}
+	slot := ledger.Slot{Job: "settle", At: at, Partition: "eu"}
+	f := ledger.Fence{Scope: ledger.SlotScope(slot), Token: ledgertest.TokenBase + 7, Owner: "a"}
 	_, _, err = l.Begin(ctx, slot, f, 3, at)
 	require.NoError(t, err)
 
@@ -283,7 +284,7 @@ func TestPerSlotFenceIsARowOfItsOwn(t *testing.T) {
 	require.Equal(t, int64(f.Token), slotToken)
 	require.Equal(t, f.Owner, slotOwner)
 
-	stale := scheduler.Fence{Token: f.Token - 1, Owner: "b", PerSlot: true}
+	stale := ledger.Fence{Scope: f.Scope, Token: f.Token - 1, Owner: "b"}
 	err = l.Heartbeat(ctx, slot, stale, 1, at.Add(time.Second))
 	var se *fence.StaleTokenError
 	require.ErrorAs(t, err, &se)
@@ -292,8 +293,8 @@ func TestPerSlotFenceIsARowOfItsOwn(t *testing.T) {
 	require.Equal(t, stale.Token, se.Presented)
 
 	// A pair-fenced write touches no slot's fence, and raises the pair's.
-	pair := scheduler.Fence{Token: ledgertest.TokenBase + 1, Owner: "c"}
-	_, _, err = l.Begin(ctx, scheduler.Slot{Job: "settle", At: at.Add(time.Minute), Partition: "eu"}, pair, 3, at)
+	pair := ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: ledgertest.TokenBase + 1, Owner: "c"}
+	_, _, err = l.Begin(ctx, ledger.Slot{Job: "settle", At: at.Add(time.Minute), Partition: "eu"}, pair, 3, at)
 	require.NoError(t, err)
 	var rows int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "job_slot_fences"}.Sanitize()).Scan(&rows))

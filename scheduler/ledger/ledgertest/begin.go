@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // beginCases cover Begin and Finish: attempts, their records, and when a
@@ -33,7 +33,7 @@ func testBeginStartsAttemptOne(t *testing.T, x *fixture) {
 	require.Equal(t, 2, left, "attempts left, Begin again by the owner")
 
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusRunning, rec.Status)
+	require.Equal(t, ledger.StatusRunning, rec.Status)
 	require.Equal(t, 1, rec.Attempt)
 	requireTime(t, time.Time{}, rec.RetryAt, "Record.RetryAt")
 	require.Len(t, rec.Attempts, 1)
@@ -41,8 +41,8 @@ func testBeginStartsAttemptOne(t *testing.T, x *fixture) {
 	require.Equal(t, 1, at.N)
 	require.Equal(t, a.Token, at.Token)
 	require.Equal(t, a.Owner, at.Owner)
-	require.Equal(t, scheduler.StatusRunning, at.Status)
-	require.Equal(t, scheduler.ClassNone, at.Class)
+	require.Equal(t, ledger.StatusRunning, at.Status)
+	require.Equal(t, ledger.ClassNone, at.Class)
 	require.Empty(t, at.Error)
 	requireTime(t, now, at.Started, "Attempt.Started")
 	requireTime(t, time.Time{}, at.Finished, "Attempt.Finished")
@@ -56,16 +56,16 @@ func testBeginAfterLeaseLossAbandons(t *testing.T, x *fixture) {
 	require.Equal(t, 2, x.begin(s, b, 3, x.now(0, time.Minute)))
 
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusRunning, rec.Status)
+	require.Equal(t, ledger.StatusRunning, rec.Status)
 	require.Equal(t, 2, rec.Attempt)
 	require.Len(t, rec.Attempts, 2)
 	first, second := rec.Attempts[0], rec.Attempts[1]
 	require.Equal(t, 1, first.N)
-	require.Equal(t, scheduler.StatusAbandoned, first.Status, "attempt 1 of the holder that lost the lease")
+	require.Equal(t, ledger.StatusAbandoned, first.Status, "attempt 1 of the holder that lost the lease")
 	require.Equal(t, a.Token, first.Token)
 	require.Equal(t, a.Owner, first.Owner)
 	require.Equal(t, 2, second.N)
-	require.Equal(t, scheduler.StatusRunning, second.Status)
+	require.Equal(t, ledger.StatusRunning, second.Status)
 	require.Equal(t, b.Token, second.Token)
 	require.Equal(t, b.Owner, second.Owner)
 	requireTime(t, x.now(0, time.Minute), second.Started, "Attempt[1].Started")
@@ -78,11 +78,11 @@ func testFinishSucceeded(t *testing.T, x *fixture) {
 	x.succeed(s, a, n, done)
 
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusSucceeded, rec.Status)
+	require.Equal(t, ledger.StatusSucceeded, rec.Status)
 	require.Equal(t, 1, rec.Attempt)
 	requireTime(t, time.Time{}, rec.RetryAt, "Record.RetryAt")
 	require.Len(t, rec.Attempts, 1)
-	require.Equal(t, scheduler.StatusSucceeded, rec.Attempts[0].Status)
+	require.Equal(t, ledger.StatusSucceeded, rec.Attempts[0].Status)
 	require.Empty(t, rec.Attempts[0].Error)
 	requireTime(t, done, rec.Attempts[0].Finished, "Attempt.Finished")
 
@@ -90,25 +90,25 @@ func testFinishSucceeded(t *testing.T, x *fixture) {
 	x.requireDone(s, a, 3, x.now(0, time.Minute))
 	x.requireDone(s, holder(2), 3, x.now(0, 2*time.Minute))
 	x.requireOpen(x.state("", x.at(-10)))
-	require.Equal(t, scheduler.StatusSucceeded, x.get(s).Status)
+	require.Equal(t, ledger.StatusSucceeded, x.get(s).Status)
 }
 
 func testFinishFailedWithRetry(t *testing.T, x *fixture) {
 	s, a := x.slot(0), holder(1)
 	n := x.begin(s, a, 3, x.now(0, time.Second))
 	done, retry := x.now(0, 10*time.Second), x.now(0, 70*time.Second)
-	x.finish(s, a, n, scheduler.Outcome{
-		Status: scheduler.StatusFailed, Class: scheduler.ClassRetryable, Error: "bank API: 503", RetryAt: retry,
+	x.finish(s, a, n, ledger.Outcome{
+		Status: ledger.StatusFailed, Class: ledger.ClassRetryable, Error: "bank API: 503", RetryAt: retry,
 	}, done)
 
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusFailed, rec.Status)
+	require.Equal(t, ledger.StatusFailed, rec.Status)
 	require.Equal(t, 1, rec.Attempt)
 	requireTime(t, retry, rec.RetryAt, "Record.RetryAt")
 	require.Len(t, rec.Attempts, 1)
 	at := rec.Attempts[0]
-	require.Equal(t, scheduler.StatusFailed, at.Status)
-	require.Equal(t, scheduler.ClassRetryable, at.Class)
+	require.Equal(t, ledger.StatusFailed, at.Status)
+	require.Equal(t, ledger.ClassRetryable, at.Class)
 	require.Equal(t, "bank API: 503", at.Error)
 	requireTime(t, done, at.Finished, "Attempt.Finished")
 
@@ -118,9 +118,9 @@ func testFinishFailedWithRetry(t *testing.T, x *fixture) {
 
 	require.Equal(t, 2, x.begin(s, a, 3, retry))
 	rec = x.get(s)
-	require.Equal(t, scheduler.StatusRunning, rec.Status)
+	require.Equal(t, ledger.StatusRunning, rec.Status)
 	require.Equal(t, 2, rec.Attempt)
-	require.Equal(t, scheduler.StatusFailed, rec.Attempts[0].Status, "attempt 1 keeps its outcome")
+	require.Equal(t, ledger.StatusFailed, rec.Attempts[0].Status, "attempt 1 keeps its outcome")
 }
 
 // A failure with a zero RetryAt is final: not open, no further attempt
@@ -129,14 +129,14 @@ func testFinishFailedFinal(t *testing.T, x *fixture) {
 	s, a := x.slot(0), holder(1)
 	n := x.begin(s, a, 3, x.now(0, time.Second))
 	done := x.now(0, 5*time.Second)
-	x.finish(s, a, n, scheduler.Outcome{
-		Status: scheduler.StatusFailed, Class: scheduler.ClassPermanent, Error: "invalid account",
+	x.finish(s, a, n, ledger.Outcome{
+		Status: ledger.StatusFailed, Class: ledger.ClassPermanent, Error: "invalid account",
 	}, done)
 
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusFailed, rec.Status)
+	require.Equal(t, ledger.StatusFailed, rec.Status)
 	requireTime(t, time.Time{}, rec.RetryAt, "Record.RetryAt")
-	require.Equal(t, scheduler.ClassPermanent, rec.Attempts[0].Class)
+	require.Equal(t, ledger.ClassPermanent, rec.Attempts[0].Class)
 	require.Equal(t, "invalid account", rec.Attempts[0].Error)
 	requireTime(t, done, rec.Attempts[0].Finished, "Attempt.Finished")
 
@@ -159,7 +159,7 @@ func testMaxAttemptsExhausted(t *testing.T, x *fixture) {
 	x.requireDone(s, holder(2), maxAttempts, x.now(0, 11*time.Minute))
 
 	rec := x.get(s)
-	require.Equal(t, scheduler.StatusFailed, rec.Status)
+	require.Equal(t, ledger.StatusFailed, rec.Status)
 	require.Equal(t, maxAttempts, rec.Attempt)
 	require.Len(t, rec.Attempts, maxAttempts)
 	// Its attempts are spent: it no longer needs one.
@@ -174,7 +174,7 @@ func testHeartbeat(t *testing.T, x *fixture) {
 		hb := x.now(0, d)
 		require.NoError(t, x.ledger.Heartbeat(t.Context(), s, a, n, hb))
 		rec := x.get(s)
-		require.Equal(t, scheduler.StatusRunning, rec.Status)
+		require.Equal(t, ledger.StatusRunning, rec.Status)
 		requireTime(t, hb, rec.Attempts[0].Heartbeat, "Attempt.Heartbeat")
 		requireTime(t, started, rec.Attempts[0].Started, "Attempt.Started")
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/ledgertest"
-	"github.com/holdfast-go/holdfast/scheduler/pgledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 )
 
 // retentionSQL returns the DELETE of the package documentation's Retention
@@ -41,19 +41,19 @@ func TestRetentionJobOfTheDocsKeepsWhatIsOpen(t *testing.T) {
 
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Minute) }
-	slot := func(i int) scheduler.Slot { return scheduler.Slot{Job: "prune", At: at(i)} }
-	f := scheduler.Fence{Token: ledgertest.TokenBase, Owner: "a"}
-	finish := func(i int, o scheduler.Outcome) {
+	slot := func(i int) ledger.Slot { return ledger.Slot{Job: "prune", At: at(i)} }
+	f := ledger.Fence{Scope: "prune", Token: ledgertest.TokenBase, Owner: "a"}
+	finish := func(i int, o ledger.Outcome) {
 		n, _, err := l.Begin(ctx, slot(i), f, 3, at(i))
 		require.NoError(t, err)
 		require.NoError(t, l.Finish(ctx, slot(i), f, n, o, at(i)))
 	}
-	finish(0, scheduler.Outcome{Status: scheduler.StatusSucceeded})
-	finish(1, scheduler.Outcome{Status: scheduler.StatusFailed, Error: "final"})
-	finish(2, scheduler.Outcome{Status: scheduler.StatusFailed, Error: "again", RetryAt: at(3)})
-	require.NoError(t, l.Skip(ctx, slot(3), f, scheduler.StatusSkipped, "overlap", at(3)))
-	require.NoError(t, l.Skip(ctx, slot(4), f, scheduler.StatusMissed, "missed: awaits an operator", at(4)))
-	finish(10, scheduler.Outcome{Status: scheduler.StatusSucceeded}) // after the cutoff
+	finish(0, ledger.Outcome{Status: ledger.StatusSucceeded})
+	finish(1, ledger.Outcome{Status: ledger.StatusFailed, Error: "final"})
+	finish(2, ledger.Outcome{Status: ledger.StatusFailed, Error: "again", RetryAt: at(3)})
+	require.NoError(t, l.Skip(ctx, slot(3), f, ledger.StatusSkipped, "overlap", at(3)))
+	require.NoError(t, l.Skip(ctx, slot(4), f, ledger.StatusMissed, "missed: awaits an operator", at(4)))
+	finish(10, ledger.Outcome{Status: ledger.StatusSucceeded}) // after the cutoff
 
 	tag, err := testPool(t).Exec(ctx, retentionSQL(t, schema), at(5))
 	require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Memory is a scheduler.Ledger in memory: the contract with nothing else in
@@ -24,24 +24,22 @@ type Memory struct {
 }
 
 var (
-	_ scheduler.Ledger   = (*Memory)(nil)
-	_ scheduler.Canceler = (*Memory)(nil)
+	_ ledger.Ledger   = (*Memory)(nil)
+	_ ledger.Canceler = (*Memory)(nil)
 )
 
 type pairKey struct{ job, partition string }
 
 // memPair is one (job, partition): its fence, horizon, latest slot, runs.
 type memPair struct {
-	token   fence.Token
-	owner   string
-	slots   map[int64]*slotFence // Fence.PerSlot fences, by slot
+	fences  map[string]*scopeFence // by scope: the unit's and its slots' (ledger.Fence)
 	horizon time.Time
 	last    time.Time
 	runs    map[int64]*memRun // by slot, unix seconds
 }
 
 type memRun struct {
-	rec   scheduler.Record
+	rec   ledger.Record
 	base  int // attempts before the last Request
 	owner string
 	token fence.Token
@@ -58,68 +56,70 @@ func (m *Memory) pair(job, partition string, now time.Time) *memPair {
 	k := pairKey{job, partition}
 	p := m.pairs[k]
 	if p == nil {
-		p = &memPair{horizon: now.UTC().Truncate(time.Second), runs: map[int64]*memRun{}, slots: map[int64]*slotFence{}}
+		p = &memPair{horizon: now.UTC().Truncate(time.Second), runs: map[int64]*memRun{}, fences: map[string]*scopeFence{}}
 		m.pairs[k] = p
 	}
 	return p
 }
 
-type slotFence struct {
+type scopeFence struct {
 	token fence.Token
 	owner string
 }
 
-// raise applies the acceptance rule to the fence f is checked against (the
-// pair's, or with f.PerSlot the slot's own) and raises it.
-func (p *memPair) raise(slot scheduler.Slot, f scheduler.Fence) error {
-	resource, token, owner := slot.Job+"|"+slot.Partition, &p.token, &p.owner
-	if f.PerSlot && f.Unit != nil {
-		if err := fence.Check(resource, p.token, p.owner, f.Unit.Token, f.Unit.Owner); err != nil {
-			return fmt.Errorf("ledgertest: %w", err)
-		}
-		p.token, p.owner = f.Unit.Token, f.Unit.Owner
-	}
-	if f.PerSlot {
-		k := slotKey(slot.At)
-		sf := p.slots[k]
-		if sf == nil {
-			sf = &slotFence{}
-			p.slots[k] = sf
-		}
-		resource, token, owner = slot.Key(), &sf.token, &sf.owner
-	}
-	if err := fence.Check(resource, *token, *owner, f.Token, f.Owner); err != nil {
+// raise applies the acceptance rule to the fence of f's scope (after
+// f.Planner's, on the unit's fence, when set) and raises it. Nothing is
+// raised unless both accept.
+func (p *memPair) raise(slot ledger.Slot, f ledger.Fence) error {
+	if _, err := f.Check(slot); err != nil {
 		return fmt.Errorf("ledgertest: %w", err)
 	}
-	*token, *owner = f.Token, f.Owner
+	holders := []ledger.Fence{f}
+	if f.Planner != nil {
+		holders = []ledger.Fence{*f.Planner, f}
+	}
+	resource := "ledger:" + ledger.UnitScope(slot.Job, slot.Partition)
+	for _, h := range holders {
+		cur := p.fences[h.Scope]
+		if cur == nil {
+			cur = &scopeFence{}
+		}
+		err := fence.Holder{Scope: h.Scope, Token: h.Token, Owner: h.Owner}.Check(resource, cur.token, cur.owner)
+		if err != nil {
+			return fmt.Errorf("ledgertest: %w", err)
+		}
+	}
+	for _, h := range holders {
+		p.fences[h.Scope] = &scopeFence{token: h.Token, owner: h.Owner}
+	}
 	return nil
 }
 
 func slotKey(t time.Time) int64 { return t.Unix() }
 
 // State implements scheduler.Ledger.
-func (m *Memory) State(_ context.Context, job, partition string, since, now time.Time) (scheduler.State, error) {
+func (m *Memory) State(_ context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(job, partition, now)
-	st := scheduler.State{Last: p.last, Horizon: p.horizon, Paused: m.paused[job]}
+	st := ledger.State{Last: p.last, Horizon: p.horizon, Paused: m.paused[job]}
 	for _, r := range p.runs {
-		if r.rec.Status != scheduler.StatusPending && r.rec.Slot.At.Before(since) {
+		if r.rec.Status != ledger.StatusPending && r.rec.Slot.At.Before(since) {
 			continue
 		}
 		switch {
-		case r.rec.Status == scheduler.StatusPending, r.rec.Status == scheduler.StatusRunning:
-			st.Open = append(st.Open, scheduler.OpenSlot{At: r.rec.Slot.At})
-		case r.rec.Status == scheduler.StatusFailed && !r.rec.RetryAt.IsZero():
-			st.Open = append(st.Open, scheduler.OpenSlot{At: r.rec.Slot.At, RetryAt: r.rec.RetryAt})
+		case r.rec.Status == ledger.StatusPending, r.rec.Status == ledger.StatusRunning:
+			st.Open = append(st.Open, ledger.OpenSlot{At: r.rec.Slot.At})
+		case r.rec.Status == ledger.StatusFailed && !r.rec.RetryAt.IsZero():
+			st.Open = append(st.Open, ledger.OpenSlot{At: r.rec.Slot.At, RetryAt: r.rec.RetryAt})
 		}
 	}
-	slices.SortFunc(st.Open, func(a, b scheduler.OpenSlot) int { return a.At.Compare(b.At) })
+	slices.SortFunc(st.Open, func(a, b ledger.OpenSlot) int { return a.At.Compare(b.At) })
 	return st, nil
 }
 
 // Begin implements scheduler.Ledger, with the rules of pgledger.Ledger.Begin.
-func (m *Memory) Begin(_ context.Context, slot scheduler.Slot, f scheduler.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
+func (m *Memory) Begin(_ context.Context, slot ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
 	if maxAttempts < 1 {
 		return 0, 0, fmt.Errorf("ledgertest: begin %s: maxAttempts %d, want at least 1", slot.Key(), maxAttempts)
 	}
@@ -135,44 +135,44 @@ func (m *Memory) Begin(_ context.Context, slot scheduler.Slot, f scheduler.Fence
 	}
 	r := p.runs[slotKey(at)]
 	if r == nil {
-		r = &memRun{rec: scheduler.Record{Slot: scheduler.Slot{Job: slot.Job, At: at, Partition: slot.Partition}}}
+		r = &memRun{rec: ledger.Record{Slot: ledger.Slot{Job: slot.Job, At: at, Partition: slot.Partition}}}
 		p.runs[slotKey(at)] = r
 	}
-	done := fmt.Errorf("ledgertest: begin %s: %w", slot.Key(), scheduler.ErrSlotDone)
+	done := fmt.Errorf("ledgertest: begin %s: %w", slot.Key(), ledger.ErrSlotDone)
 	switch r.rec.Status {
-	case scheduler.StatusSucceeded, scheduler.StatusSkipped, scheduler.StatusMissed:
+	case ledger.StatusSucceeded, ledger.StatusSkipped, ledger.StatusMissed:
 		return 0, 0, done
-	case scheduler.StatusFailed:
+	case ledger.StatusFailed:
 		if r.rec.RetryAt.IsZero() {
 			return 0, 0, done
 		}
-	case scheduler.StatusRunning:
+	case ledger.StatusRunning:
 		if r.owner == f.Owner {
 			return r.rec.Attempt, maxAttempts - (r.rec.Attempt - r.base), nil
 		}
 		a := &r.rec.Attempts[len(r.rec.Attempts)-1]
-		a.Status, a.Class, a.Finished = scheduler.StatusAbandoned, scheduler.ClassInterrupted, now
+		a.Status, a.Class, a.Finished = ledger.StatusAbandoned, ledger.ClassInterrupted, now
 	}
 	if r.rec.Attempt-r.base >= maxAttempts {
-		if r.rec.Status == scheduler.StatusRunning {
-			r.rec.Status = scheduler.StatusAbandoned
+		if r.rec.Status == ledger.StatusRunning {
+			r.rec.Status = ledger.StatusAbandoned
 		}
 		r.rec.RetryAt = time.Time{}
 		return 0, 0, done
 	}
 	r.rec.Attempt++
-	r.rec.Status, r.rec.RetryAt, r.owner, r.token = scheduler.StatusRunning, time.Time{}, f.Owner, f.Token
-	r.rec.Attempts = append(r.rec.Attempts, scheduler.Attempt{
-		N: r.rec.Attempt, Token: f.Token, Owner: f.Owner, Status: scheduler.StatusRunning, Started: now, Heartbeat: now,
+	r.rec.Status, r.rec.RetryAt, r.owner, r.token = ledger.StatusRunning, time.Time{}, f.Owner, f.Token
+	r.rec.Attempts = append(r.rec.Attempts, ledger.Attempt{
+		N: r.rec.Attempt, Token: f.Token, Owner: f.Owner, Status: ledger.StatusRunning, Started: now, Heartbeat: now,
 	})
 	return r.rec.Attempt, maxAttempts - (r.rec.Attempt - r.base), nil
 }
 
 // running returns the run of slot when attempt is its running attempt of
 // f.Owner, and a *fence.StaleTokenError otherwise.
-func (p *memPair) running(slot scheduler.Slot, f scheduler.Fence, attempt int) (*memRun, error) {
+func (p *memPair) running(slot ledger.Slot, f ledger.Fence, attempt int) (*memRun, error) {
 	r := p.runs[slotKey(slot.At)]
-	if r == nil || r.rec.Status != scheduler.StatusRunning || r.owner != f.Owner || r.rec.Attempt != attempt {
+	if r == nil || r.rec.Status != ledger.StatusRunning || r.owner != f.Owner || r.rec.Attempt != attempt {
 		cur := f.Token
 		if r != nil && r.token != fence.None {
 			cur = r.token
@@ -184,7 +184,7 @@ func (p *memPair) running(slot scheduler.Slot, f scheduler.Fence, attempt int) (
 }
 
 // Heartbeat implements scheduler.Ledger.
-func (m *Memory) Heartbeat(_ context.Context, slot scheduler.Slot, f scheduler.Fence, attempt int, now time.Time) error {
+func (m *Memory) Heartbeat(_ context.Context, slot ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(slot.Job, slot.Partition, now)
@@ -197,7 +197,7 @@ func (m *Memory) Heartbeat(_ context.Context, slot scheduler.Slot, f scheduler.F
 	}
 	r.rec.Attempts[len(r.rec.Attempts)-1].Heartbeat = now // the running one
 	if slot.At.UTC().Truncate(time.Second).Before(m.cancels[pairKey{slot.Job, slot.Partition}]) {
-		return scheduler.ErrCancelRequested
+		return ledger.ErrCancelRequested
 	}
 	return nil
 }
@@ -215,8 +215,8 @@ func (m *Memory) RequestCancel(_ context.Context, job, partition string, slot ti
 }
 
 // Finish implements scheduler.Ledger.
-func (m *Memory) Finish(_ context.Context, slot scheduler.Slot, f scheduler.Fence, attempt int, o scheduler.Outcome, now time.Time) error {
-	if o.Status != scheduler.StatusSucceeded && o.Status != scheduler.StatusFailed {
+func (m *Memory) Finish(_ context.Context, slot ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
+	if o.Status != ledger.StatusSucceeded && o.Status != ledger.StatusFailed {
 		return fmt.Errorf("ledgertest: finish %s: outcome status %q", slot.Key(), o.Status)
 	}
 	m.mu.Lock()
@@ -229,8 +229,8 @@ func (m *Memory) Finish(_ context.Context, slot scheduler.Slot, f scheduler.Fenc
 	if err != nil {
 		return err
 	}
-	if o.Status == scheduler.StatusSucceeded {
-		o = scheduler.Outcome{Status: scheduler.StatusSucceeded}
+	if o.Status == ledger.StatusSucceeded {
+		o = ledger.Outcome{Status: ledger.StatusSucceeded}
 	}
 	r.rec.Status, r.rec.RetryAt = o.Status, o.RetryAt
 	a := &r.rec.Attempts[len(r.rec.Attempts)-1]
@@ -239,8 +239,8 @@ func (m *Memory) Finish(_ context.Context, slot scheduler.Slot, f scheduler.Fenc
 }
 
 // Skip implements scheduler.Ledger.
-func (m *Memory) Skip(_ context.Context, slot scheduler.Slot, f scheduler.Fence, status scheduler.Status, reason string, now time.Time) error {
-	if status != scheduler.StatusSkipped && status != scheduler.StatusMissed {
+func (m *Memory) Skip(_ context.Context, slot ledger.Slot, f ledger.Fence, status ledger.Status, reason string, now time.Time) error {
+	if status != ledger.StatusSkipped && status != ledger.StatusMissed {
 		return fmt.Errorf("ledgertest: skip %s: status %q", slot.Key(), status)
 	}
 	m.mu.Lock()
@@ -254,7 +254,7 @@ func (m *Memory) Skip(_ context.Context, slot scheduler.Slot, f scheduler.Fence,
 		return nil
 	}
 	p.runs[slotKey(at)] = &memRun{
-		rec:   scheduler.Record{Slot: scheduler.Slot{Job: slot.Job, At: at, Partition: slot.Partition}, Status: status, Reason: reason},
+		rec:   ledger.Record{Slot: ledger.Slot{Job: slot.Job, At: at, Partition: slot.Partition}, Status: status, Reason: reason},
 		owner: f.Owner, token: f.Token,
 	}
 	if at.After(p.last) {
@@ -264,7 +264,7 @@ func (m *Memory) Skip(_ context.Context, slot scheduler.Slot, f scheduler.Fence,
 }
 
 // Request implements scheduler.Ledger.
-func (m *Memory) Request(_ context.Context, slot scheduler.Slot, reason string, now time.Time) error {
+func (m *Memory) Request(_ context.Context, slot ledger.Slot, reason string, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(slot.Job, slot.Partition, now)
@@ -272,12 +272,12 @@ func (m *Memory) Request(_ context.Context, slot scheduler.Slot, reason string, 
 	r := p.runs[slotKey(at)]
 	switch {
 	case r == nil:
-		r = &memRun{rec: scheduler.Record{Slot: scheduler.Slot{Job: slot.Job, At: at, Partition: slot.Partition}}}
+		r = &memRun{rec: ledger.Record{Slot: ledger.Slot{Job: slot.Job, At: at, Partition: slot.Partition}}}
 		p.runs[slotKey(at)] = r
-	case r.rec.Status == scheduler.StatusRunning:
-		return fmt.Errorf("ledgertest: request %s: %w", slot.Key(), scheduler.ErrSlotRunning)
+	case r.rec.Status == ledger.StatusRunning:
+		return fmt.Errorf("ledgertest: request %s: %w", slot.Key(), ledger.ErrSlotRunning)
 	}
-	r.rec.Status, r.rec.Reason, r.rec.RetryAt, r.base = scheduler.StatusPending, reason, time.Time{}, r.rec.Attempt
+	r.rec.Status, r.rec.Reason, r.rec.RetryAt, r.base = ledger.StatusPending, reason, time.Time{}, r.rec.Attempt
 	return nil
 }
 
@@ -290,35 +290,35 @@ func (m *Memory) SetPaused(_ context.Context, job string, paused bool) error {
 }
 
 // Get implements scheduler.Ledger.
-func (m *Memory) Get(_ context.Context, slot scheduler.Slot) (scheduler.Record, bool, error) {
+func (m *Memory) Get(_ context.Context, slot ledger.Slot) (ledger.Record, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pairs[pairKey{slot.Job, slot.Partition}]
 	if p == nil {
-		return scheduler.Record{}, false, nil
+		return ledger.Record{}, false, nil
 	}
 	r := p.runs[slotKey(slot.At)]
 	if r == nil {
-		return scheduler.Record{}, false, nil
+		return ledger.Record{}, false, nil
 	}
 	return r.copy(), true, nil
 }
 
 // List implements scheduler.Ledger.
-func (m *Memory) List(_ context.Context, job, partition string, from, to time.Time, limit int) ([]scheduler.Record, error) {
+func (m *Memory) List(_ context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pairs[pairKey{job, partition}]
 	if p == nil {
 		return nil, nil
 	}
-	var recs []scheduler.Record
+	var recs []ledger.Record
 	for _, r := range p.runs {
 		if !r.rec.Slot.At.Before(from) && r.rec.Slot.At.Before(to) {
 			recs = append(recs, r.copy())
 		}
 	}
-	slices.SortFunc(recs, func(a, b scheduler.Record) int { return cmp.Compare(b.Slot.At.Unix(), a.Slot.At.Unix()) })
+	slices.SortFunc(recs, func(a, b ledger.Record) int { return cmp.Compare(b.Slot.At.Unix(), a.Slot.At.Unix()) })
 	if len(recs) > limit {
 		recs = recs[:max(limit, 0)]
 	}
@@ -326,7 +326,7 @@ func (m *Memory) List(_ context.Context, job, partition string, from, to time.Ti
 }
 
 // copy returns the record with its own Attempts.
-func (r *memRun) copy() scheduler.Record {
+func (r *memRun) copy() ledger.Record {
 	rec := r.rec
 	rec.Attempts = slices.Clone(r.rec.Attempts)
 	return rec

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // stateCases cover State: Open, Last, Horizon and Paused.
@@ -36,24 +36,24 @@ func testOpenLists(t *testing.T, x *fixture) {
 	require.NoError(t, x.ledger.Request(ctx, x.slot(1), "backfill", x.now(1, 0)))
 	// Slot 2: failed with a retry.
 	retry2 := x.now(2, 90*time.Second)
-	x.finish(x.slot(2), h, begin(2), scheduler.Outcome{
-		Status: scheduler.StatusFailed, Class: scheduler.ClassTimeout, Error: "timeout", RetryAt: retry2,
+	x.finish(x.slot(2), h, begin(2), ledger.Outcome{
+		Status: ledger.StatusFailed, Class: ledger.ClassTimeout, Error: "timeout", RetryAt: retry2,
 	}, x.now(2, 30*time.Second))
 	// Slot 3: succeeded.
 	x.succeed(x.slot(3), h, begin(3), x.now(3, 2*time.Second))
 	// Slot 4: running (seen by the next holder: abandoned).
 	begin(4)
 	// Slots 5 and 6: skipped and missed.
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(5), h, scheduler.StatusSkipped, "overlap", x.now(5, 0)))
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(6), h, scheduler.StatusMissed, "downtime", x.now(6, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(5), h, ledger.StatusSkipped, "overlap", x.now(5, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(6), h, ledger.StatusMissed, "downtime", x.now(6, 0)))
 	// Slot 7: failed for good.
-	x.finish(x.slot(7), h, begin(7), scheduler.Outcome{
-		Status: scheduler.StatusFailed, Class: scheduler.ClassPanic, Error: "panic",
+	x.finish(x.slot(7), h, begin(7), ledger.Outcome{
+		Status: ledger.StatusFailed, Class: ledger.ClassPanic, Error: "panic",
 	}, x.now(7, 2*time.Second))
 	// Slot 8: failed with a retry, the latest.
 	retry8 := x.now(8, 10*time.Second)
-	x.finish(x.slot(8), h, begin(8), scheduler.Outcome{
-		Status: scheduler.StatusFailed, Class: scheduler.ClassRetryable, Error: "again", RetryAt: retry8,
+	x.finish(x.slot(8), h, begin(8), ledger.Outcome{
+		Status: ledger.StatusFailed, Class: ledger.ClassRetryable, Error: "again", RetryAt: retry8,
 	}, x.now(8, 5*time.Second))
 
 	st := x.state("", x.at(1)) // since is inclusive
@@ -97,13 +97,13 @@ func testLast(t *testing.T, x *fixture) {
 	x.begin(x.slot(2), h, 3, x.now(2, 0))
 	requireTime(t, x.at(2), x.state("", time.Time{}).Last, "after Begin of slot 2")
 
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(1), h, scheduler.StatusSkipped, "overlap", x.now(2, time.Second)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(1), h, ledger.StatusSkipped, "overlap", x.now(2, time.Second)))
 	requireTime(t, x.at(2), x.state("", time.Time{}).Last, "after Skip of the earlier slot 1")
 
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), h, scheduler.StatusSkipped, "latest-only", x.now(3, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), h, ledger.StatusSkipped, "latest-only", x.now(3, 0)))
 	requireTime(t, x.at(3), x.state("", time.Time{}).Last, "after Skip of slot 3")
 
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(4), h, scheduler.StatusMissed, "manual", x.now(4, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(4), h, ledger.StatusMissed, "manual", x.now(4, 0)))
 	requireTime(t, x.at(4), x.state("", time.Time{}).Last, "after Skip (missed) of slot 4")
 
 	// A Request neither begins nor skips a slot.
@@ -126,7 +126,7 @@ func testHorizon(t *testing.T, x *fixture) {
 		"State.Horizon %v after the first State at %v: not the caller's now", first.Horizon, x.now(0, 0))
 	n := x.begin(x.slot(0), h, 3, x.now(0, 0))
 	x.succeed(x.slot(0), h, n, x.now(0, time.Second))
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(1), h, scheduler.StatusSkipped, "overlap", x.now(1, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(1), h, ledger.StatusSkipped, "overlap", x.now(1, 0)))
 	require.NoError(t, x.ledger.Request(ctx, x.slot(0), "rerun", x.now(1, time.Second)))
 	for range 2 {
 		requireTime(t, first.Horizon, x.state("", time.Time{}).Horizon, "State.Horizon, later")

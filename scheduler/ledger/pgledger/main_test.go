@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/pgtest"
-	"github.com/holdfast-go/holdfast/scheduler/pgledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 )
 
 // These tests run against the real PostgreSQL at DATABASE_URL (see
