@@ -125,8 +125,8 @@ const (
 // Job is a named schedule and the function it runs.
 type Job struct {
 	// Name identifies the job (1 to MaxJobNameLen bytes of printable
-	// UTF-8, no '{', '}' or '|'). It names the lease and the ledger
-	// records.
+	// UTF-8, none of '{', '}', '|' or '@'). It names the lease
+	// (ledger.UnitScope) and the ledger records.
 	Name string
 	// Spec is a cron spec: 5 fields, 6 with seconds first, a descriptor
 	// such as @daily, @every 10s (whole seconds only), optionally prefixed
@@ -143,7 +143,7 @@ type Job struct {
 	// dimension with its own lease and ledger records, run in parallel
 	// within Config.MaxConcurrentClaims. Default: one partition, "" (the
 	// only place an empty key is allowed). Keys are 1 to MaxPartitionLen
-	// bytes of printable UTF-8 without '{', '}' or '|'.
+	// bytes of printable UTF-8 without '{', '}', '|' or '@'.
 	Partitions []string
 	// Run is the work. Required.
 	Run JobFunc
@@ -206,14 +206,22 @@ func (j Job) withDefaults() Job {
 	return j
 }
 
+// reserved are the bytes no job name or partition key holds: the braces
+// of the Redis ledger's hash tags, and the separators of lease names
+// (ledger.PartitionSep, ledger.SlotSep), so that no (job, partition) and
+// no slot gets the lease, and so the fence, of another. A job "a@1780000000"
+// would otherwise hold the lease of job a's slot at 1780000000 under
+// OverlapAllow, and partition "p@5" that of partition p's slot at 5.
+const reserved = "{}" + ledger.PartitionSep + ledger.SlotSep
+
 func (j Job) validate() error {
 	switch {
 	case j.Name == "":
 		return fmt.Errorf("%w: empty name", ErrInvalidJob)
 	case len(j.Name) > MaxJobNameLen:
 		return fmt.Errorf("%w: name of %d bytes, at most %d", ErrInvalidJob, len(j.Name), MaxJobNameLen)
-	case strings.ContainsAny(j.Name, "{}|"):
-		return fmt.Errorf("%w: name %q holds '{', '}' or '|'", ErrInvalidJob, j.Name)
+	case strings.ContainsAny(j.Name, reserved):
+		return fmt.Errorf("%w: name %q holds one of %q", ErrInvalidJob, j.Name, reserved)
 	case !printable(j.Name):
 		return fmt.Errorf("%w: name %q is not printable UTF-8", ErrInvalidJob, j.Name)
 	case j.Run == nil:
@@ -236,8 +244,8 @@ func (j Job) validate() error {
 		switch {
 		case len(j.Partitions) > 1 && p == "":
 			return fmt.Errorf("%w: %q: empty partition key among several", ErrInvalidJob, j.Name)
-		case len(p) > MaxPartitionLen || strings.ContainsAny(p, "{}|") || !printable(p):
-			return fmt.Errorf("%w: %q: partition %q: at most %d bytes, no '{', '}' or '|'", ErrInvalidJob, j.Name, p, MaxPartitionLen)
+		case len(p) > MaxPartitionLen || strings.ContainsAny(p, reserved) || !printable(p):
+			return fmt.Errorf("%w: %q: partition %q: at most %d bytes of printable UTF-8, none of %q", ErrInvalidJob, j.Name, p, MaxPartitionLen, reserved)
 		case seen[p]:
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
 		}
@@ -274,7 +282,10 @@ type Run struct {
 	// per (resource, scope), so the partitions of a job writing one
 	// resource never refuse each other (see package fence).
 	Scope string
-	// IdempotencyKey is Slot.Key(): the same for every attempt.
+	// IdempotencyKey is Slot.Key(): the same for every attempt, printable
+	// ASCII (names outside it percent-encoded), so it can be sent as an
+	// HTTP Idempotency-Key as it is (httpfence.FormatKey; mind its
+	// MaxKeyLen of 255 bytes for long names).
 	IdempotencyKey string
 }
 

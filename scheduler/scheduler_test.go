@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
 )
 
 func TestLateTimerDoesNotRerunSlot(t *testing.T) {
@@ -489,6 +490,11 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"OversizedPartition", func(j *Job) { j.Partitions = []string{strings.Repeat("p", MaxPartitionLen+1)} }, []error{ErrInvalidJob}},
 			{"PartitionWithBrace", func(j *Job) { j.Partitions = []string{"e{u"} }, []error{ErrInvalidJob}},
 			{"PartitionWithPipe", func(j *Job) { j.Partitions = []string{"e|u"} }, []error{ErrInvalidJob}},
+			// A partition "p@5" would hold the lease of partition p's slot at
+			// 5 under OverlapAllow, a job "a@1780000000" that of job a's slot.
+			{"PartitionWithAt", func(j *Job) { j.Partitions = []string{"p@5"} }, []error{ErrInvalidJob}},
+			{"NameWithAt", func(j *Job) { j.Name = "a@1780000000" }, []error{ErrInvalidJob}},
+			{"NameWithPipe", func(j *Job) { j.Name = "a|eu" }, []error{ErrInvalidJob}},
 			{"DuplicatePartition", func(j *Job) { j.Partitions = []string{"eu", "us", "eu"} }, []error{ErrInvalidJob}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -595,5 +601,29 @@ func TestRunCarriesSlotTokenAndIdempotencyKey(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, r.Token, a.Token)
 		require.Equal(t, r.Owner, a.Owner)
+	})
+}
+
+// A run of a partition whose key is not ASCII gets an IdempotencyKey that
+// an HTTP Idempotency-Key (an sf-string of printable ASCII) carries as it
+// is: the key percent-encodes the partition's UTF-8 bytes.
+func TestIdempotencyKeyIsAnHTTPIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 0)[0]
+		var log runLog
+		a := s.replica(t)
+		require.NoError(t, a.Register(Job{
+			Name: "regional", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), Partitions: []string{"zürich"},
+			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
+		}))
+		claimNow(t, a, "regional", "zürich", at)
+		runs := log.all()
+		require.Len(t, runs, 1)
+		require.Equal(t, "regional:"+at.Format(time.RFC3339)+":z%C3%BCrich", runs[0].IdempotencyKey)
+		require.Equal(t, "zürich", runs[0].Partition, "the run's partition is the key itself")
+		header, err := httpfence.FormatKey(runs[0].IdempotencyKey)
+		require.NoError(t, err)
+		require.Equal(t, `"`+runs[0].IdempotencyKey+`"`, header)
 	})
 }

@@ -18,9 +18,41 @@ type Slot struct {
 }
 
 // Key is the slot's idempotency key, "job:2006-01-02T15:04:05Z:partition":
-// the same for every attempt of the slot, on every replica.
+// the same for every attempt of the slot, on every replica. It is
+// printable ASCII (0x20-0x7E), so it is an HTTP Idempotency-Key (an RFC
+// 8941 sf-string) as it is, and injective: no two slots share a key.
+// Bytes of the job name and partition outside printable ASCII are
+// percent-encoded ("%C3%BC" for 'ü', upper-case hex, one escape per byte of
+// UTF-8), and so are '%' itself and, in the job name only, ':'. Names of
+// printable ASCII without '%' (jobs also without ':') keep the key they
+// had before the encoding.
 func (s Slot) Key() string {
-	return s.Job + ":" + s.At.UTC().Format(time.RFC3339) + ":" + s.Partition
+	return escapeKey(s.Job, true) + ":" + s.At.UTC().Format(time.RFC3339) + ":" + escapeKey(s.Partition, false)
+}
+
+// escapeKey percent-encodes the bytes of v that Key does not carry as
+// they are: outside 0x20-0x7E, '%', and ':' when colon is set (the job
+// name, whose end the first ':' marks).
+func escapeKey(v string, colon bool) string {
+	const hex = "0123456789ABCDEF"
+	var b []byte
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c >= 0x20 && c <= 0x7e && c != '%' && (c != ':' || !colon) {
+			if b != nil {
+				b = append(b, c)
+			}
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, len(v)+8), v[:i]...)
+		}
+		b = append(b, '%', hex[c>>4], hex[c&0xf])
+	}
+	if b == nil {
+		return v
+	}
+	return string(b)
 }
 
 // Status is the state of a slot's run in the ledger.
