@@ -53,20 +53,14 @@ func (s *Scheduler) claim(u *unit, req claimReq) {
 		l, err = s.replaceHolder(u, req.fire)
 	}
 	if err != nil {
-		s.claimSkipped(u, req.fire, err)
-		if !req.scheduled() && errors.Is(err, lease.ErrNotAcquired) {
-			// The holder planned before this wake-up's cause (a retry
-			// time, an operator's request) and will not plan again
-			// unless a slot of the schedule comes due: look again later.
-			s.wakeAt(u, s.clock.Now().Add(wakeRetry))
-		}
+		s.claimSkipped(u, req, err)
 		return
 	}
 	s.claimHeld(newHold(u, l), req, seen, nil)
 }
 
-// wakeRetry is how long a wake-up that found the lease held waits before
-// it claims again (1 s).
+// wakeRetry is how long a claim that did not get the lease waits before
+// it claims again (1 s), when it must (claimSkipped).
 const wakeRetry = time.Second
 
 // noteSeen records that a claim of req starts and returns the latest fire
@@ -82,15 +76,33 @@ func (s *Scheduler) noteSeen(u *unit, req claimReq) (seen time.Time) {
 	return seen
 }
 
-// claimSkipped logs (and counts) a claim that did not get the lease.
-func (s *Scheduler) claimSkipped(u *unit, fire cron.Fire, err error) {
+// claimSkipped logs a claim of u that did not get the lease (event
+// job_claim_skipped) and asks for another claim wakeRetry later when
+// nobody else works for u: after a slow grant (lease.ErrSlowAcquire: the
+// grant came too late to be trusted and was undone), a Redis error, or a
+// wake-up that found the lease held (its holder planned before the
+// wake-up's cause, a retry time or an operator's request, and will not
+// plan again unless a slot comes due). A scheduled fire that found the
+// lease held needs no retry: its holder plans the slot. The retry claims
+// the same fire (retryClaim), so a slot whose claims are refused again and
+// again is never silently lost: once a claim gets through, the slot runs,
+// or, planned over lateAfter late, is run or recorded by the missed-slot
+// policy (plan.go); every refusal is logged at Warn with reason slow_grant
+// or error.
+func (s *Scheduler) claimSkipped(u *unit, req claimReq, err error) {
 	reason, level := "error", slog.LevelWarn
-	if errors.Is(err, lease.ErrNotAcquired) {
+	switch {
+	case errors.Is(err, lease.ErrNotAcquired):
 		reason, level = "lease_held", slog.LevelDebug
 		s.obs.ClaimConflict(u.job.Name)
+	case errors.Is(err, lease.ErrSlowAcquire):
+		reason = "slow_grant"
 	}
 	s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
-		slog.String("partition", u.partition), slotAttr(fire.At), slog.String("reason", reason), slog.Any("error", err))
+		slog.String("partition", u.partition), slotAttr(req.fire.At), slog.String("reason", reason), slog.Any("error", err))
+	if !errors.Is(err, lease.ErrNotAcquired) || !req.scheduled() {
+		s.retryClaim(u, req, s.clock.Now().Add(wakeRetry))
+	}
 }
 
 // claimHeld is the claim's work once it holds h's lease, which it

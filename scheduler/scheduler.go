@@ -109,6 +109,9 @@ type unit struct {
 	partition string
 	lease     string
 	queued    *entry // the unit's next scheduled fire in the queue, guarded by Scheduler.mu
+	// retryQueued: a retryClaim wake-up of the unit is in the queue,
+	// guarded by Scheduler.mu.
+	retryQueued bool
 
 	// seen is the latest scheduled fire whose claim started (Start's
 	// time before the first), guarded by Scheduler.mu: a slot at or before

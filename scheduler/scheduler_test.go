@@ -187,7 +187,11 @@ func TestFrozenHolderCannotMarkSlot(t *testing.T) {
 				bRan      = make(chan struct{})
 				aCanceled = make(chan error, 1)
 			)
-			base := Job{Name: "frozen", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), LeaseTTL: 300 * time.Millisecond}
+			// A TTL the loaded machine's round trips never come near: a
+			// grant answered after TTL - Drift is refused as slow, and
+			// claimNow, outside the dispatcher, would not retry it. The
+			// loss is seen at a's next renewal, within TTL/3 (1 s).
+			base := Job{Name: "frozen", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), LeaseTTL: 3 * time.Second}
 			jobA, jobB := base, base
 			jobA.Run = func(ctx context.Context, run Run) error {
 				log.add(run)
