@@ -1,14 +1,17 @@
-package scheduler
+package schedhttp
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Action names what an admin request wants to do, for the Authorizer.
@@ -27,25 +30,31 @@ const (
 
 // ErrForbidden is what an Authorizer returns to refuse a request (any
 // error refuses it; this one is provided for convenience).
-var ErrForbidden = errors.New("scheduler: admin request forbidden")
+var ErrForbidden = errors.New("schedhttp: admin request forbidden")
 
-// HandlerConfig configures the admin handler.
-type HandlerConfig struct {
+// Config configures the admin handler.
+type Config struct {
 	// Authorizer decides every request: nil error allows it. Required in
 	// practice: with none, the handler refuses every request (403).
 	Authorizer func(r *http.Request, action Action, job string) error
 	// MaxBodyBytes bounds request bodies. Default 64 KiB.
 	MaxBodyBytes int64
+	// Logger receives admin_request_forbidden and admin_request_failed.
+	// Default: discard; pass the scheduler's (scheduler.Config.Logger).
+	Logger *slog.Logger
+	// Clock gives the default end of GET /jobs/{job}/runs (now + 1 s).
+	// Default clock.Real(); pass the scheduler's (scheduler.Config.Clock).
+	Clock clock.Clock
 }
 
-// Handler returns an http.Handler for operators, mounted wherever the
+// New returns an http.Handler for the operators of s, mounted wherever the
 // caller likes (use http.StripPrefix for a sub-path). Requests and answers
 // are JSON; errors of the routes below are application/problem+json
 // (RFC 9457) with status 400 (bad input, not a slot), 403 (refused by the
 // Authorizer), 404 (unknown job or partition), 409 (slot running), 413
 // (body over MaxBodyBytes) or 500. The body of a 403 does not carry the
 // Authorizer's error, nor a 500 the internal (Redis, Postgres) error: both
-// go to Config.Logger instead (admin_request_forbidden at Warn,
+// go to cfg.Logger instead (admin_request_forbidden at Warn,
 // admin_request_failed at Error, with action, job and error), so a client
 // learns nothing about the authorizer's reasoning or the backends. An
 // unknown path or method gets net/http's plain 404 or 405.
@@ -57,9 +66,19 @@ type HandlerConfig struct {
 //	POST /jobs/{job}/backfill  {"partition":"", "from":"RFC3339", "to":"RFC3339", "reason":"..."}
 //	POST /jobs/{job}/pause
 //	POST /jobs/{job}/resume
-func (s *Scheduler) Handler(cfg HandlerConfig) http.Handler {
+//
+// Each route calls the Scheduler operation of the same name (Jobs, Runs,
+// Retry, Trigger, Backfill, Pause, Resume); 400 is its ErrInvalidJob or
+// ErrInvalidArgument, 404 its ErrUnknownJob, 409 ledger.ErrSlotRunning.
+func New(s *scheduler.Scheduler, cfg Config) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
 	}
 	h := &adminHandler{s: s, cfg: cfg}
 	mux := http.NewServeMux()
@@ -74,8 +93,8 @@ func (s *Scheduler) Handler(cfg HandlerConfig) http.Handler {
 }
 
 type adminHandler struct {
-	s   *Scheduler
-	cfg HandlerConfig
+	s   *scheduler.Scheduler
+	cfg Config
 }
 
 type adminRequest struct {
@@ -94,7 +113,7 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 			return
 		}
 		if err := h.cfg.Authorizer(r, action, job); err != nil {
-			h.s.log.LogAttrs(r.Context(), slog.LevelWarn, "admin_request_forbidden",
+			h.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin_request_forbidden",
 				slog.String("action", string(action)), slog.String("job", job), slog.Any("error", err))
 			writeProblem(w, http.StatusForbidden, "refused by the authorizer")
 			return
@@ -103,7 +122,7 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 		if err := next(w, r); err != nil {
 			status := statusOf(err)
 			if status == http.StatusInternalServerError {
-				h.s.log.LogAttrs(r.Context(), slog.LevelError, "admin_request_failed",
+				h.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "admin_request_failed",
 					slog.String("action", string(action)), slog.String("job", job), slog.Any("error", err))
 				writeProblem(w, status, "internal error; see the server log")
 				return
@@ -132,7 +151,7 @@ func (h *adminHandler) jobs(w http.ResponseWriter, _ *http.Request) error {
 
 func (h *adminHandler) runs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	to, from := h.s.clock.Now().Add(time.Second), time.Time{}
+	to, from := h.cfg.Clock.Now().Add(time.Second), time.Time{}
 	limit := 100
 	var err error
 	if v := q.Get("from"); v != "" {
@@ -214,16 +233,16 @@ func (h *adminHandler) resume(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-var errBadRequest = errors.New("scheduler: bad admin request")
+var errBadRequest = errors.New("schedhttp: bad admin request")
 
 func statusOf(err error) int {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, errBadRequest), errors.Is(err, ErrInvalidJob), errors.Is(err, ErrInvalidArgument):
+	case errors.Is(err, errBadRequest), errors.Is(err, scheduler.ErrInvalidJob), errors.Is(err, scheduler.ErrInvalidArgument):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrUnknownJob):
+	case errors.Is(err, scheduler.ErrUnknownJob):
 		return http.StatusNotFound
 	case errors.Is(err, ledger.ErrSlotRunning):
 		return http.StatusConflict

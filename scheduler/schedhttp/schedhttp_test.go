@@ -1,4 +1,4 @@
-package scheduler
+package schedhttp_test
 
 import (
 	"bytes"
@@ -17,22 +17,24 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
+	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
-func newAdminScheduler(t *testing.T) (*Scheduler, *redisledger.Ledger) {
+func newAdminScheduler(t *testing.T) (*scheduler.Scheduler, *redisledger.Ledger) {
 	t.Helper()
 	rdb := redistest.Mini(t)
 	leases, err := lease.New(rdb, lease.Options{})
 	require.NoError(t, err)
 	ldg, err := redisledger.New(rdb, "")
 	require.NoError(t, err)
-	s, err := New(Config{Leases: leases, Ledger: ldg})
+	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg})
 	require.NoError(t, err)
-	require.NoError(t, s.Register(Job{
+	require.NoError(t, s.Register(scheduler.Job{
 		Name: "settle", Spec: "0 2 * * *", Zone: "Europe/Berlin", Partitions: []string{"eu", "us"},
-		Run: func(context.Context, Run) error { return nil },
+		Run: func(context.Context, scheduler.Run) error { return nil },
 	}))
 	return s, ldg
 }
@@ -40,8 +42,8 @@ func newAdminScheduler(t *testing.T) (*Scheduler, *redisledger.Ledger) {
 func TestAdminHandlerStatusCodes(t *testing.T) {
 	t.Parallel()
 	s, ldg := newAdminScheduler(t)
-	allow := func(*http.Request, Action, string) error { return nil }
-	refuse := func(*http.Request, Action, string) error { return ErrForbidden }
+	allow := func(*http.Request, schedhttp.Action, string) error { return nil }
+	refuse := func(*http.Request, schedhttp.Action, string) error { return schedhttp.ErrForbidden }
 	slot := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC) // 02:00 in Berlin
 	running := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
 	_, _, err := ldg.Begin(context.Background(), ledger.Slot{Job: "settle", At: running, Partition: "eu"},
@@ -50,7 +52,7 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 
 	for _, tc := range []struct {
 		name       string
-		auth       func(*http.Request, Action, string) error
+		auth       func(*http.Request, schedhttp.Action, string) error
 		method     string
 		path, body string
 		want       int
@@ -75,7 +77,7 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 		{"Pause", allow, "POST", "/jobs/settle/pause", "", http.StatusNoContent},
 		{"Resume", allow, "POST", "/jobs/settle/resume", "", http.StatusNoContent},
 	} {
-		h := s.Handler(HandlerConfig{Authorizer: tc.auth})
+		h := schedhttp.New(s, schedhttp.Config{Authorizer: tc.auth})
 		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -104,7 +106,7 @@ func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
 	t.Parallel()
 	s, _ := newAdminScheduler(t)
 	var got []string
-	h := s.Handler(HandlerConfig{Authorizer: func(r *http.Request, a Action, job string) error {
+	h := schedhttp.New(s, schedhttp.Config{Authorizer: func(r *http.Request, a schedhttp.Action, job string) error {
 		got = append(got, string(a)+":"+job)
 		if r.Header.Get("Authorization") != "Bearer ops" {
 			return errors.New("who are you")
@@ -123,7 +125,7 @@ func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusOK, rec.Code)
-	var jobs []JobInfo
+	var jobs []scheduler.JobInfo
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &jobs))
 	require.Len(t, jobs, 1)
 	require.Equal(t, []string{"eu", "us"}, jobs[0].Partitions)
@@ -141,10 +143,11 @@ func TestAdminHandlerKeepsInternalErrorsInTheLog(t *testing.T) {
 	t.Cleanup(func() { _ = down.Close() })
 	ldg, err := redisledger.New(down, "")
 	require.NoError(t, err)
-	s, err := New(Config{Leases: leases, Ledger: ldg, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Logger: logger})
 	require.NoError(t, err)
-	require.NoError(t, s.Register(Job{Name: "settle", Spec: "0 2 * * *", Run: func(context.Context, Run) error { return nil }}))
-	h := s.Handler(HandlerConfig{Authorizer: func(r *http.Request, _ Action, _ string) error {
+	require.NoError(t, s.Register(scheduler.Job{Name: "settle", Spec: "0 2 * * *", Run: func(context.Context, scheduler.Run) error { return nil }}))
+	h := schedhttp.New(s, schedhttp.Config{Logger: logger, Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
 		if r.Header.Get("Authorization") == "" {
 			return errors.New("token sig mismatch for kid=prod-7")
 		}
