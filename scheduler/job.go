@@ -80,12 +80,12 @@ const (
 	// at its next heartbeat (every second at most) and its run's ctx ends
 	// with cause ErrReplaced; the attempt is recorded failed, class
 	// interrupted, and not retried. Needs a ledger that implements
-	// Canceler (RedisLedger and ledgertest.Memory do).
+	// ledger.Canceler (redisledger and ledgertest.Memory do).
 	OverlapCancelOther
 	// OverlapAllow (Kubernetes' Allow, Temporal's ALLOW_ALL) runs every
 	// slot when it comes due, whether or not earlier ones still run: each
 	// slot runs under a lease of its own ("<job>|<partition>@<unix>"),
-	// and its ledger writes are fenced per slot (Fence.PerSlot), so runs
+	// and its ledger writes are fenced by its scope (ledger.SlotScope), so runs
 	// of one (job, partition) overlap while each slot still runs once.
 	// The (job, partition) lease is held only to plan (read the ledger,
 	// apply the missed-slot policy, begin the attempts). Its runs start at

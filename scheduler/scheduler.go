@@ -29,8 +29,9 @@ const DefaultMaxConcurrentClaims = 64
 type Config struct {
 	// Leases acquires the job leases. Required.
 	Leases *lease.Client
-	// Ledger records runs. Required; NewRedisLedger gives the default
-	// store, scheduler/pgledger a Postgres one.
+	// Ledger records runs. Required; redisledger.New gives the default
+	// store, pgledger.New a Postgres one (packages under
+	// scheduler/ledger).
 	Ledger ledger.Ledger
 	// Logger receives job_claimed, job_claim_skipped, job_run_finished,
 	// slot_skipped, slots_unrecorded, clock_stepped, clock_jumped and

@@ -113,8 +113,9 @@ var (
 // latest one asked for (never for slot itself: a replica that lost the
 // race for the same slot cancels nothing). Not fenced: the caller does not
 // hold the lease. Part of the contract for every ledger that implements it:
-// ledgertest.Exercise checks it (RedisLedger and ledgertest.Memory do;
-// pgledger does not, so OverlapCancelOther is refused over it).
+// ledgertest.Exercise checks it (redisledger and ledgertest.Memory
+// implement it; pgledger does not, so OverlapCancelOther is refused over
+// it).
 type Canceler interface {
 	RequestCancel(ctx context.Context, job, partition string, slot time.Time) error
 }
@@ -132,7 +133,7 @@ type Canceler interface {
 // error). Otherwise it begins nothing and returns Clear == false: the
 // caller reads State and plans. A ledger may always answer Clear == false.
 // ledgertest.Exercise checks it on every ledger that implements it
-// (RedisLedger does).
+// (redisledger does). The scheduler asks only for the unit scope.
 type ClearBeginner interface {
 	BeginIfClear(ctx context.Context, reqs []BeginRequest, now time.Time) []BeginResult
 }

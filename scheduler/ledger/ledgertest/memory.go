@@ -12,9 +12,9 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// Memory is a scheduler.Ledger in memory: the contract with nothing else in
+// Memory is a ledger.Ledger in memory: the contract with nothing else in
 // the way, and a fake for tests of code that uses a ledger. It meets
-// Exercise, and implements scheduler.Canceler (OverlapCancelOther). It is safe for concurrent use; the zero value is not ready, use
+// Exercise, and implements ledger.Canceler (OverlapCancelOther). It is safe for concurrent use; the zero value is not ready, use
 // NewMemory. Slot instants are kept at second precision, as the stores do.
 type Memory struct {
 	mu      sync.Mutex
@@ -97,7 +97,7 @@ func (p *memPair) raise(slot ledger.Slot, f ledger.Fence) error {
 
 func slotKey(t time.Time) int64 { return t.Unix() }
 
-// State implements scheduler.Ledger.
+// State implements ledger.Ledger.
 func (m *Memory) State(_ context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -118,7 +118,7 @@ func (m *Memory) State(_ context.Context, job, partition string, since, now time
 	return st, nil
 }
 
-// Begin implements scheduler.Ledger, with the rules of pgledger.Ledger.Begin.
+// Begin implements ledger.Ledger, with the rules of pgledger.Ledger.Begin.
 func (m *Memory) Begin(_ context.Context, slot ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
 	if maxAttempts < 1 {
 		return 0, 0, fmt.Errorf("ledgertest: begin %s: maxAttempts %d, want at least 1", slot.Key(), maxAttempts)
@@ -183,7 +183,7 @@ func (p *memPair) running(slot ledger.Slot, f ledger.Fence, attempt int) (*memRu
 	return r, nil
 }
 
-// Heartbeat implements scheduler.Ledger.
+// Heartbeat implements ledger.Ledger.
 func (m *Memory) Heartbeat(_ context.Context, slot ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -202,7 +202,7 @@ func (m *Memory) Heartbeat(_ context.Context, slot ledger.Slot, f ledger.Fence, 
 	return nil
 }
 
-// RequestCancel implements scheduler.Canceler: the running attempt of an
+// RequestCancel implements ledger.Canceler: the running attempt of an
 // earlier slot of (job, partition) learns it at its next Heartbeat.
 func (m *Memory) RequestCancel(_ context.Context, job, partition string, slot time.Time) error {
 	m.mu.Lock()
@@ -214,7 +214,7 @@ func (m *Memory) RequestCancel(_ context.Context, job, partition string, slot ti
 	return nil
 }
 
-// Finish implements scheduler.Ledger.
+// Finish implements ledger.Ledger.
 func (m *Memory) Finish(_ context.Context, slot ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
 	if o.Status != ledger.StatusSucceeded && o.Status != ledger.StatusFailed {
 		return fmt.Errorf("ledgertest: finish %s: outcome status %q", slot.Key(), o.Status)
@@ -238,7 +238,7 @@ func (m *Memory) Finish(_ context.Context, slot ledger.Slot, f ledger.Fence, att
 	return nil
 }
 
-// Skip implements scheduler.Ledger.
+// Skip implements ledger.Ledger.
 func (m *Memory) Skip(_ context.Context, slot ledger.Slot, f ledger.Fence, status ledger.Status, reason string, now time.Time) error {
 	if status != ledger.StatusSkipped && status != ledger.StatusMissed {
 		return fmt.Errorf("ledgertest: skip %s: status %q", slot.Key(), status)
@@ -263,7 +263,7 @@ func (m *Memory) Skip(_ context.Context, slot ledger.Slot, f ledger.Fence, statu
 	return nil
 }
 
-// Request implements scheduler.Ledger.
+// Request implements ledger.Ledger.
 func (m *Memory) Request(_ context.Context, slot ledger.Slot, reason string, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -281,7 +281,7 @@ func (m *Memory) Request(_ context.Context, slot ledger.Slot, reason string, now
 	return nil
 }
 
-// SetPaused implements scheduler.Ledger.
+// SetPaused implements ledger.Ledger.
 func (m *Memory) SetPaused(_ context.Context, job string, paused bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -289,7 +289,7 @@ func (m *Memory) SetPaused(_ context.Context, job string, paused bool) error {
 	return nil
 }
 
-// Get implements scheduler.Ledger.
+// Get implements ledger.Ledger.
 func (m *Memory) Get(_ context.Context, slot ledger.Slot) (ledger.Record, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -304,7 +304,7 @@ func (m *Memory) Get(_ context.Context, slot ledger.Slot) (ledger.Record, bool, 
 	return r.copy(), true, nil
 }
 
-// List implements scheduler.Ledger.
+// List implements ledger.Ledger.
 func (m *Memory) List(_ context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

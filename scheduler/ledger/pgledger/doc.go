@@ -1,4 +1,4 @@
-// Package pgledger is a scheduler.Ledger in PostgreSQL: the durable audit
+// Package pgledger is a ledger.Ledger in PostgreSQL: the durable audit
 // of every slot a scheduler ran, with the same fencing as the default Redis
 // ledger.
 //
@@ -148,8 +148,8 @@
 // wrapped: errors.As finds the *pgconn.PgError, and errors.Is(err,
 // ErrRetryable) (the same value as pgfence.ErrRetryable) is true for a
 // serialization failure or a deadlock, after which the call may be made
-// again. scheduler.ErrSlotDone and scheduler.ErrSlotRunning are returned
+// again. ledger.ErrSlotDone and ledger.ErrSlotRunning are returned
 // wrapped, as the contract says.
 //
-// pgledger meets scheduler/ledgertest.Exercise.
+// pgledger meets ledgertest.Exercise (scheduler/ledger/ledgertest).
 package pgledger

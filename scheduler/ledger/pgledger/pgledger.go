@@ -65,7 +65,7 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Ledger is a scheduler.Ledger in PostgreSQL. It holds no goroutine and is
+// Ledger is a ledger.Ledger in PostgreSQL. It holds no goroutine and is
 // safe for concurrent use; see the package documentation for the model.
 type Ledger struct {
 	db     DB

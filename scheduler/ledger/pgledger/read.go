@@ -11,7 +11,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// State implements scheduler.Ledger in one statement (one round trip) once
+// State implements ledger.Ledger in one statement (one round trip) once
 // the (job, partition) pair is known; the first State of a pair creates its
 // fence row, which starts its horizon (now, the scheduler's clock,
 // truncated to the second), and reads again.
@@ -75,7 +75,7 @@ func (l *Ledger) state(ctx context.Context, job, partition string, since time.Ti
 	return st, known, err
 }
 
-// Get implements scheduler.Ledger.
+// Get implements ledger.Ledger.
 func (l *Ledger) Get(ctx context.Context, slot ledger.Slot) (ledger.Record, bool, error) {
 	if err := l.ready(); err != nil {
 		return ledger.Record{}, false, err
@@ -90,7 +90,7 @@ func (l *Ledger) Get(ctx context.Context, slot ledger.Slot) (ledger.Record, bool
 	return recs[0], true, nil
 }
 
-// List implements scheduler.Ledger. limit must be at least 1.
+// List implements ledger.Ledger. limit must be at least 1.
 func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
 	if err := l.ready(); err != nil {
 		return nil, err

@@ -45,7 +45,7 @@ func (l *Ledger) lockRun(ctx context.Context, tx pgx.Tx, op string, s ledger.Slo
 	return r, nil
 }
 
-// Begin implements scheduler.Ledger. In one transaction it raises the
+// Begin implements ledger.Ledger. In one transaction it raises the
 // fence of f's scope (the (job, partition)'s or the slot's own), then,
 // by the slot's state:
 //
@@ -143,7 +143,7 @@ func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 	return attempt, maxAttempts - (attempt - base), nil
 }
 
-// Heartbeat implements scheduler.Ledger. Besides a stale fence, it returns a
+// Heartbeat implements ledger.Ledger. Besides a stale fence, it returns a
 // *fence.StaleTokenError when attempt is not the slot's running attempt of
 // f.Owner: a newer attempt took the slot over.
 func (l *Ledger) Heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
@@ -173,7 +173,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence
 	})
 }
 
-// Finish implements scheduler.Ledger. o.Status is StatusSucceeded or
+// Finish implements ledger.Ledger. o.Status is StatusSucceeded or
 // StatusFailed; a failure with a zero o.RetryAt is final. Error is stored
 // cleaned (see MaxTextLen). Finish repeated with the same outcome after a
 // lost reply returns nil; otherwise, when attempt is not the slot's running
@@ -243,7 +243,7 @@ func (l *Ledger) notRunning(ctx context.Context, tx pgx.Tx, op string, slot ledg
 		&fence.StaleTokenError{Resource: slotName(slot), Presented: f.Token, Current: fence.Token(runToken)})
 }
 
-// Skip implements scheduler.Ledger: it records status (StatusSkipped or
+// Skip implements ledger.Ledger: it records status (StatusSkipped or
 // StatusMissed) and reason for a slot with no record, and makes it the
 // pair's State.Last if it is the latest. A slot with a record (begun,
 // skipped, missed or requested) is left as it is, and Skip returns nil.
@@ -276,7 +276,7 @@ func (l *Ledger) Skip(ctx context.Context, slot ledger.Slot, f ledger.Fence, sta
 	})
 }
 
-// Request implements scheduler.Ledger. It is not fenced, but takes the
+// Request implements ledger.Ledger. It is not fenced, but takes the
 // (job, partition) fence row's lock like every transition, so it never
 // interleaves with one. A slot without a record gets one (a backfill or a
 // trigger); it does not become State.Last, which only begun, skipped and
@@ -330,7 +330,7 @@ func (l *Ledger) lockFence(ctx context.Context, tx pgx.Tx, op, job, partition st
 	return nil
 }
 
-// SetPaused implements scheduler.Ledger: the flag is per job, for every
+// SetPaused implements ledger.Ledger: the flag is per job, for every
 // partition. It is not fenced.
 func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
 	const op = "set paused"

@@ -59,14 +59,12 @@ var (
 // fenced transition is one Lua script that checks and raises the fence.
 //
 // Keys under <prefix>{job|partition}: fence (hash: token, owner),
-// fence:<unix> (the same, per slot, for Fence.PerSlot), run:<unix>
+// the fence of the unit scope (ledger.UnitScope); fence:<unix> (the same,
+// for the slot scope, ledger.SlotScope), run:<unix>
 // (hash per slot: status, attempt, base, owner, token, heartbeat, retry_at,
 // reason, and a<n>.* per attempt), open, pending, retry and index (sorted
 // sets of slots), last (latest slot begun or skipped), horizon (ms, set on
 // first use). <prefix>{job}:paused holds the pause flag.
-//
-// Durability is Redis's: after a data loss the horizon starts again at
-// the first State call, so slots from before the loss are never caught up.
 type Ledger struct {
 	rdb     redis.UniversalClient
 	pipe    *autopipe.Pipe // fenced transitions of concurrent claims share round trips
