@@ -186,22 +186,6 @@ func (s *setup) open(t *testing.T, job, partition string) []ledger.OpenSlot {
 	return st.Open
 }
 
-// seed makes the ledger show slot begun and finished by a holder before the
-// test's schedulers, as a run before a downtime left it: a State (which
-// starts the ledger's horizon now, as a claim does), Begin and Finish. Its
-// token (1) is below any lease token. Slots before the current second are
-// before the horizon and so never caught up: seed the current one.
-func (s *setup) seed(t *testing.T, slot ledger.Slot, status ledger.Status) {
-	t.Helper()
-	ctx := context.Background()
-	_, err := s.ledger.State(ctx, slot.Job, slot.Partition, slot.At, time.Now())
-	require.NoError(t, err)
-	f := ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: 1, Owner: "before-downtime"}
-	attempt, _, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
-	require.NoError(t, err)
-	require.NoError(t, s.ledger.Finish(ctx, slot, f, attempt, ledger.Outcome{Status: status}, time.Now()))
-}
-
 // slotWindow returns n one-second slots, the first at least 300 ms from now:
 // far enough ahead that the replicas are started before it.
 func slotWindow(n int) (startAt, endAt time.Time, slots []time.Time) {
