@@ -22,7 +22,8 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/pgledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 )
 
 // Environment of a scheduler worker: the slots' window, in Unix seconds.
@@ -90,11 +91,11 @@ func schedWorker() error {
 	if err != nil {
 		return err
 	}
-	ledger, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+	ldg, err := pgledger.New(pool, pgledger.Config{Schema: schema})
 	if err != nil {
 		return err
 	}
-	sched, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
+	sched, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg})
 	if err != nil {
 		return err
 	}
@@ -205,9 +206,9 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 	r := newReport(name, 1, 1)
 	s, pool := newSink(t, "chaos_sched_")
 	ctx := context.Background()
-	ledger, err := pgledger.New(pool, pgledger.Config{Schema: s.schema})
+	ldg, err := pgledger.New(pool, pgledger.Config{Schema: s.schema})
 	require.NoError(t, err)
-	require.NoError(t, ledger.Migrate(ctx))
+	require.NoError(t, ldg.Migrate(ctx))
 	srv := redisproc.Start(t)
 
 	start := time.Now().Truncate(time.Second).Add(5 * time.Second)
@@ -293,13 +294,13 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 	// Every slot is decided (succeeded, or skipped/missed by policy) within
 	// a minute of the window's end.
 	from, to := start, end
-	var recs []scheduler.Record
+	var recs []ledger.Record
 	for deadline := end.Add(time.Minute); ; {
-		recs, err = ledger.List(ctx, guardedJob, "", from, to, 100000)
+		recs, err = ldg.List(ctx, guardedJob, "", from, to, 100000)
 		require.NoError(t, err)
 		done := 0
 		for _, rec := range recs {
-			if rec.Status != scheduler.StatusRunning && rec.Status != scheduler.StatusPending {
+			if rec.Status != ledger.StatusRunning && rec.Status != ledger.StatusPending {
 				done++
 			}
 		}
@@ -336,7 +337,7 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 	_, controlDups, _ := count(controlJob)
 	missed, lost := map[string]int{}, 0
 	for at := start; at.Before(end); at = at.Add(time.Second) {
-		key := scheduler.Slot{Job: guardedJob, At: at}.Key()
+		key := ledger.Slot{Job: guardedJob, At: at}.Key()
 		if keys[key] > 0 {
 			continue
 		}
@@ -352,7 +353,7 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 			}
 		}
 		missed[st]++
-		if !strings.HasPrefix(st, string(scheduler.StatusSkipped)) && !strings.HasPrefix(st, string(scheduler.StatusMissed)) {
+		if !strings.HasPrefix(st, string(ledger.StatusSkipped)) && !strings.HasPrefix(st, string(ledger.StatusMissed)) {
 			lost++ // not a decision of the job's policy
 		}
 	}

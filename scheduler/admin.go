@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"time"
 )
 
@@ -47,7 +48,7 @@ func (s *Scheduler) Jobs() []JobInfo {
 // Runs lists the ledger records of (job, partition) with from <= slot < to,
 // newest first, at most limit. ErrUnknownJob for an unknown job/partition,
 // ErrInvalidArgument for limit < 1 or from >= to.
-func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]Record, error) {
+func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
 	if _, err := s.unit(job, partition); err != nil {
 		return nil, err
 	}
@@ -80,13 +81,13 @@ func (s *Scheduler) Retry(ctx context.Context, job, partition string, at time.Ti
 
 // Trigger asks for an extra run of (job, partition) now, outside the
 // schedule: a slot at the current second. It returns that slot.
-func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) (Slot, error) {
+func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) (ledger.Slot, error) {
 	u, err := s.unit(job, partition)
 	if err != nil {
-		return Slot{}, err
+		return ledger.Slot{}, err
 	}
 	at := s.clock.Now().UTC().Truncate(time.Second)
-	return Slot{Job: job, At: at, Partition: partition}, s.request(ctx, u, at, "trigger: "+reason)
+	return ledger.Slot{Job: job, At: at, Partition: partition}, s.request(ctx, u, at, "trigger: "+reason)
 }
 
 // Backfill asks for a run of every slot of (job, partition) with
@@ -94,7 +95,7 @@ func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) 
 // returns the slots asked for. Running slots are left alone.
 // ErrInvalidArgument for from >= to or a range of more than MaxBackfill
 // slots.
-func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, to time.Time, reason string) ([]Slot, error) {
+func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, to time.Time, reason string) ([]ledger.Slot, error) {
 	u, err := s.unit(job, partition)
 	if err != nil {
 		return nil, err
@@ -106,11 +107,11 @@ func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, t
 	if len(fires) > MaxBackfill {
 		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidArgument, MaxBackfill)
 	}
-	var out []Slot
+	var out []ledger.Slot
 	for _, f := range fires {
-		slot := Slot{Job: job, At: f.At, Partition: partition}
+		slot := ledger.Slot{Job: job, At: f.At, Partition: partition}
 		err := s.cfg.Ledger.Request(ctx, slot, "backfill: "+reason, s.clock.Now())
-		if err != nil && !isRunning(err) {
+		if err != nil && !errors.Is(err, ledger.ErrSlotRunning) {
 			return out, err
 		}
 		if err == nil {
@@ -148,7 +149,7 @@ func (s *Scheduler) Resume(ctx context.Context, job string) error {
 }
 
 func (s *Scheduler) request(ctx context.Context, u *unit, at time.Time, reason string) error {
-	slot := Slot{Job: u.job.Name, At: at, Partition: u.partition}
+	slot := ledger.Slot{Job: u.job.Name, At: at, Partition: u.partition}
 	if err := s.cfg.Ledger.Request(ctx, slot, reason, s.clock.Now()); err != nil {
 		return err
 	}

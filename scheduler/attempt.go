@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // skip records a step's slot skipped or missed.
@@ -37,7 +38,7 @@ func (s *Scheduler) attempt(h hold, f cron.Fire) (ran bool) {
 // begin starts the next attempt of slot f in the ledger, fenced with fen;
 // ok is false when there is none to make (done, stale, ledger error:
 // logged).
-func (s *Scheduler) begin(h hold, fen Fence, f cron.Fire) (n, left int, ok bool) {
+func (s *Scheduler) begin(h hold, fen ledger.Fence, f cron.Fire) (n, left int, ok bool) {
 	slot := h.slot(f.At)
 	n, left, err := s.cfg.Ledger.Begin(h.ctx(), slot, fen, h.u.job.MaxAttempts, s.clock.Now())
 	if err != nil {
@@ -113,18 +114,18 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int) {
 
 // outcome is how an attempt that returned runErr is recorded, with its
 // retry time when the budget has attempts left.
-func (s *Scheduler) outcome(h hold, runErr error, timedOut, replaced bool, left int) Outcome {
+func (s *Scheduler) outcome(h hold, runErr error, timedOut, replaced bool, left int) ledger.Outcome {
 	if runErr == nil {
-		return Outcome{Status: StatusSucceeded}
+		return ledger.Outcome{Status: ledger.StatusSucceeded}
 	}
 	job := h.u.job
-	o := Outcome{Status: StatusFailed, Error: runErr.Error(), Class: classify(h.ctx(), s.life.run, runErr, timedOut)}
+	o := ledger.Outcome{Status: ledger.StatusFailed, Error: runErr.Error(), Class: classify(h.ctx(), s.life.run, runErr, timedOut)}
 	switch {
 	case replaced:
 		// OverlapCancelOther: a newer slot replaced this run; it is not
 		// retried.
-		o.Class, o.Error = ClassInterrupted, ErrReplaced.Error()+": "+runErr.Error()
-	case o.Class != ClassPermanent && left > 0:
+		o.Class, o.Error = ledger.ClassInterrupted, ErrReplaced.Error()+": "+runErr.Error()
+	case o.Class != ledger.ClassPermanent && left > 0:
 		// The budget, not the attempt number, decides: an operator's
 		// Request gives an exhausted slot MaxAttempts more attempts, with
 		// the backoff starting again from RetryBackoff. Whole
@@ -164,19 +165,19 @@ var ErrShutdown = errors.New("scheduler: shut down past the grace period")
 // classify is the one place that decides how a failed attempt is
 // recorded: a panic, Permanent, a timeout, an interruption (the lease
 // ended, or shutdown past the grace period), else retryable.
-func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ErrorClass {
+func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledger.ErrorClass {
 	var p *panicError
 	switch {
 	case errors.As(err, &p):
-		return ClassPanic
+		return ledger.ClassPanic
 	case IsPermanent(err):
-		return ClassPermanent
+		return ledger.ClassPermanent
 	case timedOut:
-		return ClassTimeout
+		return ledger.ClassTimeout
 	case leaseCtx.Err() != nil, lifeCtx.Err() != nil:
-		return ClassInterrupted
+		return ledger.ClassInterrupted
 	}
-	return ClassRetryable
+	return ledger.ClassRetryable
 }
 
 // retryDelay is RetryBackoff * 2^(attempt-1), capped, with ±20% jitter
@@ -198,7 +199,7 @@ func (s *Scheduler) retryDelay(job *registered, attempt int) time.Duration {
 // until the returned function is called, which waits for it. Under
 // OverlapCancelOther a heartbeat that finds a cancel request cancels the
 // run with ErrReplaced.
-func (s *Scheduler) heartbeat(ctx context.Context, slot Slot, f Fence, attempt int, job *registered, replace context.CancelCauseFunc) (stop func()) {
+func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, job *registered, replace context.CancelCauseFunc) (stop func()) {
 	every := job.LeaseTTL / 3
 	if job.Overlap == OverlapCancelOther {
 		every = min(every, time.Second)
@@ -219,7 +220,7 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot Slot, f Fence, attempt i
 			tick.Reset(every)
 			err := s.cfg.Ledger.Heartbeat(ctx, slot, f, attempt, s.clock.Now())
 			switch {
-			case errors.Is(err, ErrCancelRequested):
+			case errors.Is(err, ledger.ErrCancelRequested):
 				if job.Overlap == OverlapCancelOther {
 					s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_replaced", slog.String("job", slot.Job),
 						slog.String("partition", slot.Partition), slog.Time("slot", slot.At))
@@ -249,11 +250,11 @@ func runJob(ctx context.Context, fn JobFunc, run Run) (err error) {
 }
 
 // ledgerRefused logs (and counts) a ledger write that did not go through.
-func (s *Scheduler) ledgerRefused(ctx context.Context, slot Slot, step string, err error) {
+func (s *Scheduler) ledgerRefused(ctx context.Context, slot ledger.Slot, step string, err error) {
 	attrs := []slog.Attr{slog.String("job", slot.Job), slog.String("partition", slot.Partition),
 		slog.Time("slot", slot.At), slog.String("step", step), slog.Any("error", err)}
 	switch {
-	case errors.Is(err, ErrSlotDone):
+	case errors.Is(err, ledger.ErrSlotDone):
 		s.log.LogAttrs(ctx, slog.LevelDebug, "job_claim_skipped", append(attrs, slog.String("reason", "done"))...)
 	case errors.Is(err, fence.ErrStaleToken):
 		s.obs.StaleRejected(slot.Job)

@@ -8,25 +8,29 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // hold is a claim's grip on one (job, partition): the unit, the lease it
-// holds and that lease's fence, presented with every ledger write.
+// holds and that lease's fence, presented with every ledger write. The
+// fence's scope is the lease's name: ledger.UnitScope of the unit, or
+// under OverlapAllow ledger.SlotScope of the slot (the names the
+// scheduler gives its leases).
 type hold struct {
 	u     *unit
 	l     *lease.Lease
-	fence Fence
+	fence ledger.Fence
 }
 
 func newHold(u *unit, l *lease.Lease) hold {
-	return hold{u: u, l: l, fence: Fence{Token: l.Token(), Owner: l.Owner()}}
+	return hold{u: u, l: l, fence: ledger.Fence{Scope: l.Name(), Token: l.Token(), Owner: l.Owner()}}
 }
 
 // ctx ends when the lease is lost or released.
 func (h hold) ctx() context.Context { return h.l.Context() }
 
-func (h hold) slot(at time.Time) Slot {
-	return Slot{Job: h.u.job.Name, At: at, Partition: h.u.partition}
+func (h hold) slot(at time.Time) ledger.Slot {
+	return ledger.Slot{Job: h.u.job.Name, At: at, Partition: h.u.partition}
 }
 
 // claimReq is what starts a claim: a scheduled fire of the unit (prev its
@@ -49,20 +53,14 @@ func (s *Scheduler) claim(u *unit, req claimReq) {
 		l, err = s.replaceHolder(u, req.fire)
 	}
 	if err != nil {
-		s.claimSkipped(u, req.fire, err)
-		if !req.scheduled() && errors.Is(err, lease.ErrNotAcquired) {
-			// The holder planned before this wake-up's cause (a retry
-			// time, an operator's request) and will not plan again
-			// unless a slot of the schedule comes due: look again later.
-			s.wakeAt(u, s.clock.Now().Add(wakeRetry))
-		}
+		s.claimSkipped(u, req, err)
 		return
 	}
 	s.claimHeld(newHold(u, l), req, seen, nil)
 }
 
-// wakeRetry is how long a wake-up that found the lease held waits before
-// it claims again (1 s).
+// wakeRetry is how long a claim that did not get the lease waits before
+// it claims again (1 s), when it must (claimSkipped).
 const wakeRetry = time.Second
 
 // noteSeen records that a claim of req starts and returns the latest fire
@@ -78,22 +76,40 @@ func (s *Scheduler) noteSeen(u *unit, req claimReq) (seen time.Time) {
 	return seen
 }
 
-// claimSkipped logs (and counts) a claim that did not get the lease.
-func (s *Scheduler) claimSkipped(u *unit, fire cron.Fire, err error) {
+// claimSkipped logs a claim of u that did not get the lease (event
+// job_claim_skipped) and asks for another claim wakeRetry later when
+// nobody else works for u: after a slow grant (lease.ErrSlowAcquire: the
+// grant came too late to be trusted and was undone), a Redis error, or a
+// wake-up that found the lease held (its holder planned before the
+// wake-up's cause, a retry time or an operator's request, and will not
+// plan again unless a slot comes due). A scheduled fire that found the
+// lease held needs no retry: its holder plans the slot. The retry claims
+// the same fire (retryClaim), so a slot whose claims are refused again and
+// again is never silently lost: once a claim gets through, the slot runs,
+// or, planned over lateAfter late, is run or recorded by the missed-slot
+// policy (plan.go); every refusal is logged at Warn with reason slow_grant
+// or error.
+func (s *Scheduler) claimSkipped(u *unit, req claimReq, err error) {
 	reason, level := "error", slog.LevelWarn
-	if errors.Is(err, lease.ErrNotAcquired) {
+	switch {
+	case errors.Is(err, lease.ErrNotAcquired):
 		reason, level = "lease_held", slog.LevelDebug
 		s.obs.ClaimConflict(u.job.Name)
+	case errors.Is(err, lease.ErrSlowAcquire):
+		reason = "slow_grant"
 	}
 	s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
-		slog.String("partition", u.partition), slotAttr(fire.At), slog.String("reason", reason), slog.Any("error", err))
+		slog.String("partition", u.partition), slotAttr(req.fire.At), slog.String("reason", reason), slog.Any("error", err))
+	if !errors.Is(err, lease.ErrNotAcquired) || !req.scheduled() {
+		s.retryClaim(u, req, s.clock.Now().Add(wakeRetry))
+	}
 }
 
 // claimHeld is the claim's work once it holds h's lease, which it
 // releases: plan (plan.go), carry the steps out, and plan again while
 // slots came due meanwhile. pre, when not nil, is the answer of a
 // ClearBeginner to the fire's fast request, made by the caller.
-func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *BeginResult) {
+func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.BeginResult) {
 	defer func() { _ = h.l.Release(context.WithoutCancel(s.life.run)) }()
 	if seen.IsZero() { // a claim outside the dispatcher
 		seen = s.clock.Now()
@@ -102,7 +118,7 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *BeginRe
 	if req.scheduled() && (pre != nil || s.life.claim.Err() == nil) {
 		if pre == nil {
 			if r, ok := s.fastRequest(h, req, s.clock.Now()); ok {
-				res := s.cfg.Ledger.(ClearBeginner).BeginIfClear(h.ctx(), []BeginRequest{r}, s.clock.Now())[0]
+				res := s.cfg.Ledger.(ledger.ClearBeginner).BeginIfClear(h.ctx(), []ledger.BeginRequest{r}, s.clock.Now())[0]
 				pre = &res
 			}
 		}
@@ -188,24 +204,24 @@ func (s *Scheduler) carryOut(h hold, req claimReq, p plan, cs *claimState) (agai
 // req under h, or false when the claim must plan: the ledger has no fast
 // path, the job runs OverlapAllow, no earlier fire is known, a later slot
 // is due too, or the fire is late (the missed-slot policy decides).
-func (s *Scheduler) fastRequest(h hold, req claimReq, now time.Time) (BeginRequest, bool) {
+func (s *Scheduler) fastRequest(h hold, req claimReq, now time.Time) (ledger.BeginRequest, bool) {
 	job := h.u.job
-	if _, ok := s.cfg.Ledger.(ClearBeginner); !ok || job.Overlap == OverlapAllow {
-		return BeginRequest{}, false
+	if _, ok := s.cfg.Ledger.(ledger.ClearBeginner); !ok || job.Overlap == OverlapAllow {
+		return ledger.BeginRequest{}, false
 	}
 	if now.Sub(req.fire.At) > job.window.lateAfter(req.fire.At) {
-		return BeginRequest{}, false
+		return ledger.BeginRequest{}, false
 	}
 	prev := req.prev
 	if prev.IsZero() {
 		if prev = job.window.prev(req.fire.At); prev.IsZero() {
-			return BeginRequest{}, false
+			return ledger.BeginRequest{}, false
 		}
 	}
 	if next, ok := job.window.next(req.fire.At); ok && !next.At.After(now) {
-		return BeginRequest{}, false
+		return ledger.BeginRequest{}, false
 	}
-	return BeginRequest{
+	return ledger.BeginRequest{
 		Slot: h.slot(req.fire.At), Fence: h.fence,
 		MaxAttempts: job.MaxAttempts, Prev: prev, Since: job.window.since(now),
 	}, true
@@ -214,7 +230,7 @@ func (s *Scheduler) fastRequest(h hold, req claimReq, now time.Time) (BeginReque
 // afterFastBegin runs the slot a ClearBeginner began. It reports whether
 // the claim must go on and plan: the ledger saw something else due, or a
 // slot came due during the run.
-func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res BeginResult, cs *claimState) (plan bool) {
+func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResult, cs *claimState) (plan bool) {
 	switch {
 	case !res.Clear:
 		return true

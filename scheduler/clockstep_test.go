@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // ranLog records the slots a job function ran, in order.
@@ -51,7 +52,7 @@ func TestWallClockStepBackRunsTheNextFiresFromTheCurrentReading(t *testing.T) {
 		r.tick(140*time.Second, time.Second) // to 15:02:50
 		require.Equal(t, []time.Time{utc(17, 0, 0), utc(15, 1, 0), utc(15, 2, 0)}, log.all(),
 			"after the step back, the fires follow the corrected clock")
-		require.Equal(t, scheduler.StatusSucceeded, r.record("minutely", utc(15, 2, 0)).Status)
+		require.Equal(t, ledger.StatusSucceeded, r.record("minutely", utc(15, 2, 0)).Status)
 	})
 }
 
@@ -98,7 +99,7 @@ func TestForwardJumpOrFreezeFollowsTheMissedPolicy(t *testing.T) {
 				tc.move(r)
 				require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 30, 0)}, log.all(), "only the latest slot runs")
 				for at, st := range r.statuses("latest", utc(10, 1, 0), utc(10, 29, 0), time.Minute) {
-					require.Equal(t, scheduler.StatusSkipped, st, "slot %v", at)
+					require.Equal(t, ledger.StatusSkipped, st, "slot %v", at)
 					require.Equal(t, "missed", r.record("latest", at).Reason)
 				}
 				r.tick(time.Minute, time.Second)
@@ -122,7 +123,7 @@ func TestFrozenPerSecondJobSkipsTheSlotsOfTheFreeze(t *testing.T) {
 		r.settle()
 		require.Equal(t, []time.Time{utc(12, 0, 0), utc(12, 0, 1), utc(12, 0, 2), utc(12, 0, 10)}, log.all())
 		for at, st := range r.statuses("fast", utc(12, 0, 3), utc(12, 0, 9), time.Second) {
-			require.Equal(t, scheduler.StatusSkipped, st, "slot %v", at)
+			require.Equal(t, ledger.StatusSkipped, st, "slot %v", at)
 		}
 	})
 }

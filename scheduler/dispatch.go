@@ -7,6 +7,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // The dispatcher is the one timer goroutine of a Scheduler. It keeps one
@@ -38,6 +39,7 @@ type entry struct {
 	at    time.Time
 	u     *unit
 	req   claimReq
+	retry bool // a wake-up of retryClaim: u.retryQueued until popped
 	index int
 }
 
@@ -76,6 +78,26 @@ func (s *Scheduler) schedule(u *unit, t time.Time, prev time.Time) {
 func (s *Scheduler) wakeAt(u *unit, t time.Time) {
 	s.mu.Lock()
 	heap.Push(&s.queue, &entry{at: t, u: u})
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// retryClaim asks for a claim of u with req again at t, unless a retry
+// of u is queued already: claims refused again and again (Redis down,
+// every grant slow) keep one retry per unit, not one per refusal. Claimed
+// for its own fire, the slot is judged on its lateness (plan.go) like the
+// first try, rather than as missed.
+func (s *Scheduler) retryClaim(u *unit, req claimReq, t time.Time) {
+	s.mu.Lock()
+	if u.retryQueued {
+		s.mu.Unlock()
+		return
+	}
+	u.retryQueued = true
+	heap.Push(&s.queue, &entry{at: t, u: u, req: req, retry: true})
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -163,7 +185,12 @@ func (s *Scheduler) popDue(now time.Time) []*entry {
 	var due []*entry
 	for s.queue.Len() > 0 && !s.queue[0].at.After(now) {
 		e := heap.Pop(&s.queue).(*entry)
-		if !e.scheduled() {
+		if e.retry {
+			e.u.retryQueued = false
+		}
+		if e.retry || !e.scheduled() {
+			// A retry claims its fire again as it is: the unit's next
+			// fire stays queued.
 			due = append(due, e)
 			continue
 		}
@@ -271,7 +298,7 @@ func (s *Scheduler) claimBatches(ttl time.Duration, es []*entry) {
 				continue
 			}
 			s.noteSeen(e.u, e.req)
-			s.claimSkipped(e.u, e.req.fire, errs[i])
+			s.claimSkipped(e.u, e.req, errs[i])
 			if next, ok := s.again(e.u); ok {
 				s.wg.Go(func() {
 					defer func() { <-s.sem }()
@@ -288,14 +315,14 @@ func (s *Scheduler) claimBatches(ttl time.Duration, es []*entry) {
 // leases were won, in one call (one round trip on the Redis ledger), and
 // returns the answers by index (nil where none was asked). Once claiming
 // stopped it begins nothing.
-func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*BeginResult {
-	pre := make([]*BeginResult, len(chunk))
-	cb, ok := s.cfg.Ledger.(ClearBeginner)
+func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*ledger.BeginResult {
+	pre := make([]*ledger.BeginResult, len(chunk))
+	cb, ok := s.cfg.Ledger.(ledger.ClearBeginner)
 	if !ok || s.life.claim.Err() != nil {
 		return pre
 	}
 	now := s.clock.Now()
-	var reqs []BeginRequest
+	var reqs []ledger.BeginRequest
 	var at []int
 	for i, e := range chunk {
 		if leases[i] == nil {
@@ -340,7 +367,7 @@ func (s *Scheduler) takePlaces(n int) int {
 // the pool. held, when not nil, is the unit's lease, already acquired for
 // e's fire, and pre the ledger's answer to its fast request (nil: none
 // made).
-func (s *Scheduler) unitLoop(e *entry, held *hold, pre *BeginResult) {
+func (s *Scheduler) unitLoop(e *entry, held *hold, pre *ledger.BeginResult) {
 	for {
 		if held != nil {
 			seen := s.noteSeen(e.u, e.req)

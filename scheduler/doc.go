@@ -14,8 +14,8 @@
 // job writes to (package fence).
 //
 //	leases, _ := lease.New(rdb, lease.Options{})
-//	ledger, _ := scheduler.NewRedisLedger(rdb, "")
-//	s, _ := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
+//	runs, _ := redisledger.New(rdb, "") // or pgledger, or a store of your own
+//	s, _ := scheduler.New(scheduler.Config{Leases: leases, Ledger: runs})
 //	_ = s.Register(scheduler.Job{Name: "daily-settlement", Spec: "0 2 * * *",
 //		Zone: "Europe/Paris", Partitions: []string{"eu", "us"}, Run: settle})
 //	_ = s.Start(ctx)
@@ -53,8 +53,8 @@
 //     than the free places in the pool). A replica that does not get the
 //     lease logs job_claim_skipped (reason=lease_held) and does nothing
 //     more: the holder does this slot too;
-//  2. for a scheduled fire, with a ledger that implements ClearBeginner
-//     (RedisLedger on a single server or Sentinel), asks it to begin the
+//  2. for a scheduled fire, with a ledger that implements
+//     ledger.ClearBeginner (redisledger on a single server or Sentinel), asks it to begin the
 //     slot if nothing else is due (batched too), and when it did runs it
 //     and goes to step 4; otherwise
 //     reads the unit's State from the ledger (open slots, the last slot
@@ -67,7 +67,7 @@
 //  3. works through them one at a time: a run is Ledger.Begin (fenced) ->
 //     the job function -> Ledger.Finish (fenced); a policy skip is
 //     Ledger.Skip (fenced). A slot already succeeded, skipped, missed or
-//     out of attempts is refused by Begin (ErrSlotDone) and not run, and a
+//     out of attempts is refused by Begin (ledger.ErrSlotDone) and not run, and a
 //     failed slot is not begun before its stored retry time, however late
 //     a replica's timer fires;
 //  4. plans again and repeats until nothing is due, so that slots that came
@@ -118,7 +118,7 @@
 //	skipped, missed                          (by policy)
 //
 // Each attempt records its number, owner, token, start, heartbeat, finish,
-// error and error class (Record.Attempts, Record.Latest). Every fenced
+// error and error class (ledger.Record.Attempts, Record.Latest). Every fenced
 // transition checks and raises a fence per (job, partition) with fence's
 // acceptance rule: it is accepted only with a token above the highest one
 // seen, or equal to it from the same owner; otherwise it returns a
@@ -127,15 +127,23 @@
 // holds the caller's attempt. So once a newer holder has touched the
 // unit's ledger, a holder that lost its lease (paused, partitioned, frozen
 // past its TTL) can neither mark a slot done nor begin another one.
-// Operator requests (Request, SetPaused) are not fenced. Every Redis
-// transition is one Lua script (scripts/*.lua) over keys that share one
-// Cluster hash tag per unit; scheduler/pgledger is a Postgres ledger, and
-// scheduler/ledgertest.Exercise checks any implementation.
+// Operator requests (Request, SetPaused) are not fenced. The storage is a
+// seam of its own (package scheduler/ledger: the Ledger interface, its
+// types and errors): redisledger runs every transition as one Lua script
+// over keys that share one Cluster hash tag per unit, pgledger is a
+// Postgres ledger, and ledgertest.Exercise checks any implementation.
+//
+// Each fence is named by the scope it fences, the name of the lease whose
+// token it holds (ledger.Fence.Scope, Run.Scope): the unit's lease
+// ("<job>" or "<job>|<partition>", ledger.UnitScope), or under
+// OverlapAllow the slot's ("...@<unix>", ledger.SlotScope). Job names and
+// partition keys may not hold '|', '@', '{' or '}', so no two units or
+// slots share a lease name.
 //
 // # Heartbeat and abandoned attempts
 //
 // While an attempt runs, its holder records a heartbeat in the ledger every
-// LeaseTTL/3 (Attempt.Heartbeat). A running attempt whose holder lost the
+// LeaseTTL/3 (ledger.Attempt.Heartbeat). A running attempt whose holder lost the
 // lease (crashed, killed, stopped with a job that ignores its ctx, or
 // frozen past the TTL) stays running in the ledger until the next holder
 // of the unit claims: its Begin marks that attempt abandoned and starts the
@@ -159,7 +167,7 @@
 //     it comes due, so runs of one unit overlap: each slot runs under a
 //     lease of its own ("<job>|<partition>@<unix>", "<job>@<unix>" for the
 //     default partition) with its ledger writes
-//     fenced per slot (Fence.PerSlot); the unit's lease is held only while
+//     fenced by the slot's scope (ledger.SlotScope); the unit's lease is held only while
 //     a replica plans (reads the ledger, applies the missed-slot policy,
 //     begins the attempts), and the runs, outside the claim pool, start at
 //     once;
@@ -170,7 +178,7 @@
 //     the MaxCatchUp (default 16) latest, and records the older ones
 //     skipped, reason "missed"; MissedLatestOnly runs only the latest;
 //     MissedSkip records them all skipped, reason "missed"; MissedManual
-//     records them StatusMissed: they run only when an operator asks
+//     records them ledger.StatusMissed: they run only when an operator asks
 //     (Retry, Backfill).
 //
 // Whatever the policy, missed slots and retries older than CatchUpWindow
@@ -195,7 +203,7 @@
 // the failure is then final. The wait before attempt n+1
 // is RetryBackoff * 2^(n-1) (default 1 s), capped at RetryMaxBackoff
 // (default 5 min), with ±20% jitter. The next attempt's time is stored in
-// the ledger with the failure (Record.RetryAt): the replica that failed
+// the ledger with the failure (ledger.Record.RetryAt): the replica that failed
 // wakes at that time and claims again; if it dies in the wait, the next
 // claim of the unit on any replica finds the stored time and runs the
 // retry once it has come, so a crash during the backoff loses nothing. A
@@ -216,8 +224,8 @@
 // every replica from running the job's slots until Resume; slots that came
 // due while paused then follow the missed-slot policy. Operations on an
 // unknown job or partition return ErrUnknownJob; a running slot cannot be
-// requested (ErrSlotRunning). Scheduler.Handler serves the same operations
-// over HTTP behind a required authorizer.
+// requested (ledger.ErrSlotRunning). Package scheduler/schedhttp serves the
+// same operations over HTTP behind a required authorizer.
 //
 // # Shutdown
 //

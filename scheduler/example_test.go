@@ -12,6 +12,8 @@ import (
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 // Two replicas carry the same job, split by tenant. Each (slot, partition)
@@ -57,8 +59,8 @@ func Example() {
 	var replicas []*scheduler.Scheduler
 	for range 2 {
 		leases, _ := lease.New(rdb, lease.Options{})
-		ledger, _ := scheduler.NewRedisLedger(rdb, "")
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, Clock: clk})
+		ldg, _ := redisledger.New(rdb, "")
+		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Clock: clk})
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -84,11 +86,11 @@ func Example() {
 		_ = s.Stop(ctx) // drains: every attempt is recorded
 	}
 
-	ledger, _ := scheduler.NewRedisLedger(rdb, "")
+	ldg, _ := redisledger.New(rdb, "")
 	for i := range 2 {
 		for _, p := range job.Partitions {
-			slot := scheduler.Slot{Job: job.Name, At: start.Add(time.Duration(i) * time.Second).UTC(), Partition: p}
-			rec, _, _ := ledger.Get(ctx, slot)
+			slot := ledger.Slot{Job: job.Name, At: start.Add(time.Duration(i) * time.Second).UTC(), Partition: p}
+			rec, _, _ := ldg.Get(ctx, slot)
 			mu.Lock()
 			n := runs[slot.Key()]
 			mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // The policy tests on fake time: each runs against every ledger
@@ -131,7 +132,7 @@ func TestFakeTimeOverlapPolicies(t *testing.T) {
 				tokens := map[uint64]bool{}
 				for _, at := range tc.ran {
 					rec := r.record("long", at)
-					require.Equal(t, scheduler.StatusSucceeded, rec.Status, "slot %v", at)
+					require.Equal(t, ledger.StatusSucceeded, rec.Status, "slot %v", at)
 					require.Equal(t, 1, rec.Attempt, "slot %v ran once", at)
 					tokens[uint64(rec.Attempts[0].Token)] = true
 				}
@@ -148,7 +149,7 @@ func TestFakeTimeOverlapPolicies(t *testing.T) {
 				}
 				for _, at := range tc.skipped {
 					rec := r.record("long", at)
-					require.Equal(t, scheduler.StatusSkipped, rec.Status, "slot %v", at)
+					require.Equal(t, ledger.StatusSkipped, rec.Status, "slot %v", at)
 					require.Equal(t, "overlap", rec.Reason)
 					require.Empty(t, rec.Attempts, "slot %v never ran", at)
 				}
@@ -162,7 +163,7 @@ func TestFakeTimeOverlapPolicies(t *testing.T) {
 func TestFakeTimeOverlapCancelOther(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-		if _, ok := r.ledger.(scheduler.Canceler); !ok {
+		if _, ok := r.ledger.(ledger.Canceler); !ok {
 			t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
 		}
 		g := newGated(r, utc(10, 0, 0))
@@ -172,18 +173,18 @@ func TestFakeTimeOverlapCancelOther(t *testing.T) {
 		r.tick(30*time.Second, 100*time.Millisecond)
 		require.Equal(t, []time.Time{utc(10, 0, 0)}, g.slots())
 		require.NoError(t, g.cause(utc(10, 0, 0)), "a replica that lost the race for the same slot cancels nothing")
-		require.Equal(t, scheduler.StatusRunning, r.record("replace", utc(10, 0, 0)).Status)
+		require.Equal(t, ledger.StatusRunning, r.record("replace", utc(10, 0, 0)).Status)
 		r.tick(35*time.Second, 100*time.Millisecond) // to 10:01:03
 		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0)}, g.slots())
 		require.ErrorIs(t, g.cause(utc(10, 0, 0)), scheduler.ErrReplaced)
 		rec := r.record("replace", utc(10, 0, 0))
 		a, _ := rec.Latest()
-		require.Equal(t, scheduler.StatusFailed, rec.Status)
+		require.Equal(t, ledger.StatusFailed, rec.Status)
 		require.Equal(t, 1, rec.Attempt, "a replaced run is not retried")
 		require.True(t, rec.RetryAt.IsZero())
-		require.Equal(t, scheduler.ClassInterrupted, a.Class)
+		require.Equal(t, ledger.ClassInterrupted, a.Class)
 		require.Contains(t, a.Error, "replaced by a newer slot")
-		require.Equal(t, scheduler.StatusSucceeded, r.record("replace", utc(10, 1, 0)).Status)
+		require.Equal(t, ledger.StatusSucceeded, r.record("replace", utc(10, 1, 0)).Status)
 	})
 }
 
@@ -203,7 +204,7 @@ func TestFakeTimeRetriesBackOff(t *testing.T) {
 		require.Len(t, g.slots(), 2)
 		r.tick(14*time.Second, 500*time.Millisecond) // to 10:00:39.5, past 12 + 24
 		rec := r.record("flaky", utc(10, 0, 0))
-		require.Equal(t, scheduler.StatusSucceeded, rec.Status)
+		require.Equal(t, ledger.StatusSucceeded, rec.Status)
 		require.Equal(t, 3, rec.Attempt)
 		require.Len(t, g.slots(), 3)
 	})
@@ -224,7 +225,7 @@ func TestFakeTimePauseAndResume(t *testing.T) {
 		r.tick(3*time.Minute, time.Second) // 10:01..10:03 come due, paused
 		require.Equal(t, []time.Time{utc(10, 0, 0)}, g.slots(), "no replica runs a paused job")
 		for _, at := range []time.Time{utc(10, 1, 0), utc(10, 3, 0)} {
-			_, found, err := r.ledger.Get(context.Background(), scheduler.Slot{Job: "paused", At: at})
+			_, found, err := r.ledger.Get(context.Background(), ledger.Slot{Job: "paused", At: at})
 			require.NoError(t, err)
 			require.False(t, found, "a paused slot is not recorded: it is still due")
 		}
@@ -234,8 +235,8 @@ func TestFakeTimePauseAndResume(t *testing.T) {
 		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 3, 0)}, g.slots(), "the latest missed slot runs on resume")
 		require.Equal(t, []time.Time{utc(10, 0, 0)}, skip.slots(), "MissedSkip runs none of them")
 		for _, at := range []time.Time{utc(10, 1, 0), utc(10, 2, 0)} {
-			require.Equal(t, scheduler.StatusSkipped, r.record("paused", at).Status)
-			require.Equal(t, scheduler.StatusSkipped, r.record("skipping", at).Status)
+			require.Equal(t, ledger.StatusSkipped, r.record("paused", at).Status)
+			require.Equal(t, ledger.StatusSkipped, r.record("skipping", at).Status)
 		}
 		r.tick(time.Minute, time.Second)
 		require.Equal(t, utc(10, 4, 0), skip.slots()[1], "then on schedule again")
@@ -282,8 +283,8 @@ func TestFakeTimeShutdown(t *testing.T) {
 		require.ErrorIs(t, g.cause(utc(10, 0, 0)), scheduler.ErrShutdown)
 		rec := r.record("stop", utc(10, 0, 0))
 		a, _ := rec.Latest()
-		require.Equal(t, scheduler.StatusFailed, rec.Status)
-		require.Equal(t, scheduler.ClassInterrupted, a.Class)
+		require.Equal(t, ledger.StatusFailed, rec.Status)
+		require.Equal(t, ledger.ClassInterrupted, a.Class)
 	})
 }
 
@@ -291,12 +292,12 @@ func TestFakeTimeShutdown(t *testing.T) {
 // 10:05) follow the missed-slot policy.
 func TestFakeTimeRestartFollowsTheMissedPolicy(t *testing.T) {
 	t.Parallel()
-	skipped, missed := scheduler.StatusSkipped, scheduler.StatusMissed
+	skipped, missed := ledger.StatusSkipped, ledger.StatusMissed
 	for _, tc := range []struct {
 		name string
 		edit func(*scheduler.Job)
 		ran  []time.Time // after 10:00
-		rest scheduler.Status
+		rest ledger.Status
 		why  string
 	}{
 		{"CatchUpRunsThemOldestFirst", func(*scheduler.Job) {},
@@ -327,7 +328,7 @@ func TestFakeTimeRestartFollowsTheMissedPolicy(t *testing.T) {
 				for at := utc(10, 1, 0); !at.After(utc(10, 5, 0)); at = at.Add(time.Minute) {
 					rec := r.record("down", at)
 					if slices.Contains(tc.ran, at) {
-						require.Equal(t, scheduler.StatusSucceeded, rec.Status, "slot %v", at)
+						require.Equal(t, ledger.StatusSucceeded, rec.Status, "slot %v", at)
 						continue
 					}
 					require.Equal(t, tc.rest, rec.Status, "slot %v", at)
@@ -353,7 +354,7 @@ func TestFakeTimeNewJobDoesNotBackfill(t *testing.T) {
 		r.replica(0, scheduler.Job{Name: "fresh", Spec: "* * * * *", Run: g.run})
 		r.tick(time.Minute, time.Second)
 		require.Equal(t, []time.Time{utc(10, 1, 0)}, g.slots())
-		_, found, err := r.ledger.Get(context.Background(), scheduler.Slot{Job: "fresh", At: utc(10, 0, 0)})
+		_, found, err := r.ledger.Get(context.Background(), ledger.Slot{Job: "fresh", At: utc(10, 0, 0)})
 		require.NoError(t, err)
 		require.False(t, found)
 	})
@@ -380,12 +381,12 @@ func TestFakeTimePartitionsRunEachSlotOnce(t *testing.T) {
 		defer mu.Unlock()
 		for at := utc(9, 59, 59); !at.After(utc(10, 0, 3)); at = at.Add(time.Second) {
 			for _, p := range job.Partitions {
-				slot := scheduler.Slot{Job: "tenants", At: at, Partition: p}
+				slot := ledger.Slot{Job: "tenants", At: at, Partition: p}
 				require.Equal(t, 1, runs[slot.Key()], "slot %v", slot)
 				rec, found, err := r.ledger.Get(context.Background(), slot)
 				require.NoError(t, err)
 				require.True(t, found)
-				require.Equal(t, scheduler.StatusSucceeded, rec.Status)
+				require.Equal(t, ledger.StatusSucceeded, rec.Status)
 				require.Equal(t, 1, rec.Attempt)
 			}
 		}
@@ -405,12 +406,12 @@ func TestFakeTimeOverlapAllowRunsAreNotBoundedByThePool(t *testing.T) {
 		r.tick(time.Second, 500*time.Millisecond)
 		require.Len(t, g.slots(), 3)
 		for _, at := range []time.Time{utc(10, 0, 0), utc(10, 0, 1), utc(10, 0, 2)} {
-			require.Equal(t, scheduler.StatusRunning, r.record("wide", at).Status)
+			require.Equal(t, ledger.StatusRunning, r.record("wide", at).Status)
 			g.release(t, at)
 		}
 		r.settle()
 		for _, at := range []time.Time{utc(10, 0, 0), utc(10, 0, 1), utc(10, 0, 2)} {
-			require.Equal(t, scheduler.StatusSucceeded, r.record("wide", at).Status)
+			require.Equal(t, ledger.StatusSucceeded, r.record("wide", at).Status)
 		}
 	})
 }
@@ -433,7 +434,7 @@ func TestFakeTimeSkewedReplicasRunEachSlotOnce(t *testing.T) {
 		for at := utc(9, 59, 59); !at.After(utc(10, 0, 7)); at = at.Add(time.Second) {
 			require.Contains(t, ran, at)
 			rec := r.record("skew", at)
-			require.Equal(t, scheduler.StatusSucceeded, rec.Status)
+			require.Equal(t, ledger.StatusSucceeded, rec.Status)
 			require.Equal(t, 1, rec.Attempt)
 			a, ok := rec.Latest()
 			require.True(t, ok)

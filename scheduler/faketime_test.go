@@ -18,8 +18,10 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/ledgertest"
-	"github.com/holdfast-go/holdfast/scheduler/pgledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 // rig is the per-test bundle of a fake-time test: one fake clock every
@@ -29,7 +31,7 @@ import (
 type rig struct {
 	t      *testing.T
 	clk    *clock.Fake
-	ledger scheduler.Ledger
+	ledger ledger.Ledger
 	leases *lease.Client
 	scheds []*scheduler.Scheduler
 	held   atomic.Int64 // job functions blocked by the test (gated)
@@ -61,7 +63,7 @@ func onFakeTime(t *testing.T, start time.Time, fn func(t *testing.T, r *rig)) {
 			case "postgres":
 				r.ledger = pgLedger(t)
 			default:
-				r.ledger, err = scheduler.NewRedisLedger(rdb, prefix+"ledger:")
+				r.ledger, err = redisledger.New(rdb, prefix+"ledger:")
 				require.NoError(t, err)
 			}
 			fn(t, r)
@@ -179,9 +181,9 @@ func (r *rig) advanceTo(at time.Time) {
 }
 
 // record returns the ledger's record of the slot of job at at.
-func (r *rig) record(job string, at time.Time) scheduler.Record {
+func (r *rig) record(job string, at time.Time) ledger.Record {
 	r.t.Helper()
-	rec, found, err := r.ledger.Get(context.Background(), scheduler.Slot{Job: job, At: at})
+	rec, found, err := r.ledger.Get(context.Background(), ledger.Slot{Job: job, At: at})
 	require.NoError(r.t, err)
 	require.True(r.t, found, "no record of %s at %v", job, at)
 	return rec
@@ -189,11 +191,11 @@ func (r *rig) record(job string, at time.Time) scheduler.Record {
 
 // statuses returns the status of every slot of job from from to to
 // (inclusive) every step, "" where there is no record.
-func (r *rig) statuses(job string, from, to time.Time, step time.Duration) map[time.Time]scheduler.Status {
+func (r *rig) statuses(job string, from, to time.Time, step time.Duration) map[time.Time]ledger.Status {
 	r.t.Helper()
-	out := map[time.Time]scheduler.Status{}
+	out := map[time.Time]ledger.Status{}
 	for at := from; !at.After(to); at = at.Add(step) {
-		rec, found, err := r.ledger.Get(context.Background(), scheduler.Slot{Job: job, At: at})
+		rec, found, err := r.ledger.Get(context.Background(), ledger.Slot{Job: job, At: at})
 		require.NoError(r.t, err)
 		if found {
 			out[at] = rec.Status
@@ -206,7 +208,7 @@ func (r *rig) statuses(job string, from, to time.Time, step time.Duration) map[t
 
 // pgLedger returns a migrated Postgres ledger in a schema of its own, on a
 // pool of its own closed (before the leak check) when the test ends.
-func pgLedger(t *testing.T) scheduler.Ledger {
+func pgLedger(t *testing.T) ledger.Ledger {
 	t.Helper()
 	if os.Getenv("HOLDFAST_SKIP_INTEGRATION") == "1" {
 		t.Skip("HOLDFAST_SKIP_INTEGRATION=1")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -13,6 +12,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Defaults for Job fields.
@@ -80,12 +80,12 @@ const (
 	// at its next heartbeat (every second at most) and its run's ctx ends
 	// with cause ErrReplaced; the attempt is recorded failed, class
 	// interrupted, and not retried. Needs a ledger that implements
-	// Canceler (RedisLedger and ledgertest.Memory do).
+	// ledger.Canceler (redisledger and ledgertest.Memory do).
 	OverlapCancelOther
 	// OverlapAllow (Kubernetes' Allow, Temporal's ALLOW_ALL) runs every
 	// slot when it comes due, whether or not earlier ones still run: each
 	// slot runs under a lease of its own ("<job>|<partition>@<unix>"),
-	// and its ledger writes are fenced per slot (Fence.PerSlot), so runs
+	// and its ledger writes are fenced by its scope (ledger.SlotScope), so runs
 	// of one (job, partition) overlap while each slot still runs once.
 	// The (job, partition) lease is held only to plan (read the ledger,
 	// apply the missed-slot policy, begin the attempts). Its runs start at
@@ -125,8 +125,8 @@ const (
 // Job is a named schedule and the function it runs.
 type Job struct {
 	// Name identifies the job (1 to MaxJobNameLen bytes of printable
-	// UTF-8, no '{', '}' or '|'). It names the lease and the ledger
-	// records.
+	// UTF-8, none of '{', '}', '|' or '@'). It names the lease
+	// (ledger.UnitScope) and the ledger records.
 	Name string
 	// Spec is a cron spec: 5 fields, 6 with seconds first, a descriptor
 	// such as @daily, @every 10s (whole seconds only), optionally prefixed
@@ -143,7 +143,7 @@ type Job struct {
 	// dimension with its own lease and ledger records, run in parallel
 	// within Config.MaxConcurrentClaims. Default: one partition, "" (the
 	// only place an empty key is allowed). Keys are 1 to MaxPartitionLen
-	// bytes of printable UTF-8 without '{', '}' or '|'.
+	// bytes of printable UTF-8 without '{', '}', '|' or '@'.
 	Partitions []string
 	// Run is the work. Required.
 	Run JobFunc
@@ -206,14 +206,22 @@ func (j Job) withDefaults() Job {
 	return j
 }
 
+// reserved are the bytes no job name or partition key holds: the braces
+// of the Redis ledger's hash tags, and the separators of lease names
+// (ledger.PartitionSep, ledger.SlotSep), so that no (job, partition) and
+// no slot gets the lease, and so the fence, of another. A job "a@1780000000"
+// would otherwise hold the lease of job a's slot at 1780000000 under
+// OverlapAllow, and partition "p@5" that of partition p's slot at 5.
+const reserved = "{}" + ledger.PartitionSep + ledger.SlotSep
+
 func (j Job) validate() error {
 	switch {
 	case j.Name == "":
 		return fmt.Errorf("%w: empty name", ErrInvalidJob)
 	case len(j.Name) > MaxJobNameLen:
 		return fmt.Errorf("%w: name of %d bytes, at most %d", ErrInvalidJob, len(j.Name), MaxJobNameLen)
-	case strings.ContainsAny(j.Name, "{}|"):
-		return fmt.Errorf("%w: name %q holds '{', '}' or '|'", ErrInvalidJob, j.Name)
+	case strings.ContainsAny(j.Name, reserved):
+		return fmt.Errorf("%w: name %q holds one of %q", ErrInvalidJob, j.Name, reserved)
 	case !printable(j.Name):
 		return fmt.Errorf("%w: name %q is not printable UTF-8", ErrInvalidJob, j.Name)
 	case j.Run == nil:
@@ -236,12 +244,12 @@ func (j Job) validate() error {
 		switch {
 		case len(j.Partitions) > 1 && p == "":
 			return fmt.Errorf("%w: %q: empty partition key among several", ErrInvalidJob, j.Name)
-		case len(p) > MaxPartitionLen || strings.ContainsAny(p, "{}|") || !printable(p):
-			return fmt.Errorf("%w: %q: partition %q: at most %d bytes, no '{', '}' or '|'", ErrInvalidJob, j.Name, p, MaxPartitionLen)
+		case len(p) > MaxPartitionLen || strings.ContainsAny(p, reserved) || !printable(p):
+			return fmt.Errorf("%w: %q: partition %q: at most %d bytes of printable UTF-8, none of %q", ErrInvalidJob, j.Name, p, MaxPartitionLen, reserved)
 		case seen[p]:
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
 		}
-		if j.Overlap == OverlapAllow && len(slotLeaseName(leaseName(j.Name, p), time.Unix(1<<33, 0))) > lease.MaxNameLen {
+		if j.Overlap == OverlapAllow && len(ledger.SlotScope(ledger.Slot{Job: j.Name, At: time.Unix(1<<33, 0), Partition: p})) > lease.MaxNameLen {
 			return fmt.Errorf("%w: %q: partition %q: name and partition too long for OverlapAllow's per-slot leases (at most %d bytes together)",
 				ErrInvalidJob, j.Name, p, lease.MaxNameLen-12)
 		}
@@ -250,24 +258,9 @@ func (j Job) validate() error {
 	return nil
 }
 
-// Slot identifies one scheduled execution: the job, the scheduled instant
-// in UTC (second precision) and the partition. Every replica computes the
-// same Slot from the schedule, whenever its own timer fires.
-type Slot struct {
-	Job       string
-	At        time.Time
-	Partition string
-}
-
-// Key is the slot's idempotency key, "job:2006-01-02T15:04:05Z:partition":
-// the same for every attempt of the slot, on every replica.
-func (s Slot) Key() string {
-	return s.Job + ":" + s.At.UTC().Format(time.RFC3339) + ":" + s.Partition
-}
-
 // Run describes one attempt of a slot, as the job function receives it.
 type Run struct {
-	Slot
+	ledger.Slot
 	// Local is the slot's instant in the job's zone; Zone names it.
 	Local time.Time
 	Zone  string
@@ -289,7 +282,10 @@ type Run struct {
 	// per (resource, scope), so the partitions of a job writing one
 	// resource never refuse each other (see package fence).
 	Scope string
-	// IdempotencyKey is Slot.Key(): the same for every attempt.
+	// IdempotencyKey is Slot.Key(): the same for every attempt, printable
+	// ASCII (names outside it percent-encoded), so it can be sent as an
+	// HTTP Idempotency-Key as it is (httpfence.FormatKey; mind its
+	// MaxKeyLen of 255 bytes for long names).
 	IdempotencyKey string
 }
 
@@ -323,19 +319,6 @@ func IsPermanent(err error) bool {
 type registered struct {
 	Job
 	window window
-}
-
-// leaseName is the lease of one partition of job.
-func leaseName(job, partition string) string {
-	if partition == "" {
-		return job
-	}
-	return job + "|" + partition
-}
-
-// slotLeaseName is the lease of one slot under OverlapAllow.
-func slotLeaseName(unitLease string, at time.Time) string {
-	return unitLease + "@" + strconv.FormatInt(at.Unix(), 10)
 }
 
 // printable reports whether s is valid UTF-8 without control characters:

@@ -12,6 +12,8 @@ import (
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 // FuzzJobNameAndPartition: any job name and partition key is either
@@ -30,10 +32,10 @@ func FuzzJobNameAndPartition(f *testing.F) {
 	rdb, _ := leasetest.NewMiniredisClient(f)
 	leases, err := lease.New(rdb, lease.Options{Prefix: "fuzz:lease:"})
 	require.NoError(f, err)
-	ledger, err := scheduler.NewRedisLedger(rdb, "fuzz:ledger:")
+	ldg, err := redisledger.New(rdb, "fuzz:ledger:")
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, name, partition string) {
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
+		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg})
 		require.NoError(t, err)
 		job := scheduler.Job{Name: name, Spec: "0 0 0 1 1 *", Run: func(context.Context, scheduler.Run) error { return nil }}
 		if partition != "" {
@@ -45,12 +47,28 @@ func FuzzJobNameAndPartition(f *testing.F) {
 		}
 		require.ErrorIs(t, s.Register(job), scheduler.ErrDuplicateJob)
 		at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
-		key := scheduler.Slot{Job: name, At: at, Partition: partition}.Key()
-		require.Equal(t, name+":2026-03-08T07:00:00Z:"+partition, key)
+		key := ledger.Slot{Job: name, At: at, Partition: partition}.Key()
+		if plainKey(name, true) && plainKey(partition, false) {
+			require.Equal(t, name+":2026-03-08T07:00:00Z:"+partition, key, "a printable ASCII name is carried as it is")
+		}
+		for i := 0; i < len(key); i++ {
+			require.True(t, key[i] >= 0x20 && key[i] <= 0x7e, "key %q: byte %#x is not printable ASCII", key, key[i])
+		}
 		ctx := context.Background()
-		if _, err := ledger.State(ctx, name, partition, at, at); err != nil {
+		if _, err := ldg.State(ctx, name, partition, at, at); err != nil {
 			require.False(t, errors.Is(err, scheduler.ErrInvalidJob), "the ledger refused what Register accepted: %v", err)
 			t.Fatalf("ledger state of %q/%q: %v", name, partition, err)
 		}
 	})
+}
+
+// plainKey reports whether v is carried into a slot key unchanged:
+// printable ASCII without '%' (and without ':' in a job name).
+func plainKey(v string, job bool) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7e || c == '%' || (job && c == ':') {
+			return false
+		}
+	}
+	return true
 }

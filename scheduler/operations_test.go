@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,7 +25,7 @@ func TestTriggerRunsAnExtraSlotOnce(t *testing.T) {
 		require.False(t, slot.At.Before(before.Truncate(time.Second)))
 		require.False(t, slot.At.After(time.Now()))
 		eventually(t, 10*time.Second, "the triggered slot succeeded", func() bool {
-			return s.status("adhoc", "", slot.At) == StatusSucceeded
+			return s.status("adhoc", "", slot.At) == ledger.StatusSucceeded
 		})
 		require.NoError(t, a.Stop(context.Background()))
 		require.NoError(t, b.Stop(context.Background()))
@@ -56,14 +57,14 @@ func TestBackfillRunsEachSlotOfTheRangeOnce(t *testing.T) {
 
 		got, err := a.Backfill(context.Background(), "reports", "", slots[1], slots[4], "late data")
 		require.NoError(t, err)
-		want := make([]Slot, 0, 3)
+		want := make([]ledger.Slot, 0, 3)
 		for _, at := range slots[1:4] {
-			want = append(want, Slot{Job: "reports", At: at})
+			want = append(want, ledger.Slot{Job: "reports", At: at})
 		}
 		require.Equal(t, want, got, "from <= slot < to")
 		eventually(t, 10*time.Second, "the backfilled slots succeeded", func() bool {
 			for _, at := range slots[1:4] {
-				if s.status("reports", "", at) != StatusSucceeded {
+				if s.status("reports", "", at) != ledger.StatusSucceeded {
 					return false
 				}
 			}
@@ -105,7 +106,7 @@ func TestRetryOfASucceededSlotIsANewAttemptOfTheSameRun(t *testing.T) {
 		require.NoError(t, sched.Retry(context.Background(), "nightly", "", at.Add(300*time.Millisecond), "fixed the input"))
 		eventually(t, 10*time.Second, "the second attempt succeeded", func() bool {
 			rec := s.record(t, "nightly", "", at)
-			return rec.Attempt == 2 && rec.Status == StatusSucceeded
+			return rec.Attempt == 2 && rec.Status == ledger.StatusSucceeded
 		})
 		require.NoError(t, sched.Stop(context.Background()))
 
@@ -116,8 +117,8 @@ func TestRetryOfASucceededSlotIsANewAttemptOfTheSameRun(t *testing.T) {
 		rec := s.record(t, "nightly", "", at)
 		require.Equal(t, "retry: fixed the input", rec.Reason)
 		require.Len(t, rec.Attempts, 2)
-		require.Equal(t, StatusSucceeded, rec.Attempts[0].Status)
-		require.Equal(t, StatusSucceeded, rec.Attempts[1].Status)
+		require.Equal(t, ledger.StatusSucceeded, rec.Attempts[0].Status)
+		require.Equal(t, ledger.StatusSucceeded, rec.Attempts[1].Status)
 	})
 }
 
@@ -138,12 +139,12 @@ func TestRetryOfAnExhaustedSlotGetsAFreshBudget(t *testing.T) {
 		require.NoError(t, sched.Start(context.Background()))
 		eventually(t, 10*time.Second, "the first budget spent", func() bool {
 			rec := s.record(t, "import", "", at)
-			return rec.Attempt == 2 && rec.Status == StatusFailed && rec.RetryAt.IsZero()
+			return rec.Attempt == 2 && rec.Status == ledger.StatusFailed && rec.RetryAt.IsZero()
 		})
 		require.NoError(t, sched.Retry(context.Background(), "import", "", at, "upstream is back"))
 		eventually(t, 10*time.Second, "the second budget spent", func() bool {
 			rec := s.record(t, "import", "", at)
-			return rec.Attempt == 4 && rec.Status == StatusFailed && rec.RetryAt.IsZero()
+			return rec.Attempt == 4 && rec.Status == ledger.StatusFailed && rec.RetryAt.IsZero()
 		})
 		require.NoError(t, sched.Stop(context.Background()))
 
@@ -155,8 +156,8 @@ func TestRetryOfAnExhaustedSlotGetsAFreshBudget(t *testing.T) {
 		rec := s.record(t, "import", "", at)
 		require.Len(t, rec.Attempts, 4)
 		for _, a := range rec.Attempts {
-			require.Equal(t, StatusFailed, a.Status)
-			require.Equal(t, ClassRetryable, a.Class)
+			require.Equal(t, ledger.StatusFailed, a.Status)
+			require.Equal(t, ledger.ClassRetryable, a.Class)
 		}
 	})
 }
@@ -185,10 +186,10 @@ func TestOperationsRejectBadTargets(t *testing.T) {
 		require.ErrorIs(t, sched.Resume(ctx, "nope"), ErrUnknownJob)
 
 		// A running slot cannot be asked for again until it ends.
-		running := Slot{Job: "regional", At: now.Truncate(time.Second).UTC(), Partition: "eu"}
-		_, _, err := s.ledger.Begin(ctx, running, Fence{Token: 1, Owner: "holder"}, 3, now)
+		running := ledger.Slot{Job: "regional", At: now.Truncate(time.Second).UTC(), Partition: "eu"}
+		_, _, err := s.ledger.Begin(ctx, running, ledger.Fence{Scope: "regional|eu", Token: 1, Owner: "holder"}, 3, now)
 		require.NoError(t, err)
-		require.ErrorIs(t, sched.Retry(ctx, "regional", "eu", running.At, "x"), ErrSlotRunning)
+		require.ErrorIs(t, sched.Retry(ctx, "regional", "eu", running.At, "x"), ledger.ErrSlotRunning)
 	})
 }
 
@@ -224,7 +225,7 @@ func TestJobsAndRunsListForOperators(t *testing.T) {
 		require.Len(t, recs, 3)
 		for i, at := range []time.Time{slots[2], slots[1], slots[0]} {
 			require.Equal(t, at, recs[i].Slot.At, "newest first")
-			require.Equal(t, StatusSucceeded, recs[i].Status)
+			require.Equal(t, ledger.StatusSucceeded, recs[i].Status)
 		}
 		recs, err = sched.Runs(ctx, "listed", "", slots[0], slots[2].Add(time.Second), 2)
 		require.NoError(t, err)
@@ -269,7 +270,7 @@ func TestRedisDataLossDoesNotRerunForgottenSlots(t *testing.T) {
 		_, err := after.Backfill(ctx, "amnesia", "", slots[0], slots[1], "redo")
 		require.NoError(t, err)
 		eventually(t, 10*time.Second, "the backfilled slot ran", func() bool {
-			return s.status("amnesia", "", slots[0]) == StatusSucceeded
+			return s.status("amnesia", "", slots[0]) == ledger.StatusSucceeded
 		})
 		require.NoError(t, after.Stop(ctx))
 		st, err := s.ledger.State(ctx, "amnesia", "", slots[0], time.Now())

@@ -10,6 +10,7 @@ import (
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // The two overlap policies that need more than the planner: OverlapAllow
@@ -25,12 +26,12 @@ import (
 // left waiting. A slot whose lease is held is running elsewhere: nothing
 // to do.
 //
-// The attempt is begun with the planner's fence as Fence.Unit too, so
-// that a planner that lost the job lease can no longer skip slots once
-// this one began any; the run's later writes carry the slot's fence alone.
+// The attempt is begun with the planner's fence as Fence.Planner, so that
+// a planner that lost the job lease can no longer skip slots once this one
+// began any; the run's later writes carry the slot's fence alone.
 func (s *Scheduler) startSlot(planner hold, f cron.Fire) {
 	u := planner.u
-	l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), slotLeaseName(u.lease, f.At), u.job.LeaseTTL)
+	l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), ledger.SlotScope(planner.slot(f.At)), u.job.LeaseTTL)
 	if err != nil {
 		reason, level := "error", slog.LevelWarn
 		if errors.Is(err, lease.ErrNotAcquired) {
@@ -40,10 +41,9 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) {
 			slog.String("partition", u.partition), slog.Time("slot", f.At), slog.String("reason", reason), slog.Any("error", err))
 		return
 	}
-	h := newHold(u, l)
-	h.fence.PerSlot = true
+	h := newHold(u, l) // scoped by the slot lease's name
 	beginFen := h.fence
-	beginFen.Unit = &planner.fence
+	beginFen.Planner = &planner.fence
 	n, left, ok := s.begin(h, beginFen, f)
 	if !ok {
 		_ = l.Release(context.WithoutCancel(s.life.run))
@@ -62,7 +62,7 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) {
 // waits for the lease, at most LeaseTTL + 1 s on the scheduler's clock (a
 // dead holder's lease expires by then).
 func (s *Scheduler) replaceHolder(u *unit, fire cron.Fire) (*lease.Lease, error) {
-	c, ok := s.cfg.Ledger.(Canceler)
+	c, ok := s.cfg.Ledger.(ledger.Canceler)
 	if !ok {
 		return nil, fmt.Errorf("%w: the ledger cannot cancel runs", ErrInvalidJob)
 	}

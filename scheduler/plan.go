@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // This file decides every slot's fate. planClaim is a pure function of the
@@ -50,7 +51,7 @@ const maxGapRecords = MaxBackfill
 // or missed.
 type step struct {
 	fire   cron.Fire
-	skip   Status // "" to run
+	skip   ledger.Status // "" to run
 	reason string
 }
 
@@ -93,7 +94,7 @@ func (w window) lateAfter(at time.Time) time.Duration {
 // planClaim lists what a claim of one (job, partition) does now, oldest
 // first, leaving out the slots it already handled. fire is the scheduled
 // slot the claim was started for (zero At for a wake-up).
-func planClaim(job *registered, st State, cs *claimState, fire cron.Fire, now time.Time) plan {
+func planClaim(job *registered, st ledger.State, cs *claimState, fire cron.Fire, now time.Time) plan {
 	if st.Paused {
 		return plan{paused: true}
 	}
@@ -138,7 +139,7 @@ func (pl *planner) add(s step) {
 
 // open runs the open slots whose retry time has come and notes the
 // earliest retry still to come.
-func (pl *planner) open(open []OpenSlot) {
+func (pl *planner) open(open []ledger.OpenSlot) {
 	for _, o := range open {
 		if o.RetryAt.After(pl.now) {
 			pl.waiting[o.At] = true
@@ -155,7 +156,7 @@ func (pl *planner) open(open []OpenSlot) {
 // after the horizon) up to now, within the catch-up window, plus the
 // claim's own fire, oldest first. It records the gap older than the
 // window as skipped (at most maxGapRecords, the rest counted).
-func (pl *planner) candidates(st State, fire cron.Fire) []cron.Fire {
+func (pl *planner) candidates(st ledger.State, fire cron.Fire) []cron.Fire {
 	w := pl.job.window
 	var out []cron.Fire
 	if !st.Last.IsZero() {
@@ -186,7 +187,7 @@ func (pl *planner) outside(gap []cron.Fire) {
 		pl.p.unrecorded, pl.p.first, pl.p.last = keep, gap[0].At, gap[keep-1].At
 	}
 	for _, g := range gap[keep:] {
-		pl.add(step{fire: g, skip: StatusSkipped, reason: "missed: older than CatchUpWindow"})
+		pl.add(step{fire: g, skip: ledger.StatusSkipped, reason: "missed: older than CatchUpWindow"})
 	}
 }
 
@@ -230,9 +231,9 @@ func missedSteps(job *registered, missed []cron.Fire) []step {
 		case i >= run:
 			steps = append(steps, step{fire: g})
 		case job.Missed == MissedManual:
-			steps = append(steps, step{fire: g, skip: StatusMissed, reason: "missed: awaits an operator"})
+			steps = append(steps, step{fire: g, skip: ledger.StatusMissed, reason: "missed: awaits an operator"})
 		default:
-			steps = append(steps, step{fire: g, skip: StatusSkipped, reason: "missed"})
+			steps = append(steps, step{fire: g, skip: ledger.StatusSkipped, reason: "missed"})
 		}
 	}
 	return steps
@@ -247,7 +248,7 @@ func overlapSteps(policy OverlapPolicy, overlapped []cron.Fire) []step {
 			steps = append(steps, step{fire: g})
 			continue
 		}
-		steps = append(steps, step{fire: g, skip: StatusSkipped, reason: "overlap"})
+		steps = append(steps, step{fire: g, skip: ledger.StatusSkipped, reason: "overlap"})
 	}
 	return steps
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // planJob registers job (defaults applied) without a Scheduler.
@@ -49,7 +50,7 @@ func TestPlanClaim(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		job     Job
-		st      State
+		st      ledger.State
 		cs      claimState // handled nil: none
 		fire    string     // "" for a wake-up
 		now     string
@@ -57,63 +58,63 @@ func TestPlanClaim(t *testing.T) {
 		retryAt string
 		paused  bool
 	}{
-		{name: "OnTimeFireRuns", job: minutely, st: State{Last: at("10:00:00")},
+		{name: "OnTimeFireRuns", job: minutely, st: ledger.State{Last: at("10:00:00")},
 			cs: claimState{seen: at("10:00:00")}, fire: "10:01:00", now: "10:01:00.2",
 			want: []string{"10:01:00 run"}},
-		{name: "FirstEverClaimDoesNotBackfill", job: minutely, st: State{},
+		{name: "FirstEverClaimDoesNotBackfill", job: minutely, st: ledger.State{},
 			cs: claimState{seen: at("09:00:00")}, fire: "10:01:00", now: "10:01:00.2",
 			want: []string{"10:01:00 run"}},
 		{name: "LateFireFollowsMissedLatestOnly", job: Job{Spec: "* * * * *", Missed: MissedLatestOnly},
-			st: State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00")}, fire: "10:03:00", now: "10:03:30",
+			st: ledger.State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00")}, fire: "10:03:00", now: "10:03:30",
 			want: []string{"10:01:00 skipped: missed", "10:02:00 skipped: missed", "10:03:00 run"}},
 		{name: "LateFireFollowsMissedSkip", job: Job{Spec: "* * * * *", Missed: MissedSkip},
-			st: State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00")}, fire: "10:02:00", now: "10:02:30",
+			st: ledger.State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00")}, fire: "10:02:00", now: "10:02:30",
 			want: []string{"10:01:00 skipped: missed", "10:02:00 skipped: missed"}},
 		{name: "OnTimeFireAfterAFreezeRunsTheSlotsBeforeAreMissed", job: Job{Spec: "* * * * * *", Missed: MissedSkip},
-			st: State{Last: at("10:00:02")}, cs: claimState{seen: at("10:00:10")}, fire: "10:00:10", now: "10:00:10.5",
+			st: ledger.State{Last: at("10:00:02")}, cs: claimState{seen: at("10:00:10")}, fire: "10:00:10", now: "10:00:10.5",
 			want: []string{"10:00:03 skipped: missed", "10:00:04 skipped: missed", "10:00:05 skipped: missed",
 				"10:00:06 skipped: missed", "10:00:07 skipped: missed", "10:00:08 skipped: missed",
 				"10:00:09 skipped: missed", "10:00:10 run"}},
 		{name: "RestartCatchUpKeepsTheMaxCatchUpLatest", job: Job{Spec: "* * * * *", MaxCatchUp: 2},
-			st: State{Last: at("10:00:00")}, cs: claimState{seen: at("10:04:10")}, now: "10:04:10",
+			st: ledger.State{Last: at("10:00:00")}, cs: claimState{seen: at("10:04:10")}, now: "10:04:10",
 			want: []string{"10:01:00 skipped: missed", "10:02:00 skipped: missed", "10:03:00 run", "10:04:00 run"}},
 		{name: "RestartManualAwaitsAnOperator", job: Job{Spec: "* * * * *", Missed: MissedManual},
-			st: State{Last: at("10:00:00")}, cs: claimState{seen: at("10:02:10")}, now: "10:02:10",
+			st: ledger.State{Last: at("10:00:00")}, cs: claimState{seen: at("10:02:10")}, now: "10:02:10",
 			want: []string{"10:01:00 missed: missed: awaits an operator", "10:02:00 missed: missed: awaits an operator"}},
 		{name: "SlowClaimMakesSlotsLate", job: Job{Spec: "* * * * * *", Missed: MissedLatestOnly},
-			st: State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00")}, fire: "10:00:01", now: "10:00:04.5",
+			st: ledger.State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00")}, fire: "10:00:01", now: "10:00:04.5",
 			want: []string{"10:00:01 skipped: missed", "10:00:02 skipped: missed", "10:00:03 run", "10:00:04 run"}},
 		{name: "OverlapForbidSkipsSlotsDueDuringARun", job: minutely,
-			st: State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00"), runFrom: at("10:00:00.1"), runTo: at("10:02:30"), handled: map[time.Time]bool{at("10:00:00"): true}},
+			st: ledger.State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00"), runFrom: at("10:00:00.1"), runTo: at("10:02:30"), handled: map[time.Time]bool{at("10:00:00"): true}},
 			fire: "10:00:00", now: "10:02:30",
 			want: []string{"10:01:00 skipped: overlap", "10:02:00 skipped: overlap"}},
 		{name: "OverlapBufferOneRunsTheLatest", job: Job{Spec: "* * * * *", Overlap: OverlapBufferOne},
-			st: State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00"), runFrom: at("10:00:00.1"), runTo: at("10:02:30"), handled: map[time.Time]bool{at("10:00:00"): true}},
+			st: ledger.State{Last: at("10:00:00")}, cs: claimState{seen: at("10:00:00"), runFrom: at("10:00:00.1"), runTo: at("10:02:30"), handled: map[time.Time]bool{at("10:00:00"): true}},
 			fire: "10:00:00", now: "10:02:30",
 			want: []string{"10:01:00 skipped: overlap", "10:02:00 run"}},
 		{name: "OpenSlotRunsAndWaitingRetryIsLeftAlone", job: minutely,
-			st: State{Last: at("10:02:00"), Open: []OpenSlot{{At: at("09:50:00")}, {At: at("10:01:00"), RetryAt: at("10:02:40")}}},
+			st: ledger.State{Last: at("10:02:00"), Open: []ledger.OpenSlot{{At: at("09:50:00")}, {At: at("10:01:00"), RetryAt: at("10:02:40")}}},
 			cs: claimState{seen: at("10:02:00")}, now: "10:02:10",
 			want: []string{"09:50:00 run"}, retryAt: "10:02:40"},
-		{name: "PausedPlansNothing", job: minutely, st: State{Last: at("10:00:00"), Paused: true},
+		{name: "PausedPlansNothing", job: minutely, st: ledger.State{Last: at("10:00:00"), Paused: true},
 			cs: claimState{seen: at("10:00:00")}, fire: "10:01:00", now: "10:01:00", paused: true},
-		{name: "HandledSlotsAreLeftOut", job: minutely, st: State{Last: at("10:00:00")},
+		{name: "HandledSlotsAreLeftOut", job: minutely, st: ledger.State{Last: at("10:00:00")},
 			cs: claimState{seen: at("10:00:00"), handled: map[time.Time]bool{at("10:01:00"): true}}, fire: "10:01:00", now: "10:01:00"},
 		{name: "OlderThanCatchUpWindowRecordedSkipped", job: Job{Spec: "* * * * *", CatchUpWindow: 2 * time.Minute, Missed: MissedLatestOnly},
-			st: State{Last: at("10:00:00")}, cs: claimState{seen: at("10:05:10")}, now: "10:05:10",
+			st: ledger.State{Last: at("10:00:00")}, cs: claimState{seen: at("10:05:10")}, now: "10:05:10",
 			want: []string{"10:01:00 skipped: missed: older than CatchUpWindow", "10:02:00 skipped: missed: older than CatchUpWindow",
 				"10:03:00 skipped: missed: older than CatchUpWindow",
 				"10:04:00 skipped: missed", "10:05:00 run"}},
-		{name: "HorizonBoundsTheGap", job: minutely, st: State{Last: at("10:00:00"), Horizon: at("10:03:30")},
+		{name: "HorizonBoundsTheGap", job: minutely, st: ledger.State{Last: at("10:00:00"), Horizon: at("10:03:30")},
 			cs: claimState{seen: at("10:05:10")}, now: "10:05:10",
 			want: []string{"10:04:00 run", "10:05:00 run"}},
-		{name: "EndAtBoundsTheSlots", job: Job{Spec: "* * * * *", EndAt: at("10:02:00")}, st: State{Last: at("10:00:00")},
+		{name: "EndAtBoundsTheSlots", job: Job{Spec: "* * * * *", EndAt: at("10:02:00")}, st: ledger.State{Last: at("10:00:00")},
 			cs: claimState{seen: at("10:05:10")}, now: "10:05:10",
 			want: []string{"10:01:00 run"}},
-		{name: "StartAtBoundsTheSlots", job: Job{Spec: "* * * * *", StartAt: at("10:03:00")}, st: State{Last: at("10:00:00")},
+		{name: "StartAtBoundsTheSlots", job: Job{Spec: "* * * * *", StartAt: at("10:03:00")}, st: ledger.State{Last: at("10:00:00")},
 			cs: claimState{seen: at("10:05:10")}, now: "10:05:10",
 			want: []string{"10:03:00 run", "10:04:00 run", "10:05:00 run"}},
-		{name: "BackwardStepRunsTheFireOnce", job: Job{Spec: "* * * * *", Missed: MissedSkip}, st: State{Last: at("17:00:00")},
+		{name: "BackwardStepRunsTheFireOnce", job: Job{Spec: "* * * * *", Missed: MissedSkip}, st: ledger.State{Last: at("17:00:00")},
 			cs: claimState{seen: at("15:00:30")}, fire: "15:01:00", now: "15:01:00.1",
 			want: []string{"15:01:00 run"}},
 	} {
@@ -151,7 +152,7 @@ func TestPlanClaimBoundsTheRecordedGap(t *testing.T) {
 	job := planJob(t, Job{Spec: "* * * * * *", CatchUpWindow: time.Minute})
 	last := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	now := last.Add(2 * time.Hour)
-	p := planClaim(job, State{Last: last}, newClaimState(now), cron.Fire{}, now)
+	p := planClaim(job, ledger.State{Last: last}, newClaimState(now), cron.Fire{}, now)
 	outside, missed := 0, 0
 	for _, s := range p.steps {
 		switch s.reason {

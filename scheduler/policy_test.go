@@ -12,6 +12,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 func TestRetries(t *testing.T) {
@@ -38,7 +40,7 @@ func TestRetries(t *testing.T) {
 			claimNow(t, sched, "flaky", "", at)
 			require.NoError(t, sched.Start(context.Background()))
 			eventually(t, 10*time.Second, "the third attempt succeeded", func() bool {
-				return s.status("flaky", "", at) == StatusSucceeded
+				return s.status("flaky", "", at) == ledger.StatusSucceeded
 			})
 			require.NoError(t, sched.Stop(context.Background()))
 
@@ -66,12 +68,12 @@ func TestRetries(t *testing.T) {
 			require.True(t, rec.RetryAt.IsZero())
 			require.Len(t, rec.Attempts, 3)
 			for i, a := range rec.Attempts[:2] {
-				require.Equal(t, StatusFailed, a.Status)
-				require.Equal(t, ClassRetryable, a.Class)
+				require.Equal(t, ledger.StatusFailed, a.Status)
+				require.Equal(t, ledger.ClassRetryable, a.Class)
 				require.Equal(t, fmt.Sprintf("attempt %d failed", i+1), a.Error)
 				require.False(t, rec.Attempts[i+1].Started.Before(a.Finished))
 			}
-			require.Equal(t, StatusSucceeded, rec.Attempts[2].Status)
+			require.Equal(t, ledger.StatusSucceeded, rec.Attempts[2].Status)
 		})
 	})
 	t.Run("PermanentErrorIsNotRetried", func(t *testing.T) {
@@ -91,10 +93,10 @@ func TestRetries(t *testing.T) {
 			}))
 			claimNow(t, sched, "strict", "", at)
 			rec := s.record(t, "strict", "", at)
-			require.Equal(t, StatusFailed, rec.Status)
+			require.Equal(t, ledger.StatusFailed, rec.Status)
 			require.True(t, rec.RetryAt.IsZero())
 			a, _ := rec.Latest()
-			require.Equal(t, ClassPermanent, a.Class)
+			require.Equal(t, ledger.ClassPermanent, a.Class)
 			require.Equal(t, "settling: invalid account", a.Error)
 			require.Empty(t, s.open(t, "strict", ""))
 
@@ -130,20 +132,20 @@ func TestRetries(t *testing.T) {
 			claimNow(t, sched, "slow", "", at)
 			require.ErrorIs(t, <-cause, errTimeout)
 			rec := s.record(t, "slow", "", at)
-			require.Equal(t, StatusFailed, rec.Status)
+			require.Equal(t, ledger.StatusFailed, rec.Status)
 			a, _ := rec.Latest()
-			require.Equal(t, ClassTimeout, a.Class)
+			require.Equal(t, ledger.ClassTimeout, a.Class)
 			require.False(t, rec.RetryAt.IsZero(), "a timeout is retried")
 
 			require.NoError(t, sched.Start(context.Background()))
 			eventually(t, 10*time.Second, "the retry succeeded", func() bool {
-				return s.status("slow", "", at) == StatusSucceeded
+				return s.status("slow", "", at) == ledger.StatusSucceeded
 			})
 			require.NoError(t, sched.Stop(context.Background()))
 			rec = s.record(t, "slow", "", at)
 			require.Equal(t, 2, rec.Attempt)
-			require.Equal(t, ClassTimeout, rec.Attempts[0].Class)
-			require.Equal(t, StatusSucceeded, rec.Attempts[1].Status)
+			require.Equal(t, ledger.ClassTimeout, rec.Attempts[0].Class)
+			require.Equal(t, ledger.StatusSucceeded, rec.Attempts[1].Status)
 		})
 	})
 	t.Run("CrashDuringTheBackoffLosesNothing", func(t *testing.T) {
@@ -168,7 +170,7 @@ func TestRetries(t *testing.T) {
 			require.NoError(t, r1.Register(job))
 			claimNow(t, r1, "resilient", "", at)
 			failed := s.record(t, "resilient", "", at)
-			require.Equal(t, StatusFailed, failed.Status)
+			require.Equal(t, ledger.StatusFailed, failed.Status)
 			require.True(t, failed.RetryAt.After(time.Now()), "still in the backoff")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
@@ -180,7 +182,7 @@ func TestRetries(t *testing.T) {
 			later.EndAt = at.Add(3 * time.Second)
 			r2 := s.started(t, later)
 			eventually(t, 10*time.Second, "the retry ran on replica 2", func() bool {
-				return s.status("resilient", "", at) == StatusSucceeded
+				return s.status("resilient", "", at) == ledger.StatusSucceeded
 			})
 			require.NoError(t, r2.Stop(context.Background()))
 			rec := s.record(t, "resilient", "", at)
@@ -227,13 +229,13 @@ func TestRetries(t *testing.T) {
 			close(held)
 			<-returned
 			tickAll(t, clk, time.Second, 50*time.Millisecond, &blocked, a, b)
-			require.Equal(t, StatusSucceeded, s.status("slow-retry", "", slots[0]))
+			require.Equal(t, ledger.StatusSucceeded, s.status("slow-retry", "", slots[0]))
 
 			log.requireNoOverlap(t)
 			require.Equal(t, []time.Time{slots[0], slots[0]}, log.slots(), "slots[1] never ran")
 			require.Equal(t, 2, s.record(t, "slow-retry", "", slots[0]).Attempt)
 			rec := s.record(t, "slow-retry", "", slots[1])
-			require.Equal(t, StatusSkipped, rec.Status, "slots[1] came due during the retry")
+			require.Equal(t, ledger.StatusSkipped, rec.Status, "slots[1] came due during the retry")
 			require.Equal(t, "overlap", rec.Reason)
 		})
 	})
@@ -284,14 +286,14 @@ func testKilledMidRun(t *testing.T, policy OverlapPolicy) {
 		require.NoError(t, b.Register(healthy))
 		eventually(t, 10*time.Second, "b took the slot over", func() bool {
 			claimWake(t, b, "stuck", "")
-			return s.status("stuck", "", slot.At) == StatusSucceeded
+			return s.status("stuck", "", slot.At) == ledger.StatusSucceeded
 		})
 		rec := s.record(t, "stuck", "", slot.At)
 		require.Equal(t, 2, rec.Attempt)
 		require.Len(t, rec.Attempts, 2)
-		require.Equal(t, StatusAbandoned, rec.Attempts[0].Status, "the next holder marks attempt 1 abandoned")
+		require.Equal(t, ledger.StatusAbandoned, rec.Attempts[0].Status, "the next holder marks attempt 1 abandoned")
 		require.False(t, rec.Attempts[0].Finished.IsZero())
-		require.Equal(t, StatusSucceeded, rec.Attempts[1].Status)
+		require.Equal(t, ledger.StatusSucceeded, rec.Attempts[1].Status)
 		require.Greater(t, rec.Attempts[1].Token, rec.Attempts[0].Token)
 
 		// The stuck job finally returns: its Finish is fenced off.
@@ -300,7 +302,11 @@ func testKilledMidRun(t *testing.T, policy OverlapPolicy) {
 		calls := watchA.calls()
 		require.Len(t, calls, 1)
 		require.ErrorIs(t, calls[0].err, fence.ErrStaleToken)
-		require.Equal(t, policy == OverlapAllow, calls[0].fence.PerSlot, "fenced per slot under OverlapAllow only")
+		wantScope := "stuck"
+		if policy == OverlapAllow {
+			wantScope = ledger.SlotScope(slot)
+		}
+		require.Equal(t, wantScope, calls[0].fence.Scope, "fenced by the slot lease under OverlapAllow only")
 		require.Equal(t, rec, s.record(t, "stuck", "", slot.At), "the late Finish changed nothing")
 		runs := log.all()
 		require.Len(t, runs, 2)
@@ -334,7 +340,7 @@ func TestHeartbeatRecordsALongRunAlive(t *testing.T) {
 			claimNow(t, sched, "beating", "", at)
 		}()
 		waitDone(t, started, 10*time.Second, "the run started")
-		var first Attempt
+		var first ledger.Attempt
 		eventually(t, 5*time.Second, "a heartbeat recorded", func() bool {
 			a, ok := s.record(t, "beating", "", at).Latest()
 			first = a
@@ -344,11 +350,11 @@ func TestHeartbeatRecordsALongRunAlive(t *testing.T) {
 			a, _ := s.record(t, "beating", "", at).Latest()
 			return a.Heartbeat.After(first.Heartbeat)
 		})
-		require.Equal(t, StatusRunning, first.Status)
+		require.Equal(t, ledger.StatusRunning, first.Status)
 		close(release)
 		waitDone(t, done, 10*time.Second, "the claim ended")
 		rec := s.record(t, "beating", "", at)
-		require.Equal(t, StatusSucceeded, rec.Status)
+		require.Equal(t, ledger.StatusSucceeded, rec.Status)
 		a, _ := rec.Latest()
 		require.GreaterOrEqual(t, a.Heartbeat.Sub(a.Started), ttl/3-10*time.Millisecond)
 		require.False(t, a.Finished.Before(a.Heartbeat))
@@ -356,12 +362,12 @@ func TestHeartbeatRecordsALongRunAlive(t *testing.T) {
 }
 
 // noCancel hides RedisLedger's Canceler: a ledger that cannot cancel runs.
-type noCancel struct{ Ledger }
+type noCancel struct{ ledger.Ledger }
 
 func TestOverlapCancelOtherNeedsACanceler(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		ledger, err := NewRedisLedger(s.rdb, s.ledgerPrefix)
+		ledger, err := redisledger.New(s.rdb, s.ledgerPrefix)
 		require.NoError(t, err)
 		sched := s.replica(t, func(c *Config) { c.Ledger = noCancel{ledger} })
 		err = sched.Register(Job{Name: "x", Spec: everySecond, Overlap: OverlapCancelOther, Run: func(context.Context, Run) error { return nil }})

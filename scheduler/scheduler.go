@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // ErrInvalidConfig matches every Config that New rejects.
@@ -28,9 +29,10 @@ const DefaultMaxConcurrentClaims = 64
 type Config struct {
 	// Leases acquires the job leases. Required.
 	Leases *lease.Client
-	// Ledger records runs. Required; NewRedisLedger gives the default
-	// store, scheduler/pgledger a Postgres one.
-	Ledger Ledger
+	// Ledger records runs. Required; redisledger.New gives the default
+	// store, pgledger.New a Postgres one (packages under
+	// scheduler/ledger).
+	Ledger ledger.Ledger
 	// Logger receives job_claimed, job_claim_skipped, job_run_finished,
 	// slot_skipped, slots_unrecorded, clock_stepped, clock_jumped and
 	// stale_token_rejected events. Default: discard.
@@ -108,6 +110,9 @@ type unit struct {
 	partition string
 	lease     string
 	queued    *entry // the unit's next scheduled fire in the queue, guarded by Scheduler.mu
+	// retryQueued: a retryClaim wake-up of the unit is in the queue,
+	// guarded by Scheduler.mu.
+	retryQueued bool
 
 	// seen is the latest scheduled fire whose claim started (Start's
 	// time before the first), guarded by Scheduler.mu: a slot at or before
@@ -169,7 +174,7 @@ func (s *Scheduler) Register(job Job) error {
 		return err
 	}
 	job = job.withDefaults()
-	if _, ok := s.cfg.Ledger.(Canceler); job.Overlap == OverlapCancelOther && !ok {
+	if _, ok := s.cfg.Ledger.(ledger.Canceler); job.Overlap == OverlapCancelOther && !ok {
 		return fmt.Errorf("%w: %q: OverlapCancelOther needs a ledger that implements Canceler", ErrInvalidJob, job.Name)
 	}
 	sched, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone, Gap: job.Gap, Overlap: job.DSTOverlap})
@@ -187,7 +192,7 @@ func (s *Scheduler) Register(job Job) error {
 	r := &registered{Job: job, window: newWindow(sched, job)}
 	s.jobs[job.Name] = r
 	for _, p := range job.Partitions {
-		u := &unit{job: r, partition: p, lease: leaseName(job.Name, p)}
+		u := &unit{job: r, partition: p, lease: ledger.UnitScope(job.Name, p)}
 		s.units[unitKey{job.Name, p}] = u
 		s.order = append(s.order, u)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 // everySecond is the spec the tests use: one slot per second keeps them
@@ -32,7 +34,7 @@ type setup struct {
 	prefix       string
 	leasePrefix  string
 	ledgerPrefix string
-	ledger       *RedisLedger
+	ledger       *redisledger.Ledger
 }
 
 func newSetup(t *testing.T, b redistest.Backend) *setup {
@@ -41,7 +43,7 @@ func newSetup(t *testing.T, b redistest.Backend) *setup {
 	prefix := redistest.Prefix(t, rdb)
 	s := &setup{backend: b.Name, rdb: rdb, prefix: prefix, leasePrefix: prefix + "lease:", ledgerPrefix: prefix + "ledger:"}
 	var err error
-	s.ledger, err = NewRedisLedger(rdb, s.ledgerPrefix)
+	s.ledger, err = redisledger.New(rdb, s.ledgerPrefix)
 	require.NoError(t, err)
 	return s
 }
@@ -64,7 +66,7 @@ func (s *setup) replica(t *testing.T, opts ...func(*Config)) *Scheduler {
 	t.Helper()
 	leases, err := lease.New(s.rdb, lease.Options{Prefix: s.leasePrefix})
 	require.NoError(t, err)
-	ledger, err := NewRedisLedger(s.rdb, s.ledgerPrefix)
+	ledger, err := redisledger.New(s.rdb, s.ledgerPrefix)
 	require.NoError(t, err)
 	cfg := Config{Leases: leases, Ledger: ledger}
 	for _, o := range opts {
@@ -146,7 +148,7 @@ func (s *setup) leaseKeys(t *testing.T, job, partition string) (leaseKey, fenceK
 	t.Helper()
 	b, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: s.leasePrefix})
 	require.NoError(t, err)
-	k, err := b.Keys(leaseName(job, partition))
+	k, err := b.Keys(ledger.UnitScope(job, partition))
 	require.NoError(t, err)
 	return k.Lease, k.Fence
 }
@@ -160,9 +162,9 @@ func (s *setup) dropLease(t *testing.T, job, partition string) {
 }
 
 // record returns the ledger's record of the slot of (job, partition) at.
-func (s *setup) record(t *testing.T, job, partition string, at time.Time) Record {
+func (s *setup) record(t *testing.T, job, partition string, at time.Time) ledger.Record {
 	t.Helper()
-	rec, found, err := s.ledger.Get(context.Background(), Slot{Job: job, At: at, Partition: partition})
+	rec, found, err := s.ledger.Get(context.Background(), ledger.Slot{Job: job, At: at, Partition: partition})
 	require.NoError(t, err)
 	require.True(t, found, "no ledger record for %s/%s at %v", job, partition, at)
 	return rec
@@ -170,8 +172,8 @@ func (s *setup) record(t *testing.T, job, partition string, at time.Time) Record
 
 // status returns the status of the slot of (job, partition) at, "" when it
 // has no record.
-func (s *setup) status(job, partition string, at time.Time) Status {
-	rec, found, err := s.ledger.Get(context.Background(), Slot{Job: job, At: at, Partition: partition})
+func (s *setup) status(job, partition string, at time.Time) ledger.Status {
+	rec, found, err := s.ledger.Get(context.Background(), ledger.Slot{Job: job, At: at, Partition: partition})
 	if err != nil || !found {
 		return ""
 	}
@@ -179,27 +181,11 @@ func (s *setup) status(job, partition string, at time.Time) Status {
 }
 
 // open returns the slots of (job, partition) the ledger still holds open.
-func (s *setup) open(t *testing.T, job, partition string) []OpenSlot {
+func (s *setup) open(t *testing.T, job, partition string) []ledger.OpenSlot {
 	t.Helper()
 	st, err := s.ledger.State(context.Background(), job, partition, time.Now().Add(-time.Hour), time.Now())
 	require.NoError(t, err)
 	return st.Open
-}
-
-// seed makes the ledger show slot begun and finished by a holder before the
-// test's schedulers, as a run before a downtime left it: a State (which
-// starts the ledger's horizon now, as a claim does), Begin and Finish. Its
-// token (1) is below any lease token. Slots before the current second are
-// before the horizon and so never caught up: seed the current one.
-func (s *setup) seed(t *testing.T, slot Slot, status Status) {
-	t.Helper()
-	ctx := context.Background()
-	_, err := s.ledger.State(ctx, slot.Job, slot.Partition, slot.At, time.Now())
-	require.NoError(t, err)
-	f := Fence{Token: 1, Owner: "before-downtime"}
-	attempt, _, err := s.ledger.Begin(ctx, slot, f, 3, time.Now())
-	require.NoError(t, err)
-	require.NoError(t, s.ledger.Finish(ctx, slot, f, attempt, Outcome{Status: status}, time.Now()))
 }
 
 // slotWindow returns n one-second slots, the first at least 300 ms from now:
@@ -415,9 +401,9 @@ func (l *runLog) requireNoOverlap(t *testing.T) {
 
 // finishCall is one Ledger.Finish seen by a watchedLedger.
 type finishCall struct {
-	slot    Slot
-	fence   Fence
-	outcome Outcome
+	slot    ledger.Slot
+	fence   ledger.Fence
+	outcome ledger.Outcome
 	err     error
 }
 
@@ -425,7 +411,7 @@ type finishCall struct {
 // onState is set, calls it (with the call's number, from 1) before each
 // State.
 type watchedLedger struct {
-	Ledger
+	ledger.Ledger
 	onState func(call int)
 
 	mu       sync.Mutex
@@ -433,7 +419,7 @@ type watchedLedger struct {
 	finishes []finishCall
 }
 
-func (w *watchedLedger) State(ctx context.Context, job, partition string, since, now time.Time) (State, error) {
+func (w *watchedLedger) State(ctx context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
 	w.mu.Lock()
 	w.states++
 	n := w.states
@@ -444,7 +430,7 @@ func (w *watchedLedger) State(ctx context.Context, job, partition string, since,
 	return w.Ledger.State(ctx, job, partition, since, now)
 }
 
-func (w *watchedLedger) Finish(ctx context.Context, slot Slot, f Fence, attempt int, o Outcome, now time.Time) error {
+func (w *watchedLedger) Finish(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
 	err := w.Ledger.Finish(ctx, slot, f, attempt, o, now)
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/ledgertest"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
 )
 
 // With the default clock (clock.Real) the scheduler follows a

@@ -21,7 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 // demoConfig sets the scenario.
@@ -69,8 +70,8 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 		Slots: cfg.Slots, TTL: cfg.TTL, Work: cfg.Work, Unfenced: cfg.Unfenced,
 	}
 	var (
-		sink   store
-		ledger scheduler.Ledger // the coordinator reads the replicas' ledger
+		sink store
+		ldg  ledger.Ledger // the coordinator reads the replicas' ledger
 	)
 	if pgOnly {
 		fmt.Fprintf(out, "mode: postgres alone (PostgreSQL %s: leases, ledger and sink in schema %s; no Redis)\n", redactURL(pgURL), rc.Schema)
@@ -86,7 +87,7 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 		if err := migrateScheduling(ctx, pg); err != nil {
 			return tally{}, err
 		}
-		if _, ledger, err = pgScheduling(pg, nil); err != nil {
+		if _, ldg, err = pgScheduling(pg, nil); err != nil {
 			return tally{}, err
 		}
 		sink, rc.Backend, rc.PGURL = pg, backendPostgres, pgURL
@@ -146,14 +147,14 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 	defer close(quit)
 	// The coordinator reads the replicas' ledger to tell a slot skipped by
 	// policy from a missed one, and to show the victim slot's attempts.
-	if ledger == nil {
+	if ldg == nil {
 		lopts, err := redis.ParseURL(rc.RedisURL)
 		if err != nil {
 			return tally{}, err
 		}
 		lrdb := redis.NewClient(lopts)
 		defer lrdb.Close()
-		if ledger, err = scheduler.NewRedisLedger(lrdb, rc.Prefix+"ledger:"); err != nil {
+		if ldg, err = redisledger.New(lrdb, rc.Prefix+"ledger:"); err != nil {
 			return tally{}, err
 		}
 	}
@@ -246,7 +247,7 @@ wait:
 			}
 		}
 		if settled && time.Now().After(slots[len(slots)-1]) {
-			t, err := tallyNow(ctx, sink, ledger, slots)
+			t, err := tallyNow(ctx, sink, ldg, slots)
 			if err != nil {
 				return tally{}, err
 			}
@@ -265,7 +266,7 @@ wait:
 		return tally{}, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, sinkTimeout)
-	skipped, err := skippedSlots(lctx, ledger, rep, slots)
+	skipped, err := skippedSlots(lctx, ldg, rep, slots)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(out, "ledger: unreadable: %v\n", err)
@@ -279,7 +280,7 @@ wait:
 	}
 	if cfg.Fault != "none" {
 		actx, cancel := context.WithTimeout(ctx, sinkTimeout)
-		err := printAttempts(actx, out, ledger, victimSlot, cfg.Victim+1, replicaOf)
+		err := printAttempts(actx, out, ldg, victimSlot, cfg.Victim+1, replicaOf)
 		cancel()
 		if err != nil {
 			fmt.Fprintf(out, "ledger: slot %d unreadable: %v\n", cfg.Victim+1, err)
@@ -298,14 +299,14 @@ wait:
 }
 
 // tallyNow measures the sink and the ledger as they are now.
-func tallyNow(ctx context.Context, sink store, ledger scheduler.Ledger, slots []time.Time) (tally, error) {
+func tallyNow(ctx context.Context, sink store, ldg ledger.Ledger, slots []time.Time) (tally, error) {
 	ctx, cancel := context.WithTimeout(ctx, sinkTimeout)
 	defer cancel()
 	rep, err := sink.Report(ctx)
 	if err != nil {
 		return tally{}, err
 	}
-	skipped, err := skippedSlots(ctx, ledger, rep, slots)
+	skipped, err := skippedSlots(ctx, ldg, rep, slots)
 	if err != nil {
 		return tally{}, err
 	}
@@ -314,7 +315,7 @@ func tallyNow(ctx context.Context, sink store, ledger scheduler.Ledger, slots []
 
 // skippedSlots returns, for the slots without a row in rep, the ledger's
 // reason for those it recorded skipped.
-func skippedSlots(ctx context.Context, ledger scheduler.Ledger, rep report, slots []time.Time) (map[time.Time]string, error) {
+func skippedSlots(ctx context.Context, ldg ledger.Ledger, rep report, slots []time.Time) (map[time.Time]string, error) {
 	written := map[time.Time]bool{}
 	for _, r := range rep.Rows {
 		written[r.Slot.UTC()] = true
@@ -324,11 +325,11 @@ func skippedSlots(ctx context.Context, ledger scheduler.Ledger, rep report, slot
 		if written[s] {
 			continue
 		}
-		rec, ok, err := ledger.Get(ctx, scheduler.Slot{Job: "daily-settlement", At: s})
+		rec, ok, err := ldg.Get(ctx, ledger.Slot{Job: "daily-settlement", At: s})
 		if err != nil {
 			return nil, err
 		}
-		if ok && rec.Status == scheduler.StatusSkipped {
+		if ok && rec.Status == ledger.StatusSkipped {
 			out[s] = rec.Reason
 		}
 	}
@@ -524,8 +525,8 @@ func (p *replicaProc) kill() error {
 }
 
 // printAttempts prints the ledger's attempts of the victim's slot.
-func printAttempts(ctx context.Context, out io.Writer, ledger scheduler.Ledger, at time.Time, n int, replicaOf map[fence.Token]string) error {
-	rec, _, err := ledger.Get(ctx, scheduler.Slot{Job: "daily-settlement", At: at})
+func printAttempts(ctx context.Context, out io.Writer, ldg ledger.Ledger, at time.Time, n int, replicaOf map[fence.Token]string) error {
+	rec, _, err := ldg.Get(ctx, ledger.Slot{Job: "daily-settlement", At: at})
 	if err != nil {
 		return err
 	}

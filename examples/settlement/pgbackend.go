@@ -6,8 +6,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/pglease"
-	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/pgledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 )
 
 // backendPostgres is -backend postgres: the leases (lease/pglease), the
@@ -18,7 +18,7 @@ const backendPostgres = "postgres"
 
 // pgScheduling returns the lease client and the ledger of a replica (or,
 // for the ledger, of the coordinator) on the sink's pool and schema.
-func pgScheduling(p *pgStore, logger *slog.Logger) (*lease.Client, scheduler.Ledger, error) {
+func pgScheduling(p *pgStore, logger *slog.Logger) (*lease.Client, ledger.Ledger, error) {
 	b, err := pglease.New(p.pool, pglease.Config{Schema: p.schema})
 	if err != nil {
 		return nil, nil, err
@@ -27,11 +27,11 @@ func pgScheduling(p *pgStore, logger *slog.Logger) (*lease.Client, scheduler.Led
 	if err != nil {
 		return nil, nil, err
 	}
-	ledger, err := pgledger.New(p.pool, pgledger.Config{Schema: p.schema})
+	ldg, err := pgledger.New(p.pool, pgledger.Config{Schema: p.schema})
 	if err != nil {
 		return nil, nil, err
 	}
-	return leases, ledger, nil
+	return leases, ldg, nil
 }
 
 // migrateScheduling creates the lease and ledger tables in the sink's
@@ -44,9 +44,9 @@ func migrateScheduling(ctx context.Context, p *pgStore) error {
 	if err := b.Migrate(ctx); err != nil {
 		return err
 	}
-	ledger, err := pgledger.New(p.pool, pgledger.Config{Schema: p.schema})
+	ldg, err := pgledger.New(p.pool, pgledger.Config{Schema: p.schema})
 	if err != nil {
 		return err
 	}
-	return ledger.Migrate(ctx)
+	return ldg.Migrate(ctx)
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 // replicaConfig is what the coordinator hands each replica on its command
@@ -80,7 +82,7 @@ func runReplica(cfg replicaConfig) error {
 
 	var (
 		leases *lease.Client
-		ledger scheduler.Ledger
+		ldg    ledger.Ledger
 		err    error
 	)
 	if cfg.Backend == backendPostgres {
@@ -88,10 +90,10 @@ func runReplica(cfg replicaConfig) error {
 		if !ok {
 			return errors.New("-backend postgres needs -pg")
 		}
-		leases, ledger, err = pgScheduling(pg, logger)
+		leases, ldg, err = pgScheduling(pg, logger)
 	} else {
 		var rdb *redis.Client
-		rdb, leases, ledger, err = redisScheduling(cfg, logger)
+		rdb, leases, ldg, err = redisScheduling(cfg, logger)
 		if rdb != nil {
 			defer rdb.Close()
 		}
@@ -99,7 +101,7 @@ func runReplica(cfg replicaConfig) error {
 	if err != nil {
 		return err
 	}
-	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, Logger: logger})
+	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -149,7 +151,7 @@ func runReplica(cfg replicaConfig) error {
 
 // redisScheduling returns a replica's Redis client (for the caller to
 // close, also on error), lease client and ledger.
-func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *lease.Client, scheduler.Ledger, error) {
+func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *lease.Client, ledger.Ledger, error) {
 	opts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
 		return nil, nil, nil, err
@@ -159,9 +161,9 @@ func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *le
 	if err != nil {
 		return rdb, nil, nil, err
 	}
-	ledger, err := scheduler.NewRedisLedger(rdb, cfg.Prefix+"ledger:")
+	ldg, err := redisledger.New(rdb, cfg.Prefix+"ledger:")
 	if err != nil {
 		return rdb, nil, nil, err
 	}
-	return rdb, leases, ledger, nil
+	return rdb, leases, ldg, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Options configure an Observer.
@@ -107,10 +108,10 @@ func (o *Observer) RunStarted(job string, lag time.Duration) {
 }
 
 // RunCompleted implements scheduler.Observer.
-func (o *Observer) RunCompleted(job string, status scheduler.Status, took time.Duration, finished time.Time) {
+func (o *Observer) RunCompleted(job string, status ledger.Status, took time.Duration, finished time.Time) {
 	o.completed.WithLabelValues(job, string(status)).Inc()
 	o.duration.WithLabelValues(job).Observe(took.Seconds())
-	if status == scheduler.StatusSucceeded {
+	if status == ledger.StatusSucceeded {
 		o.lastSuccess.WithLabelValues(job).Set(float64(finished.UnixMilli()) / 1000)
 	}
 }
@@ -122,6 +123,6 @@ func (o *Observer) ClaimConflict(job string) { o.conflicts.WithLabelValues(job).
 func (o *Observer) StaleRejected(job string) { o.stale.WithLabelValues(job).Inc() }
 
 // SlotSkipped implements scheduler.Observer.
-func (o *Observer) SlotSkipped(job string, status scheduler.Status) {
+func (o *Observer) SlotSkipped(job string, status ledger.Status) {
 	o.skipped.WithLabelValues(job, string(status)).Inc()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 	"github.com/holdfast-go/holdfast/scheduler/schedprom"
 )
 
@@ -37,7 +38,7 @@ func TestObserverCountsRunsAcrossReplicas(t *testing.T) {
 			for _, obs := range observers {
 				leases, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
 				require.NoError(t, err)
-				ledger, err := scheduler.NewRedisLedger(rdb, prefix+"ledger:")
+				ledger, err := redisledger.New(rdb, prefix+"ledger:")
 				require.NoError(t, err)
 				s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, Observer: obs})
 				require.NoError(t, err)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 func main() {
@@ -183,7 +184,7 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 		if err != nil {
 			return err
 		}
-		ledger, err := scheduler.NewRedisLedger(rdb, prefix+"ledger:")
+		ledger, err := redisledger.New(rdb, prefix+"ledger:")
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,8 @@ import (
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
@@ -178,7 +180,7 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 	for i := range scheds {
 		leases, err := lease.New(rdb, lease.Options{Prefix: leasePrefix})
 		require.NoError(t, err)
-		ledger, err := scheduler.NewRedisLedger(rdb, prefix+"ledger:")
+		ledger, err := redisledger.New(rdb, prefix+"ledger:")
 		require.NoError(t, err)
 		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
 		require.NoError(t, err)
@@ -230,7 +232,7 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 		records += len(recs)
 		for _, r := range recs {
 			attempts += len(r.Attempts)
-			if r.Status != scheduler.StatusSucceeded {
+			if r.Status != ledger.StatusSucceeded {
 				failed = append(failed, fmt.Sprintf("%s %s: %s", p, r.Slot.At.Format(time.TimeOnly), r.Status))
 			}
 		}

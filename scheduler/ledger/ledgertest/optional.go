@@ -1,0 +1,102 @@
+package ledgertest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// optionalCases check the optional ledger interfaces, on a ledger that
+// implements them (the subtest is skipped otherwise): they are part of the
+// contract for every ledger that offers them.
+var optionalCases = []testCase{
+	{"CancelerNamesOnlyALaterSlot", testCanceler},
+	{"ClearBeginnerBeginsOnlyWhenNothingElseIsDue", testClearBeginner},
+}
+
+// Canceler: a request for the running slot itself cancels nothing (a
+// replica that lost the race for that slot asks for it); one for a later
+// slot makes the running attempt's Heartbeat return ErrCancelRequested.
+func testCanceler(t *testing.T, x *fixture) {
+	c, ok := x.raw.(ledger.Canceler)
+	if !ok {
+		t.Skip("the ledger does not implement ledger.Canceler")
+	}
+	ctx := t.Context()
+	h := holder(1)
+	n := x.begin(x.slot(0), h, 3, x.now(0, 0))
+	require.NoError(t, c.RequestCancel(ctx, x.job, "", x.at(0)))
+	require.NoError(t, x.ledger.Heartbeat(ctx, x.slot(0), h, n, x.now(0, 1)), "the slot itself cancels nothing")
+	require.NoError(t, c.RequestCancel(ctx, x.job, "other", x.at(1)))
+	require.NoError(t, x.ledger.Heartbeat(ctx, x.slot(0), h, n, x.now(0, 2)), "another partition cancels nothing")
+	require.NoError(t, c.RequestCancel(ctx, x.job, "", x.at(1)))
+	require.ErrorIs(t, x.ledger.Heartbeat(ctx, x.slot(0), h, n, x.now(0, 3)), ledger.ErrCancelRequested)
+}
+
+// ClearBeginner: BeginIfClear begins a slot as Begin does when nothing
+// else is due for its pair, and otherwise changes nothing (Clear false).
+func testClearBeginner(t *testing.T, x *fixture) {
+	cb, ok := x.raw.(ledger.ClearBeginner)
+	if !ok {
+		t.Skip("the ledger does not implement ledger.ClearBeginner")
+	}
+	ctx := t.Context()
+	since := x.at(-60)
+	req := func(i int, f ledger.Fence, prev int) ledger.BeginRequest {
+		return ledger.BeginRequest{Slot: x.slot(i), Fence: fill(x.slot(i), f), MaxAttempts: 3, Prev: x.at(prev), Since: since}
+	}
+	one := func(r ledger.BeginRequest, i int) ledger.BeginResult {
+		t.Helper()
+		res := cb.BeginIfClear(ctx, []ledger.BeginRequest{r}, x.now(i, 0))
+		require.Len(t, res, 1)
+		return res[0]
+	}
+	a, b := holder(1), holder(2)
+
+	// A pair the ledger never saw: clear, attempt 1 of 3.
+	res := one(req(1, a, 0), 1)
+	require.True(t, res.Clear)
+	require.NoError(t, res.Err)
+	require.Equal(t, []int{1, 2}, []int{res.Attempt, res.Left})
+	require.Equal(t, ledger.StatusRunning, x.get(x.slot(1)).Status)
+
+	// The next slot while slot 1 still runs under a holder that lost the
+	// lease: slot 1 is open, so not clear, and nothing changes.
+	res = one(req(2, b, 1), 2)
+	require.False(t, res.Clear)
+	x.requireAbsent(x.slot(2))
+
+	// Slot 1 succeeds: slot 2 is clear.
+	x.succeed(x.slot(1), a, 1, x.now(1, 1))
+	res = one(req(2, a, 1), 2)
+	require.True(t, res.Clear)
+	require.Equal(t, 1, res.Attempt)
+	x.succeed(x.slot(2), a, 1, x.now(2, 1))
+
+	// A gap: slot 3 was never begun, so slot 4 is not clear.
+	require.False(t, one(req(4, a, 3), 4).Clear, "slot 3 went unseen")
+
+	// A slot already done: clear, ErrSlotDone.
+	res = one(req(2, a, 1), 2)
+	require.True(t, res.Clear)
+	require.ErrorIs(t, res.Err, ledger.ErrSlotDone)
+
+	// A stale token: clear, *fence.StaleTokenError, nothing begun.
+	res = one(req(3, ledger.Fence{Scope: unitMark, Token: TokenBase, Owner: "old"}, 2), 3)
+	require.True(t, res.Clear)
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, res.Err, &stale)
+	x.requireAbsent(x.slot(3))
+
+	// Paused: not clear.
+	require.NoError(t, x.ledger.SetPaused(ctx, x.job, true))
+	require.False(t, one(req(3, a, 2), 3).Clear, "paused")
+	require.NoError(t, x.ledger.SetPaused(ctx, x.job, false))
+
+	// A pending slot (an operator's request): not clear.
+	require.NoError(t, x.ledger.Request(ctx, x.slot(1), "again", x.now(3, 0)))
+	require.False(t, one(req(3, a, 2), 3).Clear, "slot 1 pending")
+}

@@ -1,0 +1,170 @@
+package pgledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// State implements ledger.Ledger in one statement (one round trip) once
+// the (job, partition) pair is known; the first State of a pair creates its
+// fence row, which starts its horizon (now, the scheduler's clock,
+// truncated to the second), and reads again.
+//
+// Open lists, oldest first, the slots at or after since that are pending,
+// failed with a retry (RetryAt set), or running under a token below the
+// pair's fence: their holder lost the lease to a holder that has since
+// touched the ledger, so they are abandoned and the next Begin takes them
+// over. A slot whose attempts Begin found spent is final and not listed.
+func (l *Ledger) State(ctx context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
+	const op = "state"
+	if err := l.ready(); err != nil {
+		return ledger.State{}, err
+	}
+	if err := validateKey(job, partition); err != nil {
+		return ledger.State{}, err
+	}
+	st, known, err := l.state(ctx, job, partition, since)
+	if err != nil || known {
+		return st, err
+	}
+	if err := l.inTx(ctx, op, fenceResource(job, partition), func(tx pgx.Tx) error {
+		return l.lockFence(ctx, tx, op, job, partition, nil, now)
+	}); err != nil {
+		return ledger.State{}, err
+	}
+	st, _, err = l.state(ctx, job, partition, since)
+	return st, err
+}
+
+// state reads State; known is false when the pair has no fence row yet.
+func (l *Ledger) state(ctx context.Context, job, partition string, since time.Time) (st ledger.State, known bool, err error) {
+	const op = "state"
+	err = l.read(op, fenceResource(job, partition), func() error {
+		rows, err := l.db.Query(ctx, l.sql.state, job, partition, since)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				horizon, last, at, retryAt *time.Time
+				status                     *string
+			)
+			if err := rows.Scan(&horizon, &last, &st.Paused, &at, &status, &retryAt); err != nil {
+				return err
+			}
+			known = horizon != nil
+			st.Horizon, st.Last = utc(horizon), utc(last)
+			if at == nil {
+				continue // the first row only, when nothing is open
+			}
+			open := ledger.OpenSlot{At: at.UTC()}
+			if *status == string(ledger.StatusFailed) {
+				open.RetryAt = utc(retryAt)
+			}
+			st.Open = append(st.Open, open)
+		}
+		return rows.Err()
+	})
+	return st, known, err
+}
+
+// Get implements ledger.Ledger.
+func (l *Ledger) Get(ctx context.Context, slot ledger.Slot) (ledger.Record, bool, error) {
+	if err := l.ready(); err != nil {
+		return ledger.Record{}, false, err
+	}
+	if err := validateKey(slot.Job, slot.Partition); err != nil {
+		return ledger.Record{}, false, err
+	}
+	recs, err := l.records(ctx, "get", slotName(slot), l.sql.get, slot.Job, slotTime(slot.At), slot.Partition)
+	if err != nil || len(recs) == 0 {
+		return ledger.Record{}, false, err
+	}
+	return recs[0], true, nil
+}
+
+// List implements ledger.Ledger. limit must be at least 1.
+func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
+	if err := l.ready(); err != nil {
+		return nil, err
+	}
+	if err := validateKey(job, partition); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: limit %d, want at least 1", ErrInvalidArgument, limit)
+	}
+	return l.records(ctx, "list", fenceResource(job, partition), l.sql.list, job, partition, from, to, limit)
+}
+
+// records runs a records query and folds its rows, one per attempt (or one
+// per run without attempts), into Records in the query's order.
+func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any) ([]ledger.Record, error) {
+	var recs []ledger.Record
+	err := l.read(op, what, func() error {
+		rows, err := l.db.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		lastID := int64(-1)
+		for rows.Next() {
+			var (
+				id                         int64
+				rec                        ledger.Record
+				status                     string
+				retryAt                    *time.Time
+				n                          *int
+				token                      *int64
+				owner, aStatus, class, msg *string
+				started, hb, finished      *time.Time
+			)
+			if err := rows.Scan(&id, &rec.Slot.Job, &rec.Slot.At, &rec.Slot.Partition, &status, &rec.Attempt, &retryAt, &rec.Reason,
+				&n, &token, &owner, &aStatus, &class, &msg, &started, &hb, &finished); err != nil {
+				return err
+			}
+			if id != lastID {
+				lastID = id
+				rec.Slot.At = rec.Slot.At.UTC()
+				rec.Status = ledger.Status(status)
+				rec.RetryAt = utc(retryAt)
+				recs = append(recs, rec)
+			}
+			if n == nil {
+				continue // a run without attempts: skipped, missed, requested
+			}
+			cur := &recs[len(recs)-1]
+			cur.Attempts = append(cur.Attempts, ledger.Attempt{
+				N: *n, Token: fence.Token(*token), Owner: *owner,
+				Status: ledger.Status(*aStatus), Class: ledger.ErrorClass(*class), Error: *msg,
+				Started: utc(started), Heartbeat: utc(hb), Finished: utc(finished),
+			})
+		}
+		return rows.Err()
+	})
+	return recs, err
+}
+
+// read runs fn, which reads with one statement (one snapshot, one round
+// trip, no transaction), and wraps its error.
+func (l *Ledger) read(op, what string, fn func() error) error {
+	if err := fn(); err != nil {
+		return wrapDBError(op, what, err)
+	}
+	return nil
+}
+
+// utc returns *t in UTC, or the zero time for nil.
+func utc(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}

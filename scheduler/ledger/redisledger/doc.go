@@ -1,0 +1,24 @@
+// Package redisledger is the default ledger.Ledger, on Redis: every fenced
+// transition is one Lua script (scripts/*.lua, embedded) that applies the
+// acceptance rule to the fence of the transition's scope and writes the
+// record; concurrent claims share round trips through an auto-pipeline.
+// It implements the optional ledger.Canceler and ledger.ClearBeginner.
+//
+// # Keys
+//
+// The records of one (job, partition) share the hash tag {job|partition}
+// under the prefix (DefaultPrefix, "holdfast:ledger:"), so the ledger
+// works on Redis Cluster (BeginIfClear, whose script also reads the
+// job's pause flag under {job}, then always answers Clear == false). The
+// unit scope's fence is the hash "fence", a slot scope's "fence:<unix>":
+// the names, and every other key, are those of the format before fences
+// were named by scope, so a store written by an older version keeps
+// fencing after an upgrade. See Ledger for the full layout.
+//
+// # Durability
+//
+// Durability is Redis's: after a data loss (a restart without
+// persistence, a failover that lost writes) the horizon starts again at
+// the first State call, so slots from before the loss are never caught up.
+// For an audit trail that survives, use pgledger.
+package redisledger

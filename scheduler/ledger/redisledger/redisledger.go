@@ -1,0 +1,452 @@
+package redisledger
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// DefaultPrefix starts every key of a Ledger ("holdfast:ledger:").
+const DefaultPrefix = "holdfast:ledger:"
+
+// ErrInvalidConfig is returned by New for a nil client or a bad prefix.
+var ErrInvalidConfig = errors.New("redisledger: invalid config")
+
+var (
+	//go:embed scripts/fence.lua
+	fencePrelude string
+	//go:embed scripts/begin.lua
+	beginSrc string
+	//go:embed scripts/heartbeat.lua
+	heartbeatSrc string
+	//go:embed scripts/finish.lua
+	finishSrc string
+	//go:embed scripts/skip.lua
+	skipSrc string
+	//go:embed scripts/request.lua
+	requestSrc string
+	//go:embed scripts/cancel.lua
+	cancelSrc string
+
+	//go:embed scripts/claim.lua
+	claimSrc string
+	//go:embed scripts/beginmain.lua
+	beginMain string
+
+	beginScript     = redis.NewScript(fencePrelude + beginSrc + beginMain)
+	claimScript     = redis.NewScript(fencePrelude + beginSrc + claimSrc)
+	heartbeatScript = redis.NewScript(fencePrelude + heartbeatSrc)
+	finishScript    = redis.NewScript(fencePrelude + finishSrc)
+	skipScript      = redis.NewScript(fencePrelude + skipSrc)
+	requestScript   = redis.NewScript(requestSrc)
+	cancelScript    = redis.NewScript(cancelSrc)
+)
+
+// Ledger is the default ledger.Ledger. The records of one (job, partition)
+// share the hash tag {job|partition}, so it works on Redis Cluster; every
+// fenced transition is one Lua script that checks and raises the fence.
+//
+// Keys under <prefix>{job|partition}: fence (hash: token, owner),
+// the fence of the unit scope (ledger.UnitScope); fence:<unix> (the same,
+// for the slot scope, ledger.SlotScope), run:<unix>
+// (hash per slot: status, attempt, base, owner, token, heartbeat, retry_at,
+// reason, and a<n>.* per attempt), open, pending, retry and index (sorted
+// sets of slots), last (latest slot begun or skipped), horizon (ms, set on
+// first use). <prefix>{job}:paused holds the pause flag.
+type Ledger struct {
+	rdb     redis.UniversalClient
+	pipe    *autopipe.Pipe // fenced transitions of concurrent claims share round trips
+	prefix  string
+	cluster bool // BeginIfClear's script spans two hash tags: not on Cluster
+}
+
+var (
+	_ ledger.Ledger        = (*Ledger)(nil)
+	_ ledger.ClearBeginner = (*Ledger)(nil)
+)
+
+// New returns a ledger over rdb with keys under prefix (default
+// DefaultPrefix). It returns ErrInvalidConfig for a nil rdb or a
+// prefix holding '{' or '}'.
+func New(rdb redis.UniversalClient, prefix string) (*Ledger, error) {
+	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidConfig, prefix)
+	}
+	_, cluster := rdb.(*redis.ClusterClient)
+	return &Ledger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster}, nil
+}
+
+type ledgerKeys struct {
+	fence, open, pending, retry, index, last, horizon string
+	base                                              string
+}
+
+func (l *Ledger) keys(job, partition string) ledgerKeys {
+	b := l.prefix + "{" + job + "|" + partition + "}:"
+	return ledgerKeys{
+		fence: b + "fence", open: b + "open", pending: b + "pending", retry: b + "retry",
+		index: b + "index", last: b + "last", horizon: b + "horizon", base: b,
+	}
+}
+
+func (k ledgerKeys) run(at time.Time) string { return k.base + "run:" + unix(at) }
+
+// fenceOf is the fence hash of f's scope (ledger.Fence.Check): the
+// pair's (fence) for the unit scope, the slot's own (fence:<unix>) for its
+// slot scope. The names are those of the stored format before fences were
+// named by scope: a store written by an older version keeps fencing.
+func (k ledgerKeys) fenceOf(s ledger.Slot, f ledger.Fence) (string, error) {
+	slotScoped, err := f.Check(s)
+	switch {
+	case err != nil:
+		return "", err
+	case slotScoped:
+		return k.fence + ":" + unix(s.At), nil
+	}
+	return k.fence, nil
+}
+
+func unix(t time.Time) string   { return strconv.FormatInt(t.Unix(), 10) }
+func millis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+func fromUnix(s string) time.Time {
+	v, _ := strconv.ParseInt(s, 10, 64)
+	return time.Unix(v, 0).UTC()
+}
+func fromMillis(s string) time.Time {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// State implements Ledger. One pipeline: one round trip on a single server.
+func (l *Ledger) State(ctx context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
+	k := l.keys(job, partition)
+	pipe := l.rdb.Pipeline()
+	open := pipe.ZRangeByScore(ctx, k.open, &redis.ZRangeBy{Min: unix(since), Max: "+inf"})
+	pending := pipe.ZRange(ctx, k.pending, 0, -1)
+	retry := pipe.ZRangeWithScores(ctx, k.retry, 0, -1)
+	last := pipe.Get(ctx, k.last)
+	pipe.SetNX(ctx, k.horizon, millis(now), 0)
+	horizon := pipe.Get(ctx, k.horizon)
+	paused := pipe.Exists(ctx, l.pausedKey(job))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return ledger.State{}, fmt.Errorf("redisledger: state %s: %w", job, err)
+	}
+	retryAt := map[string]time.Time{}
+	for _, z := range retry.Val() {
+		retryAt[fmt.Sprint(z.Member)] = time.UnixMilli(int64(z.Score)).UTC()
+	}
+	seen := map[string]bool{}
+	var st ledger.State
+	for _, m := range append(open.Val(), pending.Val()...) {
+		if seen[m] {
+			continue
+		}
+		seen[m] = true
+		st.Open = append(st.Open, ledger.OpenSlot{At: fromUnix(m), RetryAt: retryAt[m]})
+	}
+	sort.Slice(st.Open, func(i, j int) bool { return st.Open[i].At.Before(st.Open[j].At) })
+	if last.Err() == nil {
+		st.Last = fromUnix(last.Val())
+	}
+	st.Horizon = fromMillis(horizon.Val())
+	st.Paused = paused.Val() == 1
+	return st, nil
+}
+
+func (l *Ledger) pausedKey(job string) string { return l.prefix + "{" + job + "}:paused" }
+
+// Begin implements Ledger.
+func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
+	k := l.keys(s.Job, s.Partition)
+	fk, err := k.fenceOf(s, f)
+	if err != nil {
+		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), err)
+	}
+	keys := []string{fk, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry}
+	args := []any{f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1)}
+	if p := f.Planner; p != nil {
+		keys = append(keys, k.fence)
+		args = append(args, p.Token.String(), p.Owner)
+	}
+	res, err := l.runScript(ctx, beginScript, keys, args...).Int64Slice()
+	if err != nil {
+		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), err)
+	}
+	switch res[0] {
+	case 1:
+		return int(res[1]), int(res[2]), nil
+	case 0:
+		return 0, 0, ledger.ErrSlotDone
+	case -2:
+		return 0, 0, staleLedger(s, *f.Planner, res[1])
+	default:
+		return 0, 0, staleLedger(s, f, res[1])
+	}
+}
+
+// BeginIfClear implements ClearBeginner: one script per request, all in
+// one pipeline (one round trip). On Redis Cluster, where the pause flag
+// lives under another hash tag, every answer is Clear == false, without a
+// round trip; so is a request whose Fence is not of the unit scope.
+func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, now time.Time) []ledger.BeginResult {
+	out := make([]ledger.BeginResult, len(reqs))
+	if l.cluster {
+		return out
+	}
+	cmds := make([]*redis.Cmd, len(reqs))
+	pipe := l.rdb.Pipeline()
+	for i, r := range reqs {
+		if slotScoped, err := r.Fence.Check(r.Slot); err != nil || slotScoped {
+			continue
+		}
+		k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
+		cmds[i] = claimScript.EvalSha(ctx, pipe,
+			[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
+			r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since))
+	}
+	if pipe.Len() == 0 {
+		return out
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		r := reqs[i]
+		if isNoScript(cmd.Err()) {
+			k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
+			cmd = claimScript.Run(ctx, l.rdb,
+				[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
+				r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since))
+		}
+		res, err := cmd.Int64Slice()
+		switch {
+		case err != nil:
+			out[i] = ledger.BeginResult{Clear: true, Err: fmt.Errorf("redisledger: begin %s: %w", r.Slot.Key(), err)}
+		case res[0] == 2:
+		case res[0] == 1:
+			out[i] = ledger.BeginResult{Attempt: int(res[1]), Left: int(res[2]), Clear: true}
+		case res[0] == 0:
+			out[i] = ledger.BeginResult{Clear: true, Err: ledger.ErrSlotDone}
+		default:
+			out[i] = ledger.BeginResult{Clear: true, Err: staleLedger(r.Slot, r.Fence, res[1])}
+		}
+	}
+	return out
+}
+
+// runScript runs sc through the ledger's auto-pipeline (EVALSHA, batched
+// with the transitions of concurrent claims), and again with redis.Script.Run
+// (EVAL) when the server lost the script.
+func (l *Ledger) runScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", sc.Hash(), len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	cmd.SetFirstKeyPos(3)
+	_ = l.pipe.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		return sc.Run(ctx, l.rdb, keys, args...)
+	}
+	return cmd
+}
+
+// isNoScript reports a server that does not know the script (after SCRIPT
+// FLUSH, a restart or a failover).
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// Heartbeat implements Ledger.
+func (l *Ledger) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
+	k := l.keys(s.Job, s.Partition)
+	fk, err := k.fenceOf(s, f)
+	if err != nil {
+		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
+	}
+	res, err := l.runScript(ctx, heartbeatScript, []string{fk, k.run(s.At), k.base + "cancel"},
+		f.Token.String(), f.Owner, attempt, millis(now), unix(s.At)).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
+	}
+	switch res[0] {
+	case 1:
+		return nil
+	case 2:
+		return ledger.ErrCancelRequested
+	}
+	return staleLedger(s, f, res[1])
+}
+
+// RequestCancel implements Canceler.
+func (l *Ledger) RequestCancel(ctx context.Context, job, partition string, slot time.Time) error {
+	k := l.keys(job, partition)
+	if err := cancelScript.Run(ctx, l.rdb, []string{k.base + "cancel"}, unix(slot)).Err(); err != nil {
+		return fmt.Errorf("redisledger: cancel %s: %w", job, err)
+	}
+	return nil
+}
+
+var _ ledger.Canceler = (*Ledger)(nil)
+
+// Finish implements Ledger.
+func (l *Ledger) Finish(ctx context.Context, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
+	k := l.keys(s.Job, s.Partition)
+	fk, err := k.fenceOf(s, f)
+	if err != nil {
+		return fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
+	}
+	retry := ""
+	if o.Status == ledger.StatusFailed && !o.RetryAt.IsZero() {
+		retry = millis(o.RetryAt)
+	}
+	res, err := l.runScript(ctx, finishScript, []string{fk, k.run(s.At), k.open, k.retry},
+		f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
+		millis(now), retry).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
+	}
+	if res[0] != 1 {
+		return staleLedger(s, f, res[1])
+	}
+	return nil
+}
+
+// Skip implements Ledger.
+func (l *Ledger) Skip(ctx context.Context, s ledger.Slot, f ledger.Fence, status ledger.Status, reason string, now time.Time) error {
+	if status != ledger.StatusSkipped && status != ledger.StatusMissed {
+		return fmt.Errorf("redisledger: skip %s: status %q, want skipped or missed", s.Key(), status)
+	}
+	k := l.keys(s.Job, s.Partition)
+	fk, err := k.fenceOf(s, f)
+	if err != nil {
+		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
+	}
+	res, err := l.runScript(ctx, skipScript, []string{fk, k.run(s.At), k.last, k.index},
+		f.Token.String(), f.Owner, unix(s.At), string(status), reason, millis(now)).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
+	}
+	if res[0] == -1 {
+		return staleLedger(s, f, res[1])
+	}
+	return nil
+}
+
+// Request implements Ledger.
+func (l *Ledger) Request(ctx context.Context, s ledger.Slot, reason string, now time.Time) error {
+	k := l.keys(s.Job, s.Partition)
+	n, err := requestScript.Run(ctx, l.rdb, []string{k.run(s.At), k.open, k.index, k.pending, k.retry},
+		unix(s.At), reason, millis(now)).Int64()
+	if err != nil {
+		return fmt.Errorf("redisledger: request %s: %w", s.Key(), err)
+	}
+	if n == -2 {
+		return fmt.Errorf("%w: %s", ledger.ErrSlotRunning, s.Key())
+	}
+	return nil
+}
+
+// SetPaused implements Ledger.
+func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
+	var err error
+	if paused {
+		err = l.rdb.Set(ctx, l.pausedKey(job), "1", 0).Err()
+	} else {
+		err = l.rdb.Del(ctx, l.pausedKey(job)).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("redisledger: pause %s: %w", job, err)
+	}
+	return nil
+}
+
+// Get implements Ledger.
+func (l *Ledger) Get(ctx context.Context, s ledger.Slot) (ledger.Record, bool, error) {
+	m, err := l.rdb.HGetAll(ctx, l.keys(s.Job, s.Partition).run(s.At)).Result()
+	if err != nil {
+		return ledger.Record{}, false, fmt.Errorf("redisledger: get %s: %w", s.Key(), err)
+	}
+	if len(m) == 0 {
+		return ledger.Record{Slot: s}, false, nil
+	}
+	return parseRecord(s, m), true, nil
+}
+
+// List implements Ledger.
+func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	k := l.keys(job, partition)
+	slots, err := l.rdb.ZRevRangeByScore(ctx, k.index, &redis.ZRangeBy{
+		Min: unix(from), Max: "(" + unix(to), Count: int64(limit),
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisledger: list %s: %w", job, err)
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(slots))
+	for i, m := range slots {
+		cmds[i] = pipe.HGetAll(ctx, k.base+"run:"+m)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("redisledger: list %s: %w", job, err)
+	}
+	recs := make([]ledger.Record, 0, len(slots))
+	for i, m := range slots {
+		recs = append(recs, parseRecord(ledger.Slot{Job: job, At: fromUnix(m), Partition: partition}, cmds[i].Val()))
+	}
+	return recs, nil
+}
+
+func parseRecord(s ledger.Slot, m map[string]string) ledger.Record {
+	rec := ledger.Record{Slot: s, Status: ledger.Status(m["status"]), Reason: m["reason"], RetryAt: fromMillis(m["retry_at"])}
+	rec.Attempt, _ = strconv.Atoi(m["attempt"])
+	for n := 1; n <= rec.Attempt; n++ {
+		a := "a" + strconv.Itoa(n) + "."
+		if _, ok := m[a+"status"]; !ok {
+			continue
+		}
+		tok, _ := strconv.ParseUint(m[a+"token"], 10, 64)
+		rec.Attempts = append(rec.Attempts, ledger.Attempt{
+			N: n, Token: fence.Token(tok), Owner: m[a+"owner"], Status: ledger.Status(m[a+"status"]),
+			Class: ledger.ErrorClass(m[a+"class"]), Error: m[a+"error"],
+			Started: fromMillis(m[a+"started"]), Heartbeat: fromMillis(m[a+"hb"]), Finished: fromMillis(m[a+"finished"]),
+		})
+	}
+	return rec
+}
+
+// staleLedger is the refusal of f by the fence of its scope: Resource names
+// the slot's (job, partition) records, Scope the fence.
+func staleLedger(s ledger.Slot, f ledger.Fence, current int64) error {
+	return &fence.StaleTokenError{
+		Resource: "ledger:" + ledger.UnitScope(s.Job, s.Partition), Scope: f.Scope,
+		Presented: f.Token, Current: fence.Token(current),
+	}
+}

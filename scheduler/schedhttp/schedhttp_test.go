@@ -1,0 +1,177 @@
+package schedhttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
+	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
+)
+
+func newAdminScheduler(t *testing.T) (*scheduler.Scheduler, *redisledger.Ledger) {
+	t.Helper()
+	rdb := redistest.Mini(t)
+	leases, err := lease.New(rdb, lease.Options{})
+	require.NoError(t, err)
+	ldg, err := redisledger.New(rdb, "")
+	require.NoError(t, err)
+	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg})
+	require.NoError(t, err)
+	require.NoError(t, s.Register(scheduler.Job{
+		Name: "settle", Spec: "0 2 * * *", Zone: "Europe/Berlin", Partitions: []string{"eu", "us"},
+		Run: func(context.Context, scheduler.Run) error { return nil },
+	}))
+	return s, ldg
+}
+
+func TestAdminHandlerStatusCodes(t *testing.T) {
+	t.Parallel()
+	s, ldg := newAdminScheduler(t)
+	allow := func(*http.Request, schedhttp.Action, string) error { return nil }
+	refuse := func(*http.Request, schedhttp.Action, string) error { return schedhttp.ErrForbidden }
+	slot := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC) // 02:00 in Berlin
+	running := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	_, _, err := ldg.Begin(context.Background(), ledger.Slot{Job: "settle", At: running, Partition: "eu"},
+		ledger.Fence{Scope: "settle|eu", Token: 1_700_000_000_000_001, Owner: "holder"}, 3, time.Now())
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name       string
+		auth       func(*http.Request, schedhttp.Action, string) error
+		method     string
+		path, body string
+		want       int
+	}{
+		{"NoAuthorizerRefusesEverything", nil, "GET", "/jobs", "", http.StatusForbidden},
+		{"AuthorizerRefusal", refuse, "POST", "/jobs/settle/pause", "", http.StatusForbidden},
+		{"ListJobs", allow, "GET", "/jobs", "", http.StatusOK},
+		{"UnknownJob", allow, "POST", "/jobs/nope/pause", "", http.StatusNotFound},
+		{"UnknownPartition", allow, "POST", "/jobs/settle/trigger", `{"partition":"asia"}`, http.StatusNotFound},
+		{"MalformedBody", allow, "POST", "/jobs/settle/retry", `{"slot":`, http.StatusBadRequest},
+		{"UnknownField", allow, "POST", "/jobs/settle/retry", `{"slott":"2026-11-29T01:00:00Z"}`, http.StatusBadRequest},
+		{"RetryNeedsSlot", allow, "POST", "/jobs/settle/retry", `{"partition":"eu"}`, http.StatusBadRequest},
+		{"RetryOfNonSlot", allow, "POST", "/jobs/settle/retry", `{"partition":"eu","slot":"2026-11-29T01:30:00Z"}`, http.StatusBadRequest},
+		{"RetryOfRunningSlot", allow, "POST", "/jobs/settle/retry", `{"partition":"eu","slot":"2026-11-28T01:00:00Z"}`, http.StatusConflict},
+		{"Retry", allow, "POST", "/jobs/settle/retry", `{"partition":"eu","slot":"2026-11-29T01:00:00Z","reason":"bank was down"}`, http.StatusAccepted},
+		{"Trigger", allow, "POST", "/jobs/settle/trigger", `{"partition":"us","reason":"month end"}`, http.StatusAccepted},
+		{"BackfillNeedsRange", allow, "POST", "/jobs/settle/backfill", `{"partition":"us","from":"2026-11-20T00:00:00Z"}`, http.StatusBadRequest},
+		{"Backfill", allow, "POST", "/jobs/settle/backfill", `{"partition":"us","from":"2026-11-20T00:00:00Z","to":"2026-11-23T00:00:00Z"}`, http.StatusAccepted},
+		{"Runs", allow, "GET", "/jobs/settle/runs?partition=eu&limit=10", "", http.StatusOK},
+		{"RunsBadLimit", allow, "GET", "/jobs/settle/runs?limit=0", "", http.StatusBadRequest},
+		{"OversizedBody", allow, "POST", "/jobs/settle/trigger", `{"reason":"` + strings.Repeat("x", 70<<10) + `"}`, http.StatusRequestEntityTooLarge},
+		{"Pause", allow, "POST", "/jobs/settle/pause", "", http.StatusNoContent},
+		{"Resume", allow, "POST", "/jobs/settle/resume", "", http.StatusNoContent},
+	} {
+		h := schedhttp.New(s, schedhttp.Config{Authorizer: tc.auth})
+		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, tc.want, rec.Code, "%s: %s", tc.name, rec.Body.String())
+		if rec.Code >= 400 {
+			require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"), tc.name)
+		}
+	}
+
+	// What the accepted requests did to the ledger.
+	ctx := context.Background()
+	rec, found, err := ldg.Get(ctx, ledger.Slot{Job: "settle", At: slot, Partition: "eu"})
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, ledger.StatusPending, rec.Status)
+	require.Equal(t, "retry: bank was down", rec.Reason)
+	backfilled, err := ldg.List(ctx, "settle", "us", time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), 10)
+	require.NoError(t, err)
+	require.Len(t, backfilled, 3, "three daily slots in the range")
+	st, err := ldg.State(ctx, "settle", "eu", time.Time{}, time.Now())
+	require.NoError(t, err)
+	require.False(t, st.Paused, "paused, then resumed")
+}
+
+func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
+	t.Parallel()
+	s, _ := newAdminScheduler(t)
+	var got []string
+	h := schedhttp.New(s, schedhttp.Config{Authorizer: func(r *http.Request, a schedhttp.Action, job string) error {
+		got = append(got, string(a)+":"+job)
+		if r.Header.Get("Authorization") != "Bearer ops" {
+			return errors.New("who are you")
+		}
+		return nil
+	}})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/pause", nil))
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	var problem map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &problem))
+	require.Equal(t, "refused by the authorizer", problem["detail"], "the authorizer's reason is not sent")
+
+	req := httptest.NewRequest("GET", "/jobs", nil)
+	req.Header.Set("Authorization", "Bearer ops")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	var jobs []scheduler.JobInfo
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &jobs))
+	require.Len(t, jobs, 1)
+	require.Equal(t, []string{"eu", "us"}, jobs[0].Partitions)
+	require.Equal(t, []string{"pause:settle", "list:"}, got)
+}
+
+// Neither a 403 nor a 500 tells the client more than its status: the
+// Authorizer's error and the backend's error text go to the log.
+func TestAdminHandlerKeepsInternalErrorsInTheLog(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	leases, err := lease.New(redistest.Mini(t), lease.Options{})
+	require.NoError(t, err)
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = down.Close() })
+	ldg, err := redisledger.New(down, "")
+	require.NoError(t, err)
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Logger: logger})
+	require.NoError(t, err)
+	require.NoError(t, s.Register(scheduler.Job{Name: "settle", Spec: "0 2 * * *", Run: func(context.Context, scheduler.Run) error { return nil }}))
+	h := schedhttp.New(s, schedhttp.Config{Logger: logger, Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
+		if r.Header.Get("Authorization") == "" {
+			return errors.New("token sig mismatch for kid=prod-7")
+		}
+		return nil
+	}})
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/pause", nil))
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.NotContains(t, rec.Body.String(), "kid=prod-7")
+
+	req := httptest.NewRequest("GET", "/jobs/settle/runs", nil)
+	req.Header.Set("Authorization", "Bearer ops")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
+	var problem map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &problem))
+	require.Equal(t, "internal error; see the server log", problem["detail"])
+	require.NotContains(t, rec.Body.String(), "127.0.0.1:1")
+	require.NotContains(t, rec.Body.String(), "refused")
+
+	require.Contains(t, logs.String(), `"msg":"admin_request_forbidden"`)
+	require.Contains(t, logs.String(), "kid=prod-7")
+	require.Contains(t, logs.String(), `"msg":"admin_request_failed"`)
+	require.Contains(t, logs.String(), "127.0.0.1:1")
+}
