@@ -8,44 +8,62 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// skip records a step's slot skipped or missed.
-func (s *Scheduler) skip(h hold, st step) {
+// skip records a step's slot skipped or missed. Its error, logged
+// already, is the ledger's.
+func (s *Scheduler) skip(h hold, st step) error {
 	slot := h.slot(st.fire.At)
 	if err := s.cfg.Ledger.Skip(h.ctx(), slot, h.fence, st.skip, st.reason, s.clock.Now()); err != nil {
 		s.ledgerRefused(h.ctx(), slot, "skip", err)
-		return
+		return err
 	}
 	s.obs.SlotSkipped(h.u.job.Name, st.skip)
 	s.log.LogAttrs(h.ctx(), slog.LevelInfo, "slot_skipped", slog.String("job", slot.Job),
 		slog.String("partition", slot.Partition), slog.Time("slot", slot.At),
 		slog.String("status", string(st.skip)), slog.String("reason", st.reason))
+	return nil
 }
 
 // attempt runs one attempt of slot f under h, fenced in the ledger. It
-// reports whether the job function ran.
-func (s *Scheduler) attempt(h hold, f cron.Fire) (ran bool) {
-	n, left, ok := s.begin(h, h.fence, f)
-	if ok {
-		s.run(h, f, n, left)
+// reports whether the job function ran, and Begin's error (logged) when
+// it did not.
+func (s *Scheduler) attempt(h hold, f cron.Fire) (ran bool, err error) {
+	n, left, err := s.begin(h, h.fence, f)
+	if err != nil {
+		return false, err
 	}
-	return ok
+	s.run(h, f, n, left)
+	return true, nil
 }
 
-// begin starts the next attempt of slot f in the ledger, fenced with fen;
-// ok is false when there is none to make (done, stale, ledger error:
-// logged).
-func (s *Scheduler) begin(h hold, fen ledger.Fence, f cron.Fire) (n, left int, ok bool) {
+// begin starts the next attempt of slot f in the ledger, fenced with fen.
+// An error (done, stale, the ledger failing) is logged and returned: no
+// attempt was begun.
+func (s *Scheduler) begin(h hold, fen ledger.Fence, f cron.Fire) (n, left int, err error) {
 	slot := h.slot(f.At)
-	n, left, err := s.cfg.Ledger.Begin(h.ctx(), slot, fen, h.u.job.MaxAttempts, s.clock.Now())
+	n, left, err = s.cfg.Ledger.Begin(h.ctx(), slot, fen, h.u.job.MaxAttempts, s.clock.Now())
 	if err != nil {
 		s.ledgerRefused(h.ctx(), slot, "begin", err)
-		return 0, 0, false
+		return 0, 0, err
 	}
-	return n, left, true
+	return n, left, nil
+}
+
+// settled reports whether a step that ended with err leaves its slot
+// decided: it was carried out, or the ledger or the lease refused it for
+// a reason of their own (the slot is done or running elsewhere, this
+// holder's token is stale). Any other error (Redis or PostgreSQL failing,
+// a lease grant too slow to use) left the slot untouched: the claim stops
+// there and tries again later, because beginning a later slot would move
+// the ledger's last begun slot past this one and no claim would look at it
+// again (a lost slot, seen by the chaos scenario scheduler-mix).
+func settled(err error) bool {
+	return err == nil || errors.Is(err, ledger.ErrSlotDone) || errors.Is(err, ledger.ErrSlotRunning) ||
+		errors.Is(err, fence.ErrStaleToken) || errors.Is(err, lease.ErrNotAcquired)
 }
 
 // newRun is the one place a Run is built: what the job function receives

@@ -174,19 +174,29 @@ func (s *Scheduler) carryOut(h hold, req claimReq, p plan, cs *claimState) (agai
 			return false
 		}
 		cs.handled[st.fire.At] = true
+		var err error
 		switch {
 		case st.skip != "":
-			s.skip(h, st)
+			err = s.skip(h, st)
 		case job.Overlap == OverlapAllow:
-			s.startSlot(h, st.fire)
+			err = s.startSlot(h, st.fire)
 		default:
 			started := s.clock.Now()
-			if s.attempt(h, st.fire) {
+			var ran bool
+			if ran, err = s.attempt(h, st.fire); ran {
 				if cs.runFrom.IsZero() {
 					cs.runFrom = started
 				}
 				cs.runTo = s.clock.Now()
 			}
+		}
+		if !settled(err) {
+			// The slot is untouched: stop before a later slot is begun
+			// (which would hide this one from every later plan) and
+			// claim again soon; by then the slot is late and follows
+			// the missed-slot policy.
+			s.wakeAt(h.u, s.clock.Now().Add(wakeRetry))
+			return false
 		}
 	}
 	if job.Overlap == OverlapAllow {

@@ -29,7 +29,8 @@ import (
 // The attempt is begun with the planner's fence as Fence.Planner, so that
 // a planner that lost the job lease can no longer skip slots once this one
 // began any; the run's later writes carry the slot's fence alone.
-func (s *Scheduler) startSlot(planner hold, f cron.Fire) {
+// The error (logged) is the lease's or Begin's when the run did not start.
+func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 	u := planner.u
 	l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), ledger.SlotScope(planner.slot(f.At)), u.job.LeaseTTL)
 	if err != nil {
@@ -39,15 +40,15 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) {
 		}
 		s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
 			slog.String("partition", u.partition), slog.Time("slot", f.At), slog.String("reason", reason), slog.Any("error", err))
-		return
+		return err
 	}
 	h := newHold(u, l) // scoped by the slot lease's name
 	beginFen := h.fence
 	beginFen.Planner = &planner.fence
-	n, left, ok := s.begin(h, beginFen, f)
-	if !ok {
+	n, left, err := s.begin(h, beginFen, f)
+	if err != nil {
 		_ = l.Release(context.WithoutCancel(s.life.run))
-		return
+		return err
 	}
 	s.active.Add(1)
 	s.wg.Go(func() {
@@ -55,6 +56,7 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) {
 		defer func() { _ = l.Release(context.WithoutCancel(s.life.run)) }()
 		s.run(h, f, n, left)
 	})
+	return nil
 }
 
 // replaceHolder, under OverlapCancelOther, asks the holder of u's lease to

@@ -1,0 +1,71 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// failingBegin is a ledger whose Begin of one slot fails once, as a Redis
+// or PostgreSQL error would: nothing is written for it.
+type failingBegin struct {
+	ledger.Ledger
+	mu     sync.Mutex
+	at     time.Time
+	failed int
+}
+
+func (l *failingBegin) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (int, int, error) {
+	l.mu.Lock()
+	if slot.At.Equal(l.at) && l.failed == 0 {
+		l.failed++
+		l.mu.Unlock()
+		return 0, 0, errors.New("ledger unreachable (test)")
+	}
+	l.mu.Unlock()
+	return l.Ledger.Begin(ctx, slot, f, maxAttempts, now)
+}
+
+// A catch-up claim whose Begin of one slot fails must not go on to begin
+// the later ones: the ledger's last begun slot would move past the failed
+// one, no later plan would look at it, and the slot would be lost, neither
+// run nor recorded. The claim stops and claims again a second later, when
+// the failed slot is caught up with the rest. Both overlap policies that
+// run catch-up slots are covered: in turn (forbid) and under slot leases
+// of their own (allow).
+func TestFakeTimeSlotWhoseBeginFailedIsNotLost(t *testing.T) {
+	t.Parallel()
+	for name, policy := range map[string]scheduler.OverlapPolicy{"Forbid": scheduler.OverlapForbid, "Allow": scheduler.OverlapAllow} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+				g := newGated(r)
+				job := scheduler.Job{Name: "flaky", Spec: "* * * * *", Overlap: policy, MaxCatchUp: 10, Run: g.run}
+				a := r.replica(0, job)
+				r.tick(5*time.Second, time.Second)
+				stopOnFakeTime(r.clk, a, context.Background())
+				r.scheds = nil
+				r.clk.Advance(5 * time.Minute) // down until 10:05:03: 10:01..10:05 to catch up
+
+				flaky := &failingBegin{Ledger: r.ledger, at: utc(10, 2, 0)}
+				r.replicaWith(0, func(c *scheduler.Config) { c.Ledger = flaky }, job)
+				r.tick(5*time.Second, 100*time.Millisecond)
+
+				require.Equal(t, 1, flaky.failed, "the fault fired")
+				for at := utc(10, 0, 0); !at.After(utc(10, 5, 0)); at = at.Add(time.Minute) {
+					rec := r.record("flaky", at)
+					require.Equal(t, ledger.StatusSucceeded, rec.Status, "slot %v", at)
+					require.Equal(t, 1, rec.Attempt, "slot %v ran once", at)
+				}
+				require.ElementsMatch(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0), utc(10, 2, 0), utc(10, 3, 0), utc(10, 4, 0), utc(10, 5, 0)}, g.slots())
+			})
+		})
+	}
+}
