@@ -1,6 +1,6 @@
 // Package pglease is a lease.Backend on PostgreSQL: the leases of
 // package lease, their fencing tokens and their TTLs kept in one table, for
-// services that run Postgres and no Redis. With scheduler/pgledger and
+// services that run Postgres and no Redis. With scheduler/ledger/pgledger and
 // sinks/pgfence, the scheduler runs on Postgres alone.
 //
 //	b, err := pglease.New(pool, pglease.Config{})    // *pgxpool.Pool
@@ -15,8 +15,9 @@
 //
 //   - Acquire is one statement, INSERT ... ON CONFLICT (name) DO UPDATE
 //     ... RETURNING: the row is taken only when free or expired
-//     (expires_at <= clock_timestamp()), and its token raised by one in the
-//     same statement. Two acquirers racing on one row serialise on its row
+//     (expires_at <= clock_timestamp()), and its token raised (to
+//     max(last token + 1, the database clock in µs), below) in the same
+//     statement. Two acquirers racing on one row serialise on its row
 //     lock; the second sees the first's grant and takes nothing. A held row
 //     is updated to itself, so that the statement returns the holder's
 //     latest remaining TTL even when the grant committed after the
