@@ -251,8 +251,10 @@ func (l *Lease) schedule() (nextRenew, deadline time.Time, ended, frozen bool) {
 // answer (ctx ended, Redis unreachable) returns the error and a later call
 // tries again (the key expires with its TTL otherwise).
 //
-// Errors: ErrNotHeld when the key was no longer ours (the lease had been
-// lost); Redis errors; ctx's error when ctx ended first.
+// Errors: ErrNotHeld when the key was no longer ours (it expired or was
+// taken, and the lease had been lost); nil after a loss by the lifetime
+// context (WithLifetime), which released the key itself; Redis errors;
+// ctx's error when ctx ended first.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld

@@ -11,7 +11,7 @@ import (
 )
 
 // backendPostgres is -backend postgres: the leases (lease/pglease), the
-// ledger (scheduler/pgledger) and the sink (sinks/pgfence) in one schema
+// ledger (scheduler/ledger/pgledger) and the sink (sinks/pgfence) in one schema
 // of one PostgreSQL, and no Redis. This file is the one place the demo
 // names the Postgres ledger package.
 const backendPostgres = "postgres"

@@ -83,7 +83,7 @@ func TestDemo(t *testing.T) {
 		require.Equal(t, 1, got.staleRejected, out)
 		require.Regexp(t, `ledger: slot 3 succeeded, attempt 1 abandoned by r\d, attempt 2 succeeded by r\d`, out)
 	})
-	// Leases (lease/pglease), ledger (scheduler/pgledger) and sink
+	// Leases (lease/pglease), ledger (scheduler/ledger/pgledger) and sink
 	// (sinks/pgfence) on PostgreSQL alone: REDIS_URL points nowhere, so a
 	// Redis call anywhere would fail the run.
 	t.Run("PostgresAloneRunsEverySlotOnceAndRejectsTheFrozenHolder", func(t *testing.T) {
