@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/internal/retry"
 )
 
 // Client acquires leases on one Backend (New: a Redis deployment, a single
@@ -160,15 +161,10 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 }
 
 // backoff returns the wait before the next attempt: the holder's remaining
-// TTL clamped to [RetryMin, RetryMax], then jittered into its upper half so
-// that waiters spread out.
+// TTL clamped to [RetryMin, RetryMax], then jittered into [d/2, d]
+// (internal/retry) so that waiters spread out.
 func (c *Client) backoff(remaining time.Duration) time.Duration {
-	d := min(max(remaining, c.opts.RetryMin), c.opts.RetryMax)
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + rand.N(half+1)
+	return retry.Jitter(min(max(remaining, c.opts.RetryMin), c.opts.RetryMax), 0.5, 0, nil)
 }
 
 // TryAcquireAll is TryAcquire for each of names, all for ttl, in one round

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/retry"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -198,18 +199,18 @@ func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledge
 	return ledger.ClassRetryable
 }
 
-// retryDelay is RetryBackoff * 2^(attempt-1), capped, with ±20% jitter
-// from Config.Jitter.
+// retryDelay is RetryBackoff * 2^(attempt-1), capped at RetryMaxBackoff,
+// with ±20% jitter from Config.Jitter (internal/retry): a pure function of
+// the attempt number, so a restart recomputes it from the ledger.
 func (s *Scheduler) retryDelay(job *registered, attempt int) time.Duration {
-	d := job.RetryBackoff
-	for i := 1; i < attempt && d < job.RetryMaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, job.RetryMaxBackoff)
+	return retry.Delay(attempt, job.RetryBackoff, job.RetryMaxBackoff, 0.2, 0.2, s.jitter)
+}
+
+// jitter draws from Config.Jitter, which is not safe for concurrent use.
+func (s *Scheduler) jitter(n int64) int64 {
 	s.randMu.Lock()
-	jitter := time.Duration(s.rand.Int64N(int64(d)/5+1)) * 2
-	s.randMu.Unlock()
-	return d - d/5 + jitter
+	defer s.randMu.Unlock()
+	return s.rand.Int64N(n)
 }
 
 // heartbeat records the attempt alive every LeaseTTL/3 (every second at

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/retry"
 )
 
 // Defaults for Transport.
@@ -238,15 +238,10 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 }
 
 // backoff returns the jittered wait after attempt n (1-based): a uniform
-// draw from [d/2, d] where d = BaseDelay * 2^(n-1), capped at MaxDelay.
+// draw from [d/2, d] where d = BaseDelay * 2^(n-1), capped at MaxDelay
+// (internal/retry).
 func (t *Transport) backoff(n int) time.Duration {
-	d, limit := t.baseDelay(), t.maxDelay()
-	for i := 1; i < n && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	half := d / 2
-	return half + rand.N(d-half+1)
+	return retry.Delay(n, t.baseDelay(), t.maxDelay(), 0.5, 0, nil)
 }
 
 func (t *Transport) base() http.RoundTripper {
