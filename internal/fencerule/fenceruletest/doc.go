@@ -1,8 +1,9 @@
 // Package fenceruletest is the case table of fence's acceptance rule that
 // every implementation of it passes: fence.Accept in Go, fencerule.Lua on
 // Redis (redisfence's writes, httpfence's Redis fence) and fencerule.Upsert
-// on PostgreSQL (pgfence, httpfence's Postgres fence); the scheduler's
-// ledgers are to run it too, through an Accept over their fence. Run drives
+// on PostgreSQL (pgfence, httpfence's Postgres fence), and the
+// scheduler's ledgers (redisledger, pgledger) through an Accept over their
+// fence of (job, partition), raised by their transitions. Run drives
 // an implementation through its own writes, so it tests the whole path:
 // the token's encoding, the stored state, the comparison.
 package fenceruletest

@@ -32,7 +32,8 @@
 // Every transition a lease holder makes (Begin, Heartbeat, Finish, Skip) is
 // one READ COMMITTED transaction whose first statement applies the
 // acceptance rule to the (job, partition) row of job_fences and raises it
-// (for a per-slot fence, see below):
+// (for a per-slot fence, see below). It is pgfence's guard statement (one
+// upsert, built by the same code):
 //
 //	INSERT INTO job_fences ... VALUES (job, partition, token, owner, ...)
 //	ON CONFLICT (job_name, partition_key) DO UPDATE SET token = ..., owner = ...

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/internal/fencerule"
 )
 
 // queries holds the ledger's SQL with the schema filled in. Every value is
@@ -11,10 +13,9 @@ import (
 type queries struct {
 	// raise: $1 job, $2 partition, $3 token, $4 owner, $5 slot or NULL,
 	// $6 now (the horizon of a new row).
-	// Returns the token when the rule accepts, no row when it refuses.
-	// ON CONFLICT DO UPDATE locks the existing row whether or not the WHERE
-	// holds and judges the latest committed version after waiting for a
-	// concurrent writer, so the check and the raise are one atomic step.
+	// Returns the token when the rule accepts, no row when it refuses:
+	// fencerule.Upsert, pgfence's guard statement, so the check and the
+	// raise are one atomic step.
 	raise      string
 	fenceToken string // $1 job, $2 partition
 	// ensureFence creates the pair's fence row (token 0: no holder yet,
@@ -50,22 +51,24 @@ type queries struct {
 }
 
 func newQueries(schema string) queries {
+	fences := pgx.Identifier{schema, "job_fences"}.Sanitize()
+	slotFences := pgx.Identifier{schema, "job_slot_fences"}.Sanitize()
 	r := strings.NewReplacer(
-		"{{fences}}", pgx.Identifier{schema, "job_fences"}.Sanitize(),
-		"{{slotFences}}", pgx.Identifier{schema, "job_slot_fences"}.Sanitize(),
+		"{{fences}}", fences,
+		"{{slotFences}}", slotFences,
 		"{{runs}}", pgx.Identifier{schema, "job_runs"}.Sanitize(),
 		"{{attempts}}", pgx.Identifier{schema, "job_run_attempts"}.Sanitize(),
 		"{{pauses}}", pgx.Identifier{schema, "job_pauses"}.Sanitize(),
 	)
 	return queries{
-		raise: r.Replace(`INSERT INTO {{fences}} AS f (job_name, partition_key, token, owner, horizon, last_slot, updated_at)
-VALUES ($1, $2, $3, $4, date_trunc('second', $6::timestamptz), $5, now())
-ON CONFLICT (job_name, partition_key) DO UPDATE
-   SET token = EXCLUDED.token, owner = EXCLUDED.owner,
-       last_slot = GREATEST(f.last_slot, EXCLUDED.last_slot), updated_at = now()
- WHERE f.token < EXCLUDED.token
-    OR (f.token = EXCLUDED.token AND f.owner = EXCLUDED.owner)
-RETURNING f.token`),
+		raise: fencerule.Upsert{
+			Table:     fences,
+			Columns:   "job_name, partition_key, token, owner, horizon, last_slot, updated_at",
+			Values:    "$1, $2, $3, $4, date_trunc('second', $6::timestamptz), $5, now()",
+			Conflict:  "job_name, partition_key",
+			Set:       "last_slot = GREATEST(f.last_slot, EXCLUDED.last_slot), updated_at = now()",
+			Returning: "f.token",
+		}.SQL(),
 		fenceToken: r.Replace(`SELECT token FROM {{fences}} WHERE job_name = $1 AND partition_key = $2`),
 		ensureFence: r.Replace(`INSERT INTO {{fences}} AS f (job_name, partition_key, token, owner, horizon, last_slot)
 VALUES ($1, $2, 0, '', date_trunc('second', $4::timestamptz), $3)
@@ -73,13 +76,14 @@ ON CONFLICT (job_name, partition_key) DO UPDATE SET last_slot = GREATEST(f.last_
 RETURNING f.horizon`),
 		raiseLast: r.Replace(`UPDATE {{fences}} SET last_slot = GREATEST(last_slot, $3)
 WHERE job_name = $1 AND partition_key = $2`),
-		raiseSlot: r.Replace(`INSERT INTO {{slotFences}} AS f (job_name, partition_key, schedule_slot, token, owner, updated_at)
-VALUES ($1, $2, $3, $4, $5, now())
-ON CONFLICT (job_name, partition_key, schedule_slot) DO UPDATE
-   SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = now()
- WHERE f.token < EXCLUDED.token
-    OR (f.token = EXCLUDED.token AND f.owner = EXCLUDED.owner)
-RETURNING f.token`),
+		raiseSlot: fencerule.Upsert{
+			Table:     slotFences,
+			Columns:   "job_name, partition_key, schedule_slot, token, owner, updated_at",
+			Values:    "$1, $2, $3, $4, $5, now()",
+			Conflict:  "job_name, partition_key, schedule_slot",
+			Set:       "updated_at = now()",
+			Returning: "f.token",
+		}.SQL(),
 		slotFenceToken: r.Replace(`SELECT token FROM {{slotFences}}
 WHERE job_name = $1 AND partition_key = $2 AND schedule_slot = $3`),
 

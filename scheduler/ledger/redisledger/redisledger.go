@@ -15,6 +15,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/luascript"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -45,13 +47,15 @@ var (
 	//go:embed scripts/beginmain.lua
 	beginMain string
 
-	beginScript     = redis.NewScript(fencePrelude + beginSrc + beginMain)
-	claimScript     = redis.NewScript(fencePrelude + beginSrc + claimSrc)
-	heartbeatScript = redis.NewScript(fencePrelude + heartbeatSrc)
-	finishScript    = redis.NewScript(fencePrelude + finishSrc)
-	skipScript      = redis.NewScript(fencePrelude + skipSrc)
-	requestScript   = redis.NewScript(requestSrc)
-	cancelScript    = redis.NewScript(cancelSrc)
+	// The fenced scripts start with the shared rule (fencerule.Lua), then
+	// the ledger's prelude (raise, mark).
+	beginScript     = luascript.New(fencerule.Lua, fencePrelude, beginSrc, beginMain)
+	claimScript     = luascript.New(fencerule.Lua, fencePrelude, beginSrc, claimSrc)
+	heartbeatScript = luascript.New(fencerule.Lua, fencePrelude, heartbeatSrc)
+	finishScript    = luascript.New(fencerule.Lua, fencePrelude, finishSrc)
+	skipScript      = luascript.New(fencerule.Lua, fencePrelude, skipSrc)
+	requestScript   = luascript.New(requestSrc)
+	cancelScript    = luascript.New(cancelSrc)
 )
 
 // Ledger is the default ledger.Ledger. The records of one (job, partition)
@@ -114,7 +118,7 @@ func (k ledgerKeys) run(at time.Time) string { return k.base + "run:" + unix(at)
 // slot scope. The names are those of the stored format before fences were
 // named by scope: a store written by an older version keeps fencing.
 func (k ledgerKeys) fenceOf(s ledger.Slot, f ledger.Fence) (string, error) {
-	slotScoped, err := f.Check(s)
+	slotScoped, err := checkFence(s, f)
 	switch {
 	case err != nil:
 		return "", err
@@ -122,6 +126,16 @@ func (k ledgerKeys) fenceOf(s ledger.Slot, f ledger.Fence) (string, error) {
 		return k.fence + ":" + unix(s.At), nil
 	}
 	return k.fence, nil
+}
+
+// checkFence is f.Check, and refuses token 0 (fence.None) in f and its
+// Planner with fence.ErrNoToken: the rule (fencerule.Lua) leaves that to
+// its callers.
+func checkFence(s ledger.Slot, f ledger.Fence) (slotScoped bool, err error) {
+	if f.Token == fence.None || (f.Planner != nil && f.Planner.Token == fence.None) {
+		return false, fence.ErrNoToken
+	}
+	return f.Check(s)
 }
 
 func unix(t time.Time) string   { return strconv.FormatInt(t.Unix(), 10) }
@@ -189,19 +203,19 @@ func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAt
 		keys = append(keys, k.fence)
 		args = append(args, p.Token.String(), p.Owner)
 	}
-	res, err := l.runScript(ctx, beginScript, keys, args...).Int64Slice()
+	res, err := parseReply(beginScript.Run(ctx, l.pipe, keys, args...))
 	if err != nil {
 		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), err)
 	}
-	switch res[0] {
+	switch res.code {
 	case 1:
-		return int(res[1]), int(res[2]), nil
+		return res.ints[0], res.ints[1], nil
 	case 0:
 		return 0, 0, ledger.ErrSlotDone
 	case -2:
-		return 0, 0, staleLedger(s, *f.Planner, res[1])
+		return 0, 0, staleLedger(s, *f.Planner, res.current)
 	default:
-		return 0, 0, staleLedger(s, f, res[1])
+		return 0, 0, staleLedger(s, f, res.current)
 	}
 }
 
@@ -217,13 +231,13 @@ func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, n
 	cmds := make([]*redis.Cmd, len(reqs))
 	pipe := l.rdb.Pipeline()
 	for i, r := range reqs {
-		if slotScoped, err := r.Fence.Check(r.Slot); err != nil || slotScoped {
+		if slotScoped, err := checkFence(r.Slot, r.Fence); err != nil || slotScoped {
 			continue
 		}
 		k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
-		cmds[i] = claimScript.EvalSha(ctx, pipe,
+		cmds[i] = claimScript.Queue(ctx, pipe, claimScript.Prepared(
 			[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
-			r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since))
+			r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since)))
 	}
 	if pipe.Len() == 0 {
 		return out
@@ -234,51 +248,65 @@ func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, n
 			continue
 		}
 		r := reqs[i]
-		if isNoScript(cmd.Err()) {
-			k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
-			cmd = claimScript.Run(ctx, l.rdb,
-				[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
-				r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since))
-		}
-		res, err := cmd.Int64Slice()
+		res, err := parseReply(claimScript.Fallback(ctx, l.rdb, cmd))
 		switch {
 		case err != nil:
 			out[i] = ledger.BeginResult{Clear: true, Err: fmt.Errorf("redisledger: begin %s: %w", r.Slot.Key(), err)}
-		case res[0] == 2:
-		case res[0] == 1:
-			out[i] = ledger.BeginResult{Attempt: int(res[1]), Left: int(res[2]), Clear: true}
-		case res[0] == 0:
+		case res.code == 2:
+		case res.code == 1:
+			out[i] = ledger.BeginResult{Attempt: res.ints[0], Left: res.ints[1], Clear: true}
+		case res.code == 0:
 			out[i] = ledger.BeginResult{Clear: true, Err: ledger.ErrSlotDone}
 		default:
-			out[i] = ledger.BeginResult{Clear: true, Err: staleLedger(r.Slot, r.Fence, res[1])}
+			out[i] = ledger.BeginResult{Clear: true, Err: staleLedger(r.Slot, r.Fence, res.current)}
 		}
 	}
 	return out
 }
 
-// runScript runs sc through the ledger's auto-pipeline (EVALSHA, batched
-// with the transitions of concurrent claims), and again with redis.Script.Run
-// (EVAL) when the server lost the script.
-func (l *Ledger) runScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, "evalsha", sc.Hash(), len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
-	}
-	cmdArgs = append(cmdArgs, args...)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
-	cmd.SetFirstKeyPos(3)
-	_ = l.pipe.Process(ctx, cmd)
-	if isNoScript(cmd.Err()) {
-		return sc.Run(ctx, l.rdb, keys, args...)
-	}
-	return cmd
+// reply is a fenced script's reply {code, ...}: code 1 (and 0, 2) with
+// the integers that follow it, or code -1 (-2) with the token that
+// refused, a decimal string (nil: none stored, fence.None).
+type reply struct {
+	code    int64
+	ints    []int
+	current fence.Token
 }
 
-// isNoScript reports a server that does not know the script (after SCRIPT
-// FLUSH, a restart or a failover).
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+// parseReply reads cmd's reply as a reply.
+func parseReply(cmd *redis.Cmd) (reply, error) {
+	vals, err := cmd.Slice()
+	if err != nil {
+		return reply{}, err
+	}
+	if len(vals) == 0 {
+		return reply{}, fmt.Errorf("empty script reply")
+	}
+	code, ok := vals[0].(int64)
+	if !ok {
+		return reply{}, fmt.Errorf("script reply code %v (%T), want an integer", vals[0], vals[0])
+	}
+	r := reply{code: code}
+	if code < 0 {
+		if len(vals) > 1 && vals[1] != nil {
+			s, ok := vals[1].(string)
+			if !ok {
+				return reply{}, fmt.Errorf("stored token %v (%T), want a decimal string", vals[1], vals[1])
+			}
+			if r.current, err = fence.ParseToken(s); err != nil {
+				return reply{}, fmt.Errorf("stored token: %w", err)
+			}
+		}
+		return r, nil
+	}
+	for _, v := range vals[1:] {
+		n, ok := v.(int64)
+		if !ok {
+			return reply{}, fmt.Errorf("script reply value %v (%T), want an integer", v, v)
+		}
+		r.ints = append(r.ints, int(n))
+	}
+	return r, nil
 }
 
 // Heartbeat implements Ledger.
@@ -288,18 +316,18 @@ func (l *Ledger) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, a
 	if err != nil {
 		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
 	}
-	res, err := l.runScript(ctx, heartbeatScript, []string{fk, k.run(s.At), k.base + "cancel"},
-		f.Token.String(), f.Owner, attempt, millis(now), unix(s.At)).Int64Slice()
+	res, err := parseReply(heartbeatScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.base + "cancel"},
+		f.Token.String(), f.Owner, attempt, millis(now), unix(s.At)))
 	if err != nil {
 		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
 	}
-	switch res[0] {
+	switch res.code {
 	case 1:
 		return nil
 	case 2:
 		return ledger.ErrCancelRequested
 	}
-	return staleLedger(s, f, res[1])
+	return staleLedger(s, f, res.current)
 }
 
 // RequestCancel implements Canceler.
@@ -324,14 +352,14 @@ func (l *Ledger) Finish(ctx context.Context, s ledger.Slot, f ledger.Fence, atte
 	if o.Status == ledger.StatusFailed && !o.RetryAt.IsZero() {
 		retry = millis(o.RetryAt)
 	}
-	res, err := l.runScript(ctx, finishScript, []string{fk, k.run(s.At), k.open, k.retry},
+	res, err := parseReply(finishScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.open, k.retry},
 		f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
-		millis(now), retry).Int64Slice()
+		millis(now), retry))
 	if err != nil {
 		return fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
 	}
-	if res[0] != 1 {
-		return staleLedger(s, f, res[1])
+	if res.code != 1 {
+		return staleLedger(s, f, res.current)
 	}
 	return nil
 }
@@ -346,13 +374,13 @@ func (l *Ledger) Skip(ctx context.Context, s ledger.Slot, f ledger.Fence, status
 	if err != nil {
 		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
 	}
-	res, err := l.runScript(ctx, skipScript, []string{fk, k.run(s.At), k.last, k.index},
-		f.Token.String(), f.Owner, unix(s.At), string(status), reason, millis(now)).Int64Slice()
+	res, err := parseReply(skipScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.last, k.index},
+		f.Token.String(), f.Owner, unix(s.At), string(status), reason, millis(now)))
 	if err != nil {
 		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
 	}
-	if res[0] == -1 {
-		return staleLedger(s, f, res[1])
+	if res.code == -1 {
+		return staleLedger(s, f, res.current)
 	}
 	return nil
 }
@@ -444,9 +472,9 @@ func parseRecord(s ledger.Slot, m map[string]string) ledger.Record {
 
 // staleLedger is the refusal of f by the fence of its scope: Resource names
 // the slot's (job, partition) records, Scope the fence.
-func staleLedger(s ledger.Slot, f ledger.Fence, current int64) error {
+func staleLedger(s ledger.Slot, f ledger.Fence, current fence.Token) error {
 	return &fence.StaleTokenError{
 		Resource: "ledger:" + ledger.UnitScope(s.Job, s.Partition), Scope: f.Scope,
-		Presented: f.Token, Current: fence.Token(current),
+		Presented: f.Token, Current: current,
 	}
 }

@@ -1,5 +1,5 @@
 -- beginmain.lua: the body of the Begin script (RedisLedger.Begin), after
--- fence.lua and begin.lua.
+-- the two fence.lua and begin.lua.
 --
 -- KEYS[1..7] and ARGV[1..5] as begin.lua; with a Fence.Unit, KEYS[8] the
 -- pair's fence hash and ARGV[6] token, ARGV[7] owner of the unit fence,

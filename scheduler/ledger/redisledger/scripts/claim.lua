@@ -1,6 +1,6 @@
 -- claim.lua: Begin of a scheduled slot when nothing else is due for its
 -- (job, partition) (RedisLedger.BeginIfClear): one round trip where State
--- and Begin take two. Prepended in Go by fence.lua and begin.lua.
+-- and Begin take two. Prepended in Go by the two fence.lua and begin.lua.
 --
 -- KEYS[1..7] as begin.lua; KEYS[8] horizon; KEYS[9] the job's pause flag
 -- (<prefix>{<job>}:paused: another hash tag, so never used on Cluster)

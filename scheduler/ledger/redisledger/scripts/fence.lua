@@ -1,22 +1,24 @@
--- fence.lua: the prelude of every fenced ledger script (prepended in Go).
+-- fence.lua: the prelude of every fenced ledger script, after
+-- internal/fencerule's fence.lua (both prepended in Go).
 --
--- raise(fenceKey, token, owner) applies fence's acceptance rule to the
--- (job, partition) fence hash {token, owner}: it accepts token t from owner
--- o iff t > stored or (t == stored and o == stored owner), raises the hash
--- and returns true; otherwise it returns false and the stored token.
--- Tokens are decimal strings below 2^53: exact as Lua numbers.
+-- raise(fenceKey, token, owner) applies fence's acceptance rule
+-- (holdfast_accepts) to the (job, partition) fence hash {token, owner}:
+-- when it accepts, it raises the hash and returns true; otherwise false.
+-- Either way its second result is the stored token, a decimal string, or
+-- false when the hash holds none. Tokens are never converted to Lua
+-- numbers (exact only below 2^53); the caller refuses token 0 before
+-- running a script.
 local function raise(fenceKey, token, owner)
-  local cur = tonumber(redis.call('HGET', fenceKey, 'token') or '0')
-  local curOwner = redis.call('HGET', fenceKey, 'owner') or ''
-  local t = tonumber(token)
-  if not (t > cur or (t == cur and owner == curOwner)) then
-    return false, cur
+  local cur = redis.call('HMGET', fenceKey, 'token', 'owner')
+  if not holdfast_accepts(cur[1], cur[2], token, owner) then
+    return false, cur[1]
   end
   redis.call('HSET', fenceKey, 'token', token, 'owner', owner)
-  return true, cur
+  return true, cur[1]
 end
 
--- mark(slotKey, value) keeps the latest slot seen in a plain key.
+-- mark(lastKey, slot) keeps the latest slot seen (unix s, exact as a Lua
+-- number) in a plain key.
 local function mark(lastKey, slot)
   if tonumber(slot) > tonumber(redis.call('GET', lastKey) or '0') then
     redis.call('SET', lastKey, slot)
