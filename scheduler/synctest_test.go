@@ -34,7 +34,7 @@ func TestSchedulerFollowsSynctest(t *testing.T) {
 			Run: func(_ context.Context, run scheduler.Run) error { ran = append(ran, run.At); return nil }}))
 		start := time.Now()
 		require.NoError(t, s.Start(context.Background()))
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // the bubble's fake minute: no wall-clock wait
 		require.NoError(t, s.Stop(context.Background()))
 		require.GreaterOrEqual(t, len(ran), 59, "a slot per fake second")
 		for i, at := range ran {
