@@ -106,6 +106,18 @@ var (
 	ErrCancelRequested = errors.New("ledger: cancel of the running attempt requested")
 )
 
+// Pruner is an optional Ledger interface: retention. Prune deletes the
+// records (and their attempts) of slots before before that are done
+// (succeeded, failed with no attempt left, skipped, missed) and returns how
+// many slot records it deleted. It never deletes a running, pending or
+// retryable slot, a fence, a pause flag, a (job, partition)'s horizon or
+// its latest begun slot (State.Last), so gap detection and catch-up read
+// the same State after a Prune as before. redisledger and pgledger
+// implement it; ledgertest.Exercise checks it on every ledger that does.
+type Pruner interface {
+	Prune(ctx context.Context, before time.Time) (deleted int64, err error)
+}
+
 // Canceler is an optional Ledger interface, needed by OverlapCancelOther:
 // RequestCancel asks the running attempt of (job, partition) to stop
 // because slot replaces it; the holder learns it from Heartbeat, which

@@ -1,0 +1,41 @@
+package lease
+
+import (
+	"context"
+	"time"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// Info is what an operator sees of one lease name (Inspector).
+type Info struct {
+	// Name is the lease name, as given to Acquire.
+	Name string
+	// Held reports that the lease is held now; Owner and TTL are set only
+	// then.
+	Held bool
+	// Owner is the holder's owner string (Lease.Owner).
+	Owner string
+	// TTL is the time left before the lease expires, as the store's clock
+	// counts it (ms precision). Zero when not held.
+	TTL time.Duration
+	// Token is the name's fencing counter: the last token issued (0 when
+	// none was ever issued). The holder's token when Held.
+	Token fence.Token
+	// Waiting reports that a blocked Acquire flagged that it waits for the
+	// release.
+	Waiting bool
+}
+
+// Inspector is the read-only view of leases for operators (the holdfast
+// CLI, the admin handler's console). It never changes a lease. RedisBackend
+// implements it.
+type Inspector interface {
+	// Inspect returns the Info of name; a name never acquired is not an
+	// error (Held false, Token 0). ErrInvalidName for a bad name.
+	Inspect(ctx context.Context, name string) (Info, error)
+	// List returns the Info of the names matching match (a glob as Redis
+	// SCAN MATCH reads it, over lease names, "" for all), sorted by name,
+	// at most limit (limit < 1: ErrInvalidOptions).
+	List(ctx context.Context, match string, limit int) ([]Info, error)
+}
