@@ -58,7 +58,7 @@ func TestHTTPRetriesThroughResetsAfterCommit(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, "paid "+key)
 	})
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: store, LockTTL: 10 * time.Second})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: store, LockTTL: 10 * time.Second})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/pay", mw(effect))

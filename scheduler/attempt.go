@@ -200,13 +200,13 @@ func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledge
 }
 
 // retryDelay is RetryBackoff * 2^(attempt-1), capped at RetryMaxBackoff,
-// with ±20% jitter from Config.Jitter (internal/retry): a pure function of
+// with ±20% jitter from Options.Jitter (internal/retry): a pure function of
 // the attempt number, so a restart recomputes it from the ledger.
 func (s *Scheduler) retryDelay(job *registered, attempt int) time.Duration {
 	return retry.Delay(attempt, job.RetryBackoff, job.RetryMaxBackoff, 0.2, 0.2, s.jitter)
 }
 
-// jitter draws from Config.Jitter, which is not safe for concurrent use.
+// jitter draws from Options.Jitter, which is not safe for concurrent use.
 func (s *Scheduler) jitter(n int64) int64 {
 	s.randMu.Lock()
 	defer s.randMu.Unlock()

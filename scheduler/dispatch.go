@@ -15,7 +15,7 @@ import (
 // retry's time, an operator's request); it sleeps until the earliest, at
 // most maxSleep, and hands the due claims to the bounded pool.
 //
-// Time is read from Config.Clock, and the wall clock is not trusted to
+// Time is read from Options.Clock, and the wall clock is not trusted to
 // move evenly:
 //   - Backward step: when the wall clock reads earlier than at the last
 //     wake-up, every unit's next fire is computed again from the current

@@ -18,7 +18,7 @@ import (
 
 // Two replicas carry the same job, split by tenant. Each (slot, partition)
 // runs once, on whichever replica takes that partition's lease, and the
-// ledger records it. The replicas read a fake clock (Config.Clock) that
+// ledger records it. The replicas read a fake clock (Options.Clock) that
 // the example moves on, as a test would: in production leave Clock unset.
 func Example() {
 	mr, err := miniredis.Run()
@@ -60,7 +60,7 @@ func Example() {
 	for range 2 {
 		leases, _ := lease.New(rdb, lease.Options{})
 		ldg, _ := redisledger.New(rdb, "")
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Clock: clk})
+		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Clock: clk})
 		if err != nil {
 			fmt.Println(err)
 			return

@@ -369,7 +369,7 @@ func TestOverlapCancelOtherNeedsACanceler(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *setup) {
 		ledger, err := redisledger.New(s.rdb, s.ledgerPrefix)
 		require.NoError(t, err)
-		sched := s.replica(t, func(c *Config) { c.Ledger = noCancel{ledger} })
+		sched := s.replica(t, func(c *Options) { c.Ledger = noCancel{ledger} })
 		err = sched.Register(Job{Name: "x", Spec: everySecond, Overlap: OverlapCancelOther, Run: func(context.Context, Run) error { return nil }})
 		require.ErrorIs(t, err, ErrInvalidJob)
 	})

@@ -101,7 +101,7 @@ func runReplica(cfg replicaConfig) error {
 	if err != nil {
 		return err
 	}
-	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Logger: logger})
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 func ExampleNew() {
 	var sched *scheduler.Scheduler // from scheduler.New, with its jobs registered
 	logger := slog.Default()
-	admin := schedhttp.New(sched, schedhttp.Config{
+	admin := schedhttp.New(sched, schedhttp.Options{
 		Logger: logger, // the scheduler's, so the admin events land beside its own
 		Authorizer: func(r *http.Request, action schedhttp.Action, job string) error {
 			if r.Header.Get("Authorization") != "Bearer ops-token" {

@@ -32,18 +32,18 @@ const (
 // error refuses it; this one is provided for convenience).
 var ErrForbidden = errors.New("schedhttp: admin request forbidden")
 
-// Config configures the admin handler.
-type Config struct {
+// Options configures the admin handler.
+type Options struct {
 	// Authorizer decides every request: nil error allows it. Required in
 	// practice: with none, the handler refuses every request (403).
 	Authorizer func(r *http.Request, action Action, job string) error
 	// MaxBodyBytes bounds request bodies. Default 64 KiB.
 	MaxBodyBytes int64
 	// Logger receives admin_request_forbidden and admin_request_failed.
-	// Default: discard; pass the scheduler's (scheduler.Config.Logger).
+	// Default: discard; pass the scheduler's (scheduler.Options.Logger).
 	Logger *slog.Logger
 	// Clock gives the default end of GET /jobs/{job}/runs (now + 1 s).
-	// Default clock.Real(); pass the scheduler's (scheduler.Config.Clock).
+	// Default clock.Real(); pass the scheduler's (scheduler.Options.Clock).
 	Clock clock.Clock
 }
 
@@ -70,7 +70,7 @@ type Config struct {
 // Each route calls the Scheduler operation of the same name (Jobs, Runs,
 // Retry, Trigger, Backfill, Pause, Resume); 400 is its ErrInvalidJob or
 // ErrInvalidArgument, 404 its ErrUnknownJob, 409 ledger.ErrSlotRunning.
-func New(s *scheduler.Scheduler, cfg Config) http.Handler {
+func New(s *scheduler.Scheduler, cfg Options) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
 	}
@@ -94,7 +94,7 @@ func New(s *scheduler.Scheduler, cfg Config) http.Handler {
 
 type adminHandler struct {
 	s   *scheduler.Scheduler
-	cfg Config
+	cfg Options
 }
 
 type adminRequest struct {

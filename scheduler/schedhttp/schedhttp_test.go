@@ -30,7 +30,7 @@ func newAdminScheduler(t *testing.T) (*scheduler.Scheduler, *redisledger.Ledger)
 	require.NoError(t, err)
 	ldg, err := redisledger.New(rdb, "")
 	require.NoError(t, err)
-	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg})
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg})
 	require.NoError(t, err)
 	require.NoError(t, s.Register(scheduler.Job{
 		Name: "settle", Spec: "0 2 * * *", Zone: "Europe/Berlin", Partitions: []string{"eu", "us"},
@@ -77,7 +77,7 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 		{"Pause", allow, "POST", "/jobs/settle/pause", "", http.StatusNoContent},
 		{"Resume", allow, "POST", "/jobs/settle/resume", "", http.StatusNoContent},
 	} {
-		h := schedhttp.New(s, schedhttp.Config{Authorizer: tc.auth})
+		h := schedhttp.New(s, schedhttp.Options{Authorizer: tc.auth})
 		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -106,7 +106,7 @@ func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
 	t.Parallel()
 	s, _ := newAdminScheduler(t)
 	var got []string
-	h := schedhttp.New(s, schedhttp.Config{Authorizer: func(r *http.Request, a schedhttp.Action, job string) error {
+	h := schedhttp.New(s, schedhttp.Options{Authorizer: func(r *http.Request, a schedhttp.Action, job string) error {
 		got = append(got, string(a)+":"+job)
 		if r.Header.Get("Authorization") != "Bearer ops" {
 			return errors.New("who are you")
@@ -144,10 +144,10 @@ func TestAdminHandlerKeepsInternalErrorsInTheLog(t *testing.T) {
 	ldg, err := redisledger.New(down, "")
 	require.NoError(t, err)
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Logger: logger})
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Logger: logger})
 	require.NoError(t, err)
 	require.NoError(t, s.Register(scheduler.Job{Name: "settle", Spec: "0 2 * * *", Run: func(context.Context, scheduler.Run) error { return nil }}))
-	h := schedhttp.New(s, schedhttp.Config{Logger: logger, Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
+	h := schedhttp.New(s, schedhttp.Options{Logger: logger, Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
 		if r.Header.Get("Authorization") == "" {
 			return errors.New("token sig mismatch for kid=prod-7")
 		}

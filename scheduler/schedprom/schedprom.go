@@ -1,5 +1,5 @@
 // Package schedprom exposes a scheduler's measurements as Prometheus
-// collectors. Create an Observer, pass it as scheduler.Config.Observer and
+// collectors. Create an Observer, pass it as scheduler.Options.Observer and
 // register it with your own registry; nothing is registered globally.
 //
 // Metrics (namespace configurable, default "holdfast"; label job is a

@@ -40,7 +40,7 @@ func TestObserverCountsRunsAcrossReplicas(t *testing.T) {
 				require.NoError(t, err)
 				ledger, err := redisledger.New(rdb, prefix+"ledger:")
 				require.NoError(t, err)
-				s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, Observer: obs})
+				s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger, Observer: obs})
 				require.NoError(t, err)
 				require.NoError(t, s.Register(scheduler.Job{
 					Name: "metered", Spec: "* * * * * *", LeaseTTL: time.Second,

@@ -75,7 +75,7 @@ func backends() []backend {
 			st, err := pgstore.NewStore(pool, schema)
 			require.NoError(t, err)
 			require.NoError(t, st.Migrate(context.Background()))
-			f, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
+			f, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
 			require.NoError(t, err)
 			require.NoError(t, f.Migrate(context.Background()))
 			return stores{st, f, func(time.Duration) {}}

@@ -71,12 +71,12 @@ func TestPostgresStoreConfig(t *testing.T) {
 	pool := testPool(t)
 	for _, bad := range []string{"Upper", "1digit", "semi;colon", "quote\"d"} {
 		_, err := pgstore.NewStore(pool, bad)
-		require.ErrorIs(t, err, httpfence.ErrInvalidConfig, bad)
+		require.ErrorIs(t, err, httpfence.ErrInvalidOptions, bad)
 	}
 	_, err := pgstore.NewStore(nil, "")
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
-	_, err = pgstore.NewFence(pool, pgfence.Config{Schema: "Bad"})
-	require.ErrorIs(t, err, pgfence.ErrInvalidConfig)
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
+	_, err = pgstore.NewFence(pool, pgfence.Options{Schema: "Bad"})
+	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
 }
 
 func TestPostgresMigrateIsIdempotentAndConcurrent(t *testing.T) {
@@ -85,7 +85,7 @@ func TestPostgresMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	schema := newSchema(t)
 	store, err := pgstore.NewStore(pool, schema)
 	require.NoError(t, err)
-	f, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
+	f, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -136,7 +136,7 @@ func mustDeleteExpired(t *testing.T, s *pgstore.Store) int64 {
 func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
-	f, err := pgstore.NewFence(pool, pgfence.Config{Schema: newSchema(t)})
+	f, err := pgstore.NewFence(pool, pgfence.Options{Schema: newSchema(t)})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, f.Migrate(ctx))
@@ -150,7 +150,7 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	require.ErrorIs(t, err, httpfence.ErrInvalidFencing, "the middleware's 400, without importing pgfence")
 
 	// The middleware answers it with 400, not 503.
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: httpfence.NewMemoryStore(), Fence: f, MaxTokenAhead: -1})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: f, MaxTokenAhead: -1})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/settle", strings.NewReader("{}"))
@@ -180,9 +180,9 @@ func TestPostgresConstructorsRefuseATypedNilPool(t *testing.T) {
 	t.Parallel()
 	var pool *pgxpool.Pool
 	_, err := pgstore.NewStore(pool, "")
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
-	_, err = pgstore.NewFence(pool, pgfence.Config{})
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
+	_, err = pgstore.NewFence(pool, pgfence.Options{})
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 }
 
 // A fence recorded before scopes existed (one hash per resource, named by

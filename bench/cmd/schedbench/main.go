@@ -188,7 +188,7 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 		if err != nil {
 			return err
 		}
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, MaxConcurrentClaims: claims})
+		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger, MaxConcurrentClaims: claims})
 		if err != nil {
 			return err
 		}

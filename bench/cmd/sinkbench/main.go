@@ -181,7 +181,7 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 	if err := pgStore.Migrate(ctx); err != nil {
 		return err
 	}
-	pgFence, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
+	pgFence, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 		}
 	}
 	for _, s := range stores {
-		mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: s.store, Fence: s.fence})
+		mw, err := httpfence.Middleware(httpfence.Options{Store: s.store, Fence: s.fence})
 		if err != nil {
 			return err
 		}

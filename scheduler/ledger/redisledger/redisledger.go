@@ -23,8 +23,8 @@ import (
 // DefaultPrefix starts every key of a Ledger ("holdfast:ledger:").
 const DefaultPrefix = "holdfast:ledger:"
 
-// ErrInvalidConfig is returned by New for a nil client or a bad prefix.
-var ErrInvalidConfig = errors.New("redisledger: invalid config")
+// ErrInvalidOptions is returned by New for a nil client or a bad prefix.
+var ErrInvalidOptions = errors.New("redisledger: invalid options")
 
 var (
 	//go:embed scripts/fence.lua
@@ -82,17 +82,17 @@ var (
 )
 
 // New returns a ledger over rdb with keys under prefix (default
-// DefaultPrefix). It returns ErrInvalidConfig for a nil rdb or a
+// DefaultPrefix). It returns ErrInvalidOptions for a nil rdb or a
 // prefix holding '{' or '}'.
 func New(rdb redis.UniversalClient, prefix string) (*Ledger, error) {
 	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
-		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOptions)
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(prefix, "{}") {
-		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidConfig, prefix)
+		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidOptions, prefix)
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	return &Ledger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster}, nil

@@ -26,7 +26,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	guard, err := pgstore.NewFence(pool, pgfence.Config{})
+	guard, err := pgstore.NewFence(pool, pgfence.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func Example() {
 			log.Fatal(err)
 		}
 	}
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: store, Fence: guard})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: store, Fence: guard})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -66,11 +66,11 @@ type Store struct {
 
 // NewStore returns a Store on rdb whose keys start with prefix
 // (DefaultStorePrefix when empty). Give each application its own prefix.
-// It returns an error matching httpfence.ErrInvalidConfig for a nil rdb (a
+// It returns an error matching httpfence.ErrInvalidOptions for a nil rdb (a
 // typed nil *redis.Client included).
 func NewStore(rdb redis.UniversalClient, prefix string) (*Store, error) {
 	if storeutil.IsNil(rdb) {
-		return nil, fmt.Errorf("%w: redisstore.Store over a nil redis client", httpfence.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: redisstore.Store over a nil redis client", httpfence.ErrInvalidOptions)
 	}
 	if prefix == "" {
 		prefix = DefaultStorePrefix
@@ -83,7 +83,7 @@ func (s *Store) key(key string) string { return hashedKey(s.prefix, key) }
 // ready reports a Store not made by NewStore.
 func (s *Store) ready() error {
 	if s == nil || s.auto == nil {
-		return fmt.Errorf("%w: redisstore.Store not made by NewStore", httpfence.ErrInvalidConfig)
+		return fmt.Errorf("%w: redisstore.Store not made by NewStore", httpfence.ErrInvalidOptions)
 	}
 	return nil
 }
@@ -194,11 +194,11 @@ type Fence struct {
 
 // NewFence returns a Fence on rdb whose keys start with prefix
 // (DefaultFencePrefix when empty). It returns an error matching
-// httpfence.ErrInvalidConfig for a nil rdb (a typed nil *redis.Client
+// httpfence.ErrInvalidOptions for a nil rdb (a typed nil *redis.Client
 // included).
 func NewFence(rdb redis.UniversalClient, prefix string) (*Fence, error) {
 	if storeutil.IsNil(rdb) {
-		return nil, fmt.Errorf("%w: redisstore.Fence over a nil redis client", httpfence.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: redisstore.Fence over a nil redis client", httpfence.ErrInvalidOptions)
 	}
 	if prefix == "" {
 		prefix = DefaultFencePrefix
@@ -209,7 +209,7 @@ func NewFence(rdb redis.UniversalClient, prefix string) (*Fence, error) {
 // Accept implements httpfence.FenceStore.
 func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) error {
 	if f == nil || f.auto == nil {
-		return fmt.Errorf("%w: redisstore.Fence not made by NewFence", httpfence.ErrInvalidConfig)
+		return fmt.Errorf("%w: redisstore.Fence not made by NewFence", httpfence.ErrInvalidOptions)
 	}
 	if h.Token == fence.None {
 		return fmt.Errorf("httpfence: fence %q: %w", resource, fence.ErrNoToken)

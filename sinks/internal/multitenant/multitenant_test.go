@@ -56,7 +56,7 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 	prefix := redistest.Prefix(t, rdb)
 	pool := shared.Pool(t)
 	schema := shared.Schema(t, "multitenant_test_")
-	guard, err := pgfence.New(pgfence.Config{Schema: schema})
+	guard, err := pgfence.New(pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, guard.Migrate(ctx, pool))
 	effects := pgx.Identifier{schema, "effects"}.Sanitize()
@@ -70,7 +70,7 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 
 	// The endpoint: one path for every tenant, so one fence resource.
 	events := &eventCounter{}
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{
+	mw, err := httpfence.Middleware(httpfence.Options{
 		Store:  store,
 		Fence:  fnc,
 		Logger: slog.New(events),
@@ -182,7 +182,7 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 		require.NoError(t, err)
 		ledger, err := redisledger.New(rdb, prefix+"ledger:")
 		require.NoError(t, err)
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
+		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger})
 		require.NoError(t, err)
 		require.NoError(t, s.Register(job))
 		require.NoError(t, s.Start(context.Background()))
