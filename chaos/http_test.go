@@ -38,7 +38,7 @@ func TestHTTPRetriesThroughResetsAfterCommit(t *testing.T) {
 	pool := shared.Pool(t)
 	schema := shared.Schema(t, "chaos_http_")
 	ctx := context.Background()
-	store, err := pgstore.NewStore(pool, schema)
+	store, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, store.Migrate(ctx))
 	effects := pgx.Identifier{schema, "effects"}.Sanitize()

@@ -14,7 +14,7 @@
 // job writes to (package fence).
 //
 //	leases, _ := lease.New(rdb, lease.Options{})
-//	runs, _ := redisledger.New(rdb, "") // or pgledger, or a store of your own
+//	runs, _ := redisledger.New(rdb, redisledger.Options{}) // or pgledger, or a store of your own
 //	s, _ := scheduler.New(scheduler.Options{Leases: leases, Ledger: runs})
 //	_ = s.Register(scheduler.Job{Name: "daily-settlement", Spec: "0 2 * * *",
 //		Zone: "Europe/Paris", Partitions: []string{"eu", "us"}, Run: settle})

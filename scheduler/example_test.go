@@ -59,7 +59,7 @@ func Example() {
 	var replicas []*scheduler.Scheduler
 	for range 2 {
 		leases, _ := lease.New(rdb, lease.Options{})
-		ldg, _ := redisledger.New(rdb, "")
+		ldg, _ := redisledger.New(rdb, redisledger.Options{})
 		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Clock: clk})
 		if err != nil {
 			fmt.Println(err)
@@ -86,7 +86,7 @@ func Example() {
 		_ = s.Stop(ctx) // drains: every attempt is recorded
 	}
 
-	ldg, _ := redisledger.New(rdb, "")
+	ldg, _ := redisledger.New(rdb, redisledger.Options{})
 	for i := range 2 {
 		for _, p := range job.Partitions {
 			slot := ledger.Slot{Job: job.Name, At: start.Add(time.Duration(i) * time.Second).UTC(), Partition: p}

@@ -63,7 +63,7 @@ func onFakeTime(t *testing.T, start time.Time, fn func(t *testing.T, r *rig)) {
 			case "postgres":
 				r.ledger = pgLedger(t)
 			default:
-				r.ledger, err = redisledger.New(rdb, prefix+"ledger:")
+				r.ledger, err = redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 				require.NoError(t, err)
 			}
 			fn(t, r)

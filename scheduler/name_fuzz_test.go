@@ -32,7 +32,7 @@ func FuzzJobNameAndPartition(f *testing.F) {
 	rdb, _ := leasetest.NewMiniredisClient(f)
 	leases, err := lease.New(rdb, lease.Options{Prefix: "fuzz:lease:"})
 	require.NoError(f, err)
-	ldg, err := redisledger.New(rdb, "fuzz:ledger:")
+	ldg, err := redisledger.New(rdb, redisledger.Options{Prefix: "fuzz:ledger:"})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, name, partition string) {
 		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg})

@@ -43,7 +43,7 @@ func newSetup(t *testing.T, b redistest.Backend) *setup {
 	prefix := redistest.Prefix(t, rdb)
 	s := &setup{backend: b.Name, rdb: rdb, prefix: prefix, leasePrefix: prefix + "lease:", ledgerPrefix: prefix + "ledger:"}
 	var err error
-	s.ledger, err = redisledger.New(rdb, s.ledgerPrefix)
+	s.ledger, err = redisledger.New(rdb, redisledger.Options{Prefix: s.ledgerPrefix})
 	require.NoError(t, err)
 	return s
 }
@@ -66,7 +66,7 @@ func (s *setup) replica(t *testing.T, opts ...func(*Options)) *Scheduler {
 	t.Helper()
 	leases, err := lease.New(s.rdb, lease.Options{Prefix: s.leasePrefix})
 	require.NoError(t, err)
-	ledger, err := redisledger.New(s.rdb, s.ledgerPrefix)
+	ledger, err := redisledger.New(s.rdb, redisledger.Options{Prefix: s.ledgerPrefix})
 	require.NoError(t, err)
 	cfg := Options{Leases: leases, Ledger: ledger}
 	for _, o := range opts {

@@ -161,7 +161,7 @@ func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *le
 	if err != nil {
 		return rdb, nil, nil, err
 	}
-	ldg, err := redisledger.New(rdb, cfg.Prefix+"ledger:")
+	ldg, err := redisledger.New(rdb, redisledger.Options{Prefix: cfg.Prefix + "ledger:"})
 	if err != nil {
 		return rdb, nil, nil, err
 	}

@@ -32,7 +32,10 @@ const (
 // error refuses it; this one is provided for convenience).
 var ErrForbidden = errors.New("schedhttp: admin request forbidden")
 
-// Options configures the admin handler.
+// ErrInvalidOptions is returned by New for a nil Scheduler.
+var ErrInvalidOptions = errors.New("schedhttp: invalid options")
+
+// Options configures the admin handler. The zero value is valid.
 type Options struct {
 	// Authorizer decides every request: nil error allows it. Required in
 	// practice: with none, the handler refuses every request (403).
@@ -57,7 +60,8 @@ type Options struct {
 // go to cfg.Logger instead (admin_request_forbidden at Warn,
 // admin_request_failed at Error, with action, job and error), so a client
 // learns nothing about the authorizer's reasoning or the backends. An
-// unknown path or method gets net/http's plain 404 or 405.
+// unknown path or method gets net/http's plain 404 or 405. New returns an
+// error matching ErrInvalidOptions for a nil s.
 //
 //	GET  /jobs
 //	GET  /jobs/{job}/runs?partition=&from=RFC3339&to=RFC3339&limit=N
@@ -70,7 +74,10 @@ type Options struct {
 // Each route calls the Scheduler operation of the same name (Jobs, Runs,
 // Retry, Trigger, Backfill, Pause, Resume); 400 is its ErrInvalidJob or
 // ErrInvalidArgument, 404 its ErrUnknownJob, 409 ledger.ErrSlotRunning.
-func New(s *scheduler.Scheduler, cfg Options) http.Handler {
+func New(s *scheduler.Scheduler, cfg Options) (http.Handler, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil Scheduler", ErrInvalidOptions)
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
 	}
@@ -89,7 +96,7 @@ func New(s *scheduler.Scheduler, cfg Options) http.Handler {
 	mux.HandleFunc("POST /jobs/{job}/backfill", h.guard(ActionBackfill, h.backfill))
 	mux.HandleFunc("POST /jobs/{job}/pause", h.guard(ActionPause, h.pause))
 	mux.HandleFunc("POST /jobs/{job}/resume", h.guard(ActionResume, h.resume))
-	return mux
+	return mux, nil
 }
 
 type adminHandler struct {

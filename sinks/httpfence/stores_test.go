@@ -70,10 +70,10 @@ func TestPostgresStoreConfig(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	for _, bad := range []string{"Upper", "1digit", "semi;colon", "quote\"d"} {
-		_, err := pgstore.NewStore(pool, bad)
+		_, err := pgstore.NewStore(pool, pgstore.Options{Schema: bad})
 		require.ErrorIs(t, err, httpfence.ErrInvalidOptions, bad)
 	}
-	_, err := pgstore.NewStore(nil, "")
+	_, err := pgstore.NewStore(nil, pgstore.Options{})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 	_, err = pgstore.NewFence(pool, pgfence.Options{Schema: "Bad"})
 	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
@@ -83,7 +83,7 @@ func TestPostgresMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	schema := newSchema(t)
-	store, err := pgstore.NewStore(pool, schema)
+	store, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
 	f, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
 	require.NoError(t, err)
@@ -109,7 +109,7 @@ func TestPostgresMigrateIsIdempotentAndConcurrent(t *testing.T) {
 func TestPostgresDeleteExpired(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
-	store, err := pgstore.NewStore(pool, newSchema(t))
+	store, err := pgstore.NewStore(pool, pgstore.Options{Schema: newSchema(t)})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, store.Migrate(ctx))
@@ -179,7 +179,7 @@ func TestFenceStoresPassTheRuleTable(t *testing.T) {
 func TestPostgresConstructorsRefuseATypedNilPool(t *testing.T) {
 	t.Parallel()
 	var pool *pgxpool.Pool
-	_, err := pgstore.NewStore(pool, "")
+	_, err := pgstore.NewStore(pool, pgstore.Options{})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 	_, err = pgstore.NewFence(pool, pgfence.Options{})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)

@@ -184,7 +184,7 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 		if err != nil {
 			return err
 		}
-		ledger, err := redisledger.New(rdb, prefix+"ledger:")
+		ledger, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 		if err != nil {
 			return err
 		}

@@ -174,7 +174,7 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 			rdb.Del(ctx, iter.Val())
 		}
 	}()
-	pgStore, err := pgstore.NewStore(pool, schema)
+	pgStore, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 	if err != nil {
 		return err
 	}
@@ -188,11 +188,11 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 	if err := pgFence.Migrate(ctx); err != nil {
 		return err
 	}
-	redisStore, err := redisstore.NewStore(rdb, prefix+"idem:")
+	redisStore, err := redisstore.NewStore(rdb, redisstore.Options{Prefix: prefix + "idem:"})
 	if err != nil {
 		return err
 	}
-	redisFence, err := redisstore.NewFence(rdb, prefix+"fence:")
+	redisFence, err := redisstore.NewFence(rdb, redisstore.Options{Prefix: prefix + "fence:"})
 	if err != nil {
 		return err
 	}

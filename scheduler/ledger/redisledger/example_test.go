@@ -21,7 +21,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	runs, err := redisledger.New(rdb, "billing:ledger:") // "" for DefaultPrefix
+	runs, err := redisledger.New(rdb, redisledger.Options{Prefix: "billing:ledger:"}) // "" for DefaultPrefix
 	if err != nil {
 		log.Fatal(err) // redisledger.ErrInvalidOptions: nil client, or '{' or '}' in the prefix
 	}

@@ -23,6 +23,14 @@ import (
 // DefaultPrefix starts every key of a Ledger ("holdfast:ledger:").
 const DefaultPrefix = "holdfast:ledger:"
 
+// Options configure a Ledger. The zero value is valid.
+type Options struct {
+	// Prefix starts every key of the Ledger; give each application its
+	// own. It must not hold '{' or '}' (the hash tags are the Ledger's).
+	// Default DefaultPrefix ("holdfast:ledger:").
+	Prefix string
+}
+
 // ErrInvalidOptions is returned by New for a nil client or a bad prefix.
 var ErrInvalidOptions = errors.New("redisledger: invalid options")
 
@@ -81,10 +89,11 @@ var (
 	_ ledger.ClearBeginner = (*Ledger)(nil)
 )
 
-// New returns a ledger over rdb with keys under prefix (default
-// DefaultPrefix). It returns ErrInvalidOptions for a nil rdb or a
-// prefix holding '{' or '}'.
-func New(rdb redis.UniversalClient, prefix string) (*Ledger, error) {
+// New returns a ledger over rdb with keys under opts.Prefix (default
+// DefaultPrefix). It returns an error matching ErrInvalidOptions for a nil
+// rdb (a typed nil *redis.Client too) or a Prefix holding '{' or '}'.
+func New(rdb redis.UniversalClient, opts Options) (*Ledger, error) {
+	prefix := opts.Prefix
 	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOptions)
 	}

@@ -22,7 +22,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	store, err := pgstore.NewStore(pool, "") // pgstore.DefaultSchema
+	store, err := pgstore.NewStore(pool, pgstore.Options{}) // pgstore.DefaultSchema
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -21,6 +21,14 @@ import (
 // DefaultSchema is the schema of Store's table when none is given.
 const DefaultSchema = "holdfast"
 
+// Options configure a Store. The zero value is valid. (A Fence takes
+// pgfence.Options, the guard table's Schema and Table.)
+type Options struct {
+	// Schema holds the table idempotency_keys; Migrate creates it. A
+	// lower-case SQL identifier. Default DefaultSchema ("holdfast").
+	Schema string
+}
+
 // migrations holds the schema of Store, applied in name order.
 //
 //go:embed migrations/*.sql
@@ -51,12 +59,13 @@ type Store struct {
 }
 
 // NewStore returns a Store working through db (a
-// *pgxpool.Pool, typically) on the table idempotency_keys in schema
+// *pgxpool.Pool, typically) on the table idempotency_keys in opts.Schema
 // (DefaultSchema when empty). It returns an error matching ErrInvalidOptions
 // for a nil db (a typed nil *pgxpool.Pool included) or a schema that is not
 // a lower-case SQL identifier. It does not touch the database: run Migrate
 // once at start-up.
-func NewStore(db pgfence.DBTX, schema string) (*Store, error) {
+func NewStore(db pgfence.DBTX, opts Options) (*Store, error) {
+	schema := opts.Schema
 	if storeutil.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidOptions)
 	}

@@ -13,13 +13,13 @@ import (
 
 func TestConstructorsRefuseNilClients(t *testing.T) {
 	t.Parallel()
-	_, err := redisstore.NewStore(nil, "")
+	_, err := redisstore.NewStore(nil, redisstore.Options{})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
-	_, err = redisstore.NewStore((*redis.Client)(nil), "")
+	_, err = redisstore.NewStore((*redis.Client)(nil), redisstore.Options{})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions, "a typed nil client")
-	_, err = redisstore.NewFence(nil, "")
+	_, err = redisstore.NewFence(nil, redisstore.Options{})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
-	_, err = redisstore.NewFence((*redis.Client)(nil), "")
+	_, err = redisstore.NewFence((*redis.Client)(nil), redisstore.Options{})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions, "a typed nil client")
 }
 

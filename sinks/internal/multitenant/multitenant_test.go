@@ -63,9 +63,9 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 	_, err = pool.Exec(ctx, `CREATE TABLE `+effects+` (key text NOT NULL, scope text NOT NULL, token bigint NOT NULL)`)
 	require.NoError(t, err)
 
-	store, err := redisstore.NewStore(rdb, prefix+"idem:")
+	store, err := redisstore.NewStore(rdb, redisstore.Options{Prefix: prefix + "idem:"})
 	require.NoError(t, err)
-	fnc, err := redisstore.NewFence(rdb, prefix+"fence:")
+	fnc, err := redisstore.NewFence(rdb, redisstore.Options{Prefix: prefix + "fence:"})
 	require.NoError(t, err)
 
 	// The endpoint: one path for every tenant, so one fence resource.
@@ -180,7 +180,7 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 	for i := range scheds {
 		leases, err := lease.New(rdb, lease.Options{Prefix: leasePrefix})
 		require.NoError(t, err)
-		ledger, err := redisledger.New(rdb, prefix+"ledger:")
+		ledger, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 		require.NoError(t, err)
 		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger})
 		require.NoError(t, err)
