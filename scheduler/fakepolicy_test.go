@@ -462,7 +462,7 @@ func TestFakeTimeDST(t *testing.T) {
 		// Fall back: 02:00 EDT becomes 01:00 EST on 2026-11-01; 01:30
 		// happens twice and runs at the first.
 		{"FallBackOverlapRunsTheFirst", "30 1 * * *", time.Date(2026, 11, 1, 5, 29, 57, 0, time.UTC),
-			[]time.Time{time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC)}, cron.RuleOverlapFirst},
+			[]time.Time{time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC)}, cron.RuleFoldFirst},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

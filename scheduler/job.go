@@ -134,11 +134,13 @@ type Job struct {
 	Spec string
 	// Zone is the IANA zone the spec is read in. Default UTC.
 	Zone string
-	// Gap and DSTOverlap override the DST rule for fixed-time specs
-	// (default: run once after a spring-forward gap; run at the first
-	// occurrence in a fall-back overlap). See package cron.
-	Gap        cron.GapPolicy
-	DSTOverlap cron.OverlapPolicy
+	// DSTGap and DSTFold override the DST rules of fixed-time specs
+	// (default cron.GapRunAfter: run once just after a spring-forward gap,
+	// the skipped local times; default cron.FoldFirst: run at the first
+	// occurrence in a fall-back fold, the repeated local times). See
+	// package cron.
+	DSTGap  cron.GapPolicy
+	DSTFold cron.FoldPolicy
 	// Partitions splits every slot by tenant: each partition is a slot
 	// dimension with its own lease and ledger records, run in parallel
 	// within Options.MaxConcurrentClaims. Default: one partition, "" (the

@@ -177,7 +177,7 @@ func (s *Scheduler) Register(job Job) error {
 	if _, ok := s.cfg.Ledger.(ledger.Canceler); job.Overlap == OverlapCancelOther && !ok {
 		return fmt.Errorf("%w: %q: OverlapCancelOther needs a ledger that implements Canceler", ErrInvalidJob, job.Name)
 	}
-	sched, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone, Gap: job.Gap, Overlap: job.DSTOverlap})
+	sched, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone, Gap: job.DSTGap, Fold: job.DSTFold})
 	if err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrInvalidJob, job.Name, err)
 	}
