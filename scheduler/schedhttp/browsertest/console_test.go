@@ -35,9 +35,10 @@ const token = "console-test-token"
 
 // console is a live scheduler on the real Redis serving its admin
 // handler under /admin/: the job "settle" fires every second in the
-// partitions "good" (always succeeds) and "bad" (its first attempt of
-// every slot fails permanently; an operator's retry succeeds).
-func console(t *testing.T) (url string, sched *scheduler.Scheduler) {
+// partitions "good" (always succeeds), "bad" (its first attempt of every
+// slot fails permanently; an operator's retry succeeds) and "stuck",
+// whose lease another owner holds (returned), so none of its slots run.
+func console(t *testing.T) (url string, sched *scheduler.Scheduler, stuck *lease.Lease) {
 	t.Helper()
 	rdb := redistest.Real(t)
 	prefix := redistest.Prefix(t, rdb)
@@ -45,10 +46,15 @@ func console(t *testing.T) (url string, sched *scheduler.Scheduler) {
 	require.NoError(t, err)
 	ldg, err := redisledger.New(rdb, prefix+"ledger:")
 	require.NoError(t, err)
+	other, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
+	require.NoError(t, err)
+	stuck, err = other.TryAcquire(context.Background(), ledger.UnitScope("settle", "stuck"), time.Minute)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stuck.Release(context.Background()) })
 	sched, err = scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg})
 	require.NoError(t, err)
 	require.NoError(t, sched.Register(scheduler.Job{
-		Name: "settle", Spec: "* * * * * *", Partitions: []string{"good", "bad"}, MaxAttempts: 1,
+		Name: "settle", Spec: "* * * * * *", Partitions: []string{"good", "bad", "stuck"}, MaxAttempts: 1,
 		Run: func(_ context.Context, run scheduler.Run) error {
 			if run.Slot.Partition == "bad" && run.Attempt == 1 {
 				return scheduler.Permanent(errors.New("bank refused the batch"))
@@ -77,7 +83,7 @@ func console(t *testing.T) (url string, sched *scheduler.Scheduler) {
 	mux.Handle("/admin/", http.StripPrefix("/admin", admin))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv.URL + "/admin/", sched
+	return srv.URL + "/admin/", sched, stuck
 }
 
 // browser starts a headless Chromium (flags fit for root in a container)
@@ -107,7 +113,7 @@ func browser(t *testing.T) (context.Context, context.CancelFunc) {
 }
 
 func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
-	url, sched := console(t)
+	url, sched, stuck := console(t)
 	// Wait for a few slots of both partitions, a failure among them.
 	testwait.Until(t, 20*time.Second, "three slots of each partition", func() bool {
 		for _, p := range []string{"good", "bad"} {
@@ -169,7 +175,14 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	require.Contains(t, jobRow, "* * * * * *")
 	require.Contains(t, jobRow, "active")
 	require.Regexp(t, `\d+ ms`, jobRow, "the lag of the last success")
+	require.GreaterOrEqual(t, count(`td.cell[data-partition="stuck"][data-status="none"]`), 3,
+		"the stuck partition's slots show as a gap: no record")
 	require.Contains(t, text("#leases tbody"), "settle|good", "the unit leases, from the lease.Inspector")
+	held := text(`#leases tr[data-lease="settle|stuck"]`)
+	require.Contains(t, held, "held")
+	require.Contains(t, held, stuck.Owner())
+	require.Contains(t, held, fmt.Sprint(uint64(stuck.Token())), "the holder's token, in full")
+	require.Regexp(t, `\d+\.\d s`, held, "its TTL")
 
 	// Open the newest failed slot of bad (a click in the page itself: the
 	// grid is redrawn every few seconds), see its one attempt.
