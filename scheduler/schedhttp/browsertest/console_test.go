@@ -140,6 +140,14 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
 		}
 	})
+	// do runs steps within d: every wait of the test has its own bound
+	// (the browser started above, with the test's whole bound, so a
+	// shorter context here ends the steps, not the browser).
+	do := func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
+		sctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return chromedp.Do(sctx, steps...)
+	}
 	count := func(sel string) int {
 		t.Helper()
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", sel)))
@@ -154,7 +162,7 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	}
 
 	// Log in once: the token lands in sessionStorage.
-	require.NoError(t, chromedp.Do(ctx,
+	require.NoError(t, do(20*time.Second,
 		chromedp.Navigate(url),
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
@@ -190,7 +198,7 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 		const c = document.querySelector('td.cell[data-partition="bad"][data-status="failed"]');
 		c.click(); return c.dataset.slot; })()`))
 	require.NoError(t, err)
-	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="1"]`))))
+	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="1"]`))))
 	at, err := time.Parse(time.RFC3339, slot)
 	require.NoError(t, err, "the cell names its slot")
 	attempts := text("#attempts tbody")
@@ -201,7 +209,7 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	// Retry it (the confirm dialog is accepted): attempt 2 runs and
 	// succeeds, in the attempts table and in the grid.
 	cellOf := fmt.Sprintf(`td.cell[data-partition="bad"][data-slot=%q]`, slot)
-	require.NoError(t, chromedp.Do(ctx,
+	require.NoError(t, do(15*time.Second,
 		chromedp.Click(chromedp.ID("retry")),
 		chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="2"]`)),
 		chromedp.WaitVisible(chromedp.CSS(cellOf+`[data-attempt="2"][data-status="succeeded"]`)),
@@ -216,10 +224,10 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	// Screenshots at desktop and phone width: something is drawn, and at
 	// 390 px the grid scrolls in its box while the page does not.
 	dir := t.TempDir()
-	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 1000), chromedp.WaitVisible(chromedp.CSS(cellOf))))
+	require.NoError(t, do(10*time.Second, chromedp.EmulateViewport(1280, 1000), chromedp.WaitVisible(chromedp.CSS(cellOf))))
 	desktop, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
-	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)),
+	require.NoError(t, do(10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)),
 		chromedp.WaitVisible(chromedp.CSS(cellOf))))
 	phone, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
