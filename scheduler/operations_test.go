@@ -287,6 +287,17 @@ func TestJobStatusReadsPauseAndNewestRecords(t *testing.T) {
 		require.ErrorIs(t, err, ErrUnknownJob)
 		_, err = sched.JobStatus(ctx, "nope")
 		require.ErrorIs(t, err, ErrUnknownJob)
+
+		// A ledger without PauseReader: the flag comes from State.
+		plain := s.replica(t, func(c *Config) { c.Ledger = struct{ ledger.Ledger }{c.Ledger} })
+		require.NoError(t, plain.Register(Job{Name: "tenants", Spec: everySecond, Partitions: []string{"a", "b"},
+			Run: func(context.Context, Run) error { return nil }}))
+		_, isReader := plain.cfg.Ledger.(ledger.PauseReader)
+		require.False(t, isReader)
+		st, err = plain.JobStatus(ctx, "tenants")
+		require.NoError(t, err)
+		require.True(t, st.Paused, "paused above, read through State")
+		require.Equal(t, ledger.Slot{Job: "tenants", At: slots[2], Partition: "b"}, st.Last.Slot)
 	})
 }
 

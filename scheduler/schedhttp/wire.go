@@ -13,6 +13,8 @@ import (
 // decode them). Field names are snake_case; zero times and empty strings
 // are omitted; fencing tokens are decimal strings (safe beyond 2^53 in
 // JavaScript); durations are integer milliseconds in fields named *_ms.
+// Decode each answer into a zero value: an omitted field leaves what the
+// variable held before.
 
 // TimeLayout is how the admin API writes times: RFC 3339 in UTC with
 // milliseconds ("2026-12-01T10:00:00.000Z"). Any RFC 3339 time is read.
