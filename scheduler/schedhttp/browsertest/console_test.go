@@ -240,6 +240,25 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 		return getComputedStyle(w).overflowX === 'auto' && document.documentElement.scrollWidth <= window.innerWidth; })()`))
 	require.NoError(t, err)
 	require.True(t, fits, "at 390 px the grid scrolls in its box, the page does not")
+
+	// Pause and resume through the console (each behind confirm()).
+	require.NoError(t, do(15*time.Second,
+		chromedp.EmulateViewport(1280, 1000),
+		chromedp.Click(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="resume"]`)),
+	))
+	st, err := sched.JobStatus(context.Background(), "settle")
+	require.NoError(t, err)
+	require.True(t, st.Paused)
+	require.Contains(t, text(`#jobs tr[data-job="settle"]`), "paused")
+	require.NoError(t, do(15*time.Second,
+		chromedp.Click(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="pause"]`)),
+	))
+	st, err = sched.JobStatus(context.Background(), "settle")
+	require.NoError(t, err)
+	require.False(t, st.Paused)
+
 	if out := os.Getenv("HOLDFAST_WRITE_SCREENSHOT"); out != "" {
 		if !filepath.IsAbs(out) {
 			out = filepath.Join("..", "..", "..", out) // relative to the repository root

@@ -147,7 +147,8 @@ async function renderGrids(jobs) {
           onclick: () => act("Trigger an extra run of " + j.name + (p ? " partition " + p : "") + " now?", "jobs/" + enc(j.name) + "/trigger", { partition: p, reason: "console" }) }, "▶")),
       ...slots.map((s) => cell(j.name, p, s, byCell.get(p + "\u0000" + s)))));
     const table = el("table", { class: "grid", "data-job": j.name }, el("thead", {}, head), el("tbody", {}, ...rows));
-    grids.push(el("div", {}, el("h3", {}, j.name), slots.length ? el("div", { class: "scroll" }, table) : el("p", { class: "hint" }, "no runs recorded yet")));
+    const heading = el("h3", {}, j.name, j.paused ? el("span", { class: "badge s-missed" }, "paused") : "");
+    grids.push(el("div", {}, heading, slots.length ? el("div", { class: "scroll" }, table) : el("p", { class: "hint" }, "no runs recorded yet")));
   }
   $("grids").replaceChildren(...grids);
 }
