@@ -139,7 +139,7 @@ Examples:
 }
 
 // optional returns &v when the flag name was given, nil otherwise: an
-// absent --partition means all partitions, --partition '' the default one.
+// absent --partition means all partitions, --partition ” the default one.
 func optional(fs *flag.FlagSet, name, v string) *string {
 	if !isSet(fs, name) {
 		return nil

@@ -182,4 +182,3 @@ func (w *watcher) print(ev watchEvent, text string) {
 	}
 	fmt.Fprintf(w.a.stdout, "%s  %s\n", ev.At.Format(time.TimeOnly), text)
 }
-
