@@ -180,5 +180,5 @@ func (w *watcher) print(ev watchEvent, text string) {
 		}
 		return
 	}
-	fmt.Fprintf(w.a.stdout, "%s  %s\n", ev.At.Format(time.TimeOnly), text)
+	fmt.Fprintf(w.a.stdout, "%s  %s\n", ev.At.Format(time.TimeOnly), strings.TrimRight(text, " "))
 }
