@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -266,8 +267,9 @@ func TestAdminErrorsExitCodes(t *testing.T) {
 func TestWatch(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
-	var out lockedBuffer
+	var out, jsonOut lockedBuffer
 	stop := start(t, &out, svc.cmd("watch", "block", "--interval", "20ms")...)
+	stopJSON := start(t, &jsonOut, svc.cmd("watch", "block", "--interval", "20ms", "-o", "json")...)
 	ok(t, svc.cmd("trigger", "block")...)
 	testwait.Until(t, 10*time.Second, "watch shows the running run and its claim", func() bool {
 		s := out.String()
@@ -281,4 +283,23 @@ func TestWatch(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Empty(t, r.stderr)
 	require.Regexp(t, `(?m)^\d\d:\d\d:\d\d  run    -  \S+  running  attempt 1  token \d+  owner \S+`, r.stdout)
+
+	// -o json: one event a line; the run's events end in succeeded.
+	testwait.Until(t, 10*time.Second, "the JSON watch shows the run succeeded", func() bool {
+		return strings.Contains(jsonOut.String(), `"status":"succeeded"`)
+	})
+	r = stopJSON()
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var statuses []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var ev watchEvent
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		require.NoError(t, dec.Decode(&ev), line)
+		if ev.Kind == "run" {
+			require.Equal(t, "block", ev.Run.Job)
+			statuses = append(statuses, ev.Run.Status)
+		}
+	}
+	require.Equal(t, "succeeded", statuses[len(statuses)-1], statuses)
 }

@@ -18,6 +18,9 @@ func (a *app) openRedis() (*redis.Client, error) {
 	if err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
+	// One dial a command: go-redis's default of 5 dials (each retried by
+	// MaxRetries) hides "connection refused" behind the --timeout.
+	opts.DialerRetries = 1
 	return redis.NewClient(opts), nil
 }
 

@@ -66,7 +66,7 @@ func TestLeasesFromRedis(t *testing.T) {
 	r = cli(t, append([]string{"fence", "lease", "never"}, conn...)...)
 	require.Equal(t, exitNotFound, r.code, r.stderr)
 
-	r = cli(t, "leases", "ls", "--redis", "redis://127.0.0.1:1/0", "--timeout", "2s")
+	r = cli(t, "leases", "ls", "--redis", "redis://127.0.0.1:1/0", "--timeout", "10s")
 	require.Equal(t, exitError, r.code, r.stderr)
 	require.Contains(t, r.stderr, "connect")
 }

@@ -11,16 +11,17 @@ import (
 )
 
 func fenceCommand() command {
-	return command{
+	c := command{
 		name: "fence", args: "lease|pg|redis ...", summary: "read a fencing token: a lease's counter, a sink's fence",
 		help: `Commands:
   fence lease NAME                      the lease's fencing counter (the last token issued)
   fence pg --resource R --scope S       the highest token the pgfence guard accepted
   fence redis --resource KEY --scope S  the highest token the redisfence fence of KEY accepted`,
-		run: func(ctx context.Context, a *app, args []string) error {
-			return a.dispatch(ctx, "fence", args, fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand())
-		},
 	}
+	c.run = func(ctx context.Context, a *app, args []string) error {
+		return a.dispatch(ctx, c, args, fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand())
+	}
+	return c
 }
 
 // fenceJSON is the -o json output of the fence commands.

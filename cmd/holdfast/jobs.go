@@ -63,8 +63,8 @@ func partitionsText(ps []string) string {
 	return strings.Join(ps, ",")
 }
 
-// parseTime reads an RFC 3339 time (UTC when it names no zone offset is not
-// accepted: RFC 3339 always has one).
+// parseTime reads the RFC 3339 time of a flag (with its zone offset, as
+// RFC 3339 requires); a usage error otherwise.
 func parseTime(flagName, v string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {

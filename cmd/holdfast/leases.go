@@ -6,44 +6,45 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
 func leasesCommand() command {
-	return command{
+	c := command{
 		name: "leases", args: "ls|show ...", summary: "list leases (holder, TTL left, token, waiting), or show one",
 		help: `Commands:
   leases ls [--match GLOB] [--prefix P] [--limit N]   the leases, sorted by name
   leases show NAME                                    one lease
 
 Reads Redis directly (--redis) or a service's admin handler (--admin).`,
-		run: func(ctx context.Context, a *app, args []string) error {
-			return a.dispatch(ctx, "leases", args, leasesLsCommand(), leasesShowCommand())
-		},
 	}
+	c.run = func(ctx context.Context, a *app, args []string) error {
+		return a.dispatch(ctx, c, args, leasesLsCommand(), leasesShowCommand())
+	}
+	return c
 }
 
-// dispatch runs the subcommand of group named by args[0].
-func (a *app) dispatch(ctx context.Context, group string, args []string, subs ...command) error {
+// dispatch runs the subcommand of group named by args[0]; --help (or
+// none) prints the group's help.
+func (a *app) dispatch(ctx context.Context, group command, args []string, subs ...command) error {
 	if len(args) > 0 {
 		for _, c := range subs {
-			if c.name == group+" "+args[0] {
+			if c.name == group.name+" "+args[0] {
 				return c.run(ctx, a, args[1:])
 			}
 		}
 	}
-	names := ""
-	for _, c := range subs {
-		names += "\n  holdfast " + c.name + " " + c.args + "\t" + c.summary
+	w, err := a.stdout, error(nil)
+	if len(args) == 0 || (args[0] != "-h" && args[0] != "--help" && args[0] != "help") {
+		w, err = a.stderr, errFlagParse
+		fmt.Fprintf(w, "holdfast %s: want a subcommand, got %q\n\n", group.name, args)
 	}
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprintf(a.stdout, "Usage:%s\n\n%s", names, exitCodesHelp)
-		return nil
-	}
-	fmt.Fprintf(a.stderr, "holdfast %s: want a subcommand:%s\n", group, names)
-	return errFlagParse
+	fmt.Fprintf(w, "Usage: holdfast %s %s\n\n%s\n\nholdfast %s SUBCOMMAND --help for its flags and examples.\n\n%s",
+		group.name, group.args, strings.TrimSpace(group.help), group.name, exitCodesHelp)
+	return err
 }
 
 // leaseFlags are the flags of the direct Redis reading of leases.
