@@ -3,6 +3,7 @@ package schedhttp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -161,6 +162,26 @@ func TestAdminAPIRunsMergePartitionsAndPage(t *testing.T) {
 			{{hour(8), "a", "succeeded"}, {hour(8), "b", "succeeded"}},
 		}, pages, "every partition, newest first, three pages and no fourth")
 
+		// Pages of every size, ending mid-slot or not, add up to the list.
+		var all []row
+		for _, p := range pages {
+			all = append(all, p...)
+		}
+		for limit := 1; limit <= 7; limit++ {
+			var walked []row
+			cursor := ""
+			for range 10 {
+				var page schedhttp.RunsPage
+				get(t, h, fmt.Sprintf("/jobs/settle/runs?limit=%d&cursor=%s", limit, url.QueryEscape(cursor)), http.StatusOK, &page)
+				require.LessOrEqual(t, len(page.Runs), limit)
+				walked = append(walked, rows(page)...)
+				if cursor = page.NextCursor; cursor == "" {
+					break
+				}
+			}
+			require.Equal(t, all, walked, "pages of %d", limit)
+		}
+
 		var page schedhttp.RunsPage
 		get(t, h, "/jobs/settle/runs?status=failed", http.StatusOK, &page)
 		require.Equal(t, []row{{hour(10), "b", "failed"}, {hour(9), "b", "failed"}}, rows(page))
@@ -308,4 +329,36 @@ func TestConsoleAndOpenAPIAreServedWithoutTheAuthorizer(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, rec.Code, path)
 	}
 	get(t, h, "/jobs", http.StatusForbidden, nil)
+}
+
+// GET /leases over lease.RedisBackend on the real Redis: a held lease
+// with its owner, TTL and token, a released one with its counter.
+func TestAdminAPILeasesOnRedis(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Real(t)
+	leases, err := lease.New(rdb, lease.Options{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, err)
+	inspector, ok := leases.Backend().(lease.Inspector)
+	require.True(t, ok)
+	ctx := context.Background()
+	held, err := leases.TryAcquire(ctx, "settle|a", 30*time.Second)
+	require.NoError(t, err)
+	defer func() { _ = held.Release(ctx) }()
+	gone, err := leases.TryAcquire(ctx, "settle|b", 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, gone.Release(ctx))
+
+	h := seeded(t, ledgertest.NewMemory(), schedhttp.Config{Leases: inspector})
+	var page schedhttp.LeasesPage
+	get(t, h, "/leases?match=settle*", http.StatusOK, &page)
+	require.Len(t, page.Leases, 2)
+	a, b := page.Leases[0], page.Leases[1]
+	require.Equal(t, "settle|a", a.Name)
+	require.True(t, a.Held)
+	require.Equal(t, held.Owner(), a.Owner)
+	require.Equal(t, held.Token(), a.Token)
+	require.InDelta(t, 30_000, a.TTLMS, 5_000, "ms left of the 30 s TTL")
+	require.Equal(t, schedhttp.LeaseJSON{Name: "settle|b", Token: gone.Token()}, b, "released: the counter stays")
+	body := get(t, h, "/leases?match=settle|a", http.StatusOK, nil)
+	require.Contains(t, body, fmt.Sprintf(`"token":"%d"`, uint64(held.Token())))
 }
