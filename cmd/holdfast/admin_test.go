@@ -246,6 +246,8 @@ func TestAdminErrorsExitCodes(t *testing.T) {
 	}{
 		{"UnknownJobRuns", svc.cmd("runs", "nope"), exitNotFound, "404"},
 		{"UnknownJobPause", svc.cmd("pause", "nope"), exitNotFound, "404"},
+		{"UnknownJobWatch", svc.cmd("watch", "nope", "--interval", "10ms"), exitNotFound, "404"},
+		{"WatchRefused", append(svc.cmd("watch", "settle"), "--token", "wrong"), exitRefused, "403"},
 		{"UnknownPartition", svc.cmd("trigger", "settle", "--partition", "asia"), exitNotFound, "404"},
 		{"NoSuchSlot", svc.cmd("runs", "settle", "--slot", "2020-01-01T00:00:00Z", "--partition", "eu"), exitNotFound, "404"},
 		{"NotASlot", svc.cmd("retry", "settle", "--slot", "2026-11-29T01:30:00Z", "--partition", "eu"), exitUsage, "400"},

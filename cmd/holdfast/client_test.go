@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
@@ -103,4 +104,37 @@ func TestProblemExitCodes(t *testing.T) {
 			require.True(t, strings.HasSuffix(strings.TrimSpace(r.stderr), ": the detail"), r.stderr)
 		})
 	}
+}
+
+// watch reports a failed poll (a 500: the service restarting) and polls
+// again.
+func TestWatchPollsAgainAfterAServerError(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		switch {
+		case first:
+			http.Error(w, "restarting", http.StatusInternalServerError)
+		case strings.HasSuffix(r.URL.Path, "/runs"):
+			slot := schedhttp.Time{Time: time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)}
+			_ = json.NewEncoder(w).Encode(schedhttp.RunsPage{Runs: []schedhttp.RunJSON{{Job: "settle", Partition: "eu", Slot: slot, Status: "succeeded", Attempt: 1}}})
+		default: // GET /leases
+			_ = json.NewEncoder(w).Encode(schedhttp.LeasesPage{Leases: []schedhttp.LeaseJSON{}})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var out lockedBuffer
+	stop := start(t, &out, "watch", "settle", "--interval", "10ms", "--admin", srv.URL)
+	testwait.Until(t, 10*time.Second, "the run after the failed poll", func() bool {
+		return strings.Contains(out.String(), "succeeded")
+	})
+	r := stop()
+	require.Equal(t, exitOK, r.code)
+	require.Contains(t, r.stderr, "500 Internal Server Error: restarting (polling again)")
+	require.Regexp(t, `(?m)^\d\d:\d\d:\d\d  run    eu  2026-11-30T01:00:00Z  succeeded  attempt 1  token -  owner -$`, r.stdout)
 }

@@ -27,7 +27,9 @@ func watchCommand() command {
 		help: `Polls the admin handler every --interval and prints each run of JOB (the
 newest --limit) whose status, attempt or holder changed, and each claim (the
 job's leases: JOB, JOB|PARTITION, JOB...@SLOT) taken, handed over or
-released. The first poll prints the current state. Runs until Ctrl-C. Leases
+released. The first poll prints the current state. Runs until Ctrl-C; a
+failed poll (the service restarting) is reported and polled again, an
+unknown job (exit 3) or a refusal (exit 4) ends it. Leases
 are read from --redis when given, else from the admin handler (skipped when
 it has no lease inspector). -o json prints one JSON object per line.
 
@@ -80,10 +82,14 @@ func (w *watcher) loop(ctx context.Context, interval time.Duration) error {
 	defer t.Stop()
 	for {
 		if err := w.poll(ctx); err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				return nil // Ctrl-C: a normal end
+			case codeOf(err) != exitError:
+				return err // usage, not found, refused: polling again changes nothing
 			}
-			return err
+			// The service restarting, a timeout: say so, and poll again.
+			fmt.Fprintf(w.a.stderr, "holdfast: watch: %v (polling again)\n", err)
 		}
 		select {
 		case <-ctx.Done():
