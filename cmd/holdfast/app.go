@@ -25,6 +25,7 @@ type app struct {
 // print.
 type connFlags struct {
 	redis   string        // --redis, REDIS_URL
+	cluster bool          // --redis-cluster: --redis names a Cluster
 	pg      string        // --pg, DATABASE_URL
 	admin   string        // --admin, HOLDFAST_ADMIN
 	token   string        // --token, HOLDFAST_TOKEN
@@ -101,7 +102,8 @@ func (a *app) usage(w io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprint(w, "\nConnections (flags of every command, or the environment):\n"+
-		"  --redis URL   Redis, redis://host:6379/0 (REDIS_URL)\n"+
+		"  --redis URL   Redis, redis://host:6379/0 (REDIS_URL); with --redis-cluster a\n"+
+		"                Cluster, redis://host:port?addr=host2:port2\n"+
 		"  --pg URL      Postgres, postgres://user@host/db (DATABASE_URL)\n"+
 		"  --admin URL   a service's admin handler, http://host:8080/admin/ (HOLDFAST_ADMIN)\n"+
 		"  --token T     the admin handler's Bearer token (HOLDFAST_TOKEN)\n\n")
@@ -130,6 +132,7 @@ func (a *app) flagSet(c command) *flag.FlagSet {
 		return def
 	}
 	fs.StringVar(&a.conn.redis, "redis", env("REDIS_URL", ""), "Redis `URL` (default $REDIS_URL)")
+	fs.BoolVar(&a.conn.cluster, "redis-cluster", false, "--redis names a Redis Cluster (redis://host:port?addr=host2:port2)")
 	fs.StringVar(&a.conn.pg, "pg", env("DATABASE_URL", ""), "Postgres `URL` (default $DATABASE_URL)")
 	fs.StringVar(&a.conn.admin, "admin", env("HOLDFAST_ADMIN", ""), "admin handler base `URL` (default $HOLDFAST_ADMIN)")
 	fs.StringVar(&a.conn.token, "token", env("HOLDFAST_TOKEN", ""), "admin Bearer `token` (default $HOLDFAST_TOKEN)")

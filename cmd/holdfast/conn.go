@@ -9,17 +9,27 @@ import (
 )
 
 // openRedis connects to --redis (go-redis ParseURL: redis://, rediss://,
-// unix://). The caller closes the client.
-func (a *app) openRedis() (*redis.Client, error) {
+// unix://), or with --redis-cluster to the Cluster it names
+// (ParseClusterURL: redis://host:port?addr=host2:port2). The caller
+// closes the client.
+func (a *app) openRedis() (redis.UniversalClient, error) {
 	if a.conn.redis == "" {
 		return nil, usagef("this command needs Redis: --redis URL or REDIS_URL")
+	}
+	// One dial a command: go-redis's default of 5 dials (each retried by
+	// MaxRetries) hides "connection refused" behind the --timeout.
+	if a.conn.cluster {
+		opts, err := redis.ParseClusterURL(a.conn.redis)
+		if err != nil {
+			return nil, usagef("--redis (a Cluster): %v", err)
+		}
+		opts.DialerRetries = 1
+		return redis.NewClusterClient(opts), nil
 	}
 	opts, err := redis.ParseURL(a.conn.redis)
 	if err != nil {
 		return nil, usagef("--redis: %v", err)
 	}
-	// One dial a command: go-redis's default of 5 dials (each retried by
-	// MaxRetries) hides "connection refused" behind the --timeout.
 	opts.DialerRetries = 1
 	return redis.NewClient(opts), nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
+	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -134,4 +136,32 @@ func TestPruneRedisLedger(t *testing.T) {
 	var out pruneJSON
 	okJSON(t, &out, args...)
 	require.Equal(t, int64(0), out.Deleted)
+}
+
+// With --redis-cluster, leases ls lists the leases of every master.
+func TestLeasesOnCluster(t *testing.T) {
+	cl := redisproc.StartCluster(t, 3)
+	rdb := cl.Client(t)
+	c, err := lease.New(rdb, lease.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	var want []string
+	for i := range 9 {
+		name := fmt.Sprintf("job-%d", i)
+		l, err := c.TryAcquire(ctx, name, time.Minute)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Release(context.Background()) })
+		want = append(want, name+" "+l.Token().String())
+	}
+	url := "redis://" + cl.Addrs[0] + "?addr=" + cl.Addrs[1] + "&addr=" + cl.Addrs[2]
+	var page schedhttp.LeasesPage
+	okJSON(t, &page, "leases", "ls", "--redis", url, "--redis-cluster")
+	var got []string
+	for _, l := range page.Leases {
+		require.True(t, l.Held, l.Name)
+		got = append(got, l.Name+" "+l.Token.String())
+	}
+	require.Equal(t, want, got)
+	out := ok(t, "fence", "lease", "job-4", "--redis", url, "--redis-cluster")
+	require.Contains(t, out, strings.Fields(want[4])[1])
 }
