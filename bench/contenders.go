@@ -52,9 +52,9 @@ type Worker interface {
 }
 
 // Names lists the contenders in their output order.
-var Names = []string{"holdfast", "ideal", "redsync", "redislock"}
+var Names = []string{"holdfast", "ideal", "redsync", "redislock", "ideal_floor"}
 
-// New returns the four contenders, in the order of Names, over rdb. Each
+// New returns the five contenders, in the order of Names, over rdb. Each
 // writes only keys that start with prefix + its name + ":" (see KeyPrefix),
 // with leases of ttl.
 func New(rdb redis.UniversalClient, prefix string, ttl time.Duration) ([]Contender, error) {
@@ -67,6 +67,7 @@ func New(rdb redis.UniversalClient, prefix string, ttl time.Duration) ([]Contend
 		NewIdeal(rdb, KeyPrefix(prefix, "ideal"), ttl),
 		NewRedsync(rdb, KeyPrefix(prefix, "redsync"), ttl),
 		NewRedislock(rdb, KeyPrefix(prefix, "redislock"), ttl),
+		NewIdealFloor(rdb, KeyPrefix(prefix, "ideal_floor"), ttl),
 	}, nil
 }
 
@@ -158,11 +159,49 @@ func (*Ideal) Name() string { return "ideal" }
 // Worker implements Contender.
 func (c *Ideal) Worker(key string) Worker {
 	k := c.prefix + "{" + key + "}"
-	return &idealWorker{c: c, keys: []string{k, k + ":fence"}}
+	return &idealWorker{c: c, acquire: idealAcquire, keys: []string{k, k + ":fence"}}
+}
+
+// idealFloorAcquire is the ideal's acquire script with holdfast's clock
+// floor on the token: max(last token + 1, server TIME in µs), written to
+// the counter in one SET ... GET (see lease/scripts/acquire.lua). It costs
+// the server the one TIME command more that holdfast's script pays.
+var idealFloorAcquire = redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local now = redis.call('TIME')
+  local micros = now[1] .. string.format('%06d', tonumber(now[2]))
+  local last = redis.call('SET', KEYS[2], micros, 'GET')
+  if last and tonumber(last) >= tonumber(micros) then
+    redis.call('SET', KEYS[2], last)
+    return redis.call('INCR', KEYS[2])
+  end
+  return tonumber(micros)
+end
+return 0`)
+
+// NewIdealFloor returns the "ideal_floor" contender: the ideal with a
+// token that never goes below the server clock (idealFloorAcquire), the
+// hand-written equal of holdfast's acquire script. Its keys are laid out
+// as the ideal's.
+func NewIdealFloor(rdb redis.UniversalClient, prefix string, ttl time.Duration) *IdealFloor {
+	return &IdealFloor{Ideal{rdb: rdb, prefix: prefix, ttlArg: ttl.Milliseconds()}}
+}
+
+// IdealFloor is the ideal whose acquire script adds holdfast's TIME floor.
+type IdealFloor struct{ Ideal }
+
+// Name implements Contender.
+func (*IdealFloor) Name() string { return "ideal_floor" }
+
+// Worker implements Contender.
+func (c *IdealFloor) Worker(key string) Worker {
+	w := c.Ideal.Worker(key).(*idealWorker)
+	w.acquire = idealFloorAcquire
+	return w
 }
 
 type idealWorker struct {
-	c     *Ideal
+	c       *Ideal
+	acquire *redis.Script
 	keys  []string // lease key, fence key
 	owner string
 	token int64
@@ -174,7 +213,7 @@ func (w *idealWorker) Acquire(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	owner := hex.EncodeToString(b[:])
-	token, err := idealAcquire.Run(ctx, w.c.rdb, w.keys, owner, w.c.ttlArg).Int64()
+	token, err := w.acquire.Run(ctx, w.c.rdb, w.keys, owner, w.c.ttlArg).Int64()
 	if err != nil || token == 0 {
 		return false, err
 	}
