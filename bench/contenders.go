@@ -202,9 +202,9 @@ func (c *IdealFloor) Worker(key string) Worker {
 type idealWorker struct {
 	c       *Ideal
 	acquire *redis.Script
-	keys  []string // lease key, fence key
-	owner string
-	token int64
+	keys    []string // lease key, fence key
+	owner   string
+	token   int64
 }
 
 func (w *idealWorker) Acquire(ctx context.Context) (bool, error) {

@@ -42,16 +42,17 @@ import (
 )
 
 type config struct {
-	url        string
-	rounds     int
-	ops        int           // operations per contender per round
-	roundMax   time.Duration // bound on one contender's round
-	trials     int           // hand-off trials
-	ttl        time.Duration
-	busy       int // busy loops beside the loaded scenarios; 0: none
-	verbose    bool
-	cpuprofile string
-	memprofile string
+	url          string
+	rounds       int
+	ops          int           // operations per contender per round
+	roundMax     time.Duration // bound on one contender's round
+	trials       int           // hand-off trials
+	ttl          time.Duration
+	busy         int // busy loops beside the loaded scenarios; 0: none
+	loadedRounds int // rounds of each loaded scenario
+	verbose      bool
+	cpuprofile   string
+	memprofile   string
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.DurationVar(&cfg.roundMax, "round-max", 2*time.Second, "upper bound on one contender's round")
 	flag.IntVar(&cfg.trials, "trials", 200, "hand-off trials")
 	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease TTL")
+	flag.IntVar(&cfg.loadedRounds, "loaded-rounds", 60, "interleaved rounds per loaded_ scenario")
 	flag.IntVar(&cfg.busy, "busy", 2, "CPU-bound busy loops (processes) run beside the loaded_ scenarios; 0 skips them")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every round to stderr")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -74,8 +76,8 @@ func main() {
 }
 
 func run(cfg config, stdout, stderr io.Writer) (err error) {
-	if cfg.rounds < 1 || cfg.ops < 1 || cfg.trials < 1 || cfg.busy < 0 {
-		return errors.New("-rounds, -ops and -trials must be positive, -busy not negative")
+	if cfg.rounds < 1 || cfg.loadedRounds < 1 || cfg.ops < 1 || cfg.trials < 1 || cfg.busy < 0 {
+		return errors.New("-rounds, -loaded-rounds, -ops and -trials must be positive, -busy not negative")
 	}
 	opts, err := redis.ParseURL(cfg.url)
 	if err != nil {
@@ -119,12 +121,12 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "# leasebench %s GOMAXPROCS=%d redis=%s rounds=%d ops=%d ttl=%v busy=%d\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), opts.Addr, cfg.rounds, cfg.ops, cfg.ttl, cfg.busy)
+	fmt.Fprintf(stdout, "# leasebench %s GOMAXPROCS=%d redis=%s rounds=%d loaded_rounds=%d ops=%d ttl=%v busy=%d\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), opts.Addr, cfg.rounds, cfg.loadedRounds, cfg.ops, cfg.ttl, cfg.busy)
 	start := time.Now()
 
 	r := &runner{cfg: cfg, contenders: contenders, stderr: stderr}
-	if err := r.scenarios(ctx, stdout, ""); err != nil {
+	if err := r.scenarios(ctx, stdout, "", cfg.rounds); err != nil {
 		return err
 	}
 	if cfg.busy > 0 {
@@ -132,7 +134,7 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 		if err != nil {
 			return fmt.Errorf("busy loops: %w", err)
 		}
-		err = r.scenarios(ctx, stdout, "loaded_")
+		err = r.scenarios(ctx, stdout, "loaded_", cfg.loadedRounds)
 		stop()
 		if err != nil {
 			return err
@@ -189,14 +191,15 @@ var scenarios = []scenario{
 }
 
 // scenarios runs every scenario (but the idle-only ones when label is not
-// empty) and prints its line, its name prefixed with label.
-func (r *runner) scenarios(ctx context.Context, stdout io.Writer, label string) error {
+// empty) for rounds rounds and prints its line, its name prefixed with
+// label.
+func (r *runner) scenarios(ctx context.Context, stdout io.Writer, label string, rounds int) error {
 	for _, sc := range scenarios {
 		if label != "" && sc.idleOnly {
 			continue
 		}
 		sc.name = label + sc.name
-		res, err := r.scenario(ctx, sc)
+		res, err := r.scenario(ctx, sc, rounds)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
@@ -289,15 +292,15 @@ type result struct {
 	opsPerSec, allocs, bytes []float64 // per contender: trimmed ops/s (trimmedOpsPerSec), median allocs and bytes per op
 }
 
-// scenario runs one warm-up round and cfg.rounds measured rounds of sc for
+// scenario runs one warm-up round and rounds measured rounds of sc for
 // every contender, each round in the next of the contenders' orders
 // (orders), and returns the figures of each contender.
-func (r *runner) scenario(ctx context.Context, sc scenario) (result, error) {
+func (r *runner) scenario(ctx context.Context, sc scenario, rounds int) (result, error) {
 	n := len(r.contenders)
 	samples := make([][]sample, n)
 	ops := r.cfg.ops * sc.opsFactor
 	perms := orders(n)
-	for round := -1; round < r.cfg.rounds; round++ {
+	for round := -1; round < rounds; round++ {
 		for i := range n {
 			c := perms[max(round, 0)%len(perms)][i]
 			warm := round < 0
