@@ -266,6 +266,17 @@ type holdAll struct {
 	onWire atomic.Int64 // plain commands held
 }
 
+// newHoldAll returns a holdAll that lets everything go at the end of the
+// test at the latest, so that a failing test does not hang (its cleanup's
+// commands go through the hook too).
+func newHoldAll(t *testing.T) *holdAll {
+	h := &holdAll{gate: gate{open: make(chan struct{})}}
+	t.Cleanup(h.release)
+	return h
+}
+
+func (h *holdAll) release() { h.once.Do(func() { close(h.open) }) }
+
 func (h *holdAll) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if n := cmd.Name(); n == "hello" || n == "client" {
@@ -286,7 +297,7 @@ func TestInFlightBoundsPlainSendsAndBatchesTheRestInOrder(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
-		h := &holdAll{gate: gate{open: make(chan struct{})}}
+		h := newHoldAll(t)
 		rdb.AddHook(h)
 		const inFlight, queued = 3, 6
 		p := NewInFlight(rdb, inFlight)
@@ -300,7 +311,7 @@ func TestInFlightBoundsPlainSendsAndBatchesTheRestInOrder(t *testing.T) {
 			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "rpush", prefix+"order", i)) }()
 			testwait.Until(t, 10*time.Second, "the call queued", func() bool { return p.Queued() == i+1 })
 		}
-		close(h.open)
+		h.release()
 		for range inFlight + queued {
 			require.NoError(t, <-errs)
 		}
@@ -375,7 +386,7 @@ func TestClientClosedWhileInFlight(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
-		h := &holdAll{gate: gate{open: make(chan struct{})}}
+		h := newHoldAll(t)
 		rdb.AddHook(h)
 		p := NewInFlight(rdb, 2)
 		const calls = 6
@@ -387,7 +398,7 @@ func TestClientClosedWhileInFlight(t *testing.T) {
 			return h.onWire.Load() == 2 && p.Queued() == calls-2
 		})
 		require.NoError(t, rdb.Close())
-		close(h.open)
+		h.release()
 		for range calls {
 			require.ErrorIs(t, <-errs, redis.ErrClosed)
 		}
