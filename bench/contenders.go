@@ -1,7 +1,8 @@
-// Package bench compares holdfast's lease with three other ways of taking a
+// Package bench compares holdfast's lease with four other ways of taking a
 // lock on one Redis: a hand-written minimal lease (the baseline the design
-// sets, "ideal"), go-redsync/redsync v4 over a single pool, and
-// bsm/redislock. cmd/leasebench runs the comparison; the Go benchmarks in
+// sets, "ideal"), go-redsync/redsync v4 over a single pool,
+// bsm/redislock, and the ideal with holdfast's clock floor on the token
+// ("ideal_floor"). cmd/leasebench runs the comparison; the Go benchmarks in
 // this package run one contender at a time, for profiling.
 //
 // Every contender is driven through the same Worker interface, and no
@@ -32,7 +33,7 @@ var ErrNotHeld = errors.New("bench: lock not held")
 // Contender is one lock implementation under test.
 type Contender interface {
 	// Name is the contender's name in the output: holdfast, ideal,
-	// redsync or redislock.
+	// redsync, redislock or ideal_floor.
 	Name() string
 	// Worker returns a handle on the lock called key. A Worker is used by
 	// one goroutine at a time; several Workers may share a key.
