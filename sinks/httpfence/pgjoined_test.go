@@ -105,7 +105,9 @@ func TestPostgresBeginFenced(t *testing.T) {
 		require.NoError(t, err)
 		return tok
 	}
-	h := func(tok fence.Token, owner string) fence.Holder { return fence.Holder{Scope: "job", Token: tok, Owner: owner} }
+	h := func(tok fence.Token, owner string) fence.Holder {
+		return fence.Holder{Scope: "job", Token: tok, Owner: owner}
+	}
 
 	t.Run("StaleTokenOnANewKeyClaimsNothing", func(t *testing.T) {
 		_, err := st.BeginFenced(ctx, "stale-k0", fpA, long, f, "/stale", h(10, "a"))
