@@ -25,11 +25,12 @@ func (s *Store) JoinsFence(fs httpfence.FenceStore) bool {
 // BeginFenced implements httpfence.FencedStore in one statement (one round
 // trip, one commit) for a new key: it reads the key's live record, raises
 // the guard of (resource, h.Scope) by the rule of package pgfence unless
-// the record is in flight or of another fingerprint, and claims the key
+// the record is in flight or of another fingerprint (or the guard holds
+// h's token and owner already: nothing to write), and claims the key
 // (inserting it, or taking a dead record over) only when there was no
 // live record and the guard accepted h. A replay of a completed key is
-// that one statement too: the record read, and the guard raised. The
-// guard row stays locked until the statement commits, as with
+// that one statement too: the record read, and the guard raised. A guard
+// row it raises stays locked until the statement commits, as with
 // pgfence.Guard.Check.
 //
 // A key that another request claims between the read and the claim (the
@@ -116,11 +117,19 @@ func (s *Store) fencedSQL(guard *pgfence.Guard) string {
 // $3 lock, $4 lock TTL in ms, $5 resource, $6 scope, $7 token, $8 owner.
 //
 //   - cur is the key's live record as the statement's snapshot sees it.
+//   - held finds the guard already at h (token and owner): the rule
+//     accepts h and raising it would change nothing, so it is not
+//     written. The common case, a holder sending many requests, then
+//     costs no guard write. h is accepted as of the statement's snapshot;
+//     a raise by a newer holder that commits after it comes after h, as
+//     it would had h's raise been written.
 //   - raise is the guard's rule (fencerule.Upsert), proposed only when the
-//     key is new, dead or completed with the same fingerprint.
+//     key is new, dead or completed with the same fingerprint, and the
+//     guard is not at h already.
+//   - accepted: held or raise.
 //   - claim inserts the record, or takes a dead one over (the WHERE clause
 //     is checked on the latest row version after waiting for a concurrent
-//     writer, as in takeoverSQL), only when cur is empty and raise
+//     writer, as in takeoverSQL), only when cur is empty and h was
 //     accepted.
 //
 // Data-modifying WITH clauses run once each, to completion, whatever the
@@ -130,7 +139,7 @@ func fencedBeginSQL(keys, guard string) string {
 		Table:     guard,
 		Columns:   "resource, scope, token, owner, updated_at",
 		Values:    "$5::text, $6::text, $7::bigint, $8::text, now()",
-		When:      "NOT EXISTS (SELECT FROM cur WHERE NOT cur.same OR cur.in_flight)",
+		When:      "NOT EXISTS (SELECT FROM cur WHERE NOT cur.same OR cur.in_flight) AND NOT EXISTS (SELECT FROM held)",
 		Conflict:  "resource, scope",
 		Set:       "updated_at = now()",
 		Returning: "f.token",
@@ -138,18 +147,22 @@ func fencedBeginSQL(keys, guard string) string {
 	return `WITH cur AS (
   SELECT fingerprint = $2 AS same, lock_id IS NOT NULL AS in_flight, status, header, body
     FROM ` + keys + ` WHERE key = $1 AND expires_at > now()
+), held AS (
+  SELECT FROM ` + guard + ` WHERE resource = $5 AND scope = $6 AND token = $7 AND owner = $8
 ), raise AS (
 ` + raise + `
+), accepted AS (
+  SELECT FROM raise UNION ALL SELECT FROM held
 ), claim AS (
   INSERT INTO ` + keys + ` AS k (key, fingerprint, lock_id, expires_at)
   SELECT $1, $2, $3, now() + $4::bigint * interval '1 millisecond'
-   WHERE NOT EXISTS (SELECT FROM cur) AND EXISTS (SELECT FROM raise)
+   WHERE NOT EXISTS (SELECT FROM cur) AND EXISTS (SELECT FROM accepted)
   ON CONFLICT (key) DO UPDATE
      SET fingerprint = EXCLUDED.fingerprint, lock_id = EXCLUDED.lock_id, status = NULL, header = NULL, body = NULL,
          created_at = now(), expires_at = EXCLUDED.expires_at
    WHERE k.expires_at <= now()
   RETURNING k.lock_id
 )
-SELECT EXISTS (SELECT FROM claim), EXISTS (SELECT FROM raise), cur.same, cur.in_flight, cur.status, cur.header, cur.body
+SELECT EXISTS (SELECT FROM claim), EXISTS (SELECT FROM accepted), cur.same, cur.in_flight, cur.status, cur.header, cur.body
   FROM (VALUES (1)) AS one LEFT JOIN cur ON true`
 }
