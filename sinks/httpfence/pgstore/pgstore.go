@@ -40,7 +40,8 @@ const beginAttempts = 3
 // ... ON CONFLICT DO NOTHING), two for a live one (plus a SELECT, neither
 // writing, so a replay costs no commit flush) and three for a dead one (plus
 // a conditional UPDATE that takes it over); Complete and Abandon are one
-// conditional statement each. Expiry uses the database clock. Dead rows of keys never used again stay
+// conditional statement each. With a Fence on the same pool, BeginFenced
+// claims a new key and checks the fence in one statement (see there). Expiry uses the database clock. Dead rows of keys never used again stay
 // until DeleteExpired removes them: call it periodically (hourly, say).
 // Safe for concurrent use.
 type Store struct {
