@@ -47,10 +47,10 @@ func joinedStores(t *testing.T) (*pgstore.Store, *pgstore.Fence, *statements, *p
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	schema := newSchema(t)
-	st, err := pgstore.NewStore(pool, schema)
+	st, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, st.Migrate(context.Background()))
-	f, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
+	f, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, f.Migrate(context.Background()))
 	return st, f, count, pool
@@ -60,12 +60,12 @@ func TestPostgresStoreJoinsAFenceOnItsPool(t *testing.T) {
 	t.Parallel()
 	st, f, _, _ := joinedStores(t)
 	require.True(t, st.JoinsFence(f))
-	other, err := pgstore.NewFence(testPool(t), pgfence.Config{Schema: "x"})
+	other, err := pgstore.NewFence(testPool(t), pgfence.Options{Schema: "x"})
 	require.NoError(t, err)
 	require.False(t, st.JoinsFence(other), "a fence on another pool")
 	require.False(t, st.JoinsFence(httpfence.NewMemoryFence()))
 	_, err = st.BeginFenced(t.Context(), "k", fpA, long, other, "/r", fence.Holder{Token: 1, Owner: "a"})
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 }
 
 // A new key costs two statements: the joined claim and fence check, then
@@ -73,7 +73,7 @@ func TestPostgresStoreJoinsAFenceOnItsPool(t *testing.T) {
 func TestPostgresNewKeyIsTwoStatements(t *testing.T) {
 	t.Parallel()
 	st, f, count, _ := joinedStores(t)
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: st, Fence: f})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: st, Fence: f})
 	require.NoError(t, err)
 	h := mw(benchHandler)
 	serve := func(key, token string) int {

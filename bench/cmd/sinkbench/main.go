@@ -281,7 +281,7 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 // completes it, on the store's own table. Both in µs per request; ratio =
 // holdfast / baseline.
 func pgNewKey(ctx context.Context, pool *pgxpool.Pool, st *pgstore.Store, f *pgstore.Fence, schema string, rounds, ops int) error {
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: st, Fence: f})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: st, Fence: f})
 	if err != nil {
 		return err
 	}

@@ -38,10 +38,10 @@ func (s *Store) JoinsFence(fs httpfence.FenceStore) bool {
 // raised by then, by a holder it accepted. A holder the guard cannot take
 // (see Fence.Accept) is answered as Begin followed by Fence.Accept would
 // be, without the joined statement. fs must be a Fence that JoinsFence
-// accepts: otherwise the error matches httpfence.ErrInvalidConfig.
+// accepts: otherwise the error matches httpfence.ErrInvalidOptions.
 func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTTL time.Duration, fs httpfence.FenceStore, resource string, h fence.Holder) (httpfence.Outcome, error) {
 	if !s.JoinsFence(fs) {
-		return httpfence.Outcome{}, fmt.Errorf("%w: BeginFenced needs a pgstore.Fence on the store's database", httpfence.ErrInvalidConfig)
+		return httpfence.Outcome{}, fmt.Errorf("%w: BeginFenced needs a pgstore.Fence on the store's database", httpfence.ErrInvalidOptions)
 	}
 	f := fs.(*Fence)
 	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
