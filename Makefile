@@ -48,7 +48,11 @@ chaos: services
 test-short:
 	@$(call in-modules,HOLDFAST_SKIP_INTEGRATION=1 $(GO) test -race -count=1 $(PKGS))
 
+## lint: gofmt, go vet and staticcheck in every module; the root go.mod has
+## no replace directive (go install ...@latest refuses a module with one, and
+## the root never requires a nested module; see docs/modules.md).
 lint:
+	@if grep -q '^replace' go.mod; then echo "go.mod: the root module must have no replace directive"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	@$(call in-modules,$(GO) vet $(PKGS) && $(GO) run $(STATICCHECK) $(PKGS))
 
