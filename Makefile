@@ -6,9 +6,11 @@ PKGS := ./...
 ## lease/quorum, lease/leaseprom, scheduler/schedprom, and bench); test, lint
 ## and bench run in each. See docs/modules.md.
 MODULES := $(shell git ls-files --cached --others --exclude-standard '*go.mod' | xargs -n1 dirname | sort)
-## in-modules runs its argument (a shell command) in every module, stops at
-## the first failure, and names the module it runs in.
-in-modules = set -e; for m in $(MODULES); do echo "== module $$m"; (cd $$m && $(1)); done
+## in-modules runs its argument (a shell command) in every module, naming
+## each; it goes on after a failure and fails at the end, naming the modules
+## that failed.
+in-modules = failed=; for m in $(MODULES); do echo "== module $$m"; (cd $$m && $(1)) || failed="$$failed $$m"; done; \
+	if [ -n "$$failed" ]; then echo "== failed in module(s):$$failed"; exit 1; fi
 
 .PHONY: demo test test-short services chaos lint bench
 
