@@ -46,6 +46,17 @@ func testPrune(t *testing.T, x *fixture) {
 	final := ledger.Outcome{Status: ledger.StatusFailed, Class: ledger.ClassPermanent, Error: "final"}
 	retry := ledger.Outcome{Status: ledger.StatusFailed, Class: ledger.ClassRetryable, Error: "again", RetryAt: x.at(40)}
 
+	state := func(partition string, now time.Time) ledger.State {
+		t.Helper()
+		st, err := x.ledger.State(ctx, x.job, partition, x.at(-10), now)
+		require.NoError(t, err)
+		return st
+	}
+	// Both horizons start now, before the slots: a Prune that reset one
+	// would show in a State read later.
+	state("", x.now(-1, 0))
+	state("p", x.now(-1, 0))
+
 	// Partition "": slots 0-9 before the cutoff (slot 30), 31 after it.
 	run(x.slot(0), 3, succeeded)
 	run(x.slot(1), 3, final)
@@ -58,7 +69,7 @@ func testPrune(t *testing.T, x *fixture) {
 	require.NoError(t, x.ledger.Request(ctx, x.slot(7), "retry", x.now(7, 0))) // pending again: kept
 	run(x.slot(8), 1, retry)
 	x.requireDone(x.slot(8), h, 1, x.now(8, 0)) // budget spent: final
-	run(x.slot(31), 3, succeeded)             // after the cutoff: kept, and State.Last
+	run(x.slot(31), 3, succeeded)               // after the cutoff: kept, and State.Last
 	// Partition "p": its State.Last (slot 9) is before the cutoff: kept.
 	run(x.slotIn("p", 1), 3, succeeded)
 	run(x.slotIn("p", 9), 3, succeeded)
@@ -69,14 +80,7 @@ func testPrune(t *testing.T, x *fixture) {
 	for _, s := range kept {
 		keptRecs[s] = x.get(s)
 	}
-	now := x.now(50, 0)
-	state := func(partition string) ledger.State {
-		t.Helper()
-		st, err := x.ledger.State(ctx, x.job, partition, x.at(-10), now)
-		require.NoError(t, err)
-		return st
-	}
-	before := map[string]ledger.State{"": state(""), "p": state("p")}
+	before := map[string]ledger.State{"": state("", x.now(50, 0)), "p": state("p", x.now(50, 0))}
 
 	n, err := p.Prune(ctx, x.at(30))
 	require.NoError(t, err)
@@ -88,7 +92,7 @@ func testPrune(t *testing.T, x *fixture) {
 		requireSameRecord(t, keptRecs[s], x.get(s), "kept "+x.label(s.At)+" in partition "+s.Partition)
 	}
 	for part, st := range before {
-		requireSameState(t, st, state(part), "State of partition "+part+" after Prune")
+		requireSameState(t, st, state(part, x.now(51, 0)), "State of partition "+part+" after Prune")
 	}
 	recs, err := x.ledger.List(ctx, x.job, "", x.at(-10), x.at(60), 100)
 	require.NoError(t, err)
