@@ -19,8 +19,12 @@
 //	    UNIQUE (job_run_id, attempt)
 //	job_pauses(job_name PRIMARY KEY, paused, updated_at)
 //
+// Migrations returns the same SQL as NNN_name.up.sql files for goose,
+// golang-migrate or atlas, for a role without DDL rights
+// (docs/operations.md, "Migrations without DDL rights").
+//
 // One job_runs row is a slot's logical run; its job_run_attempts rows are
-// the attempts, never removed by the ledger. attempt - attempt_base is how
+// the attempts, removed only by Prune (see Retention). attempt - attempt_base is how
 // many attempts were made since the last Request: that is what Begin
 // compares with maxAttempts. retry_at is set for a failure that may be
 // retried and NULL when it is final. Slot instants are stored at second
