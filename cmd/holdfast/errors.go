@@ -39,10 +39,6 @@ func notFoundf(format string, args ...any) error {
 	return &codedError{code: exitNotFound, err: fmt.Errorf(format, args...)}
 }
 
-func refusedf(format string, args ...any) error {
-	return &codedError{code: exitRefused, err: fmt.Errorf(format, args...)}
-}
-
 // codeOf returns the exit code of err: codedError's, else exitError (1).
 func codeOf(err error) int {
 	if err == nil {
