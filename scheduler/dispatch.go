@@ -286,8 +286,7 @@ func (s *Scheduler) claimBatches(ttl time.Duration, es []*entry) {
 		for i, e := range chunk {
 			names[i] = e.u.lease
 		}
-		leases, errs := s.cfg.Leases.TryAcquireAll(s.leaseCtx(), names, ttl)
-		pre := s.fastBeginAll(chunk, leases)
+		leases, errs, pre := s.acquireAll(chunk, names, ttl)
 		for i, e := range chunk {
 			if errs[i] == nil {
 				h, p := newHold(e.u, leases[i]), pre[i]
@@ -328,7 +327,8 @@ func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*ledge
 		if leases[i] == nil {
 			continue
 		}
-		if req, ok := s.fastRequest(newHold(e.u, leases[i]), e.req, now); ok {
+		if req, ok := s.fastRequest(e.u, e.req, now); ok {
+			req.Fence = newHold(e.u, leases[i]).fence
 			reqs = append(reqs, req)
 			at = append(at, i)
 		}
