@@ -200,7 +200,9 @@ func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Dur
 // and lost as any other. acquire gets one request per valid name (the
 // owners drawn here) and must answer each as c's backend's Acquire would,
 // on c's backend's store and keys (RedisBackend.Granted builds a grant of
-// the built-in backend), with one Grant and one error per request; it is
+// the built-in backend), with one Grant and one error per request (an
+// error matching ErrNotTried for an acquisition it did not make, which
+// the name is then answered with); it is
 // called once, at most, and not at all when no name is valid. Grants
 // answered too late for their trust window are undone with c's backend,
 // as in TryAcquireAll.
@@ -286,6 +288,9 @@ func (c *Client) flagTTL() time.Duration {
 // an error. A grant answered at or after the end of its trust window is
 // undone: its token is never handed out.
 func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g Grant, err error) (*Lease, error) {
+	if errors.Is(err, ErrNotTried) {
+		return nil, err
+	}
 	if err != nil {
 		outcome := OutcomeError
 		if errors.Is(err, ErrSlowAcquire) {

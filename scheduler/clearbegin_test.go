@@ -45,8 +45,8 @@ func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRe
 }
 
 // ClaimAll counts the slots the joined claim began as BeginIfClear would.
-func (c *countingLedger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, now time.Time) ([]ledger.ClaimResult, error) {
-	out, err := c.Ledger.ClaimAll(ctx, leases, reqs, now)
+func (c *countingLedger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
+	out, err := c.Ledger.ClaimAll(ctx, leases, reqs, limit, now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range out {

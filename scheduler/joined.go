@@ -27,20 +27,29 @@ func joinerOf(cfg Config) ledger.LeaseJoiner {
 	if !ok {
 		return nil
 	}
-	if _, err := j.ClaimAll(context.Background(), cfg.Leases.Backend(), nil, time.Time{}); err != nil {
+	if _, err := j.ClaimAll(context.Background(), cfg.Leases.Backend(), nil, 0, time.Time{}); err != nil {
 		return nil
 	}
 	return j
 }
 
-// acquireAll takes the leases of chunk (names) for ttl and makes the fast
-// requests of their fires: in one call of a joined ledger, else a batch
-// acquisition and one BeginIfClear call for the leases won (fastBeginAll).
-// pre[i] is the ledger's answer to chunk[i]'s fast request (nil: none
-// made).
-func (s *Scheduler) acquireAll(chunk []*entry, names []string, ttl time.Duration) (leases []*lease.Lease, errs []error, pre []*ledger.BeginResult) {
+// acquireAll takes at most places of the leases of chunk (names) for ttl
+// and makes the fast requests of their fires: in one call of a joined
+// ledger, which tries the units in order until it took places leases
+// and tells of the rest which ones are held (lease.ErrNotTried for the
+// others); else a batch acquisition of the first places and one
+// BeginIfClear call for the leases won (fastBeginAll), the rest not
+// tried. pre[i] is the ledger's answer to chunk[i]'s fast request (nil:
+// none made).
+func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl time.Duration) (leases []*lease.Lease, errs []error, pre []*ledger.BeginResult) {
 	if s.joiner == nil {
-		leases, errs = s.cfg.Leases.TryAcquireAll(s.leaseCtx(), names, ttl)
+		leases, errs = make([]*lease.Lease, len(chunk)), make([]error, len(chunk))
+		for i := places; i < len(chunk); i++ {
+			errs[i] = lease.ErrNotTried
+		}
+		l, e := s.cfg.Leases.TryAcquireAll(s.leaseCtx(), names[:places], ttl)
+		copy(leases, l)
+		copy(errs, e)
 		return leases, errs, s.fastBeginAll(chunk, leases)
 	}
 	now := s.clock.Now()
@@ -59,7 +68,7 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, ttl time.Duration
 			creqs[i] = ledger.ClaimRequest{Lease: r, Begin: begins[r.Name]}
 		}
 		grants, gerrs := make([]lease.Grant, len(reqs)), make([]error, len(reqs))
-		res, err := s.joiner.ClaimAll(ctx, s.cfg.Leases.Backend(), creqs, now)
+		res, err := s.joiner.ClaimAll(ctx, s.cfg.Leases.Backend(), creqs, places, now)
 		for i := range reqs {
 			if err != nil {
 				gerrs[i] = err

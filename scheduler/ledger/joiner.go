@@ -19,7 +19,12 @@ import (
 //
 // ClaimAll answers each request (one result per request, in order) or
 // returns ErrNotJoinable (nothing done) when leases is not a backend it can
-// join. A lease is taken as the backend's Acquire takes it, and a slot is
+// join; called with no requests, it only tells, without I/O. It takes at
+// most limit leases (limit > 0), in request order: once it took limit,
+// a later request whose lease is held is answered as held, and one whose
+// lease is free is not tried (Err matching lease.ErrNotTried), so that a
+// caller with few places to run claims asks for many units in one call
+// and learns which ones others hold. A lease is taken as the backend's Acquire takes it, and a slot is
 // begun only under a lease the same call took, fenced with its token (the
 // Fence of Scope Lease.Name, the token issued, Lease.Owner), as Begin
 // does.
@@ -31,7 +36,7 @@ import (
 // lease.ErrNotHeld, a store error). A ledger that cannot join the two
 // makes them one after the other.
 type LeaseJoiner interface {
-	ClaimAll(ctx context.Context, leases lease.Backend, reqs []ClaimRequest, now time.Time) ([]ClaimResult, error)
+	ClaimAll(ctx context.Context, leases lease.Backend, reqs []ClaimRequest, limit int, now time.Time) ([]ClaimResult, error)
 	FinishRelease(ctx context.Context, leases lease.Backend, h lease.Held, s Slot, f Fence, attempt int, o Outcome, now time.Time) (finishErr, releaseErr error)
 }
 

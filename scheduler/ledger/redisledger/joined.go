@@ -35,7 +35,7 @@ import (
 // may have been taken, released on a best effort (and its slot, which may
 // have been begun, is found abandoned by the next claim, as after a crash
 // between Begin and the run).
-func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, now time.Time) ([]ledger.ClaimResult, error) {
+func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
 	b, ok := leases.(*lease.RedisBackend)
 	if !ok || !b.Joinable(l.rdb) {
 		return nil, ledger.ErrNotJoinable
@@ -53,7 +53,13 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 	}
 	var groups [][]int // the requests of each script
 	if l.cluster {
+		// One script per unit: the limit is kept here, and the requests
+		// after it are not tried.
 		for i := range reqs {
+			if limit > 0 && i >= limit {
+				out[i].Err = lease.ErrNotTried
+				continue
+			}
 			groups = append(groups, []int{i})
 		}
 	} else {
@@ -67,6 +73,9 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 	cmds := make([]*redis.Cmd, len(groups))
 	for g, idx := range groups {
 		keys, args, err := l.claimCommand(b, reqs, idx, paused, now)
+		if !l.cluster {
+			args[1] = limit
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +109,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 // claimCommand builds the keys and arguments of claimall.lua for the
 // requests idx of reqs.
 func (l *Ledger) claimCommand(b *lease.RedisBackend, reqs []ledger.ClaimRequest, idx []int, paused map[string]bool, now time.Time) (keys []string, args []any, err error) {
-	args = append(args, millis(now), len(idx))
+	args = append(args, millis(now), 0, len(idx)) // no limit: one unit per script on Cluster
 	for _, i := range idx {
 		r := reqs[i]
 		lk, err := b.Keys(r.Lease.Name)
@@ -167,6 +176,10 @@ func (l *Ledger) pausedJobs(ctx context.Context, reqs []ledger.ClaimRequest) (ma
 // claimResult reads one unit's 4 values of the claim script's reply.
 func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []any, paused map[string]bool) ledger.ClaimResult {
 	var res ledger.ClaimResult
+	if code, _ := v[1].(int64); code == 5 {
+		res.Err = lease.ErrNotTried
+		return res
+	}
 	switch tok := v[0].(type) {
 	case int64: // held: minus the remaining TTL
 		res.Grant = lease.Grant{Remaining: time.Duration(-tok) * time.Millisecond}
