@@ -25,16 +25,20 @@ import (
 // ClaimAll implements ledger.LeaseJoiner on a *lease.RedisBackend over
 // the ledger's own client, without replica acknowledgements
 // (lease.RedisBackend.Joinable), and returns ledger.ErrNotJoinable for any
-// other. It takes the leases of reqs with the backend's keys and begins the slots
-// asked for, each in the script that took its lease (claimall.lua): one
-// script for all of reqs on a single server or Sentinel, one per request
-// on Cluster, all in one pipeline (one round trip per node). On Cluster
-// the jobs' pause flags, under another hash tag, are read first (one more
-// round trip): a paused job's slot is not begun (Begin.Clear false), as
-// when State read the flag before Begin. It returns one result per request. A request whose script failed gets its error, its lease, which
-// may have been taken, released on a best effort (and its slot, which may
-// have been begun, is found abandoned by the next claim, as after a crash
-// between Begin and the run).
+// other. It takes the leases of reqs with the backend's keys and begins
+// the slots asked for, each in the script that took its lease
+// (claimall.lua): one script for all of reqs on a single server or
+// Sentinel, one per request on Cluster (where only the first limit
+// requests are tried), all in one pipeline (one round trip per node). On
+// Cluster the jobs' pause flags, under another hash tag, are read first
+// (one more round trip): a paused job's slot is not begun (Begin.Clear
+// false), as when State read the flag before Begin. A slot found done
+// has its lease, unused, released in the same script (the request is
+// answered not acquired, Begin.Err ledger.ErrSlotDone). It returns one
+// result per request. A request whose script failed gets its error, its
+// lease, which may have been taken, released on a best effort (and its
+// slot, which may have been begun, is found abandoned by the next claim,
+// as after a crash between Begin and the run).
 func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
 	b, ok := leases.(*lease.RedisBackend)
 	if !ok || !b.Joinable(l.rdb) {
