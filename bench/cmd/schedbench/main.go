@@ -287,7 +287,8 @@ func (r result) print(name string, replicas int) {
 // instance's recovery claim at Start (one per job and partition) to be
 // over before it comes due, which runHoldfast waits for.
 func lead(slots, replicas int) time.Duration {
-	return 4*time.Second + time.Duration(slots*replicas)*800*time.Microsecond
+	d := 4*time.Second + time.Duration(slots*replicas)*800*time.Microsecond
+	return d.Round(time.Second) // the slot is a whole second
 }
 
 func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string) (result, error) {

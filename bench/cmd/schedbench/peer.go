@@ -58,7 +58,7 @@ func (l redisLock) Unlock(ctx context.Context) error { return l.l.Release(ctx) }
 func runPeer(t target, jobs, replicas int) error {
 	prefix := fmt.Sprintf("holdfast-schedbench-peer:%d:", time.Now().UnixNano())
 	defer t.cleanup(prefix)
-	start := time.Now().Truncate(time.Second).Add(4*time.Second + time.Duration(jobs)*200*time.Microsecond)
+	start := time.Now().Truncate(time.Second).Add((4*time.Second + time.Duration(jobs)*200*time.Microsecond).Round(time.Second))
 	rec := newRecorder(jobs)
 	var scheds []gocron.Scheduler
 	var clients []interface{ Close() error }
