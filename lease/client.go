@@ -180,6 +180,34 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 // as in TryAcquire. A scheduler claiming many (job, partition) leases at a
 // second's boundary uses it.
 func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Duration, opts ...AcquireOption) (leases []*Lease, errs []error) {
+	acquire := func(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error) {
+		if ba, ok := c.b.(BatchAcquirer); ok {
+			return ba.AcquireAll(ctx, reqs)
+		}
+		grants, errs := make([]Grant, len(reqs)), make([]error, len(reqs))
+		for j, r := range reqs {
+			grants[j], errs[j] = c.b.Acquire(ctx, r.Name, r.Owner, r.TTL)
+		}
+		return grants, errs
+	}
+	return c.TryAcquireAllWith(ctx, names, ttl, acquire, opts...)
+}
+
+// TryAcquireAllWith is TryAcquireAll with the batch's acquisitions made by
+// acquire instead of the backend's AcquireAll: a caller that takes the
+// leases in the same script as writes of its own (the scheduler's Redis
+// ledger begins each slot in the script that takes its lease, see
+// RedisBackend.Joinable) gets them back as Leases of c, renewed, released
+// and lost as any other. acquire gets one request per valid name (the
+// owners drawn here) and must answer each as c's backend's Acquire would,
+// on c's backend's store and keys (RedisBackend.Granted builds a grant of
+// the built-in backend), with one Grant and one error per request (an
+// error matching ErrNotTried for an acquisition it did not make, which
+// the name is then answered with); it is
+// called once, at most, and not at all when no name is valid. Grants
+// answered too late for their trust window are undone with c's backend,
+// as in TryAcquireAll.
+func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time.Duration, acquire func(context.Context, []AcquireRequest) ([]Grant, []error), opts ...AcquireOption) (leases []*Lease, errs []error) {
 	leases, errs = make([]*Lease, len(names)), make([]error, len(names))
 	if err := validateTTL(ttl); err != nil {
 		for i := range errs {
@@ -205,16 +233,7 @@ func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Dur
 		return leases, errs
 	}
 	start := time.Now()
-	var grants []Grant
-	var gerrs []error
-	if ba, ok := c.b.(BatchAcquirer); ok {
-		grants, gerrs = ba.AcquireAll(ctx, reqs)
-	} else {
-		grants, gerrs = make([]Grant, len(reqs)), make([]error, len(reqs))
-		for j, r := range reqs {
-			grants[j], gerrs[j] = c.b.Acquire(ctx, r.Name, r.Owner, r.TTL)
-		}
-	}
+	grants, gerrs := acquire(ctx, reqs)
 	took := time.Since(start)
 	cfg := newAcquireConfig(opts)
 	if took >= ttl-Drift(ttl) {
@@ -270,6 +289,9 @@ func (c *Client) flagTTL() time.Duration {
 // an error. A grant answered at or after the end of its trust window is
 // undone: its token is never handed out.
 func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g Grant, err error) (*Lease, error) {
+	if errors.Is(err, ErrNotTried) {
+		return nil, err
+	}
 	if err != nil {
 		outcome := OutcomeError
 		if errors.Is(err, ErrSlowAcquire) {

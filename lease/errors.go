@@ -24,6 +24,11 @@ var (
 	// ErrNotAcquired matches every *NotAcquiredError: the lease is held by
 	// another owner.
 	ErrNotAcquired = errors.New("lease: not acquired, held by another owner")
+	// ErrNotTried answers a name of TryAcquireAllWith whose acquisition
+	// its acquire function did not make (it took as many leases as its
+	// caller could use and found this one free): nothing was taken, and
+	// nothing is logged or observed for it.
+	ErrNotTried = errors.New("lease: acquisition not tried")
 	// ErrNotHeld is returned by Renew and Release, and is the cause of a
 	// loss, when the key no longer holds our owner: it expired, was
 	// deleted, or was taken by someone else.

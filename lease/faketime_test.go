@@ -19,7 +19,7 @@ import (
 func fakeTimeClient(t *testing.T, mr *miniredis.Miniredis) (*Client, *scriptHook) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	for _, src := range []string{acquireSrc, renewSrc, releaseSrc} {
+	for _, src := range []string{acquireScript.Source(), renewScript.Source(), releaseScript.Source()} {
 		// Loaded up front, so each call is one EVALSHA and a delay in
 		// the hook applies once.
 		require.NoError(t, rdb.ScriptLoad(context.Background(), src).Err())

@@ -38,11 +38,11 @@ func scriptName(cmd redis.Cmder) string {
 		return ""
 	}
 	switch body {
-	case acquireScript.Hash(), acquireSrc:
+	case acquireScript.Hash(), acquireScript.Source():
 		return "acquire"
-	case renewScript.Hash(), renewSrc:
+	case renewScript.Hash(), renewScript.Source():
 		return "renew"
-	case releaseScript.Hash(), releaseSrc:
+	case releaseScript.Hash(), releaseScript.Source():
 		return "release"
 	}
 	return ""

@@ -64,7 +64,7 @@ func newLease(parent, lifetime context.Context, c *Client, name, owner string, g
 			// Free the key for the next holder now rather than at TTL.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(parent), ttl)
 			defer cancel()
-			_ = l.releaseKey(rctx)
+			_ = l.releaseKey(rctx, c.b.Release)
 		})
 		l.mu.Unlock()
 	}
@@ -259,17 +259,34 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld
 	}
+	return l.ReleaseWith(ctx, l.c.b.Release)
+}
+
+// ReleaseWith is Release with the key deleted by release instead of the
+// backend's Release: a caller that gives the lease back in the same script
+// as a write of its own (the scheduler's Redis ledger records a run's end
+// and releases its lease in one round trip) ends the lease as Release
+// does, keep-alive stopped first. release must answer as the backend's
+// Release would (nil, ErrNotHeld, another error) for h, this lease. It
+// runs at most once per answer, as Release's compare-and-delete does: not
+// at all when the lease was released before (ReleaseWith then returns
+// that answer), again on a later call after an error without an answer.
+// Errors as Release's.
+func (l *Lease) ReleaseWith(ctx context.Context, release func(ctx context.Context, h Held) error) error {
+	if l == nil {
+		return ErrNotHeld
+	}
 	l.end(ErrReleased)
 	if err := l.c.keeper.remove(ctx, l); err != nil {
 		return fmt.Errorf("lease %q: release: waiting for keep-alive: %w", l.name, err)
 	}
-	return l.releaseKey(ctx)
+	return l.releaseKey(ctx, release)
 }
 
 // releaseKey runs the compare-and-delete once: concurrent calls wait for
 // the one in flight (or for their ctx), and once the backend answered,
 // every call returns that answer.
-func (l *Lease) releaseKey(ctx context.Context) error {
+func (l *Lease) releaseKey(ctx context.Context, release func(context.Context, Held) error) error {
 	l.mu.Lock()
 	for l.releasing {
 		if l.releaseDone == nil {
@@ -291,7 +308,7 @@ func (l *Lease) releaseKey(ctx context.Context) error {
 	l.releasing = true
 	l.mu.Unlock()
 
-	err := l.c.b.Release(ctx, l.held())
+	err := release(ctx, l.held())
 
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -400,3 +400,21 @@ func (b *RedisBackend) wait(ctx context.Context, leaseKey string, want int) (int
 	}
 	return int(got), nil
 }
+
+// Joinable reports whether a script of another package sent through rdb
+// may take and give back b's leases itself, in the same round trip as its
+// own writes, with internal/leaselua's functions on the keys of Keys
+// (Client.TryAcquireAllWith, Lease.ReleaseWith): rdb is the very client b
+// sends through (so the keys are on the same Redis), and b waits for no
+// replica acknowledgement (RedisOptions.ReplicaAck), which such a script
+// cannot give.
+func (b *RedisBackend) Joinable(rdb redis.UniversalClient) bool {
+	return b != nil && rdb == b.rdb && b.ack.Replicas == 0
+}
+
+// Granted returns the Grant of an acquisition of the lease called name by
+// owner, for ttl, that a joined script (Joinable) took with token: its
+// Handle prepares the renewals and the release as Acquire's does.
+func (b *RedisBackend) Granted(name, owner string, ttl time.Duration, token fence.Token) Grant {
+	return Grant{Acquired: true, Token: token, Handle: b.newHandle(name, owner, ttl)}
+}

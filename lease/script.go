@@ -3,16 +3,19 @@ package lease
 import (
 	_ "embed"
 
+	"github.com/holdfast-go/holdfast/internal/leaselua"
 	"github.com/holdfast-go/holdfast/internal/luascript"
 )
 
 // Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (after a
 // SCRIPT FLUSH, a restart or a failover): see internal/luascript. Their
-// commands are prepared once per handle (see redisHandle).
+// commands are prepared once per handle (see redisHandle). Acquire and
+// release are internal/leaselua's functions, shared with the scripts of
+// other packages that take or give back a lease in their own round trip.
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = luascript.New(acquireSrc)
+	acquireScript = luascript.New(leaselua.Lua, acquireSrc)
 
 	//go:embed scripts/renew.lua
 	renewSrc    string
@@ -20,7 +23,7 @@ var (
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = luascript.New(releaseSrc)
+	releaseScript = luascript.New(leaselua.Lua, releaseSrc)
 
 	//go:embed scripts/inspect.lua
 	inspectSrc    string

@@ -38,7 +38,7 @@ func (s *Scheduler) attempt(h hold, f cron.Fire) (ran bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	s.run(h, f, n, left)
+	s.run(h, f, n, left, false)
 	return true, nil
 }
 
@@ -81,8 +81,11 @@ func (s *Scheduler) newRun(h hold, f cron.Fire, n int) Run {
 // run runs attempt n of slot f, begun under h, and records how it ended.
 // The job's ctx ends when h's lease ends, Job.Timeout passes (on the
 // scheduler's clock), the scheduler's grace period ends, or a newer slot
-// replaces the run (OverlapCancelOther).
-func (s *Scheduler) run(h hold, f cron.Fire, n, left int) {
+// replaces the run (OverlapCancelOther). With last, the claim ends after
+// this run unless a later slot came due meanwhile: then, on a ledger that
+// joins the leases (Scheduler.joiner), the outcome is recorded and h's
+// lease released in one step, and run reports released.
+func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released bool) {
 	job := h.u.job
 	ctx := h.ctx()
 	run := s.newRun(h, f, n)
@@ -119,9 +122,15 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int) {
 	took := s.clock.Now().Sub(started)
 	// The ledger write must go through even though ctx may have ended: the
 	// fence, not the context, decides whether it is still ours to make.
-	if err := s.cfg.Ledger.Finish(context.WithoutCancel(ctx), run.Slot, h.fence, n, o, s.clock.Now()); err != nil {
+	var err error
+	if last && s.joiner != nil && !s.dueAfter(h.u, f) {
+		released, err = true, s.finishRelease(context.WithoutCancel(ctx), h, run.Slot, n, o)
+	} else {
+		err = s.cfg.Ledger.Finish(context.WithoutCancel(ctx), run.Slot, h.fence, n, o, s.clock.Now())
+	}
+	if err != nil {
 		s.ledgerRefused(ctx, run.Slot, OpFinish, err)
-		return
+		return released
 	}
 	s.obs.RunCompleted(job.Name, o.Status, took, s.clock.Now())
 	if o.Status == ledger.StatusFailed {
@@ -133,6 +142,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int) {
 	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", job.Name), slog.String("partition", h.u.partition),
 		slog.Time("slot", f.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
 		logattr.Duration("took", took), slog.String("class", string(o.Class)), slog.String("error", o.Error))
+	return released
 }
 
 // outcome is how an attempt that returned runErr is recorded, with its

@@ -119,7 +119,8 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 	cs := newClaimState(seen)
 	if req.scheduled() && (pre != nil || s.life.claim.Err() == nil) {
 		if pre == nil {
-			if r, ok := s.fastRequest(h, req, s.clock.Now()); ok {
+			if r, ok := s.fastRequest(h.u, req, s.clock.Now()); ok {
+				r.Fence = h.fence
 				res := s.cfg.Ledger.(ledger.ClearBeginner).BeginIfClear(h.ctx(), []ledger.BeginRequest{r}, s.clock.Now())[0]
 				pre = &res
 			}
@@ -216,11 +217,12 @@ func (s *Scheduler) carryOut(h hold, req claimReq, p plan, cs *claimState) (agai
 }
 
 // fastRequest returns the ClearBeginner request of the scheduled fire of
-// req under h, or false when the claim must plan: the ledger has no fast
-// path, the job runs OverlapAllow, no earlier fire is known, a later slot
-// is due too, or the fire is late (the missed-slot policy decides).
-func (s *Scheduler) fastRequest(h hold, req claimReq, now time.Time) (ledger.BeginRequest, bool) {
-	job := h.u.job
+// req for u, its Fence left to the caller (the unit lease's), or false
+// when the claim must plan: the ledger has no fast path, the job runs
+// OverlapAllow, no earlier fire is known, a later slot is due too, or the
+// fire is late (the missed-slot policy decides).
+func (s *Scheduler) fastRequest(u *unit, req claimReq, now time.Time) (ledger.BeginRequest, bool) {
+	job := u.job
 	if _, ok := s.cfg.Ledger.(ledger.ClearBeginner); !ok || job.Overlap == OverlapAllow {
 		return ledger.BeginRequest{}, false
 	}
@@ -237,7 +239,7 @@ func (s *Scheduler) fastRequest(h hold, req claimReq, now time.Time) (ledger.Beg
 		return ledger.BeginRequest{}, false
 	}
 	return ledger.BeginRequest{
-		Slot: h.slot(req.fire.At), Fence: h.fence,
+		Slot:        ledger.Slot{Job: job.Name, At: req.fire.At, Partition: u.partition},
 		MaxAttempts: job.MaxAttempts, Prev: prev, Since: job.window.since(now),
 	}, true
 }
@@ -255,9 +257,14 @@ func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResul
 	}
 	cs.handled[fire.At] = true
 	cs.runFrom = s.clock.Now()
-	s.run(h, fire, res.Attempt, res.Left)
+	released := s.run(h, fire, res.Attempt, res.Left, true)
 	cs.runTo = s.clock.Now()
-	next, ok := h.u.job.window.next(fire.At)
+	return !released && s.dueAfter(h.u, fire)
+}
+
+// dueAfter reports whether u's schedule has a slot after fire due by now.
+func (s *Scheduler) dueAfter(u *unit, fire cron.Fire) bool {
+	next, ok := u.job.window.next(fire.At)
 	return ok && !next.At.After(s.clock.Now())
 }
 

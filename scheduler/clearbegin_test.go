@@ -16,8 +16,9 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
-// countingLedger counts State and BeginIfClear calls of the RedisLedger it
-// wraps, keeping BeginIfClear visible to the scheduler.
+// countingLedger counts State calls and the slots BeginIfClear or the
+// joined claim (ClaimAll) began, of the RedisLedger it wraps, keeping both
+// visible to the scheduler.
 type countingLedger struct {
 	*redisledger.Ledger
 	mu            sync.Mutex
@@ -41,6 +42,19 @@ func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRe
 		}
 	}
 	return out
+}
+
+// ClaimAll counts the slots the joined claim began as BeginIfClear would.
+func (c *countingLedger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
+	out, err := c.Ledger.ClaimAll(ctx, leases, reqs, limit, now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range out {
+		if r.Begin != nil && r.Begin.Clear && r.Begin.Err == nil {
+			c.clear++
+		}
+	}
+	return out, err
 }
 
 // After the first, every scheduled slot of a replica running alone is
@@ -68,8 +82,8 @@ func TestScheduledSlotsBeginWithoutState(t *testing.T) {
 		defer counting.mu.Unlock()
 		// Only the recovery claim at Start reads State; every slot,
 		// the first too (its earlier fire is computed: none, from
-		// StartAt), begins in one call.
-		require.Equal(t, len(slots), counting.clear, "slots begun by BeginIfClear")
+		// StartAt), begins in one call, the one that takes its lease.
+		require.Equal(t, len(slots), counting.clear, "slots begun by the joined claim")
 		require.Equal(t, 1, counting.states, "State calls")
 	})
 }

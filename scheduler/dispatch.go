@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"container/heap"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -269,9 +270,12 @@ func (s *Scheduler) trigger(e *entry) {
 }
 
 // claimBatches claims the busy units of es, whose leases share ttl: it
-// takes places in the pool, acquires that many leases in one batch, hands
-// each lease won to a claim and gives the other places back, until es is
-// done or claiming stops.
+// takes places in the pool, tries up to maxClaimBatch units in one batch
+// (twice its places and claimLookahead more at most), acquiring no more
+// leases than it took places (a joined ledger tells of
+// the other units which ones are held; the free ones wait for the next
+// batch), hands each lease won to a claim and gives the other places
+// back, until es is done or claiming stops.
 func (s *Scheduler) claimBatches(ttl time.Duration, es []*entry) {
 	for len(es) > 0 {
 		k := s.takePlaces(min(len(es), maxClaimBatch))
@@ -281,35 +285,71 @@ func (s *Scheduler) claimBatches(ttl time.Duration, es []*entry) {
 			}
 			return
 		}
-		chunk := es[:k]
-		es = es[k:]
-		names := make([]string, k)
+		chunk := es[:min(len(es), maxClaimBatch, 2*k+claimLookahead)]
+		es = es[len(chunk):]
+		names := make([]string, len(chunk))
 		for i, e := range chunk {
 			names[i] = e.u.lease
 		}
-		leases, errs := s.cfg.Leases.TryAcquireAll(s.leaseCtx(), names, ttl)
-		pre := s.fastBeginAll(chunk, leases)
+		leases, errs, pre := s.acquireAll(chunk, names, k, ttl)
+		var untried, lost []int
 		for i, e := range chunk {
-			if errs[i] == nil {
+			switch {
+			case errs[i] == nil:
+				k--
 				h, p := newHold(e.u, leases[i]), pre[i]
 				s.wg.Go(func() {
 					defer func() { <-s.sem }()
 					s.unitLoop(e, &h, p)
 				})
-				continue
+			case errors.Is(errs[i], lease.ErrNotTried):
+				untried = append(untried, i)
+			default:
+				lost = append(lost, i)
 			}
+		}
+		for _, i := range lost {
+			e := chunk[i]
 			s.noteSeen(e.u, e.req)
 			s.claimSkipped(e.u, e.req, errs[i])
 			if next, ok := s.again(e.u); ok {
-				s.wg.Go(func() {
-					defer func() { <-s.sem }()
-					s.unitLoop(next, nil, nil)
-				})
-				continue
+				s.runAgain(next, k > 0)
+				k = max(k-1, 0)
 			}
+		}
+		for ; k > 0; k-- {
 			<-s.sem
 		}
+		back := make([]*entry, 0, len(untried)+len(es))
+		for _, i := range untried {
+			back = append(back, chunk[i])
+		}
+		es = append(back, es...)
 	}
+}
+
+// claimLookahead is how many units beyond twice its places a batch
+// tries (16): a joined ledger tells of them, for a few commands each,
+// which ones another replica holds, so that this one drops them, but
+// checks each free one again in every batch that does not take it.
+const claimLookahead = 16
+
+// runAgain runs a claim of next, which arrived for its unit while a claim
+// of it was busy, in a place of the pool: the caller's (placed), or one it
+// waits for.
+func (s *Scheduler) runAgain(next *entry, placed bool) {
+	s.wg.Go(func() {
+		if !placed {
+			select {
+			case s.sem <- struct{}{}:
+			case <-s.life.claim.Done():
+				s.idle(next.u)
+				return
+			}
+		}
+		defer func() { <-s.sem }()
+		s.unitLoop(next, nil, nil)
+	})
 }
 
 // fastBeginAll makes the ClearBeginner requests of the fires of chunk whose
@@ -329,7 +369,8 @@ func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*ledge
 		if leases[i] == nil {
 			continue
 		}
-		if req, ok := s.fastRequest(newHold(e.u, leases[i]), e.req, now); ok {
+		if req, ok := s.fastRequest(e.u, e.req, now); ok {
+			req.Fence = newHold(e.u, leases[i]).fence
 			reqs = append(reqs, req)
 			at = append(at, i)
 		}

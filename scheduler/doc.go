@@ -56,7 +56,13 @@
 //  2. for a scheduled fire, with a ledger that implements
 //     ledger.ClearBeginner (redisledger on a single server or Sentinel), asks it to begin the
 //     slot if nothing else is due (batched too), and when it did runs it
-//     and goes to step 4; otherwise
+//     and goes to step 4. A ledger that joins the leases' backend
+//     (ledger.LeaseJoiner: redisledger over the lease Client's own Redis
+//     client, on Cluster too) does steps 1 and 2 in one script per batch,
+//     which tries up to twice the free places (and 16 more) and takes at
+//     most that many leases, so a replica that finds the leases held pays
+//     a few commands per unit; the run's outcome and the release are then
+//     one script too. Otherwise
 //     reads the unit's State from the ledger (open slots, the last slot
 //     seen, the horizon, the pause flag) and plans what is due, oldest
 //     first: open slots whose retry time has come (failed with attempts

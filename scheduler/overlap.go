@@ -57,7 +57,7 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 	s.wg.Go(func() {
 		defer s.active.Add(-1)
 		defer func() { _ = l.Release(context.WithoutCancel(s.life.run)) }()
-		s.run(h, f, n, left)
+		s.run(h, f, n, left, false)
 	})
 	return nil
 }

@@ -88,6 +88,8 @@ type Scheduler struct {
 	active  atomic.Int64 // units with a claim running, and OverlapAllow runs
 	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
 
+	joiner ledger.LeaseJoiner // the ledger, when it joins the leases' backend; else nil
+
 	sem         chan struct{}
 	life        lifetime
 	claimCancel context.CancelFunc // stops claiming
@@ -170,7 +172,7 @@ func New(cfg Options) (*Scheduler, error) {
 		cfg.Jitter = rand.NewPCG(rand.Uint64(), rand.Uint64())
 	}
 	return &Scheduler{
-		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock, rand: rand.New(cfg.Jitter),
+		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock, rand: rand.New(cfg.Jitter), joiner: joinerOf(cfg),
 		life: lifetime{claim: context.Background(), run: context.Background()},
 		jobs: map[string]*registered{}, units: map[unitKey]*unit{},
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims),

@@ -1,5 +1,6 @@
 -- acquire.lua: take a lease if it is free and issue its fencing token, in one
--- round trip.
+-- round trip. Prepended in Go by internal/leaselua's lease.lua, which holds
+-- the transition (holdfast_lease_acquire) and the token rule.
 --
 -- KEYS[1]  lease key          <prefix>{<name>}         (value: owner)
 -- KEYS[2]  fence counter key  <prefix>{<name>}:fence   (value: last token)
@@ -20,42 +21,12 @@
 -- client asks for twice its longest wait between two tries, so the flag
 -- stays up while any waiter waits, and outlives the last one by no more
 -- than that.
---
--- The token is max(last token + 1, server TIME in microseconds), stored as
--- the new last token: strictly greater than the previous token, and greater
--- than every token issued before a loss or rollback of the counter (restart
--- without persistence, FLUSHALL, eviction, failover to a stale replica), as
--- long as the server clock has not stepped back past the outage. Both values
--- stay below 2^53, so Lua numbers hold them exactly; the microsecond value is
--- built as a string so that no float formatting is involved.
---
--- The counter is written once (SET ... GET reads the last token in the same
--- call): the time is almost always the larger value. Only when it is not
--- (two acquisitions in one microsecond, a clock stepped back) is the last
--- token put back and incremented (Redis 6.2+ for SET ... GET).
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local now = redis.call('TIME')
-  local us = now[2]
-  if #us < 6 then
-    us = string.sub('00000', #us) .. us -- zero-pad to 6 digits
-  end
-  local micros = now[1] .. us
-  local last = redis.call('SET', KEYS[2], micros, 'GET')
-  if last and tonumber(last) >= tonumber(micros) then
-    redis.call('SET', KEYS[2], last)
-    return redis.call('INCR', KEYS[2])
-  end
-  return tonumber(micros)
-end
--- Held. By this very owner when the same acquisition ran before (a
--- pipeline that the client re-sent after a lost reply or TRYAGAIN): answer
--- its token again rather than leave an orphan key for its TTL.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  local token = redis.call('GET', KEYS[2])
-  if token then return tonumber(token) end
+local token, remaining = holdfast_lease_acquire(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+if token then
+  return tonumber(token) -- below 2^53: exact
 end
 if KEYS[3] and redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) then
   -- Never shortened: another waiter's may be longer.
   redis.call('SET', KEYS[3], '1', 'PX', ARGV[3])
 end
-return -math.max(redis.call('PTTL', KEYS[1]), 0)
+return -remaining

@@ -1,13 +1,19 @@
-// Command schedbench measures the scheduler at scale: 10,000 slots (jobs x
-// partitions) due in the same second across 3 scheduler instances on one
-// Redis. It prints:
+// Command schedbench measures the scheduler at scale: slots (jobs x
+// partitions) due in the same second across 3 scheduler instances, on a
+// redis-server it starts (so that INFO cpu counts its commands only; set
+// REDIS_URL to use another server), then the same on a 3-master Redis
+// Cluster it starts, then a peer, go-co-op/gocron v2 with a bsm/redislock
+// Locker, on the same jobs. It prints:
 //
-//	bench: scheduler slots=<n> replicas=3 claim_all_ms=<x> lag_p50_ms=<x> lag_p99_ms=<x>
+//	bench: scheduler slots=10000 replicas=3 claim_all_ms=<x> lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n>
+//	bench: scheduler_peer gocron slots=10000 replicas=3 skew_ms=0,+300,-300 lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n>
 //	bench: scheduler roundtrips acquire_per_slot_per_replica=<x> total_per_slot=<x>
-//	bench: scheduler cpu redis_ms=<x> schedulers_ms=<x>
+//	bench: scheduler cpu redis_ms=<x> redis_us_per_slot=<x> schedulers_ms=<x>
 //	bench: scheduler memory bytes_per_registered_job=<x>
+//	bench: scheduler slots=1000 ... redis_us_per_slot=<x>
+//	bench: scheduler_cluster masters=3 slots=10000 ... redis_us_per_slot=<x>
 //
-// Run it from bench/ with REDIS_URL set (default redis://127.0.0.1:6379/0).
+// Run it from bench/.
 package main
 
 import (
@@ -18,10 +24,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -38,37 +42,70 @@ func main() {
 	parts := flag.Int("partitions", 100, "partitions per job")
 	replicas := flag.Int("replicas", 3, "scheduler instances")
 	claims := flag.Int("claims", 256, "MaxConcurrentClaims per instance")
-	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the slot (from its start until every run started) to this file")
+	only := flag.String("only", "", "run one case only: scheduler, peer, small, cluster")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the 10,000-slot case's slot (from its start until every run started) to this file")
 	flag.Parse()
-	if err := run(*jobs, *parts, *replicas, *claims); err != nil {
+	if err := run(*jobs, *parts, *replicas, *claims, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "schedbench:", err)
 		os.Exit(1)
 	}
 }
 
-var (
-	cpuProfile                string
-	redisCPUUsed, procCPUUsed time.Duration
-)
+var cpuProfile string
 
-// redisCPU returns the CPU time (user + system) the Redis server used so
-// far, from INFO cpu; 0 when it cannot tell.
-func redisCPU(ctx context.Context, opts *redis.Options) time.Duration {
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	info, err := rdb.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
+// target is the Redis deployment a case runs on.
+type target struct {
+	client  func(pool int) redis.UniversalClient
+	servers []*redis.Options // every master, for INFO cpu and SCAN
+}
+
+// redisCPU returns the CPU time (user + system) the servers used so far,
+// from INFO cpu; 0 when it cannot tell.
+func (t target) redisCPU(ctx context.Context) time.Duration {
+	var total time.Duration
+	for _, o := range t.servers {
+		rdb := redis.NewClient(o)
+		info, err := rdb.Info(ctx, "cpu").Result()
+		_ = rdb.Close()
+		if err != nil {
+			return 0
+		}
+		for _, line := range strings.Split(info, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+				f, _ := strconv.ParseFloat(v, 64)
+				total += time.Duration(f * float64(time.Second))
+			}
 		}
 	}
-	return time.Duration(total * float64(time.Second))
+	return total
+}
+
+// count returns the keys matching match on every server.
+func (t target) count(ctx context.Context, match string) int {
+	n := 0
+	for _, o := range t.servers {
+		rdb := redis.NewClient(o)
+		iter := rdb.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			n++
+		}
+		_ = rdb.Close()
+	}
+	return n
+}
+
+// cleanup deletes the keys under prefix.
+func (t target) cleanup(prefix string) {
+	ctx := context.Background()
+	for _, o := range t.servers {
+		rdb := redis.NewClient(o)
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		_ = rdb.Close()
+	}
 }
 
 // processCPU returns this process's CPU time (user + system) so far.
@@ -113,10 +150,11 @@ func (c *counter) count(cmd redis.Cmder) {
 	}
 }
 
-// isAcquire: the acquire script is the only one with two keys, a lease key
-// and its fence counter (EVALSHA sha 2 <prefix>lease:{name}
+// isAcquire: the plain acquire script is the only one with two keys, a
+// lease key and its fence counter (EVALSHA sha 2 <prefix>lease:{name}
 // <prefix>lease:{name}:fence ...); release's second key is the waiting
-// flag.
+// flag. The ledger's claim script, which takes a batch of leases, is not
+// counted.
 func (c *counter) isAcquire(cmd redis.Cmder) bool {
 	args := cmd.Args()
 	if len(args) <= 4 || fmt.Sprint(args[2]) != "2" {
@@ -127,43 +165,145 @@ func (c *counter) isAcquire(cmd redis.Cmder) bool {
 	return strings.HasSuffix(lk, "}") && strings.Contains(lk, "lease:") && fk == lk+":fence"
 }
 
-func run(nJobs, nParts, nReplicas, claims int) error {
-	url := os.Getenv("REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	opts, err := redis.ParseURL(url)
+func run(nJobs, nParts, nReplicas, claims int, only string) error {
+	single, stop, err := singleTarget()
 	if err != nil {
 		return err
 	}
-	opts.PoolSize = claims + 16
+	defer stop()
+	want := func(c string) bool { return only == "" || only == c }
+
+	if want("scheduler") {
+		res, err := runHoldfast(single, nJobs, nParts, nReplicas, claims, cpuProfile)
+		if err != nil {
+			return err
+		}
+		res.print("scheduler", nReplicas)
+		fmt.Printf("bench: scheduler roundtrips acquire_per_slot_per_replica=%.2f total_per_slot=%.2f\n",
+			float64(res.acquires)/float64(res.slots*nReplicas), float64(res.roundTrips)/float64(res.slots))
+		fmt.Printf("bench: scheduler cpu redis_ms=%.0f redis_us_per_slot=%.1f schedulers_ms=%.0f (from 200 ms before the slot until every run started)\n",
+			ms(res.redisCPU), us(res.redisCPU)/float64(res.slots), ms(res.procCPU))
+		fmt.Printf("bench: scheduler memory bytes_per_registered_job=%.0f bytes_per_job_partition=%.0f (%d partitions)\n",
+			res.perJob, res.perUnit, nParts)
+	}
+	if want("peer") {
+		if err := runPeer(single, nJobs*nParts, nReplicas); err != nil {
+			return err
+		}
+	}
+	if want("small") {
+		res, err := runHoldfast(single, max(nJobs/10, 1), nParts, nReplicas, claims, "")
+		if err != nil {
+			return err
+		}
+		res.print("scheduler", nReplicas)
+	}
+	if want("cluster") {
+		cluster, stop, err := clusterTarget(3)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		res, err := runHoldfast(cluster, nJobs, nParts, nReplicas, claims, "")
+		if err != nil {
+			return err
+		}
+		res.print("scheduler_cluster masters=3", nReplicas)
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1000 }
+func us(d time.Duration) float64 { return d.Seconds() * 1e6 }
+
+// singleTarget is REDIS_URL's server, or one this command starts.
+func singleTarget() (target, func(), error) {
+	url := os.Getenv("REDIS_URL")
+	stop := func() {}
+	if url == "" {
+		s, err := startServer()
+		if err != nil {
+			return target{}, nil, err
+		}
+		url, stop = "redis://"+s.addr+"/0", s.stop
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		stop()
+		return target{}, nil, err
+	}
+	return target{
+		client: func(pool int) redis.UniversalClient {
+			o := *opts
+			o.PoolSize = pool
+			return redis.NewClient(&o)
+		},
+		servers: []*redis.Options{opts},
+	}, stop, nil
+}
+
+// clusterTarget is a Redis Cluster of masters this command starts.
+func clusterTarget(masters int) (target, func(), error) {
+	nodes, err := startCluster(masters)
+	stop := func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	}
+	if err != nil {
+		stop()
+		return target{}, nil, err
+	}
+	var addrs []string
+	var servers []*redis.Options
+	for _, n := range nodes {
+		addrs = append(addrs, n.addr)
+		servers = append(servers, &redis.Options{Addr: n.addr})
+	}
+	return target{
+		client: func(pool int) redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: pool})
+		},
+		servers: servers,
+	}, stop, nil
+}
+
+// result is one run of holdfast's case.
+type result struct {
+	slots, runs, dups    int
+	claimAll             time.Duration
+	p50, p99             float64
+	redisCPU, procCPU    time.Duration
+	acquires, roundTrips int64
+	perJob, perUnit      float64
+}
+
+func (r result) print(name string, replicas int) {
+	fmt.Printf("bench: %s slots=%d replicas=%d claim_all_ms=%.0f lag_p50_ms=%.1f lag_p99_ms=%.1f runs=%d duplicates=%d redis_us_per_slot=%.1f\n",
+		name, r.slots, replicas, ms(r.claimAll), r.p50, r.p99, r.runs, r.dups, us(r.redisCPU)/float64(r.slots))
+}
+
+// lead is how far ahead of Start the slot is: long enough for every
+// instance's recovery claim at Start (one per job and partition) to be
+// over before it comes due, which runHoldfast waits for.
+func lead(slots, replicas int) time.Duration {
+	d := 4*time.Second + time.Duration(slots*replicas)*800*time.Microsecond
+	return d.Round(time.Second) // the slot is a whole second
+}
+
+func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string) (result, error) {
 	prefix := fmt.Sprintf("holdfast-schedbench:%d:", time.Now().UnixNano())
-	defer cleanup(opts, prefix)
+	defer t.cleanup(prefix)
 
 	partitions := make([]string, nParts)
 	for i := range partitions {
 		partitions[i] = fmt.Sprintf("p%03d", i)
 	}
 	slots := nJobs * nParts
-	// Far enough ahead for every instance's recovery claim at Start (one
-	// per job and partition) to be over before the slots come due.
-	start := time.Now().Truncate(time.Second).Add(10 * time.Second)
-
-	var (
-		mu   sync.Mutex
-		lags []time.Duration
-		last time.Time
-		all  = make(chan struct{})
-	)
+	start := time.Now().Truncate(time.Second).Add(lead(slots, nReplicas))
+	rec := newRecorder(slots)
 	fn := func(_ context.Context, r scheduler.Run) error {
-		lag := time.Since(r.At)
-		mu.Lock()
-		defer mu.Unlock()
-		lags = append(lags, lag)
-		if len(lags) == slots {
-			last = time.Now()
-			close(all)
-		}
+		rec.add(r.IdempotencyKey, time.Since(r.At))
 		return nil
 	}
 
@@ -175,22 +315,22 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 	var scheds []*scheduler.Scheduler
 	var counters []*counter
 	for range nReplicas {
-		rdb := redis.NewClient(opts)
+		rdb := t.client(claims + 16)
 		defer rdb.Close()
 		c := &counter{}
 		rdb.AddHook(c)
 		counters = append(counters, c)
 		leases, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
 		if err != nil {
-			return err
+			return result{}, err
 		}
 		ledger, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 		if err != nil {
-			return err
+			return result{}, err
 		}
 		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger, MaxConcurrentClaims: claims})
 		if err != nil {
-			return err
+			return result{}, err
 		}
 		for j := range nJobs {
 			err := s.Register(scheduler.Job{
@@ -198,7 +338,7 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 				StartAt: start, EndAt: start.Add(time.Second), Run: fn,
 			})
 			if err != nil {
-				return err
+				return result{}, err
 			}
 		}
 		scheds = append(scheds, s)
@@ -207,73 +347,69 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 			runtime.ReadMemStats(&after)
 		}
 	}
-	perJob := float64(after.HeapAlloc-before.HeapAlloc) / float64(nJobs)
-	perUnit := float64(after.HeapAlloc-before.HeapAlloc) / float64(slots)
+	res := result{
+		perJob:  float64(after.HeapAlloc-before.HeapAlloc) / float64(nJobs),
+		perUnit: float64(after.HeapAlloc-before.HeapAlloc) / float64(slots),
+	}
 
 	ctx := context.Background()
 	for _, s := range scheds {
 		if err := s.Start(ctx); err != nil {
-			return err
+			return result{}, err
 		}
 	}
-	// Count round trips from just before the slot: the recovery claims
-	// at Start are not part of the claim cost.
+	// Count from just before the slot, once the recovery claims at Start
+	// (which take and release every unit's lease) are over: they are not
+	// part of the claim cost.
+	for t.count(ctx, prefix+"lease:{*}") > 0 {
+		if time.Until(start) < 200*time.Millisecond {
+			return result{}, fmt.Errorf("the recovery claims at Start were not over %v after it (a loaded host?)", lead(slots, nReplicas))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	<-time.After(time.Until(start.Add(-200 * time.Millisecond)))
-	redisCPU0, procCPU0 := redisCPU(ctx, opts), processCPU()
+	redisCPU0, procCPU0 := t.redisCPU(ctx), processCPU()
 	var baseAcquires, baseTotal int64
 	for _, c := range counters {
 		baseAcquires += c.acquire.Load()
 		baseTotal += c.total.Load()
 	}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
+	if profile != "" {
+		f, err := os.Create(profile)
 		if err != nil {
-			return err
+			return result{}, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return result{}, err
 		}
 	}
 	timeout := time.NewTimer(2 * time.Minute)
 	defer timeout.Stop()
 	select {
-	case <-all:
-		pprof.StopCPUProfile()
-		redisCPUUsed, procCPUUsed = redisCPU(ctx, opts)-redisCPU0, processCPU()-procCPU0
+	case <-rec.all:
+		if profile != "" {
+			pprof.StopCPUProfile()
+		}
+		res.redisCPU, res.procCPU = t.redisCPU(ctx)-redisCPU0, processCPU()-procCPU0
 	case <-timeout.C:
-		return fmt.Errorf("only %d of %d slots ran within 2 minutes", len(lags), slots)
+		n, _, _, _, _ := rec.figures()
+		return result{}, fmt.Errorf("only %d of %d slots ran within 2 minutes", n, slots)
 	}
+	// Runs of a slot beyond its first would come within a claim's
+	// round trips: wait for a quiet spell before counting.
+	rec.quiet(300*time.Millisecond, time.Now().Add(5*time.Second))
 	for _, s := range scheds {
 		if err := s.Stop(ctx); err != nil {
-			return err
+			return result{}, err
 		}
 	}
-
-	slices.Sort(lags)
-	pct := func(p float64) float64 { return float64(lags[int(p*float64(len(lags)-1))].Microseconds()) / 1000 }
-	acquires, total := -baseAcquires, -baseTotal
+	res.slots, res.runs, res.dups, res.p50, res.p99 = rec.figures()
+	res.claimAll = rec.last.Sub(start)
+	res.acquires, res.roundTrips = -baseAcquires, -baseTotal
 	for _, c := range counters {
-		acquires += c.acquire.Load()
-		total += c.total.Load()
+		res.acquires += c.acquire.Load()
+		res.roundTrips += c.total.Load()
 	}
-	fmt.Printf("bench: scheduler slots=%d replicas=%d claim_all_ms=%.0f lag_p50_ms=%.1f lag_p99_ms=%.1f\n",
-		slots, nReplicas, float64(last.Sub(start).Microseconds())/1000, pct(0.50), pct(0.99))
-	fmt.Printf("bench: scheduler roundtrips acquire_per_slot_per_replica=%.2f total_per_slot=%.2f\n",
-		float64(acquires)/float64(slots*nReplicas), float64(total)/float64(slots))
-	fmt.Printf("bench: scheduler cpu redis_ms=%.0f schedulers_ms=%.0f (from 200 ms before the slot until every run started)\n",
-		redisCPUUsed.Seconds()*1000, procCPUUsed.Seconds()*1000)
-	fmt.Printf("bench: scheduler memory bytes_per_registered_job=%.0f bytes_per_job_partition=%.0f (%d partitions)\n",
-		perJob, perUnit, nParts)
-	return nil
-}
-
-func cleanup(opts *redis.Options, prefix string) {
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	ctx := context.Background()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		rdb.Del(ctx, iter.Val())
-	}
+	return res, nil
 }

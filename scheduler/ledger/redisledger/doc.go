@@ -3,14 +3,27 @@
 // acceptance rule to the fence of the transition's scope and writes the
 // record; concurrent claims share round trips through an auto-pipeline.
 // It implements the optional ledger.Canceler, ledger.ClearBeginner,
-// ledger.PauseReader and ledger.Pruner.
+// ledger.PauseReader, ledger.Pruner and ledger.LeaseJoiner.
+//
+// # Joined transitions
+//
+// With the scheduler's leases on the ledger's own client
+// (lease.RedisBackend.Joinable), ClaimAll takes the unit leases of a batch
+// and begins each slot due on time under the token its script just
+// issued (one script per batch on a single server or Sentinel, one per
+// unit on Cluster), and FinishRelease records a run's outcome and releases
+// its lease in one script. The lease's transitions are internal/leaselua's
+// functions, the ones the lease package's own scripts run, and the begin
+// is fenced as Begin is: the safety rules are unchanged, the scripts fewer.
 //
 // # Keys
 //
-// The records of one (job, partition) share the hash tag {job|partition}
-// under the prefix (DefaultPrefix, "holdfast:ledger:"), so the ledger
-// works on Redis Cluster (BeginIfClear, whose script also reads the
-// job's pause flag under {job}, then always answers Clear == false). The
+// The records of one (job, partition) share one hash tag, the name of its
+// unit lease ({job|partition}, {job} for the "" partition), under the
+// prefix (DefaultPrefix, "holdfast:ledger:"), so the ledger works on
+// Redis Cluster and a unit's lease and records share a slot. On Cluster
+// BeginIfClear, whose script also reads the job's pause flag under {job},
+// always answers Clear == false; ClaimAll reads the pause flags first. The
 // unit scope's fence is the hash "fence", a slot scope's "fence:<unix>":
 // the names, and every other key, are those of the format before fences
 // were named by scope, so a store written by an older version keeps

@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/leaselua"
 	"github.com/holdfast-go/holdfast/internal/luascript"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -43,6 +44,10 @@ var (
 	heartbeatSrc string
 	//go:embed scripts/finish.lua
 	finishSrc string
+	//go:embed scripts/finishmain.lua
+	finishMain string
+	//go:embed scripts/finishrelease.lua
+	finishReleaseMain string
 	//go:embed scripts/skip.lua
 	skipSrc string
 	//go:embed scripts/request.lua
@@ -50,27 +55,37 @@ var (
 	//go:embed scripts/cancel.lua
 	cancelSrc string
 
+	//go:embed scripts/clear.lua
+	clearSrc string
 	//go:embed scripts/claim.lua
 	claimSrc string
+	//go:embed scripts/claimall.lua
+	claimAllMain string
 	//go:embed scripts/beginmain.lua
 	beginMain string
 
 	// The fenced scripts start with the shared rule (fencerule.Lua), then
 	// the ledger's prelude (raise, mark).
 	beginScript     = luascript.New(fencerule.Lua, fencePrelude, beginSrc, beginMain)
-	claimScript     = luascript.New(fencerule.Lua, fencePrelude, beginSrc, claimSrc)
+	claimScript     = luascript.New(fencerule.Lua, fencePrelude, beginSrc, clearSrc, claimSrc)
 	heartbeatScript = luascript.New(fencerule.Lua, fencePrelude, heartbeatSrc)
-	finishScript    = luascript.New(fencerule.Lua, fencePrelude, finishSrc)
-	skipScript      = luascript.New(fencerule.Lua, fencePrelude, skipSrc)
-	requestScript   = luascript.New(requestSrc)
-	cancelScript    = luascript.New(cancelSrc)
+	finishScript    = luascript.New(fencerule.Lua, fencePrelude, finishSrc, finishMain)
+	// The joined scripts also carry the lease's transitions.
+	claimAllScript      = luascript.New(fencerule.Lua, fencePrelude, beginSrc, clearSrc, leaselua.Lua, claimAllMain)
+	finishReleaseScript = luascript.New(fencerule.Lua, fencePrelude, finishSrc, leaselua.Lua, finishReleaseMain)
+	skipScript          = luascript.New(fencerule.Lua, fencePrelude, skipSrc)
+	requestScript       = luascript.New(requestSrc)
+	cancelScript        = luascript.New(cancelSrc)
 )
 
 // Ledger is the default ledger.Ledger. The records of one (job, partition)
-// share the hash tag {job|partition}, so it works on Redis Cluster; every
-// fenced transition is one Lua script that checks and raises the fence.
+// share one hash tag, the name of the pair's lease (ledger.UnitScope:
+// {job|partition}, {job} for the "" partition), so it works on Redis
+// Cluster, and a script may join a lease's transitions to the ledger's
+// (ClaimAll, FinishRelease); every fenced transition is one Lua script
+// that checks and raises the fence.
 //
-// Keys under <prefix>{job|partition}: fence (hash: token, owner),
+// Keys under <prefix>{<UnitScope>}: fence (hash: token, owner),
 // the fence of the unit scope (ledger.UnitScope); fence:<unix> (the same,
 // for the slot scope, ledger.SlotScope), run:<unix>
 // (hash per slot: status, attempt, base, owner, token, heartbeat, retry_at,
@@ -87,6 +102,7 @@ type Ledger struct {
 var (
 	_ ledger.Ledger        = (*Ledger)(nil)
 	_ ledger.ClearBeginner = (*Ledger)(nil)
+	_ ledger.LeaseJoiner   = (*Ledger)(nil)
 )
 
 // New returns a ledger over rdb with keys under opts.Prefix (default
@@ -113,11 +129,14 @@ type ledgerKeys struct {
 }
 
 func (l *Ledger) keys(job, partition string) ledgerKeys {
-	return keysAt(l.prefix + "{" + job + "|" + partition + "}:")
+	// The hash tag is the unit lease's name, so that a joined script
+	// (ClaimAll, FinishRelease) finds the lease's keys in the same Cluster
+	// slot.
+	return keysAt(l.prefix + "{" + ledger.UnitScope(job, partition) + "}:")
 }
 
 // keysAt is the keys of the pair whose keys start with b,
-// "<prefix>{job|partition}:".
+// "<prefix>{<ledger.UnitScope(job, partition)>}:".
 func keysAt(b string) ledgerKeys {
 	return ledgerKeys{
 		fence: b + "fence", open: b + "open", pending: b + "pending", retry: b + "retry",

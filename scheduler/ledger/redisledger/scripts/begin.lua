@@ -13,9 +13,10 @@ local function begin_attempt(K, A)
   local ok, cur = raise(K[1], A[1], A[2])
   if not ok then return {-1, cur} end
   local run = K[2]
-  local status = redis.call('HGET', run, 'status')
-  local attempt = tonumber(redis.call('HGET', run, 'attempt') or '0')
-  local base = tonumber(redis.call('HGET', run, 'base') or '0')
+  local cur_run = redis.call('HMGET', run, 'status', 'attempt', 'base', 'owner')
+  local status = cur_run[1]
+  local attempt = tonumber(cur_run[2] or '0')
+  local base = tonumber(cur_run[3] or '0')
   if status == 'succeeded' or status == 'skipped' or status == 'missed' then
     return {0, 0}
   end
@@ -23,7 +24,7 @@ local function begin_attempt(K, A)
     return {0, 0} -- failed for good
   end
   if status == 'running' then
-    if redis.call('HGET', run, 'owner') == A[2] then
+    if cur_run[4] == A[2] then
       return {1, attempt, tonumber(A[5]) - (attempt - base)} -- ours, begun again after a lost reply
     end
     -- Its holder lost the lease: it is abandoned.

@@ -1,31 +1,35 @@
--- finish.lua: fenced end of an attempt.
+-- finish.lua: finish_attempt(K, A), the fenced end of an attempt, shared by
+-- the Finish script (finishmain.lua) and the joined finish and release
+-- (finishrelease.lua). After fence.lua.
 --
--- KEYS[1] fence hash  KEYS[2] run hash  KEYS[3] open zset  KEYS[4] retry zset
--- ARGV[1] token  ARGV[2] owner  ARGV[3] slot  ARGV[4] attempt
--- ARGV[5] status (succeeded | failed)  ARGV[6] class  ARGV[7] error
--- ARGV[8] now (unix ms)  ARGV[9] retry at (unix ms; "" = final)
+-- K[1] fence hash  K[2] run hash  K[3] open zset  K[4] retry zset
+-- A[1] token  A[2] owner  A[3] slot  A[4] attempt
+-- A[5] status (succeeded | failed)  A[6] class  A[7] error
+-- A[8] now (unix ms)  A[9] retry at (unix ms; "" = final)
 --
 -- Returns {1, 0} recorded (also when this owner's attempt ended so already:
 -- a re-sent call); {-1, current} stale or not this attempt's.
-local ok, cur = raise(KEYS[1], ARGV[1], ARGV[2])
-if not ok then return {-1, cur} end
-local run = KEYS[2]
-local a = 'a' .. ARGV[4] .. '.'
-if redis.call('HGET', run, 'status') ~= 'running' or redis.call('HGET', run, 'owner') ~= ARGV[2]
-  or redis.call('HGET', run, 'attempt') ~= ARGV[4] then
-  -- Recorded already by this very call (a pipeline the client re-sent)?
-  if redis.call('HGET', run, 'attempt') == ARGV[4] and redis.call('HGET', run, a .. 'owner') == ARGV[2]
-    and redis.call('HGET', run, a .. 'status') == ARGV[5] then
-    return {1, 0}
+local function finish_attempt(K, A)
+  local ok, cur = raise(K[1], A[1], A[2])
+  if not ok then return {-1, cur} end
+  local run = K[2]
+  local a = 'a' .. A[4] .. '.'
+  local cur_run = redis.call('HMGET', run, 'status', 'owner', 'attempt')
+  if cur_run[1] ~= 'running' or cur_run[2] ~= A[2] or cur_run[3] ~= A[4] then
+    -- Recorded already by this very call (a pipeline the client re-sent)?
+    local prev = redis.call('HMGET', run, a .. 'owner', a .. 'status')
+    if cur_run[3] == A[4] and prev[1] == A[2] and prev[2] == A[5] then
+      return {1, 0}
+    end
+    return {-1, cur}
   end
-  return {-1, cur}
+  redis.call('HSET', run, 'status', A[5], 'retry_at', A[9],
+    a .. 'status', A[5], a .. 'class', A[6], a .. 'error', A[7], a .. 'finished', A[8])
+  if A[5] == 'succeeded' or A[9] == '' then
+    redis.call('ZREM', K[3], A[3])
+    redis.call('ZREM', K[4], A[3])
+  else
+    redis.call('ZADD', K[4], A[9], A[3])
+  end
+  return {1, 0}
 end
-redis.call('HSET', run, 'status', ARGV[5], 'retry_at', ARGV[9],
-  a .. 'status', ARGV[5], a .. 'class', ARGV[6], a .. 'error', ARGV[7], a .. 'finished', ARGV[8])
-if ARGV[5] == 'succeeded' or ARGV[9] == '' then
-  redis.call('ZREM', KEYS[3], ARGV[3])
-  redis.call('ZREM', KEYS[4], ARGV[3])
-else
-  redis.call('ZADD', KEYS[4], ARGV[9], ARGV[3])
-end
-return {1, 0}

@@ -1,0 +1,68 @@
+-- lease.lua: the lease's transitions as functions, the prelude of the
+-- lease package's acquire and release scripts and of every other script
+-- that takes or gives back a lease in its own round trip. It defines
+-- functions only and touches no key.
+--
+-- holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms) takes the
+-- lease (SET lease_key owner NX PX ttl_ms) and, only when that succeeded,
+-- issues its fencing token. It returns the token, a canonical decimal
+-- string, when the lease was taken (or was taken already by this owner: a
+-- re-sent call gets its token again); otherwise false and the holder's
+-- remaining TTL in ms (>= 0).
+--
+-- The token is max(last token + 1, server TIME in microseconds), stored as
+-- the new last token: strictly greater than the previous token, and greater
+-- than every token issued before a loss or rollback of the counter (restart
+-- without persistence, FLUSHALL, eviction, failover to a stale replica), as
+-- long as the server clock has not stepped back past the outage. Both values
+-- stay below 2^53, so Lua numbers hold them exactly; the microsecond value is
+-- built as a string so that no float formatting is involved, and the
+-- incremented counter is formatted with %.0f, exact below 2^53.
+--
+-- The counter is written once (SET ... GET reads the last token in the same
+-- call): the time is almost always the larger value. Only when it is not
+-- (two acquisitions in one microsecond, a clock stepped back) is the last
+-- token put back and incremented (Redis 6.2+ for SET ... GET).
+local function holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms)
+  if redis.call('SET', lease_key, owner, 'NX', 'PX', ttl_ms) then
+    local now = redis.call('TIME')
+    local us = now[2]
+    if #us < 6 then
+      us = string.sub('00000', #us) .. us -- zero-pad to 6 digits
+    end
+    local micros = now[1] .. us
+    local last = redis.call('SET', fence_key, micros, 'GET')
+    if last and tonumber(last) >= tonumber(micros) then
+      redis.call('SET', fence_key, last)
+      return string.format('%.0f', redis.call('INCR', fence_key))
+    end
+    return micros
+  end
+  -- Held. By this very owner when the same acquisition ran before (a
+  -- pipeline that the client re-sent after a lost reply or TRYAGAIN): answer
+  -- its token again rather than leave an orphan key for its TTL.
+  if redis.call('GET', lease_key) == owner then
+    local token = redis.call('GET', fence_key)
+    if token then return token end
+  end
+  return false, math.max(redis.call('PTTL', lease_key), 0)
+end
+
+-- holdfast_lease_release(lease_key, waiting_key, owner) deletes a lease
+-- that owner still holds (compare-and-delete), and wakes its waiters.
+-- The flag waiting_key, set by the tries of blocked acquisitions (the
+-- lease package's acquire.lua), goes with the lease key; only when it was
+-- there does the release publish on <lease_key>:released. A release
+-- nobody waits for costs no PUBLISH, which on a Cluster goes to every
+-- node. The fence counter is kept: the next holder's token must be
+-- larger. Returns 1 when deleted, 0 when the key is gone or owned by
+-- someone else.
+local function holdfast_lease_release(lease_key, waiting_key, owner)
+  if redis.call('GET', lease_key) == owner then
+    if redis.call('DEL', lease_key, waiting_key) == 2 then
+      redis.call('PUBLISH', lease_key .. ':released', '1')
+    end
+    return 1
+  end
+  return 0
+end

@@ -1,0 +1,115 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// A ledger that joins the leases' backend (ledger.LeaseJoiner: redisledger
+// over the lease Client's own Redis client) takes a batch of unit leases
+// and begins their slots due on time in one call, and records a run's end
+// and releases its lease in one step (run with last). The safety rules are
+// the ledger's: a slot is begun only under a lease the same script took,
+// fenced with the token it issued; the release is the lease's own
+// compare-and-delete. A batch whose grant came back too late to be trusted
+// (lease.ErrSlowAcquire) is undone as any other, but its slots were begun:
+// the next claim finds them abandoned and retries them under the job's
+// attempt budget, as after a crash between Begin and the run.
+
+// joinerOf returns cfg's ledger as a LeaseJoiner when it joins the lease
+// Client's backend (asked with no requests: no I/O), else nil.
+func joinerOf(cfg Options) ledger.LeaseJoiner {
+	j, ok := cfg.Ledger.(ledger.LeaseJoiner)
+	if !ok {
+		return nil
+	}
+	if _, err := j.ClaimAll(context.Background(), cfg.Leases.Backend(), nil, 0, time.Time{}); err != nil {
+		return nil
+	}
+	return j
+}
+
+// acquireAll takes at most places of the leases of chunk (names) for ttl
+// and makes the fast requests of their fires: in one call of a joined
+// ledger, which tries the units in order until it took places leases
+// and tells of the rest which ones are held (lease.ErrNotTried for the
+// others); else a batch acquisition of the first places and one
+// BeginIfClear call for the leases won (fastBeginAll), the rest not
+// tried. pre[i] is the ledger's answer to chunk[i]'s fast request (nil:
+// none made).
+func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl time.Duration) (leases []*lease.Lease, errs []error, pre []*ledger.BeginResult) {
+	if s.joiner == nil {
+		leases, errs = make([]*lease.Lease, len(chunk)), make([]error, len(chunk))
+		for i := places; i < len(chunk); i++ {
+			errs[i] = lease.ErrNotTried
+		}
+		l, e := s.cfg.Leases.TryAcquireAll(s.leaseCtx(), names[:places], ttl)
+		copy(leases, l)
+		copy(errs, e)
+		return leases, errs, s.fastBeginAll(chunk, leases)
+	}
+	now := s.clock.Now()
+	begins := make(map[string]*ledger.BeginRequest, len(chunk))
+	if s.life.claim.Err() == nil {
+		for _, e := range chunk {
+			if r, ok := s.fastRequest(e.u, e.req, now); ok {
+				begins[e.u.lease] = &r
+			}
+		}
+	}
+	began := make(map[string]*ledger.BeginResult, len(begins))
+	acquire := func(ctx context.Context, reqs []lease.AcquireRequest) ([]lease.Grant, []error) {
+		creqs := make([]ledger.ClaimRequest, len(reqs))
+		for i, r := range reqs {
+			creqs[i] = ledger.ClaimRequest{Lease: r, Begin: begins[r.Name]}
+		}
+		grants, gerrs := make([]lease.Grant, len(reqs)), make([]error, len(reqs))
+		res, err := s.joiner.ClaimAll(ctx, s.cfg.Leases.Backend(), creqs, places, now)
+		for i := range reqs {
+			if err != nil {
+				gerrs[i] = err
+				continue
+			}
+			grants[i], gerrs[i] = res[i].Grant, res[i].Err
+			if res[i].Begin != nil {
+				began[reqs[i].Name] = res[i].Begin
+			}
+		}
+		return grants, gerrs
+	}
+	leases, errs = s.cfg.Leases.TryAcquireAllWith(s.leaseCtx(), names, ttl, acquire)
+	pre = make([]*ledger.BeginResult, len(chunk))
+	for i, e := range chunk {
+		if errs[i] == nil {
+			pre[i] = began[e.u.lease]
+		}
+	}
+	return leases, errs, pre
+}
+
+// finishRelease records outcome o of attempt n of slot under h and
+// releases h's lease, in one step of the joined ledger. When the lease was
+// released before (shutdown past the grace period released it), only the
+// outcome is recorded. It returns the ledger's error.
+func (s *Scheduler) finishRelease(ctx context.Context, h hold, slot ledger.Slot, n int, o ledger.Outcome) error {
+	var ferr error
+	ran := false
+	err := h.l.ReleaseWith(ctx, func(ctx context.Context, held lease.Held) error {
+		ran = true
+		var rerr error
+		ferr, rerr = s.joiner.FinishRelease(ctx, s.cfg.Leases.Backend(), held, slot, h.fence, n, o, s.clock.Now())
+		return rerr
+	})
+	if !ran {
+		return s.cfg.Ledger.Finish(ctx, slot, h.fence, n, o, s.clock.Now())
+	}
+	if ferr == nil && err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		// No answer from the one script: the outcome may not be recorded.
+		ferr = err
+	}
+	return ferr
+}

@@ -1,0 +1,279 @@
+package redisledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// The joined transitions take or give back a unit's lease in the script
+// that begins or finishes its slot: the scheduler's claim of a slot due on
+// time costs one script where acquire and begin took one each, its end one
+// where finish and release took one each, and on a single server (or
+// Sentinel) one script answers a whole batch of units, so a replica that
+// finds the leases held pays a few commands per unit, not a script call.
+// They need the leases on the ledger's own client (lease.RedisBackend's
+// Joinable); the ledger's hash tag is the unit lease's name, so on Cluster
+// a unit's lease and records share a slot and each unit is one script.
+
+// ClaimAll implements ledger.LeaseJoiner on a *lease.RedisBackend over
+// the ledger's own client, without replica acknowledgements
+// (lease.RedisBackend.Joinable), and returns ledger.ErrNotJoinable for any
+// other. It takes the leases of reqs with the backend's keys and begins
+// the slots asked for, each in the script that took its lease
+// (claimall.lua): one script for all of reqs on a single server or
+// Sentinel, one per request on Cluster (where only the first limit
+// requests are tried), all in one pipeline (one round trip per node). On
+// Cluster the jobs' pause flags, under another hash tag, are read first
+// (one more round trip): a paused job's slot is not begun (Begin.Clear
+// false), as when State read the flag before Begin. A slot found done
+// has its lease, unused, released in the same script (the request is
+// answered not acquired, Begin.Err ledger.ErrSlotDone). It returns one
+// result per request. A request whose script failed gets its error, its
+// lease, which may have been taken, released on a best effort (and its
+// slot, which may have been begun, is found abandoned by the next claim,
+// as after a crash between Begin and the run).
+func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
+	b, ok := leases.(*lease.RedisBackend)
+	if !ok || !b.Joinable(l.rdb) {
+		return nil, ledger.ErrNotJoinable
+	}
+	out := make([]ledger.ClaimResult, len(reqs))
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	paused, err := l.pausedJobs(ctx, reqs)
+	if err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out, nil
+	}
+	var groups [][]int // the requests of each script
+	if l.cluster {
+		// One script per unit: the limit is kept here, and the requests
+		// after it are not tried.
+		for i := range reqs {
+			if limit > 0 && i >= limit {
+				out[i].Err = lease.ErrNotTried
+				continue
+			}
+			groups = append(groups, []int{i})
+		}
+	} else {
+		all := make([]int, len(reqs))
+		for i := range all {
+			all[i] = i
+		}
+		groups = [][]int{all}
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(groups))
+	for g, idx := range groups {
+		keys, args, err := l.claimCommand(b, reqs, idx, paused, now)
+		if !l.cluster {
+			args[1] = limit
+		}
+		if err != nil {
+			return nil, err
+		}
+		cmds[g] = claimAllScript.Queue(ctx, pipe, claimAllScript.Prepared(keys, args...))
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	var undo []lease.Held
+	for g, idx := range groups {
+		vals, err := claimAllScript.Fallback(ctx, l.rdb, cmds[g]).Slice()
+		if err == nil && len(vals) != 4*len(idx) {
+			err = fmt.Errorf("claim script reply of %d values for %d units", len(vals), len(idx))
+		}
+		for j, i := range idx {
+			if err != nil {
+				out[i].Err = err
+				r := reqs[i].Lease
+				undo = append(undo, lease.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL})
+				continue
+			}
+			out[i] = l.claimResult(b, reqs[i], vals[4*j:4*j+4], paused)
+		}
+	}
+	if len(undo) > 0 {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undo[0].TTL)
+		defer cancel()
+		_ = b.ReleaseAll(rctx, undo)
+	}
+	return out, nil
+}
+
+// claimCommand builds the keys and arguments of claimall.lua for the
+// requests idx of reqs.
+func (l *Ledger) claimCommand(b *lease.RedisBackend, reqs []ledger.ClaimRequest, idx []int, paused map[string]bool, now time.Time) (keys []string, args []any, err error) {
+	args = append(args, millis(now), 0, len(idx)) // no limit: one unit per script on Cluster
+	for _, i := range idx {
+		r := reqs[i]
+		lk, err := b.Keys(r.Lease.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, lk.Lease, lk.Fence, lk.Waiting)
+		bg := l.begins(r, paused)
+		if bg == nil {
+			args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), 3, 0, 0, 0, 0)
+			continue
+		}
+		k, slot := l.keys(bg.Slot.Job, bg.Slot.Partition), bg.Slot
+		keys = append(keys, k.fence, k.run(slot.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon)
+		n := 3 + 8
+		if !l.cluster {
+			keys = append(keys, l.pausedKey(slot.Job))
+			n++
+		}
+		args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), n,
+			unix(slot.At), max(bg.MaxAttempts, 1), unix(bg.Prev), unix(bg.Since))
+	}
+	return keys, args, nil
+}
+
+// begins returns r's begin to make in the script, or nil: none asked for,
+// a slot not of the lease's unit, or a paused job (read beforehand on
+// Cluster).
+func (l *Ledger) begins(r ledger.ClaimRequest, paused map[string]bool) *ledger.BeginRequest {
+	bg := r.Begin
+	if bg == nil || ledger.UnitScope(bg.Slot.Job, bg.Slot.Partition) != r.Lease.Name || paused[bg.Slot.Job] {
+		return nil
+	}
+	return bg
+}
+
+// pausedJobs reads the pause flags of the jobs of reqs' begins on Cluster
+// (one pipeline); off Cluster the script reads them and the map is empty.
+func (l *Ledger) pausedJobs(ctx context.Context, reqs []ledger.ClaimRequest) (map[string]bool, error) {
+	paused := map[string]bool{}
+	if !l.cluster {
+		return paused, nil
+	}
+	cmds := map[string]*redis.IntCmd{}
+	pipe := l.rdb.Pipeline()
+	for _, r := range reqs {
+		if r.Begin == nil || cmds[r.Begin.Slot.Job] != nil {
+			continue
+		}
+		cmds[r.Begin.Slot.Job] = pipe.Exists(ctx, l.pausedKey(r.Begin.Slot.Job))
+	}
+	if len(cmds) == 0 {
+		return paused, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("redisledger: claim: pause flags: %w", err)
+	}
+	for job, cmd := range cmds {
+		paused[job] = cmd.Val() == 1
+	}
+	return paused, nil
+}
+
+// claimResult reads one unit's 4 values of the claim script's reply.
+func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []any, paused map[string]bool) ledger.ClaimResult {
+	var res ledger.ClaimResult
+	if code, _ := v[1].(int64); code == 5 {
+		res.Err = lease.ErrNotTried
+		return res
+	}
+	switch tok := v[0].(type) {
+	case int64: // held: minus the remaining TTL
+		res.Grant = lease.Grant{Remaining: time.Duration(-tok) * time.Millisecond}
+		return res
+	case string:
+		t, err := fence.ParseToken(tok)
+		if err != nil {
+			res.Err = fmt.Errorf("redisledger: claim %s: token: %w", r.Lease.Name, err)
+			return res
+		}
+		res.Grant = b.Granted(r.Lease.Name, r.Lease.Owner, r.Lease.TTL, t)
+	default:
+		res.Err = fmt.Errorf("redisledger: claim %s: token %v (%T)", r.Lease.Name, v[0], v[0])
+		return res
+	}
+	if r.Begin == nil {
+		return res
+	}
+	bg := &ledger.BeginResult{}
+	res.Begin = bg
+	code, _ := v[1].(int64)
+	switch {
+	case code == 3 || code == 2: // not asked for (a paused job, another unit's slot) or not clear: plan
+	case code == 1:
+		a, _ := v[2].(int64)
+		left, _ := v[3].(int64)
+		*bg = ledger.BeginResult{Attempt: int(a), Left: int(left), Clear: true}
+	case code == 4:
+		// Done: the script released the lease, unused.
+		res.Grant = lease.Grant{}
+		*bg = ledger.BeginResult{Clear: true, Err: ledger.ErrSlotDone}
+	default:
+		var cur fence.Token
+		if s, ok := v[2].(string); ok {
+			cur, _ = fence.ParseToken(s)
+		}
+		f := ledger.Fence{Scope: r.Lease.Name, Token: res.Grant.Token, Owner: r.Lease.Owner}
+		*bg = ledger.BeginResult{Clear: true, Err: staleLedger(r.Begin.Slot, f, cur)}
+	}
+	return res
+}
+
+// FinishRelease implements ledger.LeaseJoiner: Finish of attempt under f
+// and the release of the lease h of leases, in one script
+// (finishrelease.lua) when leases is a *lease.RedisBackend joinable to the
+// ledger's client and f is h's fence of the unit scope (its Scope h.Name,
+// ledger.UnitScope of s, its Owner h.Owner); otherwise Finish, then the
+// backend's Release. The release is made whether or not the finish was accepted.
+// finishErr is Finish's error; releaseErr is b.Release's (nil,
+// lease.ErrNotHeld, or a Redis error, which the finish shares when they
+// ran in one script).
+func (l *Ledger) FinishRelease(ctx context.Context, leases lease.Backend, h lease.Held, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) (finishErr, releaseErr error) {
+	b, ok := leases.(*lease.RedisBackend)
+	if !ok || !b.Joinable(l.rdb) || f.Scope != h.Name || f.Owner != h.Owner || f.Scope != ledger.UnitScope(s.Job, s.Partition) || f.Planner != nil {
+		finishErr = l.Finish(ctx, s, f, attempt, o, now)
+		return finishErr, leases.Release(ctx, h)
+	}
+	k := l.keys(s.Job, s.Partition)
+	fk, err := k.fenceOf(s, f)
+	if err != nil {
+		err = fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
+		return err, b.Release(ctx, h)
+	}
+	lk, err := b.Keys(h.Name)
+	if err != nil {
+		return err, err
+	}
+	retry := ""
+	if o.Status == ledger.StatusFailed && !o.RetryAt.IsZero() {
+		retry = millis(o.RetryAt)
+	}
+	vals, err := finishReleaseScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.open, k.retry, lk.Lease, lk.Waiting},
+		f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
+		millis(now), retry).Slice()
+	if err == nil && len(vals) != 3 {
+		err = fmt.Errorf("finish and release script reply of %d values", len(vals))
+	}
+	if err != nil {
+		err = fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
+		return err, err
+	}
+	if n, _ := vals[0].(int64); n != 1 {
+		releaseErr = lease.ErrNotHeld
+	}
+	if code, _ := vals[1].(int64); code != 1 {
+		var cur fence.Token
+		if str, ok := vals[2].(string); ok {
+			cur, _ = fence.ParseToken(str)
+		}
+		finishErr = staleLedger(s, f, cur)
+	}
+	return finishErr, releaseErr
+}

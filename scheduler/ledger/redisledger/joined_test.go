@@ -1,0 +1,112 @@
+package redisledger
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// joinedSetup is a ledger and a lease backend on the same client.
+func joinedSetup(t *testing.T, s *setup) *lease.RedisBackend {
+	t.Helper()
+	b, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: redistest.Prefix(t, s.rdb) + "lease:"})
+	require.NoError(t, err)
+	return b
+}
+
+func claimReq(job string, at time.Time, owner string) ledger.ClaimRequest {
+	return ledger.ClaimRequest{
+		Lease: lease.AcquireRequest{Name: ledger.UnitScope(job, ""), Owner: owner, TTL: 10 * time.Second},
+		Begin: &ledger.BeginRequest{
+			Slot: ledger.Slot{Job: job, At: at}, MaxAttempts: 1, Prev: at.Add(-time.Second), Since: at.Add(-time.Hour),
+		},
+	}
+}
+
+// The joined claim begins a slot only under a lease it took itself, with
+// the token it issued, refuses a stale one as Begin does, releases the
+// lease of a slot done at once, and past its limit tries no free lease.
+func TestRedisLedgerClaimAll(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		b := joinedSetup(t, s)
+		at := time.Unix(1_800_000_000, 0).UTC()
+		now := at.Add(10 * time.Millisecond)
+
+		// "held": another owner holds the lease; "stale": the ledger's
+		// fence holds a token above any the lease issues; "free".
+		g, err := b.Acquire(ctx, "held", "other", 10*time.Second)
+		require.NoError(t, err)
+		require.True(t, g.Acquired)
+		require.NoError(t, s.ledger.Skip(ctx, ledger.Slot{Job: "stale", At: at.Add(-time.Second)},
+			ledger.Fence{Scope: "stale", Token: fence.Token(1) << 62, Owner: "newer"}, ledger.StatusSkipped, "seed", now))
+
+		res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{
+			claimReq("held", at, "me"), claimReq("stale", at, "me"), claimReq("free", at, "me"),
+		}, 0, now)
+		require.NoError(t, err)
+
+		t.Run("HeldLeaseBeginsNothing", func(t *testing.T) {
+			require.NoError(t, res[0].Err)
+			require.False(t, res[0].Grant.Acquired)
+			require.Nil(t, res[0].Begin)
+			require.Equal(t, ledger.Status(""), s.status("held", "", at), "no slot begun without the lease")
+		})
+		t.Run("StaleTokenIsRefused", func(t *testing.T) {
+			require.True(t, res[1].Grant.Acquired)
+			require.NotNil(t, res[1].Begin)
+			require.ErrorIs(t, res[1].Begin.Err, fence.ErrStaleToken)
+			require.Equal(t, ledger.Status(""), s.status("stale", "", at))
+		})
+		t.Run("FreeLeaseBeginsUnderItsToken", func(t *testing.T) {
+			require.True(t, res[2].Grant.Acquired)
+			require.Equal(t, &ledger.BeginResult{Attempt: 1, Left: 0, Clear: true}, res[2].Begin)
+			rec := s.record(t, "free", "", at)
+			require.Equal(t, ledger.StatusRunning, rec.Status)
+			require.Equal(t, res[2].Grant.Token, rec.Attempts[0].Token)
+			require.Equal(t, "me", rec.Attempts[0].Owner)
+		})
+		t.Run("FinishReleaseEndsRunAndLease", func(t *testing.T) {
+			f := ledger.Fence{Scope: "free", Token: res[2].Grant.Token, Owner: "me"}
+			h := lease.Held{Name: "free", Owner: "me", TTL: 10 * time.Second, Handle: res[2].Grant.Handle}
+			ferr, rerr := s.ledger.FinishRelease(ctx, b, h, ledger.Slot{Job: "free", At: at}, f, 1,
+				ledger.Outcome{Status: ledger.StatusSucceeded}, now)
+			require.NoError(t, ferr)
+			require.NoError(t, rerr)
+			require.Equal(t, ledger.StatusSucceeded, s.status("free", "", at))
+			g, err := b.Acquire(ctx, "free", "next", 10*time.Second)
+			require.NoError(t, err)
+			require.True(t, g.Acquired, "the lease was released")
+			require.NoError(t, b.Release(ctx, lease.Held{Name: "free", Owner: "next"}))
+		})
+		t.Run("DoneSlotReleasesTheLeaseAtOnce", func(t *testing.T) {
+			res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{claimReq("free", at, "late")}, 0, now)
+			require.NoError(t, err)
+			require.False(t, res[0].Grant.Acquired)
+			require.ErrorIs(t, res[0].Begin.Err, ledger.ErrSlotDone)
+			g, err := b.Acquire(ctx, "free", "after", 10*time.Second)
+			require.NoError(t, err)
+			require.True(t, g.Acquired, "the late claim's lease was released")
+		})
+		t.Run("PastTheLimitFreeLeasesAreNotTried", func(t *testing.T) {
+			later := at.Add(time.Second)
+			res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{
+				claimReq("a", later, "me"), claimReq("held", later, "me"), claimReq("b", later, "me"),
+			}, 1, now)
+			require.NoError(t, err)
+			require.True(t, res[0].Grant.Acquired)
+			require.NoError(t, res[1].Err)
+			require.False(t, res[1].Grant.Acquired, "held, told as held")
+			require.ErrorIs(t, res[2].Err, lease.ErrNotTried)
+			require.Equal(t, ledger.Status(""), s.status("b", "", later))
+		})
+	})
+}

@@ -1,0 +1,60 @@
+-- claimall.lua: the joined claim of units due together (RedisLedger.ClaimAll):
+-- for each unit, take its lease and, when taken and asked for, begin its
+-- slot under the token just issued, as BeginIfClear would: one script for
+-- many units, where acquire and begin took a script each per unit, and a
+-- replica that finds the leases held pays a few commands per unit, not a
+-- script call. Prepended in Go by internal/fencerule's fence.lua,
+-- fence.lua, begin.lua, clear.lua and internal/leaselua's lease.lua. The
+-- token is issued in the same script, so a slot is begun only under a
+-- lease this call holds, fenced as every Begin is (raise in begin_attempt).
+--
+-- ARGV[1] now (unix ms)  ARGV[2] limit, the most leases to take (0: no
+-- limit)  ARGV[3] n, the units
+-- then per unit, 7 values: owner, lease TTL (ms), k (its keys: 3, or with
+-- a slot to begin 11 or 12), slot (unix s), max attempts, prev (unix s),
+-- since (unix s)
+-- KEYS per unit, in order: its lease key, its lease's fence counter, its
+-- waiting flag (lease.RedisBackend.Keys), and with k > 3 the keys
+-- K[1..k-3] of begin_if_clear (clear.lua).
+--
+-- Returns 4 values per unit: the token (a decimal string) when the lease
+-- was taken, else minus the holder's remaining TTL (an integer <= 0);
+-- then 3 when no slot was begun for want of a lease or a request, or what
+-- begin_if_clear returns, padded to 3 values: {2, 0, 0} not clear,
+-- {1, attempt, left}, {-1, current, 0} stale (current a decimal string or
+-- nil), and {4, 0, 0} when the slot was done: then the lease, unused, was
+-- released in the same script; {5, 0, 0} when, the limit reached, the
+-- lease was free and not tried (its first value then 0).
+local now, limit, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local out, o, ki, ai, taken = {}, 0, 1, 4, 0
+for _ = 1, n do
+  local owner, k = ARGV[ai], tonumber(ARGV[ai + 2])
+  local token, remaining, r = false, 0, {3, 0, 0}
+  if limit > 0 and taken >= limit then
+    remaining = redis.call('PTTL', KEYS[ki])
+    if remaining == -2 then
+      r = {5, 0, 0} -- free, not tried: the caller has no place left
+    end
+    remaining = math.max(remaining, 0)
+  else
+    token, remaining = holdfast_lease_acquire(KEYS[ki], KEYS[ki + 1], owner, ARGV[ai + 1])
+    if token then taken = taken + 1 end
+  end
+  if token and k > 3 then
+    local K = {}
+    for j = 1, k - 3 do K[j] = KEYS[ki + 2 + j] end
+    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]})
+  end
+  if r[1] == 0 then
+    -- The slot is done (a replica whose claim came after the run): the
+    -- lease is given back at once, unused, as the claim would release it.
+    holdfast_lease_release(KEYS[ki], KEYS[ki + 2], owner)
+    r[1], taken = 4, taken - 1
+  end
+  out[o + 1] = token or -remaining
+  out[o + 2] = r[1]
+  out[o + 3] = r[2] or false
+  out[o + 4] = r[3] or 0
+  o, ki, ai = o + 4, ki + k, ai + 7
+end
+return out

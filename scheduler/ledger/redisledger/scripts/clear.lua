@@ -1,0 +1,31 @@
+-- clear.lua: begin_if_clear(K, A), Begin of a scheduled slot when nothing
+-- else is due for its (job, partition), shared by the claim script
+-- (claim.lua, RedisLedger.BeginIfClear) and the joined claim script
+-- (claimall.lua, RedisLedger.ClaimAll). After fence.lua and begin.lua.
+--
+-- K[1..7] as begin.lua; K[8] horizon; K[9] the job's pause flag
+-- (<prefix>{<job>}:paused: another hash tag than the rest on Cluster,
+-- where the caller reads it beforehand and passes no K[9])
+-- A[1..5] as begin.lua; A[6] the schedule's fire before the slot
+-- (unix s); A[7] since (unix s): open slots before it are not due
+--
+-- Returns {2} when something else needs planning (paused, another open or
+-- pending slot, the slot waiting for its retry time, or a slot between the
+-- last one seen and this one that nobody began): nothing changed but the
+-- horizon, set as State sets it. Otherwise what begin_attempt returns.
+local function begin_if_clear(K, A)
+  redis.call('SET', K[8], A[4], 'NX')
+  if K[9] and redis.call('EXISTS', K[9]) == 1 then return {2} end
+  local slot = A[3]
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[3], A[7], '+inf', 'LIMIT', 0, 2)) do
+    if m ~= slot then return {2} end
+  end
+  for _, m in ipairs(redis.call('ZRANGE', K[6], 0, 1)) do
+    if m ~= slot then return {2} end
+  end
+  local retry = redis.call('ZSCORE', K[7], slot)
+  if retry and tonumber(retry) > tonumber(A[4]) then return {2} end
+  local last = tonumber(redis.call('GET', K[4]) or '0')
+  if last ~= 0 and last < tonumber(A[6]) then return {2} end
+  return begin_attempt(K, A)
+end
