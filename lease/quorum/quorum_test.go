@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/quorum"
@@ -108,7 +109,7 @@ func TestAcquireRaisesAMajorityOfCountersToTheToken(t *testing.T) {
 			require.NoError(t, b.Release(ctx, lease.Held{Name: name, Owner: owner}))
 			// Release returns once a majority deleted the key; the others
 			// follow.
-			eventually(t, 5*time.Second, "released on every master", func() bool {
+			testwait.Until(t, 5*time.Second, "released on every master", func() bool {
 				for _, rdb := range m.rdbs {
 					if v, _ := rdb.Get(ctx, leaseKey).Result(); v == owner {
 						return false
@@ -226,7 +227,7 @@ func TestThreeKilledMastersFailPromptlyWithErrNoQuorum(t *testing.T) {
 	}
 	// The held lease cannot be renewed by a majority: it ends at its
 	// trust window.
-	waitDone(t, kept.Done(), 5*time.Second, "loss without a majority")
+	testwait.Done(t, kept.Done(), 5*time.Second, "loss without a majority")
 	require.ErrorIs(t, kept.Err(), lease.ErrExpired)
 }
 
@@ -242,7 +243,7 @@ func TestRenewAndReleaseNeedAMajority(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, g.Acquired)
 		// Acquire returns once a majority granted; the others follow.
-		eventually(t, 5*time.Second, "key on every master", func() bool {
+		testwait.Until(t, 5*time.Second, "key on every master", func() bool {
 			for _, rdb := range m.rdbs {
 				if v, _ := rdb.Get(ctx, leaseKey).Result(); v != owner {
 					return false
@@ -341,8 +342,8 @@ func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
 	}()
 	// The lock phase is done and the raise is held until the window has
 	// passed.
-	eventually(t, 5*time.Second, "raise reached", func() bool { return g.arrived.Load() > 0 })
-	eventually(t, 5*time.Second, "trust window passed", func() bool { return time.Since(start) > ttl })
+	testwait.Until(t, 5*time.Second, "raise reached", func() bool { return g.arrived.Load() > 0 })
+	testwait.Until(t, 5*time.Second, "trust window passed", func() bool { return time.Since(start) > ttl })
 	close(g.open)
 	r := <-got
 	require.False(t, r.g.Acquired)
@@ -353,7 +354,7 @@ func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
 	require.Equal(t, ttl-lease.Drift(ttl), slow.Limit)
 	require.GreaterOrEqual(t, slow.Took, slow.Limit)
 	leaseKey, _ := b.Keys("job")
-	eventually(t, 5*time.Second, "keys released", func() bool {
+	testwait.Until(t, 5*time.Second, "keys released", func() bool {
 		for _, rdb := range m.rdbs {
 			if v, _ := rdb.Get(ctx, leaseKey).Result(); v == "slow" {
 				return false
@@ -406,7 +407,7 @@ func TestSplitVoteIsRetriedAndAMajorityHolderIsNot(t *testing.T) {
 	// holder (TestSplitVote), and there is no further retry.
 	// Released before Acquire returned, or, when master 0 answered after
 	// StragglerWait, as soon as its late grant came in.
-	eventually(t, 5*time.Second, "the minority taken released", func() bool {
+	testwait.Until(t, 5*time.Second, "the minority taken released", func() bool {
 		v, _ := m.rdbs[0].Get(ctx, leaseKey).Result()
 		return v == ""
 	})
@@ -418,7 +419,7 @@ func TestSplitVoteIsRetriedAndAMajorityHolderIsNot(t *testing.T) {
 	g, err = b.Acquire(ctx, "job", "z", time.Minute)
 	require.NoError(t, err)
 	require.False(t, g.Acquired)
-	eventually(t, 5*time.Second, "the minority taken released", func() bool {
+	testwait.Until(t, 5*time.Second, "the minority taken released", func() bool {
 		v, _ := m.rdbs[0].Get(ctx, leaseKey).Result()
 		return v == ""
 	})
@@ -460,7 +461,7 @@ func TestWaiterIsWokenByAQuorumRelease(t *testing.T) {
 	}()
 	// Its second attempt follows its subscription; the next one is a
 	// minute away, so only the release can wake it in time.
-	eventually(t, 10*time.Second, "waiter subscribed", func() bool { return obs.n.Load() >= 2 })
+	testwait.Until(t, 10*time.Second, "waiter subscribed", func() bool { return obs.n.Load() >= 2 })
 	released := time.Now()
 	require.NoError(t, holder.Release(ctx))
 	timer := time.NewTimer(10 * time.Second)
