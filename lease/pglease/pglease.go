@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -63,7 +63,7 @@ var _ lease.Backend = (*Backend)(nil)
 // too) or an invalid schema. New does not touch the database: run Migrate
 // once before the first lease.
 func New(db DB, cfg Config) (*Backend, error) {
-	if db == nil || (reflect.ValueOf(db).Kind() == reflect.Pointer && reflect.ValueOf(db).IsNil()) {
+	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil DB", ErrInvalidConfig)
 	}
 	if cfg.Schema == "" {

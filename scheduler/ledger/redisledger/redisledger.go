@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -85,7 +85,7 @@ var (
 // DefaultPrefix). It returns ErrInvalidConfig for a nil rdb or a
 // prefix holding '{' or '}'.
 func New(rdb redis.UniversalClient, prefix string) (*Ledger, error) {
-	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
+	if safe.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	if prefix == "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
@@ -57,7 +58,7 @@ type Store struct {
 // a lower-case SQL identifier. It does not touch the database: run Migrate
 // once at start-up.
 func NewStore(db pgfence.DBTX, schema string) (*Store, error) {
-	if storeutil.IsNil(db) {
+	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidConfig)
 	}
 	if schema == "" {
@@ -245,7 +246,7 @@ type Fence struct {
 // ErrInvalidConfig for a nil db (a typed nil *pgxpool.Pool included) and
 // pgfence's ErrInvalidConfig for a bad name. Run Migrate once at start-up.
 func NewFence(db pgfence.DBTX, cfg pgfence.Config) (*Fence, error) {
-	if storeutil.IsNil(db) {
+	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidConfig)
 	}
 	g, err := pgfence.New(cfg)

@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 )
@@ -69,7 +70,7 @@ type Store struct {
 // It returns an error matching httpfence.ErrInvalidConfig for a nil rdb (a
 // typed nil *redis.Client included).
 func NewStore(rdb redis.UniversalClient, prefix string) (*Store, error) {
-	if storeutil.IsNil(rdb) {
+	if safe.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: redisstore.Store over a nil redis client", httpfence.ErrInvalidConfig)
 	}
 	if prefix == "" {
@@ -197,7 +198,7 @@ type Fence struct {
 // httpfence.ErrInvalidConfig for a nil rdb (a typed nil *redis.Client
 // included).
 func NewFence(rdb redis.UniversalClient, prefix string) (*Fence, error) {
-	if storeutil.IsNil(rdb) {
+	if safe.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: redisstore.Fence over a nil redis client", httpfence.ErrInvalidConfig)
 	}
 	if prefix == "" {
