@@ -157,7 +157,7 @@ func newSink(t testing.TB, prefix string) (*sink, *pgxpool.Pool) {
 
 // openSink returns the sink in schema, creating its tables when create.
 func openSink(ctx context.Context, db pgfence.DBTX, schema string, create bool) (*sink, error) {
-	g, err := pgfence.New(pgfence.Config{Schema: schema})
+	g, err := pgfence.New(pgfence.Options{Schema: schema})
 	if err != nil {
 		return nil, err
 	}

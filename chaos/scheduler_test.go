@@ -96,11 +96,11 @@ func schedWorker() error {
 	if err != nil {
 		return err
 	}
-	ldg, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+	ldg, err := pgledger.New(pool, pgledger.Options{Schema: schema})
 	if err != nil {
 		return err
 	}
-	sched, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg})
+	sched, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg})
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 	r := newReport(name, 1, 1)
 	s, pool := newSink(t, "chaos_sched_")
 	ctx := context.Background()
-	ldg, err := pgledger.New(pool, pgledger.Config{Schema: s.schema})
+	ldg, err := pgledger.New(pool, pgledger.Options{Schema: s.schema})
 	require.NoError(t, err)
 	require.NoError(t, ldg.Migrate(ctx))
 	srv := redisproc.Start(t)

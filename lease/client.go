@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/internal/retry"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
@@ -290,7 +291,7 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 	l := newLease(ctx, cfg.lifetime, c, name, owner, g, ttl, start)
 	c.log.LogAttrs(ctx, slog.LevelInfo, "lease_acquired",
 		slog.String("lease", name), slog.String("owner", owner),
-		slog.Uint64("token", uint64(l.token)), slog.Duration("ttl", ttl))
+		slog.Uint64("token", uint64(l.token)), logattr.Duration("ttl", ttl))
 	return l, nil
 }
 
@@ -298,7 +299,7 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 func (c *Client) slow(ctx context.Context, name, owner string, ttl, took time.Duration) error {
 	c.log.LogAttrs(ctx, slog.LevelWarn, "lease_acquire_too_slow",
 		slog.String("lease", name), slog.String("owner", owner),
-		slog.Duration("took", took), slog.Duration("ttl", ttl))
+		logattr.Duration("took", took), logattr.Duration("ttl", ttl))
 	return &SlowAcquireError{Name: name, Took: took, TTL: ttl}
 }
 

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/holdfast-go/holdfast/internal/logattr"
 )
 
 // keeper renews every lease of one Client in batches: one pipeline of
@@ -260,5 +262,5 @@ func (k *keeper) renewChunk(chunk []*Lease) {
 		}
 	}
 	k.c.log.LogAttrs(ctx, slog.LevelDebug, "lease_renewed",
-		slog.Int("leases", len(chunk)), slog.Int("failed", failed), slog.Duration("took", took))
+		slog.Int("leases", len(chunk)), slog.Int("failed", failed), logattr.Duration("took", took))
 }

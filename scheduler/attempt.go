@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/internal/retry"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
@@ -88,7 +89,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int) {
 	lag := s.clock.Now().Sub(f.At)
 	s.obs.RunStarted(job.Name, lag)
 	s.log.LogAttrs(ctx, slog.LevelInfo, "job_claimed", slog.String("job", job.Name), slog.String("partition", h.u.partition),
-		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(h.fence.Token)), slog.Duration("lag", lag))
+		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(h.fence.Token)), logattr.Duration("lag", lag))
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	// Shutdown past the grace period ends the run and releases its lease,
@@ -128,7 +129,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int) {
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", job.Name), slog.String("partition", h.u.partition),
 		slog.Time("slot", f.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
-		slog.Duration("took", took), slog.String("class", string(o.Class)), slog.String("error", o.Error))
+		logattr.Duration("took", took), slog.String("class", string(o.Class)), slog.String("error", o.Error))
 }
 
 // outcome is how an attempt that returned runErr is recorded, with its
@@ -200,13 +201,13 @@ func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledge
 }
 
 // retryDelay is RetryBackoff * 2^(attempt-1), capped at RetryMaxBackoff,
-// with ±20% jitter from Config.Jitter (internal/retry): a pure function of
+// with ±20% jitter from Options.Jitter (internal/retry): a pure function of
 // the attempt number, so a restart recomputes it from the ledger.
 func (s *Scheduler) retryDelay(job *registered, attempt int) time.Duration {
 	return retry.Delay(attempt, job.RetryBackoff, job.RetryMaxBackoff, 0.2, 0.2, s.jitter)
 }
 
-// jitter draws from Config.Jitter, which is not safe for concurrent use.
+// jitter draws from Options.Jitter, which is not safe for concurrent use.
 func (s *Scheduler) jitter(n int64) int64 {
 	s.randMu.Lock()
 	defer s.randMu.Unlock()

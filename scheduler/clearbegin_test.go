@@ -53,7 +53,7 @@ func TestScheduledSlotsBeginWithoutState(t *testing.T) {
 		clk := clock.NewFake(startAt.Add(-500 * time.Millisecond))
 		var log runLog
 		counting := &countingLedger{Ledger: s.ledger}
-		sched := s.replica(t, func(c *Config) { c.Ledger = counting }, onClock(clk))
+		sched := s.replica(t, func(c *Options) { c.Ledger = counting }, onClock(clk))
 		require.NoError(t, sched.Register(Job{
 			Name: "quick", Spec: everySecond, StartAt: startAt, EndAt: startAt.Add(4 * time.Second),
 			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -15,7 +16,7 @@ import (
 // retry's time, an operator's request); it sleeps until the earliest, at
 // most maxSleep, and hands the due claims to the bounded pool.
 //
-// Time is read from Config.Clock, and the wall clock is not trusted to
+// Time is read from Options.Clock, and the wall clock is not trusted to
 // move evenly:
 //   - Backward step: when the wall clock reads earlier than at the last
 //     wake-up, every unit's next fire is computed again from the current
@@ -160,7 +161,7 @@ func (s *Scheduler) noticeSteps(slept parkedAt, now time.Time) {
 	moved := wallSince(slept.at, now)
 	switch {
 	case moved < 0:
-		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_stepped", slog.Duration("by", moved))
+		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_stepped", logattr.Duration("by", moved))
 		for _, u := range s.order {
 			u.seen = now
 			if u.queued != nil && u.queued.at.After(now) {
@@ -168,7 +169,7 @@ func (s *Scheduler) noticeSteps(slept parkedAt, now time.Time) {
 			}
 		}
 	case moved > slept.wait+stepTolerance:
-		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_jumped", slog.Duration("by", moved-slept.wait))
+		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_jumped", logattr.Duration("by", moved-slept.wait))
 		for _, u := range s.order {
 			if now.After(u.seen) {
 				u.seen = now

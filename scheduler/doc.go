@@ -14,8 +14,8 @@
 // job writes to (package fence).
 //
 //	leases, _ := lease.New(rdb, lease.Options{})
-//	runs, _ := redisledger.New(rdb, "") // or pgledger, or a store of your own
-//	s, _ := scheduler.New(scheduler.Config{Leases: leases, Ledger: runs})
+//	runs, _ := redisledger.New(rdb, redisledger.Options{}) // or pgledger, or a store of your own
+//	s, _ := scheduler.New(scheduler.Options{Leases: leases, Ledger: runs})
 //	_ = s.Register(scheduler.Job{Name: "daily-settlement", Spec: "0 2 * * *",
 //		Zone: "Europe/Paris", Partitions: []string{"eu", "us"}, Run: settle})
 //	_ = s.Start(ctx)
@@ -37,7 +37,7 @@
 // "job|partition"), ledger records, fence and retries (Pause applies to
 // every partition of a job), so a slow tenant never holds up another and
 // the partitions of one slot run in parallel, on one replica or spread
-// over several, within Config.MaxConcurrentClaims claims per replica
+// over several, within Options.MaxConcurrentClaims claims per replica
 // (default 64).
 //
 // # Claim procedure
@@ -86,7 +86,7 @@
 //
 // # Time
 //
-// Config.Clock (package clock; the real clock by default) is the only
+// Options.Clock (package clock; the real clock by default) is the only
 // source of time: slot timers, lateness, retry times, heartbeats,
 // Job.Timeout, and the now of every ledger call, so a store's own clock
 // (PostgreSQL's now()) never enters a decision. Tests pass a *clock.Fake
@@ -254,9 +254,9 @@
 //
 // # Observability
 //
-// Config.Logger receives job_claimed, job_claim_skipped (reason lease_held,
+// Options.Logger receives job_claimed, job_claim_skipped (reason lease_held,
 // paused, done, ledger_error), job_run_finished, slot_skipped,
-// slots_unrecorded, clock_stepped, clock_jumped and stale_token_rejected; Config.Observer receives measurements
+// slots_unrecorded, clock_stepped, clock_jumped and stale_token_rejected; Options.Observer receives measurements
 // (scheduler/schedprom turns them into Prometheus collectors).
 //
 // # Guarantees and non-guarantees
@@ -284,7 +284,7 @@
 //
 // # Where things are
 //
-// scheduler.go (Config, New, Register, Start, Stop), job.go (Job, Slot,
+// scheduler.go (Options, New, Register, Start, Stop), job.go (Job, Slot,
 // Run), schedule.go (window: the schedule within StartAt, EndAt and
 // CatchUpWindow), dispatch.go (the timer goroutine, clock steps, the claim
 // pool), claim.go (taking the lease, carrying a plan out), plan.go (the

@@ -18,7 +18,7 @@ import (
 
 // Two replicas carry the same job, split by tenant. Each (slot, partition)
 // runs once, on whichever replica takes that partition's lease, and the
-// ledger records it. The replicas read a fake clock (Config.Clock) that
+// ledger records it. The replicas read a fake clock (Options.Clock) that
 // the example moves on, as a test would: in production leave Clock unset.
 func Example() {
 	mr, err := miniredis.Run()
@@ -59,8 +59,8 @@ func Example() {
 	var replicas []*scheduler.Scheduler
 	for range 2 {
 		leases, _ := lease.New(rdb, lease.Options{})
-		ldg, _ := redisledger.New(rdb, "")
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Clock: clk})
+		ldg, _ := redisledger.New(rdb, redisledger.Options{})
+		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Clock: clk})
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -86,7 +86,7 @@ func Example() {
 		_ = s.Stop(ctx) // drains: every attempt is recorded
 	}
 
-	ldg, _ := redisledger.New(rdb, "")
+	ldg, _ := redisledger.New(rdb, redisledger.Options{})
 	for i := range 2 {
 		for _, p := range job.Partitions {
 			slot := ledger.Slot{Job: job.Name, At: start.Add(time.Duration(i) * time.Second).UTC(), Partition: p}

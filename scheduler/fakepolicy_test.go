@@ -400,7 +400,7 @@ func TestFakeTimeOverlapAllowRunsAreNotBoundedByThePool(t *testing.T) {
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
 		g := newGated(r, utc(10, 0, 0), utc(10, 0, 1), utc(10, 0, 2))
 		job := scheduler.Job{Name: "wide", Spec: "* * * * * *", Overlap: scheduler.OverlapAllow, StartAt: utc(10, 0, 0), Run: g.run}
-		r.replicaWith(0, func(c *scheduler.Config) { c.MaxConcurrentClaims = 1 }, job)
+		r.replicaWith(0, func(c *scheduler.Options) { c.MaxConcurrentClaims = 1 }, job)
 		r.tick(3*time.Second, 500*time.Millisecond) // to 10:00:01
 		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 0, 1)}, g.slots(), "both run at once, the first still running")
 		r.tick(time.Second, 500*time.Millisecond)
@@ -462,7 +462,7 @@ func TestFakeTimeDST(t *testing.T) {
 		// Fall back: 02:00 EDT becomes 01:00 EST on 2026-11-01; 01:30
 		// happens twice and runs at the first.
 		{"FallBackOverlapRunsTheFirst", "30 1 * * *", time.Date(2026, 11, 1, 5, 29, 57, 0, time.UTC),
-			[]time.Time{time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC)}, cron.RuleOverlapFirst},
+			[]time.Time{time.Date(2026, 11, 1, 5, 30, 0, 0, time.UTC)}, cron.RuleFoldFirst},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -64,7 +64,7 @@ func onFakeTime(t *testing.T, start time.Time, fn func(t *testing.T, r *rig)) {
 			case "postgres":
 				r.ledger = pgLedger(t)
 			default:
-				r.ledger, err = redisledger.New(rdb, prefix+"ledger:")
+				r.ledger, err = redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 				require.NoError(t, err)
 			}
 			fn(t, r)
@@ -84,17 +84,17 @@ func (s skewed) Now() time.Time { return s.Fake.Now().Add(s.offset) }
 // fake clock plus skew; it is stopped when the test ends.
 func (r *rig) replica(skew time.Duration, jobs ...scheduler.Job) *scheduler.Scheduler {
 	r.t.Helper()
-	return r.replicaWith(skew, func(*scheduler.Config) {}, jobs...)
+	return r.replicaWith(skew, func(*scheduler.Options) {}, jobs...)
 }
 
-// replicaWith is replica with edit applied to its Config.
-func (r *rig) replicaWith(skew time.Duration, edit func(*scheduler.Config), jobs ...scheduler.Job) *scheduler.Scheduler {
+// replicaWith is replica with edit applied to its Options.
+func (r *rig) replicaWith(skew time.Duration, edit func(*scheduler.Options), jobs ...scheduler.Job) *scheduler.Scheduler {
 	r.t.Helper()
 	var c clock.Clock = r.clk
 	if skew != 0 {
 		c = skewed{r.clk, skew}
 	}
-	cfg := scheduler.Config{Leases: r.leases, Ledger: r.ledger, Clock: c, Jitter: rand.NewPCG(1, 2)}
+	cfg := scheduler.Options{Leases: r.leases, Ledger: r.ledger, Clock: c, Jitter: rand.NewPCG(1, 2)}
 	edit(&cfg)
 	s, err := scheduler.New(cfg)
 	require.NoError(r.t, err)
@@ -215,7 +215,7 @@ func pgLedger(t *testing.T) ledger.Ledger {
 		defer cancel()
 		_, _ = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
 	})
-	l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+	l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(t.Context()))
 	return l

@@ -89,7 +89,7 @@ const (
 	// of one (job, partition) overlap while each slot still runs once.
 	// The (job, partition) lease is held only to plan (read the ledger,
 	// apply the missed-slot policy, begin the attempts). Its runs start at
-	// once and are not bounded by Config.MaxConcurrentClaims (an attempt
+	// once and are not bounded by Options.MaxConcurrentClaims (an attempt
 	// is never begun and left waiting): bound them with Job.Timeout. The
 	// slot lease is "<job>@<unix>" for the default partition "", else
 	// "<job>|<partition>@<unix>", so the job name and a partition may
@@ -134,14 +134,16 @@ type Job struct {
 	Spec string
 	// Zone is the IANA zone the spec is read in. Default UTC.
 	Zone string
-	// Gap and DSTOverlap override the DST rule for fixed-time specs
-	// (default: run once after a spring-forward gap; run at the first
-	// occurrence in a fall-back overlap). See package cron.
-	Gap        cron.GapPolicy
-	DSTOverlap cron.OverlapPolicy
+	// DSTGap and DSTFold override the DST rules of fixed-time specs
+	// (default cron.GapRunAfter: run once just after a spring-forward gap,
+	// the skipped local times; default cron.FoldFirst: run at the first
+	// occurrence in a fall-back fold, the repeated local times). See
+	// package cron.
+	DSTGap  cron.GapPolicy
+	DSTFold cron.FoldPolicy
 	// Partitions splits every slot by tenant: each partition is a slot
 	// dimension with its own lease and ledger records, run in parallel
-	// within Config.MaxConcurrentClaims. Default: one partition, "" (the
+	// within Options.MaxConcurrentClaims. Default: one partition, "" (the
 	// only place an empty key is allowed). Keys are 1 to MaxPartitionLen
 	// bytes of printable UTF-8 without '{', '}', '|' or '@'.
 	Partitions []string

@@ -55,7 +55,7 @@ func TestFakeTimeSlotWhoseBeginFailedIsNotLost(t *testing.T) {
 				r.clk.Advance(5 * time.Minute) // down until 10:05:03: 10:01..10:05 to catch up
 
 				flaky := &failingBegin{Ledger: r.ledger, at: utc(10, 2, 0)}
-				r.replicaWith(0, func(c *scheduler.Config) { c.Ledger = flaky }, job)
+				r.replicaWith(0, func(c *scheduler.Options) { c.Ledger = flaky }, job)
 				r.tick(5*time.Second, 100*time.Millisecond)
 
 				require.Equal(t, 1, flaky.failed, "the fault fired")

@@ -32,10 +32,10 @@ func FuzzJobNameAndPartition(f *testing.F) {
 	rdb, _ := leasetest.NewMiniredisClient(f)
 	leases, err := lease.New(rdb, lease.Options{Prefix: "fuzz:lease:"})
 	require.NoError(f, err)
-	ldg, err := redisledger.New(rdb, "fuzz:ledger:")
+	ldg, err := redisledger.New(rdb, redisledger.Options{Prefix: "fuzz:ledger:"})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, name, partition string) {
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg})
+		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg})
 		require.NoError(t, err)
 		job := scheduler.Job{Name: name, Spec: "0 0 0 1 1 *", Run: func(context.Context, scheduler.Run) error { return nil }}
 		if partition != "" {

@@ -368,9 +368,9 @@ type noCancel struct{ ledger.Ledger }
 func TestOverlapCancelOtherNeedsACanceler(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
-		ledger, err := redisledger.New(s.rdb, s.ledgerPrefix)
+		ledger, err := redisledger.New(s.rdb, redisledger.Options{Prefix: s.ledgerPrefix})
 		require.NoError(t, err)
-		sched := s.replica(t, func(c *Config) { c.Ledger = noCancel{ledger} })
+		sched := s.replica(t, func(c *Options) { c.Ledger = noCancel{ledger} })
 		err = sched.Register(Job{Name: "x", Spec: everySecond, Overlap: OverlapCancelOther, Run: func(context.Context, Run) error { return nil }})
 		require.ErrorIs(t, err, ErrInvalidJob)
 	})

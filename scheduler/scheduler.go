@@ -18,15 +18,15 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// ErrInvalidConfig matches every Config that New rejects.
-var ErrInvalidConfig = errors.New("scheduler: invalid config")
+// ErrInvalidOptions matches every Options that New rejects.
+var ErrInvalidOptions = errors.New("scheduler: invalid options")
 
 // DefaultMaxConcurrentClaims bounds the claims (and runs) one Scheduler
 // works on at once (64).
 const DefaultMaxConcurrentClaims = 64
 
-// Config configures a Scheduler.
-type Config struct {
+// Options configures a Scheduler.
+type Options struct {
 	// Leases acquires the job leases. Required.
 	Leases *lease.Client
 	// Ledger records runs. Required; redisledger.New gives the default
@@ -47,7 +47,7 @@ type Config struct {
 	// ledger call. Default clock.Real() (which follows testing/synctest).
 	// Tests pass a *clock.Fake to step the wall clock, freeze time or skew
 	// replicas. The lease's own trust window stays on the real clock
-	// (lease.Client). A typed nil is refused (ErrInvalidConfig).
+	// (lease.Client). A typed nil is refused (ErrInvalidOptions).
 	Clock clock.Clock
 	// Jitter is the random source of the retry backoff's jitter. Default:
 	// a PCG seeded at random. Tests pass rand.NewPCG(1, 2) for repeatable
@@ -59,7 +59,7 @@ type Config struct {
 // lease of its (job, partition), recording every attempt in the ledger.
 // Create it with New, Register jobs, then Start; Stop drains it.
 type Scheduler struct {
-	cfg Config
+	cfg Options
 	log *slog.Logger
 	obs Observer
 
@@ -125,21 +125,21 @@ type unit struct {
 	pending cron.Fire
 }
 
-// New returns a Scheduler. It returns an error matching ErrInvalidConfig
+// New returns a Scheduler. It returns an error matching ErrInvalidOptions
 // when Leases or Ledger is nil (a typed nil pointer too) or
 // MaxConcurrentClaims is negative.
-func New(cfg Config) (*Scheduler, error) {
+func New(cfg Options) (*Scheduler, error) {
 	if cfg.Leases == nil {
-		return nil, fmt.Errorf("%w: nil Leases", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: nil Leases", ErrInvalidOptions)
 	}
 	if safe.IsNil(cfg.Ledger) {
-		return nil, fmt.Errorf("%w: nil Ledger", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: nil Ledger", ErrInvalidOptions)
 	}
 	if cfg.Clock != nil && safe.IsNil(cfg.Clock) {
-		return nil, fmt.Errorf("%w: nil Clock", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: nil Clock", ErrInvalidOptions)
 	}
 	if cfg.MaxConcurrentClaims < 0 {
-		return nil, fmt.Errorf("%w: negative MaxConcurrentClaims", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative MaxConcurrentClaims", ErrInvalidOptions)
 	}
 	if cfg.MaxConcurrentClaims == 0 {
 		cfg.MaxConcurrentClaims = DefaultMaxConcurrentClaims
@@ -177,7 +177,7 @@ func (s *Scheduler) Register(job Job) error {
 	if _, ok := s.cfg.Ledger.(ledger.Canceler); job.Overlap == OverlapCancelOther && !ok {
 		return fmt.Errorf("%w: %q: OverlapCancelOther needs a ledger that implements Canceler", ErrInvalidJob, job.Name)
 	}
-	sched, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone, Gap: job.Gap, Overlap: job.DSTOverlap})
+	sched, err := cron.Parse(job.Spec, cron.Options{Zone: job.Zone, Gap: job.DSTGap, Fold: job.DSTFold})
 	if err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrInvalidJob, job.Name, err)
 	}
@@ -201,7 +201,7 @@ func (s *Scheduler) Register(job Job) error {
 
 // Start begins claiming slots until Stop is called or ctx ends. One
 // goroutine keeps the timers of every (job, partition); claims run on at
-// most Config.MaxConcurrentClaims goroutines. Every (job, partition) is
+// most Options.MaxConcurrentClaims goroutines. Every (job, partition) is
 // claimed once at start, to recover what came due while no replica ran
 // (stored retries, abandoned attempts, missed slots). It returns
 // ErrStarted when called twice.

@@ -44,7 +44,7 @@ func newSetup(t *testing.T, b redistest.Backend) *setup {
 	prefix := redistest.Prefix(t, rdb)
 	s := &setup{backend: b.Name, rdb: rdb, prefix: prefix, leasePrefix: prefix + "lease:", ledgerPrefix: prefix + "ledger:"}
 	var err error
-	s.ledger, err = redisledger.New(rdb, s.ledgerPrefix)
+	s.ledger, err = redisledger.New(rdb, redisledger.Options{Prefix: s.ledgerPrefix})
 	require.NoError(t, err)
 	return s
 }
@@ -63,13 +63,13 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s *setup)) {
 // replica returns a Scheduler as a separate replica would build it: its own
 // lease.Client and RedisLedger over the shared Redis and prefixes, changed
 // by opts. It is stopped when the test ends.
-func (s *setup) replica(t *testing.T, opts ...func(*Config)) *Scheduler {
+func (s *setup) replica(t *testing.T, opts ...func(*Options)) *Scheduler {
 	t.Helper()
 	leases, err := lease.New(s.rdb, lease.Options{Prefix: s.leasePrefix})
 	require.NoError(t, err)
-	ledger, err := redisledger.New(s.rdb, s.ledgerPrefix)
+	ledger, err := redisledger.New(s.rdb, redisledger.Options{Prefix: s.ledgerPrefix})
 	require.NoError(t, err)
-	cfg := Config{Leases: leases, Ledger: ledger}
+	cfg := Options{Leases: leases, Ledger: ledger}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -84,7 +84,7 @@ func (s *setup) replica(t *testing.T, opts ...func(*Config)) *Scheduler {
 }
 
 // started registers job on a new replica and starts it.
-func (s *setup) started(t *testing.T, job Job, opts ...func(*Config)) *Scheduler {
+func (s *setup) started(t *testing.T, job Job, opts ...func(*Options)) *Scheduler {
 	t.Helper()
 	sched := s.replica(t, opts...)
 	require.NoError(t, sched.Register(job))
@@ -113,13 +113,13 @@ func (s *setup) loseData(t *testing.T) {
 }
 
 // watched makes the replica's ledger w, wrapping its RedisLedger.
-func watched(w *watchedLedger) func(*Config) {
-	return func(c *Config) { w.Ledger = c.Ledger; c.Ledger = w }
+func watched(w *watchedLedger) func(*Options) {
+	return func(c *Options) { w.Ledger = c.Ledger; c.Ledger = w }
 }
 
 // logTo sends the replica's events to fn.
-func logTo(fn func(msg string, attrs map[string]string)) func(*Config) {
-	return func(c *Config) { c.Logger = slog.New(eventHandler(fn)) }
+func logTo(fn func(msg string, attrs map[string]string)) func(*Options) {
+	return func(c *Options) { c.Logger = slog.New(eventHandler(fn)) }
 }
 
 // eventHandler is a slog.Handler that hands every event, at every level,
@@ -245,8 +245,8 @@ func claimWake(t *testing.T, sched *Scheduler, job, partition string) {
 }
 
 // onClock makes a replica read clk (a fake clock the test moves).
-func onClock(clk *clock.Fake) func(*Config) {
-	return func(c *Config) { c.Clock = clk }
+func onClock(clk *clock.Fake) func(*Options) {
+	return func(c *Options) { c.Clock = clk }
 }
 
 // tickAll moves clk forward by d in steps of at most step, waiting after

@@ -110,7 +110,7 @@ func TestFakeTimeSlowGrantIsRetried(t *testing.T) {
 			leases, err := lease.NewWithBackend(backend, lease.Options{})
 			require.NoError(t, err)
 			ev := &events{}
-			r.replicaWith(0, func(c *scheduler.Config) { c.Leases, c.Logger = leases, slog.New(ev) }, job)
+			r.replicaWith(0, func(c *scheduler.Options) { c.Leases, c.Logger = leases, slog.New(ev) }, job)
 			return ev
 		}
 		onTime, late := newGated(r), newGated(r)

@@ -27,7 +27,7 @@ func TestSchedulerFollowsSynctest(t *testing.T) {
 		leases, err := lease.New(rdb, lease.Options{})
 		require.NoError(t, err)
 		ledger := ledgertest.NewMemory()
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
+		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger})
 		require.NoError(t, err)
 		var ran []time.Time
 		require.NoError(t, s.Register(scheduler.Job{Name: "bubble", Spec: "* * * * * *",

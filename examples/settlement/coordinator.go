@@ -154,7 +154,7 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 		}
 		lrdb := redis.NewClient(lopts)
 		defer lrdb.Close()
-		if ldg, err = redisledger.New(lrdb, rc.Prefix+"ledger:"); err != nil {
+		if ldg, err = redisledger.New(lrdb, redisledger.Options{Prefix: rc.Prefix + "ledger:"}); err != nil {
 			return tally{}, err
 		}
 	}

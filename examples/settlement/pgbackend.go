@@ -19,7 +19,7 @@ const backendPostgres = "postgres"
 // pgScheduling returns the lease client and the ledger of a replica (or,
 // for the ledger, of the coordinator) on the sink's pool and schema.
 func pgScheduling(p *pgStore, logger *slog.Logger) (*lease.Client, ledger.Ledger, error) {
-	b, err := pglease.New(p.pool, pglease.Config{Schema: p.schema})
+	b, err := pglease.New(p.pool, pglease.Options{Schema: p.schema})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -27,7 +27,7 @@ func pgScheduling(p *pgStore, logger *slog.Logger) (*lease.Client, ledger.Ledger
 	if err != nil {
 		return nil, nil, err
 	}
-	ldg, err := pgledger.New(p.pool, pgledger.Config{Schema: p.schema})
+	ldg, err := pgledger.New(p.pool, pgledger.Options{Schema: p.schema})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -37,14 +37,14 @@ func pgScheduling(p *pgStore, logger *slog.Logger) (*lease.Client, ledger.Ledger
 // migrateScheduling creates the lease and ledger tables in the sink's
 // schema (the coordinator does it once, before the replicas start).
 func migrateScheduling(ctx context.Context, p *pgStore) error {
-	b, err := pglease.New(p.pool, pglease.Config{Schema: p.schema})
+	b, err := pglease.New(p.pool, pglease.Options{Schema: p.schema})
 	if err != nil {
 		return err
 	}
 	if err := b.Migrate(ctx); err != nil {
 		return err
 	}
-	ldg, err := pgledger.New(p.pool, pgledger.Config{Schema: p.schema})
+	ldg, err := pgledger.New(p.pool, pgledger.Options{Schema: p.schema})
 	if err != nil {
 		return err
 	}

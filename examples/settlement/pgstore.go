@@ -29,7 +29,7 @@ func openPG(ctx context.Context, url, schema string, unfenced bool) (*pgStore, e
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	guard, err := pgfence.New(pgfence.Config{Schema: schema})
+	guard, err := pgfence.New(pgfence.Options{Schema: schema})
 	if err != nil {
 		pool.Close()
 		return nil, err

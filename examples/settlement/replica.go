@@ -101,7 +101,7 @@ func runReplica(cfg replicaConfig) error {
 	if err != nil {
 		return err
 	}
-	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Logger: logger})
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *le
 	if err != nil {
 		return rdb, nil, nil, err
 	}
-	ldg, err := redisledger.New(rdb, cfg.Prefix+"ledger:")
+	ldg, err := redisledger.New(rdb, redisledger.Options{Prefix: cfg.Prefix + "ledger:"})
 	if err != nil {
 		return rdb, nil, nil, err
 	}

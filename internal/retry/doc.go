@@ -14,7 +14,7 @@
 //
 // The library's own randomization is not used: ExponentialBackOff draws
 // from the global math/rand/v2 source, which cannot be seeded, and the
-// scheduler's tests depend on a seedable source (scheduler.Config.Jitter);
+// scheduler's tests depend on a seedable source (scheduler.Options.Jitter);
 // its range is also symmetric (d ± factor*d), while the lease client and
 // the Transport draw from [d/2, d]. Delay is the two together.
 package retry

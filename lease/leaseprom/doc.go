@@ -3,10 +3,10 @@
 //
 // An *Observer is both a lease.Observer (pass it as lease.Options.Observer)
 // and a prometheus.Collector (register it on the registry of your choice).
-// NewObserver touches no global state: nothing is registered on
+// New touches no global state: nothing is registered on
 // prometheus.DefaultRegisterer unless you do it.
 //
-//	obs := leaseprom.NewObserver(leaseprom.Options{})
+//	obs, _ := leaseprom.New(leaseprom.Options{})
 //	reg.MustRegister(obs)
 //	client, err := lease.New(rdb, lease.Options{Observer: obs})
 //

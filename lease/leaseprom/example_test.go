@@ -21,7 +21,7 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 
-	obs := leaseprom.NewObserver(leaseprom.Options{})
+	obs, _ := leaseprom.New(leaseprom.Options{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(obs)
 	client, _ := lease.New(rdb, lease.Options{Observer: obs})

@@ -2,12 +2,17 @@ package leaseprom
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/holdfast-go/holdfast/lease"
 )
+
+// ErrInvalidOptions is returned by New for buckets that do not strictly
+// increase.
+var ErrInvalidOptions = errors.New("leaseprom: invalid options")
 
 // DefaultNamespace starts every metric name unless Options.Namespace is set.
 const DefaultNamespace = "holdfast"
@@ -43,7 +48,7 @@ const (
 
 // Observer records lease measurements as Prometheus metrics. It implements
 // lease.Observer and prometheus.Collector, and is safe for concurrent use.
-// Create it with NewObserver.
+// Create it with New.
 type Observer struct {
 	acquireTotal    *prometheus.CounterVec
 	acquireDuration prometheus.Histogram
@@ -58,14 +63,20 @@ var (
 	_ prometheus.Collector = (*Observer)(nil)
 )
 
-// NewObserver returns an Observer with its metrics at zero. It registers
-// nothing: pass it to a prometheus.Registerer yourself.
-func NewObserver(opts Options) *Observer {
+// New returns an Observer with its metrics at zero. It registers
+// nothing: pass it to a prometheus.Registerer yourself. It returns an error
+// matching ErrInvalidOptions for Buckets that do not strictly increase.
+func New(opts Options) (*Observer, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
 	}
 	if opts.Buckets == nil {
 		opts.Buckets = DefaultBuckets
+	}
+	for i := 1; i < len(opts.Buckets); i++ {
+		if !(opts.Buckets[i] > opts.Buckets[i-1]) {
+			return nil, fmt.Errorf("%w: Buckets %v: want strictly increasing", ErrInvalidOptions, opts.Buckets)
+		}
 	}
 	ns := opts.Namespace
 	o := &Observer{
@@ -107,7 +118,7 @@ func NewObserver(opts Options) *Observer {
 	for _, v := range []string{causeReleased, causeNotHeld, causeExpired, causeParentDone, causeOther} {
 		o.lostTotal.WithLabelValues(v)
 	}
-	return o
+	return o, nil
 }
 
 // ObserveAcquire implements lease.Observer.

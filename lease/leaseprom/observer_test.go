@@ -33,7 +33,7 @@ type setup struct {
 func newSetup(t *testing.T, b redistest.Backend) *setup {
 	t.Helper()
 	rdb := b.New(t)
-	obs := leaseprom.NewObserver(leaseprom.Options{})
+	obs := newObserver(t, leaseprom.Options{})
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(obs))
 	c, err := lease.New(rdb, lease.Options{Prefix: redistest.Prefix(t, rdb), Observer: obs})
@@ -180,7 +180,7 @@ func TestLossCausesAreClassifiedWithErrorsIs(t *testing.T) {
 		{errors.New("something new"), "other"},
 		{nil, "other"},
 	} {
-		obs := leaseprom.NewObserver(leaseprom.Options{})
+		obs := newObserver(t, leaseprom.Options{})
 		obs.ObserveAcquire("x", lease.OutcomeAcquired, time.Millisecond)
 		obs.ObserveLoss("x", tc.reason)
 		want := `
@@ -203,7 +203,7 @@ holdfast_lease_held 0
 
 func TestUnknownAcquireOutcomeCountsAsError(t *testing.T) {
 	t.Parallel()
-	obs := leaseprom.NewObserver(leaseprom.Options{})
+	obs := newObserver(t, leaseprom.Options{})
 	obs.ObserveAcquire("x", lease.AcquireOutcome("surprise"), time.Millisecond)
 	want := `
 # HELP holdfast_lease_acquire_total Lease acquire attempts (one Redis round trip each), by outcome: acquired, held (by another owner), error or slow (granted after its trust window ended, refused).
@@ -219,11 +219,11 @@ holdfast_lease_acquire_total{outcome="slow"} 0
 func TestNamespaceAndBuckets(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
-	billing := leaseprom.NewObserver(leaseprom.Options{Namespace: "billing", Buckets: []float64{0.001, 0.01}})
+	billing := newObserver(t, leaseprom.Options{Namespace: "billing", Buckets: []float64{0.001, 0.01}})
 	require.NoError(t, reg.Register(billing))
-	require.NoError(t, reg.Register(leaseprom.NewObserver(leaseprom.Options{})), "another namespace: no conflict")
+	require.NoError(t, reg.Register(newObserver(t, leaseprom.Options{})), "another namespace: no conflict")
 	var dup prometheus.AlreadyRegisteredError
-	require.ErrorAs(t, reg.Register(leaseprom.NewObserver(leaseprom.Options{Namespace: "billing"})), &dup)
+	require.ErrorAs(t, reg.Register(newObserver(t, leaseprom.Options{Namespace: "billing"})), &dup)
 
 	billing.ObserveRenew("x", nil, 5*time.Millisecond)
 	h := find(t, reg, "billing_lease_renew_duration_seconds").GetMetric()[0].GetHistogram()
@@ -233,12 +233,26 @@ func TestNamespaceAndBuckets(t *testing.T) {
 	require.Equal(t, 4+3+5+2+1, testutil.CollectAndCount(billing), "every label value of the counters, 2 histograms, 1 gauge")
 }
 
-func TestNewObserverRegistersNothingGlobally(t *testing.T) {
+func TestNewRegistersNothingGlobally(t *testing.T) {
 	t.Parallel()
-	leaseprom.NewObserver(leaseprom.Options{Namespace: "global_check"})
+	newObserver(t, leaseprom.Options{Namespace: "global_check"})
 	families, err := prometheus.DefaultGatherer.Gather()
 	require.NoError(t, err)
 	for _, f := range families {
 		require.False(t, strings.HasPrefix(f.GetName(), "global_check_"), f.GetName())
 	}
+}
+
+// newObserver is leaseprom.New that fails the test on an error.
+func newObserver(t *testing.T, opts leaseprom.Options) *leaseprom.Observer {
+	t.Helper()
+	o, err := leaseprom.New(opts)
+	require.NoError(t, err)
+	return o
+}
+
+func TestNewRefusesBucketsThatDoNotIncrease(t *testing.T) {
+	t.Parallel()
+	_, err := leaseprom.New(leaseprom.Options{Buckets: []float64{0.1, 0.1}})
+	require.ErrorIs(t, err, leaseprom.ErrInvalidOptions)
 }

@@ -35,7 +35,7 @@ func pgStore(t *testing.T) leasetest.Store {
 	pool := shared.Pool(t)
 	schema := shared.Schema(t, "pglease_test_")
 	db := &countingDB{DB: pool}
-	b, err := pglease.New(db, pglease.Config{Schema: schema})
+	b, err := pglease.New(db, pglease.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, b.Migrate(t.Context()))
 	table := pgx.Identifier{schema, "leases"}.Sanitize()
@@ -43,7 +43,7 @@ func pgStore(t *testing.T) leasetest.Store {
 	return leasetest.Store{
 		NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
 			t.Helper()
-			b, err := pglease.New(db, pglease.Config{Schema: schema})
+			b, err := pglease.New(db, pglease.Options{Schema: schema})
 			require.NoError(t, err)
 			c, err := lease.NewWithBackend(b, opts)
 			require.NoError(t, err)

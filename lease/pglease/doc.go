@@ -3,14 +3,14 @@
 // services that run Postgres and no Redis. With scheduler/ledger/pgledger and
 // sinks/pgfence, the scheduler runs on Postgres alone.
 //
-//	b, err := pglease.New(pool, pglease.Config{})    // *pgxpool.Pool
+//	b, err := pglease.New(pool, pglease.Options{})    // *pgxpool.Pool
 //	err = b.Migrate(ctx)                             // once, idempotent
 //	leases, err := lease.NewWithBackend(b, lease.Options{})
 //
 // # Model
 //
 // Migrate creates the table leases(name, owner, token, expires_at) in
-// Config.Schema (default "holdfast"). A lease called name is one row,
+// Options.Schema (default "holdfast"). A lease called name is one row,
 // created by its first acquisition and never deleted:
 //
 //   - Acquire is one statement, INSERT ... ON CONFLICT (name) DO UPDATE

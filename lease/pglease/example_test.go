@@ -31,7 +31,7 @@ func Example() {
 	schema := fmt.Sprintf("pglease_example_%d", time.Now().UnixNano())
 	defer pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") //nolint:errcheck
 
-	backend, err := pglease.New(pool, pglease.Config{Schema: schema})
+	backend, err := pglease.New(pool, pglease.Options{Schema: schema})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -18,14 +18,14 @@ import (
 	"github.com/holdfast-go/holdfast/lease"
 )
 
-// DefaultSchema holds the lease table when Config.Schema is "". It is
+// DefaultSchema holds the lease table when Options.Schema is "". It is
 // pgledger's and pgfence's default too: the three stores can share one
 // schema.
 const DefaultSchema = "holdfast"
 
-// ErrInvalidConfig is returned by New for a nil DB or a Config.Schema that
+// ErrInvalidOptions is returned by New for a nil DB or a Options.Schema that
 // is not a lower-case SQL identifier; match it with errors.Is.
-var ErrInvalidConfig = errors.New("pglease: invalid config")
+var ErrInvalidOptions = errors.New("pglease: invalid options")
 
 // DB is what the backend needs from a database: single statements, each
 // on whatever connection is free. *pgxpool.Pool satisfies it (a *pgx.Conn
@@ -37,8 +37,8 @@ type DB interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Config names where the leases live. The zero Config is valid.
-type Config struct {
+// Options names where the leases live. The zero Options is valid.
+type Options struct {
 	// Schema holds the table leases; Migrate creates both. A lower-case
 	// SQL identifier. Default DefaultSchema ("holdfast").
 	Schema string
@@ -59,18 +59,18 @@ type Backend struct {
 var _ lease.Backend = (*Backend)(nil)
 
 // New returns a Backend over db with its table in cfg.Schema. It returns
-// an error matching ErrInvalidConfig for a nil db (a nil *pgxpool.Pool
+// an error matching ErrInvalidOptions for a nil db (a nil *pgxpool.Pool
 // too) or an invalid schema. New does not touch the database: run Migrate
 // once before the first lease.
-func New(db DB, cfg Config) (*Backend, error) {
+func New(db DB, cfg Options) (*Backend, error) {
 	if safe.IsNil(db) {
-		return nil, fmt.Errorf("%w: nil DB", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: nil DB", ErrInvalidOptions)
 	}
 	if cfg.Schema == "" {
 		cfg.Schema = DefaultSchema
 	}
 	if !identifierRE.MatchString(cfg.Schema) {
-		return nil, fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, cfg.Schema, identifierRE)
+		return nil, fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidOptions, cfg.Schema, identifierRE)
 	}
 	return &Backend{db: db, schema: cfg.Schema, sql: newQueries(pgx.Identifier{cfg.Schema, "leases"}.Sanitize())}, nil
 }

@@ -16,7 +16,7 @@ import (
 func newBackend(t *testing.T) (*pglease.Backend, string) {
 	t.Helper()
 	schema := shared.Schema(t, "pglease_test_")
-	b, err := pglease.New(shared.Pool(t), pglease.Config{Schema: schema})
+	b, err := pglease.New(shared.Pool(t), pglease.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, b.Migrate(t.Context()))
 	require.NoError(t, b.Migrate(t.Context()), "Migrate is idempotent")
@@ -25,10 +25,10 @@ func newBackend(t *testing.T) (*pglease.Backend, string) {
 
 func TestNewRefusesBadConfig(t *testing.T) {
 	t.Parallel()
-	_, err := pglease.New(nil, pglease.Config{})
-	require.ErrorIs(t, err, pglease.ErrInvalidConfig)
-	_, err = pglease.New(shared.Pool(t), pglease.Config{Schema: "Bad-Schema"})
-	require.ErrorIs(t, err, pglease.ErrInvalidConfig)
+	_, err := pglease.New(nil, pglease.Options{})
+	require.ErrorIs(t, err, pglease.ErrInvalidOptions)
+	_, err = pglease.New(shared.Pool(t), pglease.Options{Schema: "Bad-Schema"})
+	require.ErrorIs(t, err, pglease.ErrInvalidOptions)
 }
 
 // An expired lease is not brought back by its holder's renewal, even when

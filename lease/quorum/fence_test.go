@@ -42,7 +42,7 @@ func newSink(t *testing.T) *sink {
 		defer cancel()
 		_, _ = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
 	})
-	guard, err := pgfence.New(pgfence.Config{Schema: schema})
+	guard, err := pgfence.New(pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, guard.Migrate(ctx, pool))
 	s := &sink{pool: pool, guard: guard, account: pgx.Identifier{schema, "account"}.Sanitize()}

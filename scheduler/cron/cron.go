@@ -29,7 +29,7 @@ var (
 	// ErrZoneConflict: Options.Zone and the spec's CRON_TZ=/TZ= prefix name
 	// different zones (compared as strings: aliases conflict too).
 	ErrZoneConflict = errors.New("cron: zone conflict between options and spec")
-	// ErrInvalidOptions: Options.Gap or Options.Overlap is out of range.
+	// ErrInvalidOptions: Options.Gap or Options.Fold is out of range.
 	ErrInvalidOptions = errors.New("cron: invalid options")
 )
 
@@ -98,31 +98,31 @@ func (p GapPolicy) String() string {
 	return fmt.Sprintf("GapPolicy(%d)", int(p))
 }
 
-// OverlapPolicy says what a fixed-time spec does when its wall time occurs
-// twice in a fall-back overlap. Wildcard specs ignore it: they fire in both
+// FoldPolicy says what a fixed-time spec does when its wall time occurs
+// twice in a fall-back fold. Wildcard specs ignore it: they fire in both
 // passes.
-type OverlapPolicy int
+type FoldPolicy int
 
 const (
-	// OverlapFirst (default) fires once, at the first occurrence.
-	OverlapFirst OverlapPolicy = iota
-	// OverlapBoth fires at both occurrences.
-	OverlapBoth
+	// FoldFirst (default) fires once, at the first occurrence.
+	FoldFirst FoldPolicy = iota
+	// FoldBoth fires at both occurrences.
+	FoldBoth
 )
 
 // String returns "first" or "both".
-func (p OverlapPolicy) String() string {
+func (p FoldPolicy) String() string {
 	switch p {
-	case OverlapFirst:
+	case FoldFirst:
 		return "first"
-	case OverlapBoth:
+	case FoldBoth:
 		return "both"
 	}
-	return fmt.Sprintf("OverlapPolicy(%d)", int(p))
+	return fmt.Sprintf("FoldPolicy(%d)", int(p))
 }
 
 // Options configures Parse. The zero value means: UTC, GapRunAfter,
-// OverlapFirst.
+// FoldFirst.
 type Options struct {
 	// Zone is the IANA zone the spec's wall times are read in ("" = UTC).
 	// A CRON_TZ= or TZ= prefix in the spec may name the zone instead; if
@@ -131,8 +131,8 @@ type Options struct {
 	Zone string
 	// Gap applies to fixed-time specs only. Default GapRunAfter.
 	Gap GapPolicy
-	// Overlap applies to fixed-time specs only. Default OverlapFirst.
-	Overlap OverlapPolicy
+	// Fold applies to fixed-time specs only. Default FoldFirst.
+	Fold FoldPolicy
 }
 
 // Schedule is a parsed spec bound to a zone and DST policies. It is
@@ -142,8 +142,8 @@ type Schedule struct {
 	loc      *time.Location
 	every    int64 // seconds, > 0 for @every; the fields below are unused then
 	wildcard bool
-	gap      GapPolicy     // effective: GapSkip for wildcard specs
-	overlap  OverlapPolicy // effective: OverlapBoth for wildcard specs
+	gap      GapPolicy  // effective: GapSkip for wildcard specs
+	fold     FoldPolicy // effective: FoldBoth for wildcard specs
 	m        matcher
 }
 
@@ -200,8 +200,8 @@ func Parse(spec string, opts Options) (*Schedule, error) {
 	if opts.Gap != GapRunAfter && opts.Gap != GapSkip {
 		return nil, parseErr(spec, ErrInvalidOptions, nil, "unknown %v", opts.Gap)
 	}
-	if opts.Overlap != OverlapFirst && opts.Overlap != OverlapBoth {
-		return nil, parseErr(spec, ErrInvalidOptions, nil, "unknown %v", opts.Overlap)
+	if opts.Fold != FoldFirst && opts.Fold != FoldBoth {
+		return nil, parseErr(spec, ErrInvalidOptions, nil, "unknown %v", opts.Fold)
 	}
 	body := strings.TrimSpace(spec)
 	if body == "" {
@@ -232,7 +232,7 @@ func Parse(spec string, opts Options) (*Schedule, error) {
 		return nil, parseErr(spec, ErrUnknownZone, err, "zone %q", zoneName)
 	}
 
-	s := &Schedule{spec: spec, loc: loc, gap: opts.Gap, overlap: opts.Overlap}
+	s := &Schedule{spec: spec, loc: loc, gap: opts.Gap, fold: opts.Fold}
 	if strings.HasPrefix(body, "@every ") {
 		d, err := time.ParseDuration(strings.TrimSpace(body[len("@every "):]))
 		if err != nil {
@@ -269,8 +269,8 @@ func Parse(spec string, opts Options) (*Schedule, error) {
 	s.wildcard = isWildcard(body)
 	if s.wildcard {
 		// Following the wall clock is exactly "skip the gap, fire in both
-		// passes of the overlap"; the enumeration needs nothing else.
-		s.gap, s.overlap = GapSkip, OverlapBoth
+		// passes of the fold"; the enumeration needs nothing else.
+		s.gap, s.fold = GapSkip, FoldBoth
 	}
 	return s, nil
 }

@@ -75,7 +75,7 @@ func TestParseErrors(t *testing.T) {
 		{"ZoneConflict", "CRON_TZ=Europe/Berlin 0 0 * * *", cron.Options{Zone: ny}, cron.ErrZoneConflict},
 		{"AliasConflict", "TZ=US/Eastern 0 0 * * *", cron.Options{Zone: ny}, cron.ErrZoneConflict},
 		{"BadGapPolicy", "0 0 * * *", cron.Options{Gap: 7}, cron.ErrInvalidOptions},
-		{"BadOverlapPolicy", "0 0 * * *", cron.Options{Overlap: -1}, cron.ErrInvalidOptions},
+		{"BadFoldPolicy", "0 0 * * *", cron.Options{Fold: -1}, cron.ErrInvalidOptions},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,12 +158,12 @@ func TestAccessors(t *testing.T) {
 
 	require.Equal(t, "run-after", cron.GapRunAfter.String())
 	require.Equal(t, "skip", cron.GapSkip.String())
-	require.Equal(t, "first", cron.OverlapFirst.String())
-	require.Equal(t, "both", cron.OverlapBoth.String())
+	require.Equal(t, "first", cron.FoldFirst.String())
+	require.Equal(t, "both", cron.FoldBoth.String())
 	require.Equal(t, "normal", cron.RuleNormal.String())
 	require.Equal(t, "gap-run-after", cron.RuleGapRunAfter.String())
-	require.Equal(t, "overlap-first", cron.RuleOverlapFirst.String())
-	require.Equal(t, "overlap-second", cron.RuleOverlapSecond.String())
+	require.Equal(t, "fold-first", cron.RuleFoldFirst.String())
+	require.Equal(t, "fold-second", cron.RuleFoldSecond.String())
 	require.Equal(t, "Rule(9)", cron.Rule(9).String())
 }
 
@@ -224,13 +224,13 @@ func TestDescriptors(t *testing.T) {
 			require.Equal(t, tc.want, nextAt(t, mustParse(t, tc.spec, cron.Options{Zone: ny}), tc.after))
 		})
 	}
-	t.Run("HourlyIsWildcardInOverlap", func(t *testing.T) {
+	t.Run("HourlyIsWildcardInFold", func(t *testing.T) {
 		t.Parallel()
 		s := mustParse(t, "@hourly", cron.Options{Zone: ny})
 		got := fireStrings(s.Between(utc(t, "2026-11-01T04:30:00Z"), utc(t, "2026-11-01T07:00:00Z"), 10))
 		require.Equal(t, []string{
-			"2026-11-01T05:00:00Z overlap-first 2026-11-01",
-			"2026-11-01T06:00:00Z overlap-second 2026-11-01",
+			"2026-11-01T05:00:00Z fold-first 2026-11-01",
+			"2026-11-01T06:00:00Z fold-second 2026-11-01",
 			"2026-11-01T07:00:00Z normal 2026-11-01",
 		}, got)
 	})

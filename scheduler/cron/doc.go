@@ -36,23 +36,28 @@
 // Of the descriptors, @hourly is wildcard; @daily, @midnight, @weekly,
 // @monthly, @yearly and @annually are fixed-time.
 //
+// Two DST terms: a gap is the local times a spring-forward transition
+// skips; a fold is the local times a fall-back transition repeats (as
+// Python's PEP 495 calls it). GapPolicy and FoldPolicy (FoldPolicy was
+// OverlapPolicy before) say what a fixed-time spec does in each.
+//
 // A wildcard spec follows the real clock: every instant whose local
 // reading matches fires. Nothing fires for readings inside a spring-forward
-// gap (they do not exist) and readings inside a fall-back overlap fire in
+// gap (they do not exist) and readings inside a fall-back fold fire in
 // both passes.
 //
 // A fixed-time spec is about a time of day, so by default (GapRunAfter,
-// OverlapFirst):
+// FoldFirst):
 //
 //   - a wall time in a spring-forward gap fires once, at the first instant
 //     after the gap (the transition instant). Several matching wall times
 //     in one gap coalesce into that one fire, also when the first reading
 //     after the gap matches on its own.
-//   - a wall time in a fall-back overlap fires once, at its first
+//   - a wall time in a fall-back fold fires once, at its first
 //     occurrence.
 //
-// Options.Gap = GapSkip drops gap wall times instead; Options.Overlap =
-// OverlapBoth fires at both occurrences. Wildcard specs ignore both
+// Options.Gap = GapSkip drops gap wall times instead; Options.Fold =
+// FoldBoth fires at both occurrences. Wildcard specs ignore both
 // options: following the wall clock already means "skip" and "both".
 //
 // Examples in America/New_York, 2026 (spring forward 03-08 07:00Z, fall
@@ -78,7 +83,7 @@
 // RuleNormal: the wall time exists once (and every @every fire).
 // RuleGapRunAfter: a fixed-time fire moved to the end of a gap; its
 // BusinessDate is the date of the earliest coalesced wall time.
-// RuleOverlapFirst / RuleOverlapSecond: the first / second occurrence of a
+// RuleFoldFirst / RuleFoldSecond: the first / second occurrence of a
 // wall time that occurs twice.
 //
 // Day of month and day of week follow robfig's (and Vixie's) rule: when
@@ -96,6 +101,6 @@
 //   - A wall time counts as repeated only against the stretch just before
 //     the transition; zones whose transitions are closer together than
 //     their shift (none in tzdata since the early 20th century) can see a
-//     repeated reading fire twice under OverlapFirst.
+//     repeated reading fire twice under FoldFirst.
 //   - Leap seconds do not exist here, as in package time.
 package cron

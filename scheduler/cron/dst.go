@@ -16,26 +16,26 @@ const (
 	// RuleGapRunAfter: a fixed-time wall time in a spring-forward gap,
 	// fired at the transition instant (several coalesce into one fire).
 	RuleGapRunAfter
-	// RuleOverlapFirst: the wall time occurs twice (fall-back overlap);
+	// RuleFoldFirst: the wall time occurs twice (fall-back fold);
 	// this is the first occurrence.
-	RuleOverlapFirst
-	// RuleOverlapSecond: the second occurrence of an ambiguous wall time
-	// (wildcard specs, or fixed-time specs with OverlapBoth).
-	RuleOverlapSecond
+	RuleFoldFirst
+	// RuleFoldSecond: the second occurrence of an ambiguous wall time
+	// (wildcard specs, or fixed-time specs with FoldBoth).
+	RuleFoldSecond
 )
 
-// String returns "normal", "gap-run-after", "overlap-first" or
-// "overlap-second".
+// String returns "normal", "gap-run-after", "fold-first" or
+// "fold-second".
 func (r Rule) String() string {
 	switch r {
 	case RuleNormal:
 		return "normal"
 	case RuleGapRunAfter:
 		return "gap-run-after"
-	case RuleOverlapFirst:
-		return "overlap-first"
-	case RuleOverlapSecond:
-		return "overlap-second"
+	case RuleFoldFirst:
+		return "fold-first"
+	case RuleFoldSecond:
+		return "fold-second"
 	}
 	return fmt.Sprintf("Rule(%d)", uint8(r))
 }
@@ -94,7 +94,7 @@ func (g segment) gap() (lo, hi int64, ok bool) {
 }
 
 // repeated returns the wall times [lo, hi) of this segment that the clock
-// already showed before g.start (the second pass of a fall-back overlap).
+// already showed before g.start (the second pass of a fall-back fold).
 // ok is false when the segment did not start with a jump back.
 //
 // Only the previous segment is consulted: a wall time shown two or more
@@ -114,12 +114,12 @@ func (g segment) repeated() (lo, hi int64, ok bool) {
 // segment's end.
 func (g segment) wallRule(loc *time.Location, w int64) Rule {
 	if lo, hi, ok := g.repeated(); ok && w >= lo && w < hi {
-		return RuleOverlapSecond
+		return RuleFoldSecond
 	}
 	const maxShift = 26 * 3600 // larger than any offset change in tzdata
 	if g.end != unbounded && w-g.off >= g.end-maxShift {
 		if next := offsetAt(loc, g.end); next < g.off && w >= g.end+next {
-			return RuleOverlapFirst
+			return RuleFoldFirst
 		}
 	}
 	return RuleNormal

@@ -78,8 +78,8 @@ const (
 )
 
 var (
-	gapSkip     = cron.Options{Gap: cron.GapSkip}
-	overlapBoth = cron.Options{Overlap: cron.OverlapBoth}
+	gapSkip  = cron.Options{Gap: cron.GapSkip}
+	foldBoth = cron.Options{Fold: cron.FoldBoth}
 )
 
 func TestDSTNewYork(t *testing.T) {
@@ -133,7 +133,7 @@ func TestDSTNewYork(t *testing.T) {
 		}},
 
 		// Fall back 2026-11-01 02:00 EDT -> 01:00 EST (06:00Z).
-		{"Fall/AfterOverlap", ny, "30 2 * * *", cron.Options{}, "2026-11-01T03:00:00Z", "2026-11-02T08:00:00Z", []string{
+		{"Fall/AfterFold", ny, "30 2 * * *", cron.Options{}, "2026-11-01T03:00:00Z", "2026-11-02T08:00:00Z", []string{
 			"2026-11-01T07:30:00Z normal 2026-11-01",
 			"2026-11-02T07:30:00Z normal 2026-11-02",
 		}},
@@ -141,26 +141,26 @@ func TestDSTNewYork(t *testing.T) {
 			"2026-11-01T04:00:00Z normal 2026-11-01",
 			"2026-11-02T05:00:00Z normal 2026-11-02",
 		}},
-		{"Fall/FixedInOverlapRunsOnce", ny, "30 1 * * *", cron.Options{}, "2026-11-01T03:00:00Z", "2026-11-02T08:00:00Z", []string{
-			"2026-11-01T05:30:00Z overlap-first 2026-11-01",
+		{"Fall/FixedInFoldRunsOnce", ny, "30 1 * * *", cron.Options{}, "2026-11-01T03:00:00Z", "2026-11-02T08:00:00Z", []string{
+			"2026-11-01T05:30:00Z fold-first 2026-11-01",
 			"2026-11-02T06:30:00Z normal 2026-11-02",
 		}},
-		{"Fall/FixedInOverlapBoth", ny, "30 1 * * *", overlapBoth, "2026-11-01T03:00:00Z", "2026-11-02T08:00:00Z", []string{
-			"2026-11-01T05:30:00Z overlap-first 2026-11-01",
-			"2026-11-01T06:30:00Z overlap-second 2026-11-01",
+		{"Fall/FixedInFoldBoth", ny, "30 1 * * *", foldBoth, "2026-11-01T03:00:00Z", "2026-11-02T08:00:00Z", []string{
+			"2026-11-01T05:30:00Z fold-first 2026-11-01",
+			"2026-11-01T06:30:00Z fold-second 2026-11-01",
 			"2026-11-02T06:30:00Z normal 2026-11-02",
 		}},
 		{"Fall/Range", ny, "0 1-3 * * *", cron.Options{}, "2026-11-01T03:00:00Z", "2026-11-02T08:00:00Z", []string{
-			"2026-11-01T05:00:00Z overlap-first 2026-11-01",
+			"2026-11-01T05:00:00Z fold-first 2026-11-01",
 			"2026-11-01T07:00:00Z normal 2026-11-01",
 			"2026-11-01T08:00:00Z normal 2026-11-01",
 			"2026-11-02T06:00:00Z normal 2026-11-02",
 			"2026-11-02T07:00:00Z normal 2026-11-02",
 			"2026-11-02T08:00:00Z normal 2026-11-02",
 		}},
-		{"Fall/RangeOverlapBoth", ny, "0 1-3 * * *", overlapBoth, "2026-11-01T03:00:00Z", "2026-11-01T09:00:00Z", []string{
-			"2026-11-01T05:00:00Z overlap-first 2026-11-01",
-			"2026-11-01T06:00:00Z overlap-second 2026-11-01",
+		{"Fall/RangeFoldBoth", ny, "0 1-3 * * *", foldBoth, "2026-11-01T03:00:00Z", "2026-11-01T09:00:00Z", []string{
+			"2026-11-01T05:00:00Z fold-first 2026-11-01",
+			"2026-11-01T06:00:00Z fold-second 2026-11-01",
 			"2026-11-01T07:00:00Z normal 2026-11-01",
 			"2026-11-01T08:00:00Z normal 2026-11-01",
 		}},
@@ -171,15 +171,15 @@ func TestDSTNewYork(t *testing.T) {
 		}},
 		{"Fall/WildcardRunsBothPasses", ny, "*/30 * * * *", cron.Options{}, "2026-11-01T04:00:00Z", "2026-11-01T07:00:00Z", []string{
 			"2026-11-01T04:30:00Z normal 2026-11-01",
-			"2026-11-01T05:00:00Z overlap-first 2026-11-01",
-			"2026-11-01T05:30:00Z overlap-first 2026-11-01",
-			"2026-11-01T06:00:00Z overlap-second 2026-11-01",
-			"2026-11-01T06:30:00Z overlap-second 2026-11-01",
+			"2026-11-01T05:00:00Z fold-first 2026-11-01",
+			"2026-11-01T05:30:00Z fold-first 2026-11-01",
+			"2026-11-01T06:00:00Z fold-second 2026-11-01",
+			"2026-11-01T06:30:00Z fold-second 2026-11-01",
 			"2026-11-01T07:00:00Z normal 2026-11-01",
 		}},
-		{"Fall/WildcardIgnoresOverlapFirst", ny, "0 * * * *", cron.Options{Overlap: cron.OverlapFirst, Gap: cron.GapRunAfter}, "2026-11-01T04:30:00Z", "2026-11-01T07:00:00Z", []string{
-			"2026-11-01T05:00:00Z overlap-first 2026-11-01",
-			"2026-11-01T06:00:00Z overlap-second 2026-11-01",
+		{"Fall/WildcardIgnoresFoldFirst", ny, "0 * * * *", cron.Options{Fold: cron.FoldFirst, Gap: cron.GapRunAfter}, "2026-11-01T04:30:00Z", "2026-11-01T07:00:00Z", []string{
+			"2026-11-01T05:00:00Z fold-first 2026-11-01",
+			"2026-11-01T06:00:00Z fold-second 2026-11-01",
 			"2026-11-01T07:00:00Z normal 2026-11-01",
 		}},
 	})
@@ -221,26 +221,26 @@ func TestDSTBerlin(t *testing.T) {
 		}},
 
 		// Fall back 2026-10-25 03:00 CEST -> 02:00 CET (01:00Z).
-		{"Fall/FixedInOverlap", berlin, "30 2 * * *", cron.Options{}, "2026-10-24T21:00:00Z", "2026-10-26T03:00:00Z", []string{
-			"2026-10-25T00:30:00Z overlap-first 2026-10-25",
+		{"Fall/FixedInFold", berlin, "30 2 * * *", cron.Options{}, "2026-10-24T21:00:00Z", "2026-10-26T03:00:00Z", []string{
+			"2026-10-25T00:30:00Z fold-first 2026-10-25",
 			"2026-10-26T01:30:00Z normal 2026-10-26",
 		}},
-		{"Fall/FixedInOverlapBoth", berlin, "30 2 * * *", overlapBoth, "2026-10-24T21:00:00Z", "2026-10-26T03:00:00Z", []string{
-			"2026-10-25T00:30:00Z overlap-first 2026-10-25",
-			"2026-10-25T01:30:00Z overlap-second 2026-10-25",
+		{"Fall/FixedInFoldBoth", berlin, "30 2 * * *", foldBoth, "2026-10-24T21:00:00Z", "2026-10-26T03:00:00Z", []string{
+			"2026-10-25T00:30:00Z fold-first 2026-10-25",
+			"2026-10-25T01:30:00Z fold-second 2026-10-25",
 			"2026-10-26T01:30:00Z normal 2026-10-26",
 		}},
 		{"Fall/Midnight", berlin, "0 0 * * *", cron.Options{}, "2026-10-24T21:00:00Z", "2026-10-26T03:00:00Z", []string{
 			"2026-10-24T22:00:00Z normal 2026-10-25",
 			"2026-10-25T23:00:00Z normal 2026-10-26",
 		}},
-		{"Fall/BeforeOverlap", berlin, "30 1 * * *", cron.Options{}, "2026-10-24T21:00:00Z", "2026-10-26T03:00:00Z", []string{
+		{"Fall/BeforeFold", berlin, "30 1 * * *", cron.Options{}, "2026-10-24T21:00:00Z", "2026-10-26T03:00:00Z", []string{
 			"2026-10-24T23:30:00Z normal 2026-10-25",
 			"2026-10-26T00:30:00Z normal 2026-10-26",
 		}},
 		{"Fall/Range", berlin, "0 1-3 * * *", cron.Options{}, "2026-10-24T21:00:00Z", "2026-10-26T03:00:00Z", []string{
 			"2026-10-24T23:00:00Z normal 2026-10-25",
-			"2026-10-25T00:00:00Z overlap-first 2026-10-25",
+			"2026-10-25T00:00:00Z fold-first 2026-10-25",
 			"2026-10-25T02:00:00Z normal 2026-10-25",
 			"2026-10-26T00:00:00Z normal 2026-10-26",
 			"2026-10-26T01:00:00Z normal 2026-10-26",
@@ -248,15 +248,15 @@ func TestDSTBerlin(t *testing.T) {
 		}},
 		{"Fall/SteppedHourIsWildcard", berlin, "0 */2 * * *", cron.Options{}, "2026-10-24T21:00:00Z", "2026-10-25T03:00:00Z", []string{
 			"2026-10-24T22:00:00Z normal 2026-10-25",
-			"2026-10-25T00:00:00Z overlap-first 2026-10-25",
-			"2026-10-25T01:00:00Z overlap-second 2026-10-25",
+			"2026-10-25T00:00:00Z fold-first 2026-10-25",
+			"2026-10-25T01:00:00Z fold-second 2026-10-25",
 			"2026-10-25T03:00:00Z normal 2026-10-25",
 		}},
 		{"Fall/Wildcard", berlin, "*/30 * * * *", cron.Options{}, "2026-10-24T23:45:00Z", "2026-10-25T02:00:00Z", []string{
-			"2026-10-25T00:00:00Z overlap-first 2026-10-25",
-			"2026-10-25T00:30:00Z overlap-first 2026-10-25",
-			"2026-10-25T01:00:00Z overlap-second 2026-10-25",
-			"2026-10-25T01:30:00Z overlap-second 2026-10-25",
+			"2026-10-25T00:00:00Z fold-first 2026-10-25",
+			"2026-10-25T00:30:00Z fold-first 2026-10-25",
+			"2026-10-25T01:00:00Z fold-second 2026-10-25",
+			"2026-10-25T01:30:00Z fold-second 2026-10-25",
 			"2026-10-25T02:00:00Z normal 2026-10-25",
 		}},
 	})
@@ -267,7 +267,7 @@ func TestDSTLordHowe(t *testing.T) {
 	runDSTCases(t, []dstCase{
 		// Fall back 2026-04-05 02:00 +11 -> 01:30 +10:30 (04-04 15:00Z):
 		// 01:30-01:59 occur twice.
-		{"Fall/AfterOverlap", lhi, "30 2 * * *", cron.Options{}, "2026-04-04T12:00:00Z", "2026-04-05T17:00:00Z", []string{
+		{"Fall/AfterFold", lhi, "30 2 * * *", cron.Options{}, "2026-04-04T12:00:00Z", "2026-04-05T17:00:00Z", []string{
 			"2026-04-04T16:00:00Z normal 2026-04-05",
 			"2026-04-05T16:00:00Z normal 2026-04-06",
 		}},
@@ -275,13 +275,13 @@ func TestDSTLordHowe(t *testing.T) {
 			"2026-04-04T13:00:00Z normal 2026-04-05",
 			"2026-04-05T13:30:00Z normal 2026-04-06",
 		}},
-		{"Fall/FixedInHalfHourOverlap", lhi, "30 1 * * *", cron.Options{}, "2026-04-04T12:00:00Z", "2026-04-05T17:00:00Z", []string{
-			"2026-04-04T14:30:00Z overlap-first 2026-04-05",
+		{"Fall/FixedInHalfHourFold", lhi, "30 1 * * *", cron.Options{}, "2026-04-04T12:00:00Z", "2026-04-05T17:00:00Z", []string{
+			"2026-04-04T14:30:00Z fold-first 2026-04-05",
 			"2026-04-05T15:00:00Z normal 2026-04-06",
 		}},
-		{"Fall/FixedInHalfHourOverlapBoth", lhi, "30 1 * * *", overlapBoth, "2026-04-04T12:00:00Z", "2026-04-05T17:00:00Z", []string{
-			"2026-04-04T14:30:00Z overlap-first 2026-04-05",
-			"2026-04-04T15:00:00Z overlap-second 2026-04-05",
+		{"Fall/FixedInHalfHourFoldBoth", lhi, "30 1 * * *", foldBoth, "2026-04-04T12:00:00Z", "2026-04-05T17:00:00Z", []string{
+			"2026-04-04T14:30:00Z fold-first 2026-04-05",
+			"2026-04-04T15:00:00Z fold-second 2026-04-05",
 			"2026-04-05T15:00:00Z normal 2026-04-06",
 		}},
 		{"Fall/RangeHoursAreNotAmbiguous", lhi, "0 1-3 * * *", cron.Options{}, "2026-04-04T12:00:00Z", "2026-04-05T17:00:00Z", []string{
@@ -299,8 +299,8 @@ func TestDSTLordHowe(t *testing.T) {
 		}},
 		{"Fall/Wildcard", lhi, "*/30 * * * *", cron.Options{}, "2026-04-04T13:45:00Z", "2026-04-04T16:00:00Z", []string{
 			"2026-04-04T14:00:00Z normal 2026-04-05",
-			"2026-04-04T14:30:00Z overlap-first 2026-04-05",
-			"2026-04-04T15:00:00Z overlap-second 2026-04-05",
+			"2026-04-04T14:30:00Z fold-first 2026-04-05",
+			"2026-04-04T15:00:00Z fold-second 2026-04-05",
 			"2026-04-04T15:30:00Z normal 2026-04-05",
 			"2026-04-04T16:00:00Z normal 2026-04-05",
 		}},
@@ -406,18 +406,18 @@ func TestDSTHavana(t *testing.T) {
 
 		// Fall back 2026-11-01 01:00 CDT -> 00:00 CST (05:00Z):
 		// midnight occurs twice.
-		{"Fall/MidnightInOverlap", havana, "0 0 * * *", cron.Options{}, "2026-10-31T02:00:00Z", "2026-11-02T07:00:00Z", []string{
+		{"Fall/MidnightInFold", havana, "0 0 * * *", cron.Options{}, "2026-10-31T02:00:00Z", "2026-11-02T07:00:00Z", []string{
 			"2026-10-31T04:00:00Z normal 2026-10-31",
-			"2026-11-01T04:00:00Z overlap-first 2026-11-01",
+			"2026-11-01T04:00:00Z fold-first 2026-11-01",
 			"2026-11-02T05:00:00Z normal 2026-11-02",
 		}},
-		{"Fall/MidnightInOverlapBoth", havana, "0 0 * * *", overlapBoth, "2026-10-31T02:00:00Z", "2026-11-02T07:00:00Z", []string{
+		{"Fall/MidnightInFoldBoth", havana, "0 0 * * *", foldBoth, "2026-10-31T02:00:00Z", "2026-11-02T07:00:00Z", []string{
 			"2026-10-31T04:00:00Z normal 2026-10-31",
-			"2026-11-01T04:00:00Z overlap-first 2026-11-01",
-			"2026-11-01T05:00:00Z overlap-second 2026-11-01",
+			"2026-11-01T04:00:00Z fold-first 2026-11-01",
+			"2026-11-01T05:00:00Z fold-second 2026-11-01",
 			"2026-11-02T05:00:00Z normal 2026-11-02",
 		}},
-		{"Fall/AfterOverlap", havana, "30 2 * * *", cron.Options{}, "2026-10-31T02:00:00Z", "2026-11-02T07:00:00Z", []string{
+		{"Fall/AfterFold", havana, "30 2 * * *", cron.Options{}, "2026-10-31T02:00:00Z", "2026-11-02T07:00:00Z", []string{
 			"2026-10-31T06:30:00Z normal 2026-10-31",
 			"2026-11-01T07:30:00Z normal 2026-11-01",
 		}},
@@ -437,25 +437,25 @@ func TestDSTHavana(t *testing.T) {
 			"2026-11-02T07:00:00Z normal 2026-11-02",
 		}},
 		{"Fall/SteppedHourIsWildcard", havana, "0 */2 * * *", cron.Options{}, "2026-11-01T03:00:00Z", "2026-11-01T08:00:00Z", []string{
-			"2026-11-01T04:00:00Z overlap-first 2026-11-01",
-			"2026-11-01T05:00:00Z overlap-second 2026-11-01",
+			"2026-11-01T04:00:00Z fold-first 2026-11-01",
+			"2026-11-01T05:00:00Z fold-second 2026-11-01",
 			"2026-11-01T07:00:00Z normal 2026-11-01",
 		}},
 		{"Fall/Wildcard", havana, "*/30 * * * *", cron.Options{}, "2026-11-01T03:00:00Z", "2026-11-01T06:00:00Z", []string{
 			"2026-11-01T03:30:00Z normal 2026-10-31",
-			"2026-11-01T04:00:00Z overlap-first 2026-11-01",
-			"2026-11-01T04:30:00Z overlap-first 2026-11-01",
-			"2026-11-01T05:00:00Z overlap-second 2026-11-01",
-			"2026-11-01T05:30:00Z overlap-second 2026-11-01",
+			"2026-11-01T04:00:00Z fold-first 2026-11-01",
+			"2026-11-01T04:30:00Z fold-first 2026-11-01",
+			"2026-11-01T05:00:00Z fold-second 2026-11-01",
+			"2026-11-01T05:30:00Z fold-second 2026-11-01",
 			"2026-11-01T06:00:00Z normal 2026-11-01",
 		}},
 		{"Fall/WildcardSeconds", havana, "*/20 0 0 * * *", cron.Options{}, "2026-11-01T03:00:00Z", "2026-11-01T06:00:00Z", []string{
-			"2026-11-01T04:00:00Z overlap-first 2026-11-01",
-			"2026-11-01T04:00:20Z overlap-first 2026-11-01",
-			"2026-11-01T04:00:40Z overlap-first 2026-11-01",
-			"2026-11-01T05:00:00Z overlap-second 2026-11-01",
-			"2026-11-01T05:00:20Z overlap-second 2026-11-01",
-			"2026-11-01T05:00:40Z overlap-second 2026-11-01",
+			"2026-11-01T04:00:00Z fold-first 2026-11-01",
+			"2026-11-01T04:00:20Z fold-first 2026-11-01",
+			"2026-11-01T04:00:40Z fold-first 2026-11-01",
+			"2026-11-01T05:00:00Z fold-second 2026-11-01",
+			"2026-11-01T05:00:20Z fold-second 2026-11-01",
+			"2026-11-01T05:00:40Z fold-second 2026-11-01",
 		}},
 		{"Spring/WildcardSecondsNoneInGap", havana, "*/20 0 0 * * *", cron.Options{}, "2026-03-07T12:00:00Z", "2026-03-09T12:00:00Z", []string{
 			"2026-03-09T04:00:00Z normal 2026-03-09",

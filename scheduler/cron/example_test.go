@@ -24,7 +24,7 @@ func ExampleParse() {
 }
 
 // A wildcard spec follows the wall clock: 01:00 and 01:30 run in both
-// passes of the fall-back overlap.
+// passes of the fall-back fold.
 func ExampleSchedule_Between() {
 	s, _ := cron.Parse("CRON_TZ=America/New_York */30 * * * *", cron.Options{})
 	from := time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC)
@@ -33,19 +33,19 @@ func ExampleSchedule_Between() {
 	}
 	// Output:
 	// 2026-11-01T04:30:00Z 00:30 EDT normal
-	// 2026-11-01T05:00:00Z 01:00 EDT overlap-first
-	// 2026-11-01T05:30:00Z 01:30 EDT overlap-first
-	// 2026-11-01T06:00:00Z 01:00 EST overlap-second
-	// 2026-11-01T06:30:00Z 01:30 EST overlap-second
+	// 2026-11-01T05:00:00Z 01:00 EDT fold-first
+	// 2026-11-01T05:30:00Z 01:30 EDT fold-first
+	// 2026-11-01T06:00:00Z 01:00 EST fold-second
+	// 2026-11-01T06:30:00Z 01:30 EST fold-second
 	// 2026-11-01T07:00:00Z 02:00 EST normal
 }
 
-// A fixed-time job in the fall-back overlap runs once by default;
-// OverlapBoth runs it in both passes.
+// A fixed-time job in the fall-back fold runs once by default;
+// FoldBoth runs it in both passes.
 func ExampleOptions() {
 	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	for _, o := range []cron.OverlapPolicy{cron.OverlapFirst, cron.OverlapBoth} {
-		s, _ := cron.Parse("30 1 * * *", cron.Options{Zone: "America/New_York", Overlap: o})
+	for _, o := range []cron.FoldPolicy{cron.FoldFirst, cron.FoldBoth} {
+		s, _ := cron.Parse("30 1 * * *", cron.Options{Zone: "America/New_York", Fold: o})
 		fmt.Print(o, ":")
 		for _, f := range s.Between(from, from.Add(12*time.Hour), 10) {
 			fmt.Print(" ", f.At.Format("15:04Z"))

@@ -29,7 +29,7 @@ func FuzzParse(f *testing.F) {
 
 	after := time.Date(2026, 3, 8, 4, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, spec, zone string, policy uint8) {
-		opts := cron.Options{Zone: zone, Gap: cron.GapPolicy(policy & 1), Overlap: cron.OverlapPolicy(policy >> 1 & 1)}
+		opts := cron.Options{Zone: zone, Gap: cron.GapPolicy(policy & 1), Fold: cron.FoldPolicy(policy >> 1 & 1)}
 		s, err := cron.Parse(spec, opts)
 		if err != nil {
 			require.Nil(t, s)

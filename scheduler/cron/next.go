@@ -90,7 +90,7 @@ func (s *Schedule) next(a int64) (at, wall int64, rule Rule, ok bool) {
 	// Walk the real timeline segment by segment (constant offset each);
 	// inside a segment, find the first matching wall time by calendar
 	// fields. Fires therefore come out in real-time order, including the
-	// second pass of an overlap, which wall-time order would get wrong.
+	// second pass of an fold, which wall-time order would get wrong.
 	limit := a + horizonSeconds
 	for u := a + 1; u <= limit; {
 		g := segmentAt(s.loc, u)
@@ -104,7 +104,7 @@ func (s *Schedule) next(a int64) (at, wall int64, rule Rule, ok bool) {
 			}
 		}
 		lo := u + g.off
-		if s.overlap == OverlapFirst {
+		if s.fold == FoldFirst {
 			if _, hi, ok := g.repeated(); ok && lo < hi {
 				lo = hi // those wall times fired in the previous segment
 			}

@@ -74,7 +74,7 @@ type refSpec struct {
 	sec, min, hour, dom, mon, dow map[int]bool
 	secList                       []int
 	domStar, dowStar, wildcard    bool
-	gapSkip, overlapBoth          bool
+	gapSkip, foldBoth             bool
 }
 
 func toSet(v []int) map[int]bool {
@@ -86,7 +86,7 @@ func toSet(v []int) map[int]bool {
 }
 
 // randomSpec draws a spec. focusHour >= 0 aims it at a transition: a
-// fixed time in that local hour on every day, so gaps and overlaps of
+// fixed time in that local hour on every day, so gaps and folds of
 // fixed-time specs are exercised often.
 func randomSpec(r *rand.Rand, focusHour int) refSpec {
 	pick := func(c []fieldChoice) fieldChoice { return c[r.IntN(len(c))] }
@@ -96,7 +96,7 @@ func randomSpec(r *rand.Rand, focusHour int) refSpec {
 		sec = pick(secChoices)
 	}
 	// Calendar fields are mostly '*' so that transition days match often;
-	// time fields are mostly fixed so that gaps and overlaps matter.
+	// time fields are mostly fixed so that gaps and folds matter.
 	pickStar := func(c []fieldChoice, p float64) fieldChoice {
 		if r.Float64() < p {
 			return c[0]
@@ -122,9 +122,9 @@ func randomSpec(r *rand.Rand, focusHour int) refSpec {
 		sec:  toSet(sec.vals), min: toSet(mi.vals), hour: toSet(h.vals),
 		dom: toSet(dom.vals), mon: toSet(mon.vals), dow: toSet(dow.vals),
 		secList: sec.vals, domStar: dom.star, dowStar: dow.star,
-		wildcard:    strings.HasPrefix(sec.text, "*") || strings.HasPrefix(mi.text, "*") || strings.HasPrefix(h.text, "*"),
-		gapSkip:     r.IntN(4) == 0,
-		overlapBoth: r.IntN(4) == 0,
+		wildcard: strings.HasPrefix(sec.text, "*") || strings.HasPrefix(mi.text, "*") || strings.HasPrefix(h.text, "*"),
+		gapSkip:  r.IntN(4) == 0,
+		foldBoth: r.IntN(4) == 0,
 	}
 }
 
@@ -199,15 +199,15 @@ func reference(rs refSpec, loc *time.Location, from, to int64) []refFire {
 				continue
 			}
 			before, after := shown(w, u, true), shown(w, u, false)
-			if before && !rs.wildcard && !rs.overlapBoth {
+			if before && !rs.wildcard && !rs.foldBoth {
 				continue
 			}
 			rule := cron.RuleNormal
 			switch {
 			case before:
-				rule = cron.RuleOverlapSecond
+				rule = cron.RuleFoldSecond
 			case after:
-				rule = cron.RuleOverlapFirst
+				rule = cron.RuleFoldFirst
 			}
 			out = append(out, refFire{u, rule, date(w)})
 		}
@@ -282,8 +282,8 @@ func TestNextMatchesBruteForce(t *testing.T) {
 		if rs.gapSkip {
 			opts.Gap = cron.GapSkip
 		}
-		if rs.overlapBoth {
-			opts.Overlap = cron.OverlapBoth
+		if rs.foldBoth {
+			opts.Fold = cron.FoldBoth
 		}
 		name := fmt.Sprintf("case %d: %q %+v (%s, %s]", i, rs.text, opts, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 		s, err := cron.Parse(rs.text, opts)

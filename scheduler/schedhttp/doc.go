@@ -5,9 +5,9 @@
 // Backfill, Pause, Resume), so everything it does a service can do in its
 // own handler.
 //
-// Every request goes through Config.Authorizer, which sees the Action and
+// Every request goes through Options.Authorizer, which sees the Action and
 // the job; without one every request is refused (403). Answers are JSON,
 // errors application/problem+json (RFC 9457) that never carry the
 // authorizer's reason or a backend's error text: those go to
-// Config.Logger.
+// Options.Logger.
 package schedhttp

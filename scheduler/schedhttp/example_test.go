@@ -15,7 +15,7 @@ import (
 func ExampleNew() {
 	var sched *scheduler.Scheduler // from scheduler.New, with its jobs registered
 	logger := slog.Default()
-	admin := schedhttp.New(sched, schedhttp.Config{
+	admin, err := schedhttp.New(sched, schedhttp.Options{
 		Logger: logger, // the scheduler's, so the admin events land beside its own
 		Authorizer: func(r *http.Request, action schedhttp.Action, job string) error {
 			if r.Header.Get("Authorization") != "Bearer ops-token" {
@@ -24,6 +24,9 @@ func ExampleNew() {
 			return nil
 		},
 	})
+	if err != nil { // ErrInvalidOptions: here sched is nil
+		return
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", http.StripPrefix("/admin", admin))
 	srv := &http.Server{Addr: "127.0.0.1:8081", Handler: mux}

@@ -32,18 +32,21 @@ const (
 // error refuses it; this one is provided for convenience).
 var ErrForbidden = errors.New("schedhttp: admin request forbidden")
 
-// Config configures the admin handler.
-type Config struct {
+// ErrInvalidOptions is returned by New for a nil Scheduler.
+var ErrInvalidOptions = errors.New("schedhttp: invalid options")
+
+// Options configures the admin handler. The zero value is valid.
+type Options struct {
 	// Authorizer decides every request: nil error allows it. Required in
 	// practice: with none, the handler refuses every request (403).
 	Authorizer func(r *http.Request, action Action, job string) error
 	// MaxBodyBytes bounds request bodies. Default 64 KiB.
 	MaxBodyBytes int64
 	// Logger receives admin_request_forbidden and admin_request_failed.
-	// Default: discard; pass the scheduler's (scheduler.Config.Logger).
+	// Default: discard; pass the scheduler's (scheduler.Options.Logger).
 	Logger *slog.Logger
 	// Clock gives the default end of GET /jobs/{job}/runs (now + 1 s).
-	// Default clock.Real(); pass the scheduler's (scheduler.Config.Clock).
+	// Default clock.Real(); pass the scheduler's (scheduler.Options.Clock).
 	Clock clock.Clock
 }
 
@@ -57,7 +60,8 @@ type Config struct {
 // go to cfg.Logger instead (admin_request_forbidden at Warn,
 // admin_request_failed at Error, with action, job and error), so a client
 // learns nothing about the authorizer's reasoning or the backends. An
-// unknown path or method gets net/http's plain 404 or 405.
+// unknown path or method gets net/http's plain 404 or 405. New returns an
+// error matching ErrInvalidOptions for a nil s.
 //
 //	GET  /jobs
 //	GET  /jobs/{job}/runs?partition=&from=RFC3339&to=RFC3339&limit=N
@@ -70,7 +74,10 @@ type Config struct {
 // Each route calls the Scheduler operation of the same name (Jobs, Runs,
 // Retry, Trigger, Backfill, Pause, Resume); 400 is its ErrInvalidJob or
 // ErrInvalidArgument, 404 its ErrUnknownJob, 409 ledger.ErrSlotRunning.
-func New(s *scheduler.Scheduler, cfg Config) http.Handler {
+func New(s *scheduler.Scheduler, cfg Options) (http.Handler, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil Scheduler", ErrInvalidOptions)
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
 	}
@@ -89,12 +96,12 @@ func New(s *scheduler.Scheduler, cfg Config) http.Handler {
 	mux.HandleFunc("POST /jobs/{job}/backfill", h.guard(ActionBackfill, h.backfill))
 	mux.HandleFunc("POST /jobs/{job}/pause", h.guard(ActionPause, h.pause))
 	mux.HandleFunc("POST /jobs/{job}/resume", h.guard(ActionResume, h.resume))
-	return mux
+	return mux, nil
 }
 
 type adminHandler struct {
 	s   *scheduler.Scheduler
-	cfg Config
+	cfg Options
 }
 
 type adminRequest struct {

@@ -28,9 +28,9 @@ func newAdminScheduler(t *testing.T) (*scheduler.Scheduler, *redisledger.Ledger)
 	rdb := redistest.Mini(t)
 	leases, err := lease.New(rdb, lease.Options{})
 	require.NoError(t, err)
-	ldg, err := redisledger.New(rdb, "")
+	ldg, err := redisledger.New(rdb, redisledger.Options{})
 	require.NoError(t, err)
-	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg})
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg})
 	require.NoError(t, err)
 	require.NoError(t, s.Register(scheduler.Job{
 		Name: "settle", Spec: "0 2 * * *", Zone: "Europe/Berlin", Partitions: []string{"eu", "us"},
@@ -77,7 +77,8 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 		{"Pause", allow, "POST", "/jobs/settle/pause", "", http.StatusNoContent},
 		{"Resume", allow, "POST", "/jobs/settle/resume", "", http.StatusNoContent},
 	} {
-		h := schedhttp.New(s, schedhttp.Config{Authorizer: tc.auth})
+		h, err := schedhttp.New(s, schedhttp.Options{Authorizer: tc.auth})
+		require.NoError(t, err)
 		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -106,13 +107,14 @@ func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
 	t.Parallel()
 	s, _ := newAdminScheduler(t)
 	var got []string
-	h := schedhttp.New(s, schedhttp.Config{Authorizer: func(r *http.Request, a schedhttp.Action, job string) error {
+	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(r *http.Request, a schedhttp.Action, job string) error {
 		got = append(got, string(a)+":"+job)
 		if r.Header.Get("Authorization") != "Bearer ops" {
 			return errors.New("who are you")
 		}
 		return nil
 	}})
+	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/pause", nil))
 	require.Equal(t, http.StatusForbidden, rec.Code)
@@ -141,18 +143,19 @@ func TestAdminHandlerKeepsInternalErrorsInTheLog(t *testing.T) {
 	require.NoError(t, err)
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = down.Close() })
-	ldg, err := redisledger.New(down, "")
+	ldg, err := redisledger.New(down, redisledger.Options{})
 	require.NoError(t, err)
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ldg, Logger: logger})
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Logger: logger})
 	require.NoError(t, err)
 	require.NoError(t, s.Register(scheduler.Job{Name: "settle", Spec: "0 2 * * *", Run: func(context.Context, scheduler.Run) error { return nil }}))
-	h := schedhttp.New(s, schedhttp.Config{Logger: logger, Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
+	h, err := schedhttp.New(s, schedhttp.Options{Logger: logger, Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
 		if r.Header.Get("Authorization") == "" {
 			return errors.New("token sig mismatch for kid=prod-7")
 		}
 		return nil
 	}})
+	require.NoError(t, err)
 
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/pause", nil))
@@ -174,4 +177,10 @@ func TestAdminHandlerKeepsInternalErrorsInTheLog(t *testing.T) {
 	require.Contains(t, logs.String(), "kid=prod-7")
 	require.Contains(t, logs.String(), `"msg":"admin_request_failed"`)
 	require.Contains(t, logs.String(), "127.0.0.1:1")
+}
+
+func TestNewRefusesANilScheduler(t *testing.T) {
+	t.Parallel()
+	_, err := schedhttp.New(nil, schedhttp.Options{})
+	require.ErrorIs(t, err, schedhttp.ErrInvalidOptions)
 }

@@ -1,5 +1,5 @@
 // Package schedprom exposes a scheduler's measurements as Prometheus
-// collectors. Create an Observer, pass it as scheduler.Config.Observer and
+// collectors. Create an Observer, pass it as scheduler.Options.Observer and
 // register it with your own registry; nothing is registered globally.
 //
 // Metrics (namespace configurable, default "holdfast"; label job is a
@@ -17,6 +17,8 @@
 package schedprom
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +27,11 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// Options configure an Observer.
+// ErrInvalidOptions is returned by New for buckets that do not strictly
+// increase.
+var ErrInvalidOptions = errors.New("schedprom: invalid options")
+
+// Options configure an Observer. The zero value is valid.
 type Options struct {
 	// Namespace prefixes every metric name. Default "holdfast".
 	Namespace string
@@ -48,8 +54,10 @@ type Observer struct {
 
 var _ scheduler.Observer = (*Observer)(nil)
 
-// New returns an Observer; register it with a prometheus.Registerer.
-func New(opts Options) *Observer {
+// New returns an Observer; register it with a prometheus.Registerer. It
+// returns an error matching ErrInvalidOptions for buckets that do not
+// strictly increase.
+func New(opts Options) (*Observer, error) {
 	ns := opts.Namespace
 	if ns == "" {
 		ns = "holdfast"
@@ -61,6 +69,13 @@ func New(opts Options) *Observer {
 	lags := opts.LagBuckets
 	if lags == nil {
 		lags = prometheus.ExponentialBuckets(0.001, 2, 17)
+	}
+	for _, b := range [][]float64{durations, lags} {
+		for i := 1; i < len(b); i++ {
+			if !(b[i] > b[i-1]) {
+				return nil, fmt.Errorf("%w: buckets %v: want strictly increasing", ErrInvalidOptions, b)
+			}
+		}
 	}
 	job := []string{"job"}
 	return &Observer{
@@ -80,7 +95,7 @@ func New(opts Options) *Observer {
 			Help: "Unix time (s) of the job's last successful attempt on this replica."}, job),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_slot_skipped_total",
 			Help: "Slots recorded skipped or missed by policy."}, []string{"job", "status"}),
-	}
+	}, nil
 }
 
 func (o *Observer) collectors() []prometheus.Collector {

@@ -33,14 +33,19 @@ func TestObserverCountsRunsAcrossReplicas(t *testing.T) {
 				runs = map[time.Time]int{}
 				done = make(chan struct{})
 			)
-			observers := []*schedprom.Observer{schedprom.New(schedprom.Options{}), schedprom.New(schedprom.Options{})}
+			var observers []*schedprom.Observer
+			for range 2 {
+				obs, err := schedprom.New(schedprom.Options{})
+				require.NoError(t, err)
+				observers = append(observers, obs)
+			}
 			var scheds []*scheduler.Scheduler
 			for _, obs := range observers {
 				leases, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
 				require.NoError(t, err)
-				ledger, err := redisledger.New(rdb, prefix+"ledger:")
+				ledger, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 				require.NoError(t, err)
-				s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, Observer: obs})
+				s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger, Observer: obs})
 				require.NoError(t, err)
 				require.NoError(t, s.Register(scheduler.Job{
 					Name: "metered", Spec: "* * * * * *", LeaseTTL: time.Second,
@@ -119,4 +124,10 @@ func total(t *testing.T, o *schedprom.Observer, name string) float64 {
 		}
 	}
 	return sum
+}
+
+func TestNewRefusesBucketsThatDoNotIncrease(t *testing.T) {
+	t.Parallel()
+	_, err := schedprom.New(schedprom.Options{LagBuckets: []float64{2, 1}})
+	require.ErrorIs(t, err, schedprom.ErrInvalidOptions)
 }

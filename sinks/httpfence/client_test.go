@@ -151,7 +151,7 @@ func TestTransportSendsTheScope(t *testing.T) {
 // partition's holder is admitted and its stale predecessor refused.
 func TestTransportCarriesAUnicodeScopeToTheMiddleware(t *testing.T) {
 	t.Parallel()
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence()})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence()})
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var seen []string
@@ -429,7 +429,7 @@ func TestTransportStopsWaitingWhenTheContextEnds(t *testing.T) {
 
 func TestTransportMapsStaleTokenToError(t *testing.T) {
 	t.Parallel()
-	handler, err := httpfence.Middleware(httpfence.MiddlewareConfig{
+	handler, err := httpfence.Middleware(httpfence.Options{
 		Store: httpfence.NewMemoryStore(),
 		Fence: httpfence.NewMemoryFence(),
 	})

@@ -26,7 +26,7 @@
 // an Item Structured Header Field whose value is a String; parameters are
 // refused.
 //
-// The server keeps one record per key (scoped by MiddlewareConfig.Identity)
+// The server keeps one record per key (scoped by Options.Identity)
 // in a Store: in flight under a lock while the handler runs, then completed
 // with the response. The record holds a fingerprint of the request (method,
 // path, query, body; not the headers, hence neither key nor token), so a key
@@ -34,7 +34,7 @@
 //
 // # Status table
 //
-// For a request whose method is in MiddlewareConfig.Methods, in this order:
+// For a request whose method is in Options.Methods, in this order:
 //
 //	400 missing-idempotency-key   no Idempotency-Key
 //	400 invalid-idempotency-key   not one valid sf-string of 1-255 printable ASCII bytes
@@ -58,7 +58,7 @@
 //	                              in its context (fence.HolderFromContext)
 //
 // Problems are RFC 9457 application/problem+json documents whose type is
-// MiddlewareConfig.ProblemBase (default "https://holdfast.dev/problems/")
+// Options.ProblemBase (default "https://holdfast.dev/problems/")
 // followed by the name above.
 //
 // After the handler: a response whose status DefaultStorable accepts (every
@@ -70,7 +70,7 @@
 //
 // # Fencing
 //
-// With MiddlewareConfig.Fence, a request that claims a new key must present
+// With Options.Fence, a request that claims a new key must present
 // a token the FenceStore accepts under the rule of package fence (token >
 // stored, or equal from the stored owner); the store raises its token in the
 // same atomic step (a Lua script in Redis, one INSERT ... ON CONFLICT in
@@ -91,7 +91,7 @@
 // completed key would leave the fence at the older token (7), and the older
 // holder's next request with a new key would be admitted: a second effect.
 //
-// Identity and ceiling: with MiddlewareConfig.Identity set, keys and fences
+// Identity and ceiling: with Options.Identity set, keys and fences
 // are per identity, so no client can fence a resource for another; the
 // identity must be the same for every replica of a client (a tenant, a
 // service), or the replicas do not fence each other. Lease

@@ -17,7 +17,7 @@ import (
 // A payment endpoint behind the middleware: the second request with the
 // same key gets the stored answer, and the handler runs once.
 func ExampleMiddleware() {
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{
+	mw, err := httpfence.Middleware(httpfence.Options{
 		Store: httpfence.NewMemoryStore(), // redisstore.NewStore or pgstore.NewStore in production
 		Fence: httpfence.NewMemoryFence(),
 	})
@@ -58,7 +58,7 @@ func ExampleMiddleware() {
 // through a Transport. A holder whose token has been superseded gets a
 // *fence.StaleTokenError instead of a response, and stops.
 func ExampleTransport() {
-	mw, _ := httpfence.Middleware(httpfence.MiddlewareConfig{
+	mw, _ := httpfence.Middleware(httpfence.Options{
 		Store: httpfence.NewMemoryStore(),
 		Fence: httpfence.NewMemoryFence(),
 	})

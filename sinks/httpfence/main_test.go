@@ -72,10 +72,10 @@ func backends() []backend {
 		{"postgres", func(t testing.TB) stores {
 			pool := testPool(t)
 			schema := newSchema(t)
-			st, err := pgstore.NewStore(pool, schema)
+			st, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 			require.NoError(t, err)
 			require.NoError(t, st.Migrate(context.Background()))
-			f, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
+			f, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
 			require.NoError(t, err)
 			require.NoError(t, f.Migrate(context.Background()))
 			return stores{st, f, func(time.Duration) {}}
@@ -86,14 +86,14 @@ func backends() []backend {
 // newRedisStore and newRedisFence build the Redis stores on rdb.
 func newRedisStore(t testing.TB, rdb redis.UniversalClient, prefix string) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.NewStore(rdb, prefix)
+	s, err := redisstore.NewStore(rdb, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	return s
 }
 
 func newRedisFence(t testing.TB, rdb redis.UniversalClient, prefix string) *redisstore.Fence {
 	t.Helper()
-	f, err := redisstore.NewFence(rdb, prefix)
+	f, err := redisstore.NewFence(rdb, redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	return f
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 )
 
-// Defaults for MiddlewareConfig.
+// Defaults for Options.
 const (
 	// DefaultMaxBodyBytes limits request bodies (larger: 413).
 	DefaultMaxBodyBytes = 1 << 20
@@ -34,11 +34,11 @@ const (
 )
 
 // DefaultMethods are the methods the middleware applies to when
-// MiddlewareConfig.Methods is nil. Others pass through untouched.
+// Options.Methods is nil. Others pass through untouched.
 var DefaultMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
-// MiddlewareConfig configures Middleware. Only Store is required.
-type MiddlewareConfig struct {
+// Options configures Middleware. Only Store is required.
+type Options struct {
 	// Store keeps the idempotency records. Required.
 	Store Store
 
@@ -142,7 +142,7 @@ func DefaultStorable(status int) bool {
 	return status < 500
 }
 
-func (c MiddlewareConfig) withDefaults() MiddlewareConfig {
+func (c Options) withDefaults() Options {
 	if c.Resource == nil {
 		c.Resource = func(r *http.Request) string { return r.URL.Path }
 	}
@@ -182,29 +182,29 @@ func (c MiddlewareConfig) withDefaults() MiddlewareConfig {
 	return c
 }
 
-func (c MiddlewareConfig) validate() error {
+func (c Options) validate() error {
 	switch {
 	case c.Store == nil:
-		return fmt.Errorf("%w: Store is required", ErrInvalidConfig)
+		return fmt.Errorf("%w: Store is required", ErrInvalidOptions)
 	case c.MaxBodyBytes < -1:
-		return fmt.Errorf("%w: MaxBodyBytes %d: want > 0, or -1 for no limit", ErrInvalidConfig, c.MaxBodyBytes)
+		return fmt.Errorf("%w: MaxBodyBytes %d: want > 0, or -1 for no limit", ErrInvalidOptions, c.MaxBodyBytes)
 	case c.MaxResponseBytes < -1:
-		return fmt.Errorf("%w: MaxResponseBytes %d: want > 0, or -1 for no limit", ErrInvalidConfig, c.MaxResponseBytes)
+		return fmt.Errorf("%w: MaxResponseBytes %d: want > 0, or -1 for no limit", ErrInvalidOptions, c.MaxResponseBytes)
 	case c.TTL < time.Millisecond:
-		return fmt.Errorf("%w: TTL %v: want at least 1ms", ErrInvalidConfig, c.TTL)
+		return fmt.Errorf("%w: TTL %v: want at least 1ms", ErrInvalidOptions, c.TTL)
 	case c.LockTTL < time.Millisecond:
-		return fmt.Errorf("%w: LockTTL %v: want at least 1ms", ErrInvalidConfig, c.LockTTL)
+		return fmt.Errorf("%w: LockTTL %v: want at least 1ms", ErrInvalidOptions, c.LockTTL)
 	case c.StoreTimeout < 0:
-		return fmt.Errorf("%w: StoreTimeout %v: want > 0", ErrInvalidConfig, c.StoreTimeout)
+		return fmt.Errorf("%w: StoreTimeout %v: want > 0", ErrInvalidOptions, c.StoreTimeout)
 	case c.MaxTokenAhead < -1 || (c.MaxTokenAhead > 0 && c.MaxTokenAhead < time.Microsecond):
-		return fmt.Errorf("%w: MaxTokenAhead %v: want at least 1µs, or -1 for no limit", ErrInvalidConfig, c.MaxTokenAhead)
+		return fmt.Errorf("%w: MaxTokenAhead %v: want at least 1µs, or -1 for no limit", ErrInvalidOptions, c.MaxTokenAhead)
 	}
 	return nil
 }
 
 // Middleware returns the idempotency and fencing middleware described in the
-// package documentation, or an error matching ErrInvalidConfig.
-func Middleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error) {
+// package documentation, or an error matching ErrInvalidOptions.
+func Middleware(cfg Options) (func(http.Handler) http.Handler, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -215,7 +215,7 @@ func Middleware(cfg MiddlewareConfig) (func(http.Handler) http.Handler, error) {
 }
 
 type middleware struct {
-	cfg  MiddlewareConfig
+	cfg  Options
 	next http.Handler
 }
 

@@ -49,10 +49,10 @@ type fixture struct {
 // release is closed; /fail answers 500 on its first run; /big answers
 // 2 KiB; everything else answers 201 with the run number and the body.
 // wrap, when given, goes in front of the middleware.
-func newFixture(t *testing.T, s stores, tweak func(*httpfence.MiddlewareConfig), wrap ...func(http.Handler) http.Handler) *fixture {
+func newFixture(t *testing.T, s stores, tweak func(*httpfence.Options), wrap ...func(http.Handler) http.Handler) *fixture {
 	t.Helper()
 	f := &fixture{entered: make(chan struct{}, 64), release: make(chan struct{})}
-	cfg := httpfence.MiddlewareConfig{
+	cfg := httpfence.Options{
 		Store:        s.store,
 		Fence:        s.fence,
 		Identity:     func(r *http.Request) string { return r.Header.Get("X-Tenant") },
@@ -321,7 +321,7 @@ func TestTokenCeiling(t *testing.T) {
 	limit := strconv.FormatInt(now.Add(httpfence.DefaultMaxTokenAhead).UnixMicro(), 10)
 	beyond := strconv.FormatInt(now.Add(httpfence.DefaultMaxTokenAhead).UnixMicro()+1, 10)
 	s := stores{store: httpfence.NewMemoryStore(), fence: httpfence.NewMemoryFence()}
-	f := newFixture(t, s, func(c *httpfence.MiddlewareConfig) { c.Now = func() time.Time { return now } })
+	f := newFixture(t, s, func(c *httpfence.Options) { c.Now = func() time.Time { return now } })
 	require.Equal(t, 201, f.do(t, call{path: "/a", key: `"k1"`, token: healthy, owner: `"a"`}).status)
 	require.Equal(t, 201, f.do(t, call{path: "/b", key: `"k2"`, token: limit, owner: `"a"`}).status, "at the ceiling")
 	for _, tok := range []string{beyond, "18446744073709551615"} {
@@ -335,7 +335,7 @@ func TestTokenCeiling(t *testing.T) {
 	require.Equal(t, 201, f.do(t, call{path: "/a", key: `"k4"`, token: healthy, owner: `"a"`}).status)
 	require.EqualValues(t, 3, f.runs.Load())
 
-	off := newFixture(t, stores{store: httpfence.NewMemoryStore(), fence: httpfence.NewMemoryFence()}, func(c *httpfence.MiddlewareConfig) {
+	off := newFixture(t, stores{store: httpfence.NewMemoryStore(), fence: httpfence.NewMemoryFence()}, func(c *httpfence.Options) {
 		c.Now = func() time.Time { return now }
 		c.MaxTokenAhead = -1
 	})
@@ -364,7 +364,7 @@ func TestServerErrorReleasesTheKey(t *testing.T) {
 func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 	t.Parallel()
 	store := httpfence.NewMemoryStore()
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: store})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: store})
 	require.NoError(t, err)
 	var runs atomic.Int64
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -387,7 +387,7 @@ func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 
 func TestOversizedResponseIsNotRetainedButNotRerun(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, stores{store: httpfence.NewMemoryStore()}, func(c *httpfence.MiddlewareConfig) { c.MaxResponseBytes = 1024 })
+	f := newFixture(t, stores{store: httpfence.NewMemoryStore()}, func(c *httpfence.Options) { c.MaxResponseBytes = 1024 })
 	c := call{path: "/big", key: `"k"`}
 	first := f.do(t, c)
 	require.Equal(t, 201, first.status)
@@ -409,7 +409,7 @@ func TestUnfencedMiddlewarePassesTokensThrough(t *testing.T) {
 
 func TestMiddlewareConfigValidation(t *testing.T) {
 	t.Parallel()
-	for name, cfg := range map[string]httpfence.MiddlewareConfig{
+	for name, cfg := range map[string]httpfence.Options{
 		"NoStore":          {},
 		"NegativeBody":     {Store: httpfence.NewMemoryStore(), MaxBodyBytes: -2},
 		"NegativeResponse": {Store: httpfence.NewMemoryStore(), MaxResponseBytes: -5},
@@ -417,9 +417,9 @@ func TestMiddlewareConfigValidation(t *testing.T) {
 		"NegativeLockTTL":  {Store: httpfence.NewMemoryStore(), LockTTL: -1},
 	} {
 		_, err := httpfence.Middleware(cfg)
-		require.ErrorIs(t, err, httpfence.ErrInvalidConfig, name)
+		require.ErrorIs(t, err, httpfence.ErrInvalidOptions, name)
 	}
-	_, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: httpfence.NewMemoryStore(), MaxBodyBytes: -1, MaxResponseBytes: -1})
+	_, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), MaxBodyBytes: -1, MaxResponseBytes: -1})
 	require.NoError(t, err, "-1 means no limit")
 }
 

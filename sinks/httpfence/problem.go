@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultProblemBase prefixes the problem type URIs the middleware sends
-// (MiddlewareConfig.ProblemBase).
+// (Options.ProblemBase).
 const DefaultProblemBase = "https://holdfast.dev/problems/"
 
 // Problem type names, appended to the problem base to form the "type"

@@ -101,7 +101,7 @@ type Response struct {
 
 // ErrLockLost is returned by Store.Complete and Store.Abandon when the
 // record no longer holds the caller's lock: the in-flight lock expired
-// (MiddlewareConfig.LockTTL) and the key was abandoned, expired or taken
+// (Options.LockTTL) and the key was abandoned, expired or taken
 // over by another request.
 var ErrLockLost = errors.New("httpfence: idempotency key lock lost")
 
@@ -111,6 +111,6 @@ var ErrLockLost = errors.New("httpfence: idempotency key lock lost")
 // it with 400 (ProblemInvalidFencing), not 503.
 var ErrInvalidFencing = errors.New("httpfence: fencing not accepted by the store")
 
-// ErrInvalidConfig is returned by constructors for a configuration they
+// ErrInvalidOptions is returned by constructors for a configuration they
 // cannot use; the message names the field.
-var ErrInvalidConfig = errors.New("httpfence: invalid config")
+var ErrInvalidOptions = errors.New("httpfence: invalid options")

@@ -71,22 +71,22 @@ func TestPostgresStoreConfig(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	for _, bad := range []string{"Upper", "1digit", "semi;colon", "quote\"d"} {
-		_, err := pgstore.NewStore(pool, bad)
-		require.ErrorIs(t, err, httpfence.ErrInvalidConfig, bad)
+		_, err := pgstore.NewStore(pool, pgstore.Options{Schema: bad})
+		require.ErrorIs(t, err, httpfence.ErrInvalidOptions, bad)
 	}
-	_, err := pgstore.NewStore(nil, "")
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
-	_, err = pgstore.NewFence(pool, pgfence.Config{Schema: "Bad"})
-	require.ErrorIs(t, err, pgfence.ErrInvalidConfig)
+	_, err := pgstore.NewStore(nil, pgstore.Options{})
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
+	_, err = pgstore.NewFence(pool, pgfence.Options{Schema: "Bad"})
+	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
 }
 
 func TestPostgresMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	schema := newSchema(t)
-	store, err := pgstore.NewStore(pool, schema)
+	store, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	f, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
+	f, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -110,7 +110,7 @@ func TestPostgresMigrateIsIdempotentAndConcurrent(t *testing.T) {
 func TestPostgresDeleteExpired(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
-	store, err := pgstore.NewStore(pool, newSchema(t))
+	store, err := pgstore.NewStore(pool, pgstore.Options{Schema: newSchema(t)})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, store.Migrate(ctx))
@@ -137,7 +137,7 @@ func mustDeleteExpired(t *testing.T, s *pgstore.Store) int64 {
 func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
-	f, err := pgstore.NewFence(pool, pgfence.Config{Schema: newSchema(t)})
+	f, err := pgstore.NewFence(pool, pgfence.Options{Schema: newSchema(t)})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, f.Migrate(ctx))
@@ -151,7 +151,7 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	require.ErrorIs(t, err, httpfence.ErrInvalidFencing, "the middleware's 400, without importing pgfence")
 
 	// The middleware answers it with 400, not 503.
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: httpfence.NewMemoryStore(), Fence: f, MaxTokenAhead: -1})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: f, MaxTokenAhead: -1})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/settle", strings.NewReader("{}"))
@@ -180,10 +180,10 @@ func TestFenceStoresPassTheRuleTable(t *testing.T) {
 func TestPostgresConstructorsRefuseATypedNilPool(t *testing.T) {
 	t.Parallel()
 	var pool *pgxpool.Pool
-	_, err := pgstore.NewStore(pool, "")
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
-	_, err = pgstore.NewFence(pool, pgfence.Config{})
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
+	_, err := pgstore.NewStore(pool, pgstore.Options{})
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
+	_, err = pgstore.NewFence(pool, pgfence.Options{})
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 }
 
 // A fence recorded before scopes existed (one hash per resource, named by

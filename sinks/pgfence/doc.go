@@ -19,7 +19,7 @@
 // "account:42"); all writes that must be fenced against each other use the
 // same one. Migrate creates the table (and adds the scope column to a table
 // made before it existed; its rows get scope "", and a Check of the old
-// version fails on the new key, SQLSTATE 42P10); New names it (Config).
+// version fails on the new key, SQLSTATE 42P10); New names it (Options).
 //
 // # Scope
 //
@@ -136,7 +136,7 @@
 //
 // Bad input matches ErrInvalidResource, ErrInvalidScope, ErrInvalidOwner,
 // ErrTokenOutOfRange, ErrInvalidIdentifier or fence.ErrNoToken; New reports
-// ErrInvalidConfig, and so does every call given a nil (or typed nil)
+// ErrInvalidOptions, and so does every call given a nil (or typed nil)
 // database. FencedUpdate and FencedUpsert report a row of another scope with
 // ErrScopeMismatch.
 // FencedUpdate reports a missing row with ErrRowNotFound, never with a

@@ -10,12 +10,12 @@ import (
 // Errors that report bad input. They are returned before the database is
 // touched, wrapped with the offending value, and matched with errors.Is.
 var (
-	// ErrInvalidConfig is returned by New when Config.Schema or Config.Table
-	// is not a valid identifier (see Config), and by Migrate, Check,
+	// ErrInvalidOptions is returned by New when Options.Schema or Options.Table
+	// is not a valid identifier (see Options), and by Migrate, Check,
 	// Current, FencedUpdate and FencedUpsert given a nil database or
 	// transaction (a nil interface or a typed nil such as a nil
 	// *pgxpool.Pool).
-	ErrInvalidConfig = errors.New("pgfence: invalid config")
+	ErrInvalidOptions = errors.New("pgfence: invalid options")
 
 	// ErrInvalidResource is returned for an empty resource, one longer than
 	// MaxResourceLen bytes, or one that is not valid UTF-8 or holds a NUL byte.

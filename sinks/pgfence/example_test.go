@@ -13,14 +13,14 @@ import (
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
-// New validates the table names; the zero Config uses the defaults.
+// New validates the table names; the zero Options uses the defaults.
 func ExampleNew() {
-	if _, err := pgfence.New(pgfence.Config{}); err == nil {
+	if _, err := pgfence.New(pgfence.Options{}); err == nil {
 		fmt.Println("default guard table:", pgfence.DefaultSchema+"."+pgfence.DefaultTable)
 	}
 
-	_, err := pgfence.New(pgfence.Config{Schema: "billing; DROP TABLE users"})
-	fmt.Println(errors.Is(err, pgfence.ErrInvalidConfig))
+	_, err := pgfence.New(pgfence.Options{Schema: "billing; DROP TABLE users"})
+	fmt.Println(errors.Is(err, pgfence.ErrInvalidOptions))
 	// Output:
 	// default guard table: holdfast.fence_guard
 	// true
@@ -36,7 +36,7 @@ func ExampleGuard_Migrate() {
 	}
 	defer pool.Close()
 
-	guard, err := pgfence.New(pgfence.Config{Schema: "billing"})
+	guard, err := pgfence.New(pgfence.Options{Schema: "billing"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -56,7 +56,7 @@ func ExampleGuard_Check() {
 		return
 	}
 	defer pool.Close()
-	guard, err := pgfence.New(pgfence.Config{})
+	guard, err := pgfence.New(pgfence.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

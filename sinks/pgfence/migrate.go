@@ -19,7 +19,7 @@ var migrations embed.FS
 
 // Migrate creates the schema and the guard table if they do not exist, and
 // brings an existing one up to date (002 adds the scope column and makes
-// (resource, scope) the primary key). It returns ErrInvalidConfig for a nil
+// (resource, scope) the primary key). It returns ErrInvalidOptions for a nil
 // db (a typed nil *pgxpool.Pool included). It is
 // idempotent, and safe when several processes run it at once against one
 // database: the whole script runs in one transaction that first takes
@@ -37,7 +37,7 @@ func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 		return err
 	}
 	if safe.IsNil(db) {
-		return fmt.Errorf("%w: migrate: nil database", ErrInvalidConfig)
+		return fmt.Errorf("%w: migrate: nil database", ErrInvalidOptions)
 	}
 	script, err := g.migrationScript()
 	if err != nil {

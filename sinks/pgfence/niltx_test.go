@@ -12,9 +12,9 @@ import (
 
 func TestCheckRefusesNilTransaction(t *testing.T) {
 	t.Parallel()
-	g, err := New(Config{})
+	g, err := New(Options{})
 	require.NoError(t, err)
-	require.ErrorIs(t, g.Check(context.Background(), nil, "res", fence.Holder{Token: 1, Owner: "owner"}), ErrInvalidConfig)
+	require.ErrorIs(t, g.Check(context.Background(), nil, "res", fence.Holder{Token: 1, Owner: "owner"}), ErrInvalidOptions)
 	var tx pgx.Tx
-	require.ErrorIs(t, g.Check(context.Background(), tx, "res", fence.Holder{Token: 1, Owner: "owner"}), ErrInvalidConfig)
+	require.ErrorIs(t, g.Check(context.Background(), tx, "res", fence.Holder{Token: 1, Owner: "owner"}), ErrInvalidOptions)
 }

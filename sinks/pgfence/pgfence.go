@@ -17,11 +17,11 @@ import (
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
-// Defaults for Config.
+// Defaults for Options.
 const (
-	// DefaultSchema is the schema of the guard table when Config.Schema is "".
+	// DefaultSchema is the schema of the guard table when Options.Schema is "".
 	DefaultSchema = "holdfast"
-	// DefaultTable is the name of the guard table when Config.Table is "".
+	// DefaultTable is the name of the guard table when Options.Table is "".
 	DefaultTable = "fence_guard"
 )
 
@@ -41,9 +41,9 @@ type DBTX interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Config names the guard table. The zero Config is valid and uses
+// Options names the guard table. The zero Options is valid and uses
 // DefaultSchema and DefaultTable.
-type Config struct {
+type Options struct {
 	// Schema holds the guard table; Migrate creates it if missing.
 	// Default DefaultSchema ("holdfast").
 	Schema string
@@ -57,7 +57,7 @@ type Config struct {
 var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // withDefaults returns c with empty fields set to their defaults.
-func (c Config) withDefaults() Config {
+func (c Options) withDefaults() Options {
 	if c.Schema == "" {
 		c.Schema = DefaultSchema
 	}
@@ -67,14 +67,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// validate reports an error matching ErrInvalidConfig for a field that is
+// validate reports an error matching ErrInvalidOptions for a field that is
 // not an identifier. It expects defaults to be applied.
-func (c Config) validate() error {
+func (c Options) validate() error {
 	if !identifierRE.MatchString(c.Schema) {
-		return fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, c.Schema, identifierRE)
+		return fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidOptions, c.Schema, identifierRE)
 	}
 	if !identifierRE.MatchString(c.Table) {
-		return fmt.Errorf("%w: Table %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, c.Table, identifierRE)
+		return fmt.Errorf("%w: Table %q: want a lower-case SQL identifier matching %s", ErrInvalidOptions, c.Table, identifierRE)
 	}
 	return nil
 }
@@ -88,9 +88,9 @@ type Guard struct {
 }
 
 // New returns a Guard for the table named by cfg. It returns an error
-// matching ErrInvalidConfig when a name is not a valid identifier. New does
+// matching ErrInvalidOptions when a name is not a valid identifier. New does
 // not touch the database: run Migrate once before the first Check.
-func New(cfg Config) (*Guard, error) {
+func New(cfg Options) (*Guard, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func New(cfg Config) (*Guard, error) {
 //     back.
 //   - an error matching fence.ErrNoToken for h.Token == fence.None, or
 //     ErrTokenOutOfRange, ErrInvalidResource, ErrInvalidScope,
-//     ErrInvalidOwner for bad input, ErrInvalidConfig for a nil tx; the
+//     ErrInvalidOwner for bad input, ErrInvalidOptions for a nil tx; the
 //     database is not touched.
 //   - a wrapped database error; errors.As finds the *pgconn.PgError, and
 //     errors.Is(err, ErrRetryable) tells a serialization failure or
@@ -159,7 +159,7 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 		return fmt.Errorf("pgfence: check %q: %w", resource, fence.ErrNoToken)
 	}
 	if safe.IsNil(tx) {
-		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidConfig, resource)
+		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidOptions, resource)
 	}
 	if uint64(t) > math.MaxInt64 {
 		return fmt.Errorf("%w: token %d for %q exceeds the bigint maximum %d", ErrTokenOutOfRange, t, resource, int64(math.MaxInt64))
@@ -187,7 +187,7 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 // (fence.None, "", nil) when no write for it was ever accepted. It takes no
 // lock; the answer may be stale by the time it returns unless db is a
 // transaction that already called Check for (resource, scope). It returns
-// ErrInvalidConfig for a nil db.
+// ErrInvalidOptions for a nil db.
 func (g *Guard) Current(ctx context.Context, db DBTX, resource, scope string) (fence.Token, string, error) {
 	if err := g.ready(); err != nil {
 		return fence.None, "", err
@@ -199,7 +199,7 @@ func (g *Guard) Current(ctx context.Context, db DBTX, resource, scope string) (f
 		return fence.None, "", err
 	}
 	if safe.IsNil(db) {
-		return fence.None, "", fmt.Errorf("%w: current %q: nil database", ErrInvalidConfig, resource)
+		return fence.None, "", fmt.Errorf("%w: current %q: nil database", ErrInvalidOptions, resource)
 	}
 	return g.current(ctx, db, resource, scope)
 }

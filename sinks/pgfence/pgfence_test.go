@@ -55,7 +55,7 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	pool := testPool(t)
 	schema := newSchema(t)
-	guard, err := pgfence.New(pgfence.Config{Schema: schema})
+	guard, err := pgfence.New(pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, guard.Migrate(t.Context(), pool))
 
@@ -282,7 +282,7 @@ func (errRow) Scan(...any) error { return errors.New("untouchable: QueryRow call
 
 func TestCheckBadInput(t *testing.T) {
 	t.Parallel()
-	guard, err := pgfence.New(pgfence.Config{})
+	guard, err := pgfence.New(pgfence.Options{})
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -336,19 +336,19 @@ func TestNewValidatesConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		cfg  pgfence.Config
+		cfg  pgfence.Options
 		ok   bool
 	}{
-		{"Defaults", pgfence.Config{}, true},
-		{"CustomNames", pgfence.Config{Schema: "billing", Table: "guard_2"}, true},
-		{"LongestName", pgfence.Config{Table: strings.Repeat("t", 63)}, true},
-		{"NameTooLong", pgfence.Config{Table: strings.Repeat("t", 64)}, false},
-		{"UpperCase", pgfence.Config{Schema: "Billing"}, false},
-		{"LeadingDigit", pgfence.Config{Table: "1guard"}, false},
-		{"Dash", pgfence.Config{Table: "fence-guard"}, false},
-		{"Quote", pgfence.Config{Schema: `x"y`}, false},
-		{"Dot", pgfence.Config{Schema: "a.b"}, false},
-		{"Injection", pgfence.Config{Table: "t; DROP TABLE users"}, false},
+		{"Defaults", pgfence.Options{}, true},
+		{"CustomNames", pgfence.Options{Schema: "billing", Table: "guard_2"}, true},
+		{"LongestName", pgfence.Options{Table: strings.Repeat("t", 63)}, true},
+		{"NameTooLong", pgfence.Options{Table: strings.Repeat("t", 64)}, false},
+		{"UpperCase", pgfence.Options{Schema: "Billing"}, false},
+		{"LeadingDigit", pgfence.Options{Table: "1guard"}, false},
+		{"Dash", pgfence.Options{Table: "fence-guard"}, false},
+		{"Quote", pgfence.Options{Schema: `x"y`}, false},
+		{"Dot", pgfence.Options{Schema: "a.b"}, false},
+		{"Injection", pgfence.Options{Table: "t; DROP TABLE users"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -359,7 +359,7 @@ func TestNewValidatesConfig(t *testing.T) {
 				require.NotNil(t, g)
 				return
 			}
-			require.ErrorIs(t, err, pgfence.ErrInvalidConfig)
+			require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
 			require.Nil(t, g)
 		})
 	}
@@ -374,7 +374,7 @@ func TestMigrateConcurrentlyIsIdempotent(t *testing.T) {
 	// Two guard tables in one schema: the lock must cover CREATE SCHEMA too.
 	var guards []*pgfence.Guard
 	for _, table := range []string{"guard_a", "guard_b"} {
-		g, err := pgfence.New(pgfence.Config{Schema: schema, Table: table})
+		g, err := pgfence.New(pgfence.Options{Schema: schema, Table: table})
 		require.NoError(t, err)
 		guards = append(guards, g)
 	}
@@ -627,7 +627,7 @@ func TestCheckDeadlockIsRetryable(t *testing.T) {
 func TestCheckWithoutMigrateReturnsPgError(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
-	guard, err := pgfence.New(pgfence.Config{Schema: fmt.Sprintf("pgfence_absent_%016x", rand.Uint64())})
+	guard, err := pgfence.New(pgfence.Options{Schema: fmt.Sprintf("pgfence_absent_%016x", rand.Uint64())})
 	require.NoError(t, err)
 
 	err = guard.Check(t.Context(), pool, "res", fence.Holder{Token: 1, Owner: "holder"})

@@ -67,7 +67,7 @@ CREATE TABLE `+table+` (
 INSERT INTO `+table+` (resource, token, owner) VALUES ('old', 40, 'before-upgrade')`)
 	require.NoError(t, err)
 
-	guard, err := pgfence.New(pgfence.Config{Schema: schema})
+	guard, err := pgfence.New(pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, guard.Migrate(ctx, pool))
 	require.NoError(t, guard.Migrate(ctx, pool), "idempotent")
@@ -137,22 +137,22 @@ func requireScope(t *testing.T, tb *table, id, want string) {
 	require.Equal(t, want, *scope)
 }
 
-// A typed nil pool in the DBTX interface is refused with ErrInvalidConfig
+// A typed nil pool in the DBTX interface is refused with ErrInvalidOptions
 // instead of panicking on first use.
 func TestTypedNilPoolIsInvalidConfig(t *testing.T) {
 	t.Parallel()
 	var pool *pgxpool.Pool
-	g, err := pgfence.New(pgfence.Config{})
+	g, err := pgfence.New(pgfence.Options{})
 	require.NoError(t, err)
 	h := fence.Holder{Scope: "s", Token: 1, Owner: "o"}
 	row := pgfence.Row{Table: pgx.Identifier{"t"}, KeyColumn: "id", Key: 1}
-	require.ErrorIs(t, g.Migrate(t.Context(), pool), pgfence.ErrInvalidConfig)
+	require.ErrorIs(t, g.Migrate(t.Context(), pool), pgfence.ErrInvalidOptions)
 	require.ErrorIs(t, g.Check(t.Context(), pool, "r", fence.Holder{Scope: "bad\x00", Token: 1, Owner: "o"}), pgfence.ErrInvalidScope)
-	require.ErrorIs(t, g.Check(t.Context(), pool, "r", h), pgfence.ErrInvalidConfig)
+	require.ErrorIs(t, g.Check(t.Context(), pool, "r", h), pgfence.ErrInvalidOptions)
 	_, _, err = g.Current(t.Context(), pool, "r", "s")
-	require.ErrorIs(t, err, pgfence.ErrInvalidConfig)
-	require.ErrorIs(t, pgfence.FencedUpdate(t.Context(), pool, row, nil, h), pgfence.ErrInvalidConfig)
-	require.ErrorIs(t, pgfence.FencedUpsert(t.Context(), pool, row, nil, h), pgfence.ErrInvalidConfig)
+	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
+	require.ErrorIs(t, pgfence.FencedUpdate(t.Context(), pool, row, nil, h), pgfence.ErrInvalidOptions)
+	require.ErrorIs(t, pgfence.FencedUpsert(t.Context(), pool, row, nil, h), pgfence.ErrInvalidOptions)
 }
 
 // Migrate on an up-to-date guard table takes no lock that waits for its
@@ -287,7 +287,7 @@ RETURNING token`
 	}
 	testwait.Until(t, 30*time.Second, "old writers committing", func() bool { return committed.Load() >= 50 })
 
-	guard, err := pgfence.New(pgfence.Config{Schema: schema})
+	guard, err := pgfence.New(pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	migrateErrs := make([]error, 3)
 	var mg sync.WaitGroup

@@ -89,7 +89,7 @@ func (r Row) resource() string {
 //   - ErrRowNotFound when no row has the key. Nothing was written.
 //   - an error matching fence.ErrNoToken, ErrTokenOutOfRange,
 //     ErrInvalidOwner, ErrInvalidScope or ErrInvalidIdentifier for bad
-//     input, ErrInvalidConfig for a nil db, before the database is touched.
+//     input, ErrInvalidOptions for a nil db, before the database is touched.
 //   - a wrapped database error; errors.Is(err, ErrRetryable) tells a
 //     serialization failure or deadlock (see ErrRetryable).
 //
@@ -104,7 +104,7 @@ func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 		return err
 	}
 	if safe.IsNil(db) {
-		return fmt.Errorf("%w: fenced update of %s: nil database", ErrInvalidConfig, row.resource())
+		return fmt.Errorf("%w: fenced update of %s: nil database", ErrInvalidOptions, row.resource())
 	}
 	tag, err := db.Exec(ctx, sh.update, sh.args(row, set, h)...)
 	if err != nil {
@@ -144,7 +144,7 @@ func FencedUpsert(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 		return err
 	}
 	if safe.IsNil(db) {
-		return fmt.Errorf("%w: fenced upsert of %s: nil database", ErrInvalidConfig, row.resource())
+		return fmt.Errorf("%w: fenced upsert of %s: nil database", ErrInvalidOptions, row.resource())
 	}
 	tag, err := db.Exec(ctx, sh.upsert, sh.args(row, set, h)...)
 	if err != nil {

@@ -24,6 +24,9 @@ var (
 	// ErrNoFields is returned by HSet for an empty field map.
 	ErrNoFields = errors.New("redisfence: no fields to set")
 
+	// ErrInvalidClient is returned by New for a nil redis client.
+	ErrInvalidClient = errors.New("redisfence: nil redis client")
+
 	// ErrNotCreated is returned by the methods of a Writer not made by New.
 	ErrNotCreated = errors.New("redisfence: writer not created with New")
 

@@ -25,7 +25,7 @@ func ExampleWriter_Set() {
 	defer rdb.Close()
 
 	ctx := context.Background()
-	w := redisfence.New(rdb)
+	w, _ := redisfence.New(rdb)
 	const key = "report:{2026-03-08}" // the hash tag keeps key and fence key in one Cluster slot
 
 	fmt.Println(w.Set(ctx, key, "from replica-b", fence.Holder{Scope: "daily-settlement", Token: 1002, Owner: "replica-b"}, 24*time.Hour))
@@ -56,7 +56,7 @@ func ExampleNewScript() {
 	credit := redisfence.NewScript(`return redis.call('INCRBY', KEYS[1], ARGV[1])`)
 
 	ctx := context.Background()
-	w := redisfence.New(rdb)
+	w, _ := redisfence.New(rdb)
 	balance, err := w.Eval(ctx, credit, []string{"balance:{acct-42}"}, fence.Holder{Scope: "credit-acct-42", Token: 7, Owner: "replica-a"}, 100)
 	fmt.Println(balance, err)
 	_, err = w.Eval(ctx, credit, []string{"balance:{acct-42}"}, fence.Holder{Scope: "credit-acct-42", Token: 6, Owner: "replica-old"}, 100)

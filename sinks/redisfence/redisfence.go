@@ -3,6 +3,7 @@ package redisfence
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -35,13 +36,14 @@ type Writer struct {
 // New returns a Writer over client: a *redis.Client, *redis.ClusterClient,
 // *redis.Ring, a failover client or any redis.UniversalClient. On a
 // *redis.ClusterClient every resource key must carry a hash tag (see "Key
-// layout" in the package documentation).
-func New(client redis.UniversalClient) *Writer {
-	if client == nil {
-		return &Writer{}
+// layout" in the package documentation). It returns an error matching
+// ErrInvalidClient for a nil client (a typed nil *redis.Client too).
+func New(client redis.UniversalClient) (*Writer, error) {
+	if client == nil || (reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil()) {
+		return nil, ErrInvalidClient
 	}
 	_, cluster := client.(*redis.ClusterClient)
-	return &Writer{client: client, auto: autopipe.New(client), cluster: cluster}
+	return &Writer{client: client, auto: autopipe.New(client), cluster: cluster}, nil
 }
 
 // FenceKey returns the key of the hash that holds key's fence state:

@@ -32,7 +32,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, b *bundle)) {
 		t.Run(backend.Name, func(t *testing.T) {
 			t.Parallel()
 			rdb := backend.New(t)
-			fn(t, &bundle{rdb: rdb, w: redisfence.New(rdb), prefix: redistest.Prefix(t, rdb)})
+			fn(t, &bundle{rdb: rdb, w: newWriter(t, rdb), prefix: redistest.Prefix(t, rdb)})
 		})
 	}
 }
@@ -218,7 +218,7 @@ func (u untouchable) Process(_ context.Context, cmd redis.Cmder) error {
 
 func TestBadInputNeverReachesRedis(t *testing.T) {
 	t.Parallel()
-	w := redisfence.New(untouchable{t: t})
+	w := newWriter(t, untouchable{t: t})
 	ctx := t.Context()
 	script := redisfence.NewScript("return 1")
 	tests := []struct {
@@ -256,7 +256,7 @@ func TestClusterKeysNeedHashTag(t *testing.T) {
 	// The check happens before any connection: the address is never dialed.
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
 	t.Cleanup(func() { _ = cluster.Close() })
-	w := redisfence.New(cluster)
+	w := newWriter(t, cluster)
 
 	err := w.Set(t.Context(), "settlement:2026-03-08", "v", fence.Holder{Token: 1, Owner: "a"}, 0)
 	require.ErrorIs(t, err, redisfence.ErrInvalidKey)
@@ -302,10 +302,26 @@ func keySlot(key string) uint16 {
 func TestStaleErrorUnwrapsForCallers(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Mini(t)
-	w := redisfence.New(rdb)
+	w := newWriter(t, rdb)
 	ctx := t.Context()
 	require.NoError(t, w.Set(ctx, "k", "v", fence.Holder{Token: 2, Owner: "a"}, 0))
 	err := w.Set(ctx, "k", "v", fence.Holder{Token: 1, Owner: "b"}, 0)
 	wrapped := errors.Join(errors.New("job step"), err)
 	require.ErrorIs(t, wrapped, fence.ErrStaleToken)
+}
+
+// newWriter is redisfence.New that fails the test on an error.
+func newWriter(t *testing.T, rdb redis.UniversalClient) *redisfence.Writer {
+	t.Helper()
+	w, err := redisfence.New(rdb)
+	require.NoError(t, err)
+	return w
+}
+
+func TestNewRefusesANilClient(t *testing.T) {
+	t.Parallel()
+	for _, rdb := range []redis.UniversalClient{nil, (*redis.Client)(nil)} {
+		_, err := redisfence.New(rdb)
+		require.ErrorIs(t, err, redisfence.ErrInvalidClient)
+	}
 }

@@ -123,7 +123,7 @@ func (s *unguardedSink) Write(ctx context.Context, resource string, t fence.Toke
 
 func newSetSink(t *testing.T, b redistest.Backend) *setSink {
 	rdb := b.New(t)
-	return &setSink{rdb: rdb, w: redisfence.New(rdb), prefix: redistest.Prefix(t, rdb)}
+	return &setSink{rdb: rdb, w: newWriter(t, rdb), prefix: redistest.Prefix(t, rdb)}
 }
 
 func TestConformance(t *testing.T) {

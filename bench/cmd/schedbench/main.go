@@ -184,11 +184,11 @@ func run(nJobs, nParts, nReplicas, claims int) error {
 		if err != nil {
 			return err
 		}
-		ledger, err := redisledger.New(rdb, prefix+"ledger:")
+		ledger, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 		if err != nil {
 			return err
 		}
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger, MaxConcurrentClaims: claims})
+		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger, MaxConcurrentClaims: claims})
 		if err != nil {
 			return err
 		}

@@ -174,25 +174,25 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 			rdb.Del(ctx, iter.Val())
 		}
 	}()
-	pgStore, err := pgstore.NewStore(pool, schema)
+	pgStore, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 	if err != nil {
 		return err
 	}
 	if err := pgStore.Migrate(ctx); err != nil {
 		return err
 	}
-	pgFence, err := pgstore.NewFence(pool, pgfence.Config{Schema: schema})
+	pgFence, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
 	if err != nil {
 		return err
 	}
 	if err := pgFence.Migrate(ctx); err != nil {
 		return err
 	}
-	redisStore, err := redisstore.NewStore(rdb, prefix+"idem:")
+	redisStore, err := redisstore.NewStore(rdb, redisstore.Options{Prefix: prefix + "idem:"})
 	if err != nil {
 		return err
 	}
-	redisFence, err := redisstore.NewFence(rdb, prefix+"fence:")
+	redisFence, err := redisstore.NewFence(rdb, redisstore.Options{Prefix: prefix + "fence:"})
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 		}
 	}
 	for _, s := range stores {
-		mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: s.store, Fence: s.fence})
+		mw, err := httpfence.Middleware(httpfence.Options{Store: s.store, Fence: s.fence})
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,7 @@
 //
 // # Tables
 //
-// Migrate creates, in Config.Schema (default "holdfast"):
+// Migrate creates, in Options.Schema (default "holdfast"):
 //
 //	job_fences(job_name, partition_key, token, owner, horizon, last_slot, updated_at)
 //	    PRIMARY KEY (job_name, partition_key)
@@ -145,7 +145,7 @@
 // # Errors
 //
 // Bad input matches ErrInvalidArgument (or fence.ErrNoToken for token 0)
-// and touches nothing; New reports ErrInvalidConfig. Database errors are
+// and touches nothing; New reports ErrInvalidOptions. Database errors are
 // wrapped: errors.As finds the *pgconn.PgError, and errors.Is(err,
 // ErrRetryable) (the same value as pgfence.ErrRetryable) is true for a
 // serialization failure or a deadlock, after which the call may be made

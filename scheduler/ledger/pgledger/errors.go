@@ -14,9 +14,9 @@ import (
 // Errors that report bad input. They are returned before the database is
 // touched, wrapped with the offending value, and matched with errors.Is.
 var (
-	// ErrInvalidConfig is returned by New for a nil database or a
-	// Config.Schema that is not a lower-case SQL identifier.
-	ErrInvalidConfig = errors.New("pgledger: invalid config")
+	// ErrInvalidOptions is returned by New for a nil database or a
+	// Options.Schema that is not a lower-case SQL identifier.
+	ErrInvalidOptions = errors.New("pgledger: invalid options")
 
 	// ErrInvalidArgument is returned for an empty or oversized job name,
 	// an oversized partition, an empty owner, a token above math.MaxInt64,

@@ -15,7 +15,7 @@ import (
 )
 
 // A ledger over a pool, migrated once at start-up, given to the scheduler
-// (scheduler.Config.Ledger) in place of the Redis one. The calls below are
+// (scheduler.Options.Ledger) in place of the Redis one. The calls below are
 // the ones a scheduler makes for one slot.
 func Example() {
 	ctx := context.Background()
@@ -25,7 +25,7 @@ func Example() {
 	}
 	defer pool.Close()
 
-	ldg, err := pgledger.New(pool, pgledger.Config{Schema: "holdfast"})
+	ldg, err := pgledger.New(pool, pgledger.Options{Schema: "holdfast"})
 	if err != nil {
 		log.Fatal(err)
 	}

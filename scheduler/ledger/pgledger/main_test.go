@@ -36,7 +36,7 @@ func newSchema(t testing.TB) string {
 // newLedger returns a migrated Ledger in a fresh schema.
 func newLedger(t testing.TB) *pgledger.Ledger {
 	t.Helper()
-	l, err := pgledger.New(testPool(t), pgledger.Config{Schema: newSchema(t)})
+	l, err := pgledger.New(testPool(t), pgledger.Options{Schema: newSchema(t)})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(t.Context()))
 	return l

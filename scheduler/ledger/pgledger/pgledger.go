@@ -16,7 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// DefaultSchema holds the ledger's tables when Config.Schema is "". It is
+// DefaultSchema holds the ledger's tables when Options.Schema is "". It is
 // pgfence's default too: both stores can share one schema.
 const DefaultSchema = "holdfast"
 
@@ -39,8 +39,8 @@ type DB interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// Config names where the ledger lives. The zero Config is valid.
-type Config struct {
+// Options names where the ledger lives. The zero Options is valid.
+type Options struct {
 	// Schema holds the tables job_fences, job_slot_fences, job_runs,
 	// job_run_attempts and job_pauses; Migrate creates them. A lower-case SQL identifier.
 	// Default DefaultSchema ("holdfast").
@@ -51,16 +51,16 @@ type Config struct {
 // unquoted, lower case only (as pgfence). 63 bytes is NAMEDATALEN-1.
 var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-func (c Config) withDefaults() Config {
+func (c Options) withDefaults() Options {
 	if c.Schema == "" {
 		c.Schema = DefaultSchema
 	}
 	return c
 }
 
-func (c Config) validate() error {
+func (c Options) validate() error {
 	if !identifierRE.MatchString(c.Schema) {
-		return fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidConfig, c.Schema, identifierRE)
+		return fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidOptions, c.Schema, identifierRE)
 	}
 	return nil
 }
@@ -76,14 +76,14 @@ type Ledger struct {
 var _ ledger.Ledger = (*Ledger)(nil)
 
 // New returns a Ledger over db with its tables in cfg.Schema. It returns an
-// error matching ErrInvalidConfig for a nil db (a nil *pgxpool.Pool too)
+// error matching ErrInvalidOptions for a nil db (a nil *pgxpool.Pool too)
 // or an invalid schema name. New does not touch the database: run Migrate
 // once before the first call. Keys are bounded as the scheduler bounds
 // them: job names by scheduler.MaxJobNameLen, partitions by
 // scheduler.MaxPartitionLen (one limit for every store).
-func New(db DB, cfg Config) (*Ledger, error) {
+func New(db DB, cfg Options) (*Ledger, error) {
 	if safe.IsNil(db) {
-		return nil, fmt.Errorf("%w: nil DB", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: nil DB", ErrInvalidOptions)
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

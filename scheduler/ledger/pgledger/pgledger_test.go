@@ -36,14 +36,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	for _, schema := range []string{"Holdfast", "1x", "a-b", "x;drop", strings.Repeat("s", 64)} {
-		_, err := pgledger.New(pool, pgledger.Config{Schema: schema})
-		require.ErrorIs(t, err, pgledger.ErrInvalidConfig, "schema %q", schema)
+		_, err := pgledger.New(pool, pgledger.Options{Schema: schema})
+		require.ErrorIs(t, err, pgledger.ErrInvalidOptions, "schema %q", schema)
 	}
-	_, err := pgledger.New(nil, pgledger.Config{})
-	require.ErrorIs(t, err, pgledger.ErrInvalidConfig, "nil DB")
+	_, err := pgledger.New(nil, pgledger.Options{})
+	require.ErrorIs(t, err, pgledger.ErrInvalidOptions, "nil DB")
 	var nilPool *pgxpool.Pool // issue 11: accepted, and failed at the first call
-	_, err = pgledger.New(nilPool, pgledger.Config{})
-	require.ErrorIs(t, err, pgledger.ErrInvalidConfig, "typed-nil *pgxpool.Pool")
+	_, err = pgledger.New(nilPool, pgledger.Options{})
+	require.ErrorIs(t, err, pgledger.ErrInvalidOptions, "typed-nil *pgxpool.Pool")
 
 	var zero *pgledger.Ledger
 	require.ErrorIs(t, zero.Migrate(t.Context()), pgledger.ErrNotCreated)
@@ -63,14 +63,14 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	errs := make([]error, 2*migrators)
 	for i := range migrators {
 		wg.Go(func() {
-			l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+			l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
 			if err == nil {
 				err = l.Migrate(t.Context())
 			}
 			errs[i] = err
 		})
 		wg.Go(func() {
-			g, err := pgfence.New(pgfence.Config{Schema: schema})
+			g, err := pgfence.New(pgfence.Options{Schema: schema})
 			if err == nil {
 				err = g.Migrate(t.Context(), pool)
 			}
@@ -81,7 +81,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+	l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(t.Context()), "again")
 	_, err = l.State(t.Context(), "settle", "", time.Time{}, time.Now())
@@ -94,7 +94,7 @@ func TestTables(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	schema := newSchema(t)
-	l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+	l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(t.Context()))
 
@@ -263,7 +263,7 @@ func TestPerSlotFenceIsARowOfItsOwn(t *testing.T) {
 	t.Parallel()
 	pool := testPool(t)
 	schema := newSchema(t)
-	l, err := pgledger.New(pool, pgledger.Config{Schema: schema})
+	l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(t.Context()))
 	require.NoError(t, l.Migrate(t.Context()), "Migrate again, with job_slot_fences in place")

@@ -35,7 +35,7 @@ func TestRetentionJobOfTheDocsKeepsWhatIsOpen(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	schema := newSchema(t)
-	l, err := pgledger.New(testPool(t), pgledger.Config{Schema: schema})
+	l, err := pgledger.New(testPool(t), pgledger.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(ctx))
 

@@ -20,7 +20,7 @@ func TestRedisLedgerConformance(t *testing.T) {
 			t.Parallel()
 			ledgertest.Exercise(t, func(t *testing.T) ledger.Ledger {
 				rdb := b.New(t)
-				l, err := redisledger.New(rdb, redistest.Prefix(t, rdb)+"ledger:")
+				l, err := redisledger.New(rdb, redisledger.Options{Prefix: redistest.Prefix(t, rdb) + "ledger:"})
 				require.NoError(t, err)
 				return l
 			})

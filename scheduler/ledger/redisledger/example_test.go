@@ -11,7 +11,7 @@ import (
 )
 
 // The default run ledger: one Redis for the leases and the ledger, each
-// under a prefix of its own, given to the scheduler as Config.Ledger. Two
+// under a prefix of its own, given to the scheduler as Options.Ledger. Two
 // deployments sharing a Redis give each their own prefixes.
 func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: "redis.internal:6379"})
@@ -21,11 +21,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	runs, err := redisledger.New(rdb, "billing:ledger:") // "" for DefaultPrefix
+	runs, err := redisledger.New(rdb, redisledger.Options{Prefix: "billing:ledger:"}) // "" for DefaultPrefix
 	if err != nil {
-		log.Fatal(err) // redisledger.ErrInvalidConfig: nil client, or '{' or '}' in the prefix
+		log.Fatal(err) // redisledger.ErrInvalidOptions: nil client, or '{' or '}' in the prefix
 	}
-	s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: runs})
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: runs})
 	if err != nil {
 		log.Fatal(err)
 	}

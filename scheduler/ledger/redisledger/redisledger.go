@@ -23,8 +23,16 @@ import (
 // DefaultPrefix starts every key of a Ledger ("holdfast:ledger:").
 const DefaultPrefix = "holdfast:ledger:"
 
-// ErrInvalidConfig is returned by New for a nil client or a bad prefix.
-var ErrInvalidConfig = errors.New("redisledger: invalid config")
+// Options configure a Ledger. The zero value is valid.
+type Options struct {
+	// Prefix starts every key of the Ledger; give each application its
+	// own. It must not hold '{' or '}' (the hash tags are the Ledger's).
+	// Default DefaultPrefix ("holdfast:ledger:").
+	Prefix string
+}
+
+// ErrInvalidOptions is returned by New for a nil client or a bad prefix.
+var ErrInvalidOptions = errors.New("redisledger: invalid options")
 
 var (
 	//go:embed scripts/fence.lua
@@ -81,18 +89,19 @@ var (
 	_ ledger.ClearBeginner = (*Ledger)(nil)
 )
 
-// New returns a ledger over rdb with keys under prefix (default
-// DefaultPrefix). It returns ErrInvalidConfig for a nil rdb or a
-// prefix holding '{' or '}'.
-func New(rdb redis.UniversalClient, prefix string) (*Ledger, error) {
+// New returns a ledger over rdb with keys under opts.Prefix (default
+// DefaultPrefix). It returns an error matching ErrInvalidOptions for a nil
+// rdb (a typed nil *redis.Client too) or a Prefix holding '{' or '}'.
+func New(rdb redis.UniversalClient, opts Options) (*Ledger, error) {
+	prefix := opts.Prefix
 	if safe.IsNil(rdb) {
-		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOptions)
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(prefix, "{}") {
-		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidConfig, prefix)
+		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidOptions, prefix)
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	return &Ledger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster}, nil

@@ -28,7 +28,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s *setup)) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			rdb := b.New(t)
-			l, err := New(rdb, redistest.Prefix(t, rdb)+"ledger:")
+			l, err := New(rdb, Options{Prefix: redistest.Prefix(t, rdb) + "ledger:"})
 			require.NoError(t, err)
 			fn(t, &setup{rdb: rdb, ledger: l})
 		})

@@ -22,11 +22,11 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	store, err := pgstore.NewStore(pool, "") // pgstore.DefaultSchema
+	store, err := pgstore.NewStore(pool, pgstore.Options{}) // pgstore.DefaultSchema
 	if err != nil {
 		log.Fatal(err)
 	}
-	guard, err := pgstore.NewFence(pool, pgfence.Config{})
+	guard, err := pgstore.NewFence(pool, pgfence.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func Example() {
 			log.Fatal(err)
 		}
 	}
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{Store: store, Fence: guard})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: store, Fence: guard})
 	if err != nil {
 		log.Fatal(err)
 	}

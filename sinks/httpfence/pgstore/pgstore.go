@@ -22,6 +22,14 @@ import (
 // DefaultSchema is the schema of Store's table when none is given.
 const DefaultSchema = "holdfast"
 
+// Options configure a Store. The zero value is valid. (A Fence takes
+// pgfence.Options, the guard table's Schema and Table.)
+type Options struct {
+	// Schema holds the table idempotency_keys; Migrate creates it. A
+	// lower-case SQL identifier. Default DefaultSchema ("holdfast").
+	Schema string
+}
+
 // migrations holds the schema of Store, applied in name order.
 //
 //go:embed migrations/*.sql
@@ -52,20 +60,21 @@ type Store struct {
 }
 
 // NewStore returns a Store working through db (a
-// *pgxpool.Pool, typically) on the table idempotency_keys in schema
-// (DefaultSchema when empty). It returns an error matching ErrInvalidConfig
+// *pgxpool.Pool, typically) on the table idempotency_keys in opts.Schema
+// (DefaultSchema when empty). It returns an error matching ErrInvalidOptions
 // for a nil db (a typed nil *pgxpool.Pool included) or a schema that is not
 // a lower-case SQL identifier. It does not touch the database: run Migrate
 // once at start-up.
-func NewStore(db pgfence.DBTX, schema string) (*Store, error) {
+func NewStore(db pgfence.DBTX, opts Options) (*Store, error) {
+	schema := opts.Schema
 	if safe.IsNil(db) {
-		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidOptions)
 	}
 	if schema == "" {
 		schema = DefaultSchema
 	}
 	if !identifierRE.MatchString(schema) {
-		return nil, fmt.Errorf("%w: schema %q: want a lower-case SQL identifier matching %s", httpfence.ErrInvalidConfig, schema, identifierRE)
+		return nil, fmt.Errorf("%w: schema %q: want a lower-case SQL identifier matching %s", httpfence.ErrInvalidOptions, schema, identifierRE)
 	}
 	t := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
 	return &Store{
@@ -242,12 +251,12 @@ type Fence struct {
 }
 
 // NewFence returns a Fence on the guard table named by cfg
-// (the zero Config: holdfast.fence_guard), working through db. It returns
-// ErrInvalidConfig for a nil db (a typed nil *pgxpool.Pool included) and
-// pgfence's ErrInvalidConfig for a bad name. Run Migrate once at start-up.
-func NewFence(db pgfence.DBTX, cfg pgfence.Config) (*Fence, error) {
+// (the zero Options: holdfast.fence_guard), working through db. It returns
+// ErrInvalidOptions for a nil db (a typed nil *pgxpool.Pool included) and
+// pgfence's ErrInvalidOptions for a bad name. Run Migrate once at start-up.
+func NewFence(db pgfence.DBTX, cfg pgfence.Options) (*Fence, error) {
 	if safe.IsNil(db) {
-		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidOptions)
 	}
 	g, err := pgfence.New(cfg)
 	if err != nil {

@@ -24,7 +24,7 @@ func ExampleNewStore() {
 	defer rdb.Close()
 
 	ctx := context.Background()
-	store, err := redisstore.NewStore(rdb, "billing:idem:")
+	store, err := redisstore.NewStore(rdb, redisstore.Options{Prefix: "billing:idem:"})
 	if err != nil {
 		fmt.Println(err)
 		return

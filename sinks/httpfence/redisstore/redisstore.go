@@ -26,6 +26,14 @@ const (
 	DefaultFencePrefix = "holdfast:fence:"
 )
 
+// Options configure a Store or a Fence. The zero value is valid.
+type Options struct {
+	// Prefix starts every key; give each application its own. Default
+	// DefaultStorePrefix ("holdfast:idem:") for NewStore and
+	// DefaultFencePrefix ("holdfast:fence:") for NewFence.
+	Prefix string
+}
+
 // Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (see
 // internal/luascript), the calls of concurrent requests batched into
 // pipelines. Each works on one key, so all of them run on Redis Cluster;
@@ -65,13 +73,14 @@ type Store struct {
 	prefix string
 }
 
-// NewStore returns a Store on rdb whose keys start with prefix
+// NewStore returns a Store on rdb whose keys start with opts.Prefix
 // (DefaultStorePrefix when empty). Give each application its own prefix.
-// It returns an error matching httpfence.ErrInvalidConfig for a nil rdb (a
+// It returns an error matching httpfence.ErrInvalidOptions for a nil rdb (a
 // typed nil *redis.Client included).
-func NewStore(rdb redis.UniversalClient, prefix string) (*Store, error) {
+func NewStore(rdb redis.UniversalClient, opts Options) (*Store, error) {
+	prefix := opts.Prefix
 	if safe.IsNil(rdb) {
-		return nil, fmt.Errorf("%w: redisstore.Store over a nil redis client", httpfence.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: redisstore.Store over a nil redis client", httpfence.ErrInvalidOptions)
 	}
 	if prefix == "" {
 		prefix = DefaultStorePrefix
@@ -84,7 +93,7 @@ func (s *Store) key(key string) string { return hashedKey(s.prefix, key) }
 // ready reports a Store not made by NewStore.
 func (s *Store) ready() error {
 	if s == nil || s.auto == nil {
-		return fmt.Errorf("%w: redisstore.Store not made by NewStore", httpfence.ErrInvalidConfig)
+		return fmt.Errorf("%w: redisstore.Store not made by NewStore", httpfence.ErrInvalidOptions)
 	}
 	return nil
 }
@@ -193,13 +202,14 @@ type Fence struct {
 	prefix string
 }
 
-// NewFence returns a Fence on rdb whose keys start with prefix
+// NewFence returns a Fence on rdb whose keys start with opts.Prefix
 // (DefaultFencePrefix when empty). It returns an error matching
-// httpfence.ErrInvalidConfig for a nil rdb (a typed nil *redis.Client
+// httpfence.ErrInvalidOptions for a nil rdb (a typed nil *redis.Client
 // included).
-func NewFence(rdb redis.UniversalClient, prefix string) (*Fence, error) {
+func NewFence(rdb redis.UniversalClient, opts Options) (*Fence, error) {
+	prefix := opts.Prefix
 	if safe.IsNil(rdb) {
-		return nil, fmt.Errorf("%w: redisstore.Fence over a nil redis client", httpfence.ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: redisstore.Fence over a nil redis client", httpfence.ErrInvalidOptions)
 	}
 	if prefix == "" {
 		prefix = DefaultFencePrefix
@@ -210,7 +220,7 @@ func NewFence(rdb redis.UniversalClient, prefix string) (*Fence, error) {
 // Accept implements httpfence.FenceStore.
 func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) error {
 	if f == nil || f.auto == nil {
-		return fmt.Errorf("%w: redisstore.Fence not made by NewFence", httpfence.ErrInvalidConfig)
+		return fmt.Errorf("%w: redisstore.Fence not made by NewFence", httpfence.ErrInvalidOptions)
 	}
 	if h.Token == fence.None {
 		return fmt.Errorf("httpfence: fence %q: %w", resource, fence.ErrNoToken)

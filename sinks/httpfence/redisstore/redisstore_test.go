@@ -13,21 +13,21 @@ import (
 
 func TestConstructorsRefuseNilClients(t *testing.T) {
 	t.Parallel()
-	_, err := redisstore.NewStore(nil, "")
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
-	_, err = redisstore.NewStore((*redis.Client)(nil), "")
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig, "a typed nil client")
-	_, err = redisstore.NewFence(nil, "")
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
-	_, err = redisstore.NewFence((*redis.Client)(nil), "")
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig, "a typed nil client")
+	_, err := redisstore.NewStore(nil, redisstore.Options{})
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
+	_, err = redisstore.NewStore((*redis.Client)(nil), redisstore.Options{})
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions, "a typed nil client")
+	_, err = redisstore.NewFence(nil, redisstore.Options{})
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
+	_, err = redisstore.NewFence((*redis.Client)(nil), redisstore.Options{})
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions, "a typed nil client")
 }
 
 func TestZeroValuesRefuseWithoutPanicking(t *testing.T) {
 	t.Parallel()
 	var s *redisstore.Store
 	_, err := s.Begin(t.Context(), "k", "fp", httpfence.DefaultLockTTL)
-	require.ErrorIs(t, err, httpfence.ErrInvalidConfig)
-	require.ErrorIs(t, (&redisstore.Store{}).Abandon(t.Context(), "k", "l"), httpfence.ErrInvalidConfig)
-	require.ErrorIs(t, (&redisstore.Fence{}).Accept(t.Context(), "r", fence.Holder{Token: 1, Owner: "a"}), httpfence.ErrInvalidConfig)
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
+	require.ErrorIs(t, (&redisstore.Store{}).Abandon(t.Context(), "k", "l"), httpfence.ErrInvalidOptions)
+	require.ErrorIs(t, (&redisstore.Fence{}).Accept(t.Context(), "r", fence.Holder{Token: 1, Owner: "a"}), httpfence.ErrInvalidOptions)
 }

@@ -56,21 +56,21 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 	prefix := redistest.Prefix(t, rdb)
 	pool := shared.Pool(t)
 	schema := shared.Schema(t, "multitenant_test_")
-	guard, err := pgfence.New(pgfence.Config{Schema: schema})
+	guard, err := pgfence.New(pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, guard.Migrate(ctx, pool))
 	effects := pgx.Identifier{schema, "effects"}.Sanitize()
 	_, err = pool.Exec(ctx, `CREATE TABLE `+effects+` (key text NOT NULL, scope text NOT NULL, token bigint NOT NULL)`)
 	require.NoError(t, err)
 
-	store, err := redisstore.NewStore(rdb, prefix+"idem:")
+	store, err := redisstore.NewStore(rdb, redisstore.Options{Prefix: prefix + "idem:"})
 	require.NoError(t, err)
-	fnc, err := redisstore.NewFence(rdb, prefix+"fence:")
+	fnc, err := redisstore.NewFence(rdb, redisstore.Options{Prefix: prefix + "fence:"})
 	require.NoError(t, err)
 
 	// The endpoint: one path for every tenant, so one fence resource.
 	events := &eventCounter{}
-	mw, err := httpfence.Middleware(httpfence.MiddlewareConfig{
+	mw, err := httpfence.Middleware(httpfence.Options{
 		Store:  store,
 		Fence:  fnc,
 		Logger: slog.New(events),
@@ -180,9 +180,9 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 	for i := range scheds {
 		leases, err := lease.New(rdb, lease.Options{Prefix: leasePrefix})
 		require.NoError(t, err)
-		ledger, err := redisledger.New(rdb, prefix+"ledger:")
+		ledger, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 		require.NoError(t, err)
-		s, err := scheduler.New(scheduler.Config{Leases: leases, Ledger: ledger})
+		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger})
 		require.NoError(t, err)
 		require.NoError(t, s.Register(job))
 		require.NoError(t, s.Start(context.Background()))
