@@ -40,7 +40,7 @@
 // StartRedis starts a real redis-server (from PATH) on a free loopback port,
 // which a test can Kill, Restart (empty: no persistence), Pause and Resume.
 //
-// # Conformance
+// # Exercise
 //
 // Exercise(t, newStore) runs the lease contract as parallel subtests of t,
 // one per check. newStore is called once per check, with the check's t,
