@@ -18,10 +18,12 @@ demo:
 services:
 	bash scripts/services.sh
 
-## test: unit and integration tests (real Redis and PostgreSQL), with -race.
+## test: unit and integration tests (real Redis and PostgreSQL), with -race,
+## and the console's browser test (headless Chromium, a module of its own).
 test: services
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	cd scheduler/schedhttp/browsertest && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 ## chaos: every fault scenario of package chaos at full scale (CHAOS_SCALE=1:
 ## real SIGSTOP, SIGKILL, restarts, failovers, latency and resets; about 30

@@ -21,6 +21,10 @@ var (
 	//go:embed scripts/release.lua
 	releaseSrc    string
 	releaseScript = luascript.New(releaseSrc)
+
+	//go:embed scripts/inspect.lua
+	inspectSrc    string
+	inspectScript = luascript.New(inspectSrc)
 )
 
 // cmdEvalSha is the command name, boxed once.

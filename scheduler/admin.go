@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"time"
+
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // MaxBackfill bounds how many slots one Backfill asks for (1000).
@@ -22,6 +23,82 @@ type JobInfo struct {
 	Partitions []string
 	// Next is the job's next scheduled slot after now (zero if none).
 	Next time.Time
+	// Overlap is the job's overlap policy.
+	Overlap OverlapPolicy
+}
+
+// StatusScan is how many of the newest records of each partition
+// JobStatus reads to find the newest success (100).
+const StatusScan = 100
+
+// JobStatus is what the ledger says of a job now, for operators.
+type JobStatus struct {
+	// Paused reports the job's pause flag (Pause, Resume).
+	Paused bool
+	// Last is the newest record across the job's partitions (the latest
+	// slot; for equal slots, the first partition in Partitions order);
+	// HasLast is false when the ledger holds none.
+	Last    ledger.Record
+	HasLast bool
+	// LastSuccess is the newest succeeded record among the StatusScan
+	// newest of each partition; HasSuccess is false when there is none.
+	LastSuccess ledger.Record
+	HasSuccess  bool
+}
+
+// JobStatus reads job's pause flag and newest records from the ledger
+// (one read per partition, plus one for the flag). It writes nothing on a
+// ledger that implements ledger.PauseReader; on one that does not, the
+// flag comes from State of the job's first partition, which starts that
+// pair's horizon if it had none. ErrUnknownJob for an unknown job.
+func (s *Scheduler) JobStatus(ctx context.Context, job string) (JobStatus, error) {
+	r, ok := s.jobByName(job)
+	if !ok {
+		return JobStatus{}, fmt.Errorf("%w: %q", ErrUnknownJob, job)
+	}
+	var st JobStatus
+	var err error
+	if st.Paused, err = s.paused(ctx, job, r.Partitions[0]); err != nil {
+		return JobStatus{}, err
+	}
+	to := s.clock.Now().Add(time.Second)
+	for _, p := range r.Partitions {
+		recs, err := s.cfg.Ledger.List(ctx, job, p, time.Time{}, to, StatusScan)
+		if err != nil {
+			return JobStatus{}, err
+		}
+		if len(recs) > 0 && (!st.HasLast || recs[0].Slot.At.After(st.Last.Slot.At)) {
+			st.Last, st.HasLast = recs[0], true
+		}
+		for _, rec := range recs {
+			if rec.Status != ledger.StatusSucceeded {
+				continue
+			}
+			if !st.HasSuccess || rec.Slot.At.After(st.LastSuccess.Slot.At) {
+				st.LastSuccess, st.HasSuccess = rec, true
+			}
+			break
+		}
+	}
+	return st, nil
+}
+
+func (s *Scheduler) paused(ctx context.Context, job, partition string) (bool, error) {
+	if pr, ok := s.cfg.Ledger.(ledger.PauseReader); ok {
+		return pr.Paused(ctx, job)
+	}
+	st, err := s.cfg.Ledger.State(ctx, job, partition, s.clock.Now(), s.clock.Now())
+	return st.Paused, err
+}
+
+// Record returns the ledger record of (job, partition)'s slot at at
+// (truncated to the second); found is false when the ledger has none.
+// ErrUnknownJob for an unknown job or partition.
+func (s *Scheduler) Record(ctx context.Context, job, partition string, at time.Time) (rec ledger.Record, found bool, err error) {
+	if _, err := s.unit(job, partition); err != nil {
+		return ledger.Record{}, false, err
+	}
+	return s.cfg.Ledger.Get(ctx, ledger.Slot{Job: job, At: at.UTC().Truncate(time.Second), Partition: partition})
 }
 
 // Jobs lists the registered jobs, in registration order.
@@ -36,7 +113,7 @@ func (s *Scheduler) Jobs() []JobInfo {
 		}
 		seen[u.job.Name] = true
 		info := JobInfo{Name: u.job.Name, Spec: u.job.Spec, Zone: u.job.window.sched.Zone().String(),
-			Partitions: append([]string(nil), u.job.Partitions...)}
+			Partitions: append([]string(nil), u.job.Partitions...), Overlap: u.job.Overlap}
 		if f, ok := u.job.window.next(s.clock.Now()); ok {
 			info.Next = f.At
 		}

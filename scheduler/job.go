@@ -97,6 +97,22 @@ const (
 	OverlapAllow
 )
 
+// String names the policy: "forbid", "buffer_one", "cancel_other",
+// "allow" ("unknown" for any other value).
+func (p OverlapPolicy) String() string {
+	switch p {
+	case OverlapForbid:
+		return "forbid"
+	case OverlapBufferOne:
+		return "buffer_one"
+	case OverlapCancelOther:
+		return "cancel_other"
+	case OverlapAllow:
+		return "allow"
+	}
+	return "unknown"
+}
+
 // ErrReplaced is the context cause of a run canceled by a newer slot under
 // OverlapCancelOther.
 var ErrReplaced = errors.New("scheduler: run replaced by a newer slot (OverlapCancelOther)")

@@ -240,6 +240,68 @@ func TestJobsAndRunsListForOperators(t *testing.T) {
 	})
 }
 
+func TestJobStatusReadsPauseAndNewestRecords(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		slots := past(3, time.Second)
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(Job{
+			Name: "tenants", Spec: everySecond, StartAt: slots[0], EndAt: slots[2].Add(time.Second),
+			Partitions: []string{"a", "b"}, MaxAttempts: 1, Overlap: OverlapBufferOne,
+			Run: func(_ context.Context, run Run) error {
+				if run.Slot.Partition == "b" {
+					return errors.New("tenant b is down")
+				}
+				return nil
+			},
+		}))
+		require.Equal(t, OverlapBufferOne, sched.Jobs()[0].Overlap)
+		require.Equal(t, "buffer_one", sched.Jobs()[0].Overlap.String())
+
+		st, err := sched.JobStatus(ctx, "tenants")
+		require.NoError(t, err)
+		require.Equal(t, JobStatus{}, st, "nothing ran yet")
+
+		claimNow(t, sched, "tenants", "a", slots[0])
+		claimNow(t, sched, "tenants", "a", slots[1])
+		claimNow(t, sched, "tenants", "b", slots[2])
+		require.NoError(t, sched.Pause(ctx, "tenants"))
+		st, err = sched.JobStatus(ctx, "tenants")
+		require.NoError(t, err)
+		require.True(t, st.Paused)
+		require.True(t, st.HasLast)
+		require.Equal(t, ledger.Slot{Job: "tenants", At: slots[2], Partition: "b"}, st.Last.Slot)
+		require.Equal(t, ledger.StatusFailed, st.Last.Status)
+		require.True(t, st.HasSuccess)
+		require.Equal(t, ledger.Slot{Job: "tenants", At: slots[1], Partition: "a"}, st.LastSuccess.Slot)
+		require.Equal(t, ledger.StatusSucceeded, st.LastSuccess.Status)
+
+		rec, found, err := sched.Record(ctx, "tenants", "b", slots[2].Add(300*time.Millisecond))
+		require.NoError(t, err)
+		require.True(t, found, "the slot of that second")
+		require.Equal(t, "tenant b is down", rec.Attempts[0].Error)
+		_, found, err = sched.Record(ctx, "tenants", "b", slots[0])
+		require.NoError(t, err)
+		require.False(t, found)
+		_, _, err = sched.Record(ctx, "tenants", "c", slots[0])
+		require.ErrorIs(t, err, ErrUnknownJob)
+		_, err = sched.JobStatus(ctx, "nope")
+		require.ErrorIs(t, err, ErrUnknownJob)
+
+		// A ledger without PauseReader: the flag comes from State.
+		plain := s.replica(t, func(c *Options) { c.Ledger = struct{ ledger.Ledger }{c.Ledger} })
+		require.NoError(t, plain.Register(Job{Name: "tenants", Spec: everySecond, Partitions: []string{"a", "b"},
+			Run: func(context.Context, Run) error { return nil }}))
+		_, isReader := plain.cfg.Ledger.(ledger.PauseReader)
+		require.False(t, isReader)
+		st, err = plain.JobStatus(ctx, "tenants")
+		require.NoError(t, err)
+		require.True(t, st.Paused, "paused above, read through State")
+		require.Equal(t, ledger.Slot{Job: "tenants", At: slots[2], Partition: "b"}, st.Last.Slot)
+	})
+}
+
 func TestRedisDataLossDoesNotRerunForgottenSlots(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {

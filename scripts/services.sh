@@ -105,6 +105,8 @@ if ! pg_ok && ! pg_installed; then
 		packages+=(postgresql)
 	fi
 fi
+# Headless Chromium for the console's browser test (scheduler/schedhttp/browsertest).
+[ -x /usr/bin/chromium ] || packages+=(chromium)
 if [ ${#packages[@]} -gt 0 ]; then
 	log "installing ${packages[*]}"
 	export DEBIAN_FRONTEND=noninteractive

@@ -35,6 +35,9 @@ type demoConfig struct {
 	TTL      time.Duration
 	Work     time.Duration
 	Unfenced bool // negative control: the sink does not check tokens
+	// Console keeps the demo running after its summary, serving the admin
+	// console (serveConsole) until ctx ends.
+	Console bool
 	// Limit bounds the whole run; 0: the slots plus 35 s.
 	Limit time.Duration
 	Out   io.Writer
@@ -294,6 +297,11 @@ wait:
 		}
 		fmt.Fprintln(out, "FAILED:", unfinished)
 		return t, unfinished
+	}
+	if cfg.Console {
+		if err := serveConsole(ctx, out, rc, sink); err != nil {
+			return t, fmt.Errorf("console: %w", err)
+		}
 	}
 	return t, nil
 }

@@ -10,6 +10,7 @@
 //	DATABASE_URL=postgres://root@127.0.0.1:5432/test \
 //	go run ./examples/settlement -backend postgres  # PostgreSQL alone: leases, ledger and sink
 //	go run ./examples/settlement -unfenced  # negative control: the sink checks no token
+//	go run ./examples/settlement -console   # then serve the admin console until Ctrl-C
 //
 // It ends with one line measured from the sink:
 //
@@ -45,6 +46,7 @@ func main() {
 		fault    = flag.String("fault", "stop", "stop: SIGSTOP the victim past its TTL, then SIGCONT; kill: SIGKILL and restart it; none")
 		backend  = flag.String("backend", "redis", "redis: leases and ledger on Redis (embedded unless REDIS_URL and DATABASE_URL are set); postgres: leases, ledger and sink on DATABASE_URL alone")
 		limit    = flag.Duration("limit", 0, "give up, print the summary and fail after this long (default: the slots + 35s)")
+		console  = flag.Bool("console", false, "after the summary, serve the admin console on a printed loopback URL until Ctrl-C")
 	)
 	flag.StringVar(&rc.ID, "replica", "", "internal: run as the replica with this id")
 	flag.StringVar(&rc.Backend, "replica-backend", "", "internal: postgres for leases and ledger on -pg")
@@ -83,7 +85,7 @@ func main() {
 	defer stop()
 	t, err := runDemo(ctx, demoConfig{
 		Backend: *backend, Replicas: *replicas, Slots: rc.Slots, Victim: *victim - 1, Fault: *fault,
-		TTL: rc.TTL, Work: rc.Work, Unfenced: rc.Unfenced, Limit: *limit, Out: os.Stdout,
+		TTL: rc.TTL, Work: rc.Work, Unfenced: rc.Unfenced, Limit: *limit, Console: *console, Out: os.Stdout,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "settlement:", err)

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,6 +130,13 @@ func TestDemo(t *testing.T) {
 		require.Equal(t, summary{slots: 10, ranOnce: 0, skipped: 0, duplicates: 0, missed: 10, staleRejected: 0}, got, out)
 		require.Contains(t, out, "FAILED: demo did not finish within 1s: the victim slot never ran; slots with no accepted write: [1 2 3 4 5 6 7 8 9 10]", out)
 	})
+	// -console: after the summary the demo serves the admin console on
+	// loopback with a printed token, its leases view on the demo's lease
+	// backend, until interrupted; then it exits 0.
+	t.Run("ConsoleServesUntilInterrupted", func(t *testing.T) {
+		t.Parallel()
+		testConsole(t, bin)
+	})
 	// Negative control: with the sink's token check removed, the frozen
 	// holder's late write lands and the tally shows the duplicate.
 	t.Run("UnfencedSinkShowsTheDuplicate", func(t *testing.T) {
@@ -137,4 +147,69 @@ func TestDemo(t *testing.T) {
 		require.GreaterOrEqual(t, got.duplicates, 1, out)
 		require.Equal(t, 0, got.missed, out)
 	})
+}
+
+func testConsole(t *testing.T, bin string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-console")
+	cmd.Env = append(os.Environ(), "REDIS_URL=", "DATABASE_URL=")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 1024)
+	go func() { // ends when the process closes its stdout
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	consoleRE := regexp.MustCompile(`^console: (http://127\.0\.0\.1:\d+/) token ([0-9a-f]{16}) \(Ctrl-C to stop\)$`)
+	var url, token string
+	var out strings.Builder
+	for url == "" {
+		select {
+		case line, ok := <-lines:
+			require.True(t, ok, "the demo ended before serving the console:\n%s", out.String())
+			out.WriteString(line + "\n")
+			if m := consoleRE.FindStringSubmatch(line); m != nil {
+				url, token = m[1], m[2]
+			}
+		case <-ctx.Done():
+			t.Fatalf("no console line within the bound:\n%s", out.String())
+		}
+	}
+	require.Regexp(t, summaryRE, out.String(), "the summary comes first")
+	get := func(path, auth string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, "GET", url+path, nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, string(b)
+	}
+	code, body := get("", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "holdfast console")
+	code, _ = get("jobs", "")
+	require.Equal(t, http.StatusForbidden, code, "the API wants the printed token")
+	code, body = get("jobs", token)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `"name":"daily-settlement"`)
+	require.Contains(t, body, `"last_status":"succeeded"`)
+	code, body = get("leases", token)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `"name":"daily-settlement"`)
+
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	for range lines { // drain until the process closes its stdout
+	}
+	require.NoError(t, cmd.Wait(), "Ctrl-C ends the demo cleanly")
 }

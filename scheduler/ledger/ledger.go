@@ -118,6 +118,16 @@ type Pruner interface {
 	Prune(ctx context.Context, before time.Time) (deleted int64, err error)
 }
 
+// PauseReader is an optional Ledger interface for operators: Paused
+// reports job's pause flag (SetPaused) and writes nothing, where State
+// would start a pair's horizon. The scheduler's JobStatus uses it, and
+// falls back to State of the job's first partition on a ledger without
+// it. redisledger, pgledger and ledgertest.Memory implement it;
+// ledgertest.Exercise checks it on every ledger that does.
+type PauseReader interface {
+	Paused(ctx context.Context, job string) (bool, error)
+}
+
 // Canceler is an optional Ledger interface, needed by OverlapCancelOther:
 // RequestCancel asks the running attempt of (job, partition) to stop
 // because slot replaces it; the holder learns it from Heartbeat, which

@@ -1,13 +1,40 @@
-// Package schedhttp serves a scheduler's operator actions over HTTP: list
-// the jobs, read a job's runs, retry a slot, trigger or backfill runs,
-// pause and resume a job (New). It is built on the Scheduler's exported
-// operations alone (scheduler.Scheduler.Jobs, Runs, Retry, Trigger,
-// Backfill, Pause, Resume), so everything it does a service can do in its
-// own handler.
+// Package schedhttp serves a scheduler's operators over HTTP: a JSON API
+// (list the jobs with their ledger status, read a job's runs across its
+// partitions and one slot's attempts, retry a slot, trigger or backfill
+// runs, pause and resume a job, list the leases) and a web console over
+// that API (New). The API is built on the Scheduler's exported
+// operations alone (scheduler.Scheduler.Jobs, JobStatus, Runs, Record,
+// Retry, Trigger, Backfill, Pause, Resume) and, for the leases, a
+// lease.Inspector, so everything it does a service can do in its own
+// handler. Its bodies are the exported types of wire.go (JobJSON, RunJSON,
+// ...), which clients decode; GET /openapi.json describes it (OpenAPI
+// 3.1).
 //
-// Every request goes through Options.Authorizer, which sees the Action and
-// the job; without one every request is refused (403). Answers are JSON,
-// errors application/problem+json (RFC 9457) that never carry the
-// authorizer's reason or a backend's error text: those go to
+// Every API request goes through Options.Authorizer, which sees the Action
+// and the job; without one every API request is refused (403). Answers
+// are JSON, errors application/problem+json (RFC 9457) that never carry
+// the authorizer's reason or a backend's error text: those go to
 // Options.Logger.
+//
+// # Console
+//
+// GET / serves one embedded page (with its script and style under
+// /console/, no build step) that asks for a bearer token once, keeps it in
+// the tab's sessionStorage and sends it as "Authorization: Bearer" on
+// every API call, refreshing every 3 s. It shows the jobs (next fire, last
+// success, lag, paused), a grid of each job's 30 newest slots (rows =
+// partitions, columns = slots, coloured by status, an empty cell where a
+// partition has no record of a slot), a slot's attempts on click, and the
+// held leases; its retry, trigger, pause and resume buttons ask confirm()
+// and call the API. The static files carry no data and are served
+// without the Authorizer, with a Content-Security-Policy that allows only
+// the page's own script and style and forbids framing.
+//
+// # Pages of runs
+//
+// GET /jobs/{job}/runs answers at most limit runs (default 100, at most
+// 1000), newest slot first, then by partition name; next_cursor, when
+// present, gives the next page (pass it as cursor with the same other
+// parameters). A status filter reads through the ledger until the page is
+// full or the range is exhausted: bound old ranges with from.
 package schedhttp

@@ -6,17 +6,20 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
-// Mount the admin handler under /admin/, allowing operators with the ops
-// token to do everything and anyone else nothing.
+// Mount the admin handler (API and console) under /admin/, allowing
+// operators with the ops token to do everything and anyone else nothing.
 func ExampleNew() {
 	var sched *scheduler.Scheduler // from scheduler.New, with its jobs registered
+	var inspector lease.Inspector  // the lease backend: leases.Backend().(lease.Inspector) on Redis
 	logger := slog.Default()
 	admin, err := schedhttp.New(sched, schedhttp.Options{
-		Logger: logger, // the scheduler's, so the admin events land beside its own
+		Leases: inspector, // GET /leases and the console's leases view
+		Logger: logger,    // the scheduler's, so the admin events land beside its own
 		Authorizer: func(r *http.Request, action schedhttp.Action, job string) error {
 			if r.Header.Get("Authorization") != "Bearer ops-token" {
 				return errors.New("not an operator")
@@ -28,7 +31,7 @@ func ExampleNew() {
 		return
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/admin/", http.StripPrefix("/admin", admin))
+	mux.Handle("/admin/", http.StripPrefix("/admin", admin)) // the console at /admin/
 	srv := &http.Server{Addr: "127.0.0.1:8081", Handler: mux}
 	if false { // an example: not listening in tests
 		log.Fatal(srv.ListenAndServe())

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -20,12 +19,22 @@ type Action string
 // Admin actions.
 const (
 	ActionList     Action = "list"     // GET  /jobs
-	ActionRuns     Action = "runs"     // GET  /jobs/{job}/runs
+	ActionRuns     Action = "runs"     // GET  /jobs/{job}/runs, /jobs/{job}/runs/{slot}
 	ActionRetry    Action = "retry"    // POST /jobs/{job}/retry
 	ActionTrigger  Action = "trigger"  // POST /jobs/{job}/trigger
 	ActionBackfill Action = "backfill" // POST /jobs/{job}/backfill
 	ActionPause    Action = "pause"    // POST /jobs/{job}/pause
 	ActionResume   Action = "resume"   // POST /jobs/{job}/resume
+	ActionLeases   Action = "leases"   // GET  /leases
+)
+
+// Limits of the list routes.
+const (
+	// DefaultLimit is the page size of GET /jobs/{job}/runs and GET
+	// /leases without a limit (100).
+	DefaultLimit = 100
+	// MaxLimit is the largest limit they accept (1000).
+	MaxLimit = 1000
 )
 
 // ErrForbidden is what an Authorizer returns to refuse a request (any
@@ -37,9 +46,14 @@ var ErrInvalidOptions = errors.New("schedhttp: invalid options")
 
 // Options configures the admin handler. The zero value is valid.
 type Options struct {
-	// Authorizer decides every request: nil error allows it. Required in
-	// practice: with none, the handler refuses every request (403).
+	// Authorizer decides every API request: nil error allows it. Required
+	// in practice: with none, the handler refuses every API request (403).
+	// GET /openapi.json and the console's static files carry no data and
+	// are served without it.
 	Authorizer func(r *http.Request, action Action, job string) error
+	// Leases serves GET /leases (for example the lease.RedisBackend the
+	// scheduler's leases use). Default nil: GET /leases answers 404.
+	Leases lease.Inspector
 	// MaxBodyBytes bounds request bodies. Default 64 KiB.
 	MaxBodyBytes int64
 	// Logger receives admin_request_forbidden and admin_request_failed.
@@ -51,11 +65,15 @@ type Options struct {
 }
 
 // New returns an http.Handler for the operators of s, mounted wherever the
-// caller likes (use http.StripPrefix for a sub-path). Requests and answers
-// are JSON; errors of the routes below are application/problem+json
-// (RFC 9457) with status 400 (bad input, not a slot), 403 (refused by the
-// Authorizer), 404 (unknown job or partition), 409 (slot running), 413
-// (body over MaxBodyBytes) or 500. The body of a 403 does not carry the
+// caller likes: at a path ending in "/" (use http.StripPrefix for a
+// sub-path, as "/admin/" in the example), since the console page at "/"
+// reaches its assets and the API by relative URLs. Requests and answers
+// are JSON (the types of wire.go; the API is described by OpenAPI 3.1 at
+// GET /openapi.json); errors of the API routes are
+// application/problem+json (RFC 9457) with status 400 (bad input, not a
+// slot), 403 (refused by the Authorizer), 404 (unknown job or partition,
+// no record of a slot, no lease inspector), 409 (slot running), 413 (body
+// over MaxBodyBytes) or 500. The body of a 403 does not carry the
 // Authorizer's error, nor a 500 the internal (Redis, Postgres) error: both
 // go to cfg.Logger instead (admin_request_forbidden at Warn,
 // admin_request_failed at Error, with action, job and error), so a client
@@ -63,17 +81,22 @@ type Options struct {
 // unknown path or method gets net/http's plain 404 or 405. New returns an
 // error matching ErrInvalidOptions for a nil s.
 //
-//	GET  /jobs
-//	GET  /jobs/{job}/runs?partition=&from=RFC3339&to=RFC3339&limit=N
-//	POST /jobs/{job}/retry     {"partition":"", "slot":"RFC3339", "reason":"..."}
-//	POST /jobs/{job}/trigger   {"partition":"", "reason":"..."}
-//	POST /jobs/{job}/backfill  {"partition":"", "from":"RFC3339", "to":"RFC3339", "reason":"..."}
-//	POST /jobs/{job}/pause
-//	POST /jobs/{job}/resume
+//	GET  /jobs                                  JobsPage
+//	GET  /jobs/{job}/runs?partition=&from=&to=&status=&limit=&cursor=  RunsPage
+//	GET  /jobs/{job}/runs/{slot}?partition=     RunJSON
+//	POST /jobs/{job}/retry     RetryRequest     202 SlotResponse
+//	POST /jobs/{job}/trigger   TriggerRequest   202 SlotResponse
+//	POST /jobs/{job}/backfill  BackfillRequest  202 SlotsResponse
+//	POST /jobs/{job}/pause                      PausedResponse
+//	POST /jobs/{job}/resume                     PausedResponse
+//	GET  /leases?match=GLOB&limit=N             LeasesPage
+//	GET  /openapi.json                          the API's OpenAPI 3.1 document
+//	GET  /  and  GET /console/{file}            the web console
 //
-// Each route calls the Scheduler operation of the same name (Jobs, Runs,
-// Retry, Trigger, Backfill, Pause, Resume); 400 is its ErrInvalidJob or
-// ErrInvalidArgument, 404 its ErrUnknownJob, 409 ledger.ErrSlotRunning.
+// Each job route calls the Scheduler operation of its name (Jobs and
+// JobStatus, Runs, Record, Retry, Trigger, Backfill, Pause, Resume); 400
+// is its ErrInvalidJob or ErrInvalidArgument, 404 its ErrUnknownJob, 409
+// ledger.ErrSlotRunning.
 func New(s *scheduler.Scheduler, cfg Options) (http.Handler, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: nil Scheduler", ErrInvalidOptions)
@@ -88,28 +111,53 @@ func New(s *scheduler.Scheduler, cfg Options) (http.Handler, error) {
 		cfg.Clock = clock.Real()
 	}
 	h := &adminHandler{s: s, cfg: cfg}
+	return h.mux(), nil
+}
+
+// mux serves h's routes.
+func (h *adminHandler) mux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /jobs", h.guard(ActionList, h.jobs))
-	mux.HandleFunc("GET /jobs/{job}/runs", h.guard(ActionRuns, h.runs))
-	mux.HandleFunc("POST /jobs/{job}/retry", h.guard(ActionRetry, h.retry))
-	mux.HandleFunc("POST /jobs/{job}/trigger", h.guard(ActionTrigger, h.trigger))
-	mux.HandleFunc("POST /jobs/{job}/backfill", h.guard(ActionBackfill, h.backfill))
-	mux.HandleFunc("POST /jobs/{job}/pause", h.guard(ActionPause, h.pause))
-	mux.HandleFunc("POST /jobs/{job}/resume", h.guard(ActionResume, h.resume))
-	return mux, nil
+	for _, rt := range h.routes() {
+		if rt.action == "" {
+			mux.HandleFunc(rt.pattern, rt.static)
+			continue
+		}
+		mux.HandleFunc(rt.pattern, h.guard(rt.action, rt.api))
+	}
+	return mux
+}
+
+// route is one pattern of the handler's mux: an API route (action and
+// api set) or a static one (static set), served without the Authorizer.
+type route struct {
+	pattern string
+	action  Action
+	api     func(http.ResponseWriter, *http.Request) error
+	static  http.HandlerFunc
+}
+
+// routes is the one list of what the handler serves (openapi_test checks
+// it against openapi.json).
+func (h *adminHandler) routes() []route {
+	return []route{
+		{pattern: "GET /jobs", action: ActionList, api: h.jobs},
+		{pattern: "GET /jobs/{job}/runs", action: ActionRuns, api: h.runs},
+		{pattern: "GET /jobs/{job}/runs/{slot}", action: ActionRuns, api: h.run},
+		{pattern: "POST /jobs/{job}/retry", action: ActionRetry, api: h.retry},
+		{pattern: "POST /jobs/{job}/trigger", action: ActionTrigger, api: h.trigger},
+		{pattern: "POST /jobs/{job}/backfill", action: ActionBackfill, api: h.backfill},
+		{pattern: "POST /jobs/{job}/pause", action: ActionPause, api: h.pause},
+		{pattern: "POST /jobs/{job}/resume", action: ActionResume, api: h.resume},
+		{pattern: "GET /leases", action: ActionLeases, api: h.leases},
+		{pattern: "GET /openapi.json", static: serveOpenAPI},
+		{pattern: "GET /{$}", static: serveConsolePage},
+		{pattern: "GET /console/{file}", static: serveConsoleFile},
+	}
 }
 
 type adminHandler struct {
 	s   *scheduler.Scheduler
 	cfg Options
-}
-
-type adminRequest struct {
-	Partition string    `json:"partition"`
-	Slot      time.Time `json:"slot"`
-	From      time.Time `json:"from"`
-	To        time.Time `json:"to"`
-	Reason    string    `json:"reason"`
 }
 
 func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
@@ -139,117 +187,34 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 	}
 }
 
-func (h *adminHandler) decode(r *http.Request) (adminRequest, error) {
-	var req adminRequest
+// decode reads a JSON body into v (an empty body leaves v as it is);
+// unknown fields are refused.
+func decode(r *http.Request, v any) error {
 	if r.ContentLength == 0 {
-		return req, nil
+		return nil
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("%w: body: %w", errBadRequest, err)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: body: %w", errBadRequest, err)
 	}
-	return req, nil
-}
-
-func (h *adminHandler) jobs(w http.ResponseWriter, _ *http.Request) error {
-	return writeJSON(w, http.StatusOK, h.s.Jobs())
-}
-
-func (h *adminHandler) runs(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	to, from := h.cfg.Clock.Now().Add(time.Second), time.Time{}
-	limit := 100
-	var err error
-	if v := q.Get("from"); v != "" {
-		if from, err = time.Parse(time.RFC3339, v); err != nil {
-			return fmt.Errorf("%w: from: %v", errBadRequest, err)
-		}
-	}
-	if v := q.Get("to"); v != "" {
-		if to, err = time.Parse(time.RFC3339, v); err != nil {
-			return fmt.Errorf("%w: to: %v", errBadRequest, err)
-		}
-	}
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
-			return fmt.Errorf("%w: limit: want 1 to 1000", errBadRequest)
-		}
-	}
-	recs, err := h.s.Runs(r.Context(), r.PathValue("job"), q.Get("partition"), from, to, limit)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, recs)
-}
-
-func (h *adminHandler) retry(w http.ResponseWriter, r *http.Request) error {
-	req, err := h.decode(r)
-	if err != nil {
-		return err
-	}
-	if req.Slot.IsZero() {
-		return fmt.Errorf("%w: slot is required", errBadRequest)
-	}
-	if err := h.s.Retry(r.Context(), r.PathValue("job"), req.Partition, req.Slot, req.Reason); err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusAccepted, ledger.Slot{Job: r.PathValue("job"), At: req.Slot.UTC(), Partition: req.Partition})
-}
-
-func (h *adminHandler) trigger(w http.ResponseWriter, r *http.Request) error {
-	req, err := h.decode(r)
-	if err != nil {
-		return err
-	}
-	slot, err := h.s.Trigger(r.Context(), r.PathValue("job"), req.Partition, req.Reason)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusAccepted, slot)
-}
-
-func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {
-	req, err := h.decode(r)
-	if err != nil {
-		return err
-	}
-	if req.From.IsZero() || !req.To.After(req.From) {
-		return fmt.Errorf("%w: want from < to", errBadRequest)
-	}
-	slots, err := h.s.Backfill(r.Context(), r.PathValue("job"), req.Partition, req.From, req.To, req.Reason)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusAccepted, slots)
-}
-
-func (h *adminHandler) pause(w http.ResponseWriter, r *http.Request) error {
-	if err := h.s.Pause(r.Context(), r.PathValue("job")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-func (h *adminHandler) resume(w http.ResponseWriter, r *http.Request) error {
-	if err := h.s.Resume(r.Context(), r.PathValue("job")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-var errBadRequest = errors.New("schedhttp: bad admin request")
+var (
+	errBadRequest = errors.New("schedhttp: bad admin request")
+	errNotFound   = errors.New("schedhttp: not found")
+)
 
 func statusOf(err error) int {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, errBadRequest), errors.Is(err, scheduler.ErrInvalidJob), errors.Is(err, scheduler.ErrInvalidArgument):
+	case errors.Is(err, errBadRequest), errors.Is(err, scheduler.ErrInvalidJob), errors.Is(err, scheduler.ErrInvalidArgument),
+		errors.Is(err, lease.ErrInvalidName), errors.Is(err, lease.ErrInvalidOptions):
 		return http.StatusBadRequest
-	case errors.Is(err, scheduler.ErrUnknownJob):
+	case errors.Is(err, scheduler.ErrUnknownJob), errors.Is(err, errNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, ledger.ErrSlotRunning):
 		return http.StatusConflict
@@ -267,7 +232,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 func writeProblem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail,
-	})
+	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 }

@@ -74,8 +74,8 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 		{"Runs", allow, "GET", "/jobs/settle/runs?partition=eu&limit=10", "", http.StatusOK},
 		{"RunsBadLimit", allow, "GET", "/jobs/settle/runs?limit=0", "", http.StatusBadRequest},
 		{"OversizedBody", allow, "POST", "/jobs/settle/trigger", `{"reason":"` + strings.Repeat("x", 70<<10) + `"}`, http.StatusRequestEntityTooLarge},
-		{"Pause", allow, "POST", "/jobs/settle/pause", "", http.StatusNoContent},
-		{"Resume", allow, "POST", "/jobs/settle/resume", "", http.StatusNoContent},
+		{"Pause", allow, "POST", "/jobs/settle/pause", "", http.StatusOK},
+		{"Resume", allow, "POST", "/jobs/settle/resume", "", http.StatusOK},
 	} {
 		h, err := schedhttp.New(s, schedhttp.Options{Authorizer: tc.auth})
 		require.NoError(t, err)
@@ -127,10 +127,10 @@ func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusOK, rec.Code)
-	var jobs []scheduler.JobInfo
-	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &jobs))
-	require.Len(t, jobs, 1)
-	require.Equal(t, []string{"eu", "us"}, jobs[0].Partitions)
+	var page schedhttp.JobsPage
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &page))
+	require.Len(t, page.Jobs, 1)
+	require.Equal(t, []string{"eu", "us"}, page.Jobs[0].Partitions)
 	require.Equal(t, []string{"pause:settle", "list:"}, got)
 }
 

@@ -64,7 +64,8 @@
 //     ErrCancelRequested) and ledger.ClearBeginner (begins only when
 //     nothing else is due: no open or pending slot, no unseen slot before
 //     Prev, not paused; ErrSlotDone and stale tokens answered as Begin
-//     does).
+//     does) and ledger.PauseReader (follows SetPaused per job, starts no
+//     horizon).
 //
 // The suite passes explicit now values and compares times at millisecond
 // precision, so stores may truncate; slot instants have second precision

@@ -281,6 +281,13 @@ func (m *Memory) Request(_ context.Context, slot ledger.Slot, reason string, now
 	return nil
 }
 
+// Paused implements ledger.PauseReader.
+func (m *Memory) Paused(_ context.Context, job string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.paused[job], nil
+}
+
 // SetPaused implements ledger.Ledger.
 func (m *Memory) SetPaused(_ context.Context, job string, paused bool) error {
 	m.mu.Lock()

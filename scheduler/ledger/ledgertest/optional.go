@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -15,6 +16,33 @@ import (
 var optionalCases = []testCase{
 	{"CancelerNamesOnlyALaterSlot", testCanceler},
 	{"ClearBeginnerBeginsOnlyWhenNothingElseIsDue", testClearBeginner},
+	{"PauseReaderFollowsSetPaused", testPauseReader},
+}
+
+// PauseReader: Paused follows SetPaused, per job, and starts no horizon.
+func testPauseReader(t *testing.T, x *fixture) {
+	pr, ok := x.raw.(ledger.PauseReader)
+	if !ok {
+		t.Skip("the ledger does not implement ledger.PauseReader")
+	}
+	ctx := t.Context()
+	paused, err := pr.Paused(ctx, x.job)
+	require.NoError(t, err)
+	require.False(t, paused, "a new job is not paused")
+	require.NoError(t, x.ledger.SetPaused(ctx, x.job, true))
+	paused, err = pr.Paused(ctx, x.job)
+	require.NoError(t, err)
+	require.True(t, paused)
+	paused, err = pr.Paused(ctx, x.job+"-other")
+	require.NoError(t, err)
+	require.False(t, paused, "the flag is per job")
+	require.NoError(t, x.ledger.SetPaused(ctx, x.job, false))
+	paused, err = pr.Paused(ctx, x.job)
+	require.NoError(t, err)
+	require.False(t, paused)
+	st, err := x.ledger.State(ctx, x.job, "", x.at(0), x.now(5, 0))
+	require.NoError(t, err)
+	require.WithinDuration(t, x.at(5), st.Horizon, time.Second, "Paused started no horizon: State's call did")
 }
 
 // Canceler: a request for the running slot itself cancels nothing (a

@@ -44,6 +44,7 @@ type queries struct {
 	request      string
 	insertReq    string
 	setPaused    string
+	paused       string // $1 job
 
 	state string
 	get   string // $1 job, $2 slot, $3 partition
@@ -157,6 +158,7 @@ ON CONFLICT (job_name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now(
 		// are open whatever since says (an operator asked for them); a
 		// running slot is open because a lease holder reads State only
 		// between its own attempts: any running slot it sees is abandoned.
+		paused: r.Replace(`SELECT COALESCE((SELECT paused FROM {{pauses}} WHERE job_name = $1), false)`),
 		state: r.Replace(`WITH f AS (
     SELECT horizon, last_slot, token FROM {{fences}} WHERE job_name = $1 AND partition_key = $2)
 SELECT (SELECT horizon FROM f), (SELECT last_slot FROM f),

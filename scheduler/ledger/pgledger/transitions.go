@@ -348,6 +348,25 @@ func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
 	})
 }
 
+// Paused implements ledger.PauseReader: one read, no transaction.
+func (l *Ledger) Paused(ctx context.Context, job string) (bool, error) {
+	if err := l.ready(); err != nil {
+		return false, err
+	}
+	if err := validateKey(job, ""); err != nil {
+		return false, err
+	}
+	rows, err := l.db.Query(ctx, l.sql.paused, job)
+	if err != nil {
+		return false, wrapDBError("paused", job, err)
+	}
+	paused, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[bool])
+	if err != nil {
+		return false, wrapDBError("paused", job, err)
+	}
+	return paused, nil
+}
+
 // exec runs one statement of a transition.
 func (l *Ledger) exec(ctx context.Context, tx pgx.Tx, op string, slot ledger.Slot, sql string, args ...any) error {
 	if _, err := tx.Exec(ctx, sql, args...); err != nil {

@@ -2,7 +2,8 @@
 // transition is one Lua script (scripts/*.lua, embedded) that applies the
 // acceptance rule to the fence of the transition's scope and writes the
 // record; concurrent claims share round trips through an auto-pipeline.
-// It implements the optional ledger.Canceler and ledger.ClearBeginner.
+// It implements the optional ledger.Canceler, ledger.ClearBeginner and
+// ledger.PauseReader.
 //
 // # Keys
 //

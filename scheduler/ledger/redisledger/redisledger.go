@@ -197,6 +197,15 @@ func (l *Ledger) State(ctx context.Context, job, partition string, since, now ti
 	return st, nil
 }
 
+// Paused implements ledger.PauseReader: one EXISTS.
+func (l *Ledger) Paused(ctx context.Context, job string) (bool, error) {
+	n, err := l.rdb.Exists(ctx, l.pausedKey(job)).Result()
+	if err != nil {
+		return false, fmt.Errorf("redisledger: paused %s: %w", job, err)
+	}
+	return n == 1, nil
+}
+
 func (l *Ledger) pausedKey(job string) string { return l.prefix + "{" + job + "}:paused" }
 
 // Begin implements Ledger.

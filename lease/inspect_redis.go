@@ -1,0 +1,188 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+var _ Inspector = (*RedisBackend)(nil)
+
+// scanCount is the COUNT hint of List's SCAN calls: keys examined per call.
+const scanCount = 1000
+
+// Inspect implements Inspector: the lease key (owner, PTTL), the fence
+// counter and the waiting flag of name, read by one read-only script
+// (scripts/inspect.lua) in one round trip. The keys share the name's hash
+// tag, so this works on a Cluster too.
+func (b *RedisBackend) Inspect(ctx context.Context, name string) (Info, error) {
+	k, err := b.Keys(name)
+	if err != nil {
+		return Info{}, err
+	}
+	cmd := inspectScript.Run(ctx, b.rdb, []string{k.Lease, k.Fence, k.Waiting})
+	return parseInspect(name, cmd)
+}
+
+// List implements Inspector. It SCANs the keyspace (every master on a
+// Cluster) for the lease keys (Prefix + "{" + name + "}") and fence keys
+// (that + ":fence") whose name matches match, so a name is listed while
+// held and, once released or expired, as long as its fence counter
+// remains. It keeps the limit smallest names, sorted, and inspects them in
+// one pipeline. match is applied by the server's SCAN MATCH inside the
+// hash tag ("" is "*"); a match holding '{' or '}' returns
+// ErrInvalidOptions. The SCAN guarantees apply: a key present for the
+// whole scan is found, one created or deleted during it may or may not be.
+func (b *RedisBackend) List(ctx context.Context, match string, limit int) ([]Info, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: List limit %d, at least 1", ErrInvalidOptions, limit)
+	}
+	if match == "" {
+		match = "*"
+	}
+	if strings.ContainsAny(match, "{}") {
+		return nil, fmt.Errorf("%w: List match %q must not hold '{' or '}'", ErrInvalidOptions, match)
+	}
+	names, err := b.scanNames(ctx, b.prefix+"{"+match+"}*", limit)
+	if err != nil {
+		return nil, err
+	}
+	return b.inspectAll(ctx, names)
+}
+
+// scanNames returns the sorted, distinct lease names of the keys matching
+// pattern that are a lease key or a fence key, at most limit (the
+// smallest).
+func (b *RedisBackend) scanNames(ctx context.Context, pattern string, limit int) ([]string, error) {
+	set := nameSet{limit: limit, names: map[string]struct{}{}}
+	scan := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, pattern, scanCount).Iterator()
+		for iter.Next(ctx) {
+			if name, ok := b.nameOf(iter.Val()); ok {
+				set.add(name)
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	} else {
+		err = scan(ctx, b.rdb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: list: %w", err)
+	}
+	return set.sorted(), nil
+}
+
+// nameOf returns the lease name of key when key is exactly a lease key or
+// a fence key of this backend's layout.
+func (b *RedisBackend) nameOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, b.prefix+"{")
+	if !ok {
+		return "", false
+	}
+	name, suffix, ok := strings.Cut(rest, "}")
+	if !ok || (suffix != "" && suffix != ":fence") || validateName(name) != nil {
+		return "", false
+	}
+	return name, true
+}
+
+// inspectAll runs Inspect's script for every name in one pipeline (routed
+// per slot on a Cluster).
+func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, error) {
+	if len(names) == 0 {
+		return []Info{}, nil
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(names))
+	for i, name := range names {
+		k, _ := b.Keys(name) // names come from nameOf, valid
+		cmds[i] = inspectScript.Queue(ctx, pipe, inspectScript.Prepared([]string{k.Lease, k.Fence, k.Waiting}))
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	infos := make([]Info, len(names))
+	for i, cmd := range cmds {
+		info, err := parseInspect(names[i], inspectScript.Fallback(ctx, b.rdb, cmd))
+		if err != nil {
+			return nil, err
+		}
+		infos[i] = info
+	}
+	return infos, nil
+}
+
+// parseInspect reads inspect.lua's reply {owner, pttl, token, waiting}.
+func parseInspect(name string, cmd *redis.Cmd) (Info, error) {
+	vals, err := cmd.Slice()
+	if err != nil {
+		return Info{}, fmt.Errorf("lease: inspect %q: %w", name, err)
+	}
+	if len(vals) != 4 {
+		return Info{}, fmt.Errorf("lease: inspect %q: reply of %d values, want 4", name, len(vals))
+	}
+	owner, _ := vals[0].(string)
+	pttl, _ := vals[1].(int64)
+	tokenText, _ := vals[2].(string)
+	waiting, _ := vals[3].(int64)
+	token, err := fence.ParseToken(tokenText)
+	if err != nil {
+		return Info{}, fmt.Errorf("lease: inspect %q: fence counter: %w", name, err)
+	}
+	info := Info{Name: name, Token: token, Waiting: waiting == 1}
+	if owner != "" {
+		info.Held, info.Owner = true, owner
+		info.TTL = time.Duration(max(pttl, 0)) * time.Millisecond
+	}
+	return info, nil
+}
+
+// nameSet keeps the limit smallest distinct names added, safe for the
+// concurrent scans of a Cluster's masters.
+type nameSet struct {
+	mu    sync.Mutex
+	limit int
+	names map[string]struct{}
+	max   string // the largest name kept, when len(names) == limit
+}
+
+func (s *nameSet) add(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.names[name]; ok {
+		return
+	}
+	if len(s.names) == s.limit {
+		if name > s.max {
+			return
+		}
+		delete(s.names, s.max)
+	}
+	s.names[name] = struct{}{}
+	if len(s.names) == s.limit {
+		s.max = ""
+		for n := range s.names {
+			s.max = max(s.max, n)
+		}
+	}
+}
+
+func (s *nameSet) sorted() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.names))
+	for n := range s.names {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}

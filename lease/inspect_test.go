@@ -1,0 +1,193 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/redisproc"
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
+	"github.com/holdfast-go/holdfast/lease"
+)
+
+// inspectSetup is one backend under a prefix of its own.
+type inspectSetup struct {
+	rdb redis.UniversalClient
+	b   *lease.RedisBackend
+}
+
+func newInspectSetup(t *testing.T, rdb redis.UniversalClient) inspectSetup {
+	t.Helper()
+	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, err)
+	return inspectSetup{rdb: rdb, b: b}
+}
+
+func (s inspectSetup) acquire(t *testing.T, name, owner string, ttl time.Duration) lease.Grant {
+	t.Helper()
+	g, err := s.b.Acquire(context.Background(), name, owner, ttl)
+	require.NoError(t, err)
+	require.True(t, g.Acquired, "acquired %q", name)
+	return g
+}
+
+func TestRedisBackendInspect(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			exerciseInspect(t, newInspectSetup(t, be.New(t)))
+		})
+	}
+}
+
+func exerciseInspect(t *testing.T, s inspectSetup) {
+	ctx := context.Background()
+	t.Run("HeldShowsOwnerTTLAndToken", func(t *testing.T) {
+		g := s.acquire(t, "held", "owner-1", time.Minute)
+		info, err := s.b.Inspect(ctx, "held")
+		require.NoError(t, err)
+		require.True(t, info.Held)
+		require.Equal(t, "owner-1", info.Owner)
+		require.Equal(t, g.Token, info.Token)
+		require.Greater(t, info.TTL, 50*time.Second)
+		require.LessOrEqual(t, info.TTL, time.Minute)
+		require.False(t, info.Waiting)
+	})
+	t.Run("NeverAcquiredIsNotAnError", func(t *testing.T) {
+		info, err := s.b.Inspect(ctx, "never")
+		require.NoError(t, err)
+		require.Equal(t, lease.Info{Name: "never"}, info)
+	})
+	t.Run("ReleasedKeepsTheToken", func(t *testing.T) {
+		g := s.acquire(t, "released", "owner-2", time.Minute)
+		require.NoError(t, s.b.Release(ctx, lease.Held{Name: "released", Owner: "owner-2", TTL: time.Minute}))
+		info, err := s.b.Inspect(ctx, "released")
+		require.NoError(t, err)
+		require.Equal(t, lease.Info{Name: "released", Token: g.Token}, info)
+	})
+	t.Run("WaitingFlag", func(t *testing.T) {
+		s.acquire(t, "waited", "owner-3", time.Minute)
+		g, err := s.b.AcquireWaiting(ctx, "waited", "owner-4", time.Minute, time.Minute)
+		require.NoError(t, err)
+		require.False(t, g.Acquired)
+		info, err := s.b.Inspect(ctx, "waited")
+		require.NoError(t, err)
+		require.True(t, info.Waiting)
+		require.Equal(t, "owner-3", info.Owner)
+	})
+	t.Run("InvalidName", func(t *testing.T) {
+		_, err := s.b.Inspect(ctx, "a{b}")
+		require.ErrorIs(t, err, lease.ErrInvalidName)
+	})
+}
+
+// An expired lease is not held and keeps its token, on real Redis where
+// keys expire by the wall clock.
+func TestRedisBackendInspectExpired(t *testing.T) {
+	t.Parallel()
+	s := newInspectSetup(t, redistest.Real(t))
+	g := s.acquire(t, "expiring", "owner", 50*time.Millisecond)
+	var info lease.Info
+	testwait.Until(t, 5*time.Second, "the lease expires", func() bool {
+		var err error
+		info, err = s.b.Inspect(context.Background(), "expiring")
+		require.NoError(t, err)
+		return !info.Held
+	})
+	require.Equal(t, lease.Info{Name: "expiring", Token: g.Token}, info)
+}
+
+func TestRedisBackendList(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			exerciseList(t, newInspectSetup(t, be.New(t)), []string{"job-a", "job-b", "job-c", "other"})
+		})
+	}
+}
+
+// exerciseList lists names, given sorted: all but the last start with
+// "job-".
+func exerciseList(t *testing.T, s inspectSetup, names []string) {
+	ctx := context.Background()
+	tokens := map[string]lease.Grant{}
+	for _, name := range names {
+		tokens[name] = s.acquire(t, name, "owner-"+name, time.Minute)
+	}
+	// A released lease is still listed (its fence counter remains); keys
+	// beside the lease's (election's leader record) add no name.
+	released := names[1]
+	require.NoError(t, s.b.Release(ctx, lease.Held{Name: released, Owner: "owner-" + released, TTL: time.Minute}))
+	k, err := s.b.Keys(names[0])
+	require.NoError(t, err)
+	require.NoError(t, s.rdb.Set(ctx, k.Tagged("leader"), "x", time.Minute).Err())
+
+	all, err := s.b.List(ctx, "", 100)
+	require.NoError(t, err)
+	require.Len(t, all, len(names))
+	for i, info := range all {
+		name := names[i] // names are given sorted
+		want := lease.Info{Name: name, Held: true, Owner: "owner-" + name, Token: tokens[name].Token}
+		if name == released {
+			want = lease.Info{Name: name, Token: tokens[name].Token}
+		}
+		if want.Held {
+			require.Greater(t, info.TTL, 50*time.Second, name)
+		}
+		info.TTL = 0
+		require.Equal(t, want, info)
+	}
+
+	matched, err := s.b.List(ctx, "job-*", 100)
+	require.NoError(t, err)
+	require.Equal(t, names[:len(names)-1], infoNames(matched), "all but the last, %q", names[len(names)-1])
+
+	first, err := s.b.List(ctx, "", 2)
+	require.NoError(t, err)
+	require.Equal(t, names[:2], infoNames(first), "the limit smallest names")
+
+	_, err = s.b.List(ctx, "", 0)
+	require.ErrorIs(t, err, lease.ErrInvalidOptions)
+	_, err = s.b.List(ctx, "a}", 1)
+	require.ErrorIs(t, err, lease.ErrInvalidOptions)
+}
+
+func infoNames(infos []lease.Info) []string {
+	out := make([]string, len(infos))
+	for i, info := range infos {
+		out[i] = info.Name
+	}
+	return out
+}
+
+// On a Cluster, List scans every master and Inspect reads keys of one
+// slot.
+func TestRedisBackendListOnCluster(t *testing.T) {
+	t.Parallel()
+	cl := redisproc.StartCluster(t, 3)
+	s := newInspectSetup(t, cl.Client(t))
+	// Names on every master.
+	var names []string
+	for i := range 12 {
+		names = append(names, fmt.Sprintf("job-%02d", i))
+	}
+	names = append(names, "other")
+	seen := map[*redisproc.Server]bool{}
+	for _, name := range names {
+		k, err := s.b.Keys(name)
+		require.NoError(t, err)
+		slot, err := s.rdb.ClusterKeySlot(context.Background(), k.Lease).Result()
+		require.NoError(t, err)
+		seen[cl.NodeForSlot(int(slot))] = true
+	}
+	require.Len(t, seen, 3, "the names spread over the 3 masters")
+	exerciseList(t, s, names)
+	exerciseInspect(t, s)
+}

@@ -1,0 +1,296 @@
+package browsertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
+	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
+)
+
+// chromium is Debian's build (scripts/services.sh installs it).
+const chromium = "/usr/bin/chromium"
+
+const token = "console-test-token"
+
+// console is a live scheduler on the real Redis serving its admin
+// handler under /admin/: the job "settle" fires every second in the
+// partitions "good" (always succeeds), "bad" (its first attempt of every
+// slot fails permanently; an operator's retry succeeds) and "stuck",
+// whose lease another owner holds (returned), so none of its slots run.
+func console(t *testing.T) (url string, sched *scheduler.Scheduler, stuck *lease.Lease) {
+	t.Helper()
+	rdb := redistest.Real(t)
+	prefix := redistest.Prefix(t, rdb)
+	leases, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
+	require.NoError(t, err)
+	ldg, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
+	require.NoError(t, err)
+	other, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
+	require.NoError(t, err)
+	stuck, err = other.TryAcquire(context.Background(), ledger.UnitScope("settle", "stuck"), time.Minute)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stuck.Release(context.Background()) })
+	sched, err = scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg})
+	require.NoError(t, err)
+	require.NoError(t, sched.Register(scheduler.Job{
+		Name: "settle", Spec: "* * * * * *", Partitions: []string{"good", "bad", "stuck"}, MaxAttempts: 1,
+		Run: func(_ context.Context, run scheduler.Run) error {
+			if run.Slot.Partition == "bad" && run.Attempt == 1 {
+				return scheduler.Permanent(errors.New("bank refused the batch"))
+			}
+			return nil
+		},
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, sched.Start(ctx))
+	t.Cleanup(func() {
+		stop, done := context.WithTimeout(context.Background(), 10*time.Second)
+		defer done()
+		require.NoError(t, sched.Stop(stop))
+		cancel()
+	})
+	inspector, ok := leases.Backend().(lease.Inspector)
+	require.True(t, ok, "lease.RedisBackend is an Inspector")
+	admin, err := schedhttp.New(sched, schedhttp.Options{Leases: inspector,
+		Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
+			if r.Header.Get("Authorization") != "Bearer "+token {
+				return schedhttp.ErrForbidden
+			}
+			return nil
+		}})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", http.StripPrefix("/admin", admin))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/admin/", sched, stuck
+}
+
+// browser starts a headless Chromium (flags fit for root in a container)
+// with a fresh profile; the context ends it.
+func browser(t *testing.T) (context.Context, context.CancelFunc) {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("HOLDFAST_SKIP_INTEGRATION") == "1" {
+			t.Skip("HOLDFAST_SKIP_INTEGRATION=1 and no " + chromium)
+		}
+		t.Fatalf("no %s (run scripts/services.sh): %v", chromium, err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+	}
+	deadline, cancelDeadline := context.WithTimeout(context.Background(), 90*time.Second)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(deadline, opts...)
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	return ctx, func() { cancelCtx(); cancelAlloc(); cancelDeadline() }
+}
+
+func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
+	url, sched, stuck := console(t)
+	// Wait for a few slots of both partitions, a failure among them.
+	testwait.Until(t, 20*time.Second, "three slots of each partition", func() bool {
+		for _, p := range []string{"good", "bad"} {
+			recs, err := sched.Runs(context.Background(), "settle", p, time.Time{}, time.Now().Add(time.Second), 10)
+			if err != nil || len(recs) < 3 {
+				return false
+			}
+		}
+		return true
+	})
+
+	ctx, stop := browser(t)
+	// Accept every confirm() dialog, from a goroutine of the test's own
+	// that ends with the browser's context.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	var accepter sync.WaitGroup
+	defer accepter.Wait()
+	defer stop()
+	accepter.Go(func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	})
+	// do runs steps within d: every wait of the test has its own bound
+	// (the browser started above, with the test's whole bound, so a
+	// shorter context here ends the steps, not the browser).
+	do := func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
+		sctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return chromedp.Do(sctx, steps...)
+	}
+	count := func(sel string) int {
+		t.Helper()
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", sel)))
+		require.NoError(t, err)
+		return n
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		require.NoError(t, err)
+		return v
+	}
+
+	// Log in once: the token lands in sessionStorage.
+	require.NoError(t, do(20*time.Second,
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitNotVisible(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.CSS(`td.cell[data-partition="good"][data-status="succeeded"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`td.cell[data-partition="bad"][data-status="failed"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#leases tr[data-lease]`)),
+	))
+	stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("holdfast.token")`))
+	require.NoError(t, err)
+	require.Equal(t, token, stored)
+	require.GreaterOrEqual(t, count(`td.cell[data-partition="good"][data-status="succeeded"]`), 3, "a succeeded cell per slot that ran in good")
+	require.GreaterOrEqual(t, count(`td.cell[data-partition="bad"][data-status="failed"]`), 3, "a failed cell per slot of bad")
+	require.Zero(t, count(`td.cell[data-partition="good"][data-status="failed"]`))
+	require.Equal(t, 7, count(`#legend li`)-1, "the legend names the seven statuses and the empty cell")
+	jobRow := text(`#jobs tr[data-job="settle"]`)
+	require.Contains(t, jobRow, "* * * * * *")
+	require.Contains(t, jobRow, "active")
+	require.Regexp(t, `\d+ ms`, jobRow, "the lag of the last success")
+	require.GreaterOrEqual(t, count(`td.cell[data-partition="stuck"][data-status="none"]`), 3,
+		"the stuck partition's slots show as a gap: no record")
+	require.Contains(t, text("#leases tbody"), "settle|good", "the unit leases, from the lease.Inspector")
+	held := text(`#leases tr[data-lease="settle|stuck"]`)
+	require.Contains(t, held, "held")
+	require.Contains(t, held, stuck.Owner())
+	require.Contains(t, held, fmt.Sprint(uint64(stuck.Token())), "the holder's token, in full")
+	require.Regexp(t, `\d+\.\d s`, held, "its TTL")
+
+	// Open the newest failed slot of bad (a click in the page itself: the
+	// grid is redrawn every few seconds), see its one attempt.
+	slot, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+		const c = document.querySelector('td.cell[data-partition="bad"][data-status="failed"]');
+		c.click(); return c.dataset.slot; })()`))
+	require.NoError(t, err)
+	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="1"]`))))
+	at, err := time.Parse(time.RFC3339, slot)
+	require.NoError(t, err, "the cell names its slot")
+	attempts := text("#attempts tbody")
+	require.Contains(t, attempts, "bank refused the batch")
+	require.Contains(t, attempts, "permanent")
+	require.Contains(t, text("#run-title"), "settle / bad @ "+at.UTC().Format("2006-01-02 15:04:05Z"))
+
+	// Retry it (the confirm dialog is accepted): attempt 2 runs and
+	// succeeds, in the attempts table and in the grid.
+	cellOf := fmt.Sprintf(`td.cell[data-partition="bad"][data-slot=%q]`, slot)
+	require.NoError(t, do(15*time.Second,
+		chromedp.Click(chromedp.ID("retry")),
+		chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(cellOf+`[data-attempt="2"][data-status="succeeded"]`)),
+	))
+	rec, found, err := sched.Record(context.Background(), "settle", "bad", at)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, ledger.StatusSucceeded, rec.Status)
+	require.Equal(t, 2, rec.Attempt)
+	require.Equal(t, "retry: console", rec.Reason)
+
+	// Screenshots at desktop and phone width: something is drawn, and at
+	// 390 px the grid scrolls in its box while the page does not.
+	dir := t.TempDir()
+	require.NoError(t, do(10*time.Second, chromedp.EmulateViewport(1280, 1000), chromedp.WaitVisible(chromedp.CSS(cellOf))))
+	desktop, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, err)
+	require.NoError(t, do(10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)),
+		chromedp.WaitVisible(chromedp.CSS(cellOf))))
+	phone, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, err)
+	for name, b := range map[string][]byte{"desktop.png": desktop, "phone.png": phone} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+		checkNotBlank(t, name, b)
+	}
+	fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const w = document.querySelector('table.grid').closest('.scroll');
+		return getComputedStyle(w).overflowX === 'auto' && document.documentElement.scrollWidth <= window.innerWidth; })()`))
+	require.NoError(t, err)
+	require.True(t, fits, "at 390 px the grid scrolls in its box, the page does not")
+
+	// Pause and resume through the console (each behind confirm()).
+	require.NoError(t, do(15*time.Second,
+		chromedp.EmulateViewport(1280, 1000),
+		chromedp.Click(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="resume"]`)),
+	))
+	st, err := sched.JobStatus(context.Background(), "settle")
+	require.NoError(t, err)
+	require.True(t, st.Paused)
+	require.Contains(t, text(`#jobs tr[data-job="settle"]`), "paused")
+	require.NoError(t, do(15*time.Second,
+		chromedp.Click(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="pause"]`)),
+	))
+	st, err = sched.JobStatus(context.Background(), "settle")
+	require.NoError(t, err)
+	require.False(t, st.Paused)
+
+	if out := os.Getenv("HOLDFAST_WRITE_SCREENSHOT"); out != "" {
+		if !filepath.IsAbs(out) {
+			out = filepath.Join("..", "..", "..", out) // relative to the repository root
+		}
+		phoneOut := strings.TrimSuffix(out, ".png") + "-phone.png"
+		require.NoError(t, os.WriteFile(out, desktop, 0o644))
+		require.NoError(t, os.WriteFile(phoneOut, phone, 0o644))
+		t.Logf("wrote %s and %s", out, phoneOut)
+	}
+}
+
+// checkNotBlank decodes a PNG and wants a drawn page: many colours and a
+// fair share of pixels that are not the background.
+func checkNotBlank(t *testing.T, name string, b []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	require.NoError(t, err, name)
+	bounds := img.Bounds()
+	colours := map[uint32]bool{}
+	var drawn, all int
+	for y := bounds.Min.Y; y < bounds.Max.Y; y += 2 {
+		for x := bounds.Min.X; x < bounds.Max.X; x += 2 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			colours[r>>11<<10|g>>11<<5|b>>11] = true
+			all++
+			if r < 0xf000 || g < 0xf000 || b < 0xf000 {
+				drawn++
+			}
+		}
+	}
+	t.Logf("%s: %dx%d, %d colours (5 bits a channel), %.0f%% not white", name, bounds.Dx(), bounds.Dy(), len(colours), 100*float64(drawn)/float64(all))
+	require.Greater(t, len(colours), 20, "%s: colours", name)
+	require.Greater(t, float64(drawn)/float64(all), 0.05, "%s: share of drawn pixels", name)
+}

@@ -1,0 +1,210 @@
+// holdfast console: one page over the admin API (schedhttp). No build
+// step, no dependency. Every request carries the operator's bearer token,
+// typed once and kept in sessionStorage. Data goes into the page through
+// textContent only.
+"use strict";
+
+const STATUSES = ["succeeded", "failed", "running", "pending", "skipped", "missed", "abandoned"];
+const SLOTS = 30;           // columns of a job's grid
+const REFRESH_MS = 3000;    // auto-refresh period
+const TOKEN_KEY = "holdfast.token";
+
+const state = { selected: null, timer: null, busy: false };
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("data-")) e.setAttribute(k, v);
+    else if (k === "onclick") e.addEventListener("click", v);
+    else e[k] = v;
+  }
+  for (const c of children) e.append(c === undefined || c === null ? "" : c);
+  return e;
+}
+
+// fmt writes an API time (RFC 3339, UTC) as "2026-12-01 10:00:00Z";
+// short keeps the time of day.
+function fmt(t) { return t ? t.replace("T", " ").replace(/\.\d+Z$/, "Z") : ""; }
+function short(t) { return t ? t.slice(11, 19) : ""; }
+function ms(v) {
+  if (v === undefined || v === null) return "";
+  return v < 1000 ? v + " ms" : (v / 1000).toFixed(1) + " s";
+}
+
+class HTTPError extends Error {
+  constructor(status, detail) { super(detail || ("HTTP " + status)); this.status = status; }
+}
+
+async function api(path, method, body) {
+  const opts = { method: method || "GET", headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) } };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+  if (!res.ok) throw new HTTPError(res.status, data && data.detail);
+  return data;
+}
+
+function setStatus(text, error) {
+  const s = $("status");
+  s.textContent = text;
+  s.classList.toggle("error", !!error);
+}
+
+function showLogin(message) {
+  $("main").hidden = true;
+  $("login").hidden = false;
+  if (state.timer) { clearInterval(state.timer); state.timer = null; }
+  setStatus(message || "enter a bearer token", !!message);
+  $("token").focus();
+}
+
+function start() {
+  $("login").hidden = true;
+  $("main").hidden = false;
+  refresh();
+  if (!state.timer) state.timer = setInterval(refresh, REFRESH_MS);
+}
+
+// act runs an operator action after a confirm() dialog, then refreshes.
+async function act(question, path, body) {
+  if (!window.confirm(question)) return;
+  try {
+    await api(path, "POST", body);
+    setStatus("done: " + question.replace(/\?$/, ""));
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+  refresh();
+}
+
+function enc(s) { return encodeURIComponent(s); }
+
+async function refresh() {
+  if (state.busy) return;
+  state.busy = true;
+  try {
+    const page = await api("jobs");
+    renderJobs(page.jobs);
+    await renderGrids(page.jobs);
+    if (state.selected) await renderRun();
+    await renderLeases();
+    setStatus("updated " + new Date().toISOString().slice(11, 19) + "Z, every " + REFRESH_MS / 1000 + " s");
+  } catch (e) {
+    if (e.status === 401 || e.status === 403) showLogin("the API refused the token: " + e.message);
+    else setStatus(e.message, true);
+  } finally {
+    state.busy = false;
+  }
+}
+
+function renderJobs(jobs) {
+  const body = $("jobs").tBodies[0];
+  body.replaceChildren(...jobs.map((j) => {
+    const last = j.last_status ? el("span", { class: "badge s-" + j.last_status }, j.last_status) : "";
+    const toggle = j.paused
+      ? el("button", { type: "button", "data-action": "resume", onclick: () => act("Resume " + j.name + "?", "jobs/" + enc(j.name) + "/resume") }, "Resume")
+      : el("button", { type: "button", "data-action": "pause", onclick: () => act("Pause " + j.name + " on every replica?", "jobs/" + enc(j.name) + "/pause") }, "Pause");
+    return el("tr", { "data-job": j.name },
+      el("td", {}, el("strong", {}, j.name)),
+      el("td", {}, j.schedule + (j.zone && j.zone !== "UTC" ? " (" + j.zone + ")" : "")),
+      el("td", {}, fmt(j.next_fire)),
+      el("td", {}, fmt(j.last_success)),
+      el("td", {}, ms(j.lag_ms)),
+      el("td", {}, last),
+      el("td", { class: j.paused ? "paused" : "" }, j.paused ? "paused" : "active"),
+      el("td", {}, toggle));
+  }));
+}
+
+function renderLegend() {
+  $("legend").replaceChildren(...STATUSES.concat(["none"]).map((s) =>
+    el("li", {}, el("span", { class: "swatch s-" + s }), s === "none" ? "no record" : s)));
+}
+
+// renderGrids draws, per job, its newest SLOTS slots: rows = partitions,
+// columns = slots (newest left), one cell per (partition, slot) coloured
+// by status; a slot one partition ran and another has no record of shows
+// as an empty cell.
+async function renderGrids(jobs) {
+  const grids = [];
+  for (const j of jobs) {
+    const limit = Math.min(1000, SLOTS * Math.max(1, j.partitions.length));
+    const page = await api("jobs/" + enc(j.name) + "/runs?limit=" + limit);
+    const slots = [...new Set(page.runs.map((r) => r.slot))].sort().reverse().slice(0, SLOTS);
+    const byCell = new Map(page.runs.map((r) => [(r.partition || "") + "\u0000" + r.slot, r]));
+    const head = el("tr", {}, el("th", {}, ""), ...slots.map((s) => el("th", { class: "slot", title: fmt(s) }, short(s))));
+    const rows = j.partitions.map((p) => el("tr", { "data-partition": p },
+      el("th", { class: "part" }, p || "(default)", " ",
+        el("button", { type: "button", "data-action": "trigger", title: "run now",
+          onclick: () => act("Trigger an extra run of " + j.name + (p ? " partition " + p : "") + " now?", "jobs/" + enc(j.name) + "/trigger", { partition: p, reason: "console" }) }, "▶")),
+      ...slots.map((s) => cell(j.name, p, s, byCell.get(p + "\u0000" + s)))));
+    const table = el("table", { class: "grid", "data-job": j.name }, el("thead", {}, head), el("tbody", {}, ...rows));
+    const heading = el("h3", {}, j.name, j.paused ? el("span", { class: "badge s-missed" }, "paused") : "");
+    grids.push(el("div", {}, heading, slots.length ? el("div", { class: "scroll" }, table) : el("p", { class: "hint" }, "no runs recorded yet")));
+  }
+  $("grids").replaceChildren(...grids);
+}
+
+function cell(job, partition, slot, run) {
+  const status = run ? run.status : "none";
+  const sel = state.selected;
+  const selected = sel && sel.job === job && sel.partition === partition && sel.slot === slot;
+  const attrs = { class: "cell s-" + status + (selected ? " selected" : ""), "data-partition": partition, "data-slot": slot,
+    "data-status": status, title: (partition || "(default)") + " " + fmt(slot) + ": " + status + (run ? ", attempt " + run.attempt : "") };
+  if (run) {
+    attrs["data-attempt"] = String(run.attempt);
+    attrs.onclick = () => { state.selected = { job, partition, slot }; refresh(); };
+  }
+  return el("td", attrs, run && run.attempt > 1 ? String(run.attempt) : "");
+}
+
+async function renderRun() {
+  const { job, partition, slot } = state.selected;
+  const run = await api("jobs/" + enc(job) + "/runs/" + enc(slot) + "?partition=" + enc(partition));
+  $("run").hidden = false;
+  $("run").dataset.status = run.status;
+  $("run-title").textContent = job + (partition ? " / " + partition : "") + " @ " + fmt(slot);
+  $("run-summary").replaceChildren(el("span", { class: "badge s-" + run.status }, run.status), " attempt " + run.attempt,
+    run.retry_at ? ", next attempt at " + fmt(run.retry_at) : "", run.reason ? ", reason: " + run.reason : "");
+  $("retry").onclick = () => act("Retry " + job + (partition ? " partition " + partition : "") + " slot " + fmt(slot) + "?",
+    "jobs/" + enc(job) + "/retry", { partition, slot, reason: "console" });
+  $("attempts").tBodies[0].replaceChildren(...(run.attempts || []).map((a) => el("tr", { "data-n": String(a.n) },
+    el("td", {}, String(a.n)), el("td", {}, el("span", { class: "badge s-" + a.status }, a.status)),
+    el("td", {}, a.owner || ""), el("td", {}, a.token), el("td", {}, fmt(a.started)), el("td", {}, fmt(a.heartbeat)),
+    el("td", {}, fmt(a.finished)), el("td", { class: "error" }, (a.error_class ? a.error_class + ": " : "") + (a.error || "")))));
+}
+
+async function renderLeases() {
+  let page;
+  try {
+    page = await api("leases?limit=200");
+  } catch (e) {
+    if (e.status !== 404) throw e;
+    $("leases-note").hidden = false;
+    $("leases-note").textContent = e.message;
+    $("leases").tBodies[0].replaceChildren();
+    return;
+  }
+  $("leases-note").hidden = true;
+  $("leases").tBodies[0].replaceChildren(...page.leases.map((l) => el("tr", { "data-lease": l.name },
+    el("td", {}, l.name), el("td", {}, l.held ? "held" : "free"), el("td", {}, l.owner || ""),
+    el("td", {}, l.held ? ms(l.ttl_ms) : ""), el("td", {}, l.token), el("td", {}, l.waiting ? "yes" : ""))));
+}
+
+$("login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $("token").value);
+  $("token").value = "";
+  start();
+});
+$("forget").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); showLogin(); });
+renderLegend();
+if (sessionStorage.getItem(TOKEN_KEY)) start(); else showLogin();

@@ -1,0 +1,143 @@
+package schedhttp
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+func (h *adminHandler) jobs(w http.ResponseWriter, r *http.Request) error {
+	page := JobsPage{Jobs: []JobJSON{}}
+	for _, info := range h.s.Jobs() {
+		st, err := h.s.JobStatus(r.Context(), info.Name)
+		if err != nil {
+			return err
+		}
+		page.Jobs = append(page.Jobs, jobJSON(info, st))
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+// run serves GET /jobs/{job}/runs/{slot}?partition=P: 404 when the
+// ledger has no record of the slot.
+func (h *adminHandler) run(w http.ResponseWriter, r *http.Request) error {
+	at, err := parseTime("slot", r.PathValue("slot"))
+	if err != nil {
+		return err
+	}
+	rec, found, err := h.s.Record(r.Context(), r.PathValue("job"), r.URL.Query().Get("partition"), at)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: no record of that slot", errNotFound)
+	}
+	return writeJSON(w, http.StatusOK, runJSON(rec))
+}
+
+func (h *adminHandler) retry(w http.ResponseWriter, r *http.Request) error {
+	var req RetryRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Slot.IsZero() {
+		return fmt.Errorf("%w: slot is required", errBadRequest)
+	}
+	job := r.PathValue("job")
+	if err := h.s.Retry(r.Context(), job, req.Partition, req.Slot.Time, req.Reason); err != nil {
+		return err
+	}
+	slot := ledger.Slot{Job: job, At: req.Slot.UTC().Truncate(time.Second), Partition: req.Partition}
+	return writeJSON(w, http.StatusAccepted, SlotResponse{Slot: slotJSON(slot)})
+}
+
+func (h *adminHandler) trigger(w http.ResponseWriter, r *http.Request) error {
+	var req TriggerRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	slot, err := h.s.Trigger(r.Context(), r.PathValue("job"), req.Partition, req.Reason)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusAccepted, SlotResponse{Slot: slotJSON(slot)})
+}
+
+func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {
+	var req BackfillRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.From.IsZero() || !req.To.After(req.From.Time) {
+		return fmt.Errorf("%w: want from < to", errBadRequest)
+	}
+	slots, err := h.s.Backfill(r.Context(), r.PathValue("job"), req.Partition, req.From.Time, req.To.Time, req.Reason)
+	if err != nil {
+		return err
+	}
+	out := SlotsResponse{Slots: []SlotJSON{}}
+	for _, s := range slots {
+		out.Slots = append(out.Slots, slotJSON(s))
+	}
+	return writeJSON(w, http.StatusAccepted, out)
+}
+
+func (h *adminHandler) pause(w http.ResponseWriter, r *http.Request) error {
+	if err := h.s.Pause(r.Context(), r.PathValue("job")); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, PausedResponse{Job: r.PathValue("job"), Paused: true})
+}
+
+func (h *adminHandler) resume(w http.ResponseWriter, r *http.Request) error {
+	if err := h.s.Resume(r.Context(), r.PathValue("job")); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, PausedResponse{Job: r.PathValue("job"), Paused: false})
+}
+
+// leases serves GET /leases?match=GLOB&limit=N from Options.Leases.
+func (h *adminHandler) leases(w http.ResponseWriter, r *http.Request) error {
+	if h.cfg.Leases == nil {
+		return fmt.Errorf("%w: no lease inspector configured", errNotFound)
+	}
+	q := r.URL.Query()
+	limit, err := parseLimit(q.Get("limit"))
+	if err != nil {
+		return err
+	}
+	infos, err := h.cfg.Leases.List(r.Context(), q.Get("match"), limit)
+	if err != nil {
+		return err
+	}
+	page := LeasesPage{Leases: []LeaseJSON{}}
+	for _, in := range infos {
+		page.Leases = append(page.Leases, leaseJSON(in))
+	}
+	return writeJSON(w, http.StatusOK, page)
+}
+
+// parseLimit reads a limit parameter: DefaultLimit when empty, else 1 to
+// MaxLimit.
+func parseLimit(v string) (int, error) {
+	if v == "" {
+		return DefaultLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxLimit {
+		return 0, fmt.Errorf("%w: limit: want 1 to %d", errBadRequest, MaxLimit)
+	}
+	return n, nil
+}
+
+// parseTime reads an RFC 3339 parameter.
+func parseTime(name, v string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s: want RFC 3339: %v", errBadRequest, name, err)
+	}
+	return t, nil
+}
