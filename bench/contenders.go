@@ -1,7 +1,8 @@
-// Package bench compares holdfast's lease with three other ways of taking a
+// Package bench compares holdfast's lease with four other ways of taking a
 // lock on one Redis: a hand-written minimal lease (the baseline the design
-// sets, "ideal"), go-redsync/redsync v4 over a single pool, and
-// bsm/redislock. cmd/leasebench runs the comparison; the Go benchmarks in
+// sets, "ideal"), go-redsync/redsync v4 over a single pool,
+// bsm/redislock, and the ideal with holdfast's clock floor on the token
+// ("ideal_floor"). cmd/leasebench runs the comparison; the Go benchmarks in
 // this package run one contender at a time, for profiling.
 //
 // Every contender is driven through the same Worker interface, and no
@@ -32,7 +33,7 @@ var ErrNotHeld = errors.New("bench: lock not held")
 // Contender is one lock implementation under test.
 type Contender interface {
 	// Name is the contender's name in the output: holdfast, ideal,
-	// redsync or redislock.
+	// redsync, redislock or ideal_floor.
 	Name() string
 	// Worker returns a handle on the lock called key. A Worker is used by
 	// one goroutine at a time; several Workers may share a key.
@@ -52,9 +53,9 @@ type Worker interface {
 }
 
 // Names lists the contenders in their output order.
-var Names = []string{"holdfast", "ideal", "redsync", "redislock"}
+var Names = []string{"holdfast", "ideal", "redsync", "redislock", "ideal_floor"}
 
-// New returns the four contenders, in the order of Names, over rdb. Each
+// New returns the five contenders, in the order of Names, over rdb. Each
 // writes only keys that start with prefix + its name + ":" (see KeyPrefix),
 // with leases of ttl.
 func New(rdb redis.UniversalClient, prefix string, ttl time.Duration) ([]Contender, error) {
@@ -67,6 +68,7 @@ func New(rdb redis.UniversalClient, prefix string, ttl time.Duration) ([]Contend
 		NewIdeal(rdb, KeyPrefix(prefix, "ideal"), ttl),
 		NewRedsync(rdb, KeyPrefix(prefix, "redsync"), ttl),
 		NewRedislock(rdb, KeyPrefix(prefix, "redislock"), ttl),
+		NewIdealFloor(rdb, KeyPrefix(prefix, "ideal_floor"), ttl),
 	}, nil
 }
 
@@ -158,14 +160,52 @@ func (*Ideal) Name() string { return "ideal" }
 // Worker implements Contender.
 func (c *Ideal) Worker(key string) Worker {
 	k := c.prefix + "{" + key + "}"
-	return &idealWorker{c: c, keys: []string{k, k + ":fence"}}
+	return &idealWorker{c: c, acquire: idealAcquire, keys: []string{k, k + ":fence"}}
+}
+
+// idealFloorAcquire is the ideal's acquire script with holdfast's clock
+// floor on the token: max(last token + 1, server TIME in µs), written to
+// the counter in one SET ... GET (see lease/scripts/acquire.lua). It costs
+// the server the one TIME command more that holdfast's script pays.
+var idealFloorAcquire = redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local now = redis.call('TIME')
+  local micros = now[1] .. string.format('%06d', tonumber(now[2]))
+  local last = redis.call('SET', KEYS[2], micros, 'GET')
+  if last and tonumber(last) >= tonumber(micros) then
+    redis.call('SET', KEYS[2], last)
+    return redis.call('INCR', KEYS[2])
+  end
+  return tonumber(micros)
+end
+return 0`)
+
+// NewIdealFloor returns the "ideal_floor" contender: the ideal with a
+// token that never goes below the server clock (idealFloorAcquire), the
+// hand-written equal of holdfast's acquire script. Its keys are laid out
+// as the ideal's.
+func NewIdealFloor(rdb redis.UniversalClient, prefix string, ttl time.Duration) *IdealFloor {
+	return &IdealFloor{Ideal{rdb: rdb, prefix: prefix, ttlArg: ttl.Milliseconds()}}
+}
+
+// IdealFloor is the ideal whose acquire script adds holdfast's TIME floor.
+type IdealFloor struct{ Ideal }
+
+// Name implements Contender.
+func (*IdealFloor) Name() string { return "ideal_floor" }
+
+// Worker implements Contender.
+func (c *IdealFloor) Worker(key string) Worker {
+	w := c.Ideal.Worker(key).(*idealWorker)
+	w.acquire = idealFloorAcquire
+	return w
 }
 
 type idealWorker struct {
-	c     *Ideal
-	keys  []string // lease key, fence key
-	owner string
-	token int64
+	c       *Ideal
+	acquire *redis.Script
+	keys    []string // lease key, fence key
+	owner   string
+	token   int64
 }
 
 func (w *idealWorker) Acquire(ctx context.Context) (bool, error) {
@@ -174,7 +214,7 @@ func (w *idealWorker) Acquire(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	owner := hex.EncodeToString(b[:])
-	token, err := idealAcquire.Run(ctx, w.c.rdb, w.keys, owner, w.c.ttlArg).Int64()
+	token, err := w.acquire.Run(ctx, w.c.rdb, w.keys, owner, w.c.ttlArg).Int64()
 	if err != nil || token == 0 {
 		return false, err
 	}

@@ -42,6 +42,10 @@
 // on NOSCRIPT. Renew and release act only while the key holds our owner and
 // never re-create an expired key; only acquire issues tokens.
 //
+// Operators read leases through Inspector, which RedisBackend implements:
+// Inspect reads one name's keys with a read-only script (scripts/inspect.lua),
+// List SCANs every master for lease and fence keys. Neither changes a lease.
+//
 // # State model
 //
 //	acquired --renew ok--> acquired

@@ -32,7 +32,7 @@ func (b *RedisBackend) Inspect(ctx context.Context, name string) (Info, error) {
 }
 
 // List implements Inspector. It SCANs the keyspace (every master on a
-// Cluster) for the lease keys (Prefix + "{" + name + "}") and fence keys
+// Cluster, every shard on a Ring) for the lease keys (Prefix + "{" + name + "}") and fence keys
 // (that + ":fence") whose name matches match, so a name is listed while
 // held and, once released or expired, as long as its fence counter
 // remains. It keeps the limit smallest names, sorted, and inspects them in
@@ -72,9 +72,12 @@ func (b *RedisBackend) scanNames(ctx context.Context, pattern string, limit int)
 		return iter.Err()
 	}
 	var err error
-	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
-	} else {
+	switch c := b.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	default:
 		err = scan(ctx, b.rdb)
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -169,8 +170,11 @@ func infoNames(infos []lease.Info) []string {
 
 // On a Cluster, List scans every master and Inspect reads keys of one
 // slot.
+//
+// It does not call t.Parallel, as TestConformance does not: it starts 3
+// redis-servers, and the package's timing-sensitive parallel tests (the
+// renewal of 10,000 leases) start only once it is done.
 func TestRedisBackendListOnCluster(t *testing.T) {
-	t.Parallel()
 	cl := redisproc.StartCluster(t, 3)
 	s := newInspectSetup(t, cl.Client(t))
 	// Names on every master.
@@ -190,4 +194,20 @@ func TestRedisBackendListOnCluster(t *testing.T) {
 	require.Len(t, seen, 3, "the names spread over the 3 masters")
 	exerciseList(t, s, names)
 	exerciseInspect(t, s)
+}
+
+// On a Ring, List scans every shard.
+func TestRedisBackendListOnRing(t *testing.T) {
+	t.Parallel()
+	addrs := map[string]string{}
+	for _, shard := range []string{"a", "b"} {
+		addrs[shard] = miniredis.RunT(t).Addr()
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = ring.Close() })
+	var names []string
+	for i := range 8 {
+		names = append(names, fmt.Sprintf("job-%02d", i))
+	}
+	exerciseList(t, newInspectSetup(t, ring), append(names, "other"))
 }

@@ -64,16 +64,16 @@ func eachBackend(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient, 
 	}
 }
 
-// A lone call is a plain command; the calls made while it is on the wire
-// go out together in one pipeline, each with its own answer; then the pipe
-// is idle again.
+// A lone call is a plain command; on a stop-and-wait pipe (InFlight 1) the
+// calls made while it is on the wire go out together in one pipeline, each
+// with its own answer; then the pipe is idle again.
 func TestCallsQueuedBehindABatchGoOutInOnePipeline(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		g := &gate{held: make(chan struct{}), open: make(chan struct{})}
 		rdb.AddHook(g)
-		p := New(rdb)
+		p := NewInFlight(rdb, 1)
 		first := make(chan error, 1)
 		go func() {
 			cmd := redis.NewIntCmd(ctx, "incrby", prefix+"first", 7)
@@ -152,7 +152,7 @@ func TestQueuedCallLeavesWhenItsContextEnds(t *testing.T) {
 		ctx := context.Background()
 		g := &gate{held: make(chan struct{}), open: make(chan struct{})}
 		rdb.AddHook(g)
-		p := New(rdb)
+		p := NewInFlight(rdb, 1)
 		first := make(chan error, 1)
 		go func() { first <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"first")) }()
 		<-g.held
@@ -235,7 +235,7 @@ func TestPanicInABatchAnswersTheOthers(t *testing.T) {
 		ctx := context.Background()
 		h := &pipePanicHook{gate{held: make(chan struct{}), open: make(chan struct{})}}
 		rdb.AddHook(h)
-		p := New(rdb)
+		p := NewInFlight(rdb, 1)
 		first := make(chan error, 1)
 		go func() { first <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"first")) }()
 		<-h.held
@@ -256,5 +256,152 @@ func TestPanicInABatchAnswersTheOthers(t *testing.T) {
 		cmd := redis.NewIntCmd(ctx, "incr", prefix+"after")
 		require.NoError(t, p.Process(ctx, cmd))
 		require.Equal(t, int64(1), cmd.Val())
+	})
+}
+
+// holdAll holds every plain command until open is closed, and counts plain
+// commands and the commands sent in pipelines (gate holds only the first).
+type holdAll struct {
+	gate
+	onWire atomic.Int64 // plain commands held
+}
+
+// newHoldAll returns a holdAll that lets everything go at the end of the
+// test at the latest, so that a failing test does not hang (its cleanup's
+// commands go through the hook too).
+func newHoldAll(t *testing.T) *holdAll {
+	h := &holdAll{gate: gate{open: make(chan struct{})}}
+	t.Cleanup(h.release)
+	return h
+}
+
+func (h *holdAll) release() { h.once.Do(func() { close(h.open) }) }
+
+func (h *holdAll) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "hello" || n == "client" {
+			return next(ctx, cmd)
+		}
+		h.plain.Add(1)
+		h.onWire.Add(1)
+		<-h.open
+		return next(ctx, cmd)
+	}
+}
+
+// Up to InFlight calls go out at once as plain commands, each on its own
+// connection; the calls made while that many are on the wire queue, and
+// the first send to end hands them all to one pipeline, in the order they
+// were made.
+func TestInFlightBoundsPlainSendsAndBatchesTheRestInOrder(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		h := newHoldAll(t)
+		rdb.AddHook(h)
+		const inFlight, queued = 3, 6
+		p := NewInFlight(rdb, inFlight)
+		errs := make(chan error, inFlight+queued)
+		for i := range inFlight {
+			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "incrby", fmt.Sprintf("%sp%d", prefix, i), 1)) }()
+		}
+		testwait.Until(t, 10*time.Second, "the plain sends on the wire", func() bool { return h.onWire.Load() == inFlight })
+		require.Equal(t, inFlight, p.InFlight())
+		for i := range queued {
+			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "rpush", prefix+"order", i)) }()
+			testwait.Until(t, 10*time.Second, "the call queued", func() bool { return p.Queued() == i+1 })
+		}
+		h.release()
+		for range inFlight + queued {
+			require.NoError(t, <-errs)
+		}
+		require.Equal(t, int64(inFlight), h.plain.Load(), "no more than InFlight plain commands")
+		require.Equal(t, int64(1), h.pipelines.Load(), "the queued calls went out in one pipeline")
+		require.Equal(t, int64(queued), h.pipelinedOp.Load())
+		order, err := rdb.LRange(ctx, prefix+"order", 0, -1).Result()
+		require.NoError(t, err)
+		require.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, order, "the batch ran in the calls' order")
+		require.True(t, p.Idle())
+	})
+}
+
+// endingCtx is a context whose Err turns to Canceled when end is set, with
+// no Done channel: the caller does not notice while it waits, only the
+// leader's check before its send does.
+type endingCtx struct {
+	context.Context
+	end atomic.Bool
+}
+
+func (c *endingCtx) Done() <-chan struct{} { return nil }
+
+func (c *endingCtx) Err() error {
+	if c.end.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// A call made leader of the next batch after its ctx ended leaves that
+// batch: its command is not sent, the others' are, and the pipe goes on.
+func TestLeaderWhoseContextEndedSendsTheOthersOnly(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		g := &gate{held: make(chan struct{}), open: make(chan struct{})}
+		rdb.AddHook(g)
+		p := NewInFlight(rdb, 1)
+		first := make(chan error, 1)
+		go func() { first <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"first")) }()
+		<-g.held
+		ending := &endingCtx{Context: ctx}
+		left := make(chan error, 1)
+		go func() { left <- p.Process(ending, redis.NewIntCmd(ending, "incr", prefix+"left")) }()
+		testwait.Until(t, 10*time.Second, "the leader-to-be queued", func() bool { return p.Queued() == 1 })
+		others := make(chan error, 2)
+		for i := range 2 {
+			go func() { others <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", fmt.Sprintf("%sother%d", prefix, i))) }()
+		}
+		testwait.Until(t, 10*time.Second, "all queued", func() bool { return p.Queued() == 3 })
+		ending.end.Store(true)
+		close(g.open)
+		require.NoError(t, <-first)
+		require.ErrorIs(t, <-left, context.Canceled)
+		require.NoError(t, <-others)
+		require.NoError(t, <-others)
+		require.ErrorIs(t, rdb.Get(ctx, prefix+"left").Err(), redis.Nil, "the leader's command was not sent")
+		for i := range 2 {
+			n, err := rdb.Get(ctx, fmt.Sprintf("%sother%d", prefix, i)).Int()
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+		}
+		require.True(t, p.Idle())
+	})
+}
+
+// Closing the client while sends are on the wire and calls queued answers
+// every call with an error and leaves the pipe idle (it owns no goroutine
+// to stop; goleak checks the test).
+func TestClientClosedWhileInFlight(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		h := newHoldAll(t)
+		rdb.AddHook(h)
+		p := NewInFlight(rdb, 2)
+		const calls = 6
+		errs := make(chan error, calls)
+		for i := range calls {
+			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", fmt.Sprintf("%sk%d", prefix, i))) }()
+		}
+		testwait.Until(t, 10*time.Second, "two on the wire, the rest queued", func() bool {
+			return h.onWire.Load() == 2 && p.Queued() == calls-2
+		})
+		require.NoError(t, rdb.Close())
+		h.release()
+		for range calls {
+			require.ErrorIs(t, <-errs, redis.ErrClosed)
+		}
+		require.True(t, p.Idle())
 	})
 }

@@ -27,6 +27,11 @@ var Lua string
 // every writer of one row. A fresh row is accepted: the caller refuses
 // token 0 (fence.None) before running it. bigint holds tokens up to
 // math.MaxInt64; callers refuse larger ones.
+//
+// With When set, the row is proposed only when When holds: INSERT ...
+// SELECT Values WHERE When, so the statement can sit in a WITH clause
+// that decides whether the fence is to be applied at all (no row comes
+// back when When is false, as for a refusal).
 type Upsert struct {
 	Table     string // quoted, schema-qualified name, aliased f
 	Columns   string // the inserted columns, token and owner among them
@@ -34,6 +39,7 @@ type Upsert struct {
 	Conflict  string // the key columns of one fence
 	Set       string // further assignments on a raise, or ""
 	Returning string // what an accepted write returns
+	When      string // a condition on proposing the row at all, or ""
 }
 
 // SQL returns the statement.
@@ -42,9 +48,13 @@ func (u Upsert) SQL() string {
 	if u.Set != "" {
 		set += ", " + u.Set
 	}
+	values := "VALUES (" + u.Values + ")"
+	if u.When != "" {
+		values = "SELECT " + u.Values + " WHERE " + u.When
+	}
 	return strings.Join([]string{
 		"INSERT INTO " + u.Table + " AS f (" + u.Columns + ")",
-		"VALUES (" + u.Values + ")",
+		values,
 		"ON CONFLICT (" + u.Conflict + ") DO UPDATE",
 		"   SET " + set,
 		" WHERE " + SQLAccepts,

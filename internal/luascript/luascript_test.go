@@ -1,9 +1,13 @@
 package luascript_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -11,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/luascript"
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 )
 
 // incr is a script with a prelude: the parts are joined with newlines.
@@ -80,4 +85,75 @@ func TestFallbackKeepsOtherErrors(t *testing.T) {
 	require.False(t, luascript.IsNoScript(nil))
 	require.True(t, luascript.IsNoScript(fmt.Errorf("wrapped: %w", redis.ErrNoScript)))
 	require.True(t, luascript.IsNoScript(errors.New("NOSCRIPT No matching script.")))
+}
+
+// Calls batched by an auto-pipeline into one pipeline each meet NOSCRIPT
+// after a SCRIPT FLUSH and fall back to EVAL on their own: each runs the
+// script once.
+func TestNoScriptInABatch(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := b.New(t)
+			key := redistest.Prefix(t, rdb) + "n"
+			ctx := t.Context()
+			require.NoError(t, rdb.ScriptFlush(ctx).Err())
+			g := &holdFirst{held: make(chan struct{}), open: make(chan struct{})}
+			rdb.AddHook(g)
+			auto := autopipe.NewInFlight(rdb, 1)
+			const calls = 5
+			got := make(chan int64, calls)
+			for i := range calls {
+				go func() {
+					if i > 0 {
+						<-g.held
+					}
+					n, err := incr.Run(ctx, auto, []string{key}, 1).Int64()
+					if err != nil {
+						n = -1
+					}
+					got <- n
+				}()
+			}
+			<-g.held
+			testwait.Until(t, 10*time.Second, "the calls queued", func() bool { return auto.Queued() == calls-1 })
+			close(g.open)
+			seen := map[int64]bool{}
+			for range calls {
+				seen[<-got] = true
+			}
+			require.Equal(t, map[int64]bool{1: true, 2: true, 3: true, 4: true, 5: true}, seen, "each call ran the script once")
+			require.Positive(t, g.pipelined.Load(), "the queued calls went out in a pipeline")
+			n, err := rdb.Get(ctx, key).Int()
+			require.NoError(t, err)
+			require.Equal(t, calls, n)
+		})
+	}
+}
+
+// holdFirst holds the first EVALSHA until open is closed and counts the
+// commands sent in pipelines.
+type holdFirst struct {
+	held, open chan struct{}
+	once       sync.Once
+	pipelined  atomic.Int64
+}
+
+func (h *holdFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			h.once.Do(func() { close(h.held); <-h.open })
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipelined.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
 }

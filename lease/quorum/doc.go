@@ -29,7 +29,7 @@
 // On every master, one script (scripts/acquire.lua, standing in for
 // redsync's SET NX PX) takes the key <prefix>{name} and, when it did,
 // issues this master's token candidate max(INCR(<prefix>{name}:fence),
-// TIME in µs, proposal) into the counter. redsync counts the grants and
+// TIME in µs rounded up to 10 ms, proposal) into the counter. redsync counts the grants and
 // returns as soon as a majority decided. Then:
 //
 //  1. the token t is the largest candidate of the masters that granted
@@ -49,7 +49,11 @@
 // it is above the counters and clocks of the majority, all of them answer
 // it: their counters are at t already and step 2 sends nothing, so an
 // acquisition is one round trip, as redsync's. Otherwise step 2 costs one
-// more.
+// more. Without proposals (Options.TokenLead -1) the 10 ms rounding of the
+// TIME floor does much the same: masters whose scripts run within one step
+// of each other answer the same floor, and counters that agree the same
+// INCR, so step 2 sends something only when a step boundary falls between
+// them.
 //
 // A failed try is one round trip. It waits up to StragglerWait for the
 // masters that have not answered, and releases what it took (redsync's

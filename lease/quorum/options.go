@@ -46,7 +46,8 @@ type Options struct {
 	SplitDelay time.Duration
 	// TokenLead is how far ahead of this process's clock (in µs since the
 	// Unix epoch) Acquire proposes the token to every master. A master's
-	// candidate is max(INCR(counter), its TIME in µs, the proposal): when
+	// candidate is max(INCR(counter), its TIME in µs rounded up to 10 ms,
+	// the proposal): when
 	// the proposal is above both on every master of the majority, they all
 	// answer it, their counters are at the token already, and the raise
 	// round trip is left out. When it is not (a clock behind the masters'

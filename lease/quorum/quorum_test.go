@@ -76,21 +76,33 @@ func TestAcquireRaisesAMajorityOfCountersToTheToken(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, warm.Release(ctx, lease.Held{Name: "warm-up", Owner: "w"}))
 	raised := map[string]int64{}
+	far := time.Now().Add(time.Hour).UnixMicro()
 	for _, tc := range []struct {
-		name string
-		lead time.Duration
+		name    string
+		lead    time.Duration
+		diverge bool
 	}{
 		// Every master of the majority answers the proposal: their
 		// counters are at the token already.
-		{"proposal", 0},
-		// Each answers its own TIME: the others are raised.
-		{"no-proposal", -1},
+		{"proposal", 0, false},
+		// Each answers its own TIME, rounded up to 10 ms: the
+		// same value where the scripts ran within one 10 ms step, raises
+		// where they did not.
+		{"no-proposal", -1, false},
+		// Counters set apart before each acquisition: every master answers
+		// a candidate of its own, and the others are raised.
+		{"diverged", -1, true},
 	} {
 		b := m.backend(t, func(o *quorum.Options) { o.TokenLead = tc.lead })
 		name := "job-" + tc.name
 		leaseKey, fenceKey := b.Keys(name)
 		before := raises.n.Load()
 		for i := range 20 {
+			if tc.diverge {
+				for j, rdb := range m.rdbs {
+					require.NoError(t, rdb.Set(ctx, fenceKey, far+int64(i*1000+j*10), 0).Err())
+				}
+			}
 			owner := "owner-" + strconv.Itoa(i)
 			g, err := b.Acquire(ctx, name, owner, time.Minute)
 			require.NoError(t, err)
@@ -121,11 +133,14 @@ func TestAcquireRaisesAMajorityOfCountersToTheToken(t *testing.T) {
 		raised[tc.name] = raises.n.Load() - before
 	}
 	t.Logf("raise scripts for 20 acquisitions: %v", raised)
-	require.GreaterOrEqual(t, raised["no-proposal"], int64(20), "without proposals, every acquisition raises")
+	require.GreaterOrEqual(t, raised["diverged"], int64(20), "candidates that differ are raised on every acquisition")
 	// A proposal can fall behind a master's clock when a script runs more
 	// than the lead after it was made (a loaded machine): then that
 	// acquisition raises too.
-	require.Less(t, raised["proposal"], raised["no-proposal"]/2, "proposals leave the raise out")
+	require.Less(t, raised["proposal"], raised["diverged"]/2, "proposals leave the raise out")
+	// Without proposals the raise depends on the masters' clocks agreeing
+	// within one 10 ms step, which a loaded machine does not promise: logged,
+	// not asserted.
 }
 
 // raiseCounter counts the raise scripts sent to a master.

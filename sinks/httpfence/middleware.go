@@ -209,14 +209,21 @@ func Middleware(cfg Options) (func(http.Handler) http.Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	var joined FencedStore
+	if fs, ok := cfg.Store.(FencedStore); ok && cfg.Fence != nil && fs.JoinsFence(cfg.Fence) {
+		joined = fs
+	}
 	return func(next http.Handler) http.Handler {
-		return &middleware{cfg: cfg, next: next}
+		return &middleware{cfg: cfg, next: next, joined: joined}
 	}, nil
 }
 
 type middleware struct {
 	cfg  Options
 	next http.Handler
+	// joined is cfg.Store when it applies cfg.Fence in Begin's own step
+	// (FencedStore); nil when Begin and Accept are separate calls.
+	joined FencedStore
 }
 
 func (m *middleware) problem(w http.ResponseWriter, status int, typ, title, detail string) {
@@ -295,7 +302,17 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ctx := r.Context()
-	out, err := m.cfg.Store.Begin(ctx, storeKey, fingerprint(r, body), m.cfg.LockTTL)
+	var out Outcome
+	if m.joined != nil {
+		// Claim and fence check (or replay and fence raise) in one step.
+		out, err = m.joined.BeginFenced(ctx, storeKey, fingerprint(r, body), m.cfg.LockTTL, m.cfg.Fence, fenceResource, holder)
+		if err != nil && fenceRefusal(err) {
+			m.fenceRefused(w, r, resource, holder, err)
+			return
+		}
+	} else {
+		out, err = m.cfg.Store.Begin(ctx, storeKey, fingerprint(r, body), m.cfg.LockTTL)
+	}
 	if err != nil {
 		m.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idempotency_store_failed", slog.String("op", "begin"), slog.Any("error", err))
 		m.problem(w, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Idempotency store unavailable", "")
@@ -313,8 +330,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The replay wins over the fence check, but the presented token
 		// still raises the fence: a newer holder retrying a completed key
 		// must shut out the older holder's next new key. A refusal only
-		// means the fence is already past this token.
-		if m.cfg.Fence != nil {
+		// means the fence is already past this token. (A joined store
+		// raised it in BeginFenced.)
+		if m.cfg.Fence != nil && m.joined == nil {
 			var stale *fence.StaleTokenError
 			if err := m.cfg.Fence.Accept(ctx, fenceResource, holder); err != nil && !errors.As(err, &stale) {
 				m.fenceRefused(w, r, resource, holder, err)
@@ -329,8 +347,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// 4. The fence, for a new key.
-	if m.cfg.Fence != nil {
+	// 4. The fence, for a new key (a joined store checked it in
+	// BeginFenced).
+	if m.cfg.Fence != nil && m.joined == nil {
 		if err := m.cfg.Fence.Accept(ctx, fenceResource, holder); err != nil {
 			m.abandon(ctx, storeKey, out.Lock)
 			m.fenceRefused(w, r, resource, holder, err)

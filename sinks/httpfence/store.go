@@ -51,6 +51,41 @@ type FenceStore interface {
 	Accept(ctx context.Context, resource string, h fence.Holder) error
 }
 
+// FencedStore is a Store that can apply a FenceStore's rule in the same
+// atomic step as Begin (pgstore.Store with a pgstore.Fence on the same
+// database: one statement). Middleware uses BeginFenced in place of Begin
+// followed by FenceStore.Accept when its Store is a FencedStore and
+// JoinsFence(its Fence) reports true; the answers to the client are the
+// same, with one round trip (and one commit) less per new key.
+type FencedStore interface {
+	Store
+	// JoinsFence reports whether BeginFenced can apply fs's rule.
+	JoinsFence(fs FenceStore) bool
+	// BeginFenced is Begin with the fence check of the request applied to
+	// h for resource (fs's fence, per (resource, h.Scope)) in the same
+	// atomic step:
+	//
+	//   - no live record: the key is claimed (StateNew) iff fs accepts h,
+	//     and fs's fence is raised with it. When fs refuses, nothing is
+	//     claimed and the error is fs's: a *fence.StaleTokenError, or one
+	//     matching fence.ErrNoToken or ErrInvalidFencing.
+	//   - completed with the same fingerprint: StateCompleted, and fs's
+	//     fence is raised when it accepts h; a stale h is no error (the
+	//     replay wins), a holder fs cannot take is (ErrInvalidFencing).
+	//   - in flight or another fingerprint: StateInFlight or
+	//     StateMismatch; the fence is not touched.
+	//
+	// Any other error is the store's, as for Begin.
+	BeginFenced(ctx context.Context, key, fingerprint string, lockTTL time.Duration, fs FenceStore, resource string, h fence.Holder) (Outcome, error)
+}
+
+// fenceRefusal reports whether err, from FencedStore.BeginFenced, is the
+// fence's refusal of the holder rather than a store failure.
+func fenceRefusal(err error) bool {
+	var stale *fence.StaleTokenError
+	return errors.As(err, &stale) || errors.Is(err, fence.ErrNoToken) || errors.Is(err, ErrInvalidFencing)
+}
+
 // State is what Store.Begin found for a key.
 type State int
 

@@ -142,29 +142,13 @@ func New(cfg Options) (*Guard, error) {
 // or a connection outside a transaction, Check still applies the rule and
 // raises the stored token, but nothing ties the write to it.
 func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Holder) error {
-	if err := g.ready(); err != nil {
+	if err := g.Validate(resource, h); err != nil {
 		return err
-	}
-	if err := validateResource(resource); err != nil {
-		return err
-	}
-	if err := validateScope(h.Scope); err != nil {
-		return err
-	}
-	if err := validateOwner(h.Owner); err != nil {
-		return err
-	}
-	t := h.Token
-	if t == fence.None {
-		return fmt.Errorf("pgfence: check %q: %w", resource, fence.ErrNoToken)
 	}
 	if safe.IsNil(tx) {
 		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidOptions, resource)
 	}
-	if uint64(t) > math.MaxInt64 {
-		return fmt.Errorf("%w: token %d for %q exceeds the bigint maximum %d", ErrTokenOutOfRange, t, resource, int64(math.MaxInt64))
-	}
-
+	t := h.Token
 	var raised int64
 	err := tx.QueryRow(ctx, g.checkSQL, resource, h.Scope, int64(t), h.Owner).Scan(&raised)
 	switch {
@@ -181,6 +165,46 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 		return err
 	}
 	return &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: t, Current: current}
+}
+
+// Validate reports the input error Check would return for resource and h
+// without touching the database: ErrNotCreated, ErrInvalidResource,
+// ErrInvalidScope, ErrInvalidOwner, fence.ErrNoToken or
+// ErrTokenOutOfRange; nil when Check would run its statement. It is for
+// callers that apply the guard's rule in a statement of their own (see
+// Table).
+func (g *Guard) Validate(resource string, h fence.Holder) error {
+	if err := g.ready(); err != nil {
+		return err
+	}
+	if err := validateResource(resource); err != nil {
+		return err
+	}
+	if err := validateScope(h.Scope); err != nil {
+		return err
+	}
+	if err := validateOwner(h.Owner); err != nil {
+		return err
+	}
+	switch t := h.Token; {
+	case t == fence.None:
+		return fmt.Errorf("pgfence: check %q: %w", resource, fence.ErrNoToken)
+	case uint64(t) > math.MaxInt64:
+		return fmt.Errorf("%w: token %d for %q exceeds the bigint maximum %d", ErrTokenOutOfRange, t, resource, int64(math.MaxInt64))
+	}
+	return nil
+}
+
+// Table returns the guard table's name, schema-qualified: its columns are
+// (resource text, scope text, token bigint, owner text, updated_at
+// timestamptz), primary key (resource, scope). It is for stores in this
+// module that raise the guard in a statement of their own (httpfence's
+// pgstore); nil for a Guard not made by New.
+func (g *Guard) Table() pgx.Identifier {
+	if g.ready() != nil {
+		return nil
+	}
+	return pgx.Identifier{g.schema, g.table}
 }
 
 // Current returns the token and owner stored for (resource, scope), or

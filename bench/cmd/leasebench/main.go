@@ -1,15 +1,19 @@
 // Command leasebench measures holdfast's lease against a hand-written
-// minimal lease ("ideal"), redsync and bsm/redislock on one Redis, in one
+// minimal lease ("ideal"), redsync, bsm/redislock and the ideal with
+// holdfast's clock floor on the token ("ideal_floor") on one Redis, in one
 // run, with the contenders interleaved round by round, and prints one line
-// per scenario (see bench/README.md):
+// per scenario (see bench/README.md), first on the host as it is, then
+// again (prefixed "loaded_") with two CPU-bound busy loops of its own
+// running beside it:
 //
-//	bench: <scenario> holdfast=<ops/s> ideal=<ops/s> redsync=<ops/s> redislock=<ops/s> ratio_vs_ideal=<x.xx> allocs=<n>
+//	bench: <scenario> holdfast=<ops/s> ideal=<ops/s> redsync=<ops/s> redislock=<ops/s> ideal_floor=<ops/s> ratio_vs_ideal=<x.xx> ratio_vs_ideal_floor=<x.xx> allocs=<n>
+//	bench: loaded_<scenario> ...
 //	bench: handoff p50_ms=<x> p99_ms=<x>
 //	bench: roundtrips acquire_release=<n> failed_try=<n>
 //
 // Usage (Redis at REDIS_URL, default redis://127.0.0.1:6379/0):
 //
-//	go run ./cmd/leasebench [-rounds 240] [-ops 300] [-v] [-cpuprofile f] [-memprofile f]
+//	go run ./cmd/leasebench [-rounds 120] [-ops 300] [-busy 2] [-v] [-cpuprofile f] [-memprofile f]
 package main
 
 import (
@@ -22,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -37,25 +42,29 @@ import (
 )
 
 type config struct {
-	url        string
-	rounds     int
-	ops        int           // operations per contender per round
-	roundMax   time.Duration // bound on one contender's round
-	trials     int           // hand-off trials
-	ttl        time.Duration
-	verbose    bool
-	cpuprofile string
-	memprofile string
+	url          string
+	rounds       int
+	ops          int           // operations per contender per round
+	roundMax     time.Duration // bound on one contender's round
+	trials       int           // hand-off trials
+	ttl          time.Duration
+	busy         int // busy loops beside the loaded scenarios; 0: none
+	loadedRounds int // rounds of each loaded scenario
+	verbose      bool
+	cpuprofile   string
+	memprofile   string
 }
 
 func main() {
 	cfg := config{url: cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")}
 	flag.StringVar(&cfg.url, "redis", cfg.url, "Redis URL (default $REDIS_URL)")
-	flag.IntVar(&cfg.rounds, "rounds", 240, "interleaved rounds per scenario (a multiple of 24 runs every order of the four equally often)")
+	flag.IntVar(&cfg.rounds, "rounds", 120, "interleaved rounds per scenario (a multiple of 120 runs every order of the five equally often)")
 	flag.IntVar(&cfg.ops, "ops", 300, "operations per contender per round (twice as many at 16 goroutines)")
 	flag.DurationVar(&cfg.roundMax, "round-max", 2*time.Second, "upper bound on one contender's round")
 	flag.IntVar(&cfg.trials, "trials", 200, "hand-off trials")
 	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease TTL")
+	flag.IntVar(&cfg.loadedRounds, "loaded-rounds", 60, "interleaved rounds per loaded_ scenario")
+	flag.IntVar(&cfg.busy, "busy", 2, "CPU-bound busy loops (processes) run beside the loaded_ scenarios; 0 skips them")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every round to stderr")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&cfg.memprofile, "memprofile", "", "write an allocation profile at the end to this file")
@@ -67,15 +76,16 @@ func main() {
 }
 
 func run(cfg config, stdout, stderr io.Writer) (err error) {
-	if cfg.rounds < 1 || cfg.ops < 1 || cfg.trials < 1 {
-		return errors.New("-rounds, -ops and -trials must be positive")
+	if cfg.rounds < 1 || cfg.loadedRounds < 1 || cfg.ops < 1 || cfg.trials < 1 || cfg.busy < 0 {
+		return errors.New("-rounds, -loaded-rounds, -ops and -trials must be positive, -busy not negative")
 	}
 	opts, err := redis.ParseURL(cfg.url)
 	if err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
 	}
-	// Room for 16 goroutines plus the keep-alive, on any GOMAXPROCS.
-	opts.PoolSize = max(opts.PoolSize, 32)
+	// Room for 64 goroutines plus the keep-alive, on any GOMAXPROCS, for
+	// every contender alike.
+	opts.PoolSize = max(opts.PoolSize, 80)
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	ctx := context.Background()
@@ -111,19 +121,23 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "# leasebench %s GOMAXPROCS=%d redis=%s rounds=%d ops=%d ttl=%v\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), opts.Addr, cfg.rounds, cfg.ops, cfg.ttl)
+	fmt.Fprintf(stdout, "# leasebench %s GOMAXPROCS=%d redis=%s rounds=%d loaded_rounds=%d ops=%d ttl=%v busy=%d\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), opts.Addr, cfg.rounds, cfg.loadedRounds, cfg.ops, cfg.ttl, cfg.busy)
 	start := time.Now()
 
 	r := &runner{cfg: cfg, contenders: contenders, stderr: stderr}
-	for _, sc := range scenarios {
-		res, err := r.scenario(ctx, sc)
+	if err := r.scenarios(ctx, stdout, "", cfg.rounds); err != nil {
+		return err
+	}
+	if cfg.busy > 0 {
+		stop, err := busyLoops(ctx, cfg.busy)
 		if err != nil {
-			return fmt.Errorf("%s: %w", sc.name, err)
+			return fmt.Errorf("busy loops: %w", err)
 		}
-		fmt.Fprintln(stdout, res.line(sc.name, false))
-		if sc.allocsLine {
-			fmt.Fprintln(stdout, res.line("allocs", true))
+		err = r.scenarios(ctx, stdout, "loaded_", cfg.loadedRounds)
+		stop()
+		if err != nil {
+			return err
 		}
 	}
 
@@ -158,6 +172,7 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 
 type scenario struct {
 	name       string
+	idleOnly   bool // not run again beside the busy loops
 	goroutines int
 	shared     bool // all goroutines use one key
 	held       bool // the key is acquired before the round and released after
@@ -170,7 +185,53 @@ var scenarios = []scenario{
 	{name: "uncontended_1", goroutines: 1, op: acquireRelease, opsFactor: 1, allocsLine: true},
 	{name: "uncontended_16", goroutines: 16, op: acquireRelease, opsFactor: 2},
 	{name: "contended_16", goroutines: 16, shared: true, op: tryOnce, opsFactor: 2},
-	{name: "renew", goroutines: 1, held: true, op: renew, opsFactor: 1},
+	{name: "uncontended_64", goroutines: 64, op: acquireRelease, opsFactor: 4},
+	{name: "contended_64", goroutines: 64, shared: true, op: tryOnce, opsFactor: 4},
+	{name: "renew", goroutines: 1, held: true, op: renew, opsFactor: 1, idleOnly: true},
+}
+
+// scenarios runs every scenario (but the idle-only ones when label is not
+// empty) for rounds rounds and prints its line, its name prefixed with
+// label.
+func (r *runner) scenarios(ctx context.Context, stdout io.Writer, label string, rounds int) error {
+	for _, sc := range scenarios {
+		if label != "" && sc.idleOnly {
+			continue
+		}
+		sc.name = label + sc.name
+		res, err := r.scenario(ctx, sc, rounds)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		fmt.Fprintln(stdout, res.line(sc.name, false))
+		if sc.allocsLine {
+			fmt.Fprintln(stdout, res.line(label+"allocs", true))
+		}
+	}
+	return nil
+}
+
+// busyLoops starts n processes that each keep one CPU busy (a shell's
+// empty loop), as scripts/cpuhog.sh does, for at most ten minutes. The
+// returned stop kills them and waits for them.
+func busyLoops(ctx context.Context, n int) (stop func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	var cmds []*exec.Cmd
+	stop = func() {
+		cancel()
+		for _, c := range cmds {
+			_ = c.Wait() // killed by the context
+		}
+	}
+	for range n {
+		c := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			stop()
+			return nil, err
+		}
+		cmds = append(cmds, c)
+	}
+	return stop, nil
 }
 
 var errHeld = errors.New("lock unexpectedly held by another owner")
@@ -231,15 +292,15 @@ type result struct {
 	opsPerSec, allocs, bytes []float64 // per contender: trimmed ops/s (trimmedOpsPerSec), median allocs and bytes per op
 }
 
-// scenario runs one warm-up round and cfg.rounds measured rounds of sc for
+// scenario runs one warm-up round and rounds measured rounds of sc for
 // every contender, each round in the next of the contenders' orders
 // (orders), and returns the figures of each contender.
-func (r *runner) scenario(ctx context.Context, sc scenario) (result, error) {
+func (r *runner) scenario(ctx context.Context, sc scenario, rounds int) (result, error) {
 	n := len(r.contenders)
 	samples := make([][]sample, n)
 	ops := r.cfg.ops * sc.opsFactor
 	perms := orders(n)
-	for round := -1; round < r.cfg.rounds; round++ {
+	for round := -1; round < rounds; round++ {
 		for i := range n {
 			c := perms[max(round, 0)%len(perms)][i]
 			warm := round < 0
@@ -393,7 +454,8 @@ func (res result) line(name string, allAllocs bool) string {
 	for i, name := range bench.Names {
 		fmt.Fprintf(&b, " %s=%.0f", name, res.opsPerSec[i])
 	}
-	fmt.Fprintf(&b, " ratio_vs_ideal=%.2f allocs=%s", res.opsPerSec[0]/res.opsPerSec[1], num(res.allocs[0]))
+	fmt.Fprintf(&b, " ratio_vs_ideal=%.2f ratio_vs_ideal_floor=%.2f allocs=%s",
+		res.opsPerSec[0]/res.opsPerSec[1], res.opsPerSec[0]/res.opsPerSec[4], num(res.allocs[0]))
 	if allAllocs {
 		for i, name := range bench.Names[1:] {
 			fmt.Fprintf(&b, " allocs_%s=%s", name, num(res.allocs[i+1]))

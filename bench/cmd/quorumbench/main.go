@@ -8,8 +8,10 @@
 //
 // with each contender's median over the rounds, and ratio = holdfast /
 // redsync. The second line is holdfast without token proposals
-// (quorum.Options.TokenLead -1), so that every acquisition takes the
-// token's raise round trip: what that second phase costs.
+// (quorum.Options.TokenLead -1): the masters' own clocks, rounded up to
+// 10 ms, and counters decide the candidates, and an acquisition takes the
+// token's raise round trip when they disagree (a 10 ms step boundary
+// between the masters' scripts, or counters set apart).
 //
 // By default it starts 5 redis-server processes (from PATH) on free
 // loopback ports, without persistence, and kills them at the end; -masters

@@ -2,11 +2,15 @@
 // baseline measured in the same run:
 //
 //	bench: pg_update_<n>g plain=<ops/s> fenced=<ops/s> ratio=<fenced/plain>
+//	bench: httpfence_pg_new_key holdfast_us=<x> baseline_us=<x> ratio=<holdfast/baseline>
 //	bench: middleware_<store> bare_us=<x> store_us=<x> overhead_us=<x> ratio=<bare/store>
 //
 // pg_update compares a plain UPDATE with pgfence.FencedUpdate on the same
-// 64-row table, at 1 and 16 goroutines, in alternating rounds (median of
-// each). middleware compares a bare handler with the httpfence middleware
+// 64-row table, at 1 and 16 goroutines, in paired rounds whose order
+// alternates (medians of each, and the median of the per-round ratios).
+// httpfence_pg_new_key compares the middleware over the Postgres stores (a
+// new key per request) with one plain INSERT and one plain UPDATE of the
+// same record table, per request, in paired rounds. middleware compares a bare handler with the httpfence middleware
 // (a new key per request: Begin, fence check, Complete) over the Redis and
 // the Postgres stores. Run from bench/ with REDIS_URL and DATABASE_URL set
 // (defaults: the local services).
@@ -40,8 +44,8 @@ import (
 )
 
 func main() {
-	rounds := flag.Int("rounds", 5, "alternating rounds per comparison")
-	ops := flag.Int("ops", 2000, "operations per round")
+	rounds := flag.Int("rounds", 15, "alternating rounds per comparison")
+	ops := flag.Int("ops", 1000, "operations per round")
 	flag.Parse()
 	if err := run(*rounds, *ops); err != nil {
 		fmt.Fprintln(os.Stderr, "sinkbench:", err)
@@ -101,24 +105,50 @@ INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) 
 			map[string]any{"v": "value"}, fence.Holder{Scope: "bench", Token: fence.Token(token.Add(1)), Owner: "bench-owner"})
 	}
 	for _, g := range []int{1, 16} {
-		var p, f []float64
-		for r := range rounds + 1 {
-			pr, err := throughput(g, ops, plain)
-			if err != nil {
-				return err
-			}
-			fr, err := throughput(g, ops, fenced)
-			if err != nil {
-				return err
-			}
-			if r > 0 { // the first round warms up
-				p, f = append(p, pr), append(f, fr)
-			}
+		p, f, ratio, err := paired(rounds, func(first bool) (float64, float64, error) {
+			return pair(first, func() (float64, error) { return throughput(g, ops, plain) },
+				func() (float64, error) { return throughput(g, ops, fenced) })
+		})
+		if err != nil {
+			return err
 		}
-		mp, mf := median(p), median(f)
-		fmt.Printf("bench: pg_update_%dg plain=%.0f fenced=%.0f ratio=%.2f\n", g, mp, mf, mf/mp)
+		fmt.Printf("bench: pg_update_%dg plain=%.0f fenced=%.0f ratio=%.2f\n", g, p, f, ratio)
 	}
 	return nil
+}
+
+// paired runs rounds+1 rounds of run (the first warms up and is dropped),
+// each measuring the baseline and the contender back to back, in an
+// order that alternates from round to round, so that load from other
+// processes falls on both alike. It returns the medians of each and the
+// median of the per-round ratios contender/baseline, which a slow drift
+// of the load moves less than the ratio of the medians.
+func paired(rounds int, run func(baselineFirst bool) (base, cont float64, err error)) (mb, mc, ratio float64, err error) {
+	var bs, cs, rs []float64
+	for r := range rounds + 1 {
+		b, c, err := run(r%2 == 0)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if r > 0 {
+			bs, cs, rs = append(bs, b), append(cs, c), append(rs, c/b)
+		}
+	}
+	return median(bs), median(cs), median(rs), nil
+}
+
+// pair measures base and cont, base first when baseFirst.
+func pair(baseFirst bool, base, cont func() (float64, error)) (b, c float64, err error) {
+	if baseFirst {
+		if b, err = base(); err == nil {
+			c, err = cont()
+		}
+		return b, c, err
+	}
+	if c, err = cont(); err == nil {
+		b, err = base()
+	}
+	return b, c, err
 }
 
 // throughput runs ops calls of fn over g goroutines (worker w touches row
@@ -214,6 +244,9 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 			return nil
 		}
 	}
+	if err := pgNewKey(ctx, pool, pgStore, pgFence, schema, rounds, ops); err != nil {
+		return err
+	}
 	for _, s := range stores {
 		mw, err := httpfence.Middleware(httpfence.Options{Store: s.store, Fence: s.fence})
 		if err != nil {
@@ -237,6 +270,69 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 		fmt.Printf("bench: middleware_%s bare_us=%.1f store_us=%.1f overhead_us=%.1f ratio=%.3f\n",
 			s.name, mb, mw2, mw2-mb, mb/mw2)
 	}
+	return nil
+}
+
+// pgNewKey compares what the middleware on the Postgres stores adds to a
+// request with a new key (claim and fence check, Complete: the request
+// through the middleware less the same request to the bare handler,
+// measured back to back) with what the same record costs written by hand:
+// one plain INSERT of the in-flight row and one plain UPDATE that
+// completes it, on the store's own table. Both in µs per request; ratio =
+// holdfast / baseline.
+func pgNewKey(ctx context.Context, pool *pgxpool.Pool, st *pgstore.Store, f *pgstore.Fence, schema string, rounds, ops int) error {
+	mw, err := httpfence.Middleware(httpfence.Options{Store: st, Fence: f})
+	if err != nil {
+		return err
+	}
+	h := mw(handler)
+	holdfast := func(int) error {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, request())
+		if rec.Code != http.StatusCreated {
+			return fmt.Errorf("status %d: %s", rec.Code, rec.Body)
+		}
+		return nil
+	}
+	tbl := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
+	insertSQL := `INSERT INTO ` + tbl + ` (key, fingerprint, lock_id, expires_at) VALUES ($1, $2, $3, now() + interval '1 minute')`
+	updateSQL := `UPDATE ` + tbl + ` SET lock_id = NULL, status = $2, header = $3::jsonb, body = $4, expires_at = now() + interval '1 day' WHERE key = $1`
+	baseline := func(int) error {
+		key := "base-" + strconv.FormatInt(seq.Add(1), 10)
+		if _, err := pool.Exec(ctx, insertSQL, key, "fingerprint", "lock"); err != nil {
+			return err
+		}
+		_, err := pool.Exec(ctx, updateSQL, key, 201, `{"Content-Type":["application/json"]}`, []byte(`{"id":7,"status":"settled"}`))
+		return err
+	}
+	us := func(fn func(int) error) func() (float64, error) {
+		return func() (float64, error) {
+			rate, err := throughput(1, ops/4, fn)
+			return 1e6 / rate, err
+		}
+	}
+	bare := func(int) error {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, request())
+		return nil
+	}
+	// What the middleware adds: a request through it less the same request
+	// to the bare handler (the test request and recorder cost both alike).
+	overhead := func() (float64, error) {
+		mw, err := us(holdfast)()
+		if err != nil {
+			return 0, err
+		}
+		b, err := us(bare)()
+		return mw - b, err
+	}
+	b, c, ratio, err := paired(rounds, func(first bool) (float64, float64, error) {
+		return pair(first, us(baseline), overhead)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("bench: httpfence_pg_new_key holdfast_us=%.1f baseline_us=%.1f ratio=%.2f\n", c, b, ratio)
 	return nil
 }
 

@@ -17,20 +17,27 @@
 -- counter is at least the candidate that first run issued (only this
 -- owner's acquisition has touched it since, and raises only raise it).
 --
--- The candidate is max(INCR(counter), server TIME in microseconds,
--- proposal), stored back in the counter: greater than everything this node
--- issued or was raised to before, and, after the counter was lost (restart
--- without persistence, FLUSHALL, eviction), greater than every token issued
--- before the loss as long as clocks did not step back past it. The proposal
--- (the acquirer's clock plus a lead) lets every master of a majority answer
--- the same value, which then needs no raise. Values stay below 2^53, so Lua
--- numbers hold them exactly; the microsecond value is built as a string, so
--- no float formatting is involved.
+-- The candidate is max(INCR(counter), server TIME in microseconds rounded
+-- up to a multiple of 10 ms, proposal), stored back in the counter: greater
+-- than everything this node issued or was raised to before, and, after the
+-- counter was lost (restart without persistence, FLUSHALL, eviction),
+-- greater than every token issued before the loss as long as clocks did
+-- not step back past it. The proposal (the acquirer's clock plus a lead)
+-- lets every master of a majority answer the same value, which then needs
+-- no raise. The rounding does much the same without a proposal: masters
+-- whose scripts run within one 10 ms step of each other answer the same
+-- floor, and counters that agree answer the same INCR, so the raise is
+-- only needed when a step boundary falls between them. Candidates run
+-- ahead of TIME by less than 10 ms for it, as with a proposal of the
+-- default lead. Values stay below 2^53, so Lua numbers hold them exactly;
+-- the floor is built as a string of whole 10 ms steps ('%d', exact)
+-- followed by '0000', so no float formatting is involved.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local candidate = redis.call('INCR', KEYS[2])
   local text = nil -- the candidate as a string, when it is not the INCR
   local now = redis.call('TIME')
-  local micros = now[1] .. string.format('%06d', tonumber(now[2]))
+  local cs = tonumber(now[1]) * 100 + math.ceil(tonumber(now[2]) / 10000)
+  local micros = string.format('%d', cs) .. '0000'
   if tonumber(micros) > candidate then
     candidate, text = tonumber(micros), micros
   end

@@ -9,4 +9,11 @@
 // guard's statement, the one SQL form of the acceptance rule holdfast
 // uses, so the handler can fence its own writes on the same guard table
 // (Fence.Guard).
+//
+// A Store and a Fence on the same pool are joined (Store.JoinsFence,
+// httpfence.FencedStore): the middleware then claims a new key and checks
+// its fence in one statement (Store.BeginFenced), and answers a replay and
+// raises the fence in one, so a request with a new key costs two
+// statements (that one and Complete) where Begin and Accept apart cost
+// three.
 package pgstore

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,12 +49,15 @@ const beginAttempts = 3
 // ... ON CONFLICT DO NOTHING), two for a live one (plus a SELECT, neither
 // writing, so a replay costs no commit flush) and three for a dead one (plus
 // a conditional UPDATE that takes it over); Complete and Abandon are one
-// conditional statement each. Expiry uses the database clock. Dead rows of keys never used again stay
+// conditional statement each. With a Fence on the same pool, BeginFenced
+// claims a new key and checks the fence in one statement (see there). Expiry uses the database clock. Dead rows of keys never used again stay
 // until DeleteExpired removes them: call it periodically (hourly, say).
 // Safe for concurrent use.
 type Store struct {
 	db     pgfence.DBTX
 	schema string
+	table  string   // quoted, schema-qualified
+	fenced sync.Map // guard table (quoted) -> BeginFenced's statement
 	// Statements, built once with the quoted table name.
 	insertSQL, readSQL, takeoverSQL           string
 	completeSQL, abandonSQL, deleteExpiredSQL string
@@ -80,6 +84,7 @@ func NewStore(db pgfence.DBTX, opts Options) (*Store, error) {
 	return &Store{
 		db:     db,
 		schema: schema,
+		table:  t,
 		// Creates the record. DO NOTHING on a conflict neither writes nor
 		// locks, so Begin of a live key costs no commit flush.
 		insertSQL: `INSERT INTO ` + t + ` (key, fingerprint, lock_id, expires_at)
@@ -177,19 +182,28 @@ func (s *Store) read(ctx context.Context, key, fingerprint string) (out httpfenc
 		return httpfence.Outcome{}, false, nil
 	case err != nil:
 		return httpfence.Outcome{}, false, fmt.Errorf("httpfence: postgres begin: read record: %w", err)
+	}
+	out, err = s.outcome(same, inFlight, status, header, body)
+	return out, err == nil, err
+}
+
+// outcome is Begin's answer for a live record read as (fingerprint equal,
+// in flight, status, header, body).
+func (s *Store) outcome(same, inFlight bool, status *int32, header, body []byte) (httpfence.Outcome, error) {
+	switch {
 	case !same:
-		return httpfence.Outcome{State: httpfence.StateMismatch}, true, nil
+		return httpfence.Outcome{State: httpfence.StateMismatch}, nil
 	case inFlight:
-		return httpfence.Outcome{State: httpfence.StateInFlight}, true, nil
+		return httpfence.Outcome{State: httpfence.StateInFlight}, nil
 	}
 	h, err := storeutil.DecodeHeader(header)
 	if err != nil {
-		return httpfence.Outcome{}, false, err
+		return httpfence.Outcome{}, err
 	}
 	if body == nil {
 		body = []byte{}
 	}
-	return httpfence.Outcome{State: httpfence.StateCompleted, Response: &httpfence.Response{Status: int(*status), Header: h, Body: body}}, true, nil
+	return httpfence.Outcome{State: httpfence.StateCompleted, Response: &httpfence.Response{Status: int(*status), Header: h, Body: body}}, nil
 }
 
 // Complete implements httpfence.Store.

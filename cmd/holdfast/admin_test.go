@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
+	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
+)
+
+// yearly is a spec with no slot during a test: the runs come from the
+// CLI's trigger and retry only.
+const yearly = "0 0 0 1 1 *"
+
+// testToken is the admin handler's Bearer token in these tests.
+const testToken = "s3cret"
+
+// service is a running scheduler with its admin handler on httptest, as a
+// deployed service would mount it, and the connection flags of the CLI.
+type service struct {
+	admin, redis []string // --admin and --token; --redis and --prefix
+	release      func()   // lets the "block" job's run finish
+}
+
+// newService starts, on real Redis under a prefix of the test's own:
+//   - settle, partitions eu and us, one attempt a slot; the first
+//     attempt of an eu slot fails;
+//   - block, which runs until release.
+func newService(t *testing.T) *service {
+	t.Helper()
+	rdb := redistest.Real(t)
+	prefix := redistest.Prefix(t, rdb)
+	leasePrefix, ledgerPrefix := prefix+"lease:", prefix+"ledger:"
+	leases, err := lease.New(rdb, lease.Options{Prefix: leasePrefix})
+	require.NoError(t, err)
+	ldg, err := redisledger.New(rdb, redisledger.Options{Prefix: ledgerPrefix})
+	require.NoError(t, err)
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg})
+	require.NoError(t, err)
+	require.NoError(t, s.Register(scheduler.Job{
+		Name: "settle", Spec: yearly, Zone: "Europe/Berlin", Partitions: []string{"eu", "us"}, MaxAttempts: 1,
+		Run: func(_ context.Context, r scheduler.Run) error {
+			if r.Partition == "eu" && r.Attempt == 1 {
+				return errors.New("bank was down")
+			}
+			return nil
+		},
+	}))
+	unblock := make(chan struct{})
+	require.NoError(t, s.Register(scheduler.Job{
+		Name: "block", Spec: yearly, MaxAttempts: 1,
+		Run: func(ctx context.Context, _ scheduler.Run) error {
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+			}
+			return nil
+		},
+	}))
+	inspector, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: leasePrefix})
+	require.NoError(t, err)
+	h, err := schedhttp.New(s, schedhttp.Options{
+		Leases: inspector,
+		Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
+			if r.Header.Get("Authorization") != "Bearer "+testToken {
+				return schedhttp.ErrForbidden
+			}
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", http.StripPrefix("/admin", h))
+	srv := httptest.NewServer(mux)
+	require.NoError(t, s.Start(context.Background()))
+	var once bool
+	release := func() {
+		if !once {
+			once = true
+			close(unblock)
+		}
+	}
+	t.Cleanup(func() {
+		release()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.Stop(ctx))
+		srv.Close()
+	})
+	return &service{
+		admin:   []string{"--admin", srv.URL + "/admin/", "--token", testToken},
+		redis:   []string{"--redis", redistest.URL(), "--prefix", leasePrefix},
+		release: release,
+	}
+}
+
+func (s *service) cmd(args ...string) []string { return append(args, s.admin...) }
+
+// runsOf returns the job's runs as -o json reads them.
+func (s *service) runsOf(t *testing.T, job string, args ...string) []schedhttp.RunJSON {
+	t.Helper()
+	var page schedhttp.RunsPage
+	okJSON(t, &page, s.cmd(append([]string{"runs", job}, args...)...)...)
+	return page.Runs
+}
+
+// waitRun waits until the job's newest run of partition has status, and
+// returns it.
+func (s *service) waitRun(t *testing.T, job, partition, status string) schedhttp.RunJSON {
+	t.Helper()
+	var got schedhttp.RunJSON
+	testwait.Until(t, 10*time.Second, job+"|"+partition+" "+status, func() bool {
+		for _, r := range s.runsOf(t, job) {
+			if r.Partition == partition {
+				got = r
+				return r.Status == status
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func TestCommandsAgainstARunningService(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+
+	// backfill of the 2026 new year's slot (00:00 in Berlin), then runs: a
+	// failed eu slot and a succeeded us slot.
+	newYear := time.Date(2025, 12, 31, 23, 0, 0, 0, time.UTC)
+	for _, p := range []string{"eu", "us"} {
+		var out schedhttp.SlotsResponse
+		okJSON(t, &out, svc.cmd("backfill", "settle", "--partition", p, "--reason", "test",
+			"--from", "2025-12-01T00:00:00Z", "--to", "2026-02-01T00:00:00Z")...)
+		require.Len(t, out.Slots, 1)
+		require.Equal(t, schedhttp.SlotJSON{Job: "settle", Partition: p, Slot: schedhttp.Time{Time: newYear}}, out.Slots[0])
+	}
+	failed := svc.waitRun(t, "settle", "eu", "failed")
+	svc.waitRun(t, "settle", "us", "succeeded")
+	require.Equal(t, 1, failed.Attempt)
+
+	// retry of the failed slot: attempt 2, succeeded.
+	slot := failed.Slot.UTC().Format(time.RFC3339Nano)
+	out := ok(t, svc.cmd("retry", "settle", "--slot", slot, "--partition", "eu")...)
+	require.Contains(t, out, "retry asked: 1 slot(s)")
+	retried := svc.waitRun(t, "settle", "eu", "succeeded")
+	require.Equal(t, 2, retried.Attempt)
+
+	// runs: succeeded slots in both partitions, one table row each.
+	out = ok(t, svc.cmd("runs", "settle")...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	require.Equal(t, []string{"PARTITION", "SLOT", "STATUS", "ATTEMPT", "TOKEN", "OWNER", "STARTED", "FINISHED", "ERROR", "CLASS"}, strings.Fields(lines[0]))
+	var partitions []string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		partitions = append(partitions, f[0])
+		require.Equal(t, "succeeded", f[2], l)
+	}
+	slices.Sort(partitions)
+	require.Equal(t, []string{"eu", "us"}, partitions)
+
+	// runs --slot: the eu slot's two attempts, the first failed.
+	var run schedhttp.RunJSON
+	okJSON(t, &run, svc.cmd("runs", "settle", "--slot", slot, "--partition", "eu")...)
+	require.Len(t, run.Attempts, 2)
+	require.Equal(t, []string{"failed", "succeeded"}, []string{run.Attempts[0].Status, run.Attempts[1].Status})
+	require.NotZero(t, run.Attempts[1].Token)
+	out = ok(t, svc.cmd("runs", "settle", "--slot", slot, "--partition", "eu")...)
+	require.Contains(t, out, "attempt 2")
+	require.Contains(t, out, "bank was down")
+
+	// jobs: both jobs, settle's last success.
+	var jobs schedhttp.JobsPage
+	okJSON(t, &jobs, svc.cmd("jobs")...)
+	names := []string{}
+	for _, j := range jobs.Jobs {
+		names = append(names, j.Name)
+		if j.Name == "settle" {
+			require.Equal(t, []string{"eu", "us"}, j.Partitions)
+			require.Equal(t, "Europe/Berlin", j.Zone)
+			require.Equal(t, "succeeded", j.LastStatus)
+			require.False(t, j.LastSuccess.IsZero())
+		}
+	}
+	slices.Sort(names)
+	require.Equal(t, []string{"block", "settle"}, names)
+	out = ok(t, svc.cmd("jobs")...)
+	require.Regexp(t, `(?m)^settle\s+0 0 0 1 1 \*\s+Europe/Berlin\s+eu,us\s+\S+\s+no\s+succeeded`, out)
+
+	// pause and resume.
+	var paused schedhttp.PausedResponse
+	okJSON(t, &paused, svc.cmd("pause", "settle")...)
+	require.Equal(t, schedhttp.PausedResponse{Job: "settle", Paused: true}, paused)
+	require.Contains(t, ok(t, svc.cmd("resume", "settle")...), "job settle paused: no")
+}
+
+// While a run holds its lease, leases ls shows it with the run's token,
+// from Redis and from the admin handler, and fence lease prints that token.
+func TestLeaseOfARunningJob(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	ok(t, svc.cmd("trigger", "block")...)
+	run := svc.waitRun(t, "block", "", "running")
+	token := latest(run).Token
+	require.NotZero(t, token)
+
+	for _, conn := range [][]string{svc.redis, svc.admin} {
+		var page schedhttp.LeasesPage
+		okJSON(t, &page, append([]string{"leases", "ls", "--match", "block"}, conn...)...)
+		require.Len(t, page.Leases, 1, conn)
+		l := page.Leases[0]
+		require.True(t, l.Held)
+		require.Equal(t, token, l.Token)
+		require.Equal(t, latest(run).Owner, l.Owner)
+
+		out := ok(t, append([]string{"leases", "ls"}, conn...)...)
+		require.Regexp(t, `(?m)^block\s+yes\s+`+l.Owner[:ownerWidth]+`…\s+\S+\s+`+token.String()+`\s+no$`, out)
+		out = ok(t, append([]string{"fence", "lease", "block"}, conn...)...)
+		require.Equal(t, []string{"TOKEN", "OWNER", token.String(), l.Owner}, strings.Fields(out))
+	}
+	svc.release()
+	svc.waitRun(t, "block", "", "succeeded")
+}
+
+func TestAdminErrorsExitCodes(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"UnknownJobRuns", svc.cmd("runs", "nope"), exitNotFound, "404"},
+		{"UnknownJobPause", svc.cmd("pause", "nope"), exitNotFound, "404"},
+		{"UnknownJobWatch", svc.cmd("watch", "nope", "--interval", "10ms"), exitNotFound, "404"},
+		{"WatchRefused", append(svc.cmd("watch", "settle"), "--token", "wrong"), exitRefused, "403"},
+		{"UnknownPartition", svc.cmd("trigger", "settle", "--partition", "asia"), exitNotFound, "404"},
+		{"NoSuchSlot", svc.cmd("runs", "settle", "--slot", "2020-01-01T00:00:00Z", "--partition", "eu"), exitNotFound, "404"},
+		{"NotASlot", svc.cmd("retry", "settle", "--slot", "2026-11-29T01:30:00Z", "--partition", "eu"), exitUsage, "400"},
+		{"WrongToken", append(svc.cmd("jobs"), "--token", "wrong"), exitRefused, "403"},
+		{"NoToken", append(svc.cmd("pause", "settle"), "--token", ""), exitRefused, "403"},
+		{"Unreachable", []string{"jobs", "--admin", "http://127.0.0.1:1/admin/"}, exitError, "connect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cli(t, tc.args...)
+			require.Equal(t, tc.code, r.code, "stderr: %s", r.stderr)
+			require.Contains(t, r.stderr, tc.want)
+			require.Empty(t, r.stdout)
+		})
+	}
+}
+
+// watch prints the runs and claims as they change, until its context
+// ends (Ctrl-C), and exits 0.
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	var out, jsonOut lockedBuffer
+	stop := start(t, &out, svc.cmd("watch", "block", "--interval", "20ms")...)
+	stopJSON := start(t, &jsonOut, svc.cmd("watch", "block", "--interval", "20ms", "-o", "json")...)
+	ok(t, svc.cmd("trigger", "block")...)
+	testwait.Until(t, 10*time.Second, "watch shows the running run and its claim", func() bool {
+		s := out.String()
+		return strings.Contains(s, "running") && strings.Contains(s, "claim  block  held by")
+	})
+	svc.release()
+	testwait.Until(t, 10*time.Second, "watch shows the run succeeded", func() bool {
+		return strings.Contains(out.String(), "succeeded")
+	})
+	r := stop()
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Empty(t, r.stderr)
+	require.Regexp(t, `(?m)^\d\d:\d\d:\d\d  run    -  \S+  running  attempt 1  token \d+  owner \S+`, r.stdout)
+
+	// -o json: one event a line; the run's events end in succeeded.
+	testwait.Until(t, 10*time.Second, "the JSON watch shows the run succeeded", func() bool {
+		return strings.Contains(jsonOut.String(), `"status":"succeeded"`)
+	})
+	r = stopJSON()
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var statuses []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var ev watchEvent
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		require.NoError(t, dec.Decode(&ev), line)
+		if ev.Kind == "run" {
+			require.Equal(t, "block", ev.Run.Job)
+			statuses = append(statuses, ev.Run.Status)
+		}
+	}
+	require.Equal(t, "succeeded", statuses[len(statuses)-1], statuses)
+}

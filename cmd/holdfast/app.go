@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// app is one run of the command: its output streams, its environment and
+// the connection flags every subcommand shares. It holds all state; there
+// is none at package level.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	conn           connFlags
+}
+
+// connFlags are the flags of every subcommand: where to connect and how to
+// print.
+type connFlags struct {
+	redis   string        // --redis, REDIS_URL
+	cluster bool          // --redis-cluster: --redis names a Cluster
+	pg      string        // --pg, DATABASE_URL
+	admin   string        // --admin, HOLDFAST_ADMIN
+	token   string        // --token, HOLDFAST_TOKEN
+	output  string        // -o: table or json
+	timeout time.Duration // --timeout of one command (watch: of one refresh)
+}
+
+// command is one subcommand.
+type command struct {
+	name, args, summary string
+	// help is the long description and examples.
+	help string
+	run  func(ctx context.Context, a *app, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		leasesCommand(), fenceCommand(), jobsCommand(), runsCommand(),
+		retryCommand(), triggerCommand(), backfillCommand(), pauseCommand(), resumeCommand(),
+		pruneCommand(), watchCommand(),
+	}
+}
+
+// run is the command's entry point: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return a.main(ctx, args)
+}
+
+func (a *app) main(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		a.usage(a.stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 { // help COMMAND: the command's --help
+			return a.main(ctx, []string{args[1], "--help"})
+		}
+		a.usage(a.stdout)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			err := c.run(ctx, a, args[1:])
+			return a.report(err)
+		}
+	}
+	fmt.Fprintf(a.stderr, "holdfast: unknown command %q\n\n", name)
+	a.usage(a.stderr)
+	return exitUsage
+}
+
+// report prints err (unless the flag package printed it already) and
+// returns its exit code.
+func (a *app) report(err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errFlagParse):
+		return exitUsage // the flag package printed the error and the usage
+	}
+	fmt.Fprintf(a.stderr, "holdfast: %v\n", err)
+	return codeOf(err)
+}
+
+func (a *app) usage(w io.Writer) {
+	fmt.Fprint(w, "holdfast: operate holdfast leases, fences, jobs and the ledger.\n\n")
+	fmt.Fprint(w, "Usage: holdfast COMMAND [flags]   (holdfast COMMAND --help for its flags and examples)\n\nCommands:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range commands() {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+	}
+	_ = tw.Flush()
+	fmt.Fprint(w, "\nConnections (flags of every command, or the environment):\n"+
+		"  --redis URL   Redis, redis://host:6379/0 (REDIS_URL); with --redis-cluster a\n"+
+		"                Cluster, redis://host:port?addr=host2:port2\n"+
+		"  --pg URL      Postgres, postgres://user@host/db (DATABASE_URL)\n"+
+		"  --admin URL   a service's admin handler, http://host:8080/admin/ (HOLDFAST_ADMIN)\n"+
+		"  --token T     the admin handler's Bearer token (HOLDFAST_TOKEN)\n\n")
+	fmt.Fprint(w, exitCodesHelp)
+}
+
+// errFlagParse marks a flag error the flag package has printed.
+var errFlagParse = errors.New("bad flags")
+
+// flagSet returns the flag set of command c with the connection flags.
+// Parse it with a.parse.
+func (a *app) flagSet(c command) *flag.FlagSet {
+	fs := flag.NewFlagSet("holdfast "+c.name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: holdfast %s %s\n\n%s\n", c.name, c.args, strings.TrimSpace(c.help))
+		fmt.Fprint(w, "\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprint(w, "\n"+exitCodesHelp)
+	}
+	env := func(name, def string) string {
+		if v := a.getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&a.conn.redis, "redis", env("REDIS_URL", ""), "Redis `URL` (default $REDIS_URL)")
+	fs.BoolVar(&a.conn.cluster, "redis-cluster", false, "--redis names a Redis Cluster (redis://host:port?addr=host2:port2)")
+	fs.StringVar(&a.conn.pg, "pg", env("DATABASE_URL", ""), "Postgres `URL` (default $DATABASE_URL)")
+	fs.StringVar(&a.conn.admin, "admin", env("HOLDFAST_ADMIN", ""), "admin handler base `URL` (default $HOLDFAST_ADMIN)")
+	fs.StringVar(&a.conn.token, "token", env("HOLDFAST_TOKEN", ""), "admin Bearer `token` (default $HOLDFAST_TOKEN)")
+	fs.StringVar(&a.conn.output, "o", "table", "output `format`: table or json")
+	fs.DurationVar(&a.conn.timeout, "timeout", 10*time.Second, "bound of the command's calls")
+	return fs
+}
+
+// parse parses args into fs, flags and positional arguments in any order
+// ("runs settle --partition eu"), and returns the positional arguments.
+// want is how many are required (-1: any number).
+func (a *app) parse(fs *flag.FlagSet, args []string, want int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(a.stdout)
+				fs.Usage()
+				return nil, err
+			}
+			return nil, errFlagParse
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...) // everything after "--" is positional
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	if a.conn.output != "table" && a.conn.output != "json" {
+		return nil, a.badUsage(fs, "-o %q: want table or json", a.conn.output)
+	}
+	if want >= 0 && len(pos) != want {
+		return nil, a.badUsage(fs, "want %d argument(s), got %d: %q", want, len(pos), pos)
+	}
+	return pos, nil
+}
+
+// badUsage prints the error and fs's usage, as the flag package does for a
+// bad flag, and returns errFlagParse (exit 2).
+func (a *app) badUsage(fs *flag.FlagSet, format string, args ...any) error {
+	fmt.Fprintf(a.stderr, "holdfast: "+format+"\n", args...)
+	fs.Usage()
+	return errFlagParse
+}
+
+// isSet reports whether the flag name was given.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// withTimeout bounds ctx by --timeout.
+func (a *app) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, a.conn.timeout)
+}

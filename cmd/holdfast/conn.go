@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// openRedis connects to --redis (go-redis ParseURL: redis://, rediss://,
+// unix://), or with --redis-cluster to the Cluster it names
+// (ParseClusterURL: redis://host:port?addr=host2:port2). The caller
+// closes the client.
+func (a *app) openRedis() (redis.UniversalClient, error) {
+	if a.conn.redis == "" {
+		return nil, usagef("this command needs Redis: --redis URL or REDIS_URL")
+	}
+	// One dial a command: go-redis's default of 5 dials (each retried by
+	// MaxRetries) hides "connection refused" behind the --timeout.
+	if a.conn.cluster {
+		opts, err := redis.ParseClusterURL(a.conn.redis)
+		if err != nil {
+			return nil, usagef("--redis (a Cluster): %v", err)
+		}
+		opts.DialerRetries = 1
+		return redis.NewClusterClient(opts), nil
+	}
+	opts, err := redis.ParseURL(a.conn.redis)
+	if err != nil {
+		return nil, usagef("--redis: %v", err)
+	}
+	opts.DialerRetries = 1
+	return redis.NewClient(opts), nil
+}
+
+// openPG connects to --pg (a pgx connection string or URL). The caller
+// closes the connection.
+func (a *app) openPG(ctx context.Context) (*pgx.Conn, error) {
+	if a.conn.pg == "" {
+		return nil, usagef("this command needs Postgres: --pg URL or DATABASE_URL")
+	}
+	cfg, err := pgx.ParseConfig(a.conn.pg)
+	if err != nil {
+		return nil, usagef("--pg: %v", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return conn, nil
+}

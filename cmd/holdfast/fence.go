@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+	"github.com/holdfast-go/holdfast/sinks/redisfence"
+)
+
+func fenceCommand() command {
+	c := command{
+		name: "fence", args: "lease|pg|redis ...", summary: "read a fencing token: a lease's counter, a sink's fence",
+		help: `Commands:
+  fence lease NAME                      the lease's fencing counter (the last token issued)
+  fence pg --resource R --scope S       the highest token the pgfence guard accepted
+  fence redis --resource KEY --scope S  the highest token the redisfence fence of KEY accepted`,
+	}
+	c.run = func(ctx context.Context, a *app, args []string) error {
+		return a.dispatch(ctx, c, args, fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand())
+	}
+	return c
+}
+
+// fenceJSON is the -o json output of the fence commands.
+type fenceJSON struct {
+	Kind     string      `json:"kind"` // lease, pg or redis
+	Name     string      `json:"name,omitempty"`
+	Resource string      `json:"resource,omitempty"`
+	Scope    string      `json:"scope,omitempty"`
+	Token    fence.Token `json:"token,string"`
+	Owner    string      `json:"owner,omitempty"`
+}
+
+// printFence prints f (the token alone in a table, for shell use) and
+// returns a not-found error when no token is stored.
+func (a *app) printFence(f fenceJSON, what string) error {
+	if a.conn.output == "json" {
+		if err := a.printJSON(f); err != nil {
+			return err
+		}
+	} else if f.Token != fence.None {
+		t := a.table("TOKEN", "OWNER")
+		t.row(f.Token.String(), f.Owner)
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if f.Token == fence.None {
+		return notFoundf("%s: no token stored", what)
+	}
+	return nil
+}
+
+func fenceLeaseCommand() command {
+	c := command{
+		name: "fence lease", args: "NAME", summary: "a lease's fencing counter",
+		help: `Prints the lease's fencing counter: the last token issued for NAME (the
+holder's token while it is held). Exit 3 when none was ever issued. Reads
+Redis (--redis) or the admin handler (--admin).
+
+Examples:
+  holdfast fence lease 'settle|eu' --redis redis://127.0.0.1:6379/0
+  holdfast fence lease report -o json`,
+	}
+	c.run = func(ctx context.Context, a *app, args []string) error {
+		var prefix string
+		fs := a.flagSet(c)
+		fs.StringVar(&prefix, "prefix", lease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		pos, err := a.parse(fs, args, 1)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.withTimeout(ctx)
+		defer cancel()
+		l, err := a.inspectLease(ctx, prefix, pos[0])
+		if err != nil {
+			return err
+		}
+		return a.printFence(fenceJSON{Kind: "lease", Name: l.Name, Token: l.Token, Owner: l.Owner}, "lease "+l.Name)
+	}
+	return c
+}
+
+// sinkFlags are the flags of fence pg and fence redis.
+type sinkFlags struct {
+	resource, scope string
+	schema, table   string // pg only
+}
+
+func fencePGCommand() command {
+	c := command{
+		name: "fence pg", args: "--resource R --scope S [--schema S] [--table T]", summary: "a pgfence guard's token",
+		help: `Prints the token and owner the pgfence guard holds for (resource, scope):
+the highest token of that scope it accepted a write for. The scope is the
+lease name of the writers (fence.Holder.Scope). Exit 3 when none.
+
+Examples:
+  holdfast fence pg --pg postgres://root@127.0.0.1/test --resource account:42 --scope 'settle|eu'
+  holdfast fence pg --resource account:42 --scope report --schema billing -o json`,
+	}
+	c.run = func(ctx context.Context, a *app, args []string) error {
+		var f sinkFlags
+		fs := a.flagSet(c)
+		fs.StringVar(&f.resource, "resource", "", "the guarded `resource` (required)")
+		fs.StringVar(&f.scope, "scope", "", "the fence `scope`: the writers' lease name")
+		fs.StringVar(&f.schema, "schema", pgfence.DefaultSchema, "the guard table's `schema`")
+		fs.StringVar(&f.table, "table", pgfence.DefaultTable, "the guard `table`")
+		if _, err := a.parse(fs, args, 0); err != nil {
+			return err
+		}
+		if f.resource == "" {
+			return a.badUsage(fs, "--resource is required")
+		}
+		guard, err := pgfence.New(pgfence.Options{Schema: f.schema, Table: f.table})
+		if err != nil {
+			return &codedError{code: exitUsage, err: err}
+		}
+		ctx, cancel := a.withTimeout(ctx)
+		defer cancel()
+		conn, err := a.openPG(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+		token, owner, err := guard.Current(ctx, conn, f.resource, f.scope)
+		if err != nil {
+			return sinkError(err)
+		}
+		return a.printFence(fenceJSON{Kind: "pg", Resource: f.resource, Scope: f.scope, Token: token, Owner: owner},
+			"pgfence "+f.resource)
+	}
+	return c
+}
+
+func fenceRedisCommand() command {
+	c := command{
+		name: "fence redis", args: "--resource KEY --scope S", summary: "a redisfence fence's token",
+		help: `Prints the token and owner the redisfence fence of KEY (KEY + ":fence", a
+hash per scope) holds for the scope: the highest token of that scope it
+accepted a write for. Exit 3 when none.
+
+Examples:
+  holdfast fence redis --redis redis://127.0.0.1:6379/0 --resource 'balance:{42}' --scope 'settle|eu'
+  holdfast fence redis --resource 'balance:{42}' --scope report -o json`,
+	}
+	c.run = func(ctx context.Context, a *app, args []string) error {
+		var f sinkFlags
+		fs := a.flagSet(c)
+		fs.StringVar(&f.resource, "resource", "", "the fenced Redis `key` (required)")
+		fs.StringVar(&f.scope, "scope", "", "the fence `scope`: the writers' lease name")
+		if _, err := a.parse(fs, args, 0); err != nil {
+			return err
+		}
+		if f.resource == "" {
+			return a.badUsage(fs, "--resource is required")
+		}
+		rdb, err := a.openRedis()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = rdb.Close() }()
+		ctx, cancel := a.withTimeout(ctx)
+		defer cancel()
+		w, err := redisfence.New(rdb)
+		if err != nil {
+			return err
+		}
+		token, owner, err := w.Current(ctx, f.resource, f.scope)
+		if err != nil {
+			return sinkError(err)
+		}
+		return a.printFence(fenceJSON{Kind: "redis", Resource: f.resource, Scope: f.scope, Token: token, Owner: owner},
+			"redisfence "+f.resource)
+	}
+	return c
+}
+
+// sinkError gives the sinks' input errors the usage exit code.
+func sinkError(err error) error {
+	for _, target := range []error{
+		pgfence.ErrInvalidResource, pgfence.ErrInvalidScope, pgfence.ErrInvalidOptions,
+		redisfence.ErrInvalidKey,
+	} {
+		if errors.Is(err, target) {
+			return &codedError{code: exitUsage, err: err}
+		}
+	}
+	return err
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
+)
+
+// opFlags are the flags of retry, trigger and backfill.
+type opFlags struct {
+	partition, slot, from, to, reason string
+}
+
+// opCommand builds one of the admin write commands on JOB: register adds
+// its own flags (nil: none), do sends the request and prints the reply.
+func opCommand(c command, register func(fs *flag.FlagSet, f *opFlags), do func(ctx context.Context, a *app, cl *adminClient, job string, f opFlags) error) command {
+	c.run = func(ctx context.Context, a *app, args []string) error {
+		var f opFlags
+		fs := a.flagSet(c)
+		if register != nil {
+			register(fs, &f)
+		}
+		pos, err := a.parse(fs, args, 1)
+		if err != nil {
+			return err
+		}
+		cl, err := a.adminClient()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.withTimeout(ctx)
+		defer cancel()
+		return do(ctx, a, cl, pos[0], f)
+	}
+	return c
+}
+
+func partitionFlag(fs *flag.FlagSet, f *opFlags) {
+	fs.StringVar(&f.partition, "partition", "", "the `partition` (default: the default partition '')")
+}
+
+func reasonFlag(fs *flag.FlagSet, f *opFlags) {
+	fs.StringVar(&f.reason, "reason", "", "why, recorded with the run (`text`)")
+}
+
+func retryCommand() command {
+	return opCommand(command{
+		name: "retry", args: "JOB --slot T [--partition P] [--reason R]", summary: "run a done slot again (a new attempt)",
+		help: `Asks the service to run the slot T of JOB again: its next attempt starts on
+the next claim. A slot that is running is refused (409, exit 4); a time that
+is not a slot of JOB is a usage error (400, exit 2).
+
+Examples:
+  holdfast retry settle --slot 2026-11-29T01:00:00Z --partition eu --reason "bank was down"
+  holdfast retry report --slot 2026-12-01T06:00:00Z -o json`,
+	}, func(fs *flag.FlagSet, f *opFlags) {
+		partitionFlag(fs, f)
+		reasonFlag(fs, f)
+		fs.StringVar(&f.slot, "slot", "", "the slot `time` (RFC 3339), required")
+	}, func(ctx context.Context, a *app, cl *adminClient, job string, f opFlags) error {
+		if f.slot == "" {
+			return usagef("retry: --slot is required")
+		}
+		slot, err := parseTime("slot", f.slot)
+		if err != nil {
+			return err
+		}
+		var out schedhttp.SlotResponse
+		req := schedhttp.RetryRequest{Partition: f.partition, Slot: schedhttp.Time{Time: slot}, Reason: f.reason}
+		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "retry"), req, &out); err != nil {
+			return err
+		}
+		return a.printSlots("retry asked", out, []schedhttp.SlotJSON{out.Slot})
+	})
+}
+
+func triggerCommand() command {
+	return opCommand(command{
+		name: "trigger", args: "JOB [--partition P] [--reason R]", summary: "run a job now (an extra slot)",
+		help: `Asks the service to run JOB now, in an extra slot at the current time.
+
+Examples:
+  holdfast trigger settle --partition us --reason "month end"
+  holdfast trigger report -o json`,
+	}, func(fs *flag.FlagSet, f *opFlags) {
+		partitionFlag(fs, f)
+		reasonFlag(fs, f)
+	}, func(ctx context.Context, a *app, cl *adminClient, job string, f opFlags) error {
+		var out schedhttp.SlotResponse
+		req := schedhttp.TriggerRequest{Partition: f.partition, Reason: f.reason}
+		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "trigger"), req, &out); err != nil {
+			return err
+		}
+		return a.printSlots("triggered", out, []schedhttp.SlotJSON{out.Slot})
+	})
+}
+
+func backfillCommand() command {
+	return opCommand(command{
+		name: "backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range",
+		help: `Asks the service to run every slot of JOB with --from <= slot < --to that
+has not run.
+
+Examples:
+  holdfast backfill settle --partition us --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z
+  holdfast backfill report --from 2026-11-30T00:00:00Z --to 2026-12-01T00:00:00Z -o json`,
+	}, func(fs *flag.FlagSet, f *opFlags) {
+		partitionFlag(fs, f)
+		reasonFlag(fs, f)
+		fs.StringVar(&f.from, "from", "", "the first slot `time` (RFC 3339), inclusive, required")
+		fs.StringVar(&f.to, "to", "", "the end `time` (RFC 3339), exclusive, required")
+	}, func(ctx context.Context, a *app, cl *adminClient, job string, f opFlags) error {
+		if f.from == "" || f.to == "" {
+			return usagef("backfill: --from and --to are required")
+		}
+		from, err := parseTime("from", f.from)
+		if err != nil {
+			return err
+		}
+		to, err := parseTime("to", f.to)
+		if err != nil {
+			return err
+		}
+		var out schedhttp.SlotsResponse
+		req := schedhttp.BackfillRequest{Partition: f.partition, From: schedhttp.Time{Time: from}, To: schedhttp.Time{Time: to}, Reason: f.reason}
+		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "backfill"), req, &out); err != nil {
+			return err
+		}
+		return a.printSlots("backfill asked", out, out.Slots)
+	})
+}
+
+func pauseCommand() command  { return pauseResume("pause", "pause a job: no new slot starts") }
+func resumeCommand() command { return pauseResume("resume", "resume a paused job") }
+
+func pauseResume(name, summary string) command {
+	return opCommand(command{
+		name: name, args: "JOB", summary: summary,
+		help: fmt.Sprintf(`%s%s. Running attempts are not stopped by a pause.
+
+Examples:
+  holdfast %s settle --admin http://127.0.0.1:8080/admin/
+  holdfast %s report -o json`, strings.ToUpper(summary[:1]), summary[1:], name, name),
+	}, nil, func(ctx context.Context, a *app, cl *adminClient, job string, _ opFlags) error {
+		var out schedhttp.PausedResponse
+		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, name), nil, &out); err != nil {
+			return err
+		}
+		if a.conn.output == "json" {
+			return a.printJSON(out)
+		}
+		fmt.Fprintf(a.stdout, "job %s paused: %s\n", out.Job, yesNo(out.Paused))
+		return nil
+	})
+}
+
+// printSlots prints the slots a write asked for (out as JSON).
+func (a *app) printSlots(what string, out any, slots []schedhttp.SlotJSON) error {
+	if a.conn.output == "json" {
+		return a.printJSON(out)
+	}
+	fmt.Fprintf(a.stdout, "%s: %d slot(s)\n", what, len(slots))
+	t := a.table("JOB", "PARTITION", "SLOT")
+	for _, s := range slots {
+		t.row(s.Job, s.Partition, fmtTime(s.Slot))
+	}
+	return t.flush()
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
+)
+
+// printJSON writes v as indented JSON: the -o json output, in the admin
+// API's wire shapes.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table is an aligned table for people (-o table).
+type table struct{ tw *tabwriter.Writer }
+
+func (a *app) table(header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		if c == "" {
+			cells[i] = "-"
+		}
+	}
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// ownerWidth is how much of an owner a table shows: owners are 32 hex
+// digits (lease.Lease.Owner); 8 tell them apart, as short git hashes do.
+const ownerWidth = 8
+
+func abbrevOwner(owner string) string {
+	if len(owner) <= ownerWidth+1 {
+		return owner
+	}
+	return owner[:ownerWidth] + "…"
+}
+
+// fmtTime writes t in UTC to the second, or "" (shown "-") for zero.
+func fmtTime(t schedhttp.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// fmtMS writes a duration of ms, rounded to ms.
+func fmtMS(ms int64) string {
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

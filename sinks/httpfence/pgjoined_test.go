@@ -1,0 +1,169 @@
+package httpfence_test
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgtest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+)
+
+// The Postgres store joins a Postgres fence on its own pool: Begin and the
+// fence check are one statement (BeginFenced).
+
+// statements counts the statements a pool sends.
+type statements struct{ n atomic.Int64 }
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+
+func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// joinedStores returns a Store and a Fence on one schema of a pool of the
+// test's own whose statements are counted.
+func joinedStores(t *testing.T) (*pgstore.Store, *pgstore.Fence, *statements, *pgxpool.Pool) {
+	t.Helper()
+	testPool(t) // skips or fails when PostgreSQL is unreachable
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	require.NoError(t, err)
+	count := &statements{}
+	cfg.ConnConfig.Tracer = count
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	schema := newSchema(t)
+	st, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(context.Background()))
+	f, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, f.Migrate(context.Background()))
+	return st, f, count, pool
+}
+
+func TestPostgresStoreJoinsAFenceOnItsPool(t *testing.T) {
+	t.Parallel()
+	st, f, _, _ := joinedStores(t)
+	require.True(t, st.JoinsFence(f))
+	other, err := pgstore.NewFence(testPool(t), pgfence.Options{Schema: "x"})
+	require.NoError(t, err)
+	require.False(t, st.JoinsFence(other), "a fence on another pool")
+	require.False(t, st.JoinsFence(httpfence.NewMemoryFence()))
+	_, err = st.BeginFenced(t.Context(), "k", fpA, long, other, "/r", fence.Holder{Token: 1, Owner: "a"})
+	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
+}
+
+// A new key costs two statements: the joined claim and fence check, then
+// Complete; a replay (with its fence raise) one.
+func TestPostgresNewKeyIsTwoStatements(t *testing.T) {
+	t.Parallel()
+	st, f, count, _ := joinedStores(t)
+	mw, err := httpfence.Middleware(httpfence.Options{Store: st, Fence: f})
+	require.NoError(t, err)
+	h := mw(benchHandler)
+	serve := func(key, token string) int {
+		r := httptest.NewRequest(http.MethodPost, "/settle", strings.NewReader("{}"))
+		r.Header.Set(httpfence.KeyHeader, key)
+		r.Header.Set(httpfence.TokenHeader, token)
+		r.Header.Set(httpfence.OwnerHeader, `"a"`)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	before := count.n.Load()
+	require.Equal(t, http.StatusCreated, serve(`"k1"`, "1780000000000001"))
+	require.EqualValues(t, 2, count.n.Load()-before, "statements for a new key")
+	before = count.n.Load()
+	require.Equal(t, http.StatusCreated, serve(`"k1"`, "1780000000000002"))
+	require.EqualValues(t, 1, count.n.Load()-before, "statements for a replay")
+	tok, _, err := f.Guard().Current(t.Context(), testPool(t), "/settle", "")
+	require.NoError(t, err)
+	require.Equal(t, fence.Token(1780000000000002), tok, "the replay raised the fence")
+}
+
+func TestPostgresBeginFenced(t *testing.T) {
+	t.Parallel()
+	st, f, _, pool := joinedStores(t)
+	ctx := t.Context()
+	current := func(resource string) fence.Token {
+		tok, _, err := f.Guard().Current(ctx, pool, resource, "job")
+		require.NoError(t, err)
+		return tok
+	}
+	h := func(tok fence.Token, owner string) fence.Holder {
+		return fence.Holder{Scope: "job", Token: tok, Owner: owner}
+	}
+
+	t.Run("StaleTokenOnANewKeyClaimsNothing", func(t *testing.T) {
+		_, err := st.BeginFenced(ctx, "stale-k0", fpA, long, f, "/stale", h(10, "a"))
+		require.NoError(t, err)
+		_, err = st.BeginFenced(ctx, "stale-k1", fpA, long, f, "/stale", h(9, "b"))
+		var stale *fence.StaleTokenError
+		require.ErrorAs(t, err, &stale)
+		require.Equal(t, fence.Token(10), stale.Current)
+		require.Equal(t, fence.Token(9), stale.Presented)
+		requireState(t, st, "stale-k1", fpA, httpfence.StateNew) // the key was left free
+	})
+	t.Run("InFlightAndMismatchLeaveTheFence", func(t *testing.T) {
+		out, err := st.BeginFenced(ctx, "live", fpA, long, f, "/live", h(10, "a"))
+		require.NoError(t, err)
+		require.Equal(t, httpfence.StateNew, out.State)
+		out, err = st.BeginFenced(ctx, "live", fpA, long, f, "/live", h(20, "b"))
+		require.NoError(t, err)
+		require.Equal(t, httpfence.StateInFlight, out.State)
+		out, err = st.BeginFenced(ctx, "live", "other", long, f, "/live", h(30, "b"))
+		require.NoError(t, err)
+		require.Equal(t, httpfence.StateMismatch, out.State)
+		require.Equal(t, fence.Token(10), current("/live"))
+	})
+	t.Run("ReplayRaisesTheFenceAndAStaleReplayIsNoError", func(t *testing.T) {
+		out, err := st.BeginFenced(ctx, "done", fpA, long, f, "/done", h(10, "a"))
+		require.NoError(t, err)
+		require.NoError(t, st.Complete(ctx, "done", out.Lock, &httpfence.Response{Status: 201, Body: []byte("ok")}, long))
+		out, err = st.BeginFenced(ctx, "done", fpA, long, f, "/done", h(11, "b"))
+		require.NoError(t, err)
+		require.Equal(t, httpfence.StateCompleted, out.State)
+		require.Equal(t, []byte("ok"), out.Response.Body)
+		require.Equal(t, fence.Token(11), current("/done"))
+		out, err = st.BeginFenced(ctx, "done", fpA, long, f, "/done", h(10, "a"))
+		require.NoError(t, err, "the replay wins over the fence")
+		require.Equal(t, httpfence.StateCompleted, out.State)
+		require.Equal(t, fence.Token(11), current("/done"))
+	})
+	t.Run("AnAbandonedClaimIsTakenOver", func(t *testing.T) {
+		out, err := st.BeginFenced(ctx, "crashed", fpA, short, f, "/crashed", h(10, "a"))
+		require.NoError(t, err)
+		old := out.Lock
+		testwait.Until(t, waitLimit, "the crashed claim's lock TTL passed", func() bool {
+			out, err = st.BeginFenced(ctx, "crashed", fpA, long, f, "/crashed", h(11, "b"))
+			require.NoError(t, err)
+			return out.State == httpfence.StateNew
+		})
+		require.NotEqual(t, old, out.Lock)
+		require.ErrorIs(t, st.Complete(ctx, "crashed", old, &httpfence.Response{Status: 201}, long), httpfence.ErrLockLost)
+		require.NoError(t, st.Complete(ctx, "crashed", out.Lock, &httpfence.Response{Status: 201}, long))
+		require.Equal(t, fence.Token(11), current("/crashed"))
+	})
+	t.Run("AHolderTheGuardCannotTakeIsInvalidFencing", func(t *testing.T) {
+		_, err := st.BeginFenced(ctx, "big", fpA, long, f, "/big", h(math.MaxUint64, "a"))
+		require.ErrorIs(t, err, httpfence.ErrInvalidFencing)
+		require.ErrorIs(t, err, pgfence.ErrTokenOutOfRange)
+		requireState(t, st, "big", fpA, httpfence.StateNew) // abandoned again
+	})
+}

@@ -1,0 +1,168 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+)
+
+var _ httpfence.FencedStore = (*Store)(nil)
+
+// JoinsFence implements httpfence.FencedStore: true for a *Fence working
+// through the same db as s (the same pool), whose guard table s can raise
+// in its own statement.
+func (s *Store) JoinsFence(fs httpfence.FenceStore) bool {
+	f, ok := fs.(*Fence)
+	return ok && f != nil && f.guard.Table() != nil && f.db == s.db
+}
+
+// BeginFenced implements httpfence.FencedStore in one statement (one round
+// trip, one commit) for a new key: it reads the key's live record, raises
+// the guard of (resource, h.Scope) by the rule of package pgfence unless
+// the record is in flight or of another fingerprint (or the guard holds
+// h's token and owner already: nothing to write), and claims the key
+// (inserting it, or taking a dead record over) only when there was no
+// live record and the guard accepted h. A replay of a completed key is
+// that one statement too: the record read, and the guard raised. A guard
+// row it raises stays locked until the statement commits, as with
+// pgfence.Guard.Check.
+//
+// A key that another request claims between the read and the claim (the
+// insert then finds its row) is looked up again with Begin; the fence was
+// raised by then, by a holder it accepted. A holder the guard cannot take
+// (see Fence.Accept) is answered as Begin followed by Fence.Accept would
+// be, without the joined statement. fs must be a Fence that JoinsFence
+// accepts: otherwise the error matches httpfence.ErrInvalidOptions.
+func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTTL time.Duration, fs httpfence.FenceStore, resource string, h fence.Holder) (httpfence.Outcome, error) {
+	if !s.JoinsFence(fs) {
+		return httpfence.Outcome{}, fmt.Errorf("%w: BeginFenced needs a pgstore.Fence on the store's database", httpfence.ErrInvalidOptions)
+	}
+	f := fs.(*Fence)
+	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
+		return httpfence.Outcome{}, err
+	}
+	if err := f.guard.Validate(resource, h); err != nil {
+		return s.beginInvalid(ctx, key, fingerprint, lockTTL, f, resource, h)
+	}
+	lock, err := storeutil.NewLock()
+	if err != nil {
+		return httpfence.Outcome{}, err
+	}
+	var (
+		claimed, accepted bool
+		same, inFlight    *bool
+		status            *int32
+		header, body      []byte
+	)
+	err = s.db.QueryRow(ctx, s.fencedSQL(f.guard), key, fingerprint, lock, lockTTL.Milliseconds(),
+		resource, h.Scope, int64(h.Token), h.Owner).Scan(&claimed, &accepted, &same, &inFlight, &status, &header, &body)
+	switch {
+	case err != nil:
+		return httpfence.Outcome{}, fmt.Errorf("httpfence: postgres begin: %w", err)
+	case claimed:
+		return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, nil
+	case same != nil:
+		return s.outcome(*same, *inFlight, status, header, body)
+	case accepted:
+		// Claimed by another request since the read: look again.
+		return s.Begin(ctx, key, fingerprint, lockTTL)
+	}
+	// No live record, and the guard refused h: nothing was claimed.
+	current, _, err := f.guard.Current(ctx, s.db, resource, h.Scope)
+	if err != nil {
+		return httpfence.Outcome{}, err
+	}
+	return httpfence.Outcome{}, &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: current}
+}
+
+// beginInvalid answers a holder the guard cannot take as Begin followed by
+// Fence.Accept would: the state of a live record in flight or of another
+// fingerprint, otherwise Accept's error (a claimed key is abandoned).
+func (s *Store) beginInvalid(ctx context.Context, key, fingerprint string, lockTTL time.Duration, f *Fence, resource string, h fence.Holder) (httpfence.Outcome, error) {
+	out, err := s.Begin(ctx, key, fingerprint, lockTTL)
+	if err != nil {
+		return out, err
+	}
+	switch out.State {
+	case httpfence.StateNew:
+		if aerr := s.Abandon(ctx, key, out.Lock); aerr != nil {
+			return httpfence.Outcome{}, aerr
+		}
+	case httpfence.StateInFlight, httpfence.StateMismatch:
+		return out, nil
+	}
+	return httpfence.Outcome{}, f.Accept(ctx, resource, h)
+}
+
+// fencedSQL returns BeginFenced's statement for guard's table, built once
+// per table.
+func (s *Store) fencedSQL(guard *pgfence.Guard) string {
+	table := guard.Table().Sanitize()
+	if q, ok := s.fenced.Load(table); ok {
+		return q.(string)
+	}
+	q := fencedBeginSQL(s.table, table)
+	s.fenced.Store(table, q)
+	return q
+}
+
+// fencedBeginSQL is BeginFenced's statement on the record table keys and
+// the guard table guard (both quoted). Parameters: $1 key, $2 fingerprint,
+// $3 lock, $4 lock TTL in ms, $5 resource, $6 scope, $7 token, $8 owner.
+//
+//   - cur is the key's live record as the statement's snapshot sees it.
+//   - held finds the guard already at h (token and owner): the rule
+//     accepts h and raising it would change nothing, so it is not
+//     written. The common case, a holder sending many requests, then
+//     costs no guard write. h is accepted as of the statement's snapshot;
+//     a raise by a newer holder that commits after it comes after h, as
+//     it would had h's raise been written.
+//   - raise is the guard's rule (fencerule.Upsert), proposed only when the
+//     key is new, dead or completed with the same fingerprint, and the
+//     guard is not at h already.
+//   - accepted: held or raise.
+//   - claim inserts the record, or takes a dead one over (the WHERE clause
+//     is checked on the latest row version after waiting for a concurrent
+//     writer, as in takeoverSQL), only when cur is empty and h was
+//     accepted.
+//
+// Data-modifying WITH clauses run once each, to completion, whatever the
+// outer query reads; raise runs before claim, which reads its output.
+func fencedBeginSQL(keys, guard string) string {
+	raise := fencerule.Upsert{
+		Table:     guard,
+		Columns:   "resource, scope, token, owner, updated_at",
+		Values:    "$5::text, $6::text, $7::bigint, $8::text, now()",
+		When:      "NOT EXISTS (SELECT FROM cur WHERE NOT cur.same OR cur.in_flight) AND NOT EXISTS (SELECT FROM held)",
+		Conflict:  "resource, scope",
+		Set:       "updated_at = now()",
+		Returning: "f.token",
+	}.SQL()
+	return `WITH cur AS (
+  SELECT fingerprint = $2 AS same, lock_id IS NOT NULL AS in_flight, status, header, body
+    FROM ` + keys + ` WHERE key = $1 AND expires_at > now()
+), held AS (
+  SELECT FROM ` + guard + ` WHERE resource = $5 AND scope = $6 AND token = $7 AND owner = $8
+), raise AS (
+` + raise + `
+), accepted AS (
+  SELECT FROM raise UNION ALL SELECT FROM held
+), claim AS (
+  INSERT INTO ` + keys + ` AS k (key, fingerprint, lock_id, expires_at)
+  SELECT $1, $2, $3, now() + $4::bigint * interval '1 millisecond'
+   WHERE NOT EXISTS (SELECT FROM cur) AND EXISTS (SELECT FROM accepted)
+  ON CONFLICT (key) DO UPDATE
+     SET fingerprint = EXCLUDED.fingerprint, lock_id = EXCLUDED.lock_id, status = NULL, header = NULL, body = NULL,
+         created_at = now(), expires_at = EXCLUDED.expires_at
+   WHERE k.expires_at <= now()
+  RETURNING k.lock_id
+)
+SELECT EXISTS (SELECT FROM claim), EXISTS (SELECT FROM accepted), cur.same, cur.in_flight, cur.status, cur.header, cur.body
+  FROM (VALUES (1)) AS one LEFT JOIN cur ON true`
+}
