@@ -2,6 +2,15 @@
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS := ./...
+## MODULES: every Go module of the repository (the root, the nested modules
+## lease/quorum, lease/leaseprom, scheduler/schedprom, and bench); test, lint
+## and bench run in each. See docs/modules.md.
+MODULES := $(shell git ls-files --cached --others --exclude-standard '*go.mod' | xargs -n1 dirname | sort)
+## in-modules runs its argument (a shell command) in every module, naming
+## each; it goes on after a failure and fails at the end, naming the modules
+## that failed.
+in-modules = failed=; for m in $(MODULES); do echo "== module $$m"; (cd $$m && $(1)) || failed="$$failed $$m"; done; \
+	if [ -n "$$failed" ]; then echo "== failed in module(s):$$failed"; exit 1; fi
 
 .PHONY: demo test test-short services chaos lint bench
 
@@ -19,11 +28,9 @@ services:
 	bash scripts/services.sh
 
 ## test: unit and integration tests (real Redis and PostgreSQL), with -race,
-## and the console's browser test (headless Chromium, a module of its own).
+## in every module (the console's browser test, headless Chromium, is one).
 test: services
-	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
-	cd scheduler/schedhttp/browsertest && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	@$(call in-modules,$(GO) vet $(PKGS) && $(GO) test -race -count=1 -timeout 15m $(PKGS))
 
 ## chaos: every fault scenario of package chaos at full scale (CHAOS_SCALE=1:
 ## real SIGSTOP, SIGKILL, restarts, failovers, latency and resets; about 30
@@ -41,20 +48,23 @@ chaos: services
 
 ## test-short: unit tests only, no services needed.
 test-short:
-	HOLDFAST_SKIP_INTEGRATION=1 $(GO) test -race -count=1 $(PKGS)
+	@$(call in-modules,HOLDFAST_SKIP_INTEGRATION=1 $(GO) test -race -count=1 $(PKGS))
 
+## lint: gofmt, go vet and staticcheck in every module; the root go.mod has
+## no replace directive (go install ...@latest refuses a module with one, and
+## the root never requires a nested module; see docs/modules.md).
 lint:
+	@if grep -q '^replace' go.mod; then echo "go.mod: the root module must have no replace directive"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
-	$(GO) run $(STATICCHECK) $(PKGS)
+	@$(call in-modules,$(GO) vet $(PKGS) && $(GO) run $(STATICCHECK) $(PKGS))
 
 ## bench: benchmarks against the real services: the lease comparison
 ## (holdfast vs a hand-written baseline, redsync and bsm/redislock, in one
 ## interleaved run; see bench/README.md), the scheduler at 10,000 slots,
-## then the library's Go benchmarks.
+## then the Go benchmarks of every module.
 bench: services
 	cd bench && $(GO) run ./cmd/leasebench
 	cd bench && $(GO) run ./cmd/schedbench
 	cd bench && $(GO) run ./cmd/sinkbench
 	cd bench && $(GO) run ./cmd/quorumbench
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS)
+	@$(call in-modules,$(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS))

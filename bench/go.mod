@@ -5,7 +5,8 @@ go 1.26.0
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
-	github.com/holdfast-go/holdfast v0.0.0
+	github.com/holdfast-go/holdfast v0.0.0-00010101000000-000000000000
+	github.com/holdfast-go/holdfast/lease/quorum v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
@@ -23,4 +24,7 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 )
 
-replace github.com/holdfast-go/holdfast => ../
+replace (
+	github.com/holdfast-go/holdfast => ../
+	github.com/holdfast-go/holdfast/lease/quorum => ../lease/quorum
+)

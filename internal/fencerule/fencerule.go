@@ -57,11 +57,22 @@ func (u Upsert) SQL() string {
 		values,
 		"ON CONFLICT (" + u.Conflict + ") DO UPDATE",
 		"   SET " + set,
-		" WHERE " + SQLAccepts,
+		" WHERE " + SQLAccepts("f.token", "f.owner", "EXCLUDED.token", "EXCLUDED.owner"),
 		"RETURNING " + u.Returning,
 	}, "\n")
 }
 
-// SQLAccepts is the rule as the WHERE clause of an ON CONFLICT DO UPDATE
-// whose existing row is aliased f.
-const SQLAccepts = "f.token < EXCLUDED.token\n    OR (f.token = EXCLUDED.token AND f.owner = EXCLUDED.owner)"
+// SQLAccepts is the rule as a PostgreSQL boolean expression: a fence
+// holding storedToken and storedOwner accepts the presented token and
+// owner iff the stored token is below it, or equal to it and the owners
+// are equal. Each argument is an SQL expression put into the text as given
+// (a column reference such as "f.token", EXCLUDED.token or a parameter
+// such as "$2"), so pass only trusted text: quoted identifiers and
+// placeholders, never a value. The stored token must not be NULL; a
+// caller whose rows may have no token yet decides that case around it
+// (pgfence's FencedUpdate). This is the one place the rule is written in
+// SQL: Upsert and pgfence's FencedUpdate and FencedUpsert use it.
+func SQLAccepts(storedToken, storedOwner, token, owner string) string {
+	return "(" + storedToken + " < " + token +
+		" OR (" + storedToken + " = " + token + " AND " + storedOwner + " = " + owner + "))"
+}

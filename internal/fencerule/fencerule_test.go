@@ -97,6 +97,12 @@ func TestSQLPassesTheTable(t *testing.T) {
 	fenceruletest.Run(t, "", math.MaxInt64, sqlAccept(t))
 }
 
+func TestSQLAccepts(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, `(cur."fence_token" < $2 OR (cur."fence_token" = $2 AND cur."fence_owner" = $3))`,
+		fencerule.SQLAccepts(`cur."fence_token"`, `cur."fence_owner"`, "$2", "$3"))
+}
+
 func TestUpsertSQL(t *testing.T) {
 	t.Parallel()
 	got := fencerule.Upsert{
@@ -107,7 +113,6 @@ func TestUpsertSQL(t *testing.T) {
 VALUES ($1, $2, $3, now())
 ON CONFLICT (k) DO UPDATE
    SET token = EXCLUDED.token, owner = EXCLUDED.owner, updated_at = now()
- WHERE f.token < EXCLUDED.token
-    OR (f.token = EXCLUDED.token AND f.owner = EXCLUDED.owner)
+ WHERE (f.token < EXCLUDED.token OR (f.token = EXCLUDED.token AND f.owner = EXCLUDED.owner))
 RETURNING token`, got)
 }

@@ -341,9 +341,14 @@ func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
 	for _, rdb := range m.rdbs {
 		rdb.AddHook(g)
 	}
-	// Without proposals, every acquisition raises.
+	// Without proposals and with counters set apart, the masters answer
+	// candidates of their own, so the acquisition raises.
 	b := m.backend(t, func(o *quorum.Options) { o.TokenLead = -1 })
 	ctx := context.Background()
+	_, fenceKey := b.Keys("job")
+	for j, rdb := range m.rdbs {
+		require.NoError(t, rdb.Set(ctx, fenceKey, int64(1)<<52+int64(j*10), 0).Err())
+	}
 	const ttl = 50 * time.Millisecond
 	type result struct {
 		g   lease.Grant

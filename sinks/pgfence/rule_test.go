@@ -31,3 +31,25 @@ func TestCheckRefusesTokensAboveInt64(t *testing.T) {
 	require.ErrorIs(t, err, pgfence.ErrTokenOutOfRange)
 	require.NotErrorIs(t, err, fence.ErrStaleToken)
 }
+
+// FencedUpdate and FencedUpsert on a caller's table pass the same table:
+// their predicate is the guard's rule (fencerule.SQLAccepts) inside the
+// row's own checks (no token yet, scope). FencedUpdate's row exists before
+// its first write, fence columns NULL, as an application creates it.
+func TestFencedUpdatePassesTheRuleTable(t *testing.T) {
+	t.Parallel()
+	tb := newTable(t)
+	fenceruletest.Run(t, "", math.MaxInt64, func(ctx context.Context, resource string, h fence.Holder) error {
+		_, err := tb.pool.Exec(ctx, `INSERT INTO `+tb.ident.Sanitize()+` (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, resource)
+		require.NoError(t, err)
+		return pgfence.FencedUpdate(ctx, tb.pool, tb.row(resource), map[string]any{"value": h.Owner}, h)
+	})
+}
+
+func TestFencedUpsertPassesTheRuleTable(t *testing.T) {
+	t.Parallel()
+	tb := newTable(t)
+	fenceruletest.Run(t, "", math.MaxInt64, func(ctx context.Context, resource string, h fence.Holder) error {
+		return pgfence.FencedUpsert(ctx, tb.pool, tb.row(resource), map[string]any{"value": h.Owner}, h)
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/fencerule"
 )
 
 // prepareWrite checks the input of FencedUpdate and FencedUpsert and
@@ -189,14 +190,14 @@ var (
 // ruleSQL is the acceptance rule on a row's fence columns, for the
 // presented token $2, owner $3 and scope $4; prefix qualifies the row's
 // columns ("" or "cur."). A row without a token (NULL or 0) accepts any
-// holder. A row
-// with one accepts only its own scope (or any, while its scope is NULL:
-// written before the column existed), and then by the rule of package
-// fence. This is the one place the rule is written for the caller's rows.
+// holder. A row with one accepts only its own scope (or any, while its
+// scope is NULL: written before the column existed), and then by the rule
+// itself, fencerule.SQLAccepts, the expression pgfence's guard statement
+// (fencerule.Upsert) uses too.
 func ruleSQL(prefix string) string {
 	tok, own, scope := prefix+quotedToken, prefix+quotedOwner, prefix+quotedScope
-	return "(COALESCE(" + tok + ", 0) = 0 OR ((" + scope + " IS NULL OR " + scope + " = $4) AND (" +
-		tok + " < $2 OR (" + tok + " = $2 AND " + own + " = $3))))"
+	return "(COALESCE(" + tok + ", 0) = 0 OR ((" + scope + " IS NULL OR " + scope + " = $4) AND " +
+		fencerule.SQLAccepts(tok, own, "$2", "$3") + "))"
 }
 
 // updateSQL builds FencedUpdate's statement (see its documentation).
