@@ -52,11 +52,16 @@ test-short:
 
 ## lint: gofmt, go vet and staticcheck in every module; the root go.mod has
 ## no replace directive (go install ...@latest refuses a module with one, and
-## the root never requires a nested module; see docs/modules.md).
+## the root never requires a nested module; see docs/modules.md); the
+## alerting rules (promtool check rules and promtool test rules on
+## docs/alerts.yml; scripts/tools.sh installs promtool when missing).
 lint:
 	@if grep -q '^replace' go.mod; then echo "go.mod: the root module must have no replace directive"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	@$(call in-modules,$(GO) vet $(PKGS) && $(GO) run $(STATICCHECK) $(PKGS))
+	bash scripts/tools.sh
+	promtool check rules docs/alerts.yml
+	cd docs && promtool test rules alerts_test.yml
 
 ## bench: benchmarks against the real services: the lease comparison
 ## (holdfast vs a hand-written baseline, redsync and bsm/redislock, in one

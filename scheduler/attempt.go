@@ -20,7 +20,7 @@ import (
 func (s *Scheduler) skip(h hold, st step) error {
 	slot := h.slot(st.fire.At)
 	if err := s.cfg.Ledger.Skip(h.ctx(), slot, h.fence, st.skip, st.reason, s.clock.Now()); err != nil {
-		s.ledgerRefused(h.ctx(), slot, "skip", err)
+		s.ledgerRefused(h.ctx(), slot, OpSkip, err)
 		return err
 	}
 	s.obs.SlotSkipped(h.u.job.Name, st.skip)
@@ -49,7 +49,7 @@ func (s *Scheduler) begin(h hold, fen ledger.Fence, f cron.Fire) (n, left int, e
 	slot := h.slot(f.At)
 	n, left, err = s.cfg.Ledger.Begin(h.ctx(), slot, fen, h.u.job.MaxAttempts, s.clock.Now())
 	if err != nil {
-		s.ledgerRefused(h.ctx(), slot, "begin", err)
+		s.ledgerRefused(h.ctx(), slot, OpBegin, err)
 		return 0, 0, err
 	}
 	return n, left, nil
@@ -120,10 +120,13 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int) {
 	// The ledger write must go through even though ctx may have ended: the
 	// fence, not the context, decides whether it is still ours to make.
 	if err := s.cfg.Ledger.Finish(context.WithoutCancel(ctx), run.Slot, h.fence, n, o, s.clock.Now()); err != nil {
-		s.ledgerRefused(ctx, run.Slot, "finish", err)
+		s.ledgerRefused(ctx, run.Slot, OpFinish, err)
 		return
 	}
 	s.obs.RunCompleted(job.Name, o.Status, took, s.clock.Now())
+	if o.Status == ledger.StatusFailed {
+		s.obs.RunFailed(job.Name, o.Class, o.RetryAt.IsZero())
+	}
 	if !o.RetryAt.IsZero() {
 		s.wakeAt(h.u, o.RetryAt)
 	}
@@ -247,7 +250,7 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fe
 					replace(ErrReplaced)
 				}
 			case err != nil && ctx.Err() == nil:
-				s.ledgerRefused(ctx, slot, "heartbeat", err)
+				s.ledgerRefused(ctx, slot, OpHeartbeat, err)
 			}
 		}
 	}()
@@ -269,7 +272,8 @@ func runJob(ctx context.Context, fn JobFunc, run Run) (err error) {
 	return fn(ctx, run)
 }
 
-// ledgerRefused logs (and counts) a ledger write that did not go through.
+// ledgerRefused logs (and counts) a ledger write that did not go through;
+// step is an Op constant.
 func (s *Scheduler) ledgerRefused(ctx context.Context, slot ledger.Slot, step string, err error) {
 	attrs := []slog.Attr{slog.String("job", slot.Job), slog.String("partition", slot.Partition),
 		slog.Time("slot", slot.At), slog.String("step", step), slog.Any("error", err)}
@@ -280,6 +284,9 @@ func (s *Scheduler) ledgerRefused(ctx context.Context, slot ledger.Slot, step st
 		s.obs.StaleRejected(slot.Job)
 		s.log.LogAttrs(ctx, slog.LevelWarn, "stale_token_rejected", attrs...)
 	default:
+		if !errors.Is(err, context.Canceled) {
+			s.obs.LedgerError(slot.Job, step)
+		}
 		s.log.LogAttrs(ctx, slog.LevelError, "ledger_error", attrs...)
 	}
 }

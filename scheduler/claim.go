@@ -97,6 +97,8 @@ func (s *Scheduler) claimSkipped(u *unit, req claimReq, err error) {
 		s.obs.ClaimConflict(u.job.Name)
 	case errors.Is(err, lease.ErrSlowAcquire):
 		reason = "slow_grant"
+	case !errors.Is(err, context.Canceled):
+		s.obs.LedgerError(u.job.Name, OpClaim)
 	}
 	s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
 		slog.String("partition", u.partition), slotAttr(req.fire.At), slog.String("reason", reason), slog.Any("error", err))
@@ -130,6 +132,9 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 		now := s.clock.Now()
 		st, err := s.cfg.Ledger.State(h.ctx(), h.u.job.Name, h.u.partition, h.u.job.window.since(now), now)
 		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				s.obs.LedgerError(h.u.job.Name, OpState)
+			}
 			s.log.LogAttrs(s.life.claim, slog.LevelWarn, "job_claim_skipped", slog.String("job", h.u.job.Name),
 				slog.String("partition", h.u.partition), slotAttr(req.fire.At), slog.String("reason", "ledger_error"), slog.Any("error", err))
 			return
@@ -245,7 +250,7 @@ func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResul
 	case !res.Clear:
 		return true
 	case res.Err != nil:
-		s.ledgerRefused(h.ctx(), h.slot(fire.At), "begin", res.Err)
+		s.ledgerRefused(h.ctx(), h.slot(fire.At), OpBegin, res.Err)
 		return false
 	}
 	cs.handled[fire.At] = true

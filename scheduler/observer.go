@@ -23,7 +23,31 @@ type Observer interface {
 	StaleRejected(job string)
 	// SlotSkipped is called for a slot recorded skipped or missed.
 	SlotSkipped(job string, status ledger.Status)
+	// RunFailed is called, after RunCompleted, for an attempt recorded
+	// failed: class is its error class (ClassInterrupted: the lease was
+	// lost or the scheduler shut down mid-run, so the attempt was
+	// abandoned); final reports that no attempt follows (the class is not
+	// retried, or the attempt budget is spent).
+	RunFailed(job string, class ledger.ErrorClass, final bool)
+	// LedgerError is called when a store failed a claim: a ledger call
+	// or a lease acquisition returned an error of its own (Redis or
+	// Postgres down, a timeout), not a refusal (a stale token, a done
+	// slot, a held lease) nor the end of a context. op names the call, one
+	// of the Op constants: state, begin, heartbeat, finish, skip (ledger
+	// calls) or claim (the job's or slot's lease). The same event is
+	// logged at Warn or Error.
+	LedgerError(job, op string)
 }
+
+// The op values of Observer.LedgerError.
+const (
+	OpState     = "state"
+	OpBegin     = "begin"
+	OpHeartbeat = "heartbeat"
+	OpFinish    = "finish"
+	OpSkip      = "skip"
+	OpClaim     = "claim"
+)
 
 type nopObserver struct{}
 
@@ -32,3 +56,5 @@ func (nopObserver) RunCompleted(string, ledger.Status, time.Duration, time.Time)
 func (nopObserver) ClaimConflict(string)                                         {}
 func (nopObserver) StaleRejected(string)                                         {}
 func (nopObserver) SlotSkipped(string, ledger.Status)                            {}
+func (nopObserver) RunFailed(string, ledger.ErrorClass, bool)                    {}
+func (nopObserver) LedgerError(string, string)                                   {}

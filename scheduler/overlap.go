@@ -35,8 +35,11 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 	l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), ledger.SlotScope(planner.slot(f.At)), u.job.LeaseTTL)
 	if err != nil {
 		reason, level := "error", slog.LevelWarn
-		if errors.Is(err, lease.ErrNotAcquired) {
+		switch {
+		case errors.Is(err, lease.ErrNotAcquired):
 			reason, level = "slot_running", slog.LevelDebug
+		case !errors.Is(err, context.Canceled):
+			s.obs.LedgerError(u.job.Name, OpClaim)
 		}
 		s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
 			slog.String("partition", u.partition), slog.Time("slot", f.At), slog.String("reason", reason), slog.Any("error", err))

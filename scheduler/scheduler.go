@@ -53,6 +53,16 @@ type Options struct {
 	// a PCG seeded at random. Tests pass rand.NewPCG(1, 2) for repeatable
 	// retry times.
 	Jitter rand.Source
+	// Retention, when positive, prunes the ledger while the Scheduler
+	// runs: every PruneInterval(Retention) one replica (the holder of the
+	// lease PruneLease) calls ledger.Pruner's Prune with a cutoff of now
+	// minus Retention. The Ledger must implement ledger.Pruner
+	// (ErrInvalidOptions otherwise). Prune keeps what catch-up reads (open
+	// slots, each pair's latest slot, horizons, fences), so Retention may
+	// be shorter than a CatchUpWindow; it bounds how long operators see
+	// done records. 0 (the default) prunes nothing: call Prune yourself
+	// (`holdfast prune`, a cron job). Negative is refused.
+	Retention time.Duration
 }
 
 // Scheduler turns cron ticks into slots and runs each slot once, under the
@@ -137,6 +147,9 @@ func New(cfg Options) (*Scheduler, error) {
 	}
 	if cfg.Clock != nil && safe.IsNil(cfg.Clock) {
 		return nil, fmt.Errorf("%w: nil Clock", ErrInvalidOptions)
+	}
+	if err := checkRetention(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.MaxConcurrentClaims < 0 {
 		return nil, fmt.Errorf("%w: negative MaxConcurrentClaims", ErrInvalidOptions)
@@ -227,6 +240,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		heap.Push(&s.queue, &entry{at: now, u: u})
 	}
 	s.wg.Go(s.dispatch)
+	if s.cfg.Retention > 0 {
+		s.wg.Go(s.pruneLoop)
+	}
 	return nil
 }
 

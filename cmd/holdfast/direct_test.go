@@ -114,30 +114,50 @@ func TestFenceOfSinks(t *testing.T) {
 	})
 }
 
-// prune goes through ledger.Pruner; a ledger without it is a clear error.
+// prune goes through ledger.Pruner: it deletes the done slots before the
+// cutoff but the pair's latest (State.Last), and keeps a running one.
 func TestPruneRedisLedger(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	rdb := redistest.Real(t)
 	prefix := redistest.Prefix(t, rdb) + "ledger:"
 	l, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix})
 	require.NoError(t, err)
+	old := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err = l.State(ctx, "settle", "eu", old, old.Add(-time.Minute))
+	require.NoError(t, err)
+	f := ledger.Fence{Scope: ledger.UnitScope("settle", "eu"), Token: 7, Owner: "owner-a"}
+	var slots []ledger.Slot
+	for i := range 4 {
+		slot := ledger.Slot{Job: "settle", Partition: "eu", At: old.Add(time.Duration(i) * time.Minute)}
+		slots = append(slots, slot)
+		n, _, err := l.Begin(ctx, slot, f, 3, slot.At)
+		require.NoError(t, err)
+		if i == 1 { // left running
+			continue
+		}
+		require.NoError(t, l.Finish(ctx, slot, f, n, ledger.Outcome{Status: ledger.StatusSucceeded}, slot.At.Add(time.Second)))
+	}
 	args := []string{"prune", "--redis", redistest.URL(), "--ledger-prefix", prefix, "--before", "720h"}
 
-	if _, ok := any(l).(ledger.Pruner); !ok {
-		for _, args := range [][]string{args, append(args, "--dry-run")} {
-			r := cli(t, args...)
-			require.Equal(t, exitError, r.code, r.stderr)
-			require.Contains(t, r.stderr, "does not implement ledger.Pruner")
-		}
-		return
-	}
 	var dry pruneJSON
 	okJSON(t, &dry, append(args, "--dry-run")...)
 	require.True(t, dry.DryRun)
 	require.WithinDuration(t, time.Now().Add(-720*time.Hour), dry.Before, time.Minute)
+	_, found, err := l.Get(ctx, slots[0])
+	require.NoError(t, err)
+	require.True(t, found, "a dry run deletes nothing")
+
 	var out pruneJSON
 	okJSON(t, &out, args...)
-	require.Equal(t, int64(0), out.Deleted)
+	require.Equal(t, int64(2), out.Deleted, "slots 0 and 2: slot 1 runs, slot 3 is the latest")
+	for i, want := range []bool{false, true, false, true} {
+		_, found, err := l.Get(ctx, slots[i])
+		require.NoError(t, err)
+		require.Equal(t, want, found, "slot %d kept", i)
+	}
+	okJSON(t, &out, args...)
+	require.Equal(t, int64(0), out.Deleted, "nothing left to prune")
 }
 
 // With --redis-cluster, leases ls lists the leases of every master.

@@ -10,8 +10,10 @@
 // # Model
 //
 // Migrate creates the table leases(name, owner, token, expires_at) in
-// Options.Schema (default "holdfast"). A lease called name is one row,
-// created by its first acquisition and never deleted:
+// Options.Schema (default "holdfast"); Migrations returns the same SQL as
+// files for a migration tool, for a role without DDL rights
+// (docs/operations.md). A lease called name is one row, created by its
+// first acquisition and never deleted:
 //
 //   - Acquire is one statement, INSERT ... ON CONFLICT (name) DO UPDATE
 //     ... RETURNING: the row is taken only when free or expired

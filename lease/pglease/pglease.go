@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"regexp"
 	"strings"
 	"time"
@@ -79,6 +80,28 @@ func New(db DB, cfg Options) (*Backend, error) {
 //
 //go:embed migrations/*.sql
 var migrations embed.FS
+
+// Migrations returns the lease table's migrations for opts.Schema (default
+// DefaultSchema) as files for a migration tool or a DBA, for a role that
+// cannot run DDL: NNN_name.up.sql at the root (golang-migrate's names,
+// read by atlas and goose as they are, with goose's annotations as SQL
+// comments), the schema filled in, without Migrate's advisory lock. Every
+// file is idempotent. It returns an error matching ErrInvalidOptions for
+// an invalid schema. In the source files {{schema}} stands for the quoted
+// schema.
+func Migrations(opts Options) (fs.FS, error) {
+	if opts.Schema == "" {
+		opts.Schema = DefaultSchema
+	}
+	if !identifierRE.MatchString(opts.Schema) {
+		return nil, fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidOptions, opts.Schema, identifierRE)
+	}
+	files, err := pgmigrate.Files(migrations, strings.NewReplacer("{{schema}}", pgx.Identifier{opts.Schema}.Sanitize()))
+	if err != nil {
+		return nil, fmt.Errorf("pglease: %w", err)
+	}
+	return files, nil
+}
 
 // Migrate creates the schema and the lease table if they do not exist. It
 // is idempotent and safe to run from several processes at once: the script

@@ -44,7 +44,9 @@
 // package, must find them by a type assertion; ledgertest.Exercise checks
 // each on every ledger that implements it (redisledger both,
 // ledgertest.Memory Canceler), so a store of a user's own can add them and
-// be held to the same rules.
+// be held to the same rules. Pruner (retention: delete done records
+// before a cutoff, keeping what catch-up reads) is implemented by
+// redisledger, pgledger and ledgertest.Memory and checked the same way.
 //
 // # Errors
 //

@@ -14,11 +14,21 @@
 //	job_schedule_lag_seconds{job}            histogram: start - scheduled instant
 //	job_last_success_timestamp{job}          unix seconds of the last success
 //	job_slot_skipped_total{job,status}       status: skipped | missed
+//	job_run_failed_total{job,class,final}    failed attempts by ledger.ErrorClass (retryable |
+//	                                         permanent | interrupted | timeout | panic); final
+//	                                         "true" when no attempt follows (retries exhausted)
+//	job_ledger_errors_total{job,op}          store errors of claims: op state | begin | heartbeat |
+//	                                         finish | skip (ledger) | claim (lease acquisition)
+//
+// job_ledger_errors_total is how a Redis or Postgres outage shows, besides
+// the Warn and Error logs: a claim that cannot read or write the ledger
+// runs nothing. docs/alerts.yml holds alerting rules on these metrics.
 package schedprom
 
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +60,8 @@ type Observer struct {
 	lag         *prometheus.HistogramVec
 	lastSuccess *prometheus.GaugeVec
 	skipped     *prometheus.CounterVec
+	failed      *prometheus.CounterVec
+	ledgerErrs  *prometheus.CounterVec
 }
 
 var _ scheduler.Observer = (*Observer)(nil)
@@ -95,11 +107,15 @@ func New(opts Options) (*Observer, error) {
 			Help: "Unix time (s) of the job's last successful attempt on this replica."}, job),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_slot_skipped_total",
 			Help: "Slots recorded skipped or missed by policy."}, []string{"job", "status"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_run_failed_total",
+			Help: "Attempts recorded failed, by error class; final is true when no attempt follows."}, []string{"job", "class", "final"}),
+		ledgerErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_ledger_errors_total",
+			Help: "Claims a store failed (Redis or Postgres errors), by operation."}, []string{"job", "op"}),
 	}, nil
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.started, o.completed, o.duration, o.conflicts, o.stale, o.lag, o.lastSuccess, o.skipped}
+	return []prometheus.Collector{o.started, o.completed, o.duration, o.conflicts, o.stale, o.lag, o.lastSuccess, o.skipped, o.failed, o.ledgerErrs}
 }
 
 // Describe implements prometheus.Collector.
@@ -141,3 +157,11 @@ func (o *Observer) StaleRejected(job string) { o.stale.WithLabelValues(job).Inc(
 func (o *Observer) SlotSkipped(job string, status ledger.Status) {
 	o.skipped.WithLabelValues(job, string(status)).Inc()
 }
+
+// RunFailed implements scheduler.Observer.
+func (o *Observer) RunFailed(job string, class ledger.ErrorClass, final bool) {
+	o.failed.WithLabelValues(job, string(class), strconv.FormatBool(final)).Inc()
+}
+
+// LedgerError implements scheduler.Observer.
+func (o *Observer) LedgerError(job, op string) { o.ledgerErrs.WithLabelValues(job, op).Inc() }

@@ -20,6 +20,8 @@
 // same one. Migrate creates the table (and adds the scope column to a table
 // made before it existed; its rows get scope "", and a Check of the old
 // version fails on the new key, SQLSTATE 42P10); New names it (Options).
+// Migrations returns the same SQL as files for a migration tool, for a
+// role without DDL rights (docs/operations.md).
 //
 // # Scope
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -60,4 +61,27 @@ func (g *Guard) migrationScript() (string, error) {
 		return "", fmt.Errorf("pgfence: %w", err)
 	}
 	return script, nil
+}
+
+// Migrations returns the guard table's migrations for opts (Schema and
+// Table, defaults DefaultSchema and DefaultTable) as files for a
+// migration tool or a DBA, for a role that cannot run DDL: NNN_name.up.sql
+// at the root (golang-migrate's names, read by atlas and goose as they
+// are, with goose's annotations as SQL comments), the names filled in,
+// without Migrate's advisory lock. Every file is idempotent. It returns an
+// error matching ErrInvalidOptions for an invalid name. In the source
+// files {{schema}} and {{table}} stand for the quoted names.
+func Migrations(opts Options) (fs.FS, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	files, err := pgmigrate.Files(migrations, strings.NewReplacer(
+		"{{schema}}", pgx.Identifier{opts.Schema}.Sanitize(),
+		"{{table}}", pgx.Identifier{opts.Table}.Sanitize(),
+	))
+	if err != nil {
+		return nil, fmt.Errorf("pgfence: %w", err)
+	}
+	return files, nil
 }

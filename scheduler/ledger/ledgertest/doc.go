@@ -64,8 +64,17 @@
 //     ErrCancelRequested) and ledger.ClearBeginner (begins only when
 //     nothing else is due: no open or pending slot, no unseen slot before
 //     Prev, not paused; ErrSlotDone and stale tokens answered as Begin
-//     does) and ledger.PauseReader (follows SetPaused per job, starts no
-//     horizon).
+//     does), ledger.PauseReader (follows SetPaused per job, starts no
+//     horizon) and ledger.Pruner (prune.go): on slots
+//     of every state in two partitions, Prune deletes exactly the done
+//     slots before the cutoff (succeeded, final failure, spent budget,
+//     skipped, missed) but each pair's State.Last; Get finds none of them
+//     and List skips them; every other record is unchanged; each pair's
+//     State (Open, Last, Horizon, Paused) is the same after as before; a
+//     retryable slot then begins its second attempt and the next slot its
+//     first. Its slots are in January 2000, far before every other case's,
+//     because Prune works on the whole store: a store shared with other
+//     data loses its done records of slots before 2000-01-01T00:30Z.
 //
 // The suite passes explicit now values and compares times at millisecond
 // precision, so stores may truncate; slot instants have second precision
@@ -88,6 +97,7 @@
 // # Memory
 //
 // NewMemory returns a Ledger that keeps everything in maps behind one
-// mutex. It meets Exercise, and follows pgledger where the contract leaves
+// mutex. It meets Exercise (ledger.Canceler and ledger.Pruner included),
+// and follows pgledger where the contract leaves
 // a choice. Use it in tests of code that takes a ledger.Ledger.
 package ledgertest

@@ -14,8 +14,9 @@ import (
 
 // Memory is a ledger.Ledger in memory: the contract with nothing else in
 // the way, and a fake for tests of code that uses a ledger. It meets
-// Exercise, and implements ledger.Canceler (OverlapCancelOther). It is safe for concurrent use; the zero value is not ready, use
-// NewMemory. Slot instants are kept at second precision, as the stores do.
+// Exercise, and implements ledger.Canceler (OverlapCancelOther) and
+// ledger.Pruner. It is safe for concurrent use; the zero value is not
+// ready, use NewMemory. Slot instants are kept at second precision, as the stores do.
 type Memory struct {
 	mu      sync.Mutex
 	pairs   map[pairKey]*memPair
@@ -26,6 +27,7 @@ type Memory struct {
 var (
 	_ ledger.Ledger   = (*Memory)(nil)
 	_ ledger.Canceler = (*Memory)(nil)
+	_ ledger.Pruner   = (*Memory)(nil)
 )
 
 type pairKey struct{ job, partition string }
@@ -337,4 +339,34 @@ func (r *memRun) copy() ledger.Record {
 	rec := r.rec
 	rec.Attempts = slices.Clone(r.rec.Attempts)
 	return rec
+}
+
+// Prune implements ledger.Pruner: it deletes the records of done slots
+// before before (see isDone), except each pair's State.Last.
+func (m *Memory) Prune(_ context.Context, before time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var deleted int64
+	for _, p := range m.pairs {
+		for k, r := range p.runs {
+			if r.rec.Slot.At.Before(before) && !r.rec.Slot.At.Equal(p.last) && isDone(r.rec) {
+				delete(p.runs, k)
+				deleted++
+			}
+		}
+	}
+	return deleted, nil
+}
+
+// isDone reports whether rec needs no further attempt, what ledger.Pruner
+// may delete: succeeded, skipped, missed, abandoned, or failed with no
+// retry time (final). Pending, running and retryable failures are open.
+func isDone(rec ledger.Record) bool {
+	switch rec.Status {
+	case ledger.StatusSucceeded, ledger.StatusSkipped, ledger.StatusMissed, ledger.StatusAbandoned:
+		return true
+	case ledger.StatusFailed:
+		return rec.RetryAt.IsZero()
+	}
+	return false
 }

@@ -19,8 +19,12 @@
 //	    UNIQUE (job_run_id, attempt)
 //	job_pauses(job_name PRIMARY KEY, paused, updated_at)
 //
+// Migrations returns the same SQL as NNN_name.up.sql files for goose,
+// golang-migrate or atlas, for a role without DDL rights
+// (docs/operations.md, "Migrations without DDL rights").
+//
 // One job_runs row is a slot's logical run; its job_run_attempts rows are
-// the attempts, never removed by the ledger. attempt - attempt_base is how
+// the attempts, removed only by Prune (see Retention). attempt - attempt_base is how
 // many attempts were made since the last Request: that is what Begin
 // compares with maxAttempts. retry_at is set for a failure that may be
 // retried and NULL when it is final. Slot instants are stored at second
@@ -120,27 +124,21 @@
 //
 // # Retention
 //
-// Nothing is pruned for you: job_runs and job_run_attempts grow by one row
-// per slot (and one per attempt). A retention job of your own may delete
-// final records older than a cutoff (well beyond every job's
-// CatchUpWindow and beyond what operators look at), in batches, with the
-// schema and the cutoff of your choice:
-//
-//	DELETE FROM holdfast.job_runs
-//	 WHERE id IN (SELECT id FROM holdfast.job_runs
-//	               WHERE schedule_slot < $1
-//	                 AND (status IN ('succeeded', 'skipped')
-//	                      OR (status = 'failed' AND retry_at IS NULL))
-//	               LIMIT 10000)
-//
-// The attempts go with their runs (ON DELETE CASCADE). It keeps what is
-// still open (pending, running, failed with a retry, abandoned) and missed
-// slots, which await an operator. Gap detection reads job_fences.last_slot,
-// not job_runs, so a pruned slot is not seen as missed and not run again;
-// Backfill or Retry of a pruned slot creates a new record. Never delete
-// job_fences rows: a deleted row lets any token write again and starts a
-// new horizon. job_slot_fences rows (OverlapAllow) may go with their runs
-// once the slots' leases are long gone (see Per-slot fences).
+// job_runs and job_run_attempts grow by one row per slot (and one per
+// attempt) until Prune (ledger.Pruner) deletes the done ones before a
+// cutoff: succeeded, skipped, missed, abandoned and finally failed slots,
+// in batched DELETEs of PruneBatch rows, their attempts going with them
+// (ON DELETE CASCADE). It keeps what is still open (pending, running,
+// failed with a retry), each pair's latest slot (job_fences.last_slot,
+// State.Last), and never touches job_fences, job_slot_fences or
+// job_pauses: a deleted fence row would let any token write again and
+// start a new horizon. Gap detection reads job_fences.last_slot, not
+// job_runs, so a pruned slot is not seen as missed and not run again;
+// Backfill or Retry of a pruned slot creates a new record. Choose the
+// cutoff well beyond every job's CatchUpWindow and what operators look
+// at; scheduler.Options.Retention or `holdfast prune` calls it (see
+// docs/operations.md). job_slot_fences rows (OverlapAllow) may be deleted
+// by hand once the slots' leases are long gone (see Per-slot fences).
 //
 // # Errors
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -54,4 +55,26 @@ func migrationScript(schema string) (string, error) {
 		return "", fmt.Errorf("pgledger: %w", err)
 	}
 	return script, nil
+}
+
+// Migrations returns the ledger's migrations for opts.Schema as files for
+// a migration tool or a DBA, for a role that cannot run DDL: NNN_name.up.sql
+// at the root (golang-migrate's names, read by atlas and goose as they
+// are, with goose's annotations as SQL comments), the schema already
+// filled in, without Migrate's advisory lock. Every file is idempotent.
+// Apply them in name order with a role that may create the schema and
+// tables, then run the application with a role that may only read and
+// write them (Migrate is then not needed). It returns an error matching
+// ErrInvalidOptions for an invalid schema. In the source files the
+// placeholder {{schema}} stands for the quoted schema.
+func Migrations(opts Options) (fs.FS, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	files, err := pgmigrate.Files(migrations, strings.NewReplacer("{{schema}}", pgx.Identifier{opts.Schema}.Sanitize()))
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: %w", err)
+	}
+	return files, nil
 }

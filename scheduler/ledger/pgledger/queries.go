@@ -46,6 +46,10 @@ type queries struct {
 	setPaused    string
 	paused       string // $1 job
 
+	// prune: $1 cutoff, $2 batch size. Deletes one batch of done runs
+	// (their attempts cascade); rows a transition holds are skipped.
+	prune string
+
 	state string
 	get   string // $1 job, $2 slot, $3 partition
 	list  string // $1 job, $2 partition, $3 from, $4 to, $5 limit
@@ -87,6 +91,17 @@ WHERE job_name = $1 AND partition_key = $2`),
 		}.SQL(),
 		slotFenceToken: r.Replace(`SELECT token FROM {{slotFences}}
 WHERE job_name = $1 AND partition_key = $2 AND schedule_slot = $3`),
+
+		prune: r.Replace(`DELETE FROM {{runs}}
+ WHERE id IN (SELECT r.id FROM {{runs}} r
+               WHERE r.schedule_slot < $1
+                 AND (r.status IN ('succeeded', 'skipped', 'missed', 'abandoned')
+                      OR (r.status = 'failed' AND r.retry_at IS NULL))
+                 AND NOT EXISTS (SELECT 1 FROM {{fences}} f
+                                  WHERE f.job_name = r.job_name AND f.partition_key = r.partition_key
+                                    AND f.last_slot = r.schedule_slot)
+               LIMIT $2
+               FOR UPDATE OF r SKIP LOCKED)`),
 
 		runForUpdate: r.Replace(`SELECT id, status, attempt, attempt_base, retry_at IS NOT NULL, owner, fence_token
 FROM {{runs}} WHERE job_name = $1 AND schedule_slot = $2 AND partition_key = $3

@@ -1,13 +1,9 @@
 package pgledger_test
 
 import (
-	"os"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -15,23 +11,10 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 )
 
-// retentionSQL returns the DELETE of the package documentation's Retention
-// section, for schema: docs/operations.md sends operators there, so it
-// must exist and do what it says.
-func retentionSQL(t *testing.T, schema string) string {
-	t.Helper()
-	doc, err := os.ReadFile("doc.go")
-	require.NoError(t, err)
-	m := regexp.MustCompile(`(?s)// # Retention\n.*?((?://\t[^\n]*\n)+)`).FindSubmatch(doc)
-	require.NotNil(t, m, "doc.go has a Retention section with an indented statement")
-	var b strings.Builder
-	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
-		b.WriteString(strings.TrimPrefix(line, "//\t") + "\n")
-	}
-	return strings.ReplaceAll(b.String(), "holdfast.", pgx.Identifier{schema}.Sanitize()+".")
-}
-
-func TestRetentionJobOfTheDocsKeepsWhatIsOpen(t *testing.T) {
+// Prune deletes the done slots before the cutoff, in batches, and keeps
+// what is open and what gap detection reads (the Retention section of the
+// package documentation, which docs/operations.md sends operators to).
+func TestPruneKeepsWhatIsOpenAcrossBatches(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	schema := newSchema(t)
@@ -42,7 +25,7 @@ func TestRetentionJobOfTheDocsKeepsWhatIsOpen(t *testing.T) {
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Minute) }
 	slot := func(i int) ledger.Slot { return ledger.Slot{Job: "prune", At: at(i)} }
-	f := ledger.Fence{Scope: "prune", Token: ledgertest.TokenBase, Owner: "a"}
+	f := ledger.Fence{Scope: ledger.UnitScope("prune", ""), Token: ledgertest.TokenBase, Owner: "a"}
 	finish := func(i int, o ledger.Outcome) {
 		n, _, err := l.Begin(ctx, slot(i), f, 3, at(i))
 		require.NoError(t, err)
@@ -53,19 +36,28 @@ func TestRetentionJobOfTheDocsKeepsWhatIsOpen(t *testing.T) {
 	finish(2, ledger.Outcome{Status: ledger.StatusFailed, Error: "again", RetryAt: at(3)})
 	require.NoError(t, l.Skip(ctx, slot(3), f, ledger.StatusSkipped, "overlap", at(3)))
 	require.NoError(t, l.Skip(ctx, slot(4), f, ledger.StatusMissed, "missed: awaits an operator", at(4)))
-	finish(10, ledger.Outcome{Status: ledger.StatusSucceeded}) // after the cutoff
+	// More than one batch of succeeded slots.
+	const many = pgledger.PruneBatch + 5
+	for i := 100; i < 100+many; i++ {
+		require.NoError(t, l.Skip(ctx, slot(i), f, ledger.StatusSkipped, "bulk", at(i)))
+	}
+	last := 100 + many + 10
+	finish(last, ledger.Outcome{Status: ledger.StatusSucceeded}) // after the cutoff
 
-	tag, err := testPool(t).Exec(ctx, retentionSQL(t, schema), at(5))
+	n, err := l.Prune(ctx, at(100+many))
 	require.NoError(t, err)
-	require.EqualValues(t, 3, tag.RowsAffected(), "succeeded, final failure, skipped")
-	for i, want := range map[int]bool{0: false, 1: false, 2: true, 3: false, 4: true, 10: true} {
+	require.EqualValues(t, 4+many, n, "succeeded, final failure, skipped, missed and the bulk")
+	for i, want := range map[int]bool{0: false, 1: false, 2: true, 3: false, 4: false, 100: false, 100 + many - 1: false, last: true} {
 		_, found, err := l.Get(ctx, slot(i))
 		require.NoError(t, err)
 		require.Equal(t, want, found, "slot %d kept", i)
 	}
-	st, err := l.State(ctx, "prune", "", time.Time{}, at(11))
+	st, err := l.State(ctx, "prune", "", time.Time{}, at(last+1))
 	require.NoError(t, err)
-	require.Equal(t, at(10), st.Last, "gap detection still knows the last slot")
+	require.Equal(t, at(last), st.Last, "gap detection still knows the last slot")
 	require.Len(t, st.Open, 1, "the failure with a retry is still open")
 	require.Equal(t, at(2), st.Open[0].At)
+	n, err = l.Prune(ctx, at(100+many))
+	require.NoError(t, err)
+	require.Zero(t, n, "a second Prune finds nothing")
 }

@@ -2,8 +2,8 @@
 // transition is one Lua script (scripts/*.lua, embedded) that applies the
 // acceptance rule to the fence of the transition's scope and writes the
 // record; concurrent claims share round trips through an auto-pipeline.
-// It implements the optional ledger.Canceler, ledger.ClearBeginner and
-// ledger.PauseReader.
+// It implements the optional ledger.Canceler, ledger.ClearBeginner,
+// ledger.PauseReader and ledger.Pruner.
 //
 // # Keys
 //
@@ -15,6 +15,15 @@
 // the names, and every other key, are those of the format before fences
 // were named by scope, so a store written by an older version keeps
 // fencing after an upgrade. See Ledger for the full layout.
+//
+// # Retention
+//
+// Run hashes stay until Prune (ledger.Pruner) deletes those of done slots
+// before a cutoff: a SCAN of the ledger's index keys, then per (job,
+// partition) batches of PruneBatch slots, each one script on the pair's
+// hash tag (Cluster-safe). Fences, horizons, last slots, cancel marks and
+// pause flags stay: they are a few keys per pair, and a lost fence would
+// let a stale holder write again. See docs/operations.md.
 //
 // # Durability
 //

@@ -113,7 +113,12 @@ type ledgerKeys struct {
 }
 
 func (l *Ledger) keys(job, partition string) ledgerKeys {
-	b := l.prefix + "{" + job + "|" + partition + "}:"
+	return keysAt(l.prefix + "{" + job + "|" + partition + "}:")
+}
+
+// keysAt is the keys of the pair whose keys start with b,
+// "<prefix>{job|partition}:".
+func keysAt(b string) ledgerKeys {
 	return ledgerKeys{
 		fence: b + "fence", open: b + "open", pending: b + "pending", retry: b + "retry",
 		index: b + "index", last: b + "last", horizon: b + "horizon", base: b,

@@ -4,7 +4,9 @@
 // They live apart from httpfence so that the middleware does not import
 // pgx.
 //
-// Store.Migrate applies the package's embedded, idempotent migration;
+// Store.Migrate applies the package's embedded, idempotent migration
+// (Migrations returns it as files for a migration tool, for a role without
+// DDL rights: docs/operations.md);
 // Fence.Migrate the guard's (pgfence.Guard.Migrate). Fence's Accept is the
 // guard's statement, the one SQL form of the acceptance rule holdfast
 // uses, so the handler can fence its own writes on the same guard table

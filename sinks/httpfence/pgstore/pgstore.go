@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"regexp"
 	"strings"
 	"sync"
@@ -35,6 +36,29 @@ type Options struct {
 //
 //go:embed migrations/*.sql
 var migrations embed.FS
+
+// Migrations returns the store's migrations for opts.Schema (default
+// DefaultSchema) as files for a migration tool or a DBA, for a role that
+// cannot run DDL: NNN_name.up.sql at the root (golang-migrate's names,
+// read by atlas and goose as they are, with goose's annotations as SQL
+// comments), the schema filled in, without Migrate's advisory lock. Every
+// file is idempotent. It returns an error matching
+// httpfence.ErrInvalidOptions for an invalid schema. In the source files
+// {{schema}} stands for the quoted schema.
+func Migrations(opts Options) (fs.FS, error) {
+	schema := opts.Schema
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if !identifierRE.MatchString(schema) {
+		return nil, fmt.Errorf("%w: schema %q: want a lower-case SQL identifier matching %s", httpfence.ErrInvalidOptions, schema, identifierRE)
+	}
+	files, err := pgmigrate.Files(migrations, strings.NewReplacer("{{schema}}", pgx.Identifier{schema}.Sanitize()))
+	if err != nil {
+		return nil, fmt.Errorf("httpfence: %w", err)
+	}
+	return files, nil
+}
 
 // identifierRE is the schema form accepted: what Postgres accepts unquoted,
 // lower case only (as in pgfence).

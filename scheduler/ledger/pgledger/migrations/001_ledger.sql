@@ -79,8 +79,8 @@ CREATE INDEX IF NOT EXISTS job_runs_partition_slot_idx
     ON {{schema}}.job_runs (job_name, partition_key, schedule_slot);
 
 -- One row per attempt: the audit trail. Rows are only ever added or
--- finished, never removed by pgledger (deleting a job_runs row removes its
--- attempts, for retention jobs).
+-- finished; they go with their job_runs row when Prune deletes it (ON
+-- DELETE CASCADE).
 CREATE TABLE IF NOT EXISTS {{schema}}.job_run_attempts (
     job_run_id   bigint      NOT NULL REFERENCES {{schema}}.job_runs (id) ON DELETE CASCADE,
     attempt      int         NOT NULL CHECK (attempt >= 1),

@@ -1,0 +1,34 @@
+package pglease_test
+
+import (
+	"io/fs"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/pgtest"
+	"github.com/holdfast-go/holdfast/lease/pglease"
+)
+
+// The exported migrations, applied by hand as a DBA would, give the
+// table Migrate creates.
+func TestExportedMigrationsGiveMigratesTables(t *testing.T) {
+	t.Parallel()
+	pool := shared.Pool(t)
+	migrated, byHand := shared.Schema(t, "pglease_test_"), shared.Schema(t, "pglease_test_")
+	b, err := pglease.New(pool, pglease.Options{Schema: migrated})
+	require.NoError(t, err)
+	require.NoError(t, b.Migrate(t.Context()))
+
+	files, err := pglease.Migrations(pglease.Options{Schema: byHand})
+	require.NoError(t, err)
+	names, err := fs.Glob(files, "*")
+	require.NoError(t, err)
+	require.Equal(t, []string{"001_leases.up.sql"}, names)
+	pgtest.ApplyFiles(t, pool, files)
+	pgtest.ApplyFiles(t, pool, files)
+	require.Equal(t, pgtest.Columns(t, pool, migrated), pgtest.Columns(t, pool, byHand))
+
+	_, err = pglease.Migrations(pglease.Options{Schema: "Bad"})
+	require.ErrorIs(t, err, pglease.ErrInvalidOptions)
+}

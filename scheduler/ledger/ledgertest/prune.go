@@ -1,0 +1,124 @@
+package ledgertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// pruneCases check ledger.Pruner on a ledger that implements it (skipped
+// otherwise).
+var pruneCases = []testCase{
+	{"PrunerDeletesOnlyDoneSlotsAndKeepsState", testPrune},
+}
+
+// pruneBase is where the Prune check's slots start: far before the slots
+// of every other case, so that its Prune, which works on the whole store,
+// deletes none of theirs when they share a ledger. A store shared with
+// other data loses its done records of slots before 2000-01-01T00:30Z.
+var pruneBase = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// testPrune is the Prune contract (ledger.Pruner): on slots of every
+// state before the cutoff and after it, in two partitions, Prune deletes
+// exactly the done slots before the cutoff that are not their pair's
+// State.Last; Get finds none of them, List skips them; every pair's State
+// is the same after as before; a retryable slot resumes at its next
+// attempt and a later slot begins at attempt 1, as without the Prune.
+func testPrune(t *testing.T, x *fixture) {
+	p, ok := x.raw.(ledger.Pruner)
+	if !ok {
+		t.Skip("the ledger does not implement ledger.Pruner")
+	}
+	y := *x
+	y.base = pruneBase
+	x = &y
+	ctx := t.Context()
+	h := holder(1)
+	run := func(s ledger.Slot, max int, o ledger.Outcome) {
+		t.Helper()
+		n := x.begin(s, h, max, x.now(0, 0))
+		x.finish(s, h, n, o, x.now(0, time.Second))
+	}
+	succeeded := ledger.Outcome{Status: ledger.StatusSucceeded}
+	final := ledger.Outcome{Status: ledger.StatusFailed, Class: ledger.ClassPermanent, Error: "final"}
+	retry := ledger.Outcome{Status: ledger.StatusFailed, Class: ledger.ClassRetryable, Error: "again", RetryAt: x.at(40)}
+
+	state := func(partition string, now time.Time) ledger.State {
+		t.Helper()
+		st, err := x.ledger.State(ctx, x.job, partition, x.at(-10), now)
+		require.NoError(t, err)
+		return st
+	}
+	// Both horizons start now, before the slots: a Prune that reset one
+	// would show in a State read later.
+	state("", x.now(-1, 0))
+	state("p", x.now(-1, 0))
+
+	// Partition "": slots 0-9 before the cutoff (slot 30), 31 after it.
+	run(x.slot(0), 3, succeeded)
+	run(x.slot(1), 3, final)
+	run(x.slot(2), 3, retry) // retryable: kept
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(3), h, ledger.StatusSkipped, "overlap", x.now(3, 0)))
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(4), h, ledger.StatusMissed, "manual", x.now(4, 0)))
+	x.begin(x.slot(5), h, 3, x.now(5, 0)) // running: kept
+	require.NoError(t, x.ledger.Request(ctx, x.slot(6), "backfill", x.now(6, 0)))
+	run(x.slot(7), 3, succeeded)
+	require.NoError(t, x.ledger.Request(ctx, x.slot(7), "retry", x.now(7, 0))) // pending again: kept
+	run(x.slot(8), 1, retry)
+	x.requireDone(x.slot(8), h, 1, x.now(8, 0)) // budget spent: final
+	run(x.slot(31), 3, succeeded)               // after the cutoff: kept, and State.Last
+	// Partition "p": its State.Last (slot 9) is before the cutoff: kept.
+	run(x.slotIn("p", 1), 3, succeeded)
+	run(x.slotIn("p", 9), 3, succeeded)
+
+	pruned := []ledger.Slot{x.slot(0), x.slot(1), x.slot(3), x.slot(4), x.slot(8), x.slotIn("p", 1)}
+	kept := []ledger.Slot{x.slot(2), x.slot(5), x.slot(6), x.slot(7), x.slot(31), x.slotIn("p", 9)}
+	keptRecs := map[ledger.Slot]ledger.Record{}
+	for _, s := range kept {
+		keptRecs[s] = x.get(s)
+	}
+	before := map[string]ledger.State{"": state("", x.now(50, 0)), "p": state("p", x.now(50, 0))}
+
+	n, err := p.Prune(ctx, x.at(30))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, int64(len(pruned)), "Prune's count covers the %d done slots of this job", len(pruned))
+	for _, s := range pruned {
+		x.requireAbsent(s)
+	}
+	for _, s := range kept {
+		requireSameRecord(t, keptRecs[s], x.get(s), "kept "+x.label(s.At)+" in partition "+s.Partition)
+	}
+	for part, st := range before {
+		requireSameState(t, st, state(part, x.now(51, 0)), "State of partition "+part+" after Prune")
+	}
+	recs, err := x.ledger.List(ctx, x.job, "", x.at(-10), x.at(60), 100)
+	require.NoError(t, err)
+	var listed []string
+	for _, r := range recs {
+		listed = append(listed, x.label(r.Slot.At))
+	}
+	require.Equal(t, []string{"slot 31", "slot 7", "slot 6", "slot 5", "slot 2"}, listed, "List after Prune")
+
+	// Catch-up goes on as before: the retryable slot's next attempt is its
+	// second, and the slot after State.Last starts at attempt 1.
+	require.Equal(t, 2, x.begin(x.slot(2), h, 3, x.at(40)), "retryable slot 2 resumes")
+	require.Equal(t, 1, x.begin(x.slot(32), h, 3, x.now(32, 0)), "the next slot begins")
+}
+
+// requireSameState compares two States at millisecond precision.
+func requireSameState(t *testing.T, want, got ledger.State, what string) {
+	t.Helper()
+	norm := func(st ledger.State) ledger.State {
+		st.Last, st.Horizon = ms(st.Last), ms(st.Horizon)
+		open := make([]ledger.OpenSlot, len(st.Open))
+		for i, o := range st.Open {
+			open[i] = ledger.OpenSlot{At: ms(o.At), RetryAt: ms(o.RetryAt)}
+		}
+		st.Open = open
+		return st
+	}
+	require.Equal(t, norm(want), norm(got), "%s", what)
+}

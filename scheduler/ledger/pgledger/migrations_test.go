@@ -1,0 +1,35 @@
+package pgledger_test
+
+import (
+	"io/fs"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/pgtest"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
+)
+
+// The exported migrations, applied by hand as a DBA would, give the
+// tables Migrate creates; the ledger then works on them.
+func TestExportedMigrationsGiveMigratesTables(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testPool(t)
+	migrated, byHand := newSchema(t), newSchema(t)
+	l, err := pgledger.New(pool, pgledger.Options{Schema: migrated})
+	require.NoError(t, err)
+	require.NoError(t, l.Migrate(ctx))
+
+	files, err := pgledger.Migrations(pgledger.Options{Schema: byHand})
+	require.NoError(t, err)
+	names, err := fs.Glob(files, "*")
+	require.NoError(t, err)
+	require.Equal(t, []string{"001_ledger.up.sql"}, names)
+	pgtest.ApplyFiles(t, pool, files)
+	pgtest.ApplyFiles(t, pool, files) // idempotent, as Migrate
+	require.Equal(t, pgtest.Columns(t, pool, migrated), pgtest.Columns(t, pool, byHand))
+
+	_, err = pgledger.Migrations(pgledger.Options{Schema: "Bad"})
+	require.ErrorIs(t, err, pgledger.ErrInvalidOptions)
+}

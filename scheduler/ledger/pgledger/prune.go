@@ -1,0 +1,54 @@
+package pgledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// PruneBatch is how many job_runs rows one DELETE of Prune removes at
+// most (1000): each batch is a transaction of its own, so a Prune of
+// millions of rows never holds long locks nor one huge transaction.
+const PruneBatch = 1000
+
+var _ ledger.Pruner = (*Ledger)(nil)
+
+// Prune implements ledger.Pruner: it deletes, in batches of PruneBatch,
+// the job_runs rows (and, by ON DELETE CASCADE, their job_run_attempts)
+// of slots before before that are done: succeeded, skipped, missed,
+// abandoned, or failed with retry_at NULL. It keeps every row that is
+// pending, running or failed with a retry, the row of each pair's
+// job_fences.last_slot (State.Last), and every job_fences,
+// job_slot_fences and job_pauses row: the horizon, the fences and the
+// pause flags stay. A row a concurrent transition has locked is skipped
+// (FOR UPDATE SKIP LOCKED), so Prune never waits on a claim; the next
+// Prune takes it. It returns the rows deleted until ctx ended or an error
+// came, with that error (wrapped, as every pgledger error).
+func (l *Ledger) Prune(ctx context.Context, before time.Time) (deleted int64, err error) {
+	const op = "prune"
+	if err := l.ready(); err != nil {
+		return 0, err
+	}
+	what := "slots before " + before.UTC().Format(time.RFC3339)
+	for {
+		var n int64
+		err := l.inTx(ctx, op, what, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, l.sql.prune, before, PruneBatch)
+			if err != nil {
+				return wrapDBError(op, what, err)
+			}
+			n = tag.RowsAffected()
+			return nil
+		})
+		if err != nil {
+			return deleted, err
+		}
+		deleted += n
+		if n < PruneBatch {
+			return deleted, nil
+		}
+	}
+}

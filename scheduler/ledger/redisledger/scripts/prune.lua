@@ -1,0 +1,28 @@
+-- prune.lua: deletes the done records of one batch of slots of one
+-- (job, partition) (ledger.Pruner). Not fenced: it never touches a fence,
+-- the horizon, the pause flag, or a slot that still needs an attempt.
+--
+-- KEYS[1] index zset  KEYS[2] open zset  KEYS[3] pending zset  KEYS[4] last
+-- KEYS[4+i] run hash of ARGV[i]  (all <prefix>{<job>|<partition>}:...)
+-- ARGV[i] slot (unix s), a member of the index
+--
+-- A slot is done when its status is succeeded, skipped, missed or
+-- abandoned, or failed and no longer open (no retry left). The latest slot
+-- (last) and every open or pending slot are kept, whatever their status
+-- says. Returns how many records it deleted.
+local last = redis.call('GET', KEYS[4])
+local n = 0
+for i, slot in ipairs(ARGV) do
+  local run = KEYS[4 + i]
+  local status = redis.call('HGET', run, 'status')
+  local open = redis.call('ZSCORE', KEYS[2], slot) or redis.call('ZSCORE', KEYS[3], slot)
+  if not status then
+    if not open then redis.call('ZREM', KEYS[1], slot) end -- an index entry without a record
+  elseif slot ~= last and not open and (status == 'succeeded' or status == 'skipped'
+      or status == 'missed' or status == 'abandoned' or status == 'failed') then
+    redis.call('DEL', run)
+    redis.call('ZREM', KEYS[1], slot)
+    n = n + 1
+  end
+end
+return n

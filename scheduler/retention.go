@@ -1,0 +1,76 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/holdfast-go/holdfast/internal/logattr"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// PruneLease is the lease under which one replica prunes the ledger
+// (Options.Retention). No job's lease can have this name: job names may
+// not hold '@'.
+const PruneLease = "@holdfast-prune"
+
+// pruneLeaseTTL is the prune lease's TTL; the lease's keep-alive renews it
+// while a Prune runs.
+const pruneLeaseTTL = time.Minute
+
+// PruneInterval is how often a Scheduler with Options.Retention r prunes:
+// r/10, at least a minute and at most an hour.
+func PruneInterval(r time.Duration) time.Duration {
+	return min(max(r/10, time.Minute), time.Hour)
+}
+
+// checkRetention refuses a negative Retention, and a positive one over a
+// Ledger that cannot prune.
+func checkRetention(cfg Options) error {
+	switch {
+	case cfg.Retention < 0:
+		return fmt.Errorf("%w: Retention %v, want 0 (off) or more", ErrInvalidOptions, cfg.Retention)
+	case cfg.Retention == 0:
+		return nil
+	}
+	if _, ok := cfg.Ledger.(ledger.Pruner); !ok {
+		return fmt.Errorf("%w: Retention %v: the Ledger (%T) does not implement ledger.Pruner", ErrInvalidOptions, cfg.Retention, cfg.Ledger)
+	}
+	return nil
+}
+
+// pruneLoop prunes every PruneInterval until claiming stops; Start starts
+// it and Stop waits for it (s.wg).
+func (s *Scheduler) pruneLoop() {
+	every := PruneInterval(s.cfg.Retention)
+	t := s.clock.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.life.claim.Done():
+			return
+		case <-t.C():
+		}
+		s.prune()
+		t.Reset(every)
+	}
+}
+
+// prune runs one Prune under PruneLease, if no other replica holds it.
+func (s *Scheduler) prune() {
+	l, err := s.cfg.Leases.TryAcquire(s.life.claim, PruneLease, pruneLeaseTTL)
+	if err != nil {
+		return // another replica prunes, or the lease store fails: the next tick tries again
+	}
+	defer func() { _ = l.Release(context.WithoutCancel(s.life.claim)) }()
+	before := s.clock.Now().Add(-s.cfg.Retention)
+	started := s.clock.Now()
+	n, err := s.cfg.Ledger.(ledger.Pruner).Prune(l.Context(), before)
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	s.log.LogAttrs(s.life.claim, level, "ledger_pruned", slog.Time("before", before), slog.Int64("deleted", n),
+		logattr.Duration("took", s.clock.Now().Sub(started)), slog.Any("error", err))
+}
