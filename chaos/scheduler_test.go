@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/faultproxy"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -45,6 +47,9 @@ const (
 	// next slots skipped for overlap, by policy (3 to 5 of 30 seen here).
 	overlapPolicy = scheduler.OverlapAllow
 )
+
+// errNoRunYet: no run of the job is in flight yet.
+var errNoRunYet = errors.New("no run in flight yet")
 
 func init() { workers["sched"] = schedWorker }
 
@@ -247,14 +252,13 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 				job = controlJob
 			}
 			var w *workerProc
-			for limit := time.Now().Add(5 * time.Second); w == nil && time.Now().Before(limit); {
-				w = run.midRun(job)
-				if w == nil {
-					pauseFor(5*time.Millisecond, 10*time.Millisecond)
+			if testwait.Poll(5*time.Second, 5*time.Millisecond, func() error {
+				if w = run.midRun(job); w == nil {
+					return errNoRunYet
 				}
-			}
-			if w == nil {
-				continue
+				return nil
+			}) != nil {
+				continue // no run of job within 5 s: another fault
 			}
 			if job == controlJob {
 				controlStops++

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/redisproc"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -108,17 +109,12 @@ func failoverTrial(t *testing.T, s *sink, pool beginnerDB, i int, ackOn bool) (t
 	sn.Promote(t)
 
 	var lb *lease.Lease
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	deadline := time.Now().Add(30 * time.Second)
-	for lb == nil {
+	err = testwait.Poll(30*time.Second, 50*time.Millisecond, func() error {
+		var err error
 		lb, err = tryAcquire(ctx, cb, lname, ttl)
-		if err == nil {
-			break
-		}
-		require.False(t, time.Now().After(deadline), "B never acquired after the failover: %v", err)
-		<-poll.C
-	}
+		return err
+	})
+	require.NoError(t, err, "B never acquired after the failover")
 	if la != nil {
 		twoHolders = la.Err() == nil
 		dupToken = la.Token() == lb.Token()

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -162,7 +163,7 @@ func (e *Election) announce(ctx context.Context, l *lease.Lease, value string) (
 	n, err := announceScript.Run(ctx, e.rdb, []string{e.leaseKey, e.recordKey},
 		l.Owner(), l.Token().String(), value, e.channel).Int64()
 	if err != nil {
-		return false, joinCtx(ctx, err)
+		return false, safe.JoinCtx(ctx, err)
 	}
 	return n == 1, nil
 }
@@ -195,7 +196,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		err = fmt.Errorf("unexpected reply %q", res)
 	}
 	if err != nil {
-		return Leader{}, joinCtx(ctx, fmt.Errorf("election %q: leader: %w", e.name, err))
+		return Leader{}, safe.JoinCtx(ctx, fmt.Errorf("election %q: leader: %w", e.name, err))
 	}
 	token, err := strconv.ParseUint(res[1], 10, 64)
 	if err != nil {
@@ -249,12 +250,4 @@ func jitter(d time.Duration) time.Duration {
 		return d
 	}
 	return half + rand.N(half+1)
-}
-
-// joinCtx joins ctx's error to err when ctx has ended, so both match.
-func joinCtx(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return errors.Join(err, cerr)
-	}
-	return err
 }

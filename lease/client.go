@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/internal/retry"
+	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
 // Client acquires leases on one Backend (New: a Redis deployment, a single
@@ -48,7 +48,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 // NewRedisBackend) and do not apply here: ErrNilClient for a nil backend,
 // ErrInvalidOptions for ReplicaAck.
 func NewWithBackend(b Backend, opts Options) (*Client, error) {
-	if isNil(b) {
+	if safe.IsNil(b) {
 		return nil, ErrNilClient
 	}
 	if opts.ReplicaAck.Replicas > 0 {
@@ -298,7 +298,7 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 			outcome = OutcomeSlow // a backend's own check (lease/quorum)
 		}
 		c.opts.Observer.ObserveAcquire(name, outcome, took)
-		return nil, joinCtx(ctx, fmt.Errorf("lease %q: acquire: %w", name, err))
+		return nil, safe.JoinCtx(ctx, fmt.Errorf("lease %q: acquire: %w", name, err))
 	}
 	if !g.Acquired {
 		c.opts.Observer.ObserveAcquire(name, OutcomeHeld, took)
@@ -359,22 +359,4 @@ func newOwner() (string, error) {
 		return "", fmt.Errorf("lease: owner: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
-}
-
-// joinCtx joins ctx's error to err when ctx has ended, so both match.
-func joinCtx(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return errors.Join(err, cerr)
-	}
-	return err
-}
-
-// isNil reports whether v is nil, or an interface holding a nil pointer
-// (a (*redis.Client)(nil) passed as a redis.UniversalClient).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

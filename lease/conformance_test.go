@@ -12,6 +12,9 @@ import (
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
 
+// newStore is the argument of leasetest.Exercise.
+type newStore = func(t *testing.T) leasetest.Store
+
 // TestConformance runs the lease contract (leasetest.Exercise) on every
 // kind of Redis deployment lease supports, the deployments and their
 // checks in parallel.
@@ -20,10 +23,10 @@ import (
 // the timing-sensitive renewal of 10,000 leases, start only once it is
 // done, so that its load does not eat into their trust windows.
 func TestConformance(t *testing.T) {
-	backends := map[string]func(t *testing.T) leasetest.Backend{
+	backends := map[string]func(t *testing.T) newStore{
 		// miniredis with its clock driven by the wall clock, so that keys
 		// expire as on Redis.
-		"miniredis-driven-clock": func(*testing.T) leasetest.Backend {
+		"miniredis-driven-clock": func(*testing.T) newStore {
 			return leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient {
 				rdb, mr := leasetest.NewMiniredisClient(t)
 				leasetest.DriveClock(t, mr)
@@ -32,7 +35,7 @@ func TestConformance(t *testing.T) {
 		},
 		// A 3-master Cluster: every script touches the keys of one hash
 		// tag only.
-		"cluster": func(t *testing.T) leasetest.Backend {
+		"cluster": func(t *testing.T) newStore {
 			cluster := redisproc.StartCluster(t, 3)
 			return leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient { return cluster.Client(t) }, nil)
 		},
@@ -42,17 +45,23 @@ func TestConformance(t *testing.T) {
 		// (make test beside two busy loops, issue 11 part 7) overran it,
 		// failing five checks at once with "acknowledged by 0 replicas".
 		// The checks are about the lease, not about replication latency.
-		"sentinel": func(t *testing.T) leasetest.Backend {
+		"sentinel": func(t *testing.T) newStore {
 			sentinel := redisproc.StartSentinel(t)
 			return leasetest.RedisBackend(
 				func(t *testing.T) redis.UniversalClient { return sentinel.Client(t) },
 				func(o *lease.Options) { o.ReplicaAck = lease.ReplicaAck{Replicas: 1, Timeout: 2 * time.Second} })
 		},
 	}
-	// The shared real Redis (REDIS_URL) and a plain miniredis.
+	// The shared real Redis (REDIS_URL) and a plain miniredis, whose
+	// keys expire only when told (NoExpiry).
 	for _, b := range redistest.Backends() {
-		backends[b.Name] = func(*testing.T) leasetest.Backend {
-			return leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient { return b.New(t) }, nil)
+		backends[b.Name] = func(*testing.T) newStore {
+			newStore := leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient { return b.New(t) }, nil)
+			return func(t *testing.T) leasetest.Store {
+				s := newStore(t)
+				s.NoExpiry = b.Name == "miniredis"
+				return s
+			}
 		}
 	}
 	for name, backend := range backends {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
 // Lease is one acquisition of a named lease. The Client's keep-alive renews
@@ -200,7 +201,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return fmt.Errorf("lease %q: renew: %w", l.name, ErrNotHeld)
 	}
 	if err != nil {
-		return joinCtx(ctx, fmt.Errorf("lease %q: renew: %w", l.name, err))
+		return safe.JoinCtx(ctx, fmt.Errorf("lease %q: renew: %w", l.name, err))
 	}
 	return l.renewed(start)
 }
@@ -297,7 +298,7 @@ func (l *Lease) releaseKey(ctx context.Context, release func(context.Context, He
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return joinCtx(ctx, fmt.Errorf("lease %q: release: another release is in flight", l.name))
+			return safe.JoinCtx(ctx, fmt.Errorf("lease %q: release: another release is in flight", l.name))
 		}
 		l.mu.Lock()
 	}
@@ -324,7 +325,7 @@ func (l *Lease) releaseKey(ctx context.Context, release func(context.Context, He
 	case err != nil:
 		// No answer (ctx ended, Redis unreachable): a later Release may
 		// try again; the key expires with its TTL otherwise.
-		return joinCtx(ctx, fmt.Errorf("lease %q: release: %w", l.name, err))
+		return safe.JoinCtx(ctx, fmt.Errorf("lease %q: release: %w", l.name, err))
 	default:
 		l.released = true
 		l.c.log.LogAttrs(ctx, slog.LevelInfo, "lease_released",

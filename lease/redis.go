@@ -11,6 +11,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
 // RedisOptions configure a RedisBackend. The zero value is valid.
@@ -47,7 +48,7 @@ type RedisBackend struct {
 // ErrInvalidOptions for a Prefix holding '{' or '}' or a negative
 // ReplicaAck. It starts no goroutine and sends nothing.
 func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBackend, error) {
-	if isNil(rdb) {
+	if safe.IsNil(rdb) {
 		return nil, ErrNilClient
 	}
 	if opts.Prefix == "" {

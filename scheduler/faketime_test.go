@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -146,18 +147,7 @@ func (r *rig) settle() {
 		}
 		return busy == r.held.Load()
 	}
-	if quiet() {
-		return
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(200 * time.Microsecond)
-	defer tick.Stop()
-	for !quiet() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the replicas do not settle within 10 s")
-		}
-		<-tick.C
-	}
+	testwait.UntilEvery(r.t, 10*time.Second, 200*time.Microsecond, "the replicas settle", quiet)
 }
 
 // tick moves the fake clock forward by d in steps of at most step,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ func TestTriggerRunsAnExtraSlotOnce(t *testing.T) {
 		require.Empty(t, slot.Partition)
 		require.False(t, slot.At.Before(before.Truncate(time.Second)))
 		require.False(t, slot.At.After(time.Now()))
-		eventually(t, 10*time.Second, "the triggered slot succeeded", func() bool {
+		testwait.Until(t, 10*time.Second, "the triggered slot succeeded", func() bool {
 			return s.status("adhoc", "", slot.At) == ledger.StatusSucceeded
 		})
 		require.NoError(t, a.Stop(context.Background()))
@@ -62,7 +63,7 @@ func TestBackfillRunsEachSlotOfTheRangeOnce(t *testing.T) {
 			want = append(want, ledger.Slot{Job: "reports", At: at})
 		}
 		require.Equal(t, want, got, "from <= slot < to")
-		eventually(t, 10*time.Second, "the backfilled slots succeeded", func() bool {
+		testwait.Until(t, 10*time.Second, "the backfilled slots succeeded", func() bool {
 			for _, at := range slots[1:4] {
 				if s.status("reports", "", at) != ledger.StatusSucceeded {
 					return false
@@ -104,7 +105,7 @@ func TestRetryOfASucceededSlotIsANewAttemptOfTheSameRun(t *testing.T) {
 		require.NoError(t, sched.Start(context.Background()))
 		// A time inside the slot's second names the slot.
 		require.NoError(t, sched.Retry(context.Background(), "nightly", "", at.Add(300*time.Millisecond), "fixed the input"))
-		eventually(t, 10*time.Second, "the second attempt succeeded", func() bool {
+		testwait.Until(t, 10*time.Second, "the second attempt succeeded", func() bool {
 			rec := s.record(t, "nightly", "", at)
 			return rec.Attempt == 2 && rec.Status == ledger.StatusSucceeded
 		})
@@ -137,12 +138,12 @@ func TestRetryOfAnExhaustedSlotGetsAFreshBudget(t *testing.T) {
 		}))
 		claimNow(t, sched, "import", "", at) // attempt 1; Start's recovery claim and the retry wake-up do the rest
 		require.NoError(t, sched.Start(context.Background()))
-		eventually(t, 10*time.Second, "the first budget spent", func() bool {
+		testwait.Until(t, 10*time.Second, "the first budget spent", func() bool {
 			rec := s.record(t, "import", "", at)
 			return rec.Attempt == 2 && rec.Status == ledger.StatusFailed && rec.RetryAt.IsZero()
 		})
 		require.NoError(t, sched.Retry(context.Background(), "import", "", at, "upstream is back"))
-		eventually(t, 10*time.Second, "the second budget spent", func() bool {
+		testwait.Until(t, 10*time.Second, "the second budget spent", func() bool {
 			rec := s.record(t, "import", "", at)
 			return rec.Attempt == 4 && rec.Status == ledger.StatusFailed && rec.RetryAt.IsZero()
 		})
@@ -331,7 +332,7 @@ func TestRedisDataLossDoesNotRerunForgottenSlots(t *testing.T) {
 		require.NoError(t, after.Start(ctx))
 		_, err := after.Backfill(ctx, "amnesia", "", slots[0], slots[1], "redo")
 		require.NoError(t, err)
-		eventually(t, 10*time.Second, "the backfilled slot ran", func() bool {
+		testwait.Until(t, 10*time.Second, "the backfilled slot ran", func() bool {
 			return s.status("amnesia", "", slots[0]) == ledger.StatusSucceeded
 		})
 		require.NoError(t, after.Stop(ctx))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
@@ -39,7 +40,7 @@ func TestRetries(t *testing.T) {
 			}))
 			claimNow(t, sched, "flaky", "", at)
 			require.NoError(t, sched.Start(context.Background()))
-			eventually(t, 10*time.Second, "the third attempt succeeded", func() bool {
+			testwait.Until(t, 10*time.Second, "the third attempt succeeded", func() bool {
 				return s.status("flaky", "", at) == ledger.StatusSucceeded
 			})
 			require.NoError(t, sched.Stop(context.Background()))
@@ -138,7 +139,7 @@ func TestRetries(t *testing.T) {
 			require.False(t, rec.RetryAt.IsZero(), "a timeout is retried")
 
 			require.NoError(t, sched.Start(context.Background()))
-			eventually(t, 10*time.Second, "the retry succeeded", func() bool {
+			testwait.Until(t, 10*time.Second, "the retry succeeded", func() bool {
 				return s.status("slow", "", at) == ledger.StatusSucceeded
 			})
 			require.NoError(t, sched.Stop(context.Background()))
@@ -181,7 +182,7 @@ func TestRetries(t *testing.T) {
 			later := job
 			later.EndAt = at.Add(3 * time.Second)
 			r2 := s.started(t, later)
-			eventually(t, 10*time.Second, "the retry ran on replica 2", func() bool {
+			testwait.Until(t, 10*time.Second, "the retry ran on replica 2", func() bool {
 				return s.status("resilient", "", at) == ledger.StatusSucceeded
 			})
 			require.NoError(t, r2.Stop(context.Background()))
@@ -270,7 +271,7 @@ func testKilledMidRun(t *testing.T, policy OverlapPolicy) {
 		a := s.started(t, stuck, watched(watchA))
 		slot, err := a.Trigger(context.Background(), "stuck", "", "kill test")
 		require.NoError(t, err)
-		waitDone(t, started, 10*time.Second, "the run started")
+		testwait.Done(t, started, 10*time.Second, "the run started")
 		// Replica a is stopped with a short grace: the run's ctx ends and
 		// the lease is released, but the job goes on.
 		stopped := make(chan error, 1)
@@ -284,7 +285,7 @@ func testKilledMidRun(t *testing.T, policy OverlapPolicy) {
 		healthy.Run = func(ctx context.Context, run Run) error { log.add(run); return nil }
 		b := s.replica(t)
 		require.NoError(t, b.Register(healthy))
-		eventually(t, 10*time.Second, "b took the slot over", func() bool {
+		testwait.Until(t, 10*time.Second, "b took the slot over", func() bool {
 			claimWake(t, b, "stuck", "")
 			return s.status("stuck", "", slot.At) == ledger.StatusSucceeded
 		})
@@ -339,20 +340,20 @@ func TestHeartbeatRecordsALongRunAlive(t *testing.T) {
 			defer close(done)
 			claimNow(t, sched, "beating", "", at)
 		}()
-		waitDone(t, started, 10*time.Second, "the run started")
+		testwait.Done(t, started, 10*time.Second, "the run started")
 		var first ledger.Attempt
-		eventually(t, 5*time.Second, "a heartbeat recorded", func() bool {
+		testwait.Until(t, 5*time.Second, "a heartbeat recorded", func() bool {
 			a, ok := s.record(t, "beating", "", at).Latest()
 			first = a
 			return ok && a.Heartbeat.After(a.Started)
 		})
-		eventually(t, 5*time.Second, "a second heartbeat recorded", func() bool {
+		testwait.Until(t, 5*time.Second, "a second heartbeat recorded", func() bool {
 			a, _ := s.record(t, "beating", "", at).Latest()
 			return a.Heartbeat.After(first.Heartbeat)
 		})
 		require.Equal(t, ledger.StatusRunning, first.Status)
 		close(release)
-		waitDone(t, done, 10*time.Second, "the claim ended")
+		testwait.Done(t, done, 10*time.Second, "the claim ended")
 		rec := s.record(t, "beating", "", at)
 		require.Equal(t, ledger.StatusSucceeded, rec.Status)
 		a, _ := rec.Latest()

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -144,10 +144,10 @@ func New(cfg Options) (*Scheduler, error) {
 	if cfg.Leases == nil {
 		return nil, fmt.Errorf("%w: nil Leases", ErrInvalidOptions)
 	}
-	if isNil(cfg.Ledger) {
+	if safe.IsNil(cfg.Ledger) {
 		return nil, fmt.Errorf("%w: nil Ledger", ErrInvalidOptions)
 	}
-	if cfg.Clock != nil && isNil(cfg.Clock) {
+	if cfg.Clock != nil && safe.IsNil(cfg.Clock) {
 		return nil, fmt.Errorf("%w: nil Clock", ErrInvalidOptions)
 	}
 	if err := checkRetention(cfg); err != nil {
@@ -289,18 +289,4 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.runCancel()
 	clock.Sleep(s.clock, InterruptWait, s.stopped)
 	return ctx.Err()
-}
-
-// isNil reports whether v is nil or a nil pointer (a typed nil in an
-// interface).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -115,7 +116,7 @@ func TestSlotDueWhileTheHolderReleasesIsNotLost(t *testing.T) {
 		require.NoError(t, a.Register(Job{Name: "edge", Spec: everySecond, StartAt: startAt, EndAt: endAt, Run: run}))
 		require.NoError(t, a.Start(context.Background()))
 		require.NoError(t, b.Start(context.Background()))
-		eventually(t, 10*time.Second, "both slots succeeded", func() bool {
+		testwait.Until(t, 10*time.Second, "both slots succeeded", func() bool {
 			return s.status("edge", "", slots[0]) == ledger.StatusSucceeded && s.status("edge", "", slots[1]) == ledger.StatusSucceeded
 		})
 		require.Equal(t, slots, log.slots())
@@ -217,12 +218,12 @@ func TestFrozenHolderCannotMarkSlot(t *testing.T) {
 				defer close(aDone)
 				claimNow(t, a, "frozen", "", at)
 			}()
-			waitDone(t, aStarted, 10*time.Second, "a runs the slot")
+			testwait.Done(t, aStarted, 10*time.Second, "a runs the slot")
 			// A's lease is force-lost (expired, evicted) while its job
 			// is still running; b's timer fires and b takes over.
 			s.dropLease(t, "frozen", "")
 			claimNow(t, b, "frozen", "", at)
-			waitDone(t, aDone, 10*time.Second, "a's claim ends")
+			testwait.Done(t, aDone, 10*time.Second, "a's claim ends")
 
 			require.ErrorIs(t, <-aCanceled, lease.ErrLost, "a's job ctx ends with the lease")
 			runs := log.all()
@@ -277,7 +278,7 @@ func TestFailedSlotIsRetried(t *testing.T) {
 
 			// The retry is the dispatcher's: it wakes at RetryAt.
 			require.NoError(t, sched.Start(context.Background()))
-			eventually(t, 10*time.Second, "every attempt made", func() bool {
+			testwait.Until(t, 10*time.Second, "every attempt made", func() bool {
 				rec := s.record(t, "flaky", "", at)
 				return rec.Attempt == maxAttempts && rec.Status == ledger.StatusFailed
 			})
@@ -345,7 +346,7 @@ func TestFailedSlotIsRetried(t *testing.T) {
 			require.NoError(t, sched.Register(job))
 			claimNow(t, sched, "flaky", "", at)
 			require.NoError(t, sched.Start(context.Background()))
-			eventually(t, 10*time.Second, "retry succeeded", func() bool {
+			testwait.Until(t, 10*time.Second, "retry succeeded", func() bool {
 				return s.status("flaky", "", at) == ledger.StatusSucceeded
 			})
 			require.NoError(t, sched.Stop(context.Background()))
@@ -379,7 +380,7 @@ func TestStopDrainsAndInterruptsAfterGrace(t *testing.T) {
 			})
 			slot, err := sched.Trigger(context.Background(), "drain", "", "drain test")
 			require.NoError(t, err)
-			waitDone(t, started, 10*time.Second, "job started")
+			testwait.Done(t, started, 10*time.Second, "job started")
 
 			stopped := make(chan error, 1)
 			go func() {
@@ -417,7 +418,7 @@ func TestStopDrainsAndInterruptsAfterGrace(t *testing.T) {
 			})
 			slot, err := sched.Trigger(context.Background(), "interrupt", "", "interrupt test")
 			require.NoError(t, err)
-			waitDone(t, started, 10*time.Second, "job started")
+			testwait.Done(t, started, 10*time.Second, "job started")
 
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
@@ -257,7 +258,7 @@ func tickAll(t *testing.T, clk *clock.Fake, d, step time.Duration, held *atomic.
 		st := min(d, step)
 		clk.Advance(st)
 		d -= st
-		eventually(t, 10*time.Second, "the replicas settle", func() bool {
+		testwait.Until(t, 10*time.Second, "the replicas settle", func() bool {
 			var busy int64
 			for _, s := range scheds {
 				idle, b := s.quiet()
@@ -278,32 +279,6 @@ func outsideLife(sched *Scheduler) {
 	defer sched.mu.Unlock()
 	if sched.life.claim.Err() != nil {
 		sched.life = lifetime{claim: context.Background(), run: context.Background()}
-	}
-}
-
-// eventually polls cond every 10 ms until it holds, failing after limit.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		<-tick.C
-	}
-}
-
-// waitDone waits for ch to close, failing the test after limit.
-func waitDone(t *testing.T, ch <-chan struct{}, limit time.Duration, what string) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("%s: not within %v", what, limit)
 	}
 }
 

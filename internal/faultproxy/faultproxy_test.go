@@ -98,11 +98,11 @@ func TestResetBreaksOpenConnections(t *testing.T) {
 	p.Stall() // the next command is in flight when the reset comes
 	got := make(chan error, 1)
 	go func() { got <- rdb.Ping(ctx).Err() }()
-	deadline := time.Now().Add(10 * time.Second)
 	n := 0
-	for n == 0 && time.Now().Before(deadline) {
+	testwait.Until(t, 10*time.Second, "the reset finds the stalled connection", func() bool {
 		n = p.Reset()
-	}
+		return n != 0
+	})
 	require.Equal(t, 1, n)
 	select {
 	case err := <-got:

@@ -45,6 +45,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/internal/testwait"
 )
 
 // Timing of the waits.
@@ -381,40 +383,14 @@ func freePort() (int, error) {
 	return 0, errors.New("no free port in 100 tries")
 }
 
-// permanent marks an error that ends a poll at once.
-type permanent struct{ err error }
-
-func (p permanent) Error() string { return p.err.Error() }
+// poll calls check every PollInterval until it returns nil, returns an
+// error made by stopPolling, or limit passes (testwait.Poll).
+func poll(limit time.Duration, check func() error) error {
+	return testwait.Poll(limit, PollInterval, check)
+}
 
 // stopPolling makes poll return err at once (nil stays nil).
-func stopPolling(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanent{err}
-}
-
-// poll calls check every PollInterval until it returns nil, returns an
-// error made by stopPolling, or limit passes. It returns the last error.
-func poll(limit time.Duration, check func() error) error {
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(PollInterval)
-	defer tick.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		var p permanent
-		if errors.As(err, &p) {
-			return p.err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %v: %w", limit, err)
-		}
-		<-tick.C
-	}
-}
+func stopPolling(err error) error { return testwait.Stop(err) }
 
 // waitFor is poll that fails the test, with the logs of servers.
 func waitFor(t testing.TB, limit time.Duration, what string, check func() error, servers ...*Server) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -20,15 +21,18 @@ const SlowAcquireRetryLimit = 10 * time.Second
 // deletes it), so each try finds the lease as the previous one did.
 func TryAcquire(t testing.TB, c *lease.Client, name string, ttl time.Duration, opts ...lease.AcquireOption) *lease.Lease {
 	t.Helper()
-	deadline := time.Now().Add(SlowAcquireRetryLimit)
-	for {
-		l, err := c.TryAcquire(context.Background(), name, ttl, opts...)
-		if err == nil {
-			return l
-		}
-		if !errors.Is(err, lease.ErrSlowAcquire) || time.Now().After(deadline) {
-			t.Fatalf("leasetest: acquire %q: %v", name, err)
+	var l *lease.Lease
+	err := testwait.Poll(SlowAcquireRetryLimit, testwait.Interval, func() error {
+		var err error
+		l, err = c.TryAcquire(context.Background(), name, ttl, opts...)
+		if !errors.Is(err, lease.ErrSlowAcquire) {
+			return testwait.Stop(err)
 		}
 		t.Logf("leasetest: acquire %q: %v; trying again", name, err)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("leasetest: acquire %q: %v", name, err)
 	}
+	return l
 }

@@ -26,6 +26,7 @@ var contract = []check{
 	{"ReleaseIsIdempotentAndCancelsWithErrReleased", releaseIsIdempotent},
 	{"KeepAliveHoldsPastTTL", keepAliveHoldsPastTTL},
 	{"DeletedKeyIsLostWithErrNotHeld", deletedKeyIsLost},
+	{"UnrenewedLeaseIsFreedAfterItsTTL", unrenewedLeaseIsFreed},
 	{"LifetimeEndLosesWithErrParentDoneAndFreesKey", lifetimeEndLoses},
 	{"AcquireContextBoundsOnlyTheWait", acquireContextBoundsOnlyTheWait},
 	{"WaiterIsWokenByRelease", waiterIsWokenByRelease},
@@ -89,7 +90,7 @@ func racingAcquirersExactlyOneWins(t *testing.T, e *env) {
 
 func failedTryIsOneCommand(t *testing.T, e *env) {
 	if e.Commands == nil {
-		t.Skip("the Store counts no commands")
+		t.Skip("leasetest: skipped: the Store has no Commands")
 	}
 	ctx := context.Background()
 	name := "commands"
@@ -245,6 +246,39 @@ func deletedKeyIsLost(t *testing.T, e *env) {
 	require.NoError(t, b.Release(ctx))
 }
 
+// unrenewedLeaseIsFreedAfterItsTTL: a lease nobody renews (its holder
+// frozen) is freed by the store once its TTL passes, without Expire, and
+// the next holder gets a larger token.
+func unrenewedLeaseIsFreed(t *testing.T, e *env) {
+	if e.NoExpiry {
+		t.Skip("leasetest: skipped: the Store has NoExpiry")
+	}
+	ctx := context.Background()
+	name := "unrenewed"
+	c, other := e.client(t), e.client(t)
+	const ttl = 300 * time.Millisecond
+	start := time.Now()
+	a := held(t, TryAcquire(t, c, name, ttl))
+	Freeze(a)
+	var b *lease.Lease
+	testwait.Until(t, limit, "the unrenewed lease is freed", func() bool {
+		l, err := other.TryAcquire(ctx, name, longTTL)
+		if err != nil {
+			require.ErrorIs(t, err, lease.ErrNotAcquired)
+			return false
+		}
+		b = held(t, l)
+		return true
+	})
+	require.GreaterOrEqual(t, time.Since(start), ttl-lease.Drift(ttl), "freed before its TTL")
+	require.Greater(t, b.Token(), a.Token())
+	e.requireOwner(t, name, b.Owner(), "the new holder is stored")
+	Thaw(a)
+	testwait.Done(t, a.Done(), limit, "loss of the thawed holder")
+	require.ErrorIs(t, a.Err(), lease.ErrExpired)
+	require.NoError(t, b.Release(ctx))
+}
+
 func lifetimeEndLoses(t *testing.T, e *env) {
 	name := "lifetime"
 	c := e.client(t)
@@ -317,7 +351,7 @@ func acquireContextBoundsOnlyTheWait(t *testing.T, e *env) {
 
 func waiterIsWokenByRelease(t *testing.T, e *env) {
 	if e.NoReleaseNotification {
-		t.Skip("the Store wakes no waiter on release")
+		t.Skip("leasetest: skipped: the Store has NoReleaseNotification")
 	}
 	ctx := context.Background()
 	name := "waiter"

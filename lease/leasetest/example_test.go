@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
@@ -79,4 +80,35 @@ func Example() {
 	// A learns it lost the lease: true
 	// A's late write refused: true
 	// ledger: [A: first half B: everything]
+}
+
+// A unit test of code that holds leases, without Redis: a MemoryBackend
+// behind the Client, its leases expired by a fake clock (Advance) or at
+// once (Expire).
+func ExampleNewMemoryBackend() {
+	clk := clock.NewFake(time.Date(2026, 3, 8, 2, 0, 0, 0, time.UTC))
+	backend := leasetest.NewMemoryBackend(clk)
+	a, _ := lease.NewWithBackend(backend, lease.Options{})
+	b, _ := lease.NewWithBackend(backend, lease.Options{})
+	ctx := context.Background()
+
+	first, _ := a.TryAcquire(ctx, "report", time.Minute)
+	defer first.Release(ctx)
+	_, err := b.TryAcquire(ctx, "report", time.Minute)
+	fmt.Println("b while a holds it:", errors.Is(err, lease.ErrNotAcquired))
+
+	// a's replica stops renewing; the lease runs out on the fake clock.
+	leasetest.Freeze(first)
+	clk.Advance(time.Minute)
+	second, _ := b.TryAcquire(ctx, "report", time.Minute)
+	defer second.Release(ctx)
+	fmt.Println("b after the TTL:", second.Token() > first.Token())
+
+	backend.Expire("report") // as if second's TTL had run out
+	owner, _ := backend.Holder("report")
+	fmt.Printf("held by %q\n", owner)
+	// Output:
+	// b while a holds it: true
+	// b after the TTL: true
+	// held by ""
 }

@@ -11,18 +11,10 @@ import (
 	"github.com/holdfast-go/holdfast/lease"
 )
 
-// Backend is a lease store Exercise checks the lease contract on: the
-// built-in Redis backend over some deployment (RedisBackend), or another
-// lease.Backend.
-type Backend struct {
-	// New returns a fresh Store for one check; whatever it creates is
-	// cleaned up when t ends. Exercise calls it once per check, in
-	// parallel. Required.
-	New func(t *testing.T) Store
-}
-
-// Store is one check's lease store and what the suite needs to reach
-// behind the Clients' backs.
+// Store is one check's lease store, as Exercise sees it: how to make
+// Clients over it, and what the suite needs to reach behind their backs.
+// NewClient and Expire are required; the other fields are optional, and
+// the checks that need them are skipped without them.
 type Store struct {
 	// NewClient returns a new lease Client over the store. Clients of one
 	// Store compete for the same leases, as replicas do. opts holds what
@@ -47,23 +39,29 @@ type Store struct {
 	// retry on the holder's remaining TTL, and WaiterIsWokenByRelease is
 	// skipped.
 	NoReleaseNotification bool
+	// NoExpiry is true for a store whose TTLs do not run out by
+	// themselves (miniredis without DriveClock): leases end only by
+	// Expire, and UnrenewedLeaseIsFreedAfterItsTTL is skipped.
+	NoExpiry bool
 }
 
-// Exercise runs the lease contract against b, one parallel subtest per
-// check (see the package documentation for the list). A Store whose New
-// skips (no server available) skips every check. It takes about as long
-// as its slowest check: a few seconds.
-func Exercise(t *testing.T, b Backend) {
+// Exercise runs the lease contract as parallel subtests of t, one per
+// check (see the package documentation for the list). newStore is called
+// once per check, with the check's t, and returns a fresh Store: its
+// leases are the check's alone, and whatever it creates is released with
+// t.Cleanup. A check that needs what the Store does not offer (Inspect,
+// Commands, release notifications) is skipped with a message naming it;
+// a newStore that skips (no server available) skips the check. It takes
+// about as long as its slowest check: a few seconds.
+func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 	t.Helper()
-	if b.New == nil {
-		t.Fatal("leasetest: Exercise: Backend.New is required")
-	}
+	require.NotNil(t, newStore, "leasetest: Exercise: newStore is nil")
 	for _, c := range contract {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s := b.New(t)
-			require.NotNil(t, s.NewClient, "Store.NewClient is required")
-			require.NotNil(t, s.Expire, "Store.Expire is required")
+			s := newStore(t)
+			require.NotNil(t, s.NewClient, "leasetest: Store.NewClient is required")
+			require.NotNil(t, s.Expire, "leasetest: Store.Expire is required")
 			c.run(t, &env{Store: s})
 		})
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/holdfast-go/holdfast/lease"
 )
 
-// RedisBackend returns the Backend of lease's built-in Redis backend
-// (lease.New) over the deployment newRedis connects to: a single server,
-// Sentinel, Cluster, a proxy or a Redis-compatible server.
+// RedisBackend returns the newStore of Exercise for lease's built-in
+// Redis backend (lease.New) over the deployment newRedis connects to: a
+// single server, Sentinel, Cluster, a proxy or a Redis-compatible server.
 //
 // newRedis must return a new client on each call, closed when t ends (the
 // suite adds a hook to it). Each check works under a key prefix of its own
@@ -27,8 +27,8 @@ import (
 // Client (Logger, BatchSize, ReplicaAck); the suite sets Prefix, and its
 // RetryMin, RetryMax and Observer win (an Observer set by configure still
 // receives every measurement).
-func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure func(*lease.Options)) Backend {
-	return Backend{New: func(t *testing.T) Store {
+func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure func(*lease.Options)) func(t *testing.T) Store {
+	return func(t *testing.T) Store {
 		t.Helper()
 		rdb := newRedis(t)
 		require.NotNil(t, rdb, "newRedis returned nil")
@@ -81,7 +81,7 @@ func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure f
 			},
 			Commands: cmds.n.Load,
 		}
-	}}
+	}
 }
 
 // deleteUnder deletes every key under prefix, on every master of a

@@ -23,7 +23,7 @@ import (
 // waiters poll (see the package documentation).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	leasetest.Exercise(t, leasetest.Backend{New: pgStore})
+	leasetest.Exercise(t, pgStore)
 }
 
 // pgStore describes the Backend to the suite: Inspect reads the row

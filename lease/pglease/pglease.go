@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -64,7 +64,7 @@ var _ lease.Backend = (*Backend)(nil)
 // too) or an invalid schema. New does not touch the database: run Migrate
 // once before the first lease.
 func New(db DB, cfg Options) (*Backend, error) {
-	if db == nil || (reflect.ValueOf(db).Kind() == reflect.Pointer && reflect.ValueOf(db).IsNil()) {
+	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil DB", ErrInvalidOptions)
 	}
 	if cfg.Schema == "" {

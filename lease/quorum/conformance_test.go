@@ -31,9 +31,7 @@ func TestConformance(t *testing.T) {
 	for range 5 {
 		srvs = append(srvs, redisproc.Start(t))
 	}
-	leasetest.Exercise(t, leasetest.Backend{New: func(t *testing.T) leasetest.Store {
-		return quorumStore(t, srvs)
-	}})
+	leasetest.Exercise(t, func(t *testing.T) leasetest.Store { return quorumStore(t, srvs) })
 }
 
 // quorumStore describes the quorum Backend to the suite:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/quorum"
@@ -120,7 +121,7 @@ func runFrozenHolderTrials(t *testing.T, m *masters, s *sink, variant string, tr
 		// a loaded make test); then A tries again, once the keys of the
 		// lost try are gone (ErrNotAcquired until then).
 		var a *lease.Lease
-		eventually(t, 10*time.Second, "A acquires and is frozen while it holds the lease", func() bool {
+		testwait.Until(t, 10*time.Second, "A acquires and is frozen while it holds the lease", func() bool {
 			l, err := ca.TryAcquire(ctx, name, ttl)
 			if errors.Is(err, quorum.ErrSlowAcquire) || errors.Is(err, lease.ErrNotAcquired) {
 				return false
@@ -169,7 +170,7 @@ func runFrozenHolderTrials(t *testing.T, m *masters, s *sink, variant string, tr
 		}
 
 		leasetest.Thaw(a)
-		waitDone(t, a.Done(), 5*time.Second, "loss of the thawed holder")
+		testwait.Done(t, a.Done(), 5*time.Second, "loss of the thawed holder")
 		require.ErrorIs(t, a.Err(), lease.ErrExpired)
 		require.NoError(t, b.Release(ctx))
 	}

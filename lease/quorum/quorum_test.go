@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/quorum"
@@ -120,7 +121,7 @@ func TestAcquireRaisesAMajorityOfCountersToTheToken(t *testing.T) {
 			require.NoError(t, b.Release(ctx, lease.Held{Name: name, Owner: owner}))
 			// Release returns once a majority deleted the key; the others
 			// follow.
-			eventually(t, 5*time.Second, "released on every master", func() bool {
+			testwait.Until(t, 5*time.Second, "released on every master", func() bool {
 				for _, rdb := range m.rdbs {
 					if v, _ := rdb.Get(ctx, leaseKey).Result(); v == owner {
 						return false
@@ -241,7 +242,7 @@ func TestThreeKilledMastersFailPromptlyWithErrNoQuorum(t *testing.T) {
 	}
 	// The held lease cannot be renewed by a majority: it ends at its
 	// trust window.
-	waitDone(t, kept.Done(), 5*time.Second, "loss without a majority")
+	testwait.Done(t, kept.Done(), 5*time.Second, "loss without a majority")
 	require.ErrorIs(t, kept.Err(), lease.ErrExpired)
 }
 
@@ -257,7 +258,7 @@ func TestRenewAndReleaseNeedAMajority(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, g.Acquired)
 		// Acquire returns once a majority granted; the others follow.
-		eventually(t, 5*time.Second, "key on every master", func() bool {
+		testwait.Until(t, 5*time.Second, "key on every master", func() bool {
 			for _, rdb := range m.rdbs {
 				if v, _ := rdb.Get(ctx, leaseKey).Result(); v != owner {
 					return false
@@ -361,8 +362,8 @@ func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
 	}()
 	// The lock phase is done and the raise is held until the window has
 	// passed.
-	eventually(t, 5*time.Second, "raise reached", func() bool { return g.arrived.Load() > 0 })
-	eventually(t, 5*time.Second, "trust window passed", func() bool { return time.Since(start) > ttl })
+	testwait.Until(t, 5*time.Second, "raise reached", func() bool { return g.arrived.Load() > 0 })
+	testwait.Until(t, 5*time.Second, "trust window passed", func() bool { return time.Since(start) > ttl })
 	close(g.open)
 	r := <-got
 	require.False(t, r.g.Acquired)
@@ -373,7 +374,7 @@ func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
 	require.Equal(t, ttl-lease.Drift(ttl), slow.Limit)
 	require.GreaterOrEqual(t, slow.Took, slow.Limit)
 	leaseKey, _ := b.Keys("job")
-	eventually(t, 5*time.Second, "keys released", func() bool {
+	testwait.Until(t, 5*time.Second, "keys released", func() bool {
 		for _, rdb := range m.rdbs {
 			if v, _ := rdb.Get(ctx, leaseKey).Result(); v == "slow" {
 				return false
@@ -426,7 +427,7 @@ func TestSplitVoteIsRetriedAndAMajorityHolderIsNot(t *testing.T) {
 	// holder (TestSplitVote), and there is no further retry.
 	// Released before Acquire returned, or, when master 0 answered after
 	// StragglerWait, as soon as its late grant came in.
-	eventually(t, 5*time.Second, "the minority taken released", func() bool {
+	testwait.Until(t, 5*time.Second, "the minority taken released", func() bool {
 		v, _ := m.rdbs[0].Get(ctx, leaseKey).Result()
 		return v == ""
 	})
@@ -438,7 +439,7 @@ func TestSplitVoteIsRetriedAndAMajorityHolderIsNot(t *testing.T) {
 	g, err = b.Acquire(ctx, "job", "z", time.Minute)
 	require.NoError(t, err)
 	require.False(t, g.Acquired)
-	eventually(t, 5*time.Second, "the minority taken released", func() bool {
+	testwait.Until(t, 5*time.Second, "the minority taken released", func() bool {
 		v, _ := m.rdbs[0].Get(ctx, leaseKey).Result()
 		return v == ""
 	})
@@ -480,7 +481,7 @@ func TestWaiterIsWokenByAQuorumRelease(t *testing.T) {
 	}()
 	// Its second attempt follows its subscription; the next one is a
 	// minute away, so only the release can wake it in time.
-	eventually(t, 10*time.Second, "waiter subscribed", func() bool { return obs.n.Load() >= 2 })
+	testwait.Until(t, 10*time.Second, "waiter subscribed", func() bool { return obs.n.Load() >= 2 })
 	released := time.Now()
 	require.NoError(t, holder.Release(ctx))
 	timer := time.NewTimer(10 * time.Second)

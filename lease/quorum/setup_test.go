@@ -98,29 +98,3 @@ func held(t testing.TB, l *lease.Lease) *lease.Lease {
 	})
 	return l
 }
-
-// eventually polls cond every 5 ms until it holds, failing after limit.
-func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		<-tick.C
-	}
-}
-
-// waitDone waits for ch to close, failing after limit.
-func waitDone(t testing.TB, ch <-chan struct{}, limit time.Duration, what string) {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("%s: not within %v", what, limit)
-	}
-}

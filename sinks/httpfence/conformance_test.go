@@ -2,7 +2,6 @@ package httpfence_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -10,12 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/sinktest"
 )
 
 // The conformance suites: every Store and every FenceStore implementation
-// meets the same contract (see the Store and FenceStore documentation).
+// meets the same contract (see the Store and FenceStore documentation);
+// the FenceStores' is sinktest's, the contract of every fenced sink.
 
 func TestStoreConformance(t *testing.T) {
 	t.Parallel()
@@ -30,12 +31,15 @@ func TestStoreConformance(t *testing.T) {
 	}
 }
 
+// TestFenceConformance runs the sink contract (sinktest.Exercise) on every
+// FenceStore, through sinktest.FenceSink: the rule case by case, scopes,
+// racing holders and a linearizability check of a concurrent history.
 func TestFenceConformance(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			exerciseFence(t, func(t *testing.T) httpfence.FenceStore { return b.new(t).fence })
+			sinktest.Exercise(t, func(t *testing.T) sinktest.Sink { return sinktest.FenceSink(b.new(t).fence) })
 		})
 	}
 }
@@ -138,7 +142,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		s, advance := newStore(t)
 		old := begin(t, s, "k", fpA, short)
 		var taken httpfence.Outcome
-		eventually(t, "the expired lock is taken over", func() bool {
+		testwait.Until(t, waitLimit, "the expired lock is taken over", func() bool {
 			advance(short)
 			out, err := s.Begin(ctx, "k", fpB, long)
 			require.NoError(t, err)
@@ -159,7 +163,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		// once the sentinel can be claimed again, k's lock has expired,
 		// and nothing touched k meanwhile.
 		begin(t, s, "sentinel", fpA, short)
-		eventually(t, "the sentinel expired", func() bool {
+		testwait.Until(t, waitLimit, "the sentinel expired", func() bool {
 			advance(short)
 			out, err := s.Begin(ctx, "sentinel", fpA, long)
 			require.NoError(t, err)
@@ -174,7 +178,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		s, advance := newStore(t)
 		lock := begin(t, s, "k", fpA, long)
 		require.NoError(t, s.Complete(ctx, "k", lock, sample, short))
-		eventually(t, "the completed record expired", func() bool {
+		testwait.Until(t, waitLimit, "the completed record expired", func() bool {
 			advance(short)
 			out, err := s.Begin(ctx, "k", fpB, long)
 			require.NoError(t, err)
@@ -255,124 +259,4 @@ func requireState(t *testing.T, s httpfence.Store, key, fp string, want httpfenc
 	out, err := s.Begin(context.Background(), key, fp, long)
 	require.NoError(t, err)
 	require.Equal(t, want, out.State, "Begin(%q, %q)", key, fp)
-}
-
-// exerciseFence runs the FenceStore contract (the acceptance rule of package
-// fence, checked and raised atomically) against fences made by newFence.
-func exerciseFence(t *testing.T, newFence func(t *testing.T) httpfence.FenceStore) {
-	ctx := context.Background()
-
-	t.Run("AcceptanceRule", func(t *testing.T) {
-		t.Parallel()
-		f := newFence(t)
-		steps := []struct {
-			token   fence.Token
-			owner   string
-			current fence.Token // 0: accepted
-		}{
-			{5, "a", 0}, // first write
-			{5, "a", 0}, // equal token, same owner
-			{5, "b", 5}, // equal token, other owner
-			{4, "a", 5}, // smaller token
-			{6, "b", 0}, // greater token
-			{5, "a", 6}, // the old holder, now stale
-			{6, "a", 6}, // equal token, the previous owner
-			{9, "b", 0}, // greater token, same owner
-			{1 << 62, "c", 0},
-			{1<<62 - 1, "b", 1 << 62},
-		}
-		for i, s := range steps {
-			err := f.Accept(ctx, "res", fence.Holder{Token: s.token, Owner: s.owner})
-			if s.current == 0 {
-				require.NoError(t, err, "step %d", i)
-				continue
-			}
-			require.ErrorIs(t, err, fence.ErrStaleToken, "step %d", i)
-			var stale *fence.StaleTokenError
-			require.ErrorAs(t, err, &stale)
-			require.Equal(t, fence.StaleTokenError{Resource: "res", Presented: s.token, Current: s.current}, *stale, "step %d", i)
-		}
-	})
-
-	t.Run("TokenZeroIsNeverAccepted", func(t *testing.T) {
-		t.Parallel()
-		f := newFence(t)
-		require.ErrorIs(t, f.Accept(ctx, "res", fence.Holder{Token: fence.None, Owner: "a"}), fence.ErrNoToken)
-		require.NoError(t, f.Accept(ctx, "res", fence.Holder{Token: 1, Owner: "a"}), "the refused zero left nothing behind")
-	})
-
-	t.Run("ResourcesAreIndependent", func(t *testing.T) {
-		t.Parallel()
-		f := newFence(t)
-		for _, r := range []string{"/a", "/A", "/{a}", "/a/", "ресурс"} {
-			require.NoError(t, f.Accept(ctx, r, fence.Holder{Token: 10, Owner: "a"}), r)
-		}
-		require.ErrorIs(t, f.Accept(ctx, "/a", fence.Holder{Token: 9, Owner: "a"}), fence.ErrStaleToken)
-		require.NoError(t, f.Accept(ctx, "/b", fence.Holder{Token: 9, Owner: "a"}))
-	})
-
-	t.Run("ScopesAreIndependent", func(t *testing.T) {
-		t.Parallel()
-		f := newFence(t)
-		a := fence.Holder{Scope: "settle|tenant-a", Token: 900, Owner: "r1"}
-		b := fence.Holder{Scope: "settle|tenant-b", Token: 100, Owner: "r2"}
-		require.NoError(t, f.Accept(ctx, "/v1/charges", a))
-		require.NoError(t, f.Accept(ctx, "/v1/charges", b), "a smaller token of another lease is not stale")
-		require.NoError(t, f.Accept(ctx, "/v1/charges", fence.Holder{Token: 1, Owner: "r3"}), "scope \"\" is a scope of its own")
-		// Scope and resource do not run into each other.
-		require.NoError(t, f.Accept(ctx, "b:/v1/charges", fence.Holder{Scope: "settle|tenant-", Token: 1, Owner: "r4"}))
-		err := f.Accept(ctx, "/v1/charges", fence.Holder{Scope: "settle|tenant-a", Token: 800, Owner: "r5"})
-		var stale *fence.StaleTokenError
-		require.ErrorAs(t, err, &stale)
-		require.Equal(t, fence.StaleTokenError{Resource: "/v1/charges", Scope: "settle|tenant-a", Presented: 800, Current: 900}, *stale)
-		require.NoError(t, f.Accept(ctx, "/v1/charges", fence.Holder{Scope: "settle|tenant-b", Token: 101, Owner: "r6"}))
-	})
-
-	t.Run("DigitCountDecidesBeforeDigits", func(t *testing.T) {
-		t.Parallel()
-		f := newFence(t) // "10" > "9" although '1' < '9'
-		require.NoError(t, f.Accept(ctx, "res", fence.Holder{Token: 9, Owner: "a"}))
-		require.NoError(t, f.Accept(ctx, "res", fence.Holder{Token: 10, Owner: "b"}))
-		require.ErrorIs(t, f.Accept(ctx, "res", fence.Holder{Token: 9, Owner: "a"}), fence.ErrStaleToken)
-		require.NoError(t, f.Accept(ctx, "res", fence.Holder{Token: 99, Owner: "c"}))
-		require.ErrorIs(t, f.Accept(ctx, "res", fence.Holder{Token: 98, Owner: "c"}), fence.ErrStaleToken)
-	})
-
-	t.Run("ConcurrentWritersEndAtTheMaximum", func(t *testing.T) {
-		t.Parallel()
-		f := newFence(t)
-		const n = 32
-		var (
-			wg       sync.WaitGroup
-			start    = make(chan struct{})
-			mu       sync.Mutex
-			accepted []fence.Token
-		)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				tok := fence.Token(1000 + i)
-				err := f.Accept(ctx, "res", fence.Holder{Token: tok, Owner: "owner"})
-				if err == nil {
-					mu.Lock()
-					accepted = append(accepted, tok)
-					mu.Unlock()
-				} else if !isStale(err) {
-					t.Error(err)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		require.Contains(t, accepted, fence.Token(1000+n-1), "nothing beats the largest token")
-		err := f.Accept(ctx, "res", fence.Holder{Token: 1000 + n - 2, Owner: "owner"})
-		var stale *fence.StaleTokenError
-		require.ErrorAs(t, err, &stale)
-		require.Equal(t, fence.Token(1000+n-1), stale.Current)
-	})
-}
-
-func isStale(err error) bool {
-	var stale *fence.StaleTokenError
-	return err != nil && errors.As(err, &stale)
 }

@@ -109,17 +109,5 @@ func eachBackend(t *testing.T, fn func(t *testing.T, s stores)) {
 	}
 }
 
-// eventually polls cond on the test's goroutine (so cond may use require)
-// every few milliseconds until it holds, failing the test after 10 s.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		<-tick.C
-	}
-}
+// waitLimit bounds the tests' waits for an expiry (testwait.Until).
+const waitLimit = 10 * time.Second

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
@@ -149,7 +150,7 @@ func TestPostgresBeginFenced(t *testing.T) {
 		out, err := st.BeginFenced(ctx, "crashed", fpA, short, f, "/crashed", h(10, "a"))
 		require.NoError(t, err)
 		old := out.Lock
-		eventually(t, "the crashed claim's lock TTL passed", func() bool {
+		testwait.Until(t, waitLimit, "the crashed claim's lock TTL passed", func() bool {
 			out, err = st.BeginFenced(ctx, "crashed", fpA, long, f, "/crashed", h(11, "b"))
 			require.NoError(t, err)
 			return out.State == httpfence.StateNew

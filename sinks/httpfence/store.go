@@ -45,7 +45,8 @@ type Store interface {
 // fence.None, one matching ErrInvalidFencing for a holder the store cannot
 // take, and any other error when the store fails. Implementations:
 // NewMemoryFence here, redisstore.NewFence and pgstore.NewFence in the
-// subpackages.
+// subpackages; each passes sinktest.Exercise through sinktest.FenceSink,
+// as every fenced sink of holdfast does.
 type FenceStore interface {
 	Accept(ctx context.Context, resource string, h fence.Holder) error
 }

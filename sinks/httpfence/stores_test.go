@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/fencerule/fenceruletest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
@@ -117,7 +118,7 @@ func TestPostgresDeleteExpired(t *testing.T) {
 	lock := begin(t, store, "dead", fpA, short)
 	begin(t, store, "live", fpA, long)
 	var deleted int64
-	eventually(t, "the dead record is deleted", func() bool {
+	testwait.Until(t, waitLimit, "the dead record is deleted", func() bool {
 		deleted += mustDeleteExpired(t, store)
 		return deleted == 1
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
+	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
 // migrations holds the schema, one file per step, applied in name order.
@@ -36,7 +37,7 @@ func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 	if err := g.ready(); err != nil {
 		return err
 	}
-	if isNil(db) {
+	if safe.IsNil(db) {
 		return fmt.Errorf("%w: migrate: nil database", ErrInvalidOptions)
 	}
 	script, err := g.migrationScript()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
 // Defaults for Options.
@@ -145,7 +145,7 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 	if err := g.Validate(resource, h); err != nil {
 		return err
 	}
-	if isNil(tx) {
+	if safe.IsNil(tx) {
 		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidOptions, resource)
 	}
 	t := h.Token
@@ -222,7 +222,7 @@ func (g *Guard) Current(ctx context.Context, db DBTX, resource, scope string) (f
 	if err := validateScope(scope); err != nil {
 		return fence.None, "", err
 	}
-	if isNil(db) {
+	if safe.IsNil(db) {
 		return fence.None, "", fmt.Errorf("%w: current %q: nil database", ErrInvalidOptions, resource)
 	}
 	return g.current(ctx, db, resource, scope)
@@ -282,16 +282,6 @@ func validateOwner(owner string) error {
 		return fmt.Errorf("%w: %q: not valid UTF-8 or holds a NUL byte", ErrInvalidOwner, owner)
 	}
 	return nil
-}
-
-// isNil reports whether db is nil or a typed nil pointer (a nil
-// *pgxpool.Pool in the interface), which would panic on first use.
-func isNil(db DBTX) bool {
-	if db == nil {
-		return true
-	}
-	v := reflect.ValueOf(db)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // validText reports whether s can be stored in a Postgres text column:

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
 // The fence columns FencedUpdate and FencedUpsert expect on the caller's
@@ -102,7 +103,7 @@ func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 	if err != nil {
 		return err
 	}
-	if isNil(db) {
+	if safe.IsNil(db) {
 		return fmt.Errorf("%w: fenced update of %s: nil database", ErrInvalidOptions, row.resource())
 	}
 	tag, err := db.Exec(ctx, sh.update, sh.args(row, set, h)...)
@@ -142,7 +143,7 @@ func FencedUpsert(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 	if err != nil {
 		return err
 	}
-	if isNil(db) {
+	if safe.IsNil(db) {
 		return fmt.Errorf("%w: fenced upsert of %s: nil database", ErrInvalidOptions, row.resource())
 	}
 	tag, err := db.Exec(ctx, sh.upsert, sh.args(row, set, h)...)

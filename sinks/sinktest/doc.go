@@ -9,24 +9,40 @@
 // t > stored, or t == stored and o == stored owner (fence.Accept), and is
 // refused with a *fence.StaleTokenError otherwise; token 0 is refused with
 // an error matching fence.ErrNoToken. The check and the write are atomic.
-// A sink is adapted to the suite through the two-method Sink interface; a
-// resource of the suite is one fence, so an adapter presents one fixed
-// scope (fence.Holder.Scope) for every write. That fences of different
-// scopes are independent is each sink's own test.
+// A sink is adapted to the suite through the Sink interface (Write), with
+// two optional ones: Reader, for a sink that stores values, and
+// ScopedWriter, for one that keeps a fence per (resource, scope). An
+// admission fence that stores no value (httpfence's FenceStores) is
+// adapted by FenceSink.
 //
 // # Exercise
 //
-// Exercise runs the suite as subtests of the caller's test: the rule case by
-// case (first write, larger token, equal token and owner, equal token and
-// another owner, smaller token, token 0, independent resources), two holders
-// forced onto one token (exactly one wins), and a concurrency check: 64
-// goroutines write random tokens to 8 resources and read them back, every
-// operation's invocation time, return time and outcome is recorded, and the
-// history of each resource is checked for linearizability with porcupine
-// (github.com/anishathalye/porcupine) against Model, the sequential
-// specification of a fenced register: state (token, owner, value), a write
-// is accepted iff the rule passes, a refusal reports the current token, a
-// read returns the state.
+// Exercise(t, newSink) runs the contract as parallel subtests of t, one per
+// check. newSink is called once per check, with the check's t, and returns
+// the sink to check (fresh, or sharing storage: each check writes
+// resources of its own); a check that needs an optional interface the sink
+// lacks is skipped with a message naming it. This is the shape of every
+// conformance suite of holdfast (leasetest.Exercise, ledgertest.Exercise).
+//
+// The checks: the rule case by case (first write, larger token, equal
+// token and owner, equal token and another owner, smaller token, token 0,
+// a sequence of holders up to tokens near 2^62, tokens compared as numbers
+// not strings), independent resources (also names differing in case, a
+// trailing slash, braces, non-ASCII), independent scopes (ScopedWriter),
+// two holders forced onto one token (exactly one wins), racing writers
+// ending at the largest token, and a concurrency check: 64 goroutines
+// write random tokens to 8 resources and, on a Reader, read them back;
+// every operation's invocation time, return time and outcome is recorded,
+// and the history of each resource is checked for linearizability with
+// porcupine (github.com/anishathalye/porcupine) against Model, the
+// sequential specification of a fenced register: state (token, owner,
+// value), a write is accepted iff the rule passes, a refusal reports the
+// current token, a read returns the state.
+//
+// On a sink that is no Reader, what is stored is checked by a probing
+// write: one at the expected token by an owner nobody else uses must be
+// refused reporting that token as Current (changing nothing); for a
+// resource never written, one at token 1 must be accepted.
 //
 // Checking linearizability is NP-hard, and a slow sink (serialization
 // failures retried under load) produces long operations that overlap by
@@ -58,7 +74,7 @@
 // when refused, an error matching fence.ErrNoToken for token 0, and any other
 // error for a failure (the suite fails on those). Read must return the value
 // and the token of the accepted write that stored it, read atomically, and
-// ("", fence.None, nil) for a resource never written. Retry inside the
+// ("", fence.None, nil) for a resource never written (Reader). Retry inside the
 // adapter if the backend asks for it (a serialization failure): a retried
 // operation is still one operation with one call and one return time.
 package sinktest

@@ -25,6 +25,40 @@ func TestNegativeControlUnguardedMemory(t *testing.T) {
 	sinktest.NegativeControl(t, func(*testing.T) sinktest.Sink { return sinktest.NewUnguardedMemory() })
 }
 
+// memoryFence is Memory seen as an admission fence (no values, no reads):
+// the suite's path for a sink that is no Reader.
+type memoryFence struct{ m *sinktest.Memory }
+
+func (f memoryFence) Accept(ctx context.Context, resource string, h fence.Holder) error {
+	return f.m.Write(ctx, resource, h.Token, h.Owner, "")
+}
+
+// TestFenceSinkOfMemory runs the suite on a sink that is no Reader (nor
+// ScopedWriter: Memory keeps no scopes, so ScopesAreIndependent skips):
+// what is stored is checked by probes, and the workload only writes.
+func TestFenceSinkOfMemory(t *testing.T) {
+	t.Parallel()
+	sinktest.Exercise(t, func(*testing.T) sinktest.Sink {
+		return writeOnly{sinktest.FenceSink(memoryFence{sinktest.NewMemory()})}
+	})
+}
+
+// writeOnly hides every optional interface of a Sink.
+type writeOnly struct{ s sinktest.Sink }
+
+func (w writeOnly) Write(ctx context.Context, r string, tok fence.Token, owner, v string) error {
+	return w.s.Write(ctx, r, tok, owner, v)
+}
+
+// TestNegativeControlWriteOnlyHistory: the checker also refuses a
+// history of writes alone, from a fence with the guard removed.
+func TestNegativeControlWriteOnlyHistory(t *testing.T) {
+	t.Parallel()
+	sinktest.NegativeControl(t, func(*testing.T) sinktest.Sink {
+		return writeOnly{sinktest.FenceSink(memoryFence{sinktest.NewUnguardedMemory()})}
+	})
+}
+
 func TestUnguardedMemoryIsCorrectAlone(t *testing.T) {
 	t.Parallel()
 	// Without concurrency the unguarded sink obeys the rule: the checker

@@ -32,7 +32,8 @@ const (
 //
 // Each writer is one goroutine with an owner of its own ("writer-07"). All
 // start together; each runs OpsPerWriter operations on resources picked at
-// random: a quarter are reads, the rest writes. A write's token is the
+// random: a quarter are reads (on a Reader; writes otherwise), the rest
+// writes. A write's token is the
 // count of operations started so far, by all writers, plus a random offset
 // below 32, so tokens grow with time but writers overtake one another, and
 // both accepted and refused writes are common;
@@ -92,6 +93,7 @@ const maxReportedErrors = 5
 // error first. Run stops early when ctx ends.
 func Run(ctx context.Context, s Sink, w Workload) (*History, error) {
 	w = w.withDefaults()
+	_, canRead := s.(Reader)
 	start := time.Now()
 	now := func() int64 { return int64(time.Since(start)) } // monotonic
 
@@ -114,7 +116,7 @@ func Run(ctx context.Context, s Sink, w Workload) (*History, error) {
 				r := rng.IntN(w.Resources)
 				in := Input{Resource: fmt.Sprintf("%s%d", w.Prefix, r)}
 				switch p := rng.IntN(32); {
-				case p < 8:
+				case p < 8 && canRead:
 					in.Read = true
 				case p == 8:
 					in.Token = fence.None
@@ -169,7 +171,7 @@ func Run(ctx context.Context, s Sink, w Workload) (*History, error) {
 func runOne(ctx context.Context, s Sink, in Input, now func() int64) (porcupine.Operation, error) {
 	op := porcupine.Operation{Input: in, Call: now()}
 	if in.Read {
-		value, token, err := s.Read(ctx, in.Resource)
+		value, token, err := s.(Reader).Read(ctx, in.Resource)
 		op.Return = now()
 		if err != nil {
 			return op, fmt.Errorf("read %q: %w", in.Resource, err)

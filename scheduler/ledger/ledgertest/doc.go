@@ -4,7 +4,12 @@
 // # Exercise
 //
 // Exercise(t, newLedger) runs the contract of ledger.Ledger as parallel
-// subtests, each on a job name of its own:
+// subtests of t, one per check. newLedger is called once per check, with
+// the check's t, and returns the ledger to check (fresh, or shared: each
+// check works on a job name of its own); a check of an optional interface
+// the ledger does not implement is skipped with a message naming it. This
+// is the shape of every conformance suite of holdfast (leasetest.Exercise,
+// sinktest.Exercise). The checks:
 //
 //   - attempts: Begin numbers attempts from 1; a Begin by another owner with
 //     a larger token (the previous holder lost the lease) marks the running

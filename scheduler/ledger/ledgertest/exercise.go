@@ -18,11 +18,15 @@ import (
 // the size the lease's max(INCR, TIME in µs) mechanism issues, below 2^53.
 const TokenBase fence.Token = 1_700_000_000_000_000
 
-// Exercise runs the conformance suite against the ledgers newLedger returns,
-// as parallel subtests of t. newLedger is called once per subtest, with the
-// subtest's t; it may return a fresh ledger each time (a schema, a key
-// prefix of its own, cleaned up with t.Cleanup) or one shared ledger: every
-// subtest works on a job name of its own.
+// Exercise runs the ledger contract as parallel subtests of t, one per
+// check (see the package documentation for the list). newLedger is called
+// once per check, with the check's t, and returns the ledger to check: a
+// fresh one (a schema or a key prefix of its own, released with
+// t.Cleanup) or one shared by every check, as replicas share one in
+// production (each check works on a job name of its own). A check of an
+// optional interface the ledger does not implement is skipped with a
+// message naming it; a newLedger that skips (no server available) skips
+// the check.
 //
 // The suite passes explicit now values and compares the times a ledger
 // returns at millisecond precision, so a store may truncate to the
@@ -31,6 +35,7 @@ const TokenBase fence.Token = 1_700_000_000_000_000
 // them.
 func Exercise(t *testing.T, newLedger func(t *testing.T) ledger.Ledger) {
 	t.Helper()
+	require.NotNil(t, newLedger, "ledgertest: Exercise: newLedger is nil")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -72,7 +77,7 @@ type fixture struct {
 func newFixture(t *testing.T, name string, newLedger func(t *testing.T) ledger.Ledger) *fixture {
 	t.Helper()
 	l := newLedger(t)
-	require.NotNil(t, l, "newLedger returned nil")
+	require.NotNil(t, l, "ledgertest: newLedger returned nil")
 	return &fixture{
 		t:      t,
 		ledger: scoped{l},

@@ -51,7 +51,7 @@ func testPauseReader(t *testing.T, x *fixture) {
 func testCanceler(t *testing.T, x *fixture) {
 	c, ok := x.raw.(ledger.Canceler)
 	if !ok {
-		t.Skip("the ledger does not implement ledger.Canceler")
+		t.Skip("ledgertest: skipped: the ledger does not implement ledger.Canceler")
 	}
 	ctx := t.Context()
 	h := holder(1)
@@ -69,7 +69,7 @@ func testCanceler(t *testing.T, x *fixture) {
 func testClearBeginner(t *testing.T, x *fixture) {
 	cb, ok := x.raw.(ledger.ClearBeginner)
 	if !ok {
-		t.Skip("the ledger does not implement ledger.ClearBeginner")
+		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
 	}
 	ctx := t.Context()
 	since := x.at(-60)

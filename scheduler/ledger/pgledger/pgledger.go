@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -82,7 +82,7 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // them: job names by scheduler.MaxJobNameLen, partitions by
 // scheduler.MaxPartitionLen (one limit for every store).
 func New(db DB, cfg Options) (*Ledger, error) {
-	if isNil(db) {
+	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil DB", ErrInvalidOptions)
 	}
 	cfg = cfg.withDefaults()
@@ -247,14 +247,4 @@ func validateFenced(op string, s ledger.Slot, f ledger.Fence) error {
 		return validateFenced(op, s, *f.Planner)
 	}
 	return nil
-}
-
-// isNil reports whether db is nil or a nil pointer in the interface (a
-// nil *pgxpool.Pool): both would fail only at the first call.
-func isNil(db DB) bool {
-	if db == nil {
-		return true
-	}
-	v := reflect.ValueOf(db)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }

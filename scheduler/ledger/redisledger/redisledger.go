@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/leaselua"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -110,7 +110,7 @@ var (
 // rdb (a typed nil *redis.Client too) or a Prefix holding '{' or '}'.
 func New(rdb redis.UniversalClient, opts Options) (*Ledger, error) {
 	prefix := opts.Prefix
-	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
+	if safe.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOptions)
 	}
 	if prefix == "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
@@ -94,7 +95,7 @@ type Store struct {
 // once at start-up.
 func NewStore(db pgfence.DBTX, opts Options) (*Store, error) {
 	schema := opts.Schema
-	if storeutil.IsNil(db) {
+	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidOptions)
 	}
 	if schema == "" {
@@ -292,7 +293,7 @@ type Fence struct {
 // ErrInvalidOptions for a nil db (a typed nil *pgxpool.Pool included) and
 // pgfence's ErrInvalidOptions for a bad name. Run Migrate once at start-up.
 func NewFence(db pgfence.DBTX, cfg pgfence.Options) (*Fence, error) {
-	if storeutil.IsNil(db) {
+	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidOptions)
 	}
 	g, err := pgfence.New(cfg)

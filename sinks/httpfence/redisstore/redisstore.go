@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 )
@@ -78,7 +79,7 @@ type Store struct {
 // typed nil *redis.Client included).
 func NewStore(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	prefix := opts.Prefix
-	if storeutil.IsNil(rdb) {
+	if safe.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: redisstore.Store over a nil redis client", httpfence.ErrInvalidOptions)
 	}
 	if prefix == "" {
@@ -207,7 +208,7 @@ type Fence struct {
 // included).
 func NewFence(rdb redis.UniversalClient, opts Options) (*Fence, error) {
 	prefix := opts.Prefix
-	if storeutil.IsNil(rdb) {
+	if safe.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: redisstore.Fence over a nil redis client", httpfence.ErrInvalidOptions)
 	}
 	if prefix == "" {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"reflect"
 	"time"
 )
 
@@ -52,14 +51,4 @@ func ValidTTL(name string, d time.Duration) error {
 		return fmt.Errorf("httpfence: %s %v: want at least 1ms", name, d)
 	}
 	return nil
-}
-
-// IsNil reports v nil or a typed nil pointer (a nil *redis.Client or
-// *pgxpool.Pool in an interface).
-func IsNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

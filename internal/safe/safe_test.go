@@ -1,0 +1,56 @@
+package safe_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/holdfast-go/holdfast/internal/safe"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type impl struct{}
+
+func (*impl) Do() {}
+
+type doer interface{ Do() }
+
+func TestIsNil(t *testing.T) {
+	t.Parallel()
+	var typed *impl
+	var iface doer = typed
+	var m map[string]int
+	for _, tc := range []struct {
+		name string
+		v    any
+		want bool
+	}{
+		{"nil", nil, true},
+		{"typed nil pointer in an interface", iface, true},
+		{"nil map", m, true},
+		{"nil func", (func())(nil), true},
+		{"pointer", &impl{}, false},
+		{"struct", impl{}, false},
+		{"int", 0, false},
+	} {
+		require.Equal(t, tc.want, safe.IsNil(tc.v), tc.name)
+	}
+}
+
+func TestJoinCtx(t *testing.T) {
+	t.Parallel()
+	failed := errors.New("redis: i/o timeout")
+	require.Equal(t, failed, safe.JoinCtx(context.Background(), failed), "a live context adds nothing")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := safe.JoinCtx(ctx, failed)
+	require.ErrorIs(t, err, failed)
+	require.ErrorIs(t, err, context.Canceled)
+	already := safe.JoinCtx(ctx, context.Canceled)
+	require.Equal(t, context.Canceled, already, "an error matching the context's is kept as it is")
+}
