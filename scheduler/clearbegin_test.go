@@ -109,6 +109,8 @@ func TestPrevFire(t *testing.T) {
 		// Between returns, so the last one is unknown (not an older one).
 		{"DenseUnevenUnknown", Job{Spec: "* * 9 * * *"}, time.Time{}},
 		{"SecondFireAfterStartAt", Job{Spec: everySecond, StartAt: at.Add(-time.Second)}, at.Add(-time.Second)},
+		// A StartAt off a whole second: the fire at 08:59:59 is before it.
+		{"FirstFireAfterAStartAtOffASecond", Job{Spec: everySecond, StartAt: at.Add(-600 * time.Millisecond)}, noFire},
 		{"NewYorkAcrossSpringForward", Job{Spec: "0 3 * * *", Zone: "America/New_York"},
 			time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)}, // 03:00 EDT on the 9th follows 03:00 EDT (run after the gap) on the 8th
 	} {

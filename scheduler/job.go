@@ -194,8 +194,10 @@ type Job struct {
 	// MaxCatchUp bounds how many missed slots one claim runs under
 	// MissedCatchUp, within CatchUpWindow. Default DefaultMaxCatchUp.
 	MaxCatchUp int
-	// StartAt and EndAt, when set, bound the slots the job has: none
-	// before StartAt, none at or after EndAt.
+	// StartAt and EndAt, when set, bound the slots the job has: those in
+	// [StartAt, EndAt), a slot at StartAt included, one at EndAt not;
+	// either may fall between whole seconds (a StartAt of 05.4 s and an
+	// EndAt of 06.4 s leave an every-second job the one slot at 06 s).
 	StartAt, EndAt time.Time
 }
 

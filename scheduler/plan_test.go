@@ -114,6 +114,15 @@ func TestPlanClaim(t *testing.T) {
 		{name: "StartAtBoundsTheSlots", job: Job{Spec: "* * * * *", StartAt: at("10:03:00")}, st: ledger.State{Last: at("10:00:00")},
 			cs: claimState{seen: at("10:05:10")}, now: "10:05:10",
 			want: []string{"10:03:00 run", "10:04:00 run", "10:05:00 run"}},
+		// Bounds off whole seconds: the slots in [StartAt, EndAt), so
+		// 10:03 (before a StartAt of 10:03:00.5) is none, and 10:02 (before
+		// an EndAt of 10:02:00.5) is one, caught up after a restart.
+		{name: "EndAtOffASecondKeepsTheSlotBefore", job: Job{Spec: "* * * * *", EndAt: at("10:02:00.5")}, st: ledger.State{Last: at("10:00:00")},
+			cs: claimState{seen: at("10:05:10")}, now: "10:05:10",
+			want: []string{"10:01:00 run", "10:02:00 run"}},
+		{name: "StartAtOffASecondLeavesTheSlotBefore", job: Job{Spec: "* * * * *", StartAt: at("10:03:00.5")}, st: ledger.State{Last: at("10:00:00")},
+			cs: claimState{seen: at("10:05:10")}, now: "10:05:10",
+			want: []string{"10:04:00 run", "10:05:00 run"}},
 		{name: "BackwardStepRunsTheFireOnce", job: Job{Spec: "* * * * *", Missed: MissedSkip}, st: ledger.State{Last: at("17:00:00")},
 			cs: claimState{seen: at("15:00:30")}, fire: "15:01:00", now: "15:01:00.1",
 			want: []string{"15:01:00 run"}},

@@ -15,6 +15,16 @@ type window struct {
 	catchUp    time.Duration // how far back a claim runs slots late
 }
 
+// beforeStart and beforeEnd are the instants the schedule's bounds are
+// asked from: the schedule compares at second precision (cron.Schedule.Next
+// and Between floor to the second), and t less a nanosecond floors to the
+// last whole second before t, so the fires after beforeStart are those at
+// or after StartAt and the fires up to beforeEnd those before EndAt, for
+// bounds on whole seconds or not. (Less a second, a StartAt of 05.4 s would
+// let the fire at 05 s in, and an EndAt of 06.4 s shut the one at 06 s out.)
+func (w window) beforeStart() time.Time { return w.start.Add(-time.Nanosecond) }
+func (w window) beforeEnd() time.Time   { return w.end.Add(-time.Nanosecond) }
+
 func newWindow(sched *cron.Schedule, job Job) window {
 	return window{sched: sched, start: job.StartAt, end: job.EndAt, catchUp: job.CatchUpWindow}
 }
@@ -28,7 +38,7 @@ func (w window) has(at time.Time) bool {
 // next returns the first slot strictly after t.
 func (w window) next(t time.Time) (cron.Fire, bool) {
 	if !w.start.IsZero() && t.Before(w.start) {
-		t = w.start.Add(-time.Second)
+		t = w.beforeStart()
 	}
 	fire, ok := w.sched.Next(t)
 	if !ok || !w.has(fire.At) {
@@ -40,10 +50,10 @@ func (w window) next(t time.Time) (cron.Fire, bool) {
 // between returns the slots in (from, to], oldest first, at most most.
 func (w window) between(from, to time.Time, most int) []cron.Fire {
 	if !w.start.IsZero() && from.Before(w.start) {
-		from = w.start.Add(-time.Second)
+		from = w.beforeStart()
 	}
 	if !w.end.IsZero() && !to.Before(w.end) {
-		to = w.end.Add(-time.Second)
+		to = w.beforeEnd()
 	}
 	if !to.After(from) {
 		return nil
@@ -111,7 +121,7 @@ func (w window) prev(at time.Time) time.Time {
 	from := at.Add(-2 * next.At.Sub(at))
 	bounded := !w.start.IsZero() && !from.After(w.start)
 	if bounded {
-		from = w.start.Add(-time.Second) // Between excludes from
+		from = w.beforeStart() // Between excludes from
 	}
 	const most = 1 << 10
 	fires := w.sched.Between(from, at.Add(-time.Second), most)
