@@ -109,3 +109,29 @@ func recv[T any](t *testing.T, c <-chan T) T {
 		panic("unreachable")
 	}
 }
+
+// Under OverlapForbid, a Trigger during a run is not skipped: it waits for
+// the run's lease and runs after the run, while the scheduled slot that
+// came due during the run is recorded skipped, reason "overlap".
+func TestTriggerDuringARunIsNotSubjectToOverlapForbid(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		g := newGated(r, utc(10, 0, 0))
+		job := scheduler.Job{Name: "long", Spec: "* * * * *", Overlap: scheduler.OverlapForbid, Run: g.run}
+		a := r.replica(0, job)
+		r.replica(0, job)
+		r.tick(32*time.Second, time.Second) // to 10:00:30, the 10:00 run held
+		slot, err := a.Trigger(context.Background(), "long", "", "")
+		require.NoError(t, err)
+		require.Equal(t, utc(10, 0, 30), slot.At)
+		r.tick(40*time.Second, time.Second) // to 10:01:10: 10:01 came due during the run
+		g.release(t, utc(10, 0, 0))
+		r.settle()
+		r.tick(2*time.Second, time.Second) // the trigger's claim is tried again every second
+		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 0, 30)}, g.slots(), "the trigger ran after the run")
+		require.Equal(t, ledger.StatusSucceeded, r.record("long", utc(10, 0, 30)).Status)
+		skipped := r.record("long", utc(10, 1, 0))
+		require.Equal(t, ledger.StatusSkipped, skipped.Status)
+		require.Equal(t, "overlap", skipped.Reason)
+	})
+}
