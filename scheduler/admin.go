@@ -12,7 +12,9 @@ import (
 // MaxBackfill bounds how many slots one Backfill asks for (1000).
 const MaxBackfill = 1000
 
-// ErrInvalidArgument matches an operation's bad range or limit.
+// ErrInvalidArgument matches an operation's bad range or limit, or a slot
+// the job does not have (not a fire of its schedule, or outside its
+// StartAt/EndAt window).
 var ErrInvalidArgument = errors.New("scheduler: invalid argument")
 
 // JobInfo describes a registered job for operators.
@@ -136,42 +138,58 @@ func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to ti
 }
 
 // Retry asks for a new attempt of the slot of (job, partition) at at, with
-// reason recorded in the ledger: the same logical run, a fresh attempt
-// budget. The slot must be one of the job's schedule; at names the slot of
-// its second (slots are whole seconds: 09:00:00.300 is the 09:00:00 slot).
-// The run starts at
-// the next claim on any replica, at once on this one when started.
+// reason recorded in the ledger ("retry: <reason>", "retry" when reason is
+// empty): the same logical run, a fresh attempt budget. The slot must be
+// one of the job's: a fire of its schedule, at or after StartAt and before
+// EndAt; at names the slot of its second (slots are whole seconds:
+// 09:00:00.300 is the 09:00:00 slot). The run starts at the next claim on
+// any replica, at once on this one when started.
 //
-// Errors: ErrUnknownJob; ErrInvalidJob wrapped when at is not a slot of
-// the schedule; ErrSlotRunning; ledger errors.
+// Errors: ErrUnknownJob; ErrInvalidArgument wrapped when at is not a slot
+// of the schedule or lies outside [StartAt, EndAt); ErrSlotRunning; ledger
+// errors.
 func (s *Scheduler) Retry(ctx context.Context, job, partition string, at time.Time, reason string) error {
 	u, err := s.unit(job, partition)
 	if err != nil {
 		return err
 	}
 	at = at.UTC().Truncate(time.Second)
-	if !u.job.window.isSlot(at) {
-		return fmt.Errorf("%w: %s is not a slot of %q", ErrInvalidJob, at.Format(time.RFC3339), job)
+	if err := u.job.window.refuse(at); err != nil {
+		return err
 	}
-	return s.request(ctx, u, at, "retry: "+reason)
+	if !u.job.window.isSlot(at) {
+		return fmt.Errorf("%w: %s is not a slot of %q", ErrInvalidArgument, at.Format(time.RFC3339), job)
+	}
+	return s.request(ctx, u, at, withReason("retry", reason))
 }
 
 // Trigger asks for an extra run of (job, partition) now, outside the
-// schedule: a slot at the current second. It returns that slot.
+// schedule: a slot at the current second, which runs even when the
+// schedule does not fire then, with reason recorded ("trigger: <reason>",
+// "trigger" when reason is empty). It returns that slot. A trigger is an
+// operator's explicit request: the overlap policy does not apply to it (see
+// Job.Overlap). ErrUnknownJob; ErrInvalidArgument wrapped before the job's
+// StartAt (it has not started) and at or after its EndAt (it has ended):
+// the job has no slot then and the run would never start; ledger errors.
 func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) (ledger.Slot, error) {
 	u, err := s.unit(job, partition)
 	if err != nil {
 		return ledger.Slot{}, err
 	}
 	at := s.clock.Now().UTC().Truncate(time.Second)
-	return ledger.Slot{Job: job, At: at, Partition: partition}, s.request(ctx, u, at, "trigger: "+reason)
+	if err := u.job.window.refuse(at); err != nil {
+		return ledger.Slot{}, err
+	}
+	return ledger.Slot{Job: job, At: at, Partition: partition}, s.request(ctx, u, at, withReason("trigger", reason))
 }
 
 // Backfill asks for a run of every slot of (job, partition) with
-// from <= slot < to (at most MaxBackfill), as Retry does for one. It
-// returns the slots asked for. Running slots are left alone.
-// ErrInvalidArgument for from >= to or a range of more than MaxBackfill
-// slots.
+// from <= slot < to (at most MaxBackfill), as Retry does for one, reason
+// recorded ("backfill: <reason>", "backfill" when empty). The range is
+// clipped to the job's [StartAt, EndAt): slots outside it do not exist and
+// are not asked for. It returns the slots asked for. Running slots are
+// left alone. ErrInvalidArgument for from >= to, a range with nothing left
+// inside [StartAt, EndAt), or one of more than MaxBackfill slots.
 func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, to time.Time, reason string) ([]ledger.Slot, error) {
 	u, err := s.unit(job, partition)
 	if err != nil {
@@ -180,14 +198,27 @@ func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, t
 	if !to.After(from) {
 		return nil, fmt.Errorf("%w: backfill wants from < to", ErrInvalidArgument)
 	}
-	fires := u.job.window.sched.Between(from.Add(-time.Second), to.Add(-time.Second), MaxBackfill+1)
+	w := u.job.window
+	if !w.start.IsZero() && from.Before(w.start) {
+		from = w.start
+	}
+	if !w.end.IsZero() && to.After(w.end) {
+		to = w.end
+	}
+	if !to.After(from) {
+		return nil, fmt.Errorf("%w: backfill range lies outside the job's %s", ErrInvalidArgument, w.bounds())
+	}
+	fires := w.sched.Between(from.Add(-time.Second), to.Add(-time.Second), MaxBackfill+1)
 	if len(fires) > MaxBackfill {
 		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidArgument, MaxBackfill)
 	}
 	var out []ledger.Slot
 	for _, f := range fires {
+		if !w.has(f.At) {
+			continue
+		}
 		slot := ledger.Slot{Job: job, At: f.At, Partition: partition}
-		err := s.cfg.Ledger.Request(ctx, slot, "backfill: "+reason, s.clock.Now())
+		err := s.cfg.Ledger.Request(ctx, slot, withReason("backfill", reason), s.clock.Now())
 		if err != nil && !errors.Is(err, ledger.ErrSlotRunning) {
 			return out, err
 		}
@@ -197,6 +228,15 @@ func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, t
 	}
 	s.poke(u)
 	return out, nil
+}
+
+// withReason is the reason an operation records: "op: reason", or op
+// alone when reason is empty.
+func withReason(op, reason string) string {
+	if reason == "" {
+		return op
+	}
+	return op + ": " + reason
 }
 
 // Pause stops every replica from running job's slots (they are still

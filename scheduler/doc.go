@@ -187,6 +187,21 @@
 //     records them ledger.StatusMissed: they run only when an operator asks
 //     (Retry, Backfill).
 //
+// The overlap policy applies to the slots of the schedule, not to the ones
+// an operator asks for (Trigger, Retry, Backfill): an explicit request is
+// never skipped as overlap, as Temporal's trigger and `kubectl create job
+// --from=cronjob` are not subject to the schedule's concurrency policy.
+// Asked for while a run of the unit is in progress, the slot waits for the
+// unit's lease (its claim is tried again every second) and runs after that
+// run; under OverlapAllow it runs at once under its own slot lease, and
+// under OverlapCancelOther it does not cancel the run. A scheduled slot
+// that comes due meanwhile follows Job.Overlap: under OverlapForbid, a
+// trigger during a long run therefore runs after it while the next
+// scheduled slot is recorded skipped, reason "overlap". Operators can ask
+// only for slots the job has: Retry, Trigger and Backfill refuse times
+// before StartAt or at or after EndAt with ErrInvalidArgument (Backfill
+// clips its range to the window and refuses when nothing is left).
+//
 // Whatever the policy, missed slots and retries older than CatchUpWindow
 // (default 1 h) or before StartAt are not run late (slots an operator
 // requests are), and a job whose ledger shows no slot starts at its first

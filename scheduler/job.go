@@ -69,7 +69,7 @@ type OverlapPolicy int
 // Overlap policies.
 const (
 	// OverlapForbid (default) skips them: recorded skipped, reason
-	// "overlap".
+	// "overlap". Slots an operator asks for are not skipped (Job.Overlap).
 	OverlapForbid OverlapPolicy = iota
 	// OverlapBufferOne runs the latest of them after the current run and
 	// skips the others.
@@ -181,7 +181,17 @@ type Job struct {
 	// wait loses nothing. Defaults DefaultRetryBackoff and
 	// DefaultRetryMaxBackoff.
 	RetryBackoff, RetryMaxBackoff time.Duration
-	// Overlap is the overlap policy. Default OverlapForbid.
+	// Overlap is the overlap policy. Default OverlapForbid. It applies to
+	// the slots of the schedule only: a slot an operator asks for
+	// (Trigger, Retry, Backfill) is never skipped as overlap. Asked for
+	// during a run, it waits for the (job, partition) lease (its claim is
+	// tried again every second) and runs after the run, under every policy
+	// but OverlapAllow, where it runs at once under its own slot lease; it
+	// does not cancel the run under OverlapCancelOther. A scheduled slot
+	// that comes due during that run follows the policy (under
+	// OverlapForbid it is skipped, reason "overlap"), as Temporal's trigger
+	// and `kubectl create job --from=cronjob` are not subject to the
+	// schedule's concurrency policy.
 	Overlap OverlapPolicy
 	// Missed is the missed-slot policy. Default MissedCatchUp.
 	Missed MissedPolicy

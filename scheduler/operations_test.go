@@ -82,8 +82,8 @@ func TestBackfillRunsEachSlotOfTheRangeOnce(t *testing.T) {
 		}
 		require.Empty(t, s.status("reports", "", slots[0]), "outside the range")
 
-		_, err = a.Backfill(context.Background(), "reports", "", slots[4].Add(-2*time.Hour), slots[4], "too much")
-		require.ErrorIs(t, err, ErrInvalidArgument, "more than MaxBackfill slots")
+		_, err = a.Backfill(context.Background(), "reports", "", slots[4].Add(-2*time.Hour), slots[0], "before StartAt")
+		require.ErrorIs(t, err, ErrInvalidArgument, "nothing of the range inside the job's window")
 		_, err = a.Backfill(context.Background(), "reports", "", slots[4], slots[1], "backwards")
 		require.ErrorIs(t, err, ErrInvalidArgument, "from after to")
 		_, err = a.Runs(context.Background(), "reports", "", slots[0], slots[4], 0)
@@ -173,7 +173,7 @@ func TestOperationsRejectBadTargets(t *testing.T) {
 		require.NoError(t, sched.Register(Job{Name: "annual", Spec: yearly, Run: run}))
 		now := time.Now()
 
-		require.ErrorIs(t, sched.Retry(ctx, "annual", "", now, "x"), ErrInvalidJob, "not a slot of the schedule")
+		require.ErrorIs(t, sched.Retry(ctx, "annual", "", now, "x"), ErrInvalidArgument, "not a slot of the schedule")
 		for _, target := range []struct{ job, partition string }{{"nope", ""}, {"regional", ""}, {"regional", "asia"}} {
 			require.ErrorIs(t, sched.Retry(ctx, target.job, target.partition, now, "x"), ErrUnknownJob)
 			_, err := sched.Trigger(ctx, target.job, target.partition, "x")
@@ -183,12 +183,14 @@ func TestOperationsRejectBadTargets(t *testing.T) {
 			_, err = sched.Runs(ctx, target.job, target.partition, time.Time{}, now, 10)
 			require.ErrorIs(t, err, ErrUnknownJob)
 		}
+		_, err := sched.Backfill(ctx, "regional", "eu", now.Add(-2*time.Hour), now, "too much")
+		require.ErrorIs(t, err, ErrInvalidArgument, "more than MaxBackfill slots")
 		require.ErrorIs(t, sched.Pause(ctx, "nope"), ErrUnknownJob)
 		require.ErrorIs(t, sched.Resume(ctx, "nope"), ErrUnknownJob)
 
 		// A running slot cannot be asked for again until it ends.
 		running := ledger.Slot{Job: "regional", At: now.Truncate(time.Second).UTC(), Partition: "eu"}
-		_, _, err := s.ledger.Begin(ctx, running, ledger.Fence{Scope: "regional|eu", Token: 1, Owner: "holder"}, 3, now)
+		_, _, err = s.ledger.Begin(ctx, running, ledger.Fence{Scope: "regional|eu", Token: 1, Owner: "holder"}, 3, now)
 		require.NoError(t, err)
 		require.ErrorIs(t, sched.Retry(ctx, "regional", "eu", running.At, "x"), ledger.ErrSlotRunning)
 	})

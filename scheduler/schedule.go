@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/holdfast-go/holdfast/scheduler/cron"
@@ -33,6 +34,31 @@ func newWindow(sched *cron.Schedule, job Job) window {
 // schedule fires there): within [start, end).
 func (w window) has(at time.Time) bool {
 	return (w.start.IsZero() || !at.Before(w.start)) && (w.end.IsZero() || at.Before(w.end))
+}
+
+// refuse returns ErrInvalidArgument wrapped when at (whole seconds) is
+// outside [start, end): the job has no slot there, and a slot asked for
+// there would stay pending for ever (the planner never runs it).
+func (w window) refuse(at time.Time) error {
+	switch {
+	case !w.start.IsZero() && at.Before(w.start):
+		return fmt.Errorf("%w: %s is before the job's StartAt (it has not started; %s)", ErrInvalidArgument, at.Format(time.RFC3339), w.bounds())
+	case !w.end.IsZero() && !at.Before(w.end):
+		return fmt.Errorf("%w: %s is at or after the job's EndAt (it has ended; %s)", ErrInvalidArgument, at.Format(time.RFC3339), w.bounds())
+	}
+	return nil
+}
+
+// bounds describes the window for errors: "slots in [start, end)".
+func (w window) bounds() string {
+	start, end := "-inf", "+inf"
+	if !w.start.IsZero() {
+		start = w.start.UTC().Format(time.RFC3339Nano)
+	}
+	if !w.end.IsZero() {
+		end = w.end.UTC().Format(time.RFC3339Nano)
+	}
+	return "slots in [" + start + ", " + end + ")"
 }
 
 // next returns the first slot strictly after t.

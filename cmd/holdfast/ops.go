@@ -51,7 +51,8 @@ func retryCommand() command {
 		name: "retry", args: "JOB --slot T [--partition P] [--reason R]", summary: "run a done slot again (a new attempt)",
 		help: `Asks the service to run the slot T of JOB again: its next attempt starts on
 the next claim. A slot that is running is refused (409, exit 4); a time that
-is not a slot of JOB is a usage error (400, exit 2).
+is not a slot of JOB, or is outside its StartAt/EndAt, is a usage error (400,
+exit 2).
 
 Examples:
   holdfast retry settle --slot 2026-11-29T01:00:00Z --partition eu --reason "bank was down"
@@ -81,6 +82,8 @@ func triggerCommand() command {
 	return opCommand(command{
 		name: "trigger", args: "JOB [--partition P] [--reason R]", summary: "run a job now (an extra slot)",
 		help: `Asks the service to run JOB now, in an extra slot at the current time.
+A job before its StartAt or at or after its EndAt has no slot now: a usage
+error (400, exit 2).
 
 Examples:
   holdfast trigger settle --partition us --reason "month end"
@@ -102,7 +105,8 @@ func backfillCommand() command {
 	return opCommand(command{
 		name: "backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range",
 		help: `Asks the service to run every slot of JOB with --from <= slot < --to that
-has not run.
+has not run. The range is clipped to the job's StartAt/EndAt; a range with
+nothing left inside them is a usage error (400, exit 2).
 
 Examples:
   holdfast backfill settle --partition us --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z

@@ -184,3 +184,25 @@ func TestNewRefusesANilScheduler(t *testing.T) {
 	_, err := schedhttp.New(nil, schedhttp.Options{})
 	require.ErrorIs(t, err, schedhttp.ErrInvalidOptions)
 }
+
+// A request for a slot outside the job's StartAt/EndAt is a bad request.
+func TestAdminHandlerRefusesSlotsOutsideTheJobWindow(t *testing.T) {
+	t.Parallel()
+	s, _ := newAdminScheduler(t)
+	require.NoError(t, s.Register(scheduler.Job{
+		Name: "ended", Spec: "0 2 * * *", EndAt: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+		Run: func(context.Context, scheduler.Run) error { return nil },
+	}))
+	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil }})
+	require.NoError(t, err)
+	for _, tc := range []struct{ path, body string }{
+		{"/jobs/ended/trigger", `{}`},
+		{"/jobs/ended/retry", `{"slot":"2026-11-29T02:00:00Z"}`},
+		{"/jobs/ended/backfill", `{"from":"2026-11-20T00:00:00Z","to":"2026-11-23T00:00:00Z"}`},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body)))
+		require.Equal(t, http.StatusBadRequest, rec.Code, "%s: %s", tc.path, rec.Body.String())
+		require.Contains(t, rec.Body.String(), "2026-11-01T00:00:00Z)", "%s: the job's window named", tc.path)
+	}
+}
