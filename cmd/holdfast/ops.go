@@ -100,9 +100,12 @@ Examples:
 
 func backfillCommand() command {
 	return opCommand(command{
-		name: "backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range",
-		help: `Asks the service to run every slot of JOB with --from <= slot < --to that
-has not run.
+		name: "backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range again",
+		help: `Asks the service to run again every slot of JOB with --from <= slot < --to
+(at most the job's MaxBackfill), as retry does for one: each slot gets a new
+attempt, succeeded ones included; running slots are left alone. The effects
+are fenced per slot: each attempt writes with its own lease's fencing token
+and the slot's idempotency key, so a sink keyed by them can apply a slot once.
 
 Examples:
   holdfast backfill settle --partition us --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z
