@@ -140,3 +140,12 @@ func TestTimeoutMustBePositive(t *testing.T) {
 		require.NotContains(t, r.stderr, "deadline")
 	}
 }
+
+// The leases commands' help says which source wins.
+func TestLeasesHelpSaysSourcePrecedence(t *testing.T) {
+	t.Parallel()
+	for _, name := range [][]string{{"leases"}, {"leases", "ls"}, {"leases", "show"}} {
+		out := ok(t, append(name, "--help")...)
+		require.Contains(t, out, "with both set, Redis wins", name)
+	}
+}
