@@ -19,9 +19,13 @@ in-modules = failed=; for m in $(MODULES); do echo "== module $$m"; (cd $$m && $
 ## DATABASE_URL are set. DEMO_FLAGS passes flags, e.g. on PostgreSQL alone
 ## (leases, ledger and sink; no Redis):
 ##   DATABASE_URL=postgres://root@127.0.0.1:5432/test make demo DEMO_FLAGS='-backend postgres'
+## The demo is built, then run (not go run: go run exits 1 when Ctrl-C
+## stops it, and make would print an error for a demo that ended cleanly).
 DEMO_FLAGS ?=
+DEMO_BIN ?= $(or $(TMPDIR),/tmp)/holdfast-settlement-demo
 demo:
-	$(GO) run ./examples/settlement $(DEMO_FLAGS)
+	$(GO) build -o $(DEMO_BIN) ./examples/settlement
+	exec $(DEMO_BIN) $(DEMO_FLAGS)
 
 ## services: make a real Redis and PostgreSQL reachable (idempotent).
 services:

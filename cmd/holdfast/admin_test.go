@@ -251,6 +251,8 @@ func TestAdminErrorsExitCodes(t *testing.T) {
 		{"WatchRefused", append(svc.cmd("watch", "settle"), "--token", "wrong"), exitRefused, "403"},
 		{"UnknownPartition", svc.cmd("trigger", "settle", "--partition", "asia"), exitNotFound, "404"},
 		{"NoSuchSlot", svc.cmd("runs", "settle", "--slot", "2020-01-01T00:00:00Z", "--partition", "eu"), exitNotFound, "404"},
+		{"SlotNeedsPartition", svc.cmd("runs", "settle", "--slot", "2020-01-01T00:00:00Z"), exitUsage,
+			"partition is required for a partitioned job (give --partition P; runs JOB without --slot lists every partition)"},
 		{"NotASlot", svc.cmd("retry", "settle", "--slot", "2026-11-29T01:30:00Z", "--partition", "eu"), exitUsage, "400"},
 		{"WrongToken", append(svc.cmd("jobs"), "--token", "wrong"), exitRefused, "403"},
 		{"NoToken", append(svc.cmd("pause", "settle"), "--token", ""), exitRefused, "403"},

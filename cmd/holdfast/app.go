@@ -61,9 +61,8 @@ func (a *app) main(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := args[0]
-	switch name {
-	case "help", "-h", "-help", "--help":
-		if len(args) > 1 { // help COMMAND: the command's --help
+	if isHelp(name) {
+		if len(args) > 1 && !isHelp(args[1]) { // help COMMAND: the command's --help
 			return a.main(ctx, []string{args[1], "--help"})
 		}
 		a.usage(a.stdout)
@@ -125,20 +124,53 @@ func (a *app) flagSet(c command) *flag.FlagSet {
 		fs.PrintDefaults()
 		fmt.Fprint(w, "\n"+exitCodesHelp)
 	}
-	env := func(name, def string) string {
-		if v := a.getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	fs.StringVar(&a.conn.redis, "redis", env("REDIS_URL", ""), "Redis `URL` (default $REDIS_URL)")
+	// The environment is read after parsing (a.parse), not put in the
+	// defaults: --help would print a token or a password in a URL.
+	fs.StringVar(&a.conn.redis, "redis", "", "Redis `URL` (default $REDIS_URL)")
 	fs.BoolVar(&a.conn.cluster, "redis-cluster", false, "--redis names a Redis Cluster (redis://host:port?addr=host2:port2)")
-	fs.StringVar(&a.conn.pg, "pg", env("DATABASE_URL", ""), "Postgres `URL` (default $DATABASE_URL)")
-	fs.StringVar(&a.conn.admin, "admin", env("HOLDFAST_ADMIN", ""), "admin handler base `URL` (default $HOLDFAST_ADMIN)")
-	fs.StringVar(&a.conn.token, "token", env("HOLDFAST_TOKEN", ""), "admin Bearer `token` (default $HOLDFAST_TOKEN)")
+	fs.StringVar(&a.conn.pg, "pg", "", "Postgres `URL` (default $DATABASE_URL)")
+	fs.StringVar(&a.conn.admin, "admin", "", "admin handler base `URL` (default $HOLDFAST_ADMIN)")
+	fs.StringVar(&a.conn.token, "token", "", "admin Bearer `token` (default $HOLDFAST_TOKEN)")
 	fs.StringVar(&a.conn.output, "o", "table", "output `format`: table or json")
-	fs.DurationVar(&a.conn.timeout, "timeout", 10*time.Second, "bound of the command's calls")
+	fs.DurationVar(&a.conn.timeout, "timeout", 10*time.Second, "bound of the command's calls, positive")
 	return fs
+}
+
+// connEnv fills each connection flag not given from its environment
+// variable; a flag given, even empty (--redis ""), wins.
+func (a *app) connEnv(fs *flag.FlagSet) {
+	for _, e := range []struct {
+		flag, env string
+		v         *string
+	}{
+		{"redis", "REDIS_URL", &a.conn.redis},
+		{"pg", "DATABASE_URL", &a.conn.pg},
+		{"admin", "HOLDFAST_ADMIN", &a.conn.admin},
+		{"token", "HOLDFAST_TOKEN", &a.conn.token},
+	} {
+		if !isSet(fs, e.flag) {
+			*e.v = a.getenv(e.env)
+		}
+	}
+}
+
+// parseFlags parses args into fs and prints the usage once: on stdout for
+// --help, on stderr after a bad flag (the flag package printed the error).
+func (a *app) parseFlags(fs *flag.FlagSet, args []string) error {
+	usage := fs.Usage
+	fs.Usage = func() {} // the flag package would print it before returning ErrHelp
+	err := fs.Parse(args)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(a.stdout)
+		fs.Usage()
+		return err
+	case err != nil:
+		fs.Usage()
+		return errFlagParse
+	}
+	return nil
 }
 
 // parse parses args into fs, flags and positional arguments in any order
@@ -147,13 +179,8 @@ func (a *app) flagSet(c command) *flag.FlagSet {
 func (a *app) parse(fs *flag.FlagSet, args []string, want int) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(a.stdout)
-				fs.Usage()
-				return nil, err
-			}
-			return nil, errFlagParse
+		if err := a.parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -164,6 +191,10 @@ func (a *app) parse(fs *flag.FlagSet, args []string, want int) ([]string, error)
 			break
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	a.connEnv(fs)
+	if a.conn.timeout <= 0 {
+		return nil, a.badUsage(fs, "--timeout %v: want a positive duration", a.conn.timeout)
 	}
 	if a.conn.output != "table" && a.conn.output != "json" {
 		return nil, a.badUsage(fs, "-o %q: want table or json", a.conn.output)
@@ -192,4 +223,13 @@ func isSet(fs *flag.FlagSet, name string) bool {
 // withTimeout bounds ctx by --timeout.
 func (a *app) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, a.conn.timeout)
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
 }

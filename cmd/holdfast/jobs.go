@@ -92,7 +92,8 @@ skipped, missed, abandoned), at most --limit. The TOKEN, OWNER, STARTED and
 FINISHED columns are the latest attempt's.
 
 With --slot, shows that slot's run and every attempt: owner, fencing token,
-start, last heartbeat, finish and error class.
+start, last heartbeat, finish and error class; on a job with partitions
+--partition is required (a usage error, exit 2, without it).
 
 Examples:
   holdfast runs settle --admin http://127.0.0.1:8080/admin/
@@ -239,6 +240,9 @@ func (a *app) showSlot(ctx context.Context, cl *adminClient, job string, partiti
 	}
 	var r schedhttp.RunJSON
 	if err := cl.do(ctx, "GET", cl.url(q, "jobs", job, "runs", slot.UTC().Format(time.RFC3339Nano)), nil, &r); err != nil {
+		if partition == nil && codeOf(err) == exitUsage { // a partitioned job: the slot is one partition's
+			return fmt.Errorf("%w (give --partition P; runs JOB without --slot lists every partition)", err)
+		}
 		return err
 	}
 	if a.conn.output == "json" {

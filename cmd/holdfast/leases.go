@@ -19,7 +19,10 @@ func leasesCommand() command {
   leases ls [--match GLOB] [--prefix P] [--limit N]   the leases, sorted by name
   leases show NAME                                    one lease
 
-Reads Redis directly (--redis) or a service's admin handler (--admin).`,
+Reads Redis when --redis (or REDIS_URL) names it, else the admin handler
+(--admin or HOLDFAST_ADMIN): with both set, Redis wins. A flag wins over
+its variable, even empty: --redis "" --admin URL reads the admin handler
+with REDIS_URL set.`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		return a.dispatch(ctx, c, args, leasesLsCommand(), leasesShowCommand())
@@ -60,6 +63,11 @@ name: held ones with their owner (abbreviated; -o json has it in full) and
 the TTL left, released or expired ones with their last token. The scheduler's
 leases are named JOB (the "" partition) and JOB|PARTITION.
 
+Reads Redis when --redis (or REDIS_URL) names it, else the admin handler
+(--admin or HOLDFAST_ADMIN): with both set, Redis wins. A flag wins over
+its variable, even empty: --redis "" --admin URL reads the admin handler
+with REDIS_URL set.
+
 Examples:
   holdfast leases ls --redis redis://127.0.0.1:6379/0
   holdfast leases ls --match 'settle|*' -o json
@@ -96,6 +104,11 @@ func leasesShowCommand() command {
 		help: `Shows one lease: held or not, its owner in full, the TTL left, its fencing
 counter (the holder's token when held) and the waiting flag. Exit 3 when no
 token was ever issued for NAME.
+
+Reads Redis when --redis (or REDIS_URL) names it, else the admin handler
+(--admin or HOLDFAST_ADMIN): with both set, Redis wins. A flag wins over
+its variable, even empty: --redis "" --admin URL reads the admin handler
+with REDIS_URL set.
 
 Examples:
   holdfast leases show 'settle|eu' --redis redis://127.0.0.1:6379/0

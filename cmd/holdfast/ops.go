@@ -103,10 +103,14 @@ Examples:
 
 func backfillCommand() command {
 	return opCommand(command{
-		name: "backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range",
-		help: `Asks the service to run every slot of JOB with --from <= slot < --to that
-has not run. The range is clipped to the job's StartAt/EndAt; a range with
-nothing left inside them is a usage error (400, exit 2).
+		name: "backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range again",
+		help: `Asks the service to run again every slot of JOB with --from <= slot < --to
+(at most 1000, scheduler.MaxBackfill), as retry does for one: each slot gets a new
+attempt, succeeded ones included; running slots are left alone. The effects
+are fenced per slot: each attempt writes with its own lease's fencing token
+and the slot's idempotency key, so a sink keyed by them can apply a slot once.
+The range is clipped to the job's StartAt/EndAt; a range with nothing left
+inside them is a usage error (400, exit 2).
 
 Examples:
   holdfast backfill settle --partition us --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z

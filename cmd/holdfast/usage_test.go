@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"testing"
 
@@ -60,4 +62,90 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	r := cli(t, "help")
 	require.Equal(t, exitOK, r.code)
 	require.Contains(t, r.stdout, "4  refused or forbidden")
+}
+
+// helpNames is every command and subcommand, as argument lists.
+func helpNames() [][]string {
+	var names [][]string
+	for _, c := range commands() {
+		names = append(names, []string{c.name})
+	}
+	for _, sub := range []command{leasesLsCommand(), leasesShowCommand(), fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand()} {
+		names = append(names, strings.Fields(sub.name))
+	}
+	return names
+}
+
+// cliEnv runs the command as cli does, with env as its environment.
+func cliEnv(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	a := &app{stdout: &out, stderr: &errOut, getenv: func(k string) string { return env[k] }}
+	code := a.main(t.Context(), args)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// --help prints the usage once, on stdout; a bad flag once, on stderr.
+func TestUsagePrintedOnce(t *testing.T) {
+	t.Parallel()
+	for _, name := range helpNames() {
+		r := cli(t, append(name, "--help")...)
+		require.Equal(t, 1, strings.Count(r.stdout+r.stderr, "Usage:"), "%v:\nstdout: %s\nstderr: %s", name, r.stdout, r.stderr)
+		require.Empty(t, r.stderr, name)
+	}
+	r := cli(t, "jobs", "--bogus")
+	require.Equal(t, exitUsage, r.code)
+	require.Equal(t, 1, strings.Count(r.stderr, "Usage:"), r.stderr)
+	require.Contains(t, r.stderr, "flag provided but not defined: -bogus")
+}
+
+// The connection flags' defaults come from the environment after parsing:
+// no help shows a value of it, only the variable's name.
+func TestHelpShowsNoEnvironmentValue(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"HOLDFAST_TOKEN": "marker-token-8c83b", "DATABASE_URL": "postgres://user:marker-pass@db/x",
+		"REDIS_URL": "redis://:marker-redis@r:6379/0", "HOLDFAST_ADMIN": "http://marker-admin/",
+	}
+	for _, name := range append(helpNames(), []string{"help"}) {
+		r := cliEnv(t, env, append(name, "--help")...)
+		require.Equal(t, exitOK, r.code, "%v: %s", name, r.stderr)
+		require.NotContains(t, r.stdout+r.stderr, "marker", name)
+		if len(name) == 2 || (name[0] != "leases" && name[0] != "fence" && name[0] != "help") {
+			require.Contains(t, r.stdout, "(default $HOLDFAST_TOKEN)", name)
+		}
+	}
+	// The environment still applies when the flag is absent...
+	var a app
+	a.getenv = func(k string) string { return env[k] }
+	fs := a.flagSet(command{name: "x"})
+	_, err := a.parse(fs, []string{"--pg", "postgres://flag/y"}, 0)
+	require.NoError(t, err)
+	require.Equal(t, env["HOLDFAST_TOKEN"], a.conn.token)
+	require.Equal(t, env["REDIS_URL"], a.conn.redis)
+	// ...and a flag given, even empty, wins.
+	require.Equal(t, "postgres://flag/y", a.conn.pg)
+	a = app{getenv: a.getenv, stdout: io.Discard, stderr: io.Discard}
+	_, err = a.parse(a.flagSet(command{name: "x"}), []string{"--admin", ""}, 0)
+	require.NoError(t, err)
+	require.Empty(t, a.conn.admin)
+}
+
+func TestTimeoutMustBePositive(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"0s", "-1s"} {
+		r := cli(t, "jobs", "--admin", "http://127.0.0.1:1/", "--timeout", v)
+		require.Equal(t, exitUsage, r.code, "%s: %s", v, r.stderr)
+		require.Contains(t, r.stderr, "want a positive duration")
+		require.NotContains(t, r.stderr, "deadline")
+	}
+}
+
+// The leases commands' help says which source wins.
+func TestLeasesHelpSaysSourcePrecedence(t *testing.T) {
+	t.Parallel()
+	for _, name := range [][]string{{"leases"}, {"leases", "ls"}, {"leases", "show"}} {
+		out := ok(t, append(name, "--help")...)
+		require.Contains(t, out, "with both set, Redis wins", name)
+	}
 }

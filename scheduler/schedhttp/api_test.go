@@ -231,7 +231,10 @@ func TestAdminAPIRunOfOneSlot(t *testing.T) {
 		require.Equal(t, bigToken, run.Attempts[1].Token)
 
 		get(t, h, "/jobs/settle/runs/2026-12-01T07:00:00Z?partition=b", http.StatusNotFound, nil)
-		get(t, h, "/jobs/settle/runs/2026-12-01T09:00:00Z", http.StatusNotFound, nil) // no partition "" in this job
+		body = get(t, h, "/jobs/settle/runs/2026-12-01T09:00:00Z", http.StatusBadRequest, nil) // a partitioned job
+		require.Contains(t, body, "partition is required for a partitioned job")
+		get(t, h, "/jobs/settle/runs/2026-12-01T09:00:00Z?partition=", http.StatusNotFound, nil) // no partition "" in this job
+		get(t, h, "/jobs/nope/runs/2026-12-01T09:00:00Z", http.StatusNotFound, nil)
 		get(t, h, "/jobs/settle/runs/09:00?partition=b", http.StatusBadRequest, nil)
 	})
 }
@@ -302,7 +305,8 @@ func TestAdminAPILeases(t *testing.T) {
 	require.JSONEq(t, `{"leases":[{"name":"settle|a","held":true,"owner":"replica-a","ttl_ms":1234,"token":"1152921504606846977","waiting":false}]}`,
 		get(t, h, "/leases?match=settle*&limit=1", http.StatusOK, nil))
 	get(t, h, "/leases?limit=0", http.StatusBadRequest, nil)
-	require.Equal(t, []schedhttp.Action{schedhttp.ActionLeases, schedhttp.ActionLeases, schedhttp.ActionLeases}, asked)
+	require.Contains(t, get(t, h, "/leases?match=%5B", http.StatusBadRequest, nil), "syntax error in pattern") // match=[
+	require.Equal(t, []schedhttp.Action{schedhttp.ActionLeases, schedhttp.ActionLeases, schedhttp.ActionLeases, schedhttp.ActionLeases}, asked)
 }
 
 func TestConsoleAndOpenAPIAreServedWithoutTheAuthorizer(t *testing.T) {

@@ -36,5 +36,9 @@
 // 1000), newest slot first, then by partition name; next_cursor, when
 // present, gives the next page (pass it as cursor with the same other
 // parameters). A status filter reads through the ledger until the page is
-// full or the range is exhausted: bound old ranges with from.
+// full or the range is exhausted: bound old ranges with from. Without
+// partition it lists every partition of the job. GET
+// /jobs/{job}/runs/{slot} names one record, so on a job with partitions it
+// requires partition (absent: 400 "partition is required for a partitioned
+// job"); partition= (present, empty) names the default partition.
 package schedhttp

@@ -3,6 +3,8 @@ package schedhttp
 import (
 	"fmt"
 	"net/http"
+	"path"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,13 +24,18 @@ func (h *adminHandler) jobs(w http.ResponseWriter, r *http.Request) error {
 }
 
 // run serves GET /jobs/{job}/runs/{slot}?partition=P: 404 when the
-// ledger has no record of the slot.
+// ledger has no record of the slot; 400 when partition is absent and the
+// job has partitions (one slot is one partition's; GET /runs lists all).
 func (h *adminHandler) run(w http.ResponseWriter, r *http.Request) error {
 	at, err := parseTime("slot", r.PathValue("slot"))
 	if err != nil {
 		return err
 	}
-	rec, found, err := h.s.Record(r.Context(), r.PathValue("job"), r.URL.Query().Get("partition"), at)
+	job, q := r.PathValue("job"), r.URL.Query()
+	if !q.Has("partition") && h.partitioned(job) {
+		return fmt.Errorf("%w: partition is required for a partitioned job", errBadRequest)
+	}
+	rec, found, err := h.s.Record(r.Context(), job, q.Get("partition"), at)
 	if err != nil {
 		return err
 	}
@@ -85,7 +92,21 @@ func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusAccepted, out)
 }
 
+// partitioned reports whether job is registered with partitions (no
+// default partition "").
+func (h *adminHandler) partitioned(job string) bool {
+	for _, info := range h.s.Jobs() {
+		if info.Name == job {
+			return !slices.Contains(info.Partitions, "")
+		}
+	}
+	return false
+}
+
 func (h *adminHandler) pause(w http.ResponseWriter, r *http.Request) error {
+	if err := decodeEmpty(r); err != nil {
+		return err
+	}
 	if err := h.s.Pause(r.Context(), r.PathValue("job")); err != nil {
 		return err
 	}
@@ -93,6 +114,9 @@ func (h *adminHandler) pause(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *adminHandler) resume(w http.ResponseWriter, r *http.Request) error {
+	if err := decodeEmpty(r); err != nil {
+		return err
+	}
 	if err := h.s.Resume(r.Context(), r.PathValue("job")); err != nil {
 		return err
 	}
@@ -109,7 +133,11 @@ func (h *adminHandler) leases(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	infos, err := h.cfg.Leases.List(r.Context(), q.Get("match"), limit)
+	match := q.Get("match")
+	if _, err := path.Match(match, ""); err != nil {
+		return fmt.Errorf("%w: match %q: %w", errBadRequest, match, err)
+	}
+	infos, err := h.cfg.Leases.List(r.Context(), match, limit)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 package schedhttp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 
@@ -71,7 +73,8 @@ type Options struct {
 // are JSON (the types of wire.go; the API is described by OpenAPI 3.1 at
 // GET /openapi.json); errors of the API routes are
 // application/problem+json (RFC 9457) with status 400 (bad input, not a
-// slot), 403 (refused by the Authorizer), 404 (unknown job or partition,
+// slot, no partition for one slot of a partitioned job, a body on pause or
+// resume other than {}, a malformed match glob), 403 (refused by the Authorizer), 404 (unknown job or partition,
 // no record of a slot, no lease inspector), 409 (slot running), 413 (body
 // over MaxBodyBytes) or 500. The body of a 403 does not carry the
 // Authorizer's error, nor a 500 the internal (Redis, Postgres) error: both
@@ -197,6 +200,29 @@ func decode(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: body: %w", errBadRequest, err)
+	}
+	return nil
+}
+
+// decodeEmpty reads a body that carries nothing (pause, resume): empty or
+// the JSON object {}; anything else is a bad request, and a body over
+// MaxBodyBytes is refused (413) as on every POST.
+func decodeEmpty(r *http.Request) error {
+	b, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return err
+	case err != nil:
+		return fmt.Errorf("%w: body: %w", errBadRequest, err)
+	case len(bytes.TrimSpace(b)) == 0:
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var none struct{}
+	if err := dec.Decode(&none); err != nil {
+		return fmt.Errorf("%w: body: want none or {}: %w", errBadRequest, err)
 	}
 	return nil
 }

@@ -74,6 +74,12 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 		{"Runs", allow, "GET", "/jobs/settle/runs?partition=eu&limit=10", "", http.StatusOK},
 		{"RunsBadLimit", allow, "GET", "/jobs/settle/runs?limit=0", "", http.StatusBadRequest},
 		{"OversizedBody", allow, "POST", "/jobs/settle/trigger", `{"reason":"` + strings.Repeat("x", 70<<10) + `"}`, http.StatusRequestEntityTooLarge},
+		{"PauseOversizedBody", allow, "POST", "/jobs/settle/pause", `{"x":"` + strings.Repeat("x", 70<<10) + `"}`, http.StatusRequestEntityTooLarge},
+		{"PauseOversizedNonJSON", allow, "POST", "/jobs/settle/pause", strings.Repeat("x", 70<<10), http.StatusRequestEntityTooLarge},
+		{"PauseNonJSONBody", allow, "POST", "/jobs/settle/pause", "now please", http.StatusBadRequest},
+		{"ResumeNonJSONBody", allow, "POST", "/jobs/settle/resume", "now please", http.StatusBadRequest},
+		{"PauseUnknownField", allow, "POST", "/jobs/settle/pause", `{"reason":"x"}`, http.StatusBadRequest},
+		{"PauseEmptyObject", allow, "POST", "/jobs/settle/pause", `{}`, http.StatusOK},
 		{"Pause", allow, "POST", "/jobs/settle/pause", "", http.StatusOK},
 		{"Resume", allow, "POST", "/jobs/settle/resume", "", http.StatusOK},
 	} {
