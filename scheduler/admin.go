@@ -208,7 +208,10 @@ func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, t
 	if !to.After(from) {
 		return nil, fmt.Errorf("%w: backfill range lies outside the job's %s", ErrInvalidArgument, w.bounds())
 	}
-	fires := w.sched.Between(from.Add(-time.Second), to.Add(-time.Second), MaxBackfill+1)
+	// Between floors to the second and excludes its from: less a
+	// nanosecond, the fires are those with from <= fire < to, bounds
+	// between seconds included (window.beforeStart).
+	fires := w.sched.Between(from.Add(-time.Nanosecond), to.Add(-time.Nanosecond), MaxBackfill+1)
 	if len(fires) > MaxBackfill {
 		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidArgument, MaxBackfill)
 	}

@@ -41,6 +41,22 @@ func TestTriggerRunsAnExtraSlotOnce(t *testing.T) {
 	})
 }
 
+// Backfill's from <= slot < to holds for bounds between seconds too.
+func TestBackfillRangeOffWholeSeconds(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		slots := past(5, time.Minute)
+		a := s.replica(t)
+		require.NoError(t, a.Register(Job{Name: "reports", Spec: everySecond,
+			Run: func(context.Context, Run) error { return nil }}))
+		half := 500 * time.Millisecond
+		got, err := a.Backfill(context.Background(), "reports", "", slots[1].Add(half), slots[4].Add(half), "")
+		require.NoError(t, err)
+		want := []ledger.Slot{{Job: "reports", At: slots[2]}, {Job: "reports", At: slots[3]}, {Job: "reports", At: slots[4]}}
+		require.Equal(t, want, got, "from <= slot < to with from and to half a second past a slot")
+	})
+}
+
 func TestBackfillRunsEachSlotOfTheRangeOnce(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
