@@ -2,9 +2,11 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,10 +149,20 @@ func (r *rig) settle() {
 		}
 		return busy == r.held.Load()
 	}
-	// A step settles in milliseconds; the bound is for a busy 2-core
-	// machine under -race, where a step of a miniredis rig was once seen
-	// to take more than 10 s.
-	testwait.UntilEvery(r.t, 30*time.Second, 200*time.Microsecond, "the replicas settle", quiet)
+	if testwait.Poll(10*time.Second, 200*time.Microsecond, func() error {
+		if quiet() {
+			return nil
+		}
+		return errors.New("not quiet")
+	}) != nil {
+		var states []string
+		for i, s := range r.scheds {
+			idle, b := s.Quiet()
+			states = append(states, fmt.Sprintf("replica %d idle=%v busy=%d", i, idle, b))
+		}
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		r.t.Fatalf("the replicas settle: not within 10s at %v: %v, held %d", r.clk.Now(), states, r.held.Load())
+	}
 }
 
 // tick moves the fake clock forward by d in steps of at most step,
