@@ -1,6 +1,10 @@
 package scheduler
 
-import "github.com/holdfast-go/holdfast/clock"
+import (
+	"fmt"
+
+	"github.com/holdfast-go/holdfast/clock"
+)
 
 // Quiet is quiet, for the fake-time tests of package scheduler_test.
 func (s *Scheduler) Quiet() (idle bool, busy int64) { return s.quiet() }
@@ -26,4 +30,21 @@ func (s *Scheduler) quiet() (idle bool, busy int64) {
 		return false, busy
 	}
 	return true, busy
+}
+
+// QuietState describes what quiet looks at, for a test that did not
+// settle.
+func (s *Scheduler) QuietState() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	fake, _ := s.clock.(interface{ Armed(clock.Timer) bool })
+	armed := s.parked.timer != nil && fake != nil && fake.Armed(s.parked.timer)
+	head := "none"
+	if s.queue.Len() > 0 {
+		e := s.queue[0]
+		head = fmt.Sprintf("%v (retry=%v scheduled=%v unit=%s/%s)", e.at, e.retry, e.scheduled(), e.u.job.Name, e.u.partition)
+	}
+	return fmt.Sprintf("now=%v parked_at=%v wait=%v armed=%v wake=%d queue=%d head=%s active=%d waiting=%d",
+		now, s.parked.at, s.parked.wait, armed, len(s.wake), s.queue.Len(), head, s.active.Load(), s.waiting.Load())
 }

@@ -158,7 +158,7 @@ func (r *rig) settle() {
 		var states []string
 		for i, s := range r.scheds {
 			idle, b := s.Quiet()
-			states = append(states, fmt.Sprintf("replica %d idle=%v busy=%d", i, idle, b))
+			states = append(states, fmt.Sprintf("replica %d idle=%v busy=%d %s", i, idle, b, s.QuietState()))
 		}
 		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		r.t.Fatalf("the replicas settle: not within 10s at %v: %v, held %d", r.clk.Now(), states, r.held.Load())
