@@ -143,12 +143,18 @@ func TestSlowAcquireIsRefusedAndItsKeyDeleted(t *testing.T) {
 				obs := &outcomes{}
 				c.opts.Observer = obs
 				hook.acquireReply = func() { <-time.After(tc.reply) }
+				// A grant just inside its window is due for renewal at
+				// once: the keep-alive's renew is held until the grant's
+				// own deadline is read.
+				hold := make(chan struct{})
+				hook.delay = func() { <-hold }
 				start := time.Now()
 				l, err := c.TryAcquire(context.Background(), "slow", ttl)
 				leaseKey, _ := KeysOf(c, "slow")
 				if !tc.slow {
 					require.NoError(t, err)
 					require.Equal(t, start.Add(limit), l.Deadline())
+					close(hold)
 					require.True(t, mr.Exists(leaseKey))
 					require.NoError(t, l.Release(context.Background()))
 					return
@@ -165,6 +171,7 @@ func TestSlowAcquireIsRefusedAndItsKeyDeleted(t *testing.T) {
 				require.Zero(t, c.keeper.size(), "nothing kept alive")
 
 				// The name is free for the next acquisition at once.
+				close(hold)
 				hook.acquireReply = nil
 				l, err = c.TryAcquire(context.Background(), "slow", ttl)
 				require.NoError(t, err)
