@@ -80,6 +80,7 @@ func (s *Scheduler) schedule(u *unit, t time.Time, prev time.Time) {
 func (s *Scheduler) wakeAt(u *unit, t time.Time) {
 	s.mu.Lock()
 	heap.Push(&s.queue, &entry{at: t, u: u})
+	s.woken = true
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -100,6 +101,7 @@ func (s *Scheduler) retryClaim(u *unit, req claimReq, t time.Time) {
 	}
 	u.retryQueued = true
 	heap.Push(&s.queue, &entry{at: t, u: u, req: req, retry: true})
+	s.woken = true
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -114,6 +116,7 @@ func (s *Scheduler) dispatch() {
 	var slept parkedAt // the last sleep: from at (wall), for wait (elapsed)
 	for {
 		s.mu.Lock()
+		s.woken = false
 		now := s.clock.Now()
 		if !slept.at.IsZero() {
 			s.noticeSteps(slept, now)

@@ -24,7 +24,10 @@ func (s *Scheduler) quiet() (idle bool, busy int64) {
 	}
 	busy = s.active.Load() - s.waiting.Load()
 	switch {
-	case s.parked.timer == nil, !fake.Armed(s.parked.timer), len(s.wake) > 0:
+	case s.parked.timer == nil, !fake.Armed(s.parked.timer), s.woken:
+		// s.woken, not len(s.wake): a dispatcher that took the wake-up
+		// from the channel and has not yet cleared s.parked still looks
+		// asleep, and a clock advanced then was read before the change.
 		return false, busy
 	case s.queue.Len() > 0 && !s.queue[0].at.After(now):
 		return false, busy
@@ -45,6 +48,6 @@ func (s *Scheduler) QuietState() string {
 		e := s.queue[0]
 		head = fmt.Sprintf("%v (retry=%v scheduled=%v unit=%s/%s)", e.at, e.retry, e.scheduled(), e.u.job.Name, e.u.partition)
 	}
-	return fmt.Sprintf("now=%v parked_at=%v wait=%v armed=%v wake=%d queue=%d head=%s active=%d waiting=%d",
-		now, s.parked.at, s.parked.wait, armed, len(s.wake), s.queue.Len(), head, s.active.Load(), s.waiting.Load())
+	return fmt.Sprintf("now=%v parked_at=%v wait=%v armed=%v woken=%v queue=%d head=%s active=%d waiting=%d",
+		now, s.parked.at, s.parked.wait, armed, s.woken, s.queue.Len(), head, s.active.Load(), s.waiting.Load())
 }

@@ -84,6 +84,7 @@ type Scheduler struct {
 	started bool
 	queue   entryHeap
 	wake    chan struct{}
+	woken   bool         // the queue changed since the dispatcher last read it
 	parked  parkedAt     // the dispatcher's current sleep (zero: awake)
 	active  atomic.Int64 // units with a claim running, and OverlapAllow runs
 	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
