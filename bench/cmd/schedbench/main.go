@@ -43,6 +43,7 @@ func main() {
 	replicas := flag.Int("replicas", 3, "scheduler instances")
 	claims := flag.Int("claims", 256, "MaxConcurrentClaims per instance")
 	only := flag.String("only", "", "run one case only: scheduler, peer, small, cluster")
+	flag.BoolVar(&commandStats, "commandstats", false, "print the server's INFO commandstats and stats of the 10,000-slot case's slot (reset 200 ms before it)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the 10,000-slot case's slot (from its start until every run started) to this file")
 	flag.Parse()
 	if err := run(*jobs, *parts, *replicas, *claims, *only); err != nil {
@@ -51,7 +52,25 @@ func main() {
 	}
 }
 
-var cpuProfile string
+var (
+	cpuProfile   string
+	commandStats bool
+)
+
+// commandStats resets (reset true) or prints the servers' INFO
+// commandstats and stats.
+func (t target) commandStats(ctx context.Context, reset bool) {
+	for _, o := range t.servers {
+		rdb := redis.NewClient(o)
+		if reset {
+			rdb.ConfigResetStat(ctx)
+		} else {
+			info, _ := rdb.Info(ctx, "commandstats", "stats").Result()
+			fmt.Printf("commandstats %s:\n%s", o.Addr, info)
+		}
+		_ = rdb.Close()
+	}
+}
 
 // target is the Redis deployment a case runs on.
 type target struct {
@@ -174,7 +193,7 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 	want := func(c string) bool { return only == "" || only == c }
 
 	if want("scheduler") {
-		res, err := runHoldfast(single, nJobs, nParts, nReplicas, claims, cpuProfile)
+		res, err := runHoldfast(single, nJobs, nParts, nReplicas, claims, cpuProfile, commandStats)
 		if err != nil {
 			return err
 		}
@@ -192,7 +211,7 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 		}
 	}
 	if want("small") {
-		res, err := runHoldfast(single, max(nJobs/10, 1), nParts, nReplicas, claims, "")
+		res, err := runHoldfast(single, max(nJobs/10, 1), nParts, nReplicas, claims, "", false)
 		if err != nil {
 			return err
 		}
@@ -204,7 +223,7 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 			return err
 		}
 		defer stop()
-		res, err := runHoldfast(cluster, nJobs, nParts, nReplicas, claims, "")
+		res, err := runHoldfast(cluster, nJobs, nParts, nReplicas, claims, "", false)
 		if err != nil {
 			return err
 		}
@@ -291,7 +310,7 @@ func lead(slots, replicas int) time.Duration {
 	return d.Round(time.Second) // the slot is a whole second
 }
 
-func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string) (result, error) {
+func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string, stats bool) (result, error) {
 	prefix := fmt.Sprintf("holdfast-schedbench:%d:", time.Now().UnixNano())
 	defer t.cleanup(prefix)
 
@@ -368,6 +387,9 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string)
 		time.Sleep(50 * time.Millisecond)
 	}
 	<-time.After(time.Until(start.Add(-200 * time.Millisecond)))
+	if stats {
+		t.commandStats(ctx, true)
+	}
 	redisCPU0, procCPU0 := t.redisCPU(ctx), processCPU()
 	var baseAcquires, baseTotal int64
 	for _, c := range counters {
@@ -392,6 +414,9 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string)
 			pprof.StopCPUProfile()
 		}
 		res.redisCPU, res.procCPU = t.redisCPU(ctx)-redisCPU0, processCPU()-procCPU0
+		if stats {
+			t.commandStats(ctx, false)
+		}
 	case <-timeout.C:
 		n, _, _, _, _ := rec.figures()
 		return result{}, fmt.Errorf("only %d of %d slots ran within 2 minutes", n, slots)

@@ -180,8 +180,13 @@ func (l *Ledger) pausedJobs(ctx context.Context, reqs []ledger.ClaimRequest) (ma
 // claimResult reads one unit's 4 values of the claim script's reply.
 func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []any, paused map[string]bool) ledger.ClaimResult {
 	var res ledger.ClaimResult
-	if code, _ := v[1].(int64); code == 5 {
+	switch code, _ := v[1].(int64); {
+	case code == 5:
 		res.Err = lease.ErrNotTried
+		return res
+	case code == 4 && r.Begin != nil && v[0] == int64(0):
+		// Done, read before the lease, which was not taken.
+		res.Begin = &ledger.BeginResult{Clear: true, Err: ledger.ErrSlotDone}
 		return res
 	}
 	switch tok := v[0].(type) {

@@ -87,14 +87,55 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 			require.True(t, g.Acquired, "the lease was released")
 			require.NoError(t, b.Release(ctx, lease.Held{Name: "free", Owner: "next"}))
 		})
-		t.Run("DoneSlotReleasesTheLeaseAtOnce", func(t *testing.T) {
+		counter := func(name string) string {
+			k, err := b.Keys(name)
+			require.NoError(t, err)
+			return s.rdb.Get(ctx, k.Fence).Val()
+		}
+		t.Run("DoneSlotTakesNoLease", func(t *testing.T) {
+			before := counter("free")
 			res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{claimReq("free", at, "late")}, 0, now)
 			require.NoError(t, err)
 			require.False(t, res[0].Grant.Acquired)
 			require.ErrorIs(t, res[0].Begin.Err, ledger.ErrSlotDone)
+			require.Equal(t, before, counter("free"), "no token issued for a slot read done")
 			g, err := b.Acquire(ctx, "free", "after", 10*time.Second)
 			require.NoError(t, err)
-			require.True(t, g.Acquired, "the late claim's lease was released")
+			require.True(t, g.Acquired, "the late claim took no lease")
+		})
+		t.Run("RunningSlotOfAnotherHolderIsAnsweredHeld", func(t *testing.T) {
+			first, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{claimReq("running", at, "winner")}, 0, now)
+			require.NoError(t, err)
+			require.True(t, first[0].Grant.Acquired)
+			before := counter("running")
+			res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{claimReq("running", at, "loser")}, 0, now)
+			require.NoError(t, err)
+			require.NoError(t, res[0].Err)
+			require.False(t, res[0].Grant.Acquired)
+			require.Nil(t, res[0].Begin)
+			require.Greater(t, res[0].Grant.Remaining, 9*time.Second, "the holder's remaining TTL")
+			require.Equal(t, before, counter("running"), "no token issued")
+			rec := s.record(t, "running", "", at)
+			require.Equal(t, "winner", rec.Attempts[0].Owner)
+		})
+		t.Run("RunningSlotWhoseLeaseIsGoneIsTakenOver", func(t *testing.T) {
+			req := claimReq("orphan", at, "crashed")
+			req.Begin.MaxAttempts = 2
+			first, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{req}, 0, now)
+			require.NoError(t, err)
+			require.True(t, first[0].Grant.Acquired)
+			k, err := b.Keys("orphan")
+			require.NoError(t, err)
+			require.NoError(t, s.rdb.Del(ctx, k.Lease).Err()) // its TTL ran out
+			req = claimReq("orphan", at, "next")
+			req.Begin.MaxAttempts = 2
+			res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{req}, 0, now)
+			require.NoError(t, err)
+			require.True(t, res[0].Grant.Acquired)
+			require.Equal(t, &ledger.BeginResult{Attempt: 2, Left: 0, Clear: true}, res[0].Begin)
+			rec := s.record(t, "orphan", "", at)
+			require.Equal(t, ledger.StatusAbandoned, rec.Attempts[0].Status)
+			require.Equal(t, "next", rec.Attempts[1].Owner)
 		})
 		t.Run("PastTheLimitFreeLeasesAreNotTried", func(t *testing.T) {
 			later := at.Add(time.Second)

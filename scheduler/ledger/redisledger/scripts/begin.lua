@@ -7,13 +7,19 @@
 -- ARGV[1] token  ARGV[2] owner  ARGV[3] slot (unix s)  ARGV[4] now (unix ms)
 -- ARGV[5] max attempts since the last request
 --
+-- seen, when given, is what the caller read in this script already: its
+-- run the run hash's HMGET of status, attempt, base and owner, its last the
+-- value of KEYS[4] (false: none), and its pending and retry false when the
+-- slot is in neither zset (nothing to remove).
+--
 -- Returns {1, attempt, left} started (left: attempts the budget allows after
 -- this one); {0, 0} nothing to do; {-1, current} stale.
-local function begin_attempt(K, A)
+local function begin_attempt(K, A, seen)
+  seen = seen or {}
   local ok, cur = raise(K[1], A[1], A[2])
   if not ok then return {-1, cur} end
   local run = K[2]
-  local cur_run = redis.call('HMGET', run, 'status', 'attempt', 'base', 'owner')
+  local cur_run = seen.run or redis.call('HMGET', run, 'status', 'attempt', 'base', 'owner')
   local status = cur_run[1]
   local attempt = tonumber(cur_run[2] or '0')
   local base = tonumber(cur_run[3] or '0')
@@ -44,8 +50,8 @@ local function begin_attempt(K, A)
     a .. 'started', A[4], a .. 'hb', A[4])
   redis.call('ZADD', K[3], A[3], A[3])
   redis.call('ZADD', K[5], A[3], A[3])
-  redis.call('ZREM', K[6], A[3])
-  redis.call('ZREM', K[7], A[3])
-  mark(K[4], A[3])
+  if seen.pending ~= false then redis.call('ZREM', K[6], A[3]) end
+  if seen.retry ~= false then redis.call('ZREM', K[7], A[3]) end
+  mark(K[4], A[3], seen.last)
   return {1, attempt, tonumber(A[5]) - (attempt - base)}
 end

@@ -25,12 +25,39 @@
 -- nil), and {4, 0, 0} when the slot was done: then the lease, unused, was
 -- released in the same script; {5, 0, 0} when, the limit reached, the
 -- lease was free and not tried (its first value then 0).
+--
+-- A unit with a slot to begin has its run hash read first, before its
+-- lease: a replica whose try comes after another's run ended would
+-- otherwise take the lease, find the slot done and give it back, and one
+-- whose try comes during the run would pay the acquisition's failure.
+-- When the slot is done (succeeded, skipped or missed) and nothing is
+-- pending for the unit, no lease is taken: {0, 4, 0, 0}, as a slot found
+-- done after the acquisition answers. When it is running under another
+-- owner and the lease key holds another owner, the lease is held: its
+-- remaining TTL is answered as a failed acquisition's. The read run hash
+-- is handed to begin_if_clear (nothing writes it between).
 local now, limit, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local out, o, ki, ai, taken = {}, 0, 1, 4, 0
+local function held_by_other(lease_key, owner)
+  local v = redis.call('GET', lease_key)
+  return v and v ~= owner
+end
 for _ = 1, n do
   local owner, k = ARGV[ai], tonumber(ARGV[ai + 2])
   local token, remaining, r = false, 0, {3, 0, 0}
-  if limit > 0 and taken >= limit then
+  local run, answered = nil, false
+  if k > 3 then
+    run = redis.call('HMGET', KEYS[ki + 4], 'status', 'attempt', 'base', 'owner')
+    local st = run[1]
+    if (st == 'succeeded' or st == 'skipped' or st == 'missed') and redis.call('EXISTS', KEYS[ki + 8]) == 0 then
+      r, answered = {4, 0, 0}, true
+    elseif st == 'running' and run[4] ~= owner and held_by_other(KEYS[ki], owner) then
+      remaining, answered = math.max(redis.call('PTTL', KEYS[ki]), 0), true
+    end
+  end
+  if answered then
+    -- answered from the run hash: no lease taken
+  elseif limit > 0 and taken >= limit then
     remaining = redis.call('PTTL', KEYS[ki])
     if remaining == -2 then
       r = {5, 0, 0} -- free, not tried: the caller has no place left
@@ -43,7 +70,7 @@ for _ = 1, n do
   if token and k > 3 then
     local K = {}
     for j = 1, k - 3 do K[j] = KEYS[ki + 2 + j] end
-    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]})
+    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run)
   end
   if r[1] == 0 then
     -- The slot is done (a replica whose claim came after the run): the

@@ -9,23 +9,29 @@
 -- A[1..5] as begin.lua; A[6] the schedule's fire before the slot
 -- (unix s); A[7] since (unix s): open slots before it are not due
 --
+-- run, when given, is the run hash's HMGET of status, attempt, base and
+-- owner, read in this script already (begin_attempt's seen.run).
+--
 -- Returns {2} when something else needs planning (paused, another open or
 -- pending slot, the slot waiting for its retry time, or a slot between the
 -- last one seen and this one that nobody began): nothing changed but the
 -- horizon, set as State sets it. Otherwise what begin_attempt returns.
-local function begin_if_clear(K, A)
+local function begin_if_clear(K, A, run)
   redis.call('SET', K[8], A[4], 'NX')
   if K[9] and redis.call('EXISTS', K[9]) == 1 then return {2} end
   local slot = A[3]
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[3], A[7], '+inf', 'LIMIT', 0, 2)) do
     if m ~= slot then return {2} end
   end
+  local pending = false
   for _, m in ipairs(redis.call('ZRANGE', K[6], 0, 1)) do
     if m ~= slot then return {2} end
+    pending = true
   end
   local retry = redis.call('ZSCORE', K[7], slot)
   if retry and tonumber(retry) > tonumber(A[4]) then return {2} end
-  local last = tonumber(redis.call('GET', K[4]) or '0')
-  if last ~= 0 and last < tonumber(A[6]) then return {2} end
-  return begin_attempt(K, A)
+  local last = redis.call('GET', K[4])
+  local n = tonumber(last or '0')
+  if n ~= 0 and n < tonumber(A[6]) then return {2} end
+  return begin_attempt(K, A, {run = run, last = last, pending = pending, retry = retry ~= false})
 end

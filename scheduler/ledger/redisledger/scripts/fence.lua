@@ -3,24 +3,29 @@
 --
 -- raise(fenceKey, token, owner) applies fence's acceptance rule
 -- (holdfast_accepts) to the (job, partition) fence hash {token, owner}:
--- when it accepts, it raises the hash and returns true; otherwise false.
--- Either way its second result is the stored token, a decimal string, or
--- false when the hash holds none. Tokens are never converted to Lua
--- numbers (exact only below 2^53); the caller refuses token 0 before
--- running a script.
+-- when it accepts, it raises the hash (unless it holds {token, owner}
+-- already: a finish under the token its begin raised writes nothing) and
+-- returns true; otherwise false. Either way its second result is the
+-- stored token, a decimal string, or false when the hash holds none.
+-- Tokens are never converted to Lua numbers (exact only below 2^53); the
+-- caller refuses token 0 before running a script.
 local function raise(fenceKey, token, owner)
   local cur = redis.call('HMGET', fenceKey, 'token', 'owner')
   if not holdfast_accepts(cur[1], cur[2], token, owner) then
     return false, cur[1]
   end
-  redis.call('HSET', fenceKey, 'token', token, 'owner', owner)
+  if cur[1] ~= token or cur[2] ~= owner then
+    redis.call('HSET', fenceKey, 'token', token, 'owner', owner)
+  end
   return true, cur[1]
 end
 
--- mark(lastKey, slot) keeps the latest slot seen (unix s, exact as a Lua
--- number) in a plain key.
-local function mark(lastKey, slot)
-  if tonumber(slot) > tonumber(redis.call('GET', lastKey) or '0') then
+-- mark(lastKey, slot, last) keeps the latest slot seen (unix s, exact as a
+-- Lua number) in a plain key; last, when not nil, is the key's value read
+-- in this script already (false: none).
+local function mark(lastKey, slot, last)
+  if last == nil then last = redis.call('GET', lastKey) end
+  if tonumber(slot) > tonumber(last or '0') then
     redis.call('SET', lastKey, slot)
   end
 end
