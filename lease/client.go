@@ -311,9 +311,11 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 	}
 	c.opts.Observer.ObserveAcquire(name, OutcomeAcquired, took)
 	l := newLease(ctx, cfg.lifetime, c, name, owner, g, ttl, start)
-	c.log.LogAttrs(ctx, slog.LevelInfo, "lease_acquired",
-		slog.String("lease", name), slog.String("owner", owner),
-		slog.Uint64("token", uint64(l.token)), logattr.Duration("ttl", ttl))
+	if c.log.Enabled(ctx, slog.LevelInfo) { // the attributes cost allocations
+		c.log.LogAttrs(ctx, slog.LevelInfo, "lease_acquired",
+			slog.String("lease", name), slog.String("owner", owner),
+			slog.Uint64("token", uint64(l.token)), logattr.Duration("ttl", ttl))
+	}
 	return l, nil
 }
 

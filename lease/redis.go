@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +42,25 @@ type RedisBackend struct {
 	auto   *autopipe.Pipe // acquire and release calls, batched when concurrent
 	prefix string
 	ack    ReplicaAck
+	ttlArg atomic.Pointer[boxedTTL] // the last TTL argument built, reused by the next acquisition of that TTL
+}
+
+// boxedTTL is a TTL argument in ms, boxed once: a Client's leases mostly
+// share one TTL, and each acquisition would otherwise allocate its box.
+type boxedTTL struct {
+	ms  int64
+	arg any
+}
+
+// ttlArgument returns ttl's argument (ms) as the scripts take it.
+func (b *RedisBackend) ttlArgument(ttl time.Duration) any {
+	ms := ttl.Milliseconds()
+	if p := b.ttlArg.Load(); p != nil && p.ms == ms {
+		return p.arg
+	}
+	p := &boxedTTL{ms: ms, arg: ms}
+	b.ttlArg.Store(p)
+	return p.arg
 }
 
 // NewRedisBackend returns the backend over rdb. It returns ErrNilClient
@@ -127,7 +147,7 @@ func (b *RedisBackend) newHandle(name, owner string, ttl time.Duration) *redisHa
 		fenceArg   any = keys[:n+len(":fence")]
 		waitingArg any = keys[n+len(":fence"):]
 		ownerArg   any = owner
-		ttlArg     any = ttl.Milliseconds()
+		ttlArg         = b.ttlArgument(ttl)
 	)
 	return &redisHandle{
 		name:        name,
