@@ -53,6 +53,7 @@ type config struct {
 	verbose      bool
 	cpuprofile   string
 	memprofile   string
+	only         string // run the scenarios whose name contains it only ("": all)
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 	flag.IntVar(&cfg.loadedRounds, "loaded-rounds", 60, "interleaved rounds per loaded_ scenario")
 	flag.IntVar(&cfg.busy, "busy", 2, "CPU-bound busy loops (processes) run beside the loaded_ scenarios; 0 skips them")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every round to stderr")
+	flag.StringVar(&cfg.only, "only", "", "run only the scenarios whose name contains this (e.g. _16); the hand-off and round-trip lines are skipped")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&cfg.memprofile, "memprofile", "", "write an allocation profile at the end to this file")
 	flag.Parse()
@@ -141,6 +143,9 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 		}
 	}
 
+	if cfg.only != "" {
+		return nil
+	}
 	hf := contenders[0].(*bench.Holdfast)
 	p50, p99, err := handoff(ctx, rdb, opts, bench.KeyPrefix(prefix, "handoff"), cfg, stderr)
 	if err != nil {
@@ -195,7 +200,7 @@ var scenarios = []scenario{
 // label.
 func (r *runner) scenarios(ctx context.Context, stdout io.Writer, label string, rounds int) error {
 	for _, sc := range scenarios {
-		if label != "" && sc.idleOnly {
+		if label != "" && sc.idleOnly || !strings.Contains(sc.name, r.cfg.only) {
 			continue
 		}
 		sc.name = label + sc.name

@@ -17,7 +17,11 @@
 -- last one seen and this one that nobody began): nothing changed but the
 -- horizon, set as State sets it. Otherwise what begin_attempt returns.
 local function begin_if_clear(K, A, run)
-  redis.call('SET', K[8], A[4], 'NX')
+  local last = redis.call('GET', K[4])
+  if not last then
+    -- A unit with a last slot had its horizon set when that slot began.
+    redis.call('SET', K[8], A[4], 'NX')
+  end
   if K[9] and redis.call('EXISTS', K[9]) == 1 then return {2} end
   local slot = A[3]
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[3], A[7], '+inf', 'LIMIT', 0, 2)) do
@@ -30,7 +34,6 @@ local function begin_if_clear(K, A, run)
   end
   local retry = redis.call('ZSCORE', K[7], slot)
   if retry and tonumber(retry) > tonumber(A[4]) then return {2} end
-  local last = redis.call('GET', K[4])
   local n = tonumber(last or '0')
   if n ~= 0 and n < tonumber(A[6]) then return {2} end
   return begin_attempt(K, A, {run = run, last = last, pending = pending, retry = retry ~= false})

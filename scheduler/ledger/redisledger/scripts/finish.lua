@@ -26,8 +26,9 @@ local function finish_attempt(K, A)
   redis.call('HSET', run, 'status', A[5], 'retry_at', A[9],
     a .. 'status', A[5], a .. 'class', A[6], a .. 'error', A[7], a .. 'finished', A[8])
   if A[5] == 'succeeded' or A[9] == '' then
+    -- Not in the retry zset: begin_attempt took it out, and only this
+    -- script puts a slot in, at the end of a running attempt.
     redis.call('ZREM', K[3], A[3])
-    redis.call('ZREM', K[4], A[3])
   else
     redis.call('ZADD', K[4], A[9], A[3])
   end
