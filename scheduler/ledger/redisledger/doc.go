@@ -15,6 +15,12 @@
 // its lease in one script. The lease's transitions are internal/leaselua's
 // functions, the ones the lease package's own scripts run, and the begin
 // is fenced as Begin is: the safety rules are unchanged, the scripts fewer.
+// ClaimAll reads a unit's run record before its lease: a slot already done
+// (nothing pending for the unit) is answered done with no lease taken and
+// no token issued, and one running under another holder whose lease key
+// another owner holds is answered held, so the replicas that lose a slot
+// pay two or three reads each rather than an acquisition (and, for a slot
+// done, its begin and release).
 //
 // # Keys
 //
