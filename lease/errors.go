@@ -10,8 +10,9 @@ import (
 var (
 	// ErrNilClient is returned by New when the Redis client is nil.
 	ErrNilClient = errors.New("lease: nil redis client")
-	// ErrInvalidName is returned for an empty or oversized lease name, or
-	// one that holds a '{' or '}' (they would break the Cluster hash tag).
+	// ErrInvalidName is returned for an empty or oversized lease name, one
+	// that holds a '{' or '}' (they would break the Cluster hash tag), or
+	// one that is not UTF-8 without control characters.
 	ErrInvalidName = errors.New("lease: invalid lease name")
 	// ErrInvalidTTL is returned for a TTL below MinTTL.
 	ErrInvalidTTL = errors.New("lease: invalid TTL")

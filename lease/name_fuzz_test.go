@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +32,8 @@ func FuzzLeaseName(f *testing.F) {
 		if err != nil {
 			require.ErrorIs(t, err, lease.ErrInvalidName)
 			require.Equal(t, before, mr.CommandCount(), "refused before any I/O")
-			require.True(t, name == "" || len(name) > lease.MaxNameLen || strings.ContainsAny(name, "{}"), "refused a valid name %q: %v", name, err)
+			require.True(t, name == "" || len(name) > lease.MaxNameLen || strings.ContainsAny(name, "{}") || !printableName(name),
+				"refused a valid name %q: %v", name, err)
 			return
 		}
 		keys, err := c.Backend().(*lease.RedisBackend).Keys(name)
@@ -49,4 +52,10 @@ func FuzzLeaseName(f *testing.F) {
 		require.Greater(t, again.Token(), l.Token())
 		require.NoError(t, again.Release(ctx))
 	})
+}
+
+// printableName is the fuzz oracle's reading of the rule: valid UTF-8, no
+// control character.
+func printableName(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
 }
