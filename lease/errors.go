@@ -8,8 +8,10 @@ import (
 
 // Errors for bad input. They are returned before any I/O.
 var (
-	// ErrNilClient is returned by New when the Redis client is nil.
-	ErrNilClient = errors.New("lease: nil redis client")
+	// ErrNilClient is returned by New and NewRedisBackend for a nil Redis
+	// client (and by NewWithBackend for a nil backend). It matches
+	// ErrInvalidOptions too, as every other refusal of New does.
+	ErrNilClient = fmt.Errorf("%w: nil redis client", ErrInvalidOptions)
 	// ErrInvalidName is returned for an empty or oversized lease name, one
 	// that holds a '{' or '}' (they would break the Cluster hash tag), or
 	// one that is not UTF-8 without control characters.

@@ -81,6 +81,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	require.ErrorIs(t, err, ErrNilClient)
 	_, err = New((*redis.Client)(nil), Options{})
 	require.ErrorIs(t, err, ErrNilClient, "a typed nil client")
+	require.ErrorIs(t, err, ErrInvalidOptions, "a nil client is invalid options, as every refusal of New")
 	_, err = New(rdb, Options{Prefix: "a{b}:"})
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = New(rdb, Options{RetryMin: time.Second, RetryMax: time.Millisecond})
