@@ -75,8 +75,12 @@ func newService(t *testing.T) *service {
 	h, err := schedhttp.New(s, schedhttp.Options{
 		Leases: inspector,
 		Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
-			if r.Header.Get("Authorization") != "Bearer "+testToken {
-				return schedhttp.ErrForbidden
+			switch r.Header.Get("Authorization") {
+			case "Bearer " + testToken:
+			case "Bearer reader":
+				return schedhttp.ErrForbidden // known, not allowed
+			default:
+				return schedhttp.ErrUnauthenticated
 			}
 			return nil
 		},
@@ -248,14 +252,15 @@ func TestAdminErrorsExitCodes(t *testing.T) {
 		{"UnknownJobRuns", svc.cmd("runs", "nope"), exitNotFound, "404"},
 		{"UnknownJobPause", svc.cmd("pause", "nope"), exitNotFound, "404"},
 		{"UnknownJobWatch", svc.cmd("watch", "nope", "--interval", "10ms"), exitNotFound, "404"},
-		{"WatchRefused", append(svc.cmd("watch", "settle"), "--token", "wrong"), exitRefused, "403"},
+		{"WatchRefused", append(svc.cmd("watch", "settle"), "--token", "wrong"), exitRefused, "401"},
 		{"UnknownPartition", svc.cmd("trigger", "settle", "--partition", "asia"), exitNotFound, "404"},
 		{"NoSuchSlot", svc.cmd("runs", "settle", "--slot", "2020-01-01T00:00:00Z", "--partition", "eu"), exitNotFound, "404"},
 		{"SlotNeedsPartition", svc.cmd("runs", "settle", "--slot", "2020-01-01T00:00:00Z"), exitUsage,
 			"partition is required for a partitioned job (give --partition P; runs JOB without --slot lists every partition)"},
 		{"NotASlot", svc.cmd("retry", "settle", "--slot", "2026-11-29T01:30:00Z", "--partition", "eu"), exitUsage, "400"},
-		{"WrongToken", append(svc.cmd("jobs"), "--token", "wrong"), exitRefused, "403"},
-		{"NoToken", append(svc.cmd("pause", "settle"), "--token", ""), exitRefused, "403"},
+		{"WrongToken", append(svc.cmd("jobs"), "--token", "wrong"), exitRefused, "401"},
+		{"NoToken", append(svc.cmd("pause", "settle"), "--token", ""), exitRefused, "401"},
+		{"Forbidden", append(svc.cmd("pause", "settle"), "--token", "reader"), exitRefused, "403"},
 		{"Unreachable", []string{"jobs", "--admin", "http://127.0.0.1:1/admin/"}, exitError, "connect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,7 +59,7 @@ func serveConsole(ctx context.Context, out io.Writer, rc replicaConfig, sink sto
 	cfg := schedhttp.Options{Logger: logger,
 		Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
 			if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
-				return schedhttp.ErrForbidden
+				return schedhttp.ErrUnauthenticated // 401: no token, or not this one
 			}
 			return nil
 		}}

@@ -199,7 +199,7 @@ func testConsole(t *testing.T, bin string) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "holdfast console")
 	code, _ = get("jobs", "")
-	require.Equal(t, http.StatusForbidden, code, "the API wants the printed token")
+	require.Equal(t, http.StatusUnauthorized, code, "the API wants the printed token")
 	code, body = get("jobs", token)
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, `"name":"daily-settlement"`)

@@ -11,7 +11,10 @@
 // 3.1).
 //
 // Every API request goes through Options.Authorizer, which sees the Action
-// and the job; without one every API request is refused (403). Answers
+// and the job; without one every API request is refused (403). An
+// Authorizer that returns ErrUnauthenticated (no token, or one it does not
+// accept) gets a 401 with "WWW-Authenticate: Bearer" (RFC 6750), any other
+// error a 403. Answers
 // are JSON, errors application/problem+json (RFC 9457) that never carry
 // the authorizer's reason or a backend's error text: those go to
 // Options.Logger.

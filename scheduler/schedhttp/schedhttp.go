@@ -39,9 +39,16 @@ const (
 	MaxLimit = 1000
 )
 
-// ErrForbidden is what an Authorizer returns to refuse a request (any
-// error refuses it; this one is provided for convenience).
+// ErrForbidden is what an Authorizer returns to refuse a request whose
+// credentials it accepted (403). Any error refuses the request; one that
+// matches neither this nor ErrUnauthenticated answers 403 too.
 var ErrForbidden = errors.New("schedhttp: admin request forbidden")
+
+// ErrUnauthenticated is what an Authorizer returns (or wraps) for a
+// request without credentials or with credentials it does not accept: the
+// handler answers 401 with "WWW-Authenticate: Bearer" (RFC 6750, section
+// 3; RFC 9110, section 15.5.2), so a client knows to send a token.
+var ErrUnauthenticated = errors.New("schedhttp: admin request unauthenticated")
 
 // ErrInvalidOptions is returned by New for a nil Scheduler.
 var ErrInvalidOptions = errors.New("schedhttp: invalid options")
@@ -74,9 +81,11 @@ type Options struct {
 // GET /openapi.json); errors of the API routes are
 // application/problem+json (RFC 9457) with status 400 (bad input, not a
 // slot, no partition for one slot of a partitioned job, a body on pause or
-// resume other than {}, a malformed match glob), 403 (refused by the Authorizer), 404 (unknown job or partition,
+// resume other than {}, a malformed match glob), 401 (the Authorizer's
+// error matches ErrUnauthenticated; with WWW-Authenticate: Bearer), 403
+// (refused by the Authorizer otherwise), 404 (unknown job or partition,
 // no record of a slot, no lease inspector), 409 (slot running), 413 (body
-// over MaxBodyBytes) or 500. The body of a 403 does not carry the
+// over MaxBodyBytes) or 500. The body of a 401 or 403 does not carry the
 // Authorizer's error, nor a 500 the internal (Redis, Postgres) error: both
 // go to cfg.Logger instead (admin_request_forbidden at Warn,
 // admin_request_failed at Error, with action, job and error), so a client
@@ -173,6 +182,11 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 		if err := h.cfg.Authorizer(r, action, job); err != nil {
 			h.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin_request_forbidden",
 				slog.String("action", string(action)), slog.String("job", job), slog.Any("error", err))
+			if errors.Is(err, ErrUnauthenticated) {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				writeProblem(w, http.StatusUnauthorized, "credentials missing or not accepted")
+				return
+			}
 			writeProblem(w, http.StatusForbidden, "refused by the authorizer")
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -138,6 +139,36 @@ func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
 	require.Len(t, page.Jobs, 1)
 	require.Equal(t, []string{"eu", "us"}, page.Jobs[0].Partitions)
 	require.Equal(t, []string{"pause:settle", "list:"}, got)
+}
+
+// An Authorizer error matching ErrUnauthenticated answers 401 with a
+// Bearer challenge (RFC 6750, section 3); any other refusal stays 403.
+func TestAdminHandlerAnswersUnauthenticatedWith401AndAChallenge(t *testing.T) {
+	t.Parallel()
+	s, _ := newAdminScheduler(t)
+	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(r *http.Request, a schedhttp.Action, _ string) error {
+		switch {
+		case r.Header.Get("Authorization") == "":
+			return fmt.Errorf("no token: %w", schedhttp.ErrUnauthenticated)
+		case a != schedhttp.ActionList:
+			return schedhttp.ErrForbidden
+		}
+		return nil
+	}})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/jobs", nil))
+	require.Equal(t, http.StatusUnauthorized, rec.Code)
+	require.Equal(t, "Bearer", rec.Header().Get("WWW-Authenticate"))
+	require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+	require.NotContains(t, rec.Body.String(), "no token", "the authorizer's reason is not sent")
+
+	req := httptest.NewRequest("POST", "/jobs/settle/pause", nil)
+	req.Header.Set("Authorization", "Bearer reader")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusForbidden, rec.Code, "authenticated, not allowed")
+	require.Empty(t, rec.Header().Get("WWW-Authenticate"))
 }
 
 // Neither a 403 nor a 500 tells the client more than its status: the
