@@ -313,3 +313,23 @@ func TestWatch(t *testing.T) {
 	}
 	require.Equal(t, "succeeded", statuses[len(statuses)-1], statuses)
 }
+
+// Connection flags may come before the command, as in `holdfast --admin
+// URL jobs`; the result is that of the flags after it.
+func TestConnectionFlagsBeforeTheCommand(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	var after, before schedhttp.JobsPage
+	okJSON(t, &after, svc.cmd("jobs")...)
+	okJSON(t, &before, append(slices.Clone(svc.admin), "jobs")...)
+	require.Equal(t, after, before)
+	require.NotEmpty(t, before.Jobs)
+	withEquals := append([]string{"--admin=" + svc.admin[1], "-timeout", "5s"}, svc.admin[2:]...)
+	out := ok(t, append(withEquals, "jobs")...)
+	require.Contains(t, out, "settle")
+
+	r := cli(t, "--admin", svc.admin[1], "--bogus", "jobs")
+	require.Equal(t, exitUsage, r.code, "an unknown flag before the command: %s", r.stderr)
+	r = cli(t, "--admin", svc.admin[1])
+	require.Equal(t, exitUsage, r.code, "no command: %s", r.stderr)
+}

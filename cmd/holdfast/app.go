@@ -60,6 +60,7 @@ func (a *app) main(ctx context.Context, args []string) int {
 		a.usage(a.stderr)
 		return exitUsage
 	}
+	args = commandFirst(args)
 	name := args[0]
 	if isHelp(name) {
 		if len(args) > 1 && !isHelp(args[1]) { // help COMMAND: the command's --help
@@ -94,7 +95,7 @@ func (a *app) report(err error) int {
 
 func (a *app) usage(w io.Writer) {
 	fmt.Fprint(w, "holdfast: operate holdfast leases, fences, jobs and the ledger.\n\n")
-	fmt.Fprint(w, "Usage: holdfast COMMAND [flags]   (holdfast COMMAND --help for its flags and examples)\n\nCommands:\n")
+	fmt.Fprint(w, "Usage: holdfast [connection flags] COMMAND [flags]   (holdfast COMMAND --help for its flags and examples)\n\nCommands:\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, c := range commands() {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
@@ -226,6 +227,35 @@ func (a *app) withTimeout(ctx context.Context) (context.Context, context.CancelF
 }
 
 // isHelp reports whether arg asks for help.
+// commandFirst moves connection flags given before the command (holdfast
+// --admin URL jobs) after it, where the command's flag set parses them.
+// Args that do not start with such flags, or hold no command after them,
+// are returned as they are (the usage then says what is wrong).
+func commandFirst(args []string) []string {
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") && !isHelp(args[i]) {
+		name, _, inline := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		switch {
+		case name == "redis-cluster" || inline:
+			i++
+		case connValueFlags[name]:
+			i += 2
+		default:
+			return args // not a connection flag
+		}
+	}
+	if i == 0 || i >= len(args) {
+		return args
+	}
+	out := make([]string, 0, len(args))
+	out = append(out, args[i])
+	out = append(out, args[:i]...)
+	return append(out, args[i+1:]...)
+}
+
+// connValueFlags are the connection flags that take a value (flagSet).
+var connValueFlags = map[string]bool{"redis": true, "pg": true, "admin": true, "token": true, "o": true, "timeout": true}
+
 func isHelp(arg string) bool {
 	switch arg {
 	case "help", "-h", "-help", "--help":

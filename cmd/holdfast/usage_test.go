@@ -16,7 +16,7 @@ func TestUsageErrorsExit2WithUsage(t *testing.T) {
 		args []string
 		want string // in stderr
 	}{
-		{"NoCommand", nil, "Usage: holdfast COMMAND"},
+		{"NoCommand", nil, "Usage: holdfast [connection flags] COMMAND"},
 		{"UnknownCommand", []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"UnknownFlag", []string{"leases", "ls", "--bogus"}, "flag provided but not defined: -bogus"},
 		{"MissingArgument", []string{"runs", "--admin", "http://127.0.0.1:1/"}, "want 1 argument(s), got 0"},
