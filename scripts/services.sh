@@ -60,8 +60,11 @@ wait_for() {
 
 # ---- fast path -------------------------------------------------------------
 
-if redis_ok && pg_ok; then
-	log "Redis on $REDIS_HOST:$REDIS_PORT and PostgreSQL on $PG_HOST:$PG_PORT/$PG_DB already reachable; nothing to do"
+# The browser test's Chromium is checked here too: on a machine whose
+# Redis and PostgreSQL were started before us, the fast path must not skip
+# installing it.
+if redis_ok && pg_ok && [ -x /usr/bin/chromium ]; then
+	log "Redis on $REDIS_HOST:$REDIS_PORT and PostgreSQL on $PG_HOST:$PG_PORT/$PG_DB already reachable, Chromium installed; nothing to do"
 	exit 0
 fi
 [ "$(id -u)" -eq 0 ] || die "services are not reachable and fixing that needs root (run: sudo $0)"
