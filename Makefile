@@ -70,10 +70,11 @@ lint:
 ## bench: benchmarks against the real services: the lease comparison
 ## (holdfast vs a hand-written baseline, redsync and bsm/redislock, in one
 ## interleaved run; see bench/README.md), the scheduler at 10,000 slots,
-## then the Go benchmarks of every module.
+## then the Go benchmarks of every module (the packages that have some:
+## scripts/benchpkgs.sh).
 bench: services
 	cd bench && $(GO) run ./cmd/leasebench
 	cd bench && $(GO) run ./cmd/schedbench
 	cd bench && $(GO) run ./cmd/sinkbench
 	cd bench && $(GO) run ./cmd/quorumbench
-	@$(call in-modules,$(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS))
+	@$(call in-modules,pkgs=$$(bash $(CURDIR)/scripts/benchpkgs.sh) && { [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench . -benchmem -count=1 $$pkgs; })
