@@ -16,6 +16,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -364,4 +366,25 @@ func DeleteKeys(ctx context.Context, rdb redis.UniversalClient, prefix string) (
 		}
 		cursor = next
 	}
+}
+
+// ServerCPU returns the CPU time (user + system) the server rdb talks to
+// has used since it started, from INFO cpu (used_cpu_user + used_cpu_sys).
+func ServerCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("info cpu: %w", err)
+	}
+	var total time.Duration
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("info cpu: %s: %w", k, err)
+			}
+			total += time.Duration(f * float64(time.Second))
+		}
+	}
+	return total, nil
 }

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
 // Defaults for Options and limits on input.
@@ -138,38 +138,10 @@ func validateName(name string) error {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidName, len(name), MaxNameLen)
 	case strings.ContainsAny(name, "{}"):
 		return fmt.Errorf("%w: %q holds '{' or '}'", ErrInvalidName, name)
-	case !printable(name):
+	case !safe.Printable(name):
 		return fmt.Errorf("%w: %q is not UTF-8 without control characters", ErrInvalidName, name)
 	}
 	return nil
-}
-
-// printable reports whether s is valid UTF-8 without control characters
-// (NUL, newline, DEL, C1 ...): names travel into Redis keys, logs and the
-// operator's terminal. ASCII names are checked byte by byte.
-func printable(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			return printableUTF8(s[i:])
-		}
-		if c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func printableUTF8(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
 }
 
 func validateTTL(ttl time.Duration) error {

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -252,7 +251,7 @@ func (j Job) validate() error {
 		return fmt.Errorf("%w: name of %d bytes, at most %d", ErrInvalidJob, len(j.Name), MaxJobNameLen)
 	case strings.ContainsAny(j.Name, reserved):
 		return fmt.Errorf("%w: name %q holds one of %q", ErrInvalidJob, j.Name, reserved)
-	case !printable(j.Name):
+	case !safe.Printable(j.Name):
 		return fmt.Errorf("%w: name %q is not printable UTF-8", ErrInvalidJob, j.Name)
 	case j.Run == nil:
 		return fmt.Errorf("%w: %q has no Run", ErrInvalidJob, j.Name)
@@ -274,7 +273,7 @@ func (j Job) validate() error {
 		switch {
 		case len(j.Partitions) > 1 && p == "":
 			return fmt.Errorf("%w: %q: empty partition key among several", ErrInvalidJob, j.Name)
-		case len(p) > MaxPartitionLen || strings.ContainsAny(p, reserved) || !printable(p):
+		case len(p) > MaxPartitionLen || strings.ContainsAny(p, reserved) || !safe.Printable(p):
 			return fmt.Errorf("%w: %q: partition %q: at most %d bytes of printable UTF-8, none of %q", ErrInvalidJob, j.Name, p, MaxPartitionLen, reserved)
 		case seen[p]:
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
@@ -349,18 +348,4 @@ func IsPermanent(err error) bool {
 type registered struct {
 	Job
 	window window
-}
-
-// printable reports whether s is valid UTF-8 without control characters:
-// names travel into Redis keys, SQL text and logs.
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
 }

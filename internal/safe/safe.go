@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"unicode"
+	"unicode/utf8"
 )
 
 // IsNil reports whether v is nil, or an interface holding a nil pointer,
@@ -28,4 +30,33 @@ func JoinCtx(ctx context.Context, err error) error {
 		return errors.Join(err, cerr)
 	}
 	return err
+}
+
+// Printable reports whether s is valid UTF-8 without control characters
+// (NUL, newline, DEL, the C1 controls, ...): the rule of lease names, job
+// names and partitions, which travel into Redis keys, SQL text, logs and an
+// operator's terminal. ASCII is checked byte by byte.
+func Printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return printableUTF8(s[i:])
+		}
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func printableUTF8(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

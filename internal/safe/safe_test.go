@@ -54,3 +54,13 @@ func TestJoinCtx(t *testing.T) {
 	already := safe.JoinCtx(ctx, context.Canceled)
 	require.Equal(t, context.Canceled, already, "an error matching the context's is kept as it is")
 }
+
+func TestPrintable(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "daily-settlement", "job:2026-03-08T02:00:00Z:eu", " ", "a|b", "ü€𝄞", "eu-ü"} {
+		require.True(t, safe.Printable(s), "%q", s)
+	}
+	for _, s := range []string{"\x00", "a\nb", "tab\t", "del\x7f", "c1\u0085", "bad\xffutf8", "ü\x00", "é\u009f"} {
+		require.False(t, safe.Printable(s), "%q", s)
+	}
+}

@@ -18,28 +18,23 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/bench"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
+// cpu returns the server's CPU time so far.
 func cpu(rdb *redis.Client) time.Duration {
-	info := rdb.Info(context.Background(), "cpu").Val()
-	var t time.Duration
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			t += time.Duration(f * float64(time.Second))
-		}
+	used, err := bench.ServerCPU(context.Background(), rdb)
+	if err != nil {
+		fail(err)
 	}
-	return t
+	return used
 }
 
 func fail(err error) {

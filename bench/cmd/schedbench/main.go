@@ -24,7 +24,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/bench"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
@@ -84,18 +84,12 @@ func (t target) redisCPU(ctx context.Context) time.Duration {
 	var total time.Duration
 	for _, o := range t.servers {
 		rdb := redis.NewClient(o)
-		info, err := rdb.Info(ctx, "cpu").Result()
+		used, err := bench.ServerCPU(ctx, rdb)
 		_ = rdb.Close()
 		if err != nil {
 			return 0
 		}
-		for _, line := range strings.Split(info, "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-				f, _ := strconv.ParseFloat(v, 64)
-				total += time.Duration(f * float64(time.Second))
-			}
-		}
+		total += used
 	}
 	return total
 }
