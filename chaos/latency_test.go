@@ -150,5 +150,5 @@ func TestLatencyOnTheHoldersPostgresConnection(t *testing.T) {
 	r.ratio("late_write_after_successor", late, n)
 	r.ratio("stale_refused", refused, n)
 	r.finish(t)
-	require.GreaterOrEqual(t, late*100, n*95, "the delayed write must land after the successor's in >= 95%% of trials")
+	require.GreaterOrEqual(t, late, mostTrials(n), "the delayed write must land after the successor's in all trials but 5%% (at least one)")
 }

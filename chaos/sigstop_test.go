@@ -357,7 +357,7 @@ func TestHolderSIGSTOPedPastItsTTL(t *testing.T) {
 	r.ratio("late_write_attempted", lateAttempted, n)
 	r.ratio("linearizable", linearizable, n)
 	r.finish(t)
-	require.GreaterOrEqual(t, lateAttempted*100, n*95, "late writes attempted in >= 95%% of trials")
+	require.GreaterOrEqual(t, lateAttempted, mostTrials(n), "late writes attempted in all trials but 5%% (at least one)")
 }
 
 // maxReturn is the latest return time of the writes by others than client.

@@ -2,7 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -251,14 +255,16 @@ func onClock(clk *clock.Fake) func(*Options) {
 
 // tickAll moves clk forward by d in steps of at most step, waiting after
 // each until every scheduler in scheds is quiet with held of its job
-// functions blocked by the test (see quiet).
+// functions blocked by the test (see quiet), for at most 30 s (a busy
+// machine under -race, real Redis); past that it prints each scheduler's
+// QuietState and a goroutine dump.
 func tickAll(t *testing.T, clk *clock.Fake, d, step time.Duration, held *atomic.Int64, scheds ...*Scheduler) {
 	t.Helper()
 	for d > 0 {
 		st := min(d, step)
 		clk.Advance(st)
 		d -= st
-		testwait.Until(t, 10*time.Second, "the replicas settle", func() bool {
+		settled := func() bool {
 			var busy int64
 			for _, s := range scheds {
 				idle, b := s.quiet()
@@ -268,7 +274,21 @@ func tickAll(t *testing.T, clk *clock.Fake, d, step time.Duration, held *atomic.
 				busy += b
 			}
 			return busy == held.Load()
-		})
+		}
+		if testwait.Poll(30*time.Second, testwait.Interval, func() error {
+			if settled() {
+				return nil
+			}
+			return errors.New("not quiet")
+		}) != nil {
+			var states []string
+			for i, s := range scheds {
+				idle, b := s.quiet()
+				states = append(states, fmt.Sprintf("replica %d idle=%v busy=%d %s", i, idle, b, s.QuietState()))
+			}
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+			t.Fatalf("the replicas settle: not within 30s at %v: %v, held %d", clk.Now(), states, held.Load())
+		}
 	}
 }
 
