@@ -22,6 +22,19 @@ local function begin_if_clear(K, A, run)
     -- A unit with a last slot had its horizon set when that slot began.
     redis.call('SET', K[8], A[4], 'NX')
   end
+  -- The common case, nothing paused, open, pending or waiting for a
+  -- retry, costs one EXISTS over the four keys rather than a read each.
+  local found
+  if K[9] then
+    found = redis.call('EXISTS', K[3], K[6], K[7], K[9])
+  else
+    found = redis.call('EXISTS', K[3], K[6], K[7])
+  end
+  if found == 0 then
+    local n = tonumber(last or '0')
+    if n ~= 0 and n < tonumber(A[6]) then return {2} end
+    return begin_attempt(K, A, {run = run, last = last, pending = false, retry = false})
+  end
   if K[9] and redis.call('EXISTS', K[9]) == 1 then return {2} end
   local slot = A[3]
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[3], A[7], '+inf', 'LIMIT', 0, 2)) do
