@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/holdfast-go/holdfast/internal/logattr"
@@ -232,7 +234,8 @@ func (s *Scheduler) triggerAll(due []*entry) {
 		}
 	}
 	for ttl, es := range batches {
-		s.wg.Go(func() { s.claimBatches(ttl, es) })
+		groups := s.claimGroups(es)
+		s.wg.Go(func() { s.claimBatches(ttl, groups) })
 	}
 }
 
@@ -272,24 +275,69 @@ func (s *Scheduler) trigger(e *entry) {
 	})
 }
 
-// claimBatches claims the busy units of es, whose leases share ttl: it
-// takes places in the pool, tries up to maxClaimBatch units in one batch
-// (twice its places and claimLookahead more at most), acquiring no more
-// leases than it took places (a joined ledger tells of
-// the other units which ones are held; the free ones wait for the next
-// batch), hands each lease won to a claim and gives the other places
-// back, until es is done or claiming stops.
-func (s *Scheduler) claimBatches(ttl time.Duration, es []*entry) {
-	for len(es) > 0 {
-		k := s.takePlaces(min(len(es), maxClaimBatch))
+// claimGroups orders the fires of a batch by (slot, lease name), the same
+// order on every replica, cuts it into claim groups
+// (ledger.ClaimGroupEnds) and shuffles the groups: every replica claims
+// whole groups, in an order of its own. A joined ledger that marks a group
+// once it tried all its units (redisledger's claim markers) lets a replica
+// that reaches a group another replica claimed skip it for one read
+// rather than try every unit. In one order, the replicas would try the
+// same units at once and all but one would lose every try.
+func (s *Scheduler) claimGroups(es []*entry) [][]*entry {
+	slices.SortFunc(es, func(a, b *entry) int {
+		if c := a.req.fire.At.Compare(b.req.fire.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.u.lease, b.u.lease)
+	})
+	var groups [][]*entry
+	first := 0
+	for i, e := range es {
+		var next time.Time
+		if i+1 < len(es) {
+			next = es[i+1].req.fire.At
+		}
+		if ledger.ClaimGroupEnds(e.u.lease, e.req.fire.At, next) {
+			groups = append(groups, es[first:i+1])
+			first = i + 1
+		}
+	}
+	for i := len(groups) - 1; i > 0; i-- {
+		j := int(s.jitter(int64(i + 1)))
+		groups[i], groups[j] = groups[j], groups[i]
+	}
+	return groups
+}
+
+// claimBatches claims the busy units of groups (claimGroups), whose
+// leases share ttl: it takes places in the pool and tries whole groups
+// in one batch, as many units as it took places when the groups allow
+// (at least one group), acquiring no more leases than it took places (a
+// joined ledger tells of the other units which ones are held, and leaves
+// the free ones untried: they go first in the next batch), hands each
+// lease won to a claim and gives the other places back, until every
+// group is done or claiming stops.
+func (s *Scheduler) claimBatches(ttl time.Duration, groups [][]*entry) {
+	units := 0
+	for _, g := range groups {
+		units += len(g)
+	}
+	for len(groups) > 0 {
+		k := s.takePlaces(min(units, maxClaimBatch))
 		if k == 0 {
-			for _, e := range es {
-				s.idle(e.u)
+			for _, g := range groups {
+				for _, e := range g {
+					s.idle(e.u)
+				}
 			}
 			return
 		}
-		chunk := es[:min(len(es), maxClaimBatch, 2*k+claimLookahead)]
-		es = es[len(chunk):]
+		var chunk []*entry
+		for len(groups) > 0 && (len(chunk) == 0 || len(chunk)+len(groups[0]) <= k) {
+			chunk = append(chunk, groups[0]...)
+			groups = groups[1:]
+		}
+		units -= len(chunk)
 		names := make([]string, len(chunk))
 		for i, e := range chunk {
 			names[i] = e.u.lease
@@ -323,19 +371,16 @@ func (s *Scheduler) claimBatches(ttl time.Duration, es []*entry) {
 		for ; k > 0; k-- {
 			<-s.sem
 		}
-		back := make([]*entry, 0, len(untried)+len(es))
-		for _, i := range untried {
-			back = append(back, chunk[i])
+		if len(untried) > 0 {
+			back := make([]*entry, 0, len(untried))
+			for _, i := range untried {
+				back = append(back, chunk[i])
+			}
+			groups = append([][]*entry{back}, groups...)
+			units += len(back)
 		}
-		es = append(back, es...)
 	}
 }
-
-// claimLookahead is how many units beyond twice its places a batch
-// tries (16): a joined ledger tells of them, for a few commands each,
-// which ones another replica holds, so that this one drops them, but
-// checks each free one again in every batch that does not take it.
-const claimLookahead = 16
 
 // runAgain runs a claim of next, which arrived for its unit while a claim
 // of it was busy, in a place of the pool: the caller's (placed), or one it

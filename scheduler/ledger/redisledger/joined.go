@@ -29,7 +29,11 @@ import (
 // the slots asked for, each in the script that took its lease
 // (claimall.lua): one script for all of reqs on a single server or
 // Sentinel, one per request on Cluster (where only the first limit
-// requests are tried), all in one pipeline (one round trip per node). On
+// requests are tried), all in one pipeline (one round trip per node). Off
+// Cluster the claim markers of the requests' groups are read first (one
+// MGET, see markers.go): the requests of a marked group are answered held
+// (no grant, Remaining 0) and not tried, and the script marks every
+// group it tried whole. On
 // Cluster the jobs' pause flags, under another hash tag, are read first
 // (one more round trip): a paused job's slot is not begun (Begin.Clear
 // false), as when State read the flag before Begin. A slot found done
@@ -66,10 +70,19 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 			}
 			groups = append(groups, []int{i})
 		}
-	} else {
-		all := make([]int, len(reqs))
-		for i := range all {
-			all[i] = i
+	}
+	var marks []claimGroupOf // the single script's groups to mark, by position in it
+	if !l.cluster {
+		var all []int
+		var err error
+		if all, marks, err = l.skipMarked(ctx, reqs, paused, out); err != nil {
+			for i := range out {
+				out[i].Err = err
+			}
+			return out, nil
+		}
+		if len(all) == 0 {
+			return out, nil
 		}
 		groups = [][]int{all}
 	}
@@ -77,11 +90,16 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 	cmds := make([]*redis.Cmd, len(groups))
 	for g, idx := range groups {
 		keys, args, err := l.claimCommand(b, reqs, idx, paused, now)
-		if !l.cluster {
-			args[1] = limit
-		}
 		if err != nil {
 			return nil, err
+		}
+		if !l.cluster {
+			args[1] = limit
+			args = append(args, len(marks))
+			for _, m := range marks {
+				keys = append(keys, m.key)
+				args = append(args, m.first+1, m.last+1, max(m.ttl.Milliseconds(), 1))
+			}
 		}
 		cmds[g] = claimAllScript.Queue(ctx, pipe, claimAllScript.Prepared(keys, args...))
 	}
@@ -108,6 +126,41 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 		_ = b.ReleaseAll(rctx, undo)
 	}
 	return out, nil
+}
+
+// skipMarked answers the requests of the claim groups whose marker is set
+// as held, in out, and returns the indexes of the others, for the script
+// to try, and the groups among them whose markers the script sets, with
+// first and last as positions in that list.
+func (l *Ledger) skipMarked(ctx context.Context, reqs []ledger.ClaimRequest, paused map[string]bool, out []ledger.ClaimResult) (tries []int, marks []claimGroupOf, err error) {
+	groups := l.claimGroups(reqs, func(r ledger.ClaimRequest) *ledger.BeginRequest { return l.begins(r, paused) })
+	marked, err := l.markedGroups(ctx, groups)
+	if err != nil {
+		return nil, nil, err
+	}
+	skip := make([]bool, len(reqs))
+	for g, m := range marked {
+		for i := groups[g].first; m && i <= groups[g].last; i++ {
+			skip[i] = true
+			out[i] = ledger.ClaimResult{} // held: no grant, Remaining unknown
+		}
+	}
+	pos := make([]int, len(reqs))
+	tries = make([]int, 0, len(reqs))
+	for i := range reqs {
+		if !skip[i] {
+			pos[i] = len(tries)
+			tries = append(tries, i)
+		}
+	}
+	for g, m := range marked {
+		if !m {
+			gr := groups[g]
+			gr.first, gr.last = pos[gr.first], pos[gr.last]
+			marks = append(marks, gr)
+		}
+	}
+	return tries, marks, nil
 }
 
 // claimCommand builds the keys and arguments of claimall.lua for the

@@ -91,7 +91,9 @@ var (
 // (hash per slot: status, attempt, base, owner, token, heartbeat, retry_at,
 // reason, and a<n>.* per attempt), open, pending, retry and index (sorted
 // sets of slots), last (latest slot begun or skipped), horizon (ms, set on
-// first use). <prefix>{job}:paused holds the pause flag.
+// first use). <prefix>{job}:paused holds the pause flag;
+// <prefix>claimed:<unix>:<hash> are ClaimAll's claim markers (string
+// "1", with a TTL).
 type Ledger struct {
 	rdb     redis.UniversalClient
 	pipe    *autopipe.Pipe // fenced transitions of concurrent claims share round trips

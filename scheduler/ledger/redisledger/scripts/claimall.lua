@@ -13,9 +13,11 @@
 -- then per unit, 7 values: owner, lease TTL (ms), k (its keys: 3, or with
 -- a slot to begin 11 or 12), slot (unix s), max attempts, prev (unix s),
 -- since (unix s)
+-- then m, the claim markers to set, and per marker 3 values: the first and
+-- the last unit of its group (1-based, in the order above) and its TTL (ms)
 -- KEYS per unit, in order: its lease key, its lease's fence counter, its
 -- waiting flag (lease.RedisBackend.Keys), and with k > 3 the keys
--- K[1..k-3] of begin_if_clear (clear.lua).
+-- K[1..k-3] of begin_if_clear (clear.lua); then the m marker keys.
 --
 -- Returns 4 values per unit: the token (a decimal string) when the lease
 -- was taken, else minus the holder's remaining TTL (an integer <= 0);
@@ -36,8 +38,15 @@
 -- owner and the lease key holds another owner, the lease is held: its
 -- remaining TTL is answered as a failed acquisition's. The read run hash
 -- is handed to begin_if_clear (nothing writes it between).
+--
+-- Claim markers (RedisLedger.ClaimAll): once every unit of a group was
+-- tried (none answered 5, not tried), the group's marker is set, with its
+-- TTL, so that the other replicas skip the group as held. A marker is set
+-- only here, after its units' tries in the same script: it stands for
+-- answers a try of each unit would have had then.
 local now, limit, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local out, o, ki, ai, taken = {}, 0, 1, 4, 0
+local tried = {}
 local function held_by_other(lease_key, owner)
   local v = redis.call('GET', lease_key)
   return v and v ~= owner
@@ -78,10 +87,24 @@ for _ = 1, n do
     holdfast_lease_release(KEYS[ki], KEYS[ki + 2], owner)
     r[1], taken = 4, taken - 1
   end
+  tried[#tried + 1] = r[1] ~= 5
   out[o + 1] = token or -remaining
   out[o + 2] = r[1]
   out[o + 3] = r[2] or false
   out[o + 4] = r[3] or 0
   o, ki, ai = o + 4, ki + k, ai + 7
+end
+for _ = 1, tonumber(ARGV[ai] or '0') do
+  local all = true
+  for u = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]) do
+    if not tried[u] then
+      all = false
+      break
+    end
+  end
+  if all then
+    redis.call('SET', KEYS[ki], '1', 'PX', ARGV[ai + 3])
+  end
+  ki, ai = ki + 1, ai + 3
 end
 return out

@@ -1,0 +1,124 @@
+package redisledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// Claim markers spare the replicas that lose a slot's claim their tries.
+// Every replica of a scheduler tries every unit due at a second's
+// boundary (job x partition), and all but one find its lease held or its
+// slot done: on a single server those tries were most of the Redis work of
+// a slot when three replicas claim 10,000 units due together. ClaimAll
+// cuts its requests into groups, and when its script has tried every unit
+// of a group (taken its lease, or found it held or its slot done), the
+// same script sets the group's marker, for the group's shortest lease TTL.
+// A replica whose ClaimAll finds the marker of a group it is about to try
+// answers every unit of the group as held (lease.Grant with no token and
+// Remaining 0, unknown) without trying them: one MGET for all the groups
+// of a call, not a script's work per unit.
+//
+// Why this is safe and loses no slot: the marker is set only in the
+// script that tried the group's units, after the tries, so it stands for
+// the answers a try of each unit would have had at that moment: held (by
+// the marker's setter or a third replica, which then plans the slot, as
+// for any held lease) or done. A replica that skips the group acts as if
+// its own tries had come at that moment, which they could have; a unit
+// whose holder lost its lease within the marker's TTL is taken over at
+// its next claim (the next fire, a wake-up), as when the try found the
+// lease still held. The marker is a hint for efficiency only: it is never
+// read by a write, the unit leases still decide who runs, and every
+// ledger transition is fenced as before. A group whose script left a unit
+// untried (the caller's limit) gets no marker.
+//
+// Groups are ledger.ClaimGroupEnds's, content-defined, so that replicas
+// whose batches start at different units still cut the same groups; a
+// request without a slot to begin is never in a group and ends the one
+// before it. Its marker's key
+// names the instant of its first slot and a 128-bit hash of its units'
+// lease names and slots, in order: <prefix>claimed:<unix>:<hex>. Replicas
+// whose batches hold other units, another order or other slots, compute
+// other keys and try the units as before.
+//
+// Off Cluster only: on Cluster each unit is a script of its own, so no
+// script tries a whole group.
+
+// claimGroupOf is a group of ClaimAll's requests: reqs[first..last].
+type claimGroupOf struct {
+	first, last int
+	key         string
+	ttl         time.Duration
+}
+
+// claimGroups cuts the requests that have a slot to begin into groups (see
+// above). begins reports whether a request has a slot to begin.
+func (l *Ledger) claimGroups(reqs []ledger.ClaimRequest, begins func(ledger.ClaimRequest) *ledger.BeginRequest) []claimGroupOf {
+	var groups []claimGroupOf
+	first := -1
+	h := sha256.New()
+	var ttl time.Duration
+	var num [binary.MaxVarintLen64]byte
+	end := func(last int) {
+		if first < 0 {
+			return
+		}
+		sum := h.Sum(nil)
+		groups = append(groups, claimGroupOf{
+			first: first, last: last, ttl: ttl,
+			key: l.prefix + "claimed:" + unix(reqs[first].Begin.Slot.At) + ":" + hex.EncodeToString(sum[:16]),
+		})
+		first = -1
+	}
+	for i, r := range reqs {
+		bg := begins(r)
+		if bg == nil {
+			end(i - 1)
+			continue
+		}
+		if first < 0 {
+			first, ttl = i, r.Lease.TTL
+			h.Reset()
+		}
+		ttl = min(ttl, r.Lease.TTL)
+		h.Write(num[:binary.PutUvarint(num[:], uint64(len(r.Lease.Name)))])
+		h.Write([]byte(r.Lease.Name))
+		h.Write(num[:binary.PutVarint(num[:], bg.Slot.At.Unix())])
+		var next time.Time
+		if i+1 < len(reqs) {
+			if nb := begins(reqs[i+1]); nb != nil {
+				next = nb.Slot.At
+			}
+		}
+		if ledger.ClaimGroupEnds(r.Lease.Name, bg.Slot.At, next) {
+			end(i)
+		}
+	}
+	end(len(reqs) - 1)
+	return groups
+}
+
+// markedGroups returns which of groups have their marker set (one MGET).
+func (l *Ledger) markedGroups(ctx context.Context, groups []claimGroupOf) ([]bool, error) {
+	marked := make([]bool, len(groups))
+	if len(groups) == 0 {
+		return marked, nil
+	}
+	keys := make([]string, len(groups))
+	for i, g := range groups {
+		keys[i] = g.key
+	}
+	vals, err := l.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisledger: claim: markers: %w", err)
+	}
+	for i, v := range vals {
+		marked[i] = v != nil
+	}
+	return marked, nil
+}
