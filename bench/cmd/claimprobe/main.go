@@ -1,12 +1,15 @@
 // Command claimprobe measures the Redis CPU of the scheduler's joined
 // claim scripts per unit, one phase at a time, with nothing else running:
 // a batch of 256 units claimed by a first owner (win), then by a second
-// while the first holds them (held), each finished and released by the
-// first, 256 concurrent calls (finishrelease), and claimed again by a
-// third (done). The figures are the server's used_cpu (INFO cpu) per
-// unit, averaged over -rounds batches:
+// while the first holds them (held: the units' claim groups are marked,
+// so they are not tried), again with the markers gone (held_tried), each
+// finished and released by the first, 256 concurrent calls
+// (finishrelease), and claimed again by a third (done: marked again by
+// held_tried's claim) and a fourth with the markers gone (done_tried).
+// The figures are the server's used_cpu (INFO cpu) per unit, averaged
+// over -rounds batches:
 //
-//	probe: us/unit win=<x> held=<x> finishrelease=<x> done=<x>
+//	probe: us/unit win=<x> held=<x> held_tried=<x> finishrelease=<x> done=<x> done_tried=<x>
 //
 // Point it at a server nothing else uses (-redis, default $REDIS_URL or
 // redis://127.0.0.1:6379/0): another client's commands count too. Run it
@@ -80,7 +83,16 @@ func main() {
 		}
 		return out
 	}
-	var win, held, fin, done time.Duration
+	unmark := func() {
+		keys, err := rdb.Keys(ctx, prefix+"ledger:claimed:*").Result()
+		if err != nil {
+			fail(err)
+		}
+		if len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	}
+	var win, held, heldTried, fin, done, doneTried time.Duration
 	for r := range *rounds {
 		a, bq, c := reqs("owner-a", r), reqs("owner-b", r), reqs("owner-c", r)
 		now := time.Now()
@@ -93,6 +105,13 @@ func main() {
 		if _, err := l.ClaimAll(ctx, b, bq, 0, now); err != nil {
 			fail(err)
 		}
+		held += cpu(rdb) - c1
+		unmark()
+		c2a := cpu(rdb)
+		if _, err := l.ClaimAll(ctx, b, reqs("owner-b2", r), 0, now); err != nil {
+			fail(err)
+		}
+		heldTried += cpu(rdb) - c2a
 		c2 := cpu(rdb)
 		pipe := make(chan struct{}, n)
 		for i, x := range res {
@@ -117,10 +136,17 @@ func main() {
 			fail(err)
 		}
 		c4 := cpu(rdb)
-		win, held, fin, done = win+c1-c0, held+c2-c1, fin+c3-c2, done+c4-c3
+		unmark()
+		c4a := cpu(rdb)
+		if _, err := l.ClaimAll(ctx, b, reqs("owner-c2", r), 0, now); err != nil {
+			fail(err)
+		}
+		doneTried += cpu(rdb) - c4a
+		win, fin, done = win+c1-c0, fin+c3-c2, done+c4-c3
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n**rounds) }
-	fmt.Printf("probe: us/unit win=%.1f held=%.1f finishrelease=%.1f done=%.1f\n", per(win), per(held), per(fin), per(done))
+	fmt.Printf("probe: us/unit win=%.1f held=%.1f held_tried=%.1f finishrelease=%.1f done=%.1f done_tried=%.1f\n",
+		per(win), per(held), per(heldTried), per(fin), per(done), per(doneTried))
 	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	var keys []string
 	for iter.Next(ctx) {
