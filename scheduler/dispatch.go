@@ -220,11 +220,15 @@ const maxClaimBatch = 256
 // in batches (lease.Client.TryAcquireAll: one round trip per batch on a
 // single Redis), each batch no larger than the free places in the pool, so
 // a replica takes no more leases than it can run at once and the others
-// get the rest. Wake-ups and OverlapCancelOther fires claim one by one.
+// get the rest. Wake-ups, retries of a refused claim and
+// OverlapCancelOther fires claim one by one. A retry follows a claim whose
+// grant came too late (undone) or failed: the claim markers its batch may
+// have set (redisledger) would answer the unit held to a batch, which
+// the retry must not be, or the slot would wait for the next fire.
 func (s *Scheduler) triggerAll(due []*entry) {
 	batches := map[time.Duration][]*entry{}
 	for _, e := range due {
-		if !e.scheduled() || e.u.job.Overlap == OverlapCancelOther {
+		if !e.scheduled() || e.retry || e.u.job.Overlap == OverlapCancelOther {
 			s.trigger(e)
 			continue
 		}
