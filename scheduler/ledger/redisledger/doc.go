@@ -28,7 +28,8 @@
 // (ledger.ClaimGroupEnds: about 16 units, the same groups on every
 // replica) and, once its script tried every unit of a group, sets the
 // group's marker, <prefix>claimed:<unix>:<hash>, for the group's shortest
-// lease TTL. A later ClaimAll of the same group (the same units, slots and
+// lease TTL, 5 s at most (a claim begins a slot only within 5 s of it).
+// A later ClaimAll of the same group (the same units, slots and
 // order) on another replica reads the markers first (one MGET) and answers
 // the units of a marked group held, with Remaining 0 (unknown), without
 // trying them: the replicas that lose a slot pay a share of one read, not

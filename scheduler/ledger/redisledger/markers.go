@@ -18,7 +18,8 @@ import (
 // a slot when three replicas claim 10,000 units due together. ClaimAll
 // cuts its requests into groups, and when its script has tried every unit
 // of a group (taken its lease, or found it held or its slot done), the
-// same script sets the group's marker, for the group's shortest lease TTL.
+// same script sets the group's marker, for the group's shortest lease TTL
+// (5 s at most: maxMarkerTTL).
 // A replica whose ClaimAll finds the marker of a group it is about to try
 // answers every unit of the group as held (lease.Grant with no token and
 // Remaining 0, unknown) without trying them: one MGET for all the groups
@@ -49,6 +50,14 @@ import (
 // Off Cluster only: on Cluster each unit is a script of its own, so no
 // script tries a whole group.
 
+// maxMarkerTTL bounds a claim marker's TTL (5 s): the scheduler asks for
+// a slot's begin in its claim only within min(interval, MaxLateness = 5 s)
+// of the slot, and a claim without a begin is in no group, so a marker
+// is never read later than that; a shorter life also bounds the time
+// within which a unit whose holder lost its lease waits for its next
+// claim rather than the next replica's try.
+const maxMarkerTTL = 5 * time.Second
+
 // claimGroupOf is a group of ClaimAll's requests: reqs[first..last].
 type claimGroupOf struct {
 	first, last int
@@ -70,7 +79,7 @@ func (l *Ledger) claimGroups(reqs []ledger.ClaimRequest, begins func(ledger.Clai
 		}
 		sum := h.Sum(nil)
 		groups = append(groups, claimGroupOf{
-			first: first, last: last, ttl: ttl,
+			first: first, last: last, ttl: min(ttl, maxMarkerTTL),
 			key: l.prefix + "claimed:" + unix(reqs[first].Begin.Slot.At) + ":" + hex.EncodeToString(sum[:16]),
 		})
 		first = -1

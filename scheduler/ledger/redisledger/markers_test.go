@@ -117,7 +117,7 @@ func TestRedisLedgerClaimMarkers(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, n-1, acquired(res), "another replica takes the units left untried")
 		})
-		t.Run("MarkerLivesTheGroupsShortestTTL", func(t *testing.T) {
+		t.Run("MarkerLivesTheGroupsShortestTTLAtMost5s", func(t *testing.T) {
 			reqs := unitReqs("ttl", 3, at, "a")
 			reqs[1].Lease.TTL = 3 * time.Second
 			_, err := s.ledger.ClaimAll(ctx, b, reqs, 0, now)
@@ -125,6 +125,7 @@ func TestRedisLedgerClaimMarkers(t *testing.T) {
 			for _, g := range s.ledger.claimGroups(reqs, begins) {
 				ttl := s.rdb.PTTL(ctx, g.key).Val()
 				require.Positive(t, ttl)
+				require.LessOrEqual(t, ttl, maxMarkerTTL, "a 10 s lease's group")
 				if g.first <= 1 && 1 <= g.last {
 					require.LessOrEqual(t, ttl, 3*time.Second)
 				} else {
