@@ -14,10 +14,11 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// Every replica cuts the fires due together into the same claim groups
-// (ledger.ClaimGroupEnds over their (slot, lease name) order), whatever
-// order its queue gave them in, and claims the groups in an order of its
-// own.
+// With a ledger that marks claim groups, every replica cuts the fires due
+// together into the same claim groups (ledger.ClaimGroupEnds over their
+// (slot, lease name) order), whatever order its queue gave them in, and
+// claims the groups in an order of its own; without, every fire is a
+// group of its own, in the queue's order.
 func TestClaimGroupsAreTheSameOnEveryReplicaInOrdersOfTheirOwn(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1_800_000_000, 0).UTC()
@@ -44,7 +45,7 @@ func TestClaimGroupsAreTheSameOnEveryReplicaInOrdersOfTheirOwn(t *testing.T) {
 		return b.String()
 	}
 	replica := func(seed uint64) (order []string) {
-		s := &Scheduler{rand: rand.New(rand.NewPCG(seed, 1))}
+		s := &Scheduler{rand: rand.New(rand.NewPCG(seed, 1)), grouped: true}
 		for _, g := range s.claimGroups(fires(seed)) {
 			require.NotEmpty(t, g)
 			for i, e := range g {
@@ -71,4 +72,19 @@ func TestClaimGroupsAreTheSameOnEveryReplicaInOrdersOfTheirOwn(t *testing.T) {
 		all += strings.Count(k, ",")
 	}
 	require.Equal(t, 1000, all, "every fire in one group")
+}
+
+func TestClaimGroupsWithoutMarkersKeepTheQueueOrder(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(1_800_000_000, 0).UTC()
+	var es []*entry
+	for i := range 40 {
+		es = append(es, &entry{u: &unit{lease: fmt.Sprintf("job|p%03d", 39-i)}, req: claimReq{fire: cron.Fire{At: at}}})
+	}
+	s := &Scheduler{rand: rand.New(rand.NewPCG(1, 1))}
+	groups := s.claimGroups(slices.Clone(es))
+	require.Len(t, groups, len(es))
+	for i, g := range groups {
+		require.Equal(t, []*entry{es[i]}, g)
+	}
 }

@@ -90,6 +90,7 @@ type Scheduler struct {
 	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
 
 	joiner ledger.LeaseJoiner // the ledger, when it joins the leases' backend; else nil
+	grouped bool              // the joiner marks claim groups (ledger.ClaimGroupMarker)
 
 	sem         chan struct{}
 	life        lifetime
@@ -172,8 +173,11 @@ func New(cfg Options) (*Scheduler, error) {
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.NewPCG(rand.Uint64(), rand.Uint64())
 	}
+	joiner := joinerOf(cfg)
+	marker, ok := joiner.(ledger.ClaimGroupMarker)
 	return &Scheduler{
-		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock, rand: rand.New(cfg.Jitter), joiner: joinerOf(cfg),
+		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock, rand: rand.New(cfg.Jitter),
+		joiner: joiner, grouped: ok && marker.MarksClaimGroups(),
 		life: lifetime{claim: context.Background(), run: context.Background()},
 		jobs: map[string]*registered{}, units: map[unitKey]*unit{},
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims),

@@ -42,6 +42,7 @@ func TestSlowJoinedClaimIsRetriedPastItsOwnClaimMarker(t *testing.T) {
 	sched, err := New(Options{Leases: leases, Ledger: led})
 	require.NoError(t, err)
 	require.NotNil(t, sched.joiner, "the joined claim")
+	require.True(t, sched.grouped, "in claim groups, marked")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

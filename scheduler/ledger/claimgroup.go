@@ -29,3 +29,13 @@ func ClaimGroupEnds(lease string, slot, next time.Time) bool {
 	_, _ = f.Write([]byte(lease))
 	return f.Sum32()%ClaimGroupSize == 0
 }
+
+// ClaimGroupMarker is an optional LeaseJoiner interface for a ledger whose
+// ClaimAll marks the claim groups it tried whole and answers the units of
+// a marked group held without trying them (redisledger off Cluster).
+// MarksClaimGroups reports whether it does, without I/O. The scheduler
+// claims in whole claim groups, each replica in a random order of its
+// own, only for such a ledger; otherwise in the order its queue gives.
+type ClaimGroupMarker interface {
+	MarksClaimGroups() bool
+}

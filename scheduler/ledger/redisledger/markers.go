@@ -50,6 +50,11 @@ import (
 // Off Cluster only: on Cluster each unit is a script of its own, so no
 // script tries a whole group.
 
+var _ ledger.ClaimGroupMarker = (*Ledger)(nil)
+
+// MarksClaimGroups implements ledger.ClaimGroupMarker: true off Cluster.
+func (l *Ledger) MarksClaimGroups() bool { return !l.cluster }
+
 // maxMarkerTTL bounds a claim marker's TTL (5 s): the scheduler asks for
 // a slot's begin in its claim only within min(interval, MaxLateness = 5 s)
 // of the slot, and a claim without a begin is in no group, so a marker
