@@ -89,8 +89,8 @@ type Scheduler struct {
 	active  atomic.Int64 // units with a claim running, and OverlapAllow runs
 	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
 
-	joiner ledger.LeaseJoiner // the ledger, when it joins the leases' backend; else nil
-	grouped bool              // the joiner marks claim groups (ledger.ClaimGroupMarker)
+	joiner  ledger.LeaseJoiner // the ledger, when it joins the leases' backend; else nil
+	grouped bool               // the joiner marks claim groups (ledger.ClaimGroupMarker)
 
 	sem         chan struct{}
 	life        lifetime
