@@ -161,3 +161,59 @@ func TestClaimAfterStopBeginsNothing(t *testing.T) {
 		require.ErrorIs(t, l.Err(), lease.ErrReleased, "the lease is released")
 	})
 }
+
+// A replica whose claim of a fire comes late (past its lateness bound, so
+// the missed-slot policy decides it and the claim begins nothing itself)
+// and after the slot's run takes no lease: the joined claim reads the
+// slot before the lease (ledger.ClaimRequest.CheckOnly). Without that,
+// every such replica took the lease, read State and planned the done slot:
+// a claim's work for nothing, which on a loaded host made late claims
+// later still. A late fire whose slot is not done is claimed and planned
+// as before.
+func TestLateClaimOfADoneSlotTakesNoLease(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 3*time.Second)[0] // 3 s late: past the 1 s bound of a per-second job
+		ran := 0
+		job := Job{
+			Name: "late", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+			Run: func(context.Context, Run) error { ran++; return nil },
+		}
+		first, second := s.replica(t), s.replica(t)
+		require.NoError(t, first.Register(job))
+		require.NoError(t, second.Register(job))
+		fire, ok := unitOf(t, first, "late", "").job.window.sched.Next(at.Add(-time.Second))
+		require.True(t, ok)
+		claim := func(sched *Scheduler) (*lease.Lease, error, *ledger.BeginResult) {
+			u := unitOf(t, sched, "late", "")
+			_, ok := sched.fastRequest(u, claimReq{fire: fire}, time.Now())
+			require.False(t, ok, "a late fire is planned, not begun in the claim")
+			e := &entry{at: at, u: u, req: claimReq{fire: fire}}
+			leases, errs, pre := sched.acquireAll([]*entry{e}, []string{u.lease}, 1, u.job.LeaseTTL)
+			return leases[0], errs[0], pre[0]
+		}
+		backend, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: s.leasePrefix})
+		require.NoError(t, err)
+		tokens := func() string {
+			k, err := backend.Keys(ledger.UnitScope("late", ""))
+			require.NoError(t, err)
+			return s.rdb.Get(context.Background(), k.Fence).Val()
+		}
+
+		l, err, pre := claim(first)
+		require.NoError(t, err, "not done: the lease is taken")
+		require.True(t, pre == nil || !pre.Clear, "nothing begun: the claim plans")
+		require.Equal(t, ledger.Status(""), s.status("late", "", at))
+		outsideLife(first)
+		first.claimHeld(newHold(unitOf(t, first, "late", ""), l), claimReq{fire: fire}, time.Time{}, pre)
+		require.Equal(t, 1, ran, "the late slot ran (the default missed-slot policy)")
+		require.Equal(t, ledger.StatusSucceeded, s.status("late", "", at))
+
+		before := tokens()
+		_, err, pre = claim(second)
+		require.ErrorIs(t, err, lease.ErrNotAcquired)
+		require.Nil(t, pre)
+		require.Equal(t, before, tokens(), "no token issued: the lease was not taken")
+		require.Equal(t, 1, ran)
+	})
+}

@@ -53,11 +53,13 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 		return leases, errs, s.fastBeginAll(chunk, leases)
 	}
 	now := s.clock.Now()
-	begins := make(map[string]*ledger.BeginRequest, len(chunk))
+	begins := make(map[string]ledger.ClaimRequest, len(chunk))
 	if s.life.claim.Err() == nil {
 		for _, e := range chunk {
 			if r, ok := s.fastRequest(e.u, e.req, now); ok {
-				begins[e.u.lease] = &r
+				begins[e.u.lease] = ledger.ClaimRequest{Begin: &r}
+			} else if r, ok := checkRequest(e.u, e.req); ok {
+				begins[e.u.lease] = ledger.ClaimRequest{Begin: &r, CheckOnly: true}
 			}
 		}
 	}
@@ -65,7 +67,8 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 	acquire := func(ctx context.Context, reqs []lease.AcquireRequest) ([]lease.Grant, []error) {
 		creqs := make([]ledger.ClaimRequest, len(reqs))
 		for i, r := range reqs {
-			creqs[i] = ledger.ClaimRequest{Lease: r, Begin: begins[r.Name]}
+			creqs[i] = begins[r.Name]
+			creqs[i].Lease = r
 		}
 		grants, gerrs := make([]lease.Grant, len(reqs)), make([]error, len(reqs))
 		res, err := s.joiner.ClaimAll(ctx, s.cfg.Leases.Backend(), creqs, places, now)
@@ -89,6 +92,20 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 		}
 	}
 	return leases, errs, pre
+}
+
+// checkRequest returns the CheckOnly request of req's scheduled fire for
+// u, when the claim must plan it rather than begin it (fastRequest
+// refused: a late fire, whose missed-slot policy decides; an unknown
+// fire before it; a later slot due too): the joined claim reads the slot
+// before its lease, and a replica that comes after the slot was done
+// takes no lease and plans nothing. Not for OverlapAllow, whose slots run
+// under leases of their own.
+func checkRequest(u *unit, req claimReq) (ledger.BeginRequest, bool) {
+	if !req.scheduled() || u.job.Overlap == OverlapAllow {
+		return ledger.BeginRequest{}, false
+	}
+	return ledger.BeginRequest{Slot: ledger.Slot{Job: u.job.Name, At: req.fire.At, Partition: u.partition}}, true
 }
 
 // finishRelease records outcome o of attempt n of slot under h and

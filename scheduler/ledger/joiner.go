@@ -50,9 +50,18 @@ var ErrNotJoinable = errors.New("ledger: the lease backend cannot be joined to t
 // ClearBeginner.BeginIfClear would. Begin.Fence is ignored: the lease's
 // fences the begin. A Begin whose slot's UnitScope is not Lease.Name is not
 // made (Clear false).
+//
+// CheckOnly, with Begin, asks for Begin's slot to be read, not begun: a
+// slot found done (succeeded, skipped or missed, with no request pending
+// for the unit) is answered as a done begin (Clear, ErrSlotDone) without
+// taking the lease; otherwise the lease is taken as without Begin and the
+// answer's Begin is not Clear (the caller plans). The scheduler asks so
+// for a fire it must plan (a late one, whose missed-slot policy decides):
+// a replica that comes after the slot's run then pays a read, not a claim.
 type ClaimRequest struct {
-	Lease lease.AcquireRequest
-	Begin *BeginRequest
+	Lease     lease.AcquireRequest
+	Begin     *BeginRequest
+	CheckOnly bool
 }
 
 // ClaimResult answers a ClaimRequest: Grant and Err as the backend's

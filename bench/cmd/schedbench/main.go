@@ -24,6 +24,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -94,18 +95,58 @@ func (t target) redisCPU(ctx context.Context) time.Duration {
 	return total
 }
 
-// count returns the keys matching match on every server.
-func (t target) count(ctx context.Context, match string) int {
-	n := 0
+// quiet waits until the servers processed no command other than its own
+// probes (INFO stats, one per server every 100 ms) for d, or returns an
+// error at limit.
+func (t target) quiet(ctx context.Context, d time.Duration, limit time.Time) error {
+	var clients []*redis.Client
 	for _, o := range t.servers {
-		rdb := redis.NewClient(o)
-		iter := rdb.Scan(ctx, 0, match, 1000).Iterator()
-		for iter.Next(ctx) {
-			n++
-		}
-		_ = rdb.Close()
+		clients = append(clients, redis.NewClient(o))
 	}
-	return n
+	defer func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}()
+	processed := func() (int64, error) {
+		var n int64
+		for _, c := range clients {
+			info, err := c.Info(ctx, "stats").Result()
+			if err != nil {
+				return 0, err
+			}
+			for _, line := range strings.Split(info, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+					x, err := strconv.ParseInt(v, 10, 64)
+					if err != nil {
+						return 0, err
+					}
+					n += x
+				}
+			}
+		}
+		return n, nil
+	}
+	last, err := processed()
+	if err != nil {
+		return err
+	}
+	since := time.Now()
+	for time.Since(since) < d {
+		if time.Now().After(limit) {
+			return fmt.Errorf("a server was still busy at %v", limit.Format(time.TimeOnly))
+		}
+		time.Sleep(100 * time.Millisecond)
+		n, err := processed()
+		if err != nil {
+			return err
+		}
+		if n-last > int64(len(clients)) { // more than the last probe
+			since = time.Now()
+		}
+		last = n
+	}
+	return nil
 }
 
 // cleanup deletes the keys under prefix.
@@ -373,12 +414,12 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 	}
 	// Count from just before the slot, once the recovery claims at Start
 	// (which take and release every unit's lease) are over: they are not
-	// part of the claim cost.
-	for t.count(ctx, prefix+"lease:{*}") > 0 {
-		if time.Until(start) < 200*time.Millisecond {
-			return result{}, fmt.Errorf("the recovery claims at Start were not over %v after it (a loaded host?)", lead(slots, nReplicas))
-		}
-		time.Sleep(50 * time.Millisecond)
+	// part of the claim cost. A recovery claim that found the lease held
+	// claims again a second later (scheduler's wake-up retry), so "over"
+	// is: the servers processed no command but these probes for longer
+	// than that.
+	if err := t.quiet(ctx, 1500*time.Millisecond, start.Add(-200*time.Millisecond)); err != nil {
+		return result{}, fmt.Errorf("the recovery claims at Start were not over %v after it (a loaded host?): %w", lead(slots, nReplicas), err)
 	}
 	<-time.After(time.Until(start.Add(-200 * time.Millisecond)))
 	if stats {

@@ -38,7 +38,9 @@ import (
 // (one more round trip): a paused job's slot is not begun (Begin.Clear
 // false), as when State read the flag before Begin. A slot found done
 // has its lease, unused, released in the same script (the request is
-// answered not acquired, Begin.Err ledger.ErrSlotDone). It returns one
+// answered not acquired, Begin.Err ledger.ErrSlotDone). A CheckOnly
+// request's slot is read before its lease, as every begin's is, and never
+// begun. It returns one
 // result per request. A request whose script failed gets its error, its
 // lease, which may have been taken, released on a best effort (and its
 // slot, which may have been begun, is found abandoned by the next claim,
@@ -186,8 +188,12 @@ func (l *Ledger) claimCommand(b *lease.RedisBackend, reqs []ledger.ClaimRequest,
 			keys = append(keys, l.pausedKey(slot.Job))
 			n++
 		}
+		attempts := max(bg.MaxAttempts, 1)
+		if r.CheckOnly {
+			attempts = 0 // read for done, never begun
+		}
 		args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), n,
-			unix(slot.At), max(bg.MaxAttempts, 1), unix(bg.Prev), unix(bg.Since))
+			unix(slot.At), attempts, unix(bg.Prev), unix(bg.Since))
 	}
 	return keys, args, nil
 }

@@ -103,6 +103,27 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, g.Acquired, "the late claim took no lease")
 		})
+		t.Run("CheckOnlyReadsADoneSlotAndTakesNoLease", func(t *testing.T) {
+			before := counter("free")
+			req := claimReq("free", at, "checker")
+			req.CheckOnly = true
+			s.expireMarkers(t)
+			res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{req}, 0, now)
+			require.NoError(t, err)
+			require.False(t, res[0].Grant.Acquired)
+			require.ErrorIs(t, res[0].Begin.Err, ledger.ErrSlotDone)
+			require.Equal(t, before, counter("free"), "no token issued for a slot read done")
+		})
+		t.Run("CheckOnlyTakesTheLeaseOfAnUndoneSlotAndBeginsNothing", func(t *testing.T) {
+			req := claimReq("unbegun", at, "checker")
+			req.CheckOnly = true
+			res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{req}, 0, now)
+			require.NoError(t, err)
+			require.True(t, res[0].Grant.Acquired)
+			require.Equal(t, &ledger.BeginResult{}, res[0].Begin, "not clear: the caller plans")
+			require.Equal(t, ledger.Status(""), s.status("unbegun", "", at), "nothing begun")
+			require.NoError(t, b.Release(ctx, lease.Held{Name: "unbegun", Owner: "checker"}))
+		})
 		t.Run("RunningSlotOfAnotherHolderIsAnsweredHeld", func(t *testing.T) {
 			first, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{claimReq("running", at, "winner")}, 0, now)
 			require.NoError(t, err)

@@ -40,8 +40,8 @@ import (
 //
 // Groups are ledger.ClaimGroupEnds's, content-defined, so that replicas
 // whose batches start at different units still cut the same groups; a
-// request without a slot to begin is never in a group and ends the one
-// before it. Its marker's key
+// request without a slot to begin or check (CheckOnly) is never in a
+// group and ends the one before it. Its marker's key
 // names the instant of its first slot and a 128-bit hash of its units'
 // lease names and slots, in order: <prefix>claimed:<unix>:<hex>. Replicas
 // whose batches hold other units, another order or other slots, compute
@@ -55,12 +55,11 @@ var _ ledger.ClaimGroupMarker = (*Ledger)(nil)
 // MarksClaimGroups implements ledger.ClaimGroupMarker: true off Cluster.
 func (l *Ledger) MarksClaimGroups() bool { return !l.cluster }
 
-// maxMarkerTTL bounds a claim marker's TTL (5 s): the scheduler asks for
-// a slot's begin in its claim only within min(interval, MaxLateness = 5 s)
-// of the slot, and a claim without a begin is in no group, so a marker
-// is never read later than that; a shorter life also bounds the time
-// within which a unit whose holder lost its lease waits for its next
-// claim rather than the next replica's try.
+// maxMarkerTTL bounds a claim marker's TTL (5 s): the time within which
+// a unit whose holder lost its lease waits for its next claim (the next
+// fire, a wake-up) rather than the next replica's try. The scheduler
+// begins a slot in its claim only within min(interval, MaxLateness = 5 s)
+// of it, and later claims of the same fire (CheckOnly) are rare.
 const maxMarkerTTL = 5 * time.Second
 
 // claimGroupOf is a group of ClaimAll's requests: reqs[first..last].

@@ -11,8 +11,9 @@
 -- ARGV[1] now (unix ms)  ARGV[2] limit, the most leases to take (0: no
 -- limit)  ARGV[3] n, the units
 -- then per unit, 7 values: owner, lease TTL (ms), k (its keys: 3, or with
--- a slot to begin 11 or 12), slot (unix s), max attempts, prev (unix s),
--- since (unix s)
+-- a slot to begin or check 11 or 12), slot (unix s), max attempts (0: the
+-- slot is checked only: read for done before the lease, never begun),
+-- prev (unix s), since (unix s)
 -- then m, the claim markers to set, and per marker 3 values: the first and
 -- the last unit of its group (1-based, in the order above) and its TTL (ms)
 -- KEYS per unit, in order: its lease key, its lease's fence counter, its
@@ -76,7 +77,7 @@ for _ = 1, n do
     token, remaining = holdfast_lease_acquire(KEYS[ki], KEYS[ki + 1], owner, ARGV[ai + 1])
     if token then taken = taken + 1 end
   end
-  if token and k > 3 then
+  if token and k > 3 and ARGV[ai + 4] ~= '0' then
     local K = {}
     for j = 1, k - 3 do K[j] = KEYS[ki + 2 + j] end
     r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run)
