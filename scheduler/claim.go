@@ -220,13 +220,22 @@ func (s *Scheduler) carryOut(h hold, req claimReq, p plan, cs *claimState) (agai
 // req for u, its Fence left to the caller (the unit lease's), or false
 // when the claim must plan: the ledger has no fast path, the job runs
 // OverlapAllow, no earlier fire is known, a later slot is due too, or the
-// fire is late (the missed-slot policy decides).
+// fire is late and the job's missed-slot policy does not run it.
+//
+// A late fire (planned past lateAfter) is missed, and under MissedCatchUp
+// and MissedLatestOnly the planner runs a lone missed slot that is the
+// claim's own fire: when the ledger finds the unit clear (nothing open,
+// pending, waiting for a retry or paused, no slot unbegun between the
+// last one and the fire before this one), planning would begin it and
+// nothing else, so the fast path begins it too. Under MissedSkip and
+// MissedManual the planner records it, so the claim plans.
 func (s *Scheduler) fastRequest(u *unit, req claimReq, now time.Time) (ledger.BeginRequest, bool) {
 	job := u.job
 	if _, ok := s.cfg.Ledger.(ledger.ClearBeginner); !ok || job.Overlap == OverlapAllow {
 		return ledger.BeginRequest{}, false
 	}
-	if now.Sub(req.fire.At) > job.window.lateAfter(req.fire.At) {
+	late := now.Sub(req.fire.At) > job.window.lateAfter(req.fire.At)
+	if late && job.Missed != MissedCatchUp && job.Missed != MissedLatestOnly {
 		return ledger.BeginRequest{}, false
 	}
 	prev := req.prev

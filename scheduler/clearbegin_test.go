@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,21 +163,21 @@ func TestClaimAfterStopBeginsNothing(t *testing.T) {
 	})
 }
 
-// A replica whose claim of a fire comes late (past its lateness bound, so
-// the missed-slot policy decides it and the claim begins nothing itself)
-// and after the slot's run takes no lease: the joined claim reads the
-// slot before the lease (ledger.ClaimRequest.CheckOnly). Without that,
-// every such replica took the lease, read State and planned the done slot:
-// a claim's work for nothing, which on a loaded host made late claims
-// later still. A late fire whose slot is not done is claimed and planned
-// as before.
+// A replica whose claim of a fire comes late (past its lateness bound,
+// under a missed-slot policy that records the slot rather than runs it, so
+// the claim plans) and after the slot was recorded takes no lease: the
+// joined claim reads the slot before the lease
+// (ledger.ClaimRequest.CheckOnly). Without that, every such replica took
+// the lease, read State and planned the done slot: a claim's work for
+// nothing, which on a loaded host made late claims later still. A late
+// fire whose slot is not done is claimed and planned as before.
 func TestLateClaimOfADoneSlotTakesNoLease(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
 		at := past(1, 3*time.Second)[0] // 3 s late: past the 1 s bound of a per-second job
 		ran := 0
 		job := Job{
-			Name: "late", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+			Name: "late", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), Missed: MissedSkip,
 			Run: func(context.Context, Run) error { ran++; return nil },
 		}
 		first, second := s.replica(t), s.replica(t)
@@ -187,7 +188,7 @@ func TestLateClaimOfADoneSlotTakesNoLease(t *testing.T) {
 		claim := func(sched *Scheduler) (*lease.Lease, error, *ledger.BeginResult) {
 			u := unitOf(t, sched, "late", "")
 			_, ok := sched.fastRequest(u, claimReq{fire: fire}, time.Now())
-			require.False(t, ok, "a late fire is planned, not begun in the claim")
+			require.False(t, ok, "a late fire under MissedSkip is planned, not begun in the claim")
 			e := &entry{at: at, u: u, req: claimReq{fire: fire}}
 			leases, errs, pre := sched.acquireAll([]*entry{e}, []string{u.lease}, 1, u.job.LeaseTTL)
 			return leases[0], errs[0], pre[0]
@@ -206,14 +207,50 @@ func TestLateClaimOfADoneSlotTakesNoLease(t *testing.T) {
 		require.Equal(t, ledger.Status(""), s.status("late", "", at))
 		outsideLife(first)
 		first.claimHeld(newHold(unitOf(t, first, "late", ""), l), claimReq{fire: fire}, time.Time{}, pre)
-		require.Equal(t, 1, ran, "the late slot ran (the default missed-slot policy)")
-		require.Equal(t, ledger.StatusSucceeded, s.status("late", "", at))
+		require.Equal(t, ledger.StatusSkipped, s.status("late", "", at), "recorded by the missed-slot policy")
 
 		before := tokens()
 		_, err, pre = claim(second)
 		require.ErrorIs(t, err, lease.ErrNotAcquired)
 		require.Nil(t, pre)
 		require.Equal(t, before, tokens(), "no token issued: the lease was not taken")
-		require.Equal(t, 1, ran)
+		require.Zero(t, ran)
+	})
+}
+
+// A late fire (past its lateness bound) under MissedCatchUp, the default,
+// or MissedLatestOnly, on a unit with nothing else to do, is begun in the
+// claim that takes its lease, as an on-time fire is: the planner would run
+// it and nothing else (a lone missed slot, the claim's own fire). No
+// State is read. Under MissedSkip the claim plans (above).
+func TestLateFireUnderCatchUpBeginsWithoutState(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		for _, policy := range []MissedPolicy{MissedCatchUp, MissedLatestOnly} {
+			at := past(1, 3*time.Second)[0]
+			name := fmt.Sprintf("late%d", policy)
+			ran := 0
+			counting := &countingLedger{Ledger: s.ledger}
+			sched := s.replica(t, func(c *Options) { c.Ledger = counting })
+			require.NoError(t, sched.Register(Job{
+				Name: name, Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), Missed: policy,
+				Run: func(context.Context, Run) error { ran++; return nil },
+			}))
+			u := unitOf(t, sched, name, "")
+			fire, ok := u.job.window.sched.Next(at.Add(-time.Second))
+			require.True(t, ok)
+			e := &entry{at: at, u: u, req: claimReq{fire: fire}}
+			leases, errs, pre := sched.acquireAll([]*entry{e}, []string{u.lease}, 1, u.job.LeaseTTL)
+			require.NoError(t, errs[0])
+			require.NotNil(t, pre[0])
+			require.Equal(t, ledger.BeginResult{Attempt: 1, Left: 2, Clear: true}, *pre[0], "begun in the claim (3 attempts by default)")
+			outsideLife(sched)
+			sched.claimHeld(newHold(u, leases[0]), claimReq{fire: fire}, time.Time{}, pre[0])
+			require.Equal(t, 1, ran)
+			require.Equal(t, ledger.StatusSucceeded, s.status(name, "", at))
+			counting.mu.Lock()
+			require.Zero(t, counting.states, "State calls")
+			counting.mu.Unlock()
+		}
 	})
 }
