@@ -185,13 +185,13 @@ func TestLateClaimOfADoneSlotTakesNoLease(t *testing.T) {
 		require.NoError(t, second.Register(job))
 		fire, ok := unitOf(t, first, "late", "").job.window.sched.Next(at.Add(-time.Second))
 		require.True(t, ok)
-		claim := func(sched *Scheduler) (*lease.Lease, error, *ledger.BeginResult) {
+		claim := func(sched *Scheduler) (*lease.Lease, *ledger.BeginResult, error) {
 			u := unitOf(t, sched, "late", "")
 			_, ok := sched.fastRequest(u, claimReq{fire: fire}, time.Now())
 			require.False(t, ok, "a late fire under MissedSkip is planned, not begun in the claim")
 			e := &entry{at: at, u: u, req: claimReq{fire: fire}}
 			leases, errs, pre := sched.acquireAll([]*entry{e}, []string{u.lease}, 1, u.job.LeaseTTL)
-			return leases[0], errs[0], pre[0]
+			return leases[0], pre[0], errs[0]
 		}
 		backend, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: s.leasePrefix})
 		require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestLateClaimOfADoneSlotTakesNoLease(t *testing.T) {
 			return s.rdb.Get(context.Background(), k.Fence).Val()
 		}
 
-		l, err, pre := claim(first)
+		l, pre, err := claim(first)
 		require.NoError(t, err, "not done: the lease is taken")
 		require.True(t, pre == nil || !pre.Clear, "nothing begun: the claim plans")
 		require.Equal(t, ledger.Status(""), s.status("late", "", at))
@@ -210,7 +210,7 @@ func TestLateClaimOfADoneSlotTakesNoLease(t *testing.T) {
 		require.Equal(t, ledger.StatusSkipped, s.status("late", "", at), "recorded by the missed-slot policy")
 
 		before := tokens()
-		_, err, pre = claim(second)
+		_, pre, err = claim(second)
 		require.ErrorIs(t, err, lease.ErrNotAcquired)
 		require.Nil(t, pre)
 		require.Equal(t, before, tokens(), "no token issued: the lease was not taken")
