@@ -21,6 +21,13 @@ import (
 // incr is a script with a prelude: the parts are joined with newlines.
 var incr = luascript.New("local function by(n) return n end", "return redis.call('INCRBY', KEYS[1], by(tonumber(ARGV[1])))")
 
+// incrOf is incr with t's name in a comment: a script of t's own, which no
+// test running beside t loads into the shared server's script cache (an
+// EVAL loads its script) between t's SCRIPT FLUSH and t's EVALSHA.
+func incrOf(t *testing.T) *luascript.Script {
+	return luascript.New("-- "+t.Name(), "local function by(n) return n end", "return redis.call('INCRBY', KEYS[1], by(tonumber(ARGV[1])))")
+}
+
 func TestNewJoinsParts(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "local function by(n) return n end\nreturn redis.call('INCRBY', KEYS[1], by(tonumber(ARGV[1])))\n", incr.Source())
@@ -38,6 +45,7 @@ func TestRunFallsBackOnNoScript(t *testing.T) {
 			rdb := b.New(t)
 			key := redistest.Prefix(t, rdb) + "n"
 			ctx := t.Context()
+			incr := incrOf(t)
 			auto := autopipe.New(rdb)
 			flushed := false
 			flush := func() { require.NoError(t, rdb.ScriptFlush(ctx).Err()); flushed = true }
@@ -98,6 +106,7 @@ func TestNoScriptInABatch(t *testing.T) {
 			rdb := b.New(t)
 			key := redistest.Prefix(t, rdb) + "n"
 			ctx := t.Context()
+			incr := incrOf(t)
 			require.NoError(t, rdb.ScriptFlush(ctx).Err())
 			g := &holdFirst{held: make(chan struct{}), open: make(chan struct{})}
 			rdb.AddHook(g)
