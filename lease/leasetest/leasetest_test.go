@@ -158,7 +158,7 @@ func TestKilledRedisEndsTheLeaseAtItsTrustWindow(t *testing.T) {
 	rdb := srv.Client(t)
 	c, err := lease.New(rdb, lease.Options{})
 	require.NoError(t, err)
-	l := leasetest.TryAcquire(t, c, "job", 300*time.Millisecond)
+	l := leasetest.TryAcquire(t, c, "job", time.Second)
 	release(t, l)
 	deadline := l.Deadline()
 	srv.Kill(t)
