@@ -24,7 +24,17 @@ import (
 // goroutine of its own, at once: runs of OverlapAllow are not bounded by
 // the claim pool (as Kubernetes' Allow), so an attempt is never begun and
 // left waiting. A slot whose lease is held is running elsewhere: nothing
-// to do.
+// to do, once the ledger shows it begun.
+//
+// A slot whose lease is held but which the ledger does not show begun has
+// a holder that stalled between its lease and its Begin (a process frozen
+// there, a Begin slow to arrive): startSlot then returns an error that
+// does not settle the slot (errSlotLeaseUnbegun), so that the claim stops
+// before beginning a later slot, which would move the ledger's last begun
+// slot past this one and hide it from every later plan (a lost slot, seen
+// by the chaos scenario scheduler-mix), and claims again a second later:
+// by then the stalled holder began the slot, or its lease ran out and the
+// slot is caught up. Later slots wait for it, at most the lease's TTL.
 //
 // The attempt is begun with the planner's fence as Fence.Planner, so that
 // a planner that lost the job lease can no longer skip slots once this one
@@ -33,11 +43,16 @@ import (
 func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 	u := planner.u
 	l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), ledger.SlotScope(planner.slot(f.At)), u.job.LeaseTTL)
+	if errors.Is(err, lease.ErrNotAcquired) {
+		err = s.slotHeld(planner, f, err)
+	}
 	if err != nil {
 		reason, level := "error", slog.LevelWarn
 		switch {
 		case errors.Is(err, lease.ErrNotAcquired):
 			reason, level = "slot_running", slog.LevelDebug
+		case errors.Is(err, errSlotLeaseUnbegun):
+			reason, level = "slot_lease_held_unbegun", slog.LevelInfo
 		case !errors.Is(err, context.Canceled):
 			s.obs.LedgerError(u.job.Name, OpClaim)
 		}
@@ -60,6 +75,26 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 		s.run(h, f, n, left, false)
 	})
 	return nil
+}
+
+// errSlotLeaseUnbegun: an OverlapAllow slot's lease is held, and the
+// ledger does not show the slot begun (startSlot).
+var errSlotLeaseUnbegun = errors.New("scheduler: the slot's lease is held but the slot is not begun")
+
+// slotHeld answers an OverlapAllow slot whose lease another owner holds
+// (held, a *lease.NotAcquiredError): held itself when the ledger shows the
+// slot begun (running elsewhere: settled), errSlotLeaseUnbegun when it
+// does not, or the ledger's error.
+func (s *Scheduler) slotHeld(planner hold, f cron.Fire, held error) error {
+	_, found, err := s.cfg.Ledger.Get(s.life.claim, planner.slot(f.At))
+	switch {
+	case err != nil:
+		return err
+	case found:
+		return held
+	}
+	// held is not wrapped: a lease not acquired settles a slot.
+	return fmt.Errorf("%w (slot %s; %v)", errSlotLeaseUnbegun, f.At.UTC().Format(time.RFC3339), held)
 }
 
 // replaceHolder, under OverlapCancelOther, asks the holder of u's lease to
