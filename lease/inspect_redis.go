@@ -114,8 +114,9 @@ func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, 
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	infos := make([]Info, len(names))
+	replies := inspectScript.Replies()
 	for i, cmd := range cmds {
-		info, err := parseInspect(names[i], inspectScript.Fallback(ctx, b.rdb, cmd))
+		info, err := parseInspect(names[i], replies.Fallback(ctx, b.rdb, cmd))
 		if err != nil {
 			return nil, err
 		}

@@ -228,8 +228,9 @@ func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 	grants, errs := make([]Grant, len(reqs)), make([]error, len(reqs))
 	var failed []*redisHandle
 	var ttl time.Duration
+	replies := acquireScript.Replies()
 	for i, cmd := range cmds {
-		res, err := acquireScript.Fallback(ctx, b.rdb, cmd).Int64()
+		res, err := replies.Fallback(ctx, b.rdb, cmd).Int64()
 		switch {
 		case err != nil:
 			errs[i] = err
@@ -270,8 +271,9 @@ func (b *RedisBackend) undo(ctx context.Context, hs []*redisHandle, ttl time.Dur
 		_ = pipe.Process(rctx, cmds[i])
 	}
 	_, _ = pipe.Exec(rctx)
+	replies := releaseScript.Replies()
 	for _, cmd := range cmds {
-		_ = releaseScript.Fallback(rctx, b.rdb, cmd).Err()
+		_ = replies.Fallback(rctx, b.rdb, cmd).Err()
 	}
 }
 
@@ -368,8 +370,9 @@ func (b *RedisBackend) ReleaseAll(ctx context.Context, batch []Held) []error {
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
+	replies := releaseScript.Replies()
 	for i, cmd := range cmds {
-		n, err := releaseScript.Fallback(ctx, b.rdb, cmd).Int64()
+		n, err := replies.Fallback(ctx, b.rdb, cmd).Int64()
 		switch {
 		case err != nil:
 			errs[i] = err

@@ -166,3 +166,97 @@ func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return next(ctx, cmds)
 	}
 }
+
+// evalCounter counts the EVAL commands a client sends, in pipelines too.
+type evalCounter struct{ n atomic.Int64 }
+
+func (e *evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (e *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "eval" {
+			e.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (e *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "eval" {
+				e.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// The calls that meet NOSCRIPT together load the script about once: the
+// replies of one pipeline, fallen back one after another (Replies), send
+// one EVAL and then EVALSHA; concurrent calls wait for the EVAL in flight.
+// Each runs the script once.
+func TestNoScriptLoadsTheScriptOnce(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := b.New(t)
+			key := redistest.Prefix(t, rdb) + "n"
+			ctx := t.Context()
+			evals := &evalCounter{}
+			rdb.AddHook(evals)
+			const calls = 16
+
+			incr := incrOf(t)
+			require.NoError(t, rdb.ScriptFlush(ctx).Err())
+			pipe := rdb.Pipeline()
+			cmds := make([]*redis.Cmd, calls)
+			for i := range cmds {
+				cmds[i] = incr.Queue(ctx, pipe, incr.Prepared([]string{key}, 1))
+			}
+			_, _ = pipe.Exec(ctx)
+			seen := map[int64]bool{}
+			replies := incr.Replies()
+			for _, cmd := range cmds {
+				require.True(t, luascript.IsNoScript(cmd.Err()), "the pipeline met NOSCRIPT: %v", cmd.Err())
+				n, err := replies.Fallback(ctx, rdb, cmd).Int64()
+				require.NoError(t, err)
+				seen[n] = true
+			}
+			require.Len(t, seen, calls, "each call ran the script once")
+			require.Equal(t, int64(1), evals.n.Load(), "EVALs for the pipeline's replies")
+
+			// Concurrent calls, after another flush: the first to fall
+			// back loads the script, the ones that fall back meanwhile
+			// wait for it. A call that finds no load in flight, and the
+			// script not loaded, sends EVAL itself, so only fewer EVALs
+			// than calls is certain.
+			evals.n.Store(0)
+			require.NoError(t, rdb.ScriptFlush(ctx).Err())
+			auto := autopipe.New(rdb)
+			var wg sync.WaitGroup
+			got := make(chan int64, calls)
+			for range calls {
+				wg.Go(func() {
+					n, err := incr.Run(ctx, auto, []string{key}, 1).Int64()
+					if err != nil {
+						n = -1
+					}
+					got <- n
+				})
+			}
+			wg.Wait()
+			close(got)
+			for n := range got {
+				require.Positive(t, n)
+				seen[n] = true
+			}
+			require.Len(t, seen, 2*calls, "each call ran the script once")
+			require.Less(t, evals.n.Load(), int64(calls), "EVALs for %d concurrent calls", calls)
+			n, err := rdb.Get(ctx, key).Int()
+			require.NoError(t, err)
+			require.Equal(t, 2*calls, n)
+		})
+	}
+}

@@ -107,8 +107,9 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	var undo []lease.Held
+	replies := claimAllScript.Replies()
 	for g, idx := range groups {
-		vals, err := claimAllScript.Fallback(ctx, l.rdb, cmds[g]).Slice()
+		vals, err := replies.Fallback(ctx, l.rdb, cmds[g]).Slice()
 		if err == nil && len(vals) != 4*len(idx) {
 			err = fmt.Errorf("claim script reply of %d values for %d units", len(vals), len(idx))
 		}

@@ -287,12 +287,13 @@ func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, n
 		return out
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
+	replies := claimScript.Replies()
 	for i, cmd := range cmds {
 		if cmd == nil {
 			continue
 		}
 		r := reqs[i]
-		res, err := parseReply(claimScript.Fallback(ctx, l.rdb, cmd))
+		res, err := parseReply(replies.Fallback(ctx, l.rdb, cmd))
 		switch {
 		case err != nil:
 			out[i] = ledger.BeginResult{Clear: true, Err: fmt.Errorf("redisledger: begin %s: %w", r.Slot.Key(), err)}
