@@ -18,7 +18,11 @@ func newQueries(table string) queries {
 		// (a try racing a grant that committed after this statement's
 		// snapshot still learns the holder's TTL), at the price of a dead
 		// row version (a HOT update) per failed try. now is read once:
-		// every column decides on the same instant. The token is
+		// every column decides on the same instant. The remaining TTL is
+		// read on the clock of RETURNING, after any wait for a racing
+		// grant: against now, which came before that grant's own clock
+		// reading, it exceeded the holder's TTL (by a ms, seen in CI);
+		// at least 1 ms, as the row was held at now. The token is
 		// max(last token + 1, the database clock in µs), as on Redis: a
 		// row deleted (or a table restored from an old backup) does not
 		// bring tokens back below those issued before.
@@ -30,7 +34,7 @@ ON CONFLICT (name) DO UPDATE SET
 	token      = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN greatest(l.token + 1, excluded.token) ELSE l.token END,
 	expires_at = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN excluded.expires_at ELSE l.expires_at END
 RETURNING l.owner = $2, l.token,
-	greatest(ceil(extract(epoch FROM l.expires_at - (SELECT t FROM now)) * 1000), 0)::bigint`,
+	greatest(ceil(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000), 1)::bigint`,
 
 		// $1 names, $2 owners, $3 ttls in ms, one element per lease.
 		// Returns the (name, owner) of each lease renewed.
