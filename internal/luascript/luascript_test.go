@@ -21,11 +21,21 @@ import (
 // incr is a script with a prelude: the parts are joined with newlines.
 var incr = luascript.New("local function by(n) return n end", "return redis.call('INCRBY', KEYS[1], by(tonumber(ARGV[1])))")
 
-// incrOf is incr with t's name in a comment: a script of t's own, which no
-// test running beside t loads into the shared server's script cache (an
-// EVAL loads its script) between t's SCRIPT FLUSH and t's EVALSHA.
-func incrOf(t *testing.T) *luascript.Script {
-	return luascript.New("-- "+t.Name(), "local function by(n) return n end", "return redis.call('INCRBY', KEYS[1], by(tonumber(ARGV[1])))")
+// onEachBackend runs fn on real Redis and on miniredis, in parallel, with
+// a key of the test's own and incr with the test's name in a comment: a
+// script of the test's own, which no test running beside it loads into the
+// shared server's script cache (an EVAL loads its script) between its
+// SCRIPT FLUSH and its EVALSHA.
+func onEachBackend(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient, key string, incr *luascript.Script)) {
+	t.Helper()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := b.New(t)
+			incr := luascript.New("-- "+t.Name(), "local function by(n) return n end", "return redis.call('INCRBY', KEYS[1], by(tonumber(ARGV[1])))")
+			fn(t, rdb, redistest.Prefix(t, rdb)+"n", incr)
+		})
+	}
 }
 
 func TestNewJoinsParts(t *testing.T) {
@@ -39,47 +49,41 @@ func TestNewJoinsParts(t *testing.T) {
 // and runs the script once.
 func TestRunFallsBackOnNoScript(t *testing.T) {
 	t.Parallel()
-	for _, b := range redistest.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			rdb := b.New(t)
-			key := redistest.Prefix(t, rdb) + "n"
-			ctx := t.Context()
-			incr := incrOf(t)
-			auto := autopipe.New(rdb)
-			flushed := false
-			flush := func() { require.NoError(t, rdb.ScriptFlush(ctx).Err()); flushed = true }
-			want := int64(0)
-			for _, run := range []struct {
-				name string
-				do   func() *redis.Cmd
-			}{
-				{"Client", func() *redis.Cmd { return incr.Run(ctx, rdb, []string{key}, 1) }},
-				{"AutoPipe", func() *redis.Cmd { return incr.Run(ctx, auto, []string{key}, 1) }},
-				{"Prepared", func() *redis.Cmd { return incr.RunPrepared(ctx, rdb, incr.Prepared([]string{key}, 1)) }},
-				{"Pipeline", func() *redis.Cmd {
-					pipe := rdb.Pipeline()
-					cmd := incr.Queue(ctx, pipe, incr.Prepared([]string{key}, 1))
-					_, _ = pipe.Exec(ctx)
-					if flushed {
-						require.True(t, luascript.IsNoScript(cmd.Err()), "the pipeline met NOSCRIPT: %v", cmd.Err())
-					}
-					return incr.Fallback(ctx, rdb, cmd)
-				}},
-			} {
-				flush()
-				want++
-				n, err := run.do().Int64()
-				require.NoError(t, err, run.name)
-				require.Equal(t, want, n, "%s ran the script once", run.name)
-				flushed = false
-				n, err = run.do().Int64() // known now: EVALSHA
-				require.NoError(t, err, run.name)
-				want++
-				require.Equal(t, want, n, run.name)
-			}
-		})
-	}
+	onEachBackend(t, func(t *testing.T, rdb redis.UniversalClient, key string, incr *luascript.Script) {
+		ctx := t.Context()
+		auto := autopipe.New(rdb)
+		flushed := false
+		flush := func() { require.NoError(t, rdb.ScriptFlush(ctx).Err()); flushed = true }
+		want := int64(0)
+		for _, run := range []struct {
+			name string
+			do   func() *redis.Cmd
+		}{
+			{"Client", func() *redis.Cmd { return incr.Run(ctx, rdb, []string{key}, 1) }},
+			{"AutoPipe", func() *redis.Cmd { return incr.Run(ctx, auto, []string{key}, 1) }},
+			{"Prepared", func() *redis.Cmd { return incr.RunPrepared(ctx, rdb, incr.Prepared([]string{key}, 1)) }},
+			{"Pipeline", func() *redis.Cmd {
+				pipe := rdb.Pipeline()
+				cmd := incr.Queue(ctx, pipe, incr.Prepared([]string{key}, 1))
+				_, _ = pipe.Exec(ctx)
+				if flushed {
+					require.True(t, luascript.IsNoScript(cmd.Err()), "the pipeline met NOSCRIPT: %v", cmd.Err())
+				}
+				return incr.Fallback(ctx, rdb, cmd)
+			}},
+		} {
+			flush()
+			want++
+			n, err := run.do().Int64()
+			require.NoError(t, err, run.name)
+			require.Equal(t, want, n, "%s ran the script once", run.name)
+			flushed = false
+			n, err = run.do().Int64() // known now: EVALSHA
+			require.NoError(t, err, run.name)
+			want++
+			require.Equal(t, want, n, run.name)
+		}
+	})
 }
 
 func TestFallbackKeepsOtherErrors(t *testing.T) {
@@ -96,49 +100,42 @@ func TestFallbackKeepsOtherErrors(t *testing.T) {
 }
 
 // Calls batched by an auto-pipeline into one pipeline each meet NOSCRIPT
-// after a SCRIPT FLUSH and fall back to EVAL on their own: each runs the
-// script once.
+// after a SCRIPT FLUSH and fall back: each runs the script once.
 func TestNoScriptInABatch(t *testing.T) {
 	t.Parallel()
-	for _, b := range redistest.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			rdb := b.New(t)
-			key := redistest.Prefix(t, rdb) + "n"
-			ctx := t.Context()
-			incr := incrOf(t)
-			require.NoError(t, rdb.ScriptFlush(ctx).Err())
-			g := &holdFirst{held: make(chan struct{}), open: make(chan struct{})}
-			rdb.AddHook(g)
-			auto := autopipe.NewInFlight(rdb, 1)
-			const calls = 5
-			got := make(chan int64, calls)
-			for i := range calls {
-				go func() {
-					if i > 0 {
-						<-g.held
-					}
-					n, err := incr.Run(ctx, auto, []string{key}, 1).Int64()
-					if err != nil {
-						n = -1
-					}
-					got <- n
-				}()
-			}
-			<-g.held
-			testwait.Until(t, 10*time.Second, "the calls queued", func() bool { return auto.Queued() == calls-1 })
-			close(g.open)
-			seen := map[int64]bool{}
-			for range calls {
-				seen[<-got] = true
-			}
-			require.Equal(t, map[int64]bool{1: true, 2: true, 3: true, 4: true, 5: true}, seen, "each call ran the script once")
-			require.Positive(t, g.pipelined.Load(), "the queued calls went out in a pipeline")
-			n, err := rdb.Get(ctx, key).Int()
-			require.NoError(t, err)
-			require.Equal(t, calls, n)
-		})
-	}
+	onEachBackend(t, func(t *testing.T, rdb redis.UniversalClient, key string, incr *luascript.Script) {
+		ctx := t.Context()
+		require.NoError(t, rdb.ScriptFlush(ctx).Err())
+		g := &holdFirst{held: make(chan struct{}), open: make(chan struct{})}
+		rdb.AddHook(g)
+		auto := autopipe.NewInFlight(rdb, 1)
+		const calls = 5
+		got := make(chan int64, calls)
+		for i := range calls {
+			go func() {
+				if i > 0 {
+					<-g.held
+				}
+				n, err := incr.Run(ctx, auto, []string{key}, 1).Int64()
+				if err != nil {
+					n = -1
+				}
+				got <- n
+			}()
+		}
+		<-g.held
+		testwait.Until(t, 10*time.Second, "the calls queued", func() bool { return auto.Queued() == calls-1 })
+		close(g.open)
+		seen := map[int64]bool{}
+		for range calls {
+			seen[<-got] = true
+		}
+		require.Equal(t, map[int64]bool{1: true, 2: true, 3: true, 4: true, 5: true}, seen, "each call ran the script once")
+		require.Positive(t, g.pipelined.Load(), "the queued calls went out in a pipeline")
+		n, err := rdb.Get(ctx, key).Int()
+		require.NoError(t, err)
+		require.Equal(t, calls, n)
+	})
 }
 
 // holdFirst holds the first EVALSHA until open is closed and counts the
@@ -198,65 +195,59 @@ func (e *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // Each runs the script once.
 func TestNoScriptLoadsTheScriptOnce(t *testing.T) {
 	t.Parallel()
-	for _, b := range redistest.Backends() {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			rdb := b.New(t)
-			key := redistest.Prefix(t, rdb) + "n"
-			ctx := t.Context()
-			evals := &evalCounter{}
-			rdb.AddHook(evals)
-			const calls = 16
+	onEachBackend(t, func(t *testing.T, rdb redis.UniversalClient, key string, incr *luascript.Script) {
+		ctx := t.Context()
+		evals := &evalCounter{}
+		rdb.AddHook(evals)
+		const calls = 16
 
-			incr := incrOf(t)
-			require.NoError(t, rdb.ScriptFlush(ctx).Err())
-			pipe := rdb.Pipeline()
-			cmds := make([]*redis.Cmd, calls)
-			for i := range cmds {
-				cmds[i] = incr.Queue(ctx, pipe, incr.Prepared([]string{key}, 1))
-			}
-			_, _ = pipe.Exec(ctx)
-			seen := map[int64]bool{}
-			replies := incr.Replies()
-			for _, cmd := range cmds {
-				require.True(t, luascript.IsNoScript(cmd.Err()), "the pipeline met NOSCRIPT: %v", cmd.Err())
-				n, err := replies.Fallback(ctx, rdb, cmd).Int64()
-				require.NoError(t, err)
-				seen[n] = true
-			}
-			require.Len(t, seen, calls, "each call ran the script once")
-			require.Equal(t, int64(1), evals.n.Load(), "EVALs for the pipeline's replies")
-
-			// Concurrent calls, after another flush: the first to fall
-			// back loads the script, the ones that fall back meanwhile
-			// wait for it. A call that finds no load in flight, and the
-			// script not loaded, sends EVAL itself, so only fewer EVALs
-			// than calls is certain.
-			evals.n.Store(0)
-			require.NoError(t, rdb.ScriptFlush(ctx).Err())
-			auto := autopipe.New(rdb)
-			var wg sync.WaitGroup
-			got := make(chan int64, calls)
-			for range calls {
-				wg.Go(func() {
-					n, err := incr.Run(ctx, auto, []string{key}, 1).Int64()
-					if err != nil {
-						n = -1
-					}
-					got <- n
-				})
-			}
-			wg.Wait()
-			close(got)
-			for n := range got {
-				require.Positive(t, n)
-				seen[n] = true
-			}
-			require.Len(t, seen, 2*calls, "each call ran the script once")
-			require.Less(t, evals.n.Load(), int64(calls), "EVALs for %d concurrent calls", calls)
-			n, err := rdb.Get(ctx, key).Int()
+		require.NoError(t, rdb.ScriptFlush(ctx).Err())
+		pipe := rdb.Pipeline()
+		cmds := make([]*redis.Cmd, calls)
+		for i := range cmds {
+			cmds[i] = incr.Queue(ctx, pipe, incr.Prepared([]string{key}, 1))
+		}
+		_, _ = pipe.Exec(ctx)
+		seen := map[int64]bool{}
+		replies := incr.Replies()
+		for _, cmd := range cmds {
+			require.True(t, luascript.IsNoScript(cmd.Err()), "the pipeline met NOSCRIPT: %v", cmd.Err())
+			n, err := replies.Fallback(ctx, rdb, cmd).Int64()
 			require.NoError(t, err)
-			require.Equal(t, 2*calls, n)
-		})
-	}
+			seen[n] = true
+		}
+		require.Len(t, seen, calls, "each call ran the script once")
+		require.Equal(t, int64(1), evals.n.Load(), "EVALs for the pipeline's replies")
+
+		// Concurrent calls, after another flush: the first to fall
+		// back loads the script, the ones that fall back meanwhile
+		// wait for it. A call that finds no load in flight, and the
+		// script not loaded, sends EVAL itself, so only fewer EVALs
+		// than calls is certain.
+		evals.n.Store(0)
+		require.NoError(t, rdb.ScriptFlush(ctx).Err())
+		auto := autopipe.New(rdb)
+		var wg sync.WaitGroup
+		got := make(chan int64, calls)
+		for range calls {
+			wg.Go(func() {
+				n, err := incr.Run(ctx, auto, []string{key}, 1).Int64()
+				if err != nil {
+					n = -1
+				}
+				got <- n
+			})
+		}
+		wg.Wait()
+		close(got)
+		for n := range got {
+			require.Positive(t, n)
+			seen[n] = true
+		}
+		require.Len(t, seen, 2*calls, "each call ran the script once")
+		require.Less(t, evals.n.Load(), int64(calls), "EVALs for %d concurrent calls", calls)
+		n, err := rdb.Get(ctx, key).Int()
+		require.NoError(t, err)
+		require.Equal(t, 2*calls, n)
+	})
 }
