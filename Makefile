@@ -72,9 +72,13 @@ lint:
 ## interleaved run; see bench/README.md), the scheduler at 10,000 slots,
 ## then the Go benchmarks of every module (the packages that have some:
 ## scripts/benchpkgs.sh).
+## BENCHTIME is the Go benchmarks' -benchtime (300ms: the figures the
+## targets are judged by are the bench: lines above; this keeps make bench
+## under eight minutes, on a loaded host too).
+BENCHTIME ?= 300ms
 bench: services
 	cd bench && $(GO) run ./cmd/leasebench
 	cd bench && $(GO) run ./cmd/schedbench
 	cd bench && $(GO) run ./cmd/sinkbench
 	cd bench && $(GO) run ./cmd/quorumbench
-	@$(call in-modules,pkgs=$$(bash $(CURDIR)/scripts/benchpkgs.sh) && { [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench . -benchmem -count=1 $$pkgs; })
+	@$(call in-modules,pkgs=$$(bash $(CURDIR)/scripts/benchpkgs.sh) && { [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count=1 $$pkgs; })
