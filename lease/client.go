@@ -108,7 +108,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 //	l, err := c.Acquire(wait, "report", 30*time.Second, lease.WithLifetime(appCtx))
 //
 // Errors: as TryAcquire, except that a held lease makes it wait; when ctx
-// ends first it returns ctx's error joined with the last
+// ends first it returns ctx's error wrapped with the last
 // *NotAcquiredError, so both errors.Is(err, context.DeadlineExceeded) and
 // errors.Is(err, ErrNotAcquired) hold.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
@@ -145,7 +145,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			// ctx ended as this try went out: the wait ran out, as
 			// when it ends between two tries.
-			return nil, errors.Join(cerr, last)
+			return nil, fmt.Errorf("%w: %w", cerr, last)
 		}
 		if !errors.As(err, &held) {
 			return l, err
@@ -154,7 +154,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 		timer.Reset(c.backoff(held.RemainingTTL))
 		select {
 		case <-ctx.Done():
-			return nil, errors.Join(ctx.Err(), err)
+			return nil, fmt.Errorf("%w: %w", ctx.Err(), err)
 		case <-released:
 		case <-timer.C:
 		}

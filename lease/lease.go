@@ -61,7 +61,7 @@ func newLease(parent, lifetime context.Context, c *Client, name, owner string, g
 	if lifetime != nil && lifetime.Done() != nil {
 		l.mu.Lock()
 		l.stopParent = context.AfterFunc(lifetime, func() {
-			l.end(errors.Join(ErrParentDone, context.Cause(lifetime)))
+			l.end(fmt.Errorf("%w: %w", ErrParentDone, context.Cause(lifetime)))
 			// Free the key for the next holder now rather than at TTL.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(parent), ttl)
 			defer cancel()

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -213,4 +214,7 @@ func TestAcquireEndingDuringATryJoinsTheLastRefusal(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrNotAcquired, "joined with the last refusal")
 	require.GreaterOrEqual(t, b.tries.Load(), int32(2))
+	// One line, the wait's end first (errors.Join printed two lines).
+	require.True(t, strings.HasPrefix(err.Error(), "context deadline exceeded: lease \"hung\": not acquired"), err.Error())
+	require.NotContains(t, err.Error(), "\n")
 }
