@@ -39,6 +39,10 @@ func (h hold) slot(at time.Time) ledger.Slot {
 type claimReq struct {
 	fire cron.Fire
 	prev time.Time
+	// followUp marks a claim that looks again at a slot whose claims found
+	// the lease held (followUp): it reads the slot's record first, and
+	// claims only when there is none.
+	followUp bool
 }
 
 func (r claimReq) scheduled() bool { return !r.fire.At.IsZero() }
@@ -47,6 +51,9 @@ func (r claimReq) scheduled() bool { return !r.fire.At.IsZero() }
 // and under that one lease, through everything due for u (see plan.go).
 // Other replicas skip: the holder does their slot too.
 func (s *Scheduler) claim(u *unit, req claimReq) {
+	if req.followUp && s.recorded(u, req.fire.At) {
+		return
+	}
 	seen := s.noteSeen(u, req)
 	l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), u.lease, u.job.LeaseTTL)
 	if errors.Is(err, lease.ErrNotAcquired) && req.scheduled() && u.job.Overlap == OverlapCancelOther {
@@ -83,7 +90,8 @@ func (s *Scheduler) noteSeen(u *unit, req claimReq) (seen time.Time) {
 // wake-up that found the lease held (its holder planned before the
 // wake-up's cause, a retry time or an operator's request, and will not
 // plan again unless a slot comes due). A scheduled fire that found the
-// lease held needs no retry: its holder plans the slot. The retry claims
+// lease held is left to its holder, or to the next fire's claim, with a
+// follow-up when neither may come (followUp). The retry claims
 // the same fire (retryClaim), so a slot whose claims are refused again and
 // again is never silently lost: once a claim gets through, the slot runs,
 // or, planned over lateAfter late, is run or recorded by the missed-slot
@@ -102,9 +110,46 @@ func (s *Scheduler) claimSkipped(u *unit, req claimReq, err error) {
 	}
 	s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
 		slog.String("partition", u.partition), slotAttr(req.fire.At), slog.String("reason", reason), slog.Any("error", err))
-	if !errors.Is(err, lease.ErrNotAcquired) || !req.scheduled() {
+	switch {
+	case !errors.Is(err, lease.ErrNotAcquired) || !req.scheduled():
 		s.retryClaim(u, req, s.clock.Now().Add(wakeRetry))
+	default:
+		s.followUp(u, req, err)
 	}
+}
+
+// followUp makes sure that a scheduled fire whose claim found u's lease
+// held (err) is planned by someone. The holder plans it when it is a
+// claim at work, but a lease can be held by nobody who plans: one taken
+// by a try whose reply was lost (a timeout while Redis was paused: the
+// acquirer never learned of its grant, and nobody renews it), or by a
+// holder that died before it began the slot. The claim of the unit's next
+// fire plans every slot due since, so when that fire comes before the
+// lease has run out (its remaining TTL, else LeaseTTL, plus wakeRetry)
+// nothing more is needed. Otherwise (the last fires before EndAt, a daily
+// job) a follow-up claim of the fire is queued for then: it reads the
+// slot's record (one ledger read) and claims only when there is none.
+// Without it the chaos scenario scheduler-mix lost the two last slots of
+// its window to a Redis pause.
+func (s *Scheduler) followUp(u *unit, req claimReq, err error) {
+	wait := u.job.LeaseTTL
+	var held *lease.NotAcquiredError
+	if errors.As(err, &held) && held.RemainingTTL > 0 {
+		wait = held.RemainingTTL
+	}
+	at := s.clock.Now().Add(wait + wakeRetry)
+	if next, ok := u.job.window.next(req.fire.At); ok && !next.At.After(at) {
+		return
+	}
+	req.followUp = true
+	s.retryClaim(u, req, at)
+}
+
+// recorded reports whether the ledger has a record of u's slot at at (a
+// read error counts as none: the claim goes on and plans).
+func (s *Scheduler) recorded(u *unit, at time.Time) bool {
+	_, found, err := s.cfg.Ledger.Get(s.life.claim, ledger.Slot{Job: u.job.Name, At: at, Partition: u.partition})
+	return err == nil && found
 }
 
 // claimHeld is the claim's work once it holds h's lease, which it
