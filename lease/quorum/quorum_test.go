@@ -392,12 +392,18 @@ func (s *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	return next
 }
 
+// A script's run is an EVALSHA the server knew the script of, or the EVAL
+// that ran it after a NOSCRIPT reply (a fresh master), which ran nothing:
+// counting that EVALSHA too counted the first try twice.
 func (s *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); len(args) > 2 && cmd.Name() == "evalsha" && args[2] == 2 {
+		err := next(ctx, cmd)
+		name := cmd.Name()
+		if args := cmd.Args(); len(args) > 2 && (name == "evalsha" || name == "eval") && args[2] == 2 &&
+			(err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT")) {
 			s.n.Add(1)
 		}
-		return next(ctx, cmd)
+		return err
 	}
 }
 
