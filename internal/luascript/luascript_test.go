@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 )
@@ -21,14 +22,22 @@ import (
 // incr is a script with a prelude: the parts are joined with newlines.
 var incr = luascript.New("local function by(n) return n end", "return redis.call('INCRBY', KEYS[1], by(tonumber(ARGV[1])))")
 
-// onEachBackend runs fn on real Redis and on miniredis, in parallel, with
-// a key of the test's own and incr with the test's name in a comment: a
-// script of the test's own, which no test running beside it loads into the
-// shared server's script cache (an EVAL loads its script) between its
-// SCRIPT FLUSH and its EVALSHA.
+// onEachBackend runs fn on a real Redis and on miniredis, in parallel,
+// with a key of the test's own and incr with the test's name in a
+// comment. The real Redis is a redis-server of the test's own
+// (redisproc): these tests flush the script cache and count the loads,
+// and on the shared server the SCRIPT FLUSH of a test of another package
+// running beside them (lease, redisledger) made a script loaded once need
+// a second load (TestNoScriptLoadsTheScriptOnce: 2 EVALs where 1 was
+// expected, in a clean-clone CI run).
 func onEachBackend(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient, key string, incr *luascript.Script)) {
 	t.Helper()
-	for _, b := range redistest.Backends() {
+	own := func(t testing.TB) redis.UniversalClient {
+		rdb := redis.NewClient(&redis.Options{Addr: redisproc.Start(t).Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return rdb
+	}
+	for _, b := range []redistest.Backend{{Name: "redis", New: own}, {Name: "miniredis", New: redistest.Mini}} {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			rdb := b.New(t)
