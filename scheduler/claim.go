@@ -39,9 +39,12 @@ func (h hold) slot(at time.Time) ledger.Slot {
 type claimReq struct {
 	fire cron.Fire
 	prev time.Time
-	// followUp marks a claim that looks again at a slot whose claims found
-	// the lease held (followUp): it reads the slot's record first, and
-	// claims only when there is none.
+	// afterError marks the retry of a claim whose try failed with an
+	// error (retryClaim): that try may have taken the lease on the server
+	// all the same (see followUp).
+	afterError bool
+	// followUp marks a claim that looks again at a slot (followUp): it
+	// reads the slot's record first, and claims only when there is none.
 	followUp bool
 }
 
@@ -90,8 +93,9 @@ func (s *Scheduler) noteSeen(u *unit, req claimReq) (seen time.Time) {
 // wake-up that found the lease held (its holder planned before the
 // wake-up's cause, a retry time or an operator's request, and will not
 // plan again unless a slot comes due). A scheduled fire that found the
-// lease held is left to its holder, or to the next fire's claim, with a
-// follow-up when neither may come (followUp). The retry claims
+// lease held is left to its holder, or to the next fire's claim; when its
+// claim's retry after an error finds it held, that holder may not exist,
+// and a follow-up looks again (followUp). The retry claims
 // the same fire (retryClaim), so a slot whose claims are refused again and
 // again is never silently lost: once a claim gets through, the slot runs,
 // or, planned over lateAfter late, is run or recorded by the missed-slot
@@ -111,38 +115,39 @@ func (s *Scheduler) claimSkipped(u *unit, req claimReq, err error) {
 	s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
 		slog.String("partition", u.partition), slotAttr(req.fire.At), slog.String("reason", reason), slog.Any("error", err))
 	switch {
-	case !errors.Is(err, lease.ErrNotAcquired) || !req.scheduled():
+	case !errors.Is(err, lease.ErrNotAcquired):
+		req.afterError = true
 		s.retryClaim(u, req, s.clock.Now().Add(wakeRetry))
-	default:
+	case !req.scheduled():
+		s.retryClaim(u, req, s.clock.Now().Add(wakeRetry))
+	case req.afterError:
 		s.followUp(u, req, err)
 	}
 }
 
-// followUp makes sure that a scheduled fire whose claim found u's lease
-// held (err) is planned by someone. The holder plans it when it is a
-// claim at work, but a lease can be held by nobody who plans: one taken
-// by a try whose reply was lost (a timeout while Redis was paused: the
-// acquirer never learned of its grant, and nobody renews it), or by a
-// holder that died before it began the slot. The claim of the unit's next
-// fire plans every slot due since, so when that fire comes before the
-// lease has run out (its remaining TTL, else LeaseTTL, plus wakeRetry)
-// nothing more is needed. Otherwise (the last fires before EndAt, a daily
-// job) a follow-up claim of the fire is queued for then: it reads the
-// slot's record (one ledger read) and claims only when there is none.
-// Without it the chaos scenario scheduler-mix lost the two last slots of
-// its window to a Redis pause.
+// followUp makes sure that a scheduled fire is planned by someone when
+// the retry of its failed claim (req.afterError) found u's lease held
+// (err). The failed try may have taken the lease on the server all the
+// same: its reply lost to a timeout (Redis paused), the acquirer never
+// learned of its grant, and nobody renews the lease or plans under it.
+// Every other replica's claim that found it held left the slot to that
+// holder, and so may the next fire's claims (the last fires before EndAt
+// have none, a daily job's comes a day later). So a follow-up claim of
+// the fire is queued for when the lease has run out (its remaining TTL,
+// else LeaseTTL, plus wakeRetry): it reads the slot's record (one ledger
+// read) and claims only when there is none, and, finding the lease held
+// again, follows up again. Only after an error: a claim that just found
+// the lease held leaves the slot to its holder. Without it the chaos
+// scenario scheduler-mix lost the two last slots of its window to a
+// Redis pause.
 func (s *Scheduler) followUp(u *unit, req claimReq, err error) {
 	wait := u.job.LeaseTTL
 	var held *lease.NotAcquiredError
 	if errors.As(err, &held) && held.RemainingTTL > 0 {
 		wait = held.RemainingTTL
 	}
-	at := s.clock.Now().Add(wait + wakeRetry)
-	if next, ok := u.job.window.next(req.fire.At); ok && !next.At.After(at) {
-		return
-	}
 	req.followUp = true
-	s.retryClaim(u, req, at)
+	s.retryClaim(u, req, s.clock.Now().Add(wait+wakeRetry))
 }
 
 // recorded reports whether the ledger has a record of u's slot at at (a

@@ -253,6 +253,7 @@ func (s *Scheduler) markBusy(e *entry) bool {
 		u.again = true
 		if e.scheduled() {
 			u.pending = e.req.fire
+			u.pendingAfterError = u.pendingAfterError || e.req.afterError
 		}
 		return false
 	}
@@ -499,8 +500,8 @@ func (s *Scheduler) again(u *unit) (*entry, bool) {
 		return nil, false
 	}
 	u.again = false
-	e := &entry{u: u, req: claimReq{fire: u.pending}}
-	u.pending = cron.Fire{}
+	e := &entry{u: u, req: claimReq{fire: u.pending, afterError: u.pendingAfterError}}
+	u.pending, u.pendingAfterError = cron.Fire{}, false
 	return e, true
 }
 

@@ -137,6 +137,9 @@ type unit struct {
 	busy    bool // a claim is running
 	again   bool // a fire or wake-up arrived while busy
 	pending cron.Fire
+	// pendingAfterError: a retry after an error arrived while busy; the
+	// claim of pending carries claimReq.afterError.
+	pendingAfterError bool
 }
 
 // New returns a Scheduler. It returns an error matching ErrInvalidOptions
