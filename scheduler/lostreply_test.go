@@ -67,29 +67,24 @@ func (b *lostReplies) Acquire(ctx context.Context, name, owner string, ttl time.
 // Redis pause over the last two slots of its window lost both.
 func TestFakeTimeSlotWhoseLeaseGrantReplyWasLostIsNotLost(t *testing.T) {
 	t.Parallel()
-	for name, policy := range map[string]scheduler.OverlapPolicy{"Forbid": scheduler.OverlapForbid, "Allow": scheduler.OverlapAllow} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			onFakeTime(t, utc(9, 59, 59), func(t *testing.T, r *rig) {
-				g := newGated(r)
-				backend := &lostReplies{slowGrants: newSlowGrants(), clk: r.clk, orphans: map[string]time.Time{}}
-				leases, err := lease.NewWithBackend(backend, lease.Options{})
-				require.NoError(t, err)
-				job := scheduler.Job{Name: "ending", Spec: "* * * * * *", Overlap: policy, LeaseTTL: 2 * time.Second,
-					StartAt: utc(10, 0, 0), EndAt: utc(10, 0, 6), Run: g.run}
-				r.replicaWith(0, func(c *scheduler.Options) { c.Leases = leases }, job)
-				r.tick(4500*time.Millisecond, 100*time.Millisecond) // to 10:00:03.5
-				backend.lost.Store(true)
-				r.tick(1500*time.Millisecond, 100*time.Millisecond) // the 10:00:04 and 05 claims' replies lost
-				backend.lost.Store(false)
-				r.tick(10*time.Second, 100*time.Millisecond)
+	onCatchUpPolicies(t, utc(9, 59, 59), func(t *testing.T, r *rig, policy scheduler.OverlapPolicy) {
+		g := newGated(r)
+		backend := &lostReplies{slowGrants: newSlowGrants(), clk: r.clk, orphans: map[string]time.Time{}}
+		leases, err := lease.NewWithBackend(backend, lease.Options{})
+		require.NoError(t, err)
+		job := scheduler.Job{Name: "ending", Spec: "* * * * * *", Overlap: policy, LeaseTTL: 2 * time.Second,
+			StartAt: utc(10, 0, 0), EndAt: utc(10, 0, 6), Run: g.run}
+		r.replicaWith(0, func(c *scheduler.Options) { c.Leases = leases }, job)
+		r.tick(4500*time.Millisecond, 100*time.Millisecond) // to 10:00:03.5
+		backend.lost.Store(true)
+		r.tick(1500*time.Millisecond, 100*time.Millisecond) // the 10:00:04 and 05 claims' replies lost
+		backend.lost.Store(false)
+		r.tick(10*time.Second, 100*time.Millisecond)
 
-				require.Positive(t, backend.granted.Load(), "the fault fired")
-				st := r.statuses("ending", utc(10, 0, 0), utc(10, 0, 5), time.Second)
-				for at, s := range st {
-					require.NotEqual(t, ledger.Status(""), s, "slot %v has no record (statuses %v)", at, st)
-				}
-			})
-		})
-	}
+		require.Positive(t, backend.granted.Load(), "the fault fired")
+		st := r.statuses("ending", utc(10, 0, 0), utc(10, 0, 5), time.Second)
+		for at, s := range st {
+			require.NotEqual(t, ledger.Status(""), s, "slot %v has no record (statuses %v)", at, st)
+		}
+	})
 }

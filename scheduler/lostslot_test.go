@@ -13,6 +13,19 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
+// onCatchUpPolicies runs fn on fake time (onFakeTime, from start) under
+// both overlap policies that run catch-up slots: in turn (forbid) and
+// under slot leases of their own (allow).
+func onCatchUpPolicies(t *testing.T, start time.Time, fn func(t *testing.T, r *rig, policy scheduler.OverlapPolicy)) {
+	t.Helper()
+	for name, policy := range map[string]scheduler.OverlapPolicy{"Forbid": scheduler.OverlapForbid, "Allow": scheduler.OverlapAllow} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			onFakeTime(t, start, func(t *testing.T, r *rig) { fn(t, r, policy) })
+		})
+	}
+}
+
 // failingBegin is a ledger whose Begin of one slot fails once, as a Redis
 // or PostgreSQL error would: nothing is written for it.
 type failingBegin struct {
@@ -42,32 +55,27 @@ func (l *failingBegin) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fen
 // of their own (allow).
 func TestFakeTimeSlotWhoseBeginFailedIsNotLost(t *testing.T) {
 	t.Parallel()
-	for name, policy := range map[string]scheduler.OverlapPolicy{"Forbid": scheduler.OverlapForbid, "Allow": scheduler.OverlapAllow} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-				g := newGated(r)
-				job := scheduler.Job{Name: "flaky", Spec: "* * * * *", Overlap: policy, MaxCatchUp: 10, Run: g.run}
-				a := r.replica(0, job)
-				r.tick(5*time.Second, time.Second)
-				stopOnFakeTime(r.clk, a, context.Background())
-				r.scheds = nil
-				r.clk.Advance(5 * time.Minute) // down until 10:05:03: 10:01..10:05 to catch up
+	onCatchUpPolicies(t, utc(9, 59, 58), func(t *testing.T, r *rig, policy scheduler.OverlapPolicy) {
+		g := newGated(r)
+		job := scheduler.Job{Name: "flaky", Spec: "* * * * *", Overlap: policy, MaxCatchUp: 10, Run: g.run}
+		a := r.replica(0, job)
+		r.tick(5*time.Second, time.Second)
+		stopOnFakeTime(r.clk, a, context.Background())
+		r.scheds = nil
+		r.clk.Advance(5 * time.Minute) // down until 10:05:03: 10:01..10:05 to catch up
 
-				flaky := &failingBegin{Ledger: r.ledger, at: utc(10, 2, 0)}
-				r.replicaWith(0, func(c *scheduler.Options) { c.Ledger = flaky }, job)
-				r.tick(5*time.Second, 100*time.Millisecond)
+		flaky := &failingBegin{Ledger: r.ledger, at: utc(10, 2, 0)}
+		r.replicaWith(0, func(c *scheduler.Options) { c.Ledger = flaky }, job)
+		r.tick(5*time.Second, 100*time.Millisecond)
 
-				require.Equal(t, 1, flaky.failed, "the fault fired")
-				for at := utc(10, 0, 0); !at.After(utc(10, 5, 0)); at = at.Add(time.Minute) {
-					rec := r.record("flaky", at)
-					require.Equal(t, ledger.StatusSucceeded, rec.Status, "slot %v", at)
-					require.Equal(t, 1, rec.Attempt, "slot %v ran once", at)
-				}
-				require.ElementsMatch(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0), utc(10, 2, 0), utc(10, 3, 0), utc(10, 4, 0), utc(10, 5, 0)}, g.slots())
-			})
-		})
-	}
+		require.Equal(t, 1, flaky.failed, "the fault fired")
+		for at := utc(10, 0, 0); !at.After(utc(10, 5, 0)); at = at.Add(time.Minute) {
+			rec := r.record("flaky", at)
+			require.Equal(t, ledger.StatusSucceeded, rec.Status, "slot %v", at)
+			require.Equal(t, 1, rec.Attempt, "slot %v ran once", at)
+		}
+		require.ElementsMatch(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0), utc(10, 2, 0), utc(10, 3, 0), utc(10, 4, 0), utc(10, 5, 0)}, g.slots())
+	})
 }
 
 // Under OverlapAllow, a slot whose lease is held by a holder that stalled
