@@ -57,9 +57,13 @@
 //
 // A failed try is one round trip. It waits up to StragglerWait for the
 // masters that have not answered, and releases what it took (redsync's
-// clean-up is done here) before Acquire returns. When racers split the
-// masters so that no owner has a majority, Acquire tries again after a
-// random pause, up to Options.SplitRetries times.
+// clean-up is done here) before Acquire returns. Unless the try saw
+// another owner hold a majority, Acquire tries again after a random pause
+// whose bound doubles each time (5, 10, 20, 40, 80 ms), up to
+// Options.SplitRetries times: racers that split the masters so that no
+// owner has a majority spread out until one wins, and a try judged
+// without some masters' answers (slower than StragglerWait) learns
+// whether a majority holder hides behind them.
 //
 // # Renew and release
 //

@@ -14,9 +14,11 @@ const (
 	// extended at once.
 	DefaultRenewParallelism = 16
 	// DefaultSplitRetries is how many more times one Acquire tries after a
-	// split vote (no owner, us included, took a majority).
-	DefaultSplitRetries = 2
-	// DefaultSplitDelay bounds the random wait before such a retry (5 ms).
+	// try that failed without another owner seen on a majority (a split
+	// vote, or masters too slow to tell).
+	DefaultSplitRetries = 5
+	// DefaultSplitDelay bounds the random wait before the first such
+	// retry (5 ms); each later retry doubles the bound.
 	DefaultSplitDelay = 5 * time.Millisecond
 	// DefaultTokenLead is how far ahead of its clock an acquirer proposes
 	// its token (10 ms).
@@ -36,13 +38,18 @@ type Options struct {
 	// in parallel). Default DefaultRenewParallelism (16).
 	RenewParallelism int
 	// SplitRetries is how many more redsync tries one Acquire makes after
-	// a split vote: the masters answered, but no owner holds a majority,
-	// because several acquirers raced and each took a minority. Each retry
-	// waits a random time in [0, SplitDelay) first, so that racers
-	// spread out. Default DefaultSplitRetries (2); -1 disables.
+	// a try that failed although no other owner was seen on a majority of
+	// the masters: a split vote (several acquirers raced and each took a
+	// minority), or masters that did not answer within StragglerWait and
+	// may hide a majority holder or not. Retry n (from 1) first waits a
+	// random time in [0, SplitDelay << (n-1)), so that racers spread out
+	// more on each round: with the defaults, at most 155 ms in all. A try
+	// refused by one owner's majority is not retried. Default
+	// DefaultSplitRetries (5); -1 disables.
 	SplitRetries int
-	// SplitDelay bounds the random wait before a split-vote retry.
-	// Default DefaultSplitDelay (5 ms).
+	// SplitDelay bounds the random wait before the first retry of
+	// SplitRetries; each later retry doubles it. Default
+	// DefaultSplitDelay (5 ms).
 	SplitDelay time.Duration
 	// TokenLead is how far ahead of this process's clock (in µs since the
 	// Unix epoch) Acquire proposes the token to every master. A master's

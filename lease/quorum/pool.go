@@ -87,8 +87,12 @@ func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
 		err = fmt.Errorf("quorum: unexpected acquire reply %v", res)
 		r = reply{state: failed, err: err}
 	}
-	if call != nil && !call.record(c.p.node, r) {
-		_ = releaseScript.Run(ctx, c.p.rdb, []string{name}, value).Err()
+	if call != nil {
+		var undoErr error
+		if !call.record(c.p.node, r) {
+			undoErr = releaseScript.Run(ctx, c.p.rdb, []string{name}, value).Err()
+		}
+		call.done(undoErr)
 	}
 	return r.state == granted, err
 }
@@ -144,14 +148,23 @@ type reply struct {
 // and waits a little for the rest before it judges a failed one. A grant
 // that arrives after close is kept when the acquisition goes on, and
 // undone when it was given up.
+//
+// A try is over on a master once its acquire script answered and a late
+// grant was undone (done). Backend.Acquire tries again, with the same
+// owner, only once the try is over on every master without an error
+// (settled), so that no command of one try can reach a master after the
+// next try's: a late grant of the first would be taken for the second's
+// (acquire.lua answers a key holding its owner as granted), and its undo
+// would delete the second's key.
 type acquireCall struct {
 	proposal  int64 // the token proposed to every master, 0 for none
 	mu        sync.Mutex
 	closed    bool
 	abandoned bool
-	answered  int
+	over      int  // masters on which the try is over
+	troubled  bool // a reply or a late undo failed
 	replies   []reply
-	all       chan struct{} // closed once every master answered
+	all       chan struct{} // closed once the try is over on every master
 }
 
 func newAcquireCall(nodes int, proposal int64) *acquireCall {
@@ -164,14 +177,40 @@ func newAcquireCall(nodes int, proposal int64) *acquireCall {
 func (a *acquireCall) record(node int, r reply) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.answered++; a.answered == len(a.replies) {
-		close(a.all)
+	if r.state == failed {
+		a.troubled = true
 	}
 	if !a.closed {
 		a.replies[node] = r
 		return true
 	}
 	return !(a.abandoned && r.state.mayHold())
+}
+
+// done marks the try over on one master, after record and the undo record
+// asked for (undoErr: its error, nil when there was none).
+func (a *acquireCall) done(undoErr error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if undoErr != nil {
+		a.troubled = true
+	}
+	if a.over++; a.over == len(a.replies) {
+		close(a.all)
+	}
+}
+
+// settled reports whether the try is over on every master without an
+// error: nothing of it can still reach a master.
+func (a *acquireCall) settled() bool {
+	select {
+	case <-a.all:
+	default:
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.troubled
 }
 
 // close stops recording and returns the replies, which are not written

@@ -122,8 +122,8 @@ func (b *Backend) Keys(name string) (leaseKey, fenceKey string) {
 }
 
 // Acquire implements lease.Backend. It takes the lease on a majority of
-// the masters (redsync, one try, plus up to Options.SplitRetries after a
-// split vote), issues the token (see the package documentation), and
+// the masters (redsync, one try, plus up to Options.SplitRetries when no
+// other owner was seen on a majority), issues the token (see the package documentation), and
 // refuses the acquisition when all of it took longer than ttl -
 // lease.Drift(ttl).
 //
@@ -153,7 +153,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		// answering or trying again.
 		b.straggle(ctx, call)
 		v := count(call.close(false))
-		b.undo(ctx, leaseKey, owner, v)
+		undone := b.undo(ctx, leaseKey, owner, v)
 		switch {
 		case v.granted >= b.quorum:
 			// A majority granted, but redsync found the try slower than
@@ -161,7 +161,8 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 			return lease.Grant{}, &SlowAcquireError{Name: name, Took: time.Since(start), Limit: ttl - lease.Drift(ttl)}
 		case v.granted+v.refused < b.quorum:
 			return lease.Grant{}, b.noQuorum("acquire", v.granted+v.refused, v.granted, err)
-		case try < b.opts.SplitRetries && v.split(b.quorum) && b.pause(ctx):
+		case try < b.opts.SplitRetries && !v.heldByMajority(b.quorum) && undone &&
+			b.settle(ctx, call, start.Add(ttl-lease.Drift(ttl))) && b.pause(ctx, try):
 			continue
 		default:
 			return lease.Grant{Remaining: v.remaining(b.quorum)}, nil
@@ -192,23 +193,48 @@ func (b *Backend) straggle(ctx context.Context, call *acquireCall) {
 
 // undo releases the keys of a failed try on the masters that granted it
 // or failed to answer (a timeout or a lost reply: the script may have run
-// and taken the key), in parallel, and waits for them. Masters that have
-// not answered yet undo their own late grant (acquireCall.record). A key
-// left behind would hold a master for the TTL against every later try,
-// ours included (each try has a new owner).
-func (b *Backend) undo(ctx context.Context, leaseKey, owner string, v votes) {
+// and taken the key), in parallel, and waits for them; false when a
+// release failed. Masters that have not answered yet undo their own late
+// grant (conn.SetNX). A key left behind would hold a master for the TTL
+// against every later acquisition.
+func (b *Backend) undo(ctx context.Context, leaseKey, owner string, v votes) bool {
 	if v.granted == 0 && v.failed == 0 {
-		return
+		return true
 	}
 	ctx = context.WithoutCancel(ctx)
 	keys := []string{leaseKey}
-	var wg sync.WaitGroup
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Bool
+	)
 	for i, r := range v.replies {
 		if r.state.mayHold() {
-			wg.Go(func() { _ = releaseScript.Run(ctx, b.nodes[i], keys, owner).Err() })
+			wg.Go(func() {
+				if releaseScript.Run(ctx, b.nodes[i], keys, owner).Err() != nil {
+					failed.Store(true)
+				}
+			})
 		}
 	}
 	wg.Wait()
+	return !failed.Load()
+}
+
+// settle waits until the failed try call is over on every master (see
+// acquireCall), at most until deadline (the end of the acquisition's
+// trust window) or ctx's end; true when it is, without an error, so that
+// the try may be made again with the same owner.
+func (b *Backend) settle(ctx context.Context, call *acquireCall, deadline time.Time) bool {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-call.all:
+		return call.settled()
+	case <-timer.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // newMutex returns a redsync Mutex for key with holdfast's settings: one
@@ -244,13 +270,16 @@ func (b *Backend) propose() int64 {
 	}
 }
 
-// pause waits a random time below Options.SplitDelay before a split-vote
-// retry; false when ctx ended first.
-func (b *Backend) pause(ctx context.Context) bool {
+// pause waits before retry number try+1 of a try that no majority holder
+// refused: a random time below Options.SplitDelay << try, so that racers
+// who split the masters spread out more on each round (randomized
+// exponential backoff, as on a shared Ethernet); false when ctx ended
+// first.
+func (b *Backend) pause(ctx context.Context, try int) bool {
 	if b.opts.SplitDelay <= 0 {
 		return ctx.Err() == nil
 	}
-	timer := time.NewTimer(rand.N(b.opts.SplitDelay))
+	timer := time.NewTimer(rand.N(b.opts.SplitDelay << min(try, 16)))
 	defer timer.Stop()
 	select {
 	case <-timer.C:

@@ -45,29 +45,22 @@ func count(replies []reply) votes {
 	return v
 }
 
-// split reports a split vote: no owner, us included, holds or can hold a
-// majority, even counting every master that did not answer (yet) for it.
-// The lease is then free on a majority, or will be once the racers have
-// released.
-func (v votes) split(quorum int) bool {
-	if v.granted >= quorum {
-		return false
-	}
-	unknown := len(v.replies) - v.granted - v.refused
-	if v.granted+unknown >= quorum {
-		// We might have had a majority: a try was lost to a slow
-		// master, not to other owners.
-		return false
-	}
+// heldByMajority reports whether the try saw one other owner hold the
+// lease on a majority of the masters: the lease is taken, and trying again
+// cannot win before that owner's keys expire. Anything else (a split vote
+// between racers, or masters that did not answer in time, which may hide
+// a majority or not) leaves the lease possibly free, and is worth another
+// try once the racers have released their minorities.
+func (v votes) heldByMajority(quorum int) bool {
 	holders := map[string]int{}
 	for _, r := range v.replies {
 		if r.state == refused {
-			if holders[r.holder]++; holders[r.holder]+unknown >= quorum {
-				return false
+			if holders[r.holder]++; holders[r.holder] >= quorum {
+				return true
 			}
 		}
 	}
-	return true
+	return false
 }
 
 // remaining estimates how long until the lease may be free on a majority:
