@@ -107,10 +107,16 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 //	defer cancel()
 //	l, err := c.Acquire(wait, "report", 30*time.Second, lease.WithLifetime(appCtx))
 //
-// Errors: as TryAcquire, except that a held lease makes it wait; when ctx
-// ends first it returns ctx's error wrapped with the last
-// *NotAcquiredError, so both errors.Is(err, context.DeadlineExceeded) and
-// errors.Is(err, ErrNotAcquired) hold.
+// A grant that came too late to use (see TryAcquire) was undone, and the
+// lease is likely free: Acquire tries again (from the second such grant on,
+// after RetryMin, jittered), as Redisson's tryLock with a wait time does,
+// rather than fail a caller who asked to wait.
+//
+// Errors: as TryAcquire, except that a held lease or a grant too slow to
+// use makes it wait and try again; when ctx ends first it returns ctx's
+// error wrapped with the last *NotAcquiredError or *SlowAcquireError, so
+// both errors.Is(err, context.DeadlineExceeded) and errors.Is(err,
+// ErrNotAcquired) (or ErrSlowAcquire) hold.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
 	if err := validateName(name); err != nil {
 		return nil, err
@@ -120,8 +126,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	}
 	cfg := newAcquireConfig(opts)
 	l, err := c.try(ctx, cfg, name, ttl, false)
-	var held *NotAcquiredError
-	if !errors.As(err, &held) {
+	if _, again := retryAfter(err); !again {
 		return l, err
 	}
 	// Listen before the next try, so a release between the two is not
@@ -139,7 +144,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	last := err // the latest *NotAcquiredError
+	last := err // the latest *NotAcquiredError or *SlowAcquireError
 	for {
 		l, err = c.try(ctx, cfg, name, ttl, waiting)
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
@@ -147,11 +152,12 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 			// when it ends between two tries.
 			return nil, fmt.Errorf("%w: %w", cerr, last)
 		}
-		if !errors.As(err, &held) {
+		remaining, again := retryAfter(err)
+		if !again {
 			return l, err
 		}
 		last = err
-		timer.Reset(c.backoff(held.RemainingTTL))
+		timer.Reset(c.backoff(remaining))
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: %w", ctx.Err(), err)
@@ -159,6 +165,21 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 		case <-timer.C:
 		}
 	}
+}
+
+// retryAfter reports whether a blocked Acquire tries again after err, and
+// the holder's remaining TTL to wait for: a held lease (its remaining
+// TTL), or a grant that came too late to use (0: the next try waits
+// RetryMin).
+func retryAfter(err error) (time.Duration, bool) {
+	var held *NotAcquiredError
+	switch {
+	case errors.As(err, &held):
+		return held.RemainingTTL, true
+	case errors.Is(err, ErrSlowAcquire):
+		return 0, true
+	}
+	return 0, false
 }
 
 // backoff returns the wait before the next attempt: the holder's remaining

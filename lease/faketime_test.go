@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -181,19 +182,41 @@ func TestSlowAcquireIsRefusedAndItsKeyDeleted(t *testing.T) {
 	}
 }
 
-// Acquire (the blocking form) and TryAcquireAll refuse a slow grant too;
-// TryAcquireAll's window starts when the batch was sent, so every name of
-// a late batch is refused, and every key of it deleted.
+// Acquire (the blocking form) and TryAcquireAll refuse a slow grant too.
+// Acquire, asked to wait, tries again (the lease is likely free) until a
+// grant comes in time or ctx ends; TryAcquireAll's window starts when the
+// batch was sent, so every name of a late batch is refused, and every key
+// of it deleted.
 func TestSlowAcquireIsRefusedByAcquireAndTryAcquireAll(t *testing.T) {
 	t.Parallel()
 	ttl := time.Second
 	mr := miniredis.RunT(t)
 	synctest.Test(t, func(t *testing.T) {
 		c, hook := fakeTimeClient(t, mr)
+		// Without the backend's Notifier: its subscription's socket read
+		// would keep the bubble's clock from advancing. The waits are
+		// then the backoff's timers.
+		waiter, err := NewWithBackend(struct{ Backend }{c.b}, Options{})
+		require.NoError(t, err)
+		var tries atomic.Int64
+		hook.acquireReply = func() {
+			if tries.Add(1) <= 2 {
+				<-time.After(ttl)
+			}
+		}
+		l, err := waiter.Acquire(context.Background(), "zero", ttl)
+		require.NoError(t, err, "the third grant came in time")
+		require.Equal(t, int64(3), tries.Load())
+		require.Equal(t, 2, hook.count("release"), "each slow grant undone")
+		require.NoError(t, l.Release(context.Background()))
+
 		hook.acquireReply = func() { <-time.After(ttl) }
-		l, err := c.Acquire(context.Background(), "one", ttl)
+		wait, cancel := context.WithTimeout(context.Background(), 5*ttl)
+		defer cancel()
+		l, err = waiter.Acquire(wait, "one", ttl)
 		require.Nil(t, l)
-		require.ErrorIs(t, err, ErrSlowAcquire)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "every grant slow: tried until ctx ended")
+		require.ErrorIs(t, err, ErrSlowAcquire, "with the last try's error")
 
 		names := []string{"a", "b", "c"}
 		leases, errs := c.TryAcquireAll(context.Background(), names, ttl)

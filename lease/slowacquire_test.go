@@ -124,6 +124,43 @@ func TestSlowRequestToRealRedisIsRefusedAndLeavesNoKey(t *testing.T) {
 	require.Zero(t, n, "the slow acquisition's key is gone before its TTL (set %v after the start, lives %v)", se.Took, slowTTL)
 }
 
+// A blocking Acquire whose grant comes too late does not fail the caller,
+// who asked to wait: the slow grant is undone, and the next try, fast,
+// takes the lease.
+func TestBlockingAcquireTriesAgainAfterASlowGrantOnRealRedis(t *testing.T) {
+	t.Parallel()
+	p, rdb, direct := proxied(t)
+	c, err := lease.New(rdb, lease.Options{Prefix: procPrefix})
+	require.NoError(t, err)
+	warmScripts(t, c)
+
+	before := p.Received(faultproxy.Upstream)
+	p.SetDelay(faultproxy.Upstream, slowBy)
+	type result struct {
+		l   *lease.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		l, err := c.Acquire(wait, "slow-then-fast", slowTTL)
+		got <- result{l, err}
+	}()
+	testwait.Until(t, 10*time.Second, "the first acquire reached the proxy", func() bool {
+		return p.Received(faultproxy.Upstream) > before
+	})
+	p.SetDelay(faultproxy.Upstream, 0)
+	r := <-got
+	require.NoError(t, r.err, "the try after the slow grant takes the lease")
+	defer func() { require.NoError(t, r.l.Release(context.Background())) }()
+	require.NoError(t, r.l.Err())
+	leaseKey, _ := lease.KeysOf(c, "slow-then-fast")
+	owner, err := direct.Get(context.Background(), leaseKey).Result()
+	require.NoError(t, err)
+	require.Equal(t, r.l.Owner(), owner, "the key holds the lease handed out")
+}
+
 // An acquire whose reply times out may still have taken the key: it
 // deletes it, so the name is not blocked for the TTL (a minute here). Only
 // the acquire's reply is late (held 1 s, past the 200 ms ReadTimeout);
