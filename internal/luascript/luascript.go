@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -28,10 +29,10 @@ type Script struct {
 	hash string
 	sha  any // hash, boxed once
 
-	// flight is closed when the EVAL in flight (nil: none) returns (see
-	// Fallback).
-	mu     sync.Mutex
-	flight chan struct{}
+	// flights holds, per Processor, a channel closed when the EVAL in
+	// flight on it returns (see Fallback).
+	mu      sync.Mutex
+	flights map[any]chan struct{}
 }
 
 // New returns the script whose text is parts concatenated in order: shared
@@ -111,7 +112,7 @@ func (s *Script) Queue(ctx context.Context, pipe redis.Pipeliner, prepared []any
 //
 // Run again, the command goes by EVAL, which sends the script's text and
 // makes the server load it, unless another call is loading it: when an
-// EVAL of the script is in flight, Fallback waits for it and sends EVALSHA
+// EVAL of the script is in flight on rdb, Fallback waits for it and sends EVALSHA
 // (EVAL only when that meets NOSCRIPT too). So concurrent calls that meet
 // NOSCRIPT together (after a restart, a failover or SCRIPT FLUSH) cost the
 // server about one load, not one each: loading a large script costs
@@ -123,17 +124,25 @@ func (s *Script) Fallback(ctx context.Context, rdb Processor, cmd *redis.Cmd) *r
 		return cmd
 	}
 	prepared := cmd.Args()
-	if s.awaitLoad(ctx) {
+	server := serverOf(rdb)
+	if server == nil {
+		return s.eval(ctx, rdb, prepared)
+	}
+	if s.awaitLoad(ctx, server) {
 		if again := s.evalSHA(ctx, rdb, prepared); again != nil {
 			return again
 		}
 	}
 	s.mu.Lock()
-	f, own := s.flight, s.flight == nil
-	if own {
+	f, busy := s.flights[server]
+	if !busy {
 		f = make(chan struct{})
-		s.flight = f
+		if s.flights == nil {
+			s.flights = make(map[any]chan struct{})
+		}
+		s.flights[server] = f
 	}
+	own := !busy
 	s.mu.Unlock()
 	if !own {
 		// Another call is loading the script: wait for it.
@@ -148,10 +157,23 @@ func (s *Script) Fallback(ctx context.Context, rdb Processor, cmd *redis.Cmd) *r
 	}
 	cmd = s.eval(ctx, rdb, prepared)
 	s.mu.Lock()
-	s.flight = nil
+	delete(s.flights, server)
 	s.mu.Unlock()
 	close(f)
 	return cmd
+}
+
+// serverOf returns what tells rdb's server(s) apart, the key of an EVAL
+// in flight: rdb itself, a pointer (a go-redis client, an autopipe.Pipe);
+// nil for a Processor of another kind, whose loads are not shared. Calls
+// on different clients (the masters of lease/quorum) do not wait for each
+// other's loads: a load on one server does not load the script on
+// another.
+func serverOf(rdb Processor) any {
+	if rdb == nil || reflect.ValueOf(rdb).Kind() != reflect.Pointer {
+		return nil
+	}
+	return rdb
 }
 
 // Replies falls back the replies of one pipeline of this script's EVALSHA
@@ -190,11 +212,11 @@ func (r *Replies) Fallback(ctx context.Context, rdb Processor, cmd *redis.Cmd) *
 	return cmd
 }
 
-// awaitLoad waits for the EVAL in flight, if any, and reports whether it
-// waited for one that returned.
-func (s *Script) awaitLoad(ctx context.Context) bool {
+// awaitLoad waits for the EVAL in flight on server, if any, and reports
+// whether it waited for one that returned.
+func (s *Script) awaitLoad(ctx context.Context, server any) bool {
 	s.mu.Lock()
-	f := s.flight
+	f := s.flights[server]
 	s.mu.Unlock()
 	if f == nil {
 		return false

@@ -260,3 +260,85 @@ func TestNoScriptLoadsTheScriptOnce(t *testing.T) {
 		require.Equal(t, 2*calls, n)
 	})
 }
+
+// A load in flight on one server does not hold up a call that met
+// NOSCRIPT on another (the masters of lease/quorum, each its own client):
+// waiting for it, and then sending EVALSHA, cost that server a wasted
+// round trip (EVALSHA, EVALSHA, EVAL: seen as 3 commands for a release in
+// quorum's FailedTryIsOneCommand, which allows 2 on a cold script cache).
+// Here server a's EVAL is held while the call on server b falls back: b
+// sends its own EVAL at once, 2 commands in all.
+func TestLoadOnOneServerDoesNotHoldUpAnother(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	a := redis.NewClient(&redis.Options{Addr: redisproc.Start(t).Addr()})
+	b := redis.NewClient(&redis.Options{Addr: redisproc.Start(t).Addr()})
+	t.Cleanup(func() { _, _ = a.Close(), b.Close() })
+	script := luascript.New("-- "+t.Name(), "return redis.call('INCRBY', KEYS[1], ARGV[1])")
+	held := &holdEval{held: make(chan struct{}), open: make(chan struct{})}
+	a.AddHook(held)
+	onB := &commandCounter{}
+	b.AddHook(onB)
+
+	var release sync.Once
+	open := func() { release.Do(func() { close(held.open) }) }
+	t.Cleanup(open)
+	doneA := make(chan error, 1)
+	go func() { doneA <- script.Run(ctx, a, []string{"n"}, 1).Err() }()
+	testwait.Done(t, held.held, 5*time.Second, "the EVAL on server a is in flight")
+	doneB := make(chan struct{})
+	var (
+		n   int64
+		err error
+	)
+	go func() {
+		defer close(doneB)
+		n, err = script.Run(ctx, b, []string{"n"}, 1).Int64()
+	}()
+	testwait.Done(t, doneB, 5*time.Second, "server b's call returned while a's load is held")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	require.Equal(t, int64(2), onB.n.Load(), "server b: EVALSHA (NOSCRIPT), then EVAL")
+	open()
+	require.NoError(t, <-doneA)
+}
+
+// holdEval holds the first EVAL until open is closed.
+type holdEval struct {
+	held, open chan struct{}
+	once       sync.Once
+}
+
+func (h *holdEval) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "eval" {
+			h.once.Do(func() { close(h.held); <-h.open })
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// commandCounter counts the EVAL and EVALSHA commands a client sends on
+// their own.
+type commandCounter struct{ n atomic.Int64 }
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "eval" || name == "evalsha" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
