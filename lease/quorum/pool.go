@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -180,8 +181,8 @@ func (a *acquireCall) record(node int, r reply) bool {
 	if r.state == failed {
 		a.troubled = true
 	}
+	a.replies[node] = r
 	if !a.closed {
-		a.replies[node] = r
 		return true
 	}
 	return !(a.abandoned && r.state.mayHold())
@@ -201,27 +202,27 @@ func (a *acquireCall) done(undoErr error) {
 }
 
 // settled reports whether the try is over on every master without an
-// error: nothing of it can still reach a master.
-func (a *acquireCall) settled() bool {
+// error (nothing of it can still reach a master), with every master's
+// reply, those that came after close included.
+func (a *acquireCall) settled() ([]reply, bool) {
 	select {
 	case <-a.all:
 	default:
-		return false
+		return nil, false
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return !a.troubled
+	return slices.Clone(a.replies), !a.troubled
 }
 
-// close stops recording and returns the replies, which are not written
-// again; kept tells whether the acquisition goes on (its late grants are
-// kept) or was given up.
+// close returns the replies so far; kept tells whether the acquisition
+// goes on (its late grants are kept) or was given up (they are undone).
 func (a *acquireCall) close(kept bool) []reply {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.closed = true
 	a.abandoned = !kept
-	return a.replies
+	return slices.Clone(a.replies)
 }
 
 // abandon gives up an acquisition after close(true), when it is released

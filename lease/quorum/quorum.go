@@ -163,6 +163,8 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 			return lease.Grant{}, b.noQuorum("acquire", v.granted+v.refused, v.granted, err)
 		case try < b.opts.SplitRetries && !v.heldByMajority(b.quorum) && undone &&
 			b.settle(ctx, call, start.Add(ttl-lease.Drift(ttl))) && b.pause(ctx, try):
+			// Judged again on every master's reply, no other owner
+			// holds a majority either.
 			continue
 		default:
 			return lease.Grant{Remaining: v.remaining(b.quorum)}, nil
@@ -222,14 +224,16 @@ func (b *Backend) undo(ctx context.Context, leaseKey, owner string, v votes) boo
 
 // settle waits until the failed try call is over on every master (see
 // acquireCall), at most until deadline (the end of the acquisition's
-// trust window) or ctx's end; true when it is, without an error, so that
-// the try may be made again with the same owner.
+// trust window) or ctx's end. It reports whether the try may be made again
+// with the same owner: it is over without an error, and, judged on every
+// master's reply, no other owner holds a majority.
 func (b *Backend) settle(ctx context.Context, call *acquireCall, deadline time.Time) bool {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
 	case <-call.all:
-		return call.settled()
+		replies, ok := call.settled()
+		return ok && !count(replies).heldByMajority(b.quorum)
 	case <-timer.C:
 		return false
 	case <-ctx.Done():
