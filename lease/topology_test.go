@@ -198,7 +198,10 @@ func exerciseTopology(t *testing.T, top topology) {
 
 	t.Run("ScriptFlushIsRecovered", func(t *testing.T) {
 		c := newClient(t)
-		const ttl = 300 * time.Millisecond
+		// Long enough for the keep-alive's renewals, which reload the
+		// scripts on every node, on a loaded machine: with 300 ms, a
+		// run beside busy loops lost job-0 (trust window ended).
+		const ttl = time.Second
 		for _, name := range top.names {
 			top.flushScripts(t)
 			l, err := c.TryAcquire(ctx, name, 10*time.Second)
