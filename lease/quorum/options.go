@@ -17,6 +17,8 @@ const (
 	// try that failed without another owner seen on a majority (a split
 	// vote, or masters too slow to tell).
 	DefaultSplitRetries = 5
+	// DefaultSettleWait is Options.SettleWait's default (100 ms).
+	DefaultSettleWait = 100 * time.Millisecond
 	// DefaultSplitDelay bounds the random wait before the first such
 	// retry (5 ms); each later retry doubles the bound.
 	DefaultSplitDelay = 5 * time.Millisecond
@@ -41,12 +43,22 @@ type Options struct {
 	// a try that failed although no other owner was seen on a majority of
 	// the masters: a split vote (several acquirers raced and each took a
 	// minority), or masters that did not answer within StragglerWait and
-	// may hide a majority holder or not. Retry n (from 1) first waits a
+	// may hide a majority holder or not. A retry is made only once the
+	// failed try is over on every master (within SettleWait) and no other
+	// owner holds a majority of their replies. Retry n (from 1) first waits a
 	// random time in [0, SplitDelay << (n-1)), so that racers spread out
 	// more on each round: with the defaults, at most 155 ms in all. A try
 	// refused by one owner's majority is not retried. Default
 	// DefaultSplitRetries (5); -1 disables.
 	SplitRetries int
+	// SettleWait is the least time a failed try that may be retried
+	// (SplitRetries) waits for every master to be over with it: a master
+	// that hangs longer costs the retry, not every failed try its
+	// client's timeout. The wait is 10 times the time redsync took to
+	// decide the try when that is longer (a loaded host answers slowly
+	// everywhere), and never past the end of the acquisition's trust
+	// window. Default DefaultSettleWait (100 ms).
+	SettleWait time.Duration
 	// SplitDelay bounds the random wait before the first retry of
 	// SplitRetries; each later retry doubles it. Default
 	// DefaultSplitDelay (5 ms).
@@ -81,6 +93,9 @@ func (o Options) withDefaults() Options {
 	if o.SplitDelay == 0 {
 		o.SplitDelay = DefaultSplitDelay
 	}
+	if o.SettleWait == 0 {
+		o.SettleWait = DefaultSettleWait
+	}
 	if o.TokenLead == 0 {
 		o.TokenLead = DefaultTokenLead
 	}
@@ -97,6 +112,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("%w: SplitRetries %d: want -1 (disabled) or more", ErrInvalidOptions, o.SplitRetries)
 	case o.SplitDelay < 0:
 		return fmt.Errorf("%w: SplitDelay %v is negative", ErrInvalidOptions, o.SplitDelay)
+	case o.SettleWait < 0:
+		return fmt.Errorf("%w: SettleWait %v is negative", ErrInvalidOptions, o.SettleWait)
 	case o.TokenLead < -1 || o.TokenLead > time.Hour:
 		return fmt.Errorf("%w: TokenLead %v: want -1 (disabled) or up to an hour", ErrInvalidOptions, o.TokenLead)
 	}

@@ -143,7 +143,9 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	m := b.newMutex(leaseKey, ttl, redsync.WithGenValueFunc(func() (string, error) { return owner, nil }))
 	for try := 0; ; try++ {
 		call := newAcquireCall(len(b.nodes), b.propose())
+		tryStart := time.Now()
 		err := m.TryLockContext(context.WithValue(ctx, callKey{}, call))
+		decided := time.Since(tryStart)
 		if err == nil {
 			return b.issue(ctx, name, owner, m, call, count(call.close(true)), start, ttl)
 		}
@@ -162,7 +164,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		case v.granted+v.refused < b.quorum:
 			return lease.Grant{}, b.noQuorum("acquire", v.granted+v.refused, v.granted, err)
 		case try < b.opts.SplitRetries && !v.heldByMajority(b.quorum) && undone &&
-			b.settle(ctx, call, start.Add(ttl-lease.Drift(ttl))) && b.pause(ctx, try):
+			b.settle(ctx, call, b.settleBy(start, ttl, decided)) && b.pause(ctx, try):
 			// Judged again on every master's reply, no other owner
 			// holds a majority either.
 			continue
@@ -170,6 +172,16 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 			return lease.Grant{Remaining: v.remaining(b.quorum)}, nil
 		}
 	}
+}
+
+// settleBy returns when a failed try decided in decided stops waiting to
+// be over everywhere (see Options.SettleWait).
+func (b *Backend) settleBy(start time.Time, ttl, decided time.Duration) time.Time {
+	by := time.Now().Add(max(b.opts.SettleWait, 10*decided))
+	if end := start.Add(ttl - lease.Drift(ttl)); end.Before(by) {
+		return end
+	}
+	return by
 }
 
 // StragglerWait bounds how long a failed try waits, after redsync
@@ -223,8 +235,7 @@ func (b *Backend) undo(ctx context.Context, leaseKey, owner string, v votes) boo
 }
 
 // settle waits until the failed try call is over on every master (see
-// acquireCall), at most until deadline (the end of the acquisition's
-// trust window) or ctx's end. It reports whether the try may be made again
+// acquireCall), at most until deadline (settleBy) or ctx's end. It reports whether the try may be made again
 // with the same owner: it is over without an error, and, judged on every
 // master's reply, no other owner holds a majority.
 func (b *Backend) settle(ctx context.Context, call *acquireCall, deadline time.Time) bool {

@@ -46,6 +46,7 @@ func TestNewRefusesBadMastersAndOptions(t *testing.T) {
 		{RenewParallelism: -1},
 		{SplitRetries: -2},
 		{SplitDelay: -time.Millisecond},
+		{SettleWait: -time.Millisecond},
 		{TokenLead: -2},
 		{TokenLead: 2 * time.Hour},
 	} {

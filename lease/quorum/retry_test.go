@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/quorum"
 )
 
 // TestRacersOverSlowMastersExactlyOneWins: 16 acquirers race for a free
@@ -97,7 +98,8 @@ func TestRetryWaitsForTheFailedTryOnEveryMaster(t *testing.T) {
 	t.Parallel()
 	m := startMasters(t, 5)
 	ctx := context.Background()
-	b := m.backend(t)
+	// Longer than the test holds the command back.
+	b := m.backend(t, func(o *quorum.Options) { o.SettleWait = time.Minute })
 	leaseKey, _ := b.Keys("job")
 	// x holds two masters and y one: the first try takes master 0 and is
 	// refused a majority by nobody, a split.
@@ -206,4 +208,47 @@ func isLeaseRelease(cmd redis.Cmder) bool {
 	}
 	key, _ := args[3].(string)
 	return !strings.HasSuffix(key, ":fence")
+}
+
+// TestHungMasterDoesNotHoldUpAFailedTry: a try that may be retried waits
+// for every master to be over with it, but a master that hangs (SIGSTOP)
+// holds it up for Options.SettleWait, not for its client's timeout (a
+// minute here): the try is then not retried, and Acquire answers.
+func TestHungMasterDoesNotHoldUpAFailedTry(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 5)
+	rdbs := make([]redis.UniversalClient, len(m.srvs))
+	for i, srv := range m.srvs {
+		rdbs[i] = srv.Client(t, func(o *redis.Options) {
+			o.ReadTimeout, o.WriteTimeout = time.Minute, time.Minute
+		})
+	}
+	b, err := quorum.New(rdbs, quorum.Options{Prefix: m.prefix})
+	require.NoError(t, err)
+	ctx := context.Background()
+	leaseKey, _ := b.Keys("job")
+	// x holds two masters, y one, master 4 hangs: no owner is seen on a
+	// majority, a try that may be retried.
+	for node, owner := range map[int]string{1: "x", 2: "x", 3: "y"} {
+		require.NoError(t, m.rdbs[node].Set(ctx, leaseKey, owner, time.Minute).Err())
+	}
+	m.srvs[4].Pause(t)
+	t.Cleanup(func() { m.srvs[4].Resume(t) })
+
+	got := make(chan error, 1)
+	go func() {
+		g, err := b.Acquire(ctx, "job", "z", 10*time.Minute)
+		if err == nil && g.Acquired {
+			err = errors.New("acquired")
+		}
+		got <- err
+	}()
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	select {
+	case err := <-got:
+		require.NoError(t, err, "not acquired, no error")
+	case <-timer.C:
+		t.Fatal("Acquire waited for the hung master's timeout")
+	}
 }
