@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // ErrUnknownScope matches a fenced transition whose Fence.Scope names
@@ -47,13 +48,25 @@ func SlotScope(s Slot) string {
 // scope is an error matching ErrUnknownScope. Ledgers call it on every
 // fenced transition to pick the fence they check and raise.
 func SlotScoped(s Slot, scope string) (bool, error) {
-	switch scope {
-	case UnitScope(s.Job, s.Partition):
+	switch {
+	case isUnitScope(scope, s.Job, s.Partition):
 		return false, nil
-	case SlotScope(s):
+	case scope == SlotScope(s):
 		return true, nil
 	}
 	return false, fmt.Errorf("%w: %q for slot %s", ErrUnknownScope, scope, s.Key())
+}
+
+// isUnitScope reports scope == UnitScope(job, partition) without building
+// the name: SlotScoped runs on every fenced transition of every slot.
+func isUnitScope(scope, job, partition string) bool {
+	if partition == "" {
+		return scope == job
+	}
+	return len(scope) == len(job)+len(PartitionSep)+len(partition) &&
+		strings.HasPrefix(scope, job) &&
+		strings.HasPrefix(scope[len(job):], PartitionSep) &&
+		strings.HasSuffix(scope, partition)
 }
 
 // Check validates f for a fenced transition of s: its scope (SlotScoped),
@@ -71,7 +84,7 @@ func (f Fence) Check(s Slot) (slotScoped bool, err error) {
 		return false, fmt.Errorf("%w: a Planner with the unit scope %q", ErrInvalidFence, f.Scope)
 	case f.Planner.Planner != nil:
 		return false, fmt.Errorf("%w: a Planner with a Planner of its own", ErrInvalidFence)
-	case f.Planner.Scope != UnitScope(s.Job, s.Partition):
+	case !isUnitScope(f.Planner.Scope, s.Job, s.Partition):
 		return false, fmt.Errorf("%w: Planner scope %q, want the unit scope %q", ErrUnknownScope, f.Planner.Scope, UnitScope(s.Job, s.Partition))
 	}
 	return true, nil

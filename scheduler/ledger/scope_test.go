@@ -57,3 +57,35 @@ func TestSlotScoped(t *testing.T) {
 		}
 	}
 }
+
+// isUnitScope is scope == UnitScope(job, partition), without building the
+// name: checked on every pair of small names over an alphabet holding the
+// separator, against every scope built from them.
+func TestIsUnitScopeIsUnitScopeEquality(t *testing.T) {
+	t.Parallel()
+	alphabet := []string{"", "a", "b", "|", "a|", "|b", "ab", "a|b"}
+	var scopes []string
+	for _, x := range alphabet {
+		for _, y := range alphabet {
+			scopes = append(scopes, x+y, x+"|"+y, x+"||"+y)
+		}
+	}
+	for _, job := range alphabet {
+		for _, p := range alphabet {
+			for _, scope := range scopes {
+				if got, want := isUnitScope(scope, job, p), scope == UnitScope(job, p); got != want {
+					t.Fatalf("isUnitScope(%q, %q, %q) = %v, want %v", scope, job, p, got, want)
+				}
+			}
+		}
+	}
+}
+
+// SlotScoped of the unit scope allocates nothing (not parallel:
+// AllocsPerRun counts the whole process's allocations).
+func TestSlotScopedOfTheUnitScopeAllocatesNothing(t *testing.T) {
+	s := Slot{Job: "settle", At: time.Unix(1_780_000_000, 0), Partition: "eu"}
+	if n := testing.AllocsPerRun(100, func() { _, _ = SlotScoped(s, "settle|eu") }); n != 0 {
+		t.Fatalf("SlotScoped of the unit scope: %v allocations, want 0", n)
+	}
+}
