@@ -2,7 +2,9 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -77,6 +79,8 @@ func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
 	res, err := acquireScript.Run(ctx, c.p.rdb, []string{name, name + fenceSuffix}, value, expiry.Milliseconds(), proposal).Slice()
 	var r reply
 	switch {
+	case err != nil && neverSent(err):
+		r = reply{state: down, err: err}
 	case err != nil:
 		r = reply{state: failed, err: err}
 	case len(res) == 2 && asInt(res[0]) == 1 && asInt(res[1]) > 0:
@@ -129,7 +133,17 @@ const (
 	granted                   // the key is ours; value is the candidate
 	refused                   // another owner holds it; value is its PTTL in ms
 	failed                    // an error; the key may or may not be ours
+	down                      // the command was never sent (no connection): the key is not ours
 )
+
+// neverSent reports an error of a command that never reached its master:
+// the connection could not be made (a master down, its port closed), so
+// the script did not run. Any other error (a timeout, a reset connection)
+// leaves it unknown whether it ran.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
 
 // mayHold reports whether a master that answered so may hold the key for
 // the acquisition: it granted, or its answer was lost (the script may have

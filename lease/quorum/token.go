@@ -23,7 +23,8 @@ type votes struct {
 	replies  []reply
 	granted  int
 	refused  int
-	failed   int
+	failed   int     // errors after which the key may be ours
+	down     int     // masters the command never reached
 	maxCand  int64   // the largest candidate among the granted
 	refusals []int64 // the holders' PTTLs in ms
 }
@@ -40,6 +41,8 @@ func count(replies []reply) votes {
 			v.refusals = append(v.refusals, r.value)
 		case failed:
 			v.failed++
+		case down:
+			v.down++
 		}
 	}
 	return v
