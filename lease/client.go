@@ -45,11 +45,11 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 // NewWithBackend returns a Client over b, such as a *RedisBackend, or
 // lease/quorum's or lease/pglease's. Options.Prefix and ReplicaAck are
 // the Redis backend's (New passes them on; RedisOptions sets them for
-// NewRedisBackend) and do not apply here: ErrNilClient for a nil backend,
-// ErrInvalidOptions for ReplicaAck.
+// NewRedisBackend) and do not apply here (Prefix is ignored): ErrNilClient
+// for a nil backend, ErrInvalidOptions for ReplicaAck.
 func NewWithBackend(b Backend, opts Options) (*Client, error) {
 	if safe.IsNil(b) {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("%w: NewWithBackend got a nil backend", ErrNilClient)
 	}
 	if opts.ReplicaAck.Replicas > 0 {
 		return nil, fmt.Errorf("%w: ReplicaAck is the Redis backend's (RedisOptions)", ErrInvalidOptions)

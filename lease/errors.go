@@ -88,7 +88,8 @@ type NotReplicatedError struct {
 
 // Error implements error.
 func (e *NotReplicatedError) Error() string {
-	return fmt.Sprintf("lease %q: acquire acknowledged by %d replicas, want %d", e.Name, e.Got, e.Want)
+	// The Client wraps it as `lease "<name>": acquire: ...`.
+	return fmt.Sprintf("acknowledged by %d replicas, want %d", e.Got, e.Want)
 }
 
 // Is makes errors.Is(err, ErrNotReplicated) true.

@@ -112,8 +112,9 @@ func (k RedisKeys) Tagged(suffix string) string { return k.Lease + ":" + suffix 
 
 // Keys returns the keys of the lease called name. The name is checked as
 // Client.TryAcquire checks it (ErrInvalidName for an empty name, one
-// longer than MaxNameLen or one holding '{' or '}'): a brace would move
-// the hash tag, and the keys of one lease would land in different slots.
+// longer than MaxNameLen, one holding '{' or '}', or one that is not
+// UTF-8 without control characters): a brace would move the hash tag,
+// and the keys of one lease would land in different slots.
 func (b *RedisBackend) Keys(name string) (RedisKeys, error) {
 	if err := validateName(name); err != nil {
 		return RedisKeys{}, err
