@@ -123,9 +123,9 @@ func (b *Backend) Keys(name string) (leaseKey, fenceKey string) {
 
 // Acquire implements lease.Backend. It takes the lease on a majority of
 // the masters (redsync, one try, plus up to Options.SplitRetries when no
-// other owner was seen on a majority), issues the token (see the package documentation), and
-// refuses the acquisition when all of it took longer than ttl -
-// lease.Drift(ttl).
+// other owner was seen on a majority), issues the token (see the package
+// documentation), and refuses the acquisition when all of it took longer
+// than ttl - lease.Drift(ttl).
 //
 // Errors: *NoQuorumError when fewer than a majority answered (or fewer
 // than a majority of counters could be raised to the token);
@@ -235,9 +235,10 @@ func (b *Backend) undo(ctx context.Context, leaseKey, owner string, v votes) boo
 }
 
 // settle waits until the failed try call is over on every master (see
-// acquireCall), at most until deadline (settleBy) or ctx's end. It reports whether the try may be made again
-// with the same owner: it is over without an error, and, judged on every
-// master's reply, no other owner holds a majority.
+// acquireCall), at most until deadline (settleBy) or ctx's end. It
+// reports whether the try may be made again with the same owner: it is
+// over without an error, and, judged on every master's reply, no other
+// owner holds a majority.
 func (b *Backend) settle(ctx context.Context, call *acquireCall, deadline time.Time) bool {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
