@@ -112,8 +112,8 @@ func (s *Script) Queue(ctx context.Context, pipe redis.Pipeliner, prepared []any
 //
 // Run again, the command goes by EVAL, which sends the script's text and
 // makes the server load it, unless another call is loading it: when an
-// EVAL of the script is in flight on rdb, Fallback waits for it and sends EVALSHA
-// (EVAL only when that meets NOSCRIPT too). So concurrent calls that meet
+// EVAL of the script is in flight on rdb, Fallback waits for it and sends
+// EVALSHA (EVAL only when that meets NOSCRIPT too). So concurrent calls that meet
 // NOSCRIPT together (after a restart, a failover or SCRIPT FLUSH) cost the
 // server about one load, not one each: loading a large script costs
 // milliseconds (the scheduler's joined claim: about 3.5 ms, where its
