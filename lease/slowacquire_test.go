@@ -99,25 +99,10 @@ func TestSlowRequestToRealRedisIsRefusedAndLeavesNoKey(t *testing.T) {
 	require.NoError(t, err)
 	warmScripts(t, c)
 
-	before := p.Received(faultproxy.Upstream)
-	p.SetDelay(faultproxy.Upstream, slowBy)
-	type result struct {
-		l   *lease.Lease
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		l, err := c.TryAcquire(context.Background(), "slow-request", slowTTL)
-		got <- result{l, err}
-	}()
-	// Only the acquire is delayed: once the proxy holds it, what follows
-	// (the compare-and-delete) goes through at once.
-	testwait.Until(t, 10*time.Second, "the acquire reached the proxy", func() bool {
-		return p.Received(faultproxy.Upstream) > before
+	l, err := behindSlowRequest(t, p, func() (*lease.Lease, error) {
+		return c.TryAcquire(context.Background(), "slow-request", slowTTL)
 	})
-	p.SetDelay(faultproxy.Upstream, 0)
-	r := <-got
-	se := requireSlow(t, r.l, r.err, "slow-request")
+	se := requireSlow(t, l, err, "slow-request")
 	leaseKey, _ := lease.KeysOf(c, "slow-request")
 	n, err := direct.Exists(context.Background(), leaseKey).Result()
 	require.NoError(t, err)
@@ -134,31 +119,43 @@ func TestBlockingAcquireTriesAgainAfterASlowGrantOnRealRedis(t *testing.T) {
 	require.NoError(t, err)
 	warmScripts(t, c)
 
-	before := p.Received(faultproxy.Upstream)
-	p.SetDelay(faultproxy.Upstream, slowBy)
+	wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := behindSlowRequest(t, p, func() (*lease.Lease, error) {
+		return c.Acquire(wait, "slow-then-fast", slowTTL)
+	})
+	require.NoError(t, err, "the try after the slow grant takes the lease")
+	defer func() { require.NoError(t, l.Release(context.Background())) }()
+	require.NoError(t, l.Err())
+	leaseKey, _ := lease.KeysOf(c, "slow-then-fast")
+	owner, err := direct.Get(context.Background(), leaseKey).Result()
+	require.NoError(t, err)
+	require.Equal(t, l.Owner(), owner, "the key holds the lease handed out")
+}
+
+// behindSlowRequest runs acquire while the proxy holds the first request
+// it sends for slowBy: only that request is delayed, since once the proxy
+// holds it, what follows (a compare-and-delete, a next try) goes through
+// at once.
+func behindSlowRequest(t *testing.T, p *faultproxy.Proxy, acquire func() (*lease.Lease, error)) (*lease.Lease, error) {
+	t.Helper()
 	type result struct {
 		l   *lease.Lease
 		err error
 	}
+	before := p.Received(faultproxy.Upstream)
+	p.SetDelay(faultproxy.Upstream, slowBy)
 	got := make(chan result, 1)
-	wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	go func() {
-		l, err := c.Acquire(wait, "slow-then-fast", slowTTL)
+		l, err := acquire()
 		got <- result{l, err}
 	}()
-	testwait.Until(t, 10*time.Second, "the first acquire reached the proxy", func() bool {
+	testwait.Until(t, 10*time.Second, "the acquire reached the proxy", func() bool {
 		return p.Received(faultproxy.Upstream) > before
 	})
 	p.SetDelay(faultproxy.Upstream, 0)
 	r := <-got
-	require.NoError(t, r.err, "the try after the slow grant takes the lease")
-	defer func() { require.NoError(t, r.l.Release(context.Background())) }()
-	require.NoError(t, r.l.Err())
-	leaseKey, _ := lease.KeysOf(c, "slow-then-fast")
-	owner, err := direct.Get(context.Background(), leaseKey).Result()
-	require.NoError(t, err)
-	require.Equal(t, r.l.Owner(), owner, "the key holds the lease handed out")
+	return r.l, r.err
 }
 
 // An acquire whose reply times out may still have taken the key: it

@@ -38,6 +38,13 @@ func TestRacersOverSlowMastersExactlyOneWins(t *testing.T) {
 	for i := range clients {
 		clients[i], _ = m.client(t)
 	}
+	requireOneWinnerPerRound(t, clients, rounds)
+}
+
+// requireOneWinnerPerRound makes clients race TryAcquire for a free name
+// of their own, rounds times, and requires exactly one winner each round.
+func requireOneWinnerPerRound(t *testing.T, clients []*lease.Client, rounds int) {
+	t.Helper()
 	ctx := context.Background()
 	for round := range rounds {
 		name := fmt.Sprintf("race-%d", round)
@@ -268,32 +275,5 @@ func TestRacersWithAMasterDownExactlyOneWins(t *testing.T) {
 	for i := range clients {
 		clients[i], _ = m.client(t)
 	}
-	ctx := context.Background()
-	for round := range rounds {
-		name := fmt.Sprintf("race-%d", round)
-		var (
-			wg      sync.WaitGroup
-			mu      sync.Mutex
-			winners []*lease.Lease
-		)
-		start := make(chan struct{})
-		for _, c := range clients {
-			wg.Go(func() {
-				<-start
-				l, err := c.TryAcquire(ctx, name, time.Minute)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err == nil:
-					winners = append(winners, held(t, l))
-				case !errors.Is(err, lease.ErrNotAcquired):
-					t.Errorf("round %d: TryAcquire: %v", round, err)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		require.Len(t, winners, 1, "round %d: exactly one racer wins", round)
-		require.NoError(t, winners[0].Release(ctx))
-	}
+	requireOneWinnerPerRound(t, clients, rounds)
 }
