@@ -45,14 +45,18 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 // NewWithBackend returns a Client over b, such as a *RedisBackend, or
 // lease/quorum's or lease/pglease's. Options.Prefix and ReplicaAck are
 // the Redis backend's (New passes them on; RedisOptions sets them for
-// NewRedisBackend) and do not apply here (Prefix is ignored): ErrNilClient
-// for a nil backend, ErrInvalidOptions for ReplicaAck.
+// NewRedisBackend) and are refused here, since the backend owns its keys
+// (quorum.Options.Prefix, pglease's table): ErrNilClient for a nil
+// backend, ErrInvalidOptions for a Prefix or a ReplicaAck.
 func NewWithBackend(b Backend, opts Options) (*Client, error) {
 	if safe.IsNil(b) {
 		return nil, fmt.Errorf("%w: NewWithBackend got a nil backend", ErrNilClient)
 	}
 	if opts.ReplicaAck.Replicas > 0 {
 		return nil, fmt.Errorf("%w: ReplicaAck is the Redis backend's (RedisOptions)", ErrInvalidOptions)
+	}
+	if opts.Prefix != "" {
+		return nil, fmt.Errorf("%w: Prefix %q: the backend's keys are its own (RedisOptions.Prefix, quorum.Options.Prefix)", ErrInvalidOptions, opts.Prefix)
 	}
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {

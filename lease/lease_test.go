@@ -87,6 +87,19 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = New(rdb, Options{RetryMin: time.Second, RetryMax: time.Millisecond})
 	require.ErrorIs(t, err, ErrInvalidOptions)
+
+	// NewWithBackend: the backend owns its keys and replication.
+	b, err := NewRedisBackend(rdb, RedisOptions{})
+	require.NoError(t, err)
+	_, err = NewWithBackend(nil, Options{})
+	require.ErrorIs(t, err, ErrNilClient)
+	require.ErrorContains(t, err, "nil backend")
+	_, err = NewWithBackend(b, Options{Prefix: "app:"})
+	require.ErrorIs(t, err, ErrInvalidOptions, "a Prefix is the backend's")
+	_, err = NewWithBackend(b, Options{ReplicaAck: ReplicaAck{Replicas: 1}})
+	require.ErrorIs(t, err, ErrInvalidOptions, "a ReplicaAck is the Redis backend's")
+	_, err = NewWithBackend(b, Options{})
+	require.NoError(t, err)
 }
 
 // A Release that got no answer can be tried again.

@@ -33,7 +33,8 @@ const (
 type Options struct {
 	// Prefix starts every key of the Redis backend New builds
 	// (RedisOptions.Prefix). Default DefaultPrefix. It must not hold '{'
-	// or '}': the lease name is the Cluster hash tag.
+	// or '}': the lease name is the Cluster hash tag. NewWithBackend
+	// refuses it: its backend's keys are the backend's own.
 	Prefix string
 	// RetryMin and RetryMax bound the jittered wait between two attempts
 	// of a blocked Acquire. The wait follows the holder's remaining TTL
