@@ -30,15 +30,46 @@ import (
 func TestRacersOverSlowMastersExactlyOneWins(t *testing.T) {
 	t.Parallel()
 	m := startMasters(t, 5)
-	for _, node := range []int{3, 4} {
-		m.rdbs[node].AddHook(lateBy(12 * time.Millisecond))
-	}
-	const racers, rounds = 16, 60
-	clients := make([]*lease.Client, racers)
-	for i := range clients {
-		clients[i], _ = m.client(t)
-	}
+	clients := racers(t, m, 16, func(node int, rdb *redis.Client) {
+		if node >= 3 {
+			rdb.AddHook(lateBy(12 * time.Millisecond))
+		}
+	})
+	const rounds = 60
 	requireOneWinnerPerRound(t, clients, rounds)
+}
+
+// racers returns n lease Clients, each over a Backend of its own on m's
+// masters, through clients of their own with generous timeouts (adjust,
+// when not nil, may add hooks per master): on a loaded host a reply later
+// than the masters' usual 150 ms timeout would fail the try, and a try
+// that failed with an error is never retried. SplitRetries is 10: these
+// tests are about which tries are retried, not about the default budget
+// (5) on a host too loaded to spread 8 racers over 155 ms of pauses (a
+// round with no winner in a clean-clone CI run beside busy loops).
+func racers(t *testing.T, m *masters, n int, adjust func(node int, rdb *redis.Client)) []*lease.Client {
+	t.Helper()
+	rdbs := make([]redis.UniversalClient, len(m.srvs))
+	for i, srv := range m.srvs {
+		rdb := srv.Client(t, func(o *redis.Options) {
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 5*time.Second, 5*time.Second, 5*time.Second
+			// One dial and no retry, as startMasters': a down master
+			// answers at once.
+			o.MaxRetries, o.DialerRetries = 1, 1
+		})
+		if adjust != nil {
+			adjust(i, rdb)
+		}
+		rdbs[i] = rdb
+	}
+	clients := make([]*lease.Client, n)
+	for i := range clients {
+		b, err := quorum.New(rdbs, quorum.Options{Prefix: m.prefix, SplitRetries: 10})
+		require.NoError(t, err)
+		clients[i], err = lease.NewWithBackend(b, lease.Options{})
+		require.NoError(t, err)
+	}
+	return clients
 }
 
 // requireOneWinnerPerRound makes clients race TryAcquire for a free name
@@ -270,10 +301,7 @@ func TestRacersWithAMasterDownExactlyOneWins(t *testing.T) {
 	t.Parallel()
 	m := startMasters(t, 3)
 	m.srvs[2].Kill(t)
-	const racers, rounds = 8, 30
-	clients := make([]*lease.Client, racers)
-	for i := range clients {
-		clients[i], _ = m.client(t)
-	}
+	clients := racers(t, m, 8, nil)
+	const rounds = 30
 	requireOneWinnerPerRound(t, clients, rounds)
 }
