@@ -4,10 +4,6 @@ package autopipe
 
 import (
 	"context"
-	"errors"
-	"slices"
-	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -27,18 +23,7 @@ import (
 type Pipe struct {
 	rdb   redis.UniversalClient
 	plain bool // a Cluster: every command on its own
-	limit int  // sends on the wire at once
-
-	mu       sync.Mutex
-	inFlight int // sends on the wire, or whose leader is being handed over
-	queue    []*call
-}
-
-type call struct {
-	ctx   context.Context
-	cmd   redis.Cmder
-	done  chan struct{} // closed when cmd has its answer, or to make the call lead
-	batch []*call       // set before done is closed: the batch this call sends
+	j     Joiner[redis.Cmder]
 }
 
 // DefaultInFlight is the bound New takes: sends (a plain command or a
@@ -57,7 +42,20 @@ func New(rdb redis.UniversalClient) *Pipe { return NewInFlight(rdb, DefaultInFli
 // its answer).
 func NewInFlight(rdb redis.UniversalClient, n int) *Pipe {
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &Pipe{rdb: rdb, plain: cluster, limit: max(n, 1)}
+	p := &Pipe{rdb: rdb, plain: cluster}
+	p.j = Joiner[redis.Cmder]{
+		One: func(ctx context.Context, cmd redis.Cmder) { _ = rdb.Process(ctx, cmd) },
+		Many: func(ctx context.Context, cmds []redis.Cmder) {
+			pipe := rdb.Pipeline()
+			for _, cmd := range cmds {
+				_ = pipe.Process(ctx, cmd)
+			}
+			_, _ = pipe.Exec(ctx) // each command carries its own answer
+		},
+		Fail: func(cmd redis.Cmder, err error) { cmd.SetErr(err) },
+	}
+	p.j.SetInFlight(n)
+	return p
 }
 
 // Process runs cmd, batched with the commands of concurrent calls, and
@@ -72,157 +70,22 @@ func NewInFlight(rdb redis.UniversalClient, n int) *Pipe {
 // sent the batch; the other calls of the batch get an error, and the pipe
 // goes on.
 func (p *Pipe) Process(ctx context.Context, cmd redis.Cmder) error {
-	if err := ctx.Err(); err != nil {
-		cmd.SetErr(err)
-		return err
-	}
 	if p.plain {
+		if err := ctx.Err(); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
 		return p.rdb.Process(ctx, cmd)
 	}
-	p.mu.Lock()
-	if p.inFlight < p.limit {
-		// Room on the wire: at once, as a plain command, allocating
-		// nothing here.
-		p.inFlight++
-		p.mu.Unlock()
-		defer p.handOver()
-		_ = p.rdb.Process(ctx, cmd)
-		return cmd.Err()
-	}
-	c := &call{ctx: ctx, cmd: cmd, done: make(chan struct{})}
-	p.queue = append(p.queue, c)
-	p.mu.Unlock()
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		if p.abandon(c) {
-			cmd.SetErr(ctx.Err())
-			return ctx.Err()
-		}
-		<-c.done // on the wire, or made leader: see below
-	}
-	if c.batch != nil {
-		p.lead(c)
-	}
+	p.j.Do(ctx, cmd)
 	return cmd.Err()
 }
 
-// abandon takes c, whose caller's ctx ended, out of the queue. It reports
-// false when c is in a batch already (its own, as leader, or another's).
-func (p *Pipe) abandon(c *call) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	i := slices.Index(p.queue, c)
-	if i < 0 {
-		return false
-	}
-	p.queue = slices.Delete(p.queue, i, i+1)
-	return true
-}
-
-// lead sends c's batch, answers the other calls and hands over. A leader
-// whose ctx ended before the send leaves its batch, as a queued call
-// leaves the queue; the others are sent.
-func (p *Pipe) lead(c *call) {
-	batch := c.batch
-	if err := c.ctx.Err(); err != nil {
-		c.cmd.SetErr(err)
-		batch = slices.DeleteFunc(batch, func(b *call) bool { return b == c })
-	}
-	sent := false
-	defer func() {
-		if !sent {
-			// go-redis or a hook panicked: answer the others, keep the
-			// pipe going, and let the panic reach this caller.
-			for _, b := range batch {
-				if b != c {
-					b.cmd.SetErr(errPanicked)
-					close(b.done)
-				}
-			}
-			p.handOver()
-		}
-	}()
-	if len(batch) > 0 {
-		p.send(c.ctx, batch)
-	}
-	sent = true
-	for _, b := range batch {
-		if b != c {
-			close(b.done)
-		}
-	}
-	p.handOver()
-}
-
-var errPanicked = errors.New("autopipe: the batch's sender panicked")
-
-// handOver, after a send ended, gives everything queued meanwhile to the
-// first call queued, as the batch it sends, or frees the send's place on
-// the wire.
-func (p *Pipe) handOver() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.queue) == 0 {
-		p.inFlight--
-		return
-	}
-	next := p.queue[0]
-	next.batch = p.queue
-	p.queue = nil
-	close(next.done) // the place stays taken: next sends its batch
-}
-
-// send runs batch: a lone command as a plain one under its caller's ctx;
-// several in one pipeline, without the sender's cancellation (ctx gives
-// its values only) but with the latest deadline among the calls (none
-// when one has none).
-func (p *Pipe) send(ctx context.Context, batch []*call) {
-	if len(batch) == 1 {
-		_ = p.rdb.Process(batch[0].ctx, batch[0].cmd)
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	var latest time.Time
-	for _, b := range batch {
-		d, ok := b.ctx.Deadline()
-		if !ok {
-			latest = time.Time{}
-			break
-		}
-		if d.After(latest) {
-			latest = d
-		}
-	}
-	if !latest.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
-	}
-	pipe := p.rdb.Pipeline()
-	for _, b := range batch {
-		_ = pipe.Process(ctx, b.cmd)
-	}
-	_, _ = pipe.Exec(ctx) // each command carries its own answer
-}
-
 // Queued returns how many calls wait for a place on the wire (for tests).
-func (p *Pipe) Queued() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.queue)
-}
+func (p *Pipe) Queued() int { return p.j.Queued() }
 
 // InFlight returns how many sends are on the wire (for tests).
-func (p *Pipe) InFlight() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.inFlight
-}
+func (p *Pipe) InFlight() int { return p.j.InFlight() }
 
 // Idle reports that nothing is on the wire and nothing waits (for tests).
-func (p *Pipe) Idle() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.inFlight == 0 && len(p.queue) == 0
-}
+func (p *Pipe) Idle() bool { return p.j.Idle() }

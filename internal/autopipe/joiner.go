@@ -1,0 +1,204 @@
+package autopipe
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Joiner joins the calls of concurrent callers into batches: up to a
+// bound of sends in flight at once, a call made while fewer are in flight
+// is sent at once on its own (One), and calls made while the bound is
+// reached wait; when a send ends, the calls queued meanwhile are sent
+// together (Many): a caller that finished a send hands the next batch to
+// the first call queued, so no caller sends more than one batch. It starts
+// no goroutine. Pipe is a Joiner of Redis commands; the Redis ledger joins
+// the ends of concurrent runs into one script call.
+//
+// C is a call's request and, once sent, its answer (a pointer: One, Many
+// and Fail record the answer in it).
+type Joiner[C any] struct {
+	// One sends a lone call under its caller's ctx.
+	One func(ctx context.Context, c C)
+	// Many sends several calls together. ctx carries the values of the
+	// sender's, none of its cancellation, and the latest deadline among
+	// the calls (none when one has none).
+	Many func(ctx context.Context, batch []C)
+	// Fail answers a call that is not sent: its caller's ctx ended
+	// (ctx's error), or the sender of its batch panicked.
+	Fail func(c C, err error)
+
+	limit    int
+	mu       sync.Mutex
+	inFlight int // sends in flight, or whose leader is being handed over
+	queue    []*joinCall[C]
+}
+
+type joinCall[C any] struct {
+	ctx   context.Context
+	c     C
+	done  chan struct{}  // closed when c has its answer, or to make the call lead
+	batch []*joinCall[C] // set before done is closed: the batch this call sends
+}
+
+// SetInFlight sets the bound of sends in flight at once; n < 1 means 1
+// (stop-and-wait). Call it before the first Do.
+func (j *Joiner[C]) SetInFlight(n int) { j.limit = max(n, 1) }
+
+// Do sends c, joined with the calls of concurrent callers, and returns
+// when c has its answer. A call whose ctx ends while it waits for a send
+// ahead of it leaves the queue (Fail with ctx's error; it is not sent);
+// once sent, it waits for the answer. A ctx that already ended sends
+// nothing. A panic in One or Many reaches the caller that sent the batch;
+// the other calls of the batch are failed, and the Joiner goes on.
+func (j *Joiner[C]) Do(ctx context.Context, c C) {
+	if err := ctx.Err(); err != nil {
+		j.Fail(c, err)
+		return
+	}
+	j.mu.Lock()
+	if j.inFlight < max(j.limit, 1) {
+		// Room: at once, on its own, allocating nothing here.
+		j.inFlight++
+		j.mu.Unlock()
+		defer j.handOver()
+		j.One(ctx, c)
+		return
+	}
+	jc := &joinCall[C]{ctx: ctx, c: c, done: make(chan struct{})}
+	j.queue = append(j.queue, jc)
+	j.mu.Unlock()
+	select {
+	case <-jc.done:
+	case <-ctx.Done():
+		if j.abandon(jc) {
+			j.Fail(c, ctx.Err())
+			return
+		}
+		<-jc.done // sent, or made leader: see below
+	}
+	if jc.batch != nil {
+		j.lead(jc)
+	}
+}
+
+// abandon takes jc, whose caller's ctx ended, out of the queue. It reports
+// false when jc is in a batch already (its own, as leader, or another's).
+func (j *Joiner[C]) abandon(jc *joinCall[C]) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	i := slices.Index(j.queue, jc)
+	if i < 0 {
+		return false
+	}
+	j.queue = slices.Delete(j.queue, i, i+1)
+	return true
+}
+
+// lead sends jc's batch, answers the other calls and hands over. A leader
+// whose ctx ended before the send leaves its batch, as a queued call
+// leaves the queue; the others are sent.
+func (j *Joiner[C]) lead(jc *joinCall[C]) {
+	batch := jc.batch
+	if err := jc.ctx.Err(); err != nil {
+		j.Fail(jc.c, err)
+		batch = slices.DeleteFunc(batch, func(b *joinCall[C]) bool { return b == jc })
+	}
+	sent := false
+	defer func() {
+		if !sent {
+			// One or Many panicked: answer the others, keep the
+			// Joiner going, and let the panic reach this caller.
+			for _, b := range batch {
+				if b != jc {
+					j.Fail(b.c, errPanicked)
+					close(b.done)
+				}
+			}
+			j.handOver()
+		}
+	}()
+	if len(batch) > 0 {
+		j.send(jc.ctx, batch)
+	}
+	sent = true
+	for _, b := range batch {
+		if b != jc {
+			close(b.done)
+		}
+	}
+	j.handOver()
+}
+
+var errPanicked = errors.New("autopipe: the batch's sender panicked")
+
+// handOver, after a send ended, gives everything queued meanwhile to the
+// first call queued, as the batch it sends, or frees the send's place.
+func (j *Joiner[C]) handOver() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.queue) == 0 {
+		j.inFlight--
+		return
+	}
+	next := j.queue[0]
+	next.batch = j.queue
+	j.queue = nil
+	close(next.done) // the place stays taken: next sends its batch
+}
+
+// send runs batch: a lone call with One under its caller's ctx; several
+// with Many, without the sender's cancellation (ctx gives its values
+// only) but with the latest deadline among the calls (none when one has
+// none).
+func (j *Joiner[C]) send(ctx context.Context, batch []*joinCall[C]) {
+	if len(batch) == 1 {
+		j.One(batch[0].ctx, batch[0].c)
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	var latest time.Time
+	for _, b := range batch {
+		d, ok := b.ctx.Deadline()
+		if !ok {
+			latest = time.Time{}
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if !latest.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	cs := make([]C, len(batch))
+	for i, b := range batch {
+		cs[i] = b.c
+	}
+	j.Many(ctx, cs)
+}
+
+// Queued returns how many calls wait for a place (for tests).
+func (j *Joiner[C]) Queued() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.queue)
+}
+
+// InFlight returns how many sends are in flight (for tests).
+func (j *Joiner[C]) InFlight() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.inFlight
+}
+
+// Idle reports that nothing is in flight and nothing waits (for tests).
+func (j *Joiner[C]) Idle() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.inFlight == 0 && len(j.queue) == 0
+}
