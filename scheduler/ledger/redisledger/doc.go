@@ -12,7 +12,13 @@
 // and begins each slot due on time under the token its script just
 // issued (one script per batch on a single server or Sentinel, one per
 // unit on Cluster), and FinishRelease records a run's outcome and releases
-// its lease in one script. The lease's transitions are internal/leaselua's
+// its lease in one script. The FinishRelease calls of runs that end
+// together are joined (off Cluster, whose units' keys lie in different
+// slots): while two joined finish calls are on the wire, the runs that end
+// meanwhile wait and go in the next one (scripts/finishall.lua, at most 256
+// runs per script call), each with its own answer: a stale token or a
+// store error of one run (a key of the wrong type) is that run's alone. A
+// lone run's end is one finishrelease.lua call, as before. The lease's transitions are internal/leaselua's
 // functions, the ones the lease package's own scripts run, and the begin
 // is fenced as Begin is: the safety rules are unchanged, the scripts fewer.
 // ClaimAll reads a unit's run record before its lease: a slot already done

@@ -2,6 +2,7 @@ package redisledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -320,25 +321,100 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases lease.Backend, h leas
 	if o.Status == ledger.StatusFailed && !o.RetryAt.IsZero() {
 		retry = millis(o.RetryAt)
 	}
-	vals, err := finishReleaseScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.open, k.retry, lk.Lease, lk.Waiting},
-		f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
-		millis(now), retry).Slice()
-	if err == nil && len(vals) != 3 {
-		err = fmt.Errorf("finish and release script reply of %d values", len(vals))
+	c := &finishCall{
+		keys: [6]string{fk, k.run(s.At), k.open, k.retry, lk.Lease, lk.Waiting},
+		args: [9]any{f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error, millis(now), retry},
 	}
-	if err != nil {
-		err = fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
+	if l.cluster {
+		l.finishOne(ctx, c) // the units' keys are in different slots
+	} else {
+		l.fin.Do(ctx, c)
+	}
+	if c.err != nil {
+		err = fmt.Errorf("redisledger: finish %s: %w", s.Key(), c.err)
 		return err, err
 	}
-	if n, _ := vals[0].(int64); n != 1 {
+	if c.released != 1 {
 		releaseErr = lease.ErrNotHeld
 	}
-	if code, _ := vals[1].(int64); code != 1 {
-		var cur fence.Token
-		if str, ok := vals[2].(string); ok {
-			cur, _ = fence.ParseToken(str)
-		}
+	if c.code != 1 {
+		cur, _ := fence.ParseToken(c.cur)
 		finishErr = staleLedger(s, f, cur)
 	}
 	return finishErr, releaseErr
 }
+
+// finishCall is one FinishRelease, joined with those of concurrent runs
+// (Ledger.fin): its keys and values as finishrelease.lua's, then its
+// answer.
+type finishCall struct {
+	keys [6]string
+	args [9]any
+
+	released, code int64  // the release's answer (1: released), the finish's (1: recorded)
+	cur            string // the stored token when the fence refused the finish
+	err            error
+}
+
+// maxFinishBatch bounds the runs one finishall.lua call ends: a script
+// blocks the server while it runs (about 15 µs per run).
+const maxFinishBatch = 256
+
+// fail answers c with err (a Redis error, ctx's).
+func (c *finishCall) fail(err error) { c.err = err }
+
+// answer records c's 3 values of finishrelease.lua's or finishall.lua's
+// reply.
+func (c *finishCall) answer(v []any) {
+	c.released, _ = v[0].(int64)
+	c.code, _ = v[1].(int64)
+	c.cur, _ = v[2].(string)
+	if c.released == -1 {
+		c.err = errors.New(c.cur)
+	}
+}
+
+// finishOne runs c alone (finishrelease.lua).
+func (l *Ledger) finishOne(ctx context.Context, c *finishCall) {
+	vals, err := finishReleaseScript.Run(ctx, l.pipe, c.keys[:], c.args[:]...).Slice()
+	if err == nil && len(vals) != 3 {
+		err = fmt.Errorf("finish and release script reply of %d values", len(vals))
+	}
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	c.answer(vals)
+}
+
+// finishMany runs calls in finishall.lua calls of at most maxFinishBatch
+// runs each, one after the other.
+func (l *Ledger) finishMany(ctx context.Context, calls []*finishCall) {
+	for len(calls) > 0 {
+		batch := calls[:min(len(calls), maxFinishBatch)]
+		calls = calls[len(batch):]
+		keys := make([]string, 0, 6*len(batch))
+		args := make([]any, 1, 1+9*len(batch))
+		args[0] = len(batch)
+		for _, c := range batch {
+			keys = append(keys, c.keys[:]...)
+			args = append(args, c.args[:]...)
+		}
+		vals, err := finishAllScript.Run(ctx, l.pipe, keys, args...).Slice()
+		if err == nil && len(vals) != 3*len(batch) {
+			err = fmt.Errorf("joined finish script reply of %d values for %d runs", len(vals), len(batch))
+		}
+		for i, c := range batch {
+			if err != nil {
+				c.fail(err)
+				continue
+			}
+			c.answer(vals[3*i : 3*i+3])
+		}
+	}
+}
+
+// finishInFlight bounds the joined finish calls in flight at once per
+// Ledger (Ledger.fin); the runs that end meanwhile wait and go in the next
+// call.
+const finishInFlight = 2

@@ -48,6 +48,8 @@ var (
 	finishMain string
 	//go:embed scripts/finishrelease.lua
 	finishReleaseMain string
+	//go:embed scripts/finishall.lua
+	finishAllMain string
 	//go:embed scripts/skip.lua
 	skipSrc string
 	//go:embed scripts/request.lua
@@ -73,6 +75,7 @@ var (
 	// The joined scripts also carry the lease's transitions.
 	claimAllScript      = luascript.New(fencerule.Lua, fencePrelude, beginSrc, clearSrc, leaselua.Lua, claimAllMain)
 	finishReleaseScript = luascript.New(fencerule.Lua, fencePrelude, finishSrc, leaselua.Lua, finishReleaseMain)
+	finishAllScript     = luascript.New(fencerule.Lua, fencePrelude, finishSrc, leaselua.Lua, finishAllMain)
 	skipScript          = luascript.New(fencerule.Lua, fencePrelude, skipSrc)
 	requestScript       = luascript.New(requestSrc)
 	cancelScript        = luascript.New(cancelSrc)
@@ -99,6 +102,9 @@ type Ledger struct {
 	pipe    *autopipe.Pipe // fenced transitions of concurrent claims share round trips
 	prefix  string
 	cluster bool // BeginIfClear's script spans two hash tags: not on Cluster
+	// fin joins the FinishRelease calls of runs that end together into
+	// one script call (finishall.lua): off on Cluster.
+	fin autopipe.Joiner[*finishCall]
 }
 
 var (
@@ -122,7 +128,10 @@ func New(rdb redis.UniversalClient, opts Options) (*Ledger, error) {
 		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidOptions, prefix)
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &Ledger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster}, nil
+	l := &Ledger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster}
+	l.fin = autopipe.Joiner[*finishCall]{One: l.finishOne, Many: l.finishMany, Fail: (*finishCall).fail}
+	l.fin.SetInFlight(finishInFlight)
+	return l, nil
 }
 
 type ledgerKeys struct {

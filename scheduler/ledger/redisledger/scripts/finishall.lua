@@ -1,0 +1,34 @@
+-- finishall.lua: the ends of several runs joined in one script
+-- (RedisLedger.FinishRelease, when concurrent runs end together): for
+-- each, what finishrelease.lua does, the fenced end of its attempt and the
+-- release of its lease. After internal/fencerule's fence.lua, fence.lua,
+-- finish.lua and internal/leaselua's lease.lua. Off on Cluster, where the
+-- units' keys are in different slots.
+--
+-- ARGV[1] n, the runs; then per run the 9 values of finish_attempt's A
+-- (finish.lua; the owner A[2] is the lease's).
+-- KEYS per run, 6: finish_attempt's K[1..4], the lease key and its waiting
+-- flag (lease.RedisBackend.Keys).
+--
+-- Returns 3 values per run: as finishrelease.lua, {released (1, or 0 when
+-- the key was gone or another owner's), finish_attempt's code, its
+-- current token or false}; or, when a command of the run failed (a key of
+-- the wrong type), {-1, 0, the error's message}: a run's error is its
+-- own, the others are made.
+local function one(K, A, lease_key, waiting_key)
+  local r = finish_attempt(K, A)
+  return {holdfast_lease_release(lease_key, waiting_key, A[2]), r[1], r[2] or false}
+end
+local out, o, ki, ai = {}, 0, 0, 1
+for _ = 1, tonumber(ARGV[1]) do
+  local K = {KEYS[ki + 1], KEYS[ki + 2], KEYS[ki + 3], KEYS[ki + 4]}
+  local A = {}
+  for j = 1, 9 do A[j] = ARGV[ai + j] end
+  local ok, r = pcall(one, K, A, KEYS[ki + 5], KEYS[ki + 6])
+  if not ok then
+    r = {-1, 0, type(r) == 'table' and (r.err or '?') or tostring(r)}
+  end
+  out[o + 1], out[o + 2], out[o + 3] = r[1], r[2], r[3]
+  o, ki, ai = o + 3, ki + 6, ai + 9
+end
+return out
