@@ -133,6 +133,8 @@ func TestFinishesOfConcurrentRunsAreJoined(t *testing.T) {
 		require.NoError(t, rerrs[1], "j1's lease is released all the same")
 		require.Equal(t, ledger.StatusRunning, s.status("j1", "", at), "j1's refused finish wrote nothing")
 		require.ErrorContains(t, ferrs[2], "WRONGTYPE")
+		var reply redis.Error
+		require.ErrorAs(t, ferrs[2], &reply, "a Redis error reply, as a lone run's")
 		require.ErrorContains(t, rerrs[2], "WRONGTYPE", "one script: the release shares the error")
 		for i, job := range jobs {
 			g, err := b.Acquire(ctx, job, "next", 10*time.Second)

@@ -2,7 +2,6 @@ package redisledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -370,9 +369,21 @@ func (c *finishCall) answer(v []any) {
 	c.code, _ = v[1].(int64)
 	c.cur, _ = v[2].(string)
 	if c.released == -1 {
-		c.err = errors.New(c.cur)
+		c.err = runError(c.cur)
 	}
 }
+
+// runError is the error reply of one run's commands in finishall.lua (a
+// key of the wrong type): a redis.Error, as the same reply to a lone
+// run's script is.
+type runError string
+
+func (e runError) Error() string { return string(e) }
+
+// RedisError marks runError as a Redis error reply (redis.Error).
+func (runError) RedisError() {}
+
+var _ redis.Error = runError("")
 
 // finishOne runs c alone (finishrelease.lua).
 func (l *Ledger) finishOne(ctx context.Context, c *finishCall) {
