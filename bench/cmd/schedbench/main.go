@@ -341,12 +341,12 @@ func (r result) print(name string, replicas int) {
 // lead is how far ahead of Start the slot is: long enough for every
 // instance's recovery claim at Start (one per job and partition) to be
 // over before it comes due, which runHoldfast waits for. A first try
-// takes a short lead (about four times what the recovery and the quiet
-// spell after it take on an idle 2-core host: 12 s at 10,000 slots); a
-// host too slow for it gets errNotQuiet and the case runs again with
-// slow, about three times as long.
+// takes a short lead (13 s at 10,000 slots, 5 s at 1,000, where the
+// recovery and the quiet spell after it took 3.8 s and 2.8 s on an idle
+// 2-core host); a host too slow for it gets errNotQuiet and the case runs
+// again with slow, about twice as long.
 func lead(slots, replicas int, slow bool) time.Duration {
-	d := 3*time.Second + time.Duration(slots*replicas)*300*time.Microsecond
+	d := 4*time.Second + time.Duration(slots*replicas)*300*time.Microsecond
 	if slow {
 		d = 4*time.Second + time.Duration(slots*replicas)*800*time.Microsecond
 	}
