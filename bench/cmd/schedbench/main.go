@@ -10,8 +10,13 @@
 //	bench: scheduler roundtrips acquire_per_slot_per_replica=<x> total_per_slot=<x>
 //	bench: scheduler cpu redis_ms=<x> redis_us_per_slot=<x> schedulers_ms=<x>
 //	bench: scheduler memory bytes_per_registered_job=<x>
+//	bench: scheduler_second slots=10000 ... redis_us_per_slot=<x>
 //	bench: scheduler slots=1000 ... redis_us_per_slot=<x>
 //	bench: scheduler_cluster masters=3 slots=10000 ... redis_us_per_slot=<x>
+//
+// scheduler_second is the same units' next slot, 5 s after the first
+// (the jobs fire every 5 s): the slot of a recurring job whose records
+// exist, in a keyspace that holds the first slot's.
 //
 // Run it from bench/.
 package main
@@ -229,7 +234,7 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 	want := func(c string) bool { return only == "" || only == c }
 
 	if want("scheduler") {
-		res, err := runHoldfastAdaptive(single, nJobs, nParts, nReplicas, claims, cpuProfile, commandStats)
+		res, err := runHoldfastAdaptive(single, nJobs, nParts, nReplicas, claims, cpuProfile, commandStats, true)
 		if err != nil {
 			return err
 		}
@@ -240,6 +245,7 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 			ms(res.redisCPU), us(res.redisCPU)/float64(res.slots), ms(res.procCPU))
 		fmt.Printf("bench: scheduler memory bytes_per_registered_job=%.0f bytes_per_job_partition=%.0f (%d partitions)\n",
 			res.perJob, res.perUnit, nParts)
+		res.second.print("scheduler_second", nReplicas)
 	}
 	if want("peer") {
 		if err := runPeer(single, nJobs*nParts, nReplicas); err != nil {
@@ -247,7 +253,7 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 		}
 	}
 	if want("small") {
-		res, err := runHoldfastAdaptive(single, max(nJobs/10, 1), nParts, nReplicas, claims, "", false)
+		res, err := runHoldfastAdaptive(single, max(nJobs/10, 1), nParts, nReplicas, claims, "", false, false)
 		if err != nil {
 			return err
 		}
@@ -259,7 +265,7 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 			return err
 		}
 		defer stop()
-		res, err := runHoldfastAdaptive(cluster, nJobs, nParts, nReplicas, claims, "", false)
+		res, err := runHoldfastAdaptive(cluster, nJobs, nParts, nReplicas, claims, "", false, false)
 		if err != nil {
 			return err
 		}
@@ -331,6 +337,7 @@ type result struct {
 	redisCPU, procCPU    time.Duration
 	acquires, roundTrips int64
 	perJob, perUnit      float64
+	second               *result // the second slot, when measured
 }
 
 func (r result) print(name string, replicas int) {
@@ -359,16 +366,25 @@ var errNotQuiet = errors.New("the recovery claims at Start were not over in time
 
 // runHoldfastAdaptive runs the case with the short lead, and again with
 // the long one when the host was too slow for it.
-func runHoldfastAdaptive(t target, nJobs, nParts, nReplicas, claims int, profile string, stats bool) (result, error) {
-	res, err := runHoldfast(t, nJobs, nParts, nReplicas, claims, profile, stats, false)
+func runHoldfastAdaptive(t target, nJobs, nParts, nReplicas, claims int, profile string, stats, second bool) (result, error) {
+	res, err := runHoldfast(t, nJobs, nParts, nReplicas, claims, profile, stats, second, false)
 	if errors.Is(err, errNotQuiet) {
 		fmt.Fprintf(os.Stderr, "schedbench: %v; running the case again with a lead of %v\n", err, lead(nJobs*nParts, nReplicas, true))
-		res, err = runHoldfast(t, nJobs, nParts, nReplicas, claims, profile, stats, true)
+		res, err = runHoldfast(t, nJobs, nParts, nReplicas, claims, profile, stats, second, true)
 	}
 	return res, err
 }
 
-func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string, stats, slow bool) (result, error) {
+// secondGap is how long after the first slot the second one comes, in
+// the cases that measure a second slot.
+const secondGap = 5 * time.Second
+
+// runHoldfast runs a case: slots (nJobs x nParts) due in one second on
+// nReplicas schedulers. With second, the jobs fire every secondGap and
+// the same units' second slot is measured too (result.second): a slot
+// of units whose records exist, as every slot of a recurring job after
+// its first.
+func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string, stats, second, slow bool) (result, error) {
 	prefix := fmt.Sprintf("holdfast-schedbench:%d:", time.Now().UnixNano())
 	defer t.cleanup(prefix)
 
@@ -378,9 +394,20 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 	}
 	slots := nJobs * nParts
 	start := time.Now().Truncate(time.Second).Add(lead(slots, nReplicas, slow))
-	rec := newRecorder(slots)
+	spec, end := "* * * * * *", start.Add(time.Second)
+	if second {
+		// Fires every secondGap (on multiples of it, as is start): the
+		// slot at start and the one secondGap later.
+		start = start.Truncate(secondGap).Add(secondGap)
+		spec, end = fmt.Sprintf("*/%d * * * * *", int(secondGap/time.Second)), start.Add(secondGap+time.Second)
+	}
+	rec, rec2 := newRecorder(slots), newRecorder(slots)
 	fn := func(_ context.Context, r scheduler.Run) error {
-		rec.add(r.IdempotencyKey, time.Since(r.At))
+		if r.At.Equal(start) {
+			rec.add(r.IdempotencyKey, time.Since(r.At))
+		} else {
+			rec2.add(r.IdempotencyKey, time.Since(r.At))
+		}
 		return nil
 	}
 
@@ -411,8 +438,8 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 		}
 		for j := range nJobs {
 			err := s.Register(scheduler.Job{
-				Name: fmt.Sprintf("job%03d", j), Spec: "* * * * * *", Partitions: partitions, LeaseTTL: 10 * time.Second,
-				StartAt: start, EndAt: start.Add(time.Second), Run: fn,
+				Name: fmt.Sprintf("job%03d", j), Spec: spec, Partitions: partitions, LeaseTTL: 10 * time.Second,
+				StartAt: start, EndAt: end, Run: fn,
 			})
 			if err != nil {
 				return result{}, err
@@ -485,6 +512,36 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 	// Runs of a slot beyond its first would come within a claim's
 	// round trips: wait for a quiet spell before counting.
 	rec.quiet(300*time.Millisecond, time.Now().Add(5*time.Second))
+	res.acquires, res.roundTrips = -baseAcquires, -baseTotal
+	for _, c := range counters {
+		res.acquires += c.acquire.Load()
+		res.roundTrips += c.total.Load()
+	}
+	if second {
+		at := start.Add(secondGap)
+		<-time.After(time.Until(at.Add(-200 * time.Millisecond)))
+		if stats {
+			t.commandStats(ctx, true)
+		}
+		redisCPU0, procCPU0 := t.redisCPU(ctx), processCPU()
+		timeout := time.NewTimer(2 * time.Minute)
+		defer timeout.Stop()
+		select {
+		case <-rec2.all:
+			if stats {
+				fmt.Println("# the second slot (statistics reset 200 ms before it):")
+				t.commandStats(ctx, false)
+			}
+		case <-timeout.C:
+			n, _, _, _, _ := rec2.figures()
+			return result{}, fmt.Errorf("second slot: only %d of %d slots ran within 2 minutes", n, slots)
+		}
+		s2 := result{redisCPU: t.redisCPU(ctx) - redisCPU0, procCPU: processCPU() - procCPU0}
+		rec2.quiet(300*time.Millisecond, time.Now().Add(5*time.Second))
+		s2.slots, s2.runs, s2.dups, s2.p50, s2.p99 = rec2.figures()
+		s2.claimAll = rec2.last.Sub(at)
+		res.second = &s2
+	}
 	for _, s := range scheds {
 		if err := s.Stop(ctx); err != nil {
 			return result{}, err
@@ -492,10 +549,5 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 	}
 	res.slots, res.runs, res.dups, res.p50, res.p99 = rec.figures()
 	res.claimAll = rec.last.Sub(start)
-	res.acquires, res.roundTrips = -baseAcquires, -baseTotal
-	for _, c := range counters {
-		res.acquires += c.acquire.Load()
-		res.roundTrips += c.total.Load()
-	}
 	return res, nil
 }
