@@ -46,6 +46,10 @@ type claimReq struct {
 	// followUp marks a claim that looks again at a slot (followUp): it
 	// reads the slot's record first, and claims only when there is none.
 	followUp bool
+	// recovery marks the claim each unit gets at Start: it reads the
+	// ledger first, and claims only when there is something to do
+	// (recoveryNeeded).
+	recovery bool
 }
 
 func (r claimReq) scheduled() bool { return !r.fire.At.IsZero() }
@@ -58,6 +62,9 @@ func (s *Scheduler) claim(u *unit, req claimReq) {
 		return
 	}
 	seen := s.noteSeen(u, req)
+	if req.recovery && !s.recoveryNeeded(u, seen) {
+		return
+	}
 	l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), u.lease, u.job.LeaseTTL)
 	if errors.Is(err, lease.ErrNotAcquired) && req.scheduled() && u.job.Overlap == OverlapCancelOther {
 		l, err = s.replaceHolder(u, req.fire)
@@ -67,6 +74,35 @@ func (s *Scheduler) claim(u *unit, req claimReq) {
 		return
 	}
 	s.claimHeld(newHold(u, l), req, seen, nil)
+}
+
+// recoveryNeeded reads u's State without its lease and reports whether
+// the recovery claim at Start has anything to do: the planner, given what
+// the claim would give it, lists a slot to run or record (an open slot
+// whose retry time passed, an abandoned attempt, a pending request, a
+// slot missed while no replica ran) or slots left unrecorded. A retry
+// still to come is queued as a wake-up at its time, as the claim would.
+// A paused job, or one with nothing due, is left to its next fire. The
+// lease costs a replica two Redis scripts per unit; most units, at a
+// restart, have nothing to recover, and the read is one round trip. A
+// read error answers true: the claim goes on and reads again under the
+// lease. A unit whose State changes after the read is no different from
+// one that changes after the claim: its next fire, wake-up or request
+// claims it.
+func (s *Scheduler) recoveryNeeded(u *unit, seen time.Time) bool {
+	now := s.clock.Now()
+	st, err := s.cfg.Ledger.State(s.life.claim, u.job.Name, u.partition, u.job.window.since(now), now)
+	if err != nil {
+		return true
+	}
+	p := planClaim(u.job, st, newClaimState(seen), cron.Fire{}, now)
+	if len(p.steps) > 0 || p.unrecorded > 0 {
+		return true
+	}
+	if !p.retryAt.IsZero() {
+		s.wakeAt(u, p.retryAt)
+	}
+	return false
 }
 
 // wakeRetry is how long a claim that did not get the lease waits before

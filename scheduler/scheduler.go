@@ -226,7 +226,8 @@ func (s *Scheduler) Register(job Job) error {
 // goroutine keeps the timers of every (job, partition); claims run on at
 // most Options.MaxConcurrentClaims goroutines. Every (job, partition) is
 // claimed once at start, to recover what came due while no replica ran
-// (stored retries, abandoned attempts, missed slots). It returns
+// (stored retries, abandoned attempts, missed slots): the claim reads the
+// ledger first and takes the lease only when there is something to do. It returns
 // ErrStarted when called twice.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
@@ -246,8 +247,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		// A recovery claim at start: retries whose time passed while no
 		// replica ran, abandoned attempts and slots missed during the
 		// downtime run now, not at the job's next fire (a day later for a
-		// daily job).
-		heap.Push(&s.queue, &entry{at: now, u: u})
+		// daily job). It reads the ledger first and takes the lease only
+		// when there is something to do (recoveryNeeded).
+		heap.Push(&s.queue, &entry{at: now, u: u, req: claimReq{recovery: true}})
 	}
 	s.wg.Go(s.dispatch)
 	if s.cfg.Retention > 0 {
