@@ -10,6 +10,7 @@
 //	bench: scheduler roundtrips acquire_per_slot_per_replica=<x> total_per_slot=<x>
 //	bench: scheduler cpu redis_ms=<x> redis_us_per_slot=<x> schedulers_ms=<x>
 //	bench: scheduler memory bytes_per_registered_job=<x>
+//	bench: scheduler start units=10000 replicas=3 recovery_ms=<x> redis_us_per_unit_replica=<x>
 //	bench: scheduler_second slots=10000 ... redis_us_per_slot=<x>
 //	bench: scheduler slots=1000 ... redis_us_per_slot=<x>
 //	bench: scheduler_cluster masters=3 slots=10000 ... redis_us_per_slot=<x>
@@ -103,8 +104,9 @@ func (t target) redisCPU(ctx context.Context) time.Duration {
 
 // quiet waits until the servers processed no command other than its own
 // probes (INFO stats, one per server every 100 ms) for d, or returns an
-// error at limit.
-func (t target) quiet(ctx context.Context, d time.Duration, limit time.Time) error {
+// error at limit. busy is when it last saw another command (its first
+// probe when none), to within a probe's 100 ms.
+func (t target) quiet(ctx context.Context, d time.Duration, limit time.Time) (busy time.Time, err error) {
 	var clients []*redis.Client
 	for _, o := range t.servers {
 		clients = append(clients, redis.NewClient(o))
@@ -135,24 +137,24 @@ func (t target) quiet(ctx context.Context, d time.Duration, limit time.Time) err
 	}
 	last, err := processed()
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	since := time.Now()
 	for time.Since(since) < d {
 		if time.Now().After(limit) {
-			return fmt.Errorf("a server was still busy at %v", limit.Format(time.TimeOnly))
+			return time.Time{}, fmt.Errorf("a server was still busy at %v", limit.Format(time.TimeOnly))
 		}
 		time.Sleep(100 * time.Millisecond)
 		n, err := processed()
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		if n-last > int64(len(clients)) { // more than the last probe
 			since = time.Now()
 		}
 		last = n
 	}
-	return nil
+	return since, nil
 }
 
 // cleanup deletes the keys under prefix.
@@ -245,6 +247,8 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 			ms(res.redisCPU), us(res.redisCPU)/float64(res.slots), ms(res.procCPU))
 		fmt.Printf("bench: scheduler memory bytes_per_registered_job=%.0f bytes_per_job_partition=%.0f (%d partitions)\n",
 			res.perJob, res.perUnit, nParts)
+		fmt.Printf("bench: scheduler start units=%d replicas=%d recovery_ms=%.0f redis_us_per_unit_replica=%.1f (the recovery claims at Start of units with nothing to recover)\n",
+			res.slots, nReplicas, ms(res.recovery), us(res.recoveryCPU)/float64(res.slots*nReplicas))
 		res.second.print("scheduler_second", nReplicas)
 	}
 	if want("peer") {
@@ -337,7 +341,11 @@ type result struct {
 	redisCPU, procCPU    time.Duration
 	acquires, roundTrips int64
 	perJob, perUnit      float64
-	second               *result // the second slot, when measured
+	// recovery spans the replicas' Starts until the servers last
+	// processed a command before the quiet spell; recoveryCPU is the
+	// servers' CPU over Start and the spell.
+	recovery, recoveryCPU time.Duration
+	second                *result // the second slot, when measured
 }
 
 func (r result) print(name string, replicas int) {
@@ -457,23 +465,26 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 	}
 
 	ctx := context.Background()
+	started, startCPU := time.Now(), t.redisCPU(ctx)
 	for _, s := range scheds {
 		if err := s.Start(ctx); err != nil {
 			return result{}, err
 		}
 	}
 	// Count from just before the slot, once the recovery claims at Start
-	// (which take and release every unit's lease) are over: they are not
-	// part of the claim cost. A recovery claim that found the lease held
-	// claims again a second later (scheduler's wake-up retry), so "over"
-	// is: the servers processed no command but these probes for longer
-	// than that.
-	if err := t.quiet(ctx, 1500*time.Millisecond, start.Add(-200*time.Millisecond)); err != nil {
+	// (which read every unit's State, and take the lease of a unit with
+	// something to recover: none here) are over: they are not part of the
+	// claim cost. A recovery claim that found the lease held claims again
+	// a second later (scheduler's wake-up retry), so "over" is: the
+	// servers processed no command but these probes for longer than that.
+	busy, err := t.quiet(ctx, 1500*time.Millisecond, start.Add(-200*time.Millisecond))
+	if err != nil {
 		for _, s := range scheds {
 			_ = s.Stop(ctx)
 		}
 		return result{}, fmt.Errorf("%w (%v after Start: %v)", errNotQuiet, lead(slots, nReplicas, slow), err)
 	}
+	res.recovery, res.recoveryCPU = busy.Sub(started), t.redisCPU(ctx)-startCPU
 	<-time.After(time.Until(start.Add(-200 * time.Millisecond)))
 	if stats {
 		t.commandStats(ctx, true)
