@@ -44,8 +44,7 @@ local function begin_attempt(K, A, seen)
   end
   attempt = attempt + 1
   local a = 'a' .. attempt .. '.'
-  redis.call('HSET', run, 'status', 'running', 'attempt', attempt, 'base', base,
-    'owner', A[2], 'token', A[1], 'heartbeat', A[4],
+  redis.call('HSET', run, 'status', 'running', 'attempt', attempt, 'base', base, 'owner', A[2],
     a .. 'owner', A[2], a .. 'token', A[1], a .. 'status', 'running',
     a .. 'started', A[4], a .. 'hb', A[4])
   redis.call('ZADD', K[3], A[3], A[3])

@@ -9,11 +9,11 @@
 local ok, cur = raise(KEYS[1], ARGV[1], ARGV[2])
 if not ok then return {-1, cur} end
 local run = KEYS[2]
-if redis.call('HGET', run, 'status') ~= 'running' or redis.call('HGET', run, 'owner') ~= ARGV[2]
-  or redis.call('HGET', run, 'attempt') ~= ARGV[3] then
+local cur_run = redis.call('HMGET', run, 'status', 'owner', 'attempt')
+if cur_run[1] ~= 'running' or cur_run[2] ~= ARGV[2] or cur_run[3] ~= ARGV[3] then
   return {-1, cur}
 end
-redis.call('HSET', run, 'heartbeat', ARGV[4], 'a' .. ARGV[3] .. '.hb', ARGV[4])
+redis.call('HSET', run, 'a' .. ARGV[3] .. '.hb', ARGV[4])
 if tonumber(redis.call('GET', KEYS[3]) or '0') > tonumber(ARGV[5]) then
   return {2, 0}
 end
