@@ -3,7 +3,9 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/holdfast-go/holdfast/lease"
@@ -77,24 +79,27 @@ func (s *Scheduler) claim(u *unit, req claimReq) {
 }
 
 // recoveryNeeded reads u's State without its lease and reports whether
-// the recovery claim at Start has anything to do: the planner, given what
-// the claim would give it, lists a slot to run or record (an open slot
-// whose retry time passed, an abandoned attempt, a pending request, a
-// slot missed while no replica ran) or slots left unrecorded. A retry
-// still to come is queued as a wake-up at its time, as the claim would.
-// A paused job, or one with nothing due, is left to its next fire. The
-// lease costs a replica two Redis scripts per unit; most units, at a
-// restart, have nothing to recover, and the read is one round trip. A
-// read error answers true: the claim goes on and reads again under the
-// lease. A unit whose State changes after the read is no different from
-// one that changes after the claim: its next fire, wake-up or request
-// claims it.
+// the recovery claim at Start has anything to do (recoveryDue). A read
+// error answers true: the claim goes on and reads again under the lease.
 func (s *Scheduler) recoveryNeeded(u *unit, seen time.Time) bool {
 	now := s.clock.Now()
 	st, err := s.cfg.Ledger.State(s.life.claim, u.job.Name, u.partition, u.job.window.since(now), now)
-	if err != nil {
-		return true
-	}
+	return err != nil || s.recoveryDue(u, st, seen, now)
+}
+
+// recoveryDue reports whether the recovery claim of u, whose State st was
+// read without the lease at now, has anything to do: the planner, given
+// what the claim would give it (seen, the latest fire whose claim had
+// started), lists a slot to run or record (an open slot whose retry time
+// passed, an abandoned attempt, a pending request, a slot missed while no
+// replica ran) or slots left unrecorded. A retry still to come is queued
+// as a wake-up at its time, as the claim would queue it. A paused job, or
+// one with nothing due, is left to its next fire. Taking the lease costs
+// two Redis scripts per unit, and most units, at a restart, have nothing
+// to recover. A unit whose State changes after the read is no different
+// from one that changes after a claim: its next fire, wake-up or request
+// claims it.
+func (s *Scheduler) recoveryDue(u *unit, st ledger.State, seen, now time.Time) bool {
 	p := planClaim(u.job, st, newClaimState(seen), cron.Fire{}, now)
 	if len(p.steps) > 0 || p.unrecorded > 0 {
 		return true
@@ -103,6 +108,36 @@ func (s *Scheduler) recoveryNeeded(u *unit, seen time.Time) bool {
 		s.wakeAt(u, p.retryAt)
 	}
 	return false
+}
+
+// recoverAll is the recovery at Start over a ledger.StatesReader: it reads
+// the State of units in batches of ledger.StatesBatch, one call each,
+// and queues a claim now for each unit with something to recover
+// (recoveryDue). A batch whose read failed gets a recovery claim per
+// unit, which reads again on its own.
+func (s *Scheduler) recoverAll(sr ledger.StatesReader, units []*unit) {
+	for chunk := range slices.Chunk(units, ledger.StatesBatch) {
+		if s.life.claim.Err() != nil {
+			return
+		}
+		now := s.clock.Now()
+		reqs := make([]ledger.StateRequest, len(chunk))
+		for i, u := range chunk {
+			reqs[i] = ledger.StateRequest{Job: u.job.Name, Partition: u.partition, Since: u.job.window.since(now)}
+		}
+		sts, err := sr.States(s.life.claim, reqs, now)
+		if err == nil && len(sts) != len(chunk) {
+			err = fmt.Errorf("scheduler: %d states for %d requests", len(sts), len(chunk))
+		}
+		for i, u := range chunk {
+			switch {
+			case err != nil:
+				s.wakeFor(u, now, claimReq{recovery: true})
+			case s.recoveryDue(u, sts[i], s.noteSeen(u, claimReq{}), now):
+				s.wakeAt(u, now)
+			}
+		}
+	}
 }
 
 // wakeRetry is how long a claim that did not get the lease waits before

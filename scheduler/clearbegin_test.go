@@ -33,6 +33,14 @@ func (c *countingLedger) State(ctx context.Context, job, partition string, since
 	return c.Ledger.State(ctx, job, partition, since, now)
 }
 
+// States counts one State read per request.
+func (c *countingLedger) States(ctx context.Context, reqs []ledger.StateRequest, now time.Time) ([]ledger.State, error) {
+	c.mu.Lock()
+	c.states += len(reqs)
+	c.mu.Unlock()
+	return c.Ledger.States(ctx, reqs, now)
+}
+
 func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, now time.Time) []ledger.BeginResult {
 	out := c.Ledger.BeginIfClear(ctx, reqs, now)
 	c.mu.Lock()

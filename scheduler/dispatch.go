@@ -79,9 +79,12 @@ func (s *Scheduler) schedule(u *unit, t time.Time, prev time.Time) {
 }
 
 // wakeAt asks for a claim of u at t (a retry's time, or now).
-func (s *Scheduler) wakeAt(u *unit, t time.Time) {
+func (s *Scheduler) wakeAt(u *unit, t time.Time) { s.wakeFor(u, t, claimReq{}) }
+
+// wakeFor asks for a claim of u with req at t.
+func (s *Scheduler) wakeFor(u *unit, t time.Time, req claimReq) {
 	s.mu.Lock()
-	heap.Push(&s.queue, &entry{at: t, u: u})
+	heap.Push(&s.queue, &entry{at: t, u: u, req: req})
 	s.woken = true
 	s.mu.Unlock()
 	select {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,9 +16,36 @@ import (
 // The recovery claim at Start reads the ledger first and takes a unit's
 // lease only when there is something to recover: a restart of a replica
 // with thousands of quiet units costs one read per unit, not an
-// acquisition and a release.
+// acquisition and a release. A ledger.StatesReader reads them in batches;
+// a ledger without one, or a batch read that failed, is read unit by unit.
 func TestRecoveryClaimTakesTheLeaseOnlyWhenNeeded(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		wrap func(*countingLedger) ledger.Ledger
+	}{
+		{"Batched", func(c *countingLedger) ledger.Ledger { return c }},
+		{"UnitByUnit", func(c *countingLedger) ledger.Ledger { return stateOnly{c} }},
+		{"BatchFailed", func(c *countingLedger) ledger.Ledger { return failingStates{c} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testRecoveryClaim(t, tc.wrap)
+		})
+	}
+}
+
+// stateOnly hides every optional interface of its ledger.
+type stateOnly struct{ ledger.Ledger }
+
+// failingStates is a StatesReader whose batch reads fail.
+type failingStates struct{ *countingLedger }
+
+func (failingStates) States(context.Context, []ledger.StateRequest, time.Time) ([]ledger.State, error) {
+	return nil, errors.New("test: the batch read failed")
+}
+
+func testRecoveryClaim(t *testing.T, wrap func(*countingLedger) ledger.Ledger) {
 	eachBackend(t, func(t *testing.T, s *setup) {
 		ctx := context.Background()
 		asked := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // a fire of yearly
@@ -29,7 +57,7 @@ func TestRecoveryClaimTakesTheLeaseOnlyWhenNeeded(t *testing.T) {
 		sched := s.started(t, Job{
 			Name: "quiet", Spec: yearly, Partitions: []string{"idle", "asked"},
 			Run: func(_ context.Context, run Run) error { ran <- run; return nil },
-		}, func(c *Options) { c.Ledger = counting }, onClock(clk))
+		}, func(c *Options) { c.Ledger = wrap(counting) }, onClock(clk))
 		tickAll(t, clk, time.Millisecond, time.Millisecond, new(atomic.Int64), sched)
 
 		require.Len(t, ran, 1)

@@ -86,7 +86,7 @@ type Scheduler struct {
 	wake    chan struct{}
 	woken   bool         // the queue changed since the dispatcher last read it
 	parked  parkedAt     // the dispatcher's current sleep (zero: awake)
-	active  atomic.Int64 // units with a claim running, and OverlapAllow runs
+	active  atomic.Int64 // units with a claim running, OverlapAllow runs, the recovery at Start while it reads
 	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
 
 	joiner  ledger.LeaseJoiner // the ledger, when it joins the leases' backend; else nil
@@ -241,6 +241,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.life = lifetime{claim: claimCtx, run: runCtx}
 	s.runCancel, s.claimCancel = runCancel, claimCancel
 	now := s.clock.Now()
+	sr, batched := s.cfg.Ledger.(ledger.StatesReader)
 	for _, u := range s.order {
 		u.seen = now
 		s.schedule(u, now, time.Time{})
@@ -248,8 +249,18 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		// replica ran, abandoned attempts and slots missed during the
 		// downtime run now, not at the job's next fire (a day later for a
 		// daily job). It reads the ledger first and takes the lease only
-		// when there is something to do (recoveryNeeded).
-		heap.Push(&s.queue, &entry{at: now, u: u, req: claimReq{recovery: true}})
+		// when there is something to do (recoveryNeeded); a StatesReader
+		// reads the units in batches (recoverAll).
+		if !batched {
+			heap.Push(&s.queue, &entry{at: now, u: u, req: claimReq{recovery: true}})
+		}
+	}
+	if batched {
+		s.active.Add(1) // busy until it queued its claims
+		s.wg.Go(func() {
+			defer s.active.Add(-1)
+			s.recoverAll(sr, s.order) // s.order is fixed once started
+		})
 	}
 	s.wg.Go(s.dispatch)
 	if s.cfg.Retention > 0 {

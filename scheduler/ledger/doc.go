@@ -47,6 +47,10 @@
 // be held to the same rules. Pruner (retention: delete done records
 // before a cutoff, keeping what catch-up reads) is implemented by
 // redisledger, pgledger and ledgertest.Memory and checked the same way.
+// StatesReader (State of many pairs in one call, which the scheduler's
+// recovery at Start reads in batches before it takes any lease) is
+// implemented by redisledger; without it, the recovery reads State unit
+// by unit.
 //
 // # Errors
 //

@@ -128,6 +128,29 @@ type PauseReader interface {
 	Paused(ctx context.Context, job string) (bool, error)
 }
 
+// StatesReader is an optional Ledger interface that reads the State of
+// many (job, partition)s in one call: the scheduler's recovery at Start
+// reads every unit before it takes any lease, in batches of
+// StatesBatch. States returns one State per request, in order, each as
+// Ledger.State would return it for the request at now (a pair's first
+// read starts its horizon at now), or an error for the whole batch.
+// redisledger implements it (one pipeline: one round trip on a single
+// server); ledgertest.Exercise checks it on every ledger that does.
+type StatesReader interface {
+	States(ctx context.Context, reqs []StateRequest, now time.Time) ([]State, error)
+}
+
+// StatesBatch is the most requests the scheduler passes to one
+// StatesReader.States call (256).
+const StatesBatch = 256
+
+// StateRequest is one (job, partition) for StatesReader.States, with
+// State's since: open slots before it are left out.
+type StateRequest struct {
+	Job, Partition string
+	Since          time.Time
+}
+
 // Canceler is an optional Ledger interface, needed by OverlapCancelOther:
 // RequestCancel asks the running attempt of (job, partition) to stop
 // because slot replaces it; the holder learns it from Heartbeat, which

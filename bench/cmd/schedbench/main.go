@@ -354,14 +354,15 @@ func (r result) print(name string, replicas int) {
 }
 
 // lead is how far ahead of Start the slot is: long enough for every
-// instance's recovery claim at Start (one per job and partition) to be
-// over before it comes due, which runHoldfast waits for. A first try
-// takes a short lead (13 s at 10,000 slots, 5 s at 1,000, where the
-// recovery and the quiet spell after it took 3.8 s and 2.8 s on an idle
-// 2-core host); a host too slow for it gets errNotQuiet and the case runs
-// again with slow, about twice as long.
+// instance's recovery at Start (a State read per job and partition, in
+// batches, and a claim where there is something to recover: nothing
+// here) to be over before it comes due, which runHoldfast waits for. A
+// first try takes a short lead (7 s at 10,000 slots, 4.3 s at 1,000,
+// where the recovery and the quiet spell after it took about 2 s on an
+// idle 2-core host); a host too slow for it gets errNotQuiet and the
+// case runs again with slow, about four times as long.
 func lead(slots, replicas int, slow bool) time.Duration {
-	d := 4*time.Second + time.Duration(slots*replicas)*300*time.Microsecond
+	d := 4*time.Second + time.Duration(slots*replicas)*100*time.Microsecond
 	if slow {
 		d = 4*time.Second + time.Duration(slots*replicas)*800*time.Microsecond
 	}

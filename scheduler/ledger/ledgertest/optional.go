@@ -17,6 +17,52 @@ var optionalCases = []testCase{
 	{"CancelerNamesOnlyALaterSlot", testCanceler},
 	{"ClearBeginnerBeginsOnlyWhenNothingElseIsDue", testClearBeginner},
 	{"PauseReaderFollowsSetPaused", testPauseReader},
+	{"StatesReaderAnswersAsState", testStatesReader},
+}
+
+// StatesReader: States answers each request, in order, as State would at
+// the same now: open slots (running, retrying, pending), last, horizon
+// (started by the call for a new pair) and the pause flag.
+func testStatesReader(t *testing.T, x *fixture) {
+	sr, ok := x.raw.(ledger.StatesReader)
+	if !ok {
+		t.Skip("ledgertest: skipped: the ledger does not implement ledger.StatesReader")
+	}
+	ctx := t.Context()
+	h := holder(1)
+	x.begin(x.slot(0), h, 3, x.now(0, 0)) // running
+	x.fail(x.slot(1), h, x.begin(x.slot(1), h, 3, x.now(1, 0)), x.now(1, 1))
+	require.NoError(t, x.ledger.Request(ctx, x.slotIn("b", 2), "test", x.now(2, 0)))
+	paused := x.job + "-paused"
+	require.NoError(t, x.ledger.SetPaused(ctx, paused, true))
+	reqs := []ledger.StateRequest{
+		{Job: x.job, Partition: "", Since: x.at(0)},
+		{Job: x.job, Partition: "b", Since: x.at(0)},
+		{Job: x.job, Partition: "new", Since: x.at(0)},
+		{Job: x.job, Partition: "", Since: x.at(1)}, // since leaves slot 0 out
+		{Job: paused, Partition: "", Since: x.at(0)},
+	}
+	now := x.now(3, 0)
+	got, err := sr.States(ctx, reqs, now)
+	require.NoError(t, err)
+	require.Len(t, got, len(reqs))
+	for i, q := range reqs {
+		want, err := x.ledger.State(ctx, q.Job, q.Partition, q.Since, now)
+		require.NoError(t, err)
+		require.Equal(t, want, got[i], "request %d (%s %q)", i, q.Job, q.Partition)
+	}
+	require.Len(t, got[0].Open, 2, "the running and the retrying slot")
+	require.True(t, got[0].Open[1].RetryAt.Equal(x.now(1, 1).Add(time.Minute).Truncate(time.Millisecond)),
+		"slot 1 retries a minute after its failure: %v", got[0].Open[1].RetryAt)
+	require.Equal(t, []ledger.OpenSlot{{At: x.at(2)}}, got[1].Open, "the pending request")
+	require.Empty(t, got[2].Open)
+	require.True(t, got[2].Horizon.Equal(now.Truncate(time.Millisecond)), "a new pair's horizon starts at now: %v", got[2].Horizon)
+	require.Len(t, got[3].Open, 1, "since leaves the running slot 0 out")
+	require.True(t, got[4].Paused)
+	require.False(t, got[0].Paused)
+	none, err := sr.States(ctx, nil, now)
+	require.NoError(t, err)
+	require.Empty(t, none)
 }
 
 // PauseReader: Paused follows SetPaused, per job, and starts no horizon.

@@ -3,7 +3,8 @@
 // acceptance rule to the fence of the transition's scope and writes the
 // record; concurrent claims share round trips through an auto-pipeline.
 // It implements the optional ledger.Canceler, ledger.ClearBeginner,
-// ledger.PauseReader, ledger.Pruner and ledger.LeaseJoiner.
+// ledger.PauseReader, ledger.StatesReader, ledger.Pruner and
+// ledger.LeaseJoiner.
 //
 // # Joined transitions
 //

@@ -110,6 +110,7 @@ type Ledger struct {
 var (
 	_ ledger.Ledger        = (*Ledger)(nil)
 	_ ledger.ClearBeginner = (*Ledger)(nil)
+	_ ledger.StatesReader  = (*Ledger)(nil)
 	_ ledger.LeaseJoiner   = (*Ledger)(nil)
 )
 
@@ -198,38 +199,68 @@ func fromMillis(s string) time.Time {
 
 // State implements Ledger. One pipeline: one round trip on a single server.
 func (l *Ledger) State(ctx context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
-	k := l.keys(job, partition)
+	sts, err := l.States(ctx, []ledger.StateRequest{{Job: job, Partition: partition, Since: since}}, now)
+	if err != nil {
+		return ledger.State{}, err
+	}
+	return sts[0], nil
+}
+
+// States implements ledger.StatesReader: the commands of every request's
+// State in one pipeline (on a Cluster, go-redis sends one per node).
+func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now time.Time) ([]ledger.State, error) {
+	type reads struct {
+		open, pending *redis.StringSliceCmd
+		retry         *redis.ZSliceCmd
+		last, horizon *redis.StringCmd
+		paused        *redis.IntCmd
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
 	pipe := l.rdb.Pipeline()
-	open := pipe.ZRangeByScore(ctx, k.open, &redis.ZRangeBy{Min: unix(since), Max: "+inf"})
-	pending := pipe.ZRange(ctx, k.pending, 0, -1)
-	retry := pipe.ZRangeWithScores(ctx, k.retry, 0, -1)
-	last := pipe.Get(ctx, k.last)
-	pipe.SetNX(ctx, k.horizon, millis(now), 0)
-	horizon := pipe.Get(ctx, k.horizon)
-	paused := pipe.Exists(ctx, l.pausedKey(job))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return ledger.State{}, fmt.Errorf("redisledger: state %s: %w", job, err)
-	}
-	retryAt := map[string]time.Time{}
-	for _, z := range retry.Val() {
-		retryAt[fmt.Sprint(z.Member)] = time.UnixMilli(int64(z.Score)).UTC()
-	}
-	seen := map[string]bool{}
-	var st ledger.State
-	for _, m := range append(open.Val(), pending.Val()...) {
-		if seen[m] {
-			continue
+	rs := make([]reads, len(reqs))
+	for i, q := range reqs {
+		k := l.keys(q.Job, q.Partition)
+		rs[i] = reads{
+			open:    pipe.ZRangeByScore(ctx, k.open, &redis.ZRangeBy{Min: unix(q.Since), Max: "+inf"}),
+			pending: pipe.ZRange(ctx, k.pending, 0, -1),
+			retry:   pipe.ZRangeWithScores(ctx, k.retry, 0, -1),
+			last:    pipe.Get(ctx, k.last),
 		}
-		seen[m] = true
-		st.Open = append(st.Open, ledger.OpenSlot{At: fromUnix(m), RetryAt: retryAt[m]})
+		pipe.SetNX(ctx, k.horizon, millis(now), 0)
+		rs[i].horizon = pipe.Get(ctx, k.horizon)
+		rs[i].paused = pipe.Exists(ctx, l.pausedKey(q.Job))
 	}
-	sort.Slice(st.Open, func(i, j int) bool { return st.Open[i].At.Before(st.Open[j].At) })
-	if last.Err() == nil {
-		st.Last = fromUnix(last.Val())
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		if len(reqs) > 1 {
+			return nil, fmt.Errorf("redisledger: state of %d pairs: %w", len(reqs), err)
+		}
+		return nil, fmt.Errorf("redisledger: state %s: %w", reqs[0].Job, err)
 	}
-	st.Horizon = fromMillis(horizon.Val())
-	st.Paused = paused.Val() == 1
-	return st, nil
+	out := make([]ledger.State, len(reqs))
+	for i, r := range rs {
+		retryAt := map[string]time.Time{}
+		for _, z := range r.retry.Val() {
+			retryAt[fmt.Sprint(z.Member)] = time.UnixMilli(int64(z.Score)).UTC()
+		}
+		seen := map[string]bool{}
+		st := &out[i]
+		for _, m := range append(r.open.Val(), r.pending.Val()...) {
+			if seen[m] {
+				continue
+			}
+			seen[m] = true
+			st.Open = append(st.Open, ledger.OpenSlot{At: fromUnix(m), RetryAt: retryAt[m]})
+		}
+		sort.Slice(st.Open, func(i, j int) bool { return st.Open[i].At.Before(st.Open[j].At) })
+		if r.last.Err() == nil {
+			st.Last = fromUnix(r.last.Val())
+		}
+		st.Horizon = fromMillis(r.horizon.Val())
+		st.Paused = r.paused.Val() == 1
+	}
+	return out, nil
 }
 
 // Paused implements ledger.PauseReader: one EXISTS.
