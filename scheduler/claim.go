@@ -126,6 +126,9 @@ func (s *Scheduler) recoverAll(sr ledger.StatesReader, units []*unit) {
 			reqs[i] = ledger.StateRequest{Job: u.job.Name, Partition: u.partition, Since: u.job.window.since(now)}
 		}
 		sts, err := sr.States(s.life.claim, reqs, now)
+		if s.life.claim.Err() != nil {
+			return // stopped: no claim follows
+		}
 		if err == nil && len(sts) != len(chunk) {
 			err = fmt.Errorf("scheduler: %d states for %d requests", len(sts), len(chunk))
 		}
