@@ -49,8 +49,8 @@
 // redisledger, pgledger and ledgertest.Memory and checked the same way.
 // StatesReader (State of many pairs in one call, which the scheduler's
 // recovery at Start reads in batches before it takes any lease) is
-// implemented by redisledger; without it, the recovery reads State unit
-// by unit.
+// implemented by redisledger and pgledger; without it, the recovery reads
+// State unit by unit.
 //
 // # Errors
 //

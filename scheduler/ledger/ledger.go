@@ -134,8 +134,9 @@ type PauseReader interface {
 // StatesBatch. States returns one State per request, in order, each as
 // Ledger.State would return it for the request at now (a pair's first
 // read starts its horizon at now), or an error for the whole batch.
-// redisledger implements it (one pipeline: one round trip on a single
-// server); ledgertest.Exercise checks it on every ledger that does.
+// redisledger (one pipeline: one round trip on a single server) and
+// pgledger (one statement) implement it; ledgertest.Exercise checks it
+// on every ledger that does.
 type StatesReader interface {
 	States(ctx context.Context, reqs []StateRequest, now time.Time) ([]State, error)
 }

@@ -31,6 +31,11 @@
 // precision (a Slot's identity); the times passed as now are stored as
 // given (microseconds).
 //
+// State is one statement; States (ledger.StatesReader, which the
+// scheduler's recovery at Start uses) reads many pairs in one statement
+// over unnest'ed arrays, and a pair without a job_fences row yet with
+// State, which creates it.
+//
 // # Fencing
 //
 // Every transition a lease holder makes (Begin, Heartbeat, Finish, Skip) is

@@ -50,9 +50,10 @@ type queries struct {
 	// (their attempts cascade); rows a transition holds are skipped.
 	prune string
 
-	state string
-	get   string // $1 job, $2 slot, $3 partition
-	list  string // $1 job, $2 partition, $3 from, $4 to, $5 limit
+	state  string
+	states string // $1 jobs, $2 partitions, $3 sinces (arrays, in order)
+	get    string // $1 job, $2 slot, $3 partition
+	list   string // $1 job, $2 partition, $3 from, $4 to, $5 limit
 }
 
 func newQueries(schema string) queries {
@@ -185,6 +186,19 @@ SELECT (SELECT horizon FROM f), (SELECT last_slot FROM f),
    AND (r.status = 'pending'
         OR (r.schedule_slot >= $3 AND (r.status = 'running' OR (r.status = 'failed' AND r.retry_at IS NOT NULL))))
  ORDER BY r.schedule_slot`),
+		// state for many pairs in one statement: the rows of each pair,
+		// its index (from 1) first, in the order asked, each pair's first
+		// row carrying its fence and pause flag as state's does.
+		states: r.Replace(`SELECT q.i, f.horizon, f.last_slot, COALESCE(p.paused, false),
+       r.schedule_slot, r.status, r.retry_at
+  FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS q (job, part, since, i)
+  LEFT JOIN {{fences}} f ON f.job_name = q.job AND f.partition_key = q.part
+  LEFT JOIN {{pauses}} p ON p.job_name = q.job
+  LEFT JOIN {{runs}} r
+    ON r.job_name = q.job AND r.partition_key = q.part
+   AND (r.status = 'pending'
+        OR (r.schedule_slot >= q.since AND (r.status = 'running' OR (r.status = 'failed' AND r.retry_at IS NOT NULL))))
+ ORDER BY q.i, r.schedule_slot`),
 		get: records(r, `job_name = $1 AND schedule_slot = $2 AND partition_key = $3`),
 		list: records(r, `job_name = $1 AND partition_key = $2 AND schedule_slot >= $3 AND schedule_slot < $4
      ORDER BY schedule_slot DESC LIMIT $5`),

@@ -52,27 +52,94 @@ func (l *Ledger) state(ctx context.Context, job, partition string, since time.Ti
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var (
-				horizon, last, at, retryAt *time.Time
-				status                     *string
-			)
-			if err := rows.Scan(&horizon, &last, &st.Paused, &at, &status, &retryAt); err != nil {
+			var r stateRow
+			if err := rows.Scan(&r.horizon, &r.last, &st.Paused, &r.at, &r.status, &r.retryAt); err != nil {
 				return err
 			}
-			known = horizon != nil
-			st.Horizon, st.Last = utc(horizon), utc(last)
-			if at == nil {
-				continue // the first row only, when nothing is open
-			}
-			open := ledger.OpenSlot{At: at.UTC()}
-			if *status == string(ledger.StatusFailed) {
-				open.RetryAt = utc(retryAt)
-			}
-			st.Open = append(st.Open, open)
+			known = r.add(&st)
 		}
 		return rows.Err()
 	})
 	return st, known, err
+}
+
+// stateRow is one row of the state and states statements.
+type stateRow struct {
+	horizon, last, at, retryAt *time.Time
+	status                     *string
+}
+
+// add puts the row into st (its Paused scanned already) and reports
+// whether the pair has a fence row.
+func (r stateRow) add(st *ledger.State) (known bool) {
+	st.Horizon, st.Last = utc(r.horizon), utc(r.last)
+	if r.at == nil {
+		return r.horizon != nil // the first row only, when nothing is open
+	}
+	open := ledger.OpenSlot{At: r.at.UTC()}
+	if *r.status == string(ledger.StatusFailed) {
+		open.RetryAt = utc(r.retryAt)
+	}
+	st.Open = append(st.Open, open)
+	return r.horizon != nil
+}
+
+var _ ledger.StatesReader = (*Ledger)(nil)
+
+// States implements ledger.StatesReader: the state statement of every
+// request in one statement (one round trip); a pair the ledger does not
+// know yet is then read with State, which creates its fence row and
+// starts its horizon at now.
+func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now time.Time) ([]ledger.State, error) {
+	if err := l.ready(); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	jobs, parts, sinces := make([]string, len(reqs)), make([]string, len(reqs)), make([]time.Time, len(reqs))
+	for i, q := range reqs {
+		if err := validateKey(q.Job, q.Partition); err != nil {
+			return nil, err
+		}
+		jobs[i], parts[i], sinces[i] = q.Job, q.Partition, q.Since
+	}
+	out := make([]ledger.State, len(reqs))
+	known := make([]bool, len(reqs))
+	err := l.read("state", fmt.Sprintf("%d pairs", len(reqs)), func() error {
+		rows, err := l.db.Query(ctx, l.sql.states, jobs, parts, sinces)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				i      int64
+				paused bool
+				r      stateRow
+			)
+			if err := rows.Scan(&i, &r.horizon, &r.last, &paused, &r.at, &r.status, &r.retryAt); err != nil {
+				return err
+			}
+			if i < 1 || int(i) > len(reqs) {
+				return fmt.Errorf("pgledger: states: row of pair %d of %d", i, len(reqs))
+			}
+			out[i-1].Paused = paused
+			known[i-1] = r.add(&out[i-1])
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, q := range reqs {
+		if !known[i] {
+			if out[i], err = l.State(ctx, q.Job, q.Partition, q.Since, now); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }
 
 // Get implements ledger.Ledger.
