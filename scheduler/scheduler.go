@@ -86,7 +86,7 @@ type Scheduler struct {
 	wake    chan struct{}
 	woken   bool         // the queue changed since the dispatcher last read it
 	parked  parkedAt     // the dispatcher's current sleep (zero: awake)
-	active  atomic.Int64 // units with a claim running, OverlapAllow runs, the recovery at Start while it reads
+	active  atomic.Int64 // units with a claim running, OverlapAllow runs, the recovery at Start
 	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
 
 	joiner  ledger.LeaseJoiner // the ledger, when it joins the leases' backend; else nil
@@ -226,9 +226,10 @@ func (s *Scheduler) Register(job Job) error {
 // goroutine keeps the timers of every (job, partition); claims run on at
 // most Options.MaxConcurrentClaims goroutines. Every (job, partition) is
 // claimed once at start, to recover what came due while no replica ran
-// (stored retries, abandoned attempts, missed slots): the claim reads the
-// ledger first and takes the lease only when there is something to do. It returns
-// ErrStarted when called twice.
+// (stored retries, abandoned attempts, missed slots): the recovery reads
+// the ledger first (a ledger.StatesReader in batches) and takes a unit's
+// lease only when there is something to do. It returns ErrStarted when
+// called twice.
 func (s *Scheduler) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
