@@ -136,7 +136,9 @@ type PauseReader interface {
 // read starts its horizon at now), or an error for the whole batch.
 // redisledger (one pipeline: one round trip on a single server) and
 // pgledger (one statement) implement it; ledgertest.Exercise checks it
-// on every ledger that does.
+// on every ledger that does. A wrapper that embeds one of them and
+// changes State must change States too: the scheduler calls States, the
+// embedded one, at Start.
 type StatesReader interface {
 	States(ctx context.Context, reqs []StateRequest, now time.Time) ([]State, error)
 }

@@ -232,7 +232,17 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 		rs[i].horizon = pipe.Get(ctx, k.horizon)
 		rs[i].paused = pipe.Exists(ctx, l.pausedKey(q.Job))
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	// Exec answers the first command's error only, and redis.Nil (a GET
+	// of a pair that never began a slot) is no error: a later command's
+	// failure (on a Cluster, a node that cannot be reached) must not pass
+	// for an empty State, so every command's error is looked at.
+	cmds, err := pipe.Exec(ctx)
+	for _, c := range cmds {
+		if err == nil || errors.Is(err, redis.Nil) {
+			err = c.Err()
+		}
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
 		if len(reqs) > 1 {
 			return nil, fmt.Errorf("redisledger: state of %d pairs: %w", len(reqs), err)
 		}
