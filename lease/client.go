@@ -70,7 +70,23 @@ func NewWithBackend(b Backend, opts Options) (*Client, error) {
 // Backend returns the backend the Client stores its leases in: the
 // *RedisBackend of a Client made by New (its Keys and Redis), the one
 // passed to NewWithBackend otherwise.
-func (c *Client) Backend() Backend { return c.b }
+func (c *Client) Backend() Backend {
+	if c == nil {
+		return nil
+	}
+	return c.b
+}
+
+// ready refuses a Client not made by New or NewWithBackend, and a nil ctx.
+func (c *Client) ready(ctx context.Context) error {
+	if c == nil || c.keeper == nil {
+		return ErrNotCreated
+	}
+	if ctx == nil {
+		return ErrNilContext
+	}
+	return nil
+}
 
 // TryAcquire makes one attempt (one round trip) to take the lease called
 // name for ttl. ctx bounds the call and lends its values to
@@ -89,6 +105,9 @@ func (c *Client) Backend() Backend { return c.b }
 // this attempt's owner, on a best effort bounded by ttl, before the call
 // returns.
 func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
 	if err := validateName(name); err != nil {
 		return nil, err
 	}
@@ -122,6 +141,9 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 // both errors.Is(err, context.DeadlineExceeded) and errors.Is(err,
 // ErrNotAcquired) (or ErrSlowAcquire) hold.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
+	if err := c.ready(ctx); err != nil {
+		return nil, err
+	}
 	if err := validateName(name); err != nil {
 		return nil, err
 	}
@@ -197,7 +219,7 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 // trip on the built-in Redis backend (one pipeline; one per node on a
 // Cluster; with Options.ReplicaAck, one more WAIT per lease taken), and one
 // after another on a backend without batches. leases[i]
-// and errs[i] answer names[i], with TryAcquire's errors; an invalid ttl
+// and errs[i] answer names[i], with TryAcquire's errors; an invalid ttl, a nil ctx or a Client not made by New
 // fails every name. A name listed twice is taken once: the later copy gets
 // *NotAcquiredError (the earlier one holds it). Each lease's trust window
 // starts when the batch was sent, so a batch answered at or after
@@ -234,7 +256,11 @@ func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Dur
 // as in TryAcquireAll.
 func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time.Duration, acquire func(context.Context, []AcquireRequest) ([]Grant, []error), opts ...AcquireOption) (leases []*Lease, errs []error) {
 	leases, errs = make([]*Lease, len(names)), make([]error, len(names))
-	if err := validateTTL(ttl); err != nil {
+	err := c.ready(ctx)
+	if err == nil {
+		err = validateTTL(ttl)
+	}
+	if err != nil {
 		for i := range errs {
 			errs[i] = err
 		}

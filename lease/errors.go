@@ -20,6 +20,12 @@ var (
 	ErrInvalidTTL = errors.New("lease: invalid TTL")
 	// ErrInvalidOptions is returned by New for out-of-range Options.
 	ErrInvalidOptions = errors.New("lease: invalid options")
+	// ErrNotCreated is returned by the methods of a nil Client, or of one
+	// not made by New or NewWithBackend (a zero Client{}).
+	ErrNotCreated = errors.New("lease: client not created with New")
+	// ErrNilContext is returned for a nil context.Context: pass
+	// context.Background() (or context.TODO()) when there is none.
+	ErrNilContext = errors.New("lease: nil context")
 )
 
 // Errors for lease states.

@@ -128,7 +128,7 @@ func (l *Lease) TTL() time.Duration {
 // fence.HolderFromContext, and the values of the context passed to Acquire
 // (not its cancellation: that context bounds the wait only).
 func (l *Lease) Context() context.Context {
-	if l == nil {
+	if l == nil || l.c == nil { // nil, or a zero Lease{} not made by a Client
 		return canceledContext()
 	}
 	l.mu.Lock()
@@ -157,7 +157,7 @@ func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 // timer), so a holder that checks Err before it acts never acts past its
 // window.
 func (l *Lease) Err() error {
-	if l == nil {
+	if l == nil || l.c == nil {
 		return &LostError{Reason: ErrNotHeld}
 	}
 	l.expire(time.Now()) // a no-op within the window, when frozen or ended
@@ -188,10 +188,14 @@ func (l *Lease) Deadline() time.Time {
 // Errors: a *LostError when the lease had already ended; ErrNotHeld when
 // Redis says we no longer own it (the lease is then lost with that cause);
 // Redis errors otherwise (the lease stays held until its trust window
-// ends), joined with ctx's error when ctx ended.
+// ends), joined with ctx's error when ctx ended; ErrNilContext for a nil
+// ctx.
 func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
+	}
+	if ctx == nil {
+		return ErrNilContext
 	}
 	start := time.Now()
 	err := l.c.b.Renew(ctx, []Held{l.held()})[0]
@@ -255,9 +259,10 @@ func (l *Lease) schedule() (nextRenew, deadline time.Time, ended, frozen bool) {
 // Errors: ErrNotHeld when the key was no longer ours (it expired or was
 // taken, and the lease had been lost); nil after a loss by the lifetime
 // context (WithLifetime), which released the key itself; Redis errors;
-// ctx's error when ctx ended first.
+// ctx's error when ctx ended first; ErrNilContext for a nil ctx (nothing
+// is released: call again with a context).
 func (l *Lease) Release(ctx context.Context) error {
-	if l == nil {
+	if l == nil || l.c == nil {
 		return ErrNotHeld
 	}
 	return l.ReleaseWith(ctx, l.c.b.Release)
@@ -274,8 +279,11 @@ func (l *Lease) Release(ctx context.Context) error {
 // that answer), again on a later call after an error without an answer.
 // Errors as Release's.
 func (l *Lease) ReleaseWith(ctx context.Context, release func(ctx context.Context, h Held) error) error {
-	if l == nil {
+	if l == nil || l.c == nil {
 		return ErrNotHeld
+	}
+	if ctx == nil {
+		return ErrNilContext
 	}
 	l.end(ErrReleased)
 	if err := l.c.keeper.remove(ctx, l); err != nil {

@@ -102,6 +102,51 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// Misuse is bad input, answered with a typed error, never a panic: a nil or
+// zero Client, a zero Lease, a nil context. Nothing is taken or released.
+func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, c := range map[string]*Client{"nil": nil, "zero": {}} {
+		_, err := c.TryAcquire(ctx, "a", time.Minute)
+		require.ErrorIs(t, err, ErrNotCreated, name)
+		_, err = c.Acquire(ctx, "a", time.Minute)
+		require.ErrorIs(t, err, ErrNotCreated, name)
+		leases, errs := c.TryAcquireAll(ctx, []string{"a", "b"}, time.Minute)
+		require.Equal(t, []*Lease{nil, nil}, leases, name)
+		for _, err := range errs {
+			require.ErrorIs(t, err, ErrNotCreated, name)
+		}
+		require.Nil(t, c.Backend(), name)
+	}
+	var zero Lease
+	require.ErrorIs(t, zero.Err(), ErrNotHeld)
+	require.ErrorIs(t, zero.Renew(ctx), ErrNotHeld)
+	require.ErrorIs(t, zero.Release(ctx), ErrNotHeld)
+	require.Error(t, zero.Context().Err(), "a zero Lease's context is canceled")
+
+	eachBackend(t, func(t *testing.T, s *setup) {
+		var nilCtx context.Context
+		_, err := s.client.TryAcquire(nilCtx, "nil-ctx", time.Minute)
+		require.ErrorIs(t, err, ErrNilContext)
+		_, err = s.client.Acquire(nilCtx, "nil-ctx", time.Minute)
+		require.ErrorIs(t, err, ErrNilContext)
+		_, errs := s.client.TryAcquireAll(nilCtx, []string{"nil-ctx"}, time.Minute)
+		require.ErrorIs(t, errs[0], ErrNilContext)
+		key, _ := KeysOf(s.client, "nil-ctx")
+		require.ErrorIs(t, s.rdb.Get(ctx, key).Err(), redis.Nil, "nothing was taken")
+
+		l := tryAcquire(t, s.client, "nil-ctx", time.Minute)
+		require.ErrorIs(t, l.Renew(nilCtx), ErrNilContext)
+		require.ErrorIs(t, l.Release(nilCtx), ErrNilContext)
+		require.NoError(t, l.Err(), "still held: a refused Release releases nothing")
+		owner, err := s.rdb.Get(ctx, key).Result()
+		require.NoError(t, err)
+		require.Equal(t, l.Owner(), owner)
+		release(t, l)
+	})
+}
+
 // A Release that got no answer can be tried again.
 func TestReleaseWithoutAnAnswerCanBeTriedAgain(t *testing.T) {
 	t.Parallel()
