@@ -156,7 +156,7 @@ func FencedUpsert(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 	// The key existed (the insert did not happen) and the rule refused the
 	// update. A row gone by the time of the read was deleted in between:
 	// running the write again will insert it.
-	return refused(ctx, db, row, sh.current, h, fmt.Errorf("row deleted concurrently: %w", ErrRetryable))
+	return refused(ctx, db, row, sh.current, h, fmt.Errorf("%w: row deleted concurrently", ErrRetryable))
 }
 
 // refused explains a statement that changed no row: it reads the row's
@@ -178,7 +178,7 @@ func refused(ctx context.Context, db DBTX, row Row, currentSQL string, h fence.H
 	err := db.QueryRow(ctx, currentSQL, row.Key).Scan(&current, &currentOwner, &currentScope)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("pgfence: %s: %w", row.resource(), notFound)
+		return fmt.Errorf("%w: %s", notFound, row.resource())
 	case err != nil:
 		return wrapDBError("read fence token of", row.resource(), err)
 	}

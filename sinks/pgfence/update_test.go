@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +118,8 @@ func TestFencedUpdateTellsMissingRowFromStale(t *testing.T) {
 	require.ErrorIs(t, err, pgfence.ErrRowNotFound)
 	require.NotErrorIs(t, err, fence.ErrStaleToken)
 	require.NotErrorIs(t, err, pgfence.ErrRetryable)
+	require.Equal(t, 1, strings.Count(err.Error(), "pgfence:"), "one package prefix: %q", err)
+	require.Contains(t, err.Error(), "row not found")
 
 	// A row whose fence was raised by a zero-valued default still takes
 	// a first token.
