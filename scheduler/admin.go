@@ -14,7 +14,7 @@ const MaxBackfill = 1000
 
 // ErrInvalidArgument matches an operation's bad range or limit, or a slot
 // the job does not have (not a fire of its schedule, or outside its
-// StartAt/EndAt window).
+// StartAt/EndAt window), or a nil context.
 var ErrInvalidArgument = errors.New("scheduler: invalid argument")
 
 // JobInfo describes a registered job for operators.
@@ -54,6 +54,9 @@ type JobStatus struct {
 // flag comes from State of the job's first partition, which starts that
 // pair's horizon if it had none. ErrUnknownJob for an unknown job.
 func (s *Scheduler) JobStatus(ctx context.Context, job string) (JobStatus, error) {
+	if err := s.ready(ctx); err != nil {
+		return JobStatus{}, err
+	}
 	r, ok := s.jobByName(job)
 	if !ok {
 		return JobStatus{}, fmt.Errorf("%w: %q", ErrUnknownJob, job)
@@ -97,6 +100,9 @@ func (s *Scheduler) paused(ctx context.Context, job, partition string) (bool, er
 // (truncated to the second); found is false when the ledger has none.
 // ErrUnknownJob for an unknown job or partition.
 func (s *Scheduler) Record(ctx context.Context, job, partition string, at time.Time) (rec ledger.Record, found bool, err error) {
+	if err := s.ready(ctx); err != nil {
+		return ledger.Record{}, false, err
+	}
 	if _, err := s.unit(job, partition); err != nil {
 		return ledger.Record{}, false, err
 	}
@@ -105,6 +111,9 @@ func (s *Scheduler) Record(ctx context.Context, job, partition string, at time.T
 
 // Jobs lists the registered jobs, in registration order.
 func (s *Scheduler) Jobs() []JobInfo {
+	if s.ready(context.Background()) != nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []JobInfo
@@ -128,6 +137,9 @@ func (s *Scheduler) Jobs() []JobInfo {
 // newest first, at most limit. ErrUnknownJob for an unknown job/partition,
 // ErrInvalidArgument for limit < 1 or from >= to.
 func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := s.unit(job, partition); err != nil {
 		return nil, err
 	}
@@ -149,6 +161,9 @@ func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to ti
 // of the schedule or lies outside [StartAt, EndAt); ErrSlotRunning; ledger
 // errors.
 func (s *Scheduler) Retry(ctx context.Context, job, partition string, at time.Time, reason string) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
 	u, err := s.unit(job, partition)
 	if err != nil {
 		return err
@@ -172,6 +187,9 @@ func (s *Scheduler) Retry(ctx context.Context, job, partition string, at time.Ti
 // StartAt (it has not started) and at or after its EndAt (it has ended):
 // the job has no slot then and the run would never start; ledger errors.
 func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) (ledger.Slot, error) {
+	if err := s.ready(ctx); err != nil {
+		return ledger.Slot{}, err
+	}
 	u, err := s.unit(job, partition)
 	if err != nil {
 		return ledger.Slot{}, err
@@ -191,6 +209,9 @@ func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) 
 // left alone. ErrInvalidArgument for from >= to, a range with nothing left
 // inside [StartAt, EndAt), or one of more than MaxBackfill slots.
 func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, to time.Time, reason string) ([]ledger.Slot, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
 	u, err := s.unit(job, partition)
 	if err != nil {
 		return nil, err
@@ -245,6 +266,9 @@ func withReason(op, reason string) string {
 // Pause stops every replica from running job's slots (they are still
 // recorded as due and run on Resume, within the catch-up policy).
 func (s *Scheduler) Pause(ctx context.Context, job string) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
 	if _, ok := s.jobByName(job); !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownJob, job)
 	}
@@ -253,6 +277,9 @@ func (s *Scheduler) Pause(ctx context.Context, job string) error {
 
 // Resume undoes Pause.
 func (s *Scheduler) Resume(ctx context.Context, job string) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
 	r, ok := s.jobByName(job)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownJob, job)
@@ -285,6 +312,17 @@ func (s *Scheduler) poke(u *unit) {
 	if started {
 		s.wakeAt(u, s.clock.Now())
 	}
+}
+
+// ready refuses a Scheduler not made by New (nil or zero), and a nil ctx.
+func (s *Scheduler) ready(ctx context.Context) error {
+	if s == nil || s.cfg.Ledger == nil {
+		return ErrNotCreated
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return nil
 }
 
 func (s *Scheduler) unit(job, partition string) (*unit, error) {

@@ -235,7 +235,7 @@
 //
 // Jobs lists the registered jobs with their next slot. Runs lists the
 // records of a unit, newest first. Retry asks for a new attempt of one
-// slot of the schedule (ErrInvalidJob for a time that is not one), a
+// slot of the schedule (ErrInvalidArgument for a time that is not one), a
 // succeeded, failed or missed one alike, as the next attempt of the same
 // run, with the reason recorded ("retry: ..."); Trigger asks for an
 // extra slot at the current second ("trigger: ..."); Backfill asks for

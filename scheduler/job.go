@@ -39,9 +39,10 @@ const (
 // Errors for bad input, returned before anything runs.
 var (
 	// ErrInvalidJob matches every rejected Job: empty or oversized name,
-	// a name holding '{', '}' or '|', a nil Run, bad partitions, negative
-	// durations, a LeaseTTL below lease.MinTTL, EndAt before StartAt, or
-	// an unsupported policy. Spec and zone errors wrap cron's errors
+	// a name holding '{', '}', '|' or '@', a nil Run, bad partitions,
+	// negative durations, a LeaseTTL below lease.MinTTL, EndAt before
+	// StartAt, RetryBackoff above RetryMaxBackoff, or an unsupported
+	// policy. Spec and zone errors wrap cron's errors
 	// (cron.ErrInvalidSpec, cron.ErrUnknownZone) as well.
 	ErrInvalidJob = errors.New("scheduler: invalid job")
 	// ErrDuplicateJob is returned when a job of that name is registered.
@@ -178,7 +179,9 @@ type Job struct {
 	// RetryBackoff * 2^(attempt-1), at most RetryMaxBackoff, ±20% jitter.
 	// The next attempt's time is stored in the ledger, so a crash in the
 	// wait loses nothing. Defaults DefaultRetryBackoff and
-	// DefaultRetryMaxBackoff.
+	// DefaultRetryMaxBackoff (or RetryBackoff, when that is longer);
+	// a RetryBackoff above a RetryMaxBackoff that is set is refused
+	// (ErrInvalidJob).
 	RetryBackoff, RetryMaxBackoff time.Duration
 	// Overlap is the overlap policy. Default OverlapForbid. It applies to
 	// the slots of the schedule only: a slot an operator asks for
@@ -207,6 +210,10 @@ type Job struct {
 	// [StartAt, EndAt), a slot at StartAt included, one at EndAt not;
 	// either may fall between whole seconds (a StartAt of 05.4 s and an
 	// EndAt of 06.4 s leave an every-second job the one slot at 06 s).
+	// An EndAt already past is accepted, so a configuration stays valid
+	// after its window closed (its slots can still be listed and
+	// retried), and Register logs job_window_ended at warn level: no slot
+	// of the job comes due any more.
 	StartAt, EndAt time.Time
 }
 
@@ -221,7 +228,7 @@ func (j Job) withDefaults() Job {
 		j.RetryBackoff = DefaultRetryBackoff
 	}
 	if j.RetryMaxBackoff == 0 {
-		j.RetryMaxBackoff = DefaultRetryMaxBackoff
+		j.RetryMaxBackoff = max(DefaultRetryMaxBackoff, j.RetryBackoff)
 	}
 	if j.CatchUpWindow == 0 {
 		j.CatchUpWindow = DefaultCatchUpWindow
@@ -258,6 +265,8 @@ func (j Job) validate() error {
 	case j.LeaseTTL < 0 || j.CatchUpWindow < 0 || j.MaxAttempts < 0 || j.MaxCatchUp < 0 ||
 		j.Timeout < 0 || j.RetryBackoff < 0 || j.RetryMaxBackoff < 0:
 		return fmt.Errorf("%w: %q: negative duration or count", ErrInvalidJob, j.Name)
+	case j.RetryMaxBackoff != 0 && j.RetryBackoff > j.RetryMaxBackoff:
+		return fmt.Errorf("%w: %q: RetryBackoff %v is above RetryMaxBackoff %v", ErrInvalidJob, j.Name, j.RetryBackoff, j.RetryMaxBackoff)
 	case j.LeaseTTL != 0 && j.LeaseTTL < lease.MinTTL:
 		return fmt.Errorf("%w: %q: LeaseTTL %v is below lease.MinTTL (%v)", ErrInvalidJob, j.Name, j.LeaseTTL, lease.MinTTL)
 	case !j.EndAt.IsZero() && !j.EndAt.After(j.StartAt):

@@ -21,6 +21,10 @@ import (
 // ErrInvalidOptions matches every Options that New rejects.
 var ErrInvalidOptions = errors.New("scheduler: invalid options")
 
+// ErrNotCreated is returned by the methods of a nil Scheduler, or of one
+// not made by New (a zero Scheduler{}).
+var ErrNotCreated = errors.New("scheduler: not created with New")
+
 // DefaultMaxConcurrentClaims bounds the claims (and runs) one Scheduler
 // works on at once (64).
 const DefaultMaxConcurrentClaims = 64
@@ -191,8 +195,11 @@ func New(cfg Options) (*Scheduler, error) {
 // Register adds a job. It must be called before Start.
 //
 // Errors: ErrInvalidJob (also wrapping cron.ErrInvalidSpec or
-// cron.ErrUnknownZone), ErrDuplicateJob, ErrStarted.
+// cron.ErrUnknownZone), ErrDuplicateJob, ErrStarted, ErrNotCreated.
 func (s *Scheduler) Register(job Job) error {
+	if err := s.ready(context.Background()); err != nil {
+		return err
+	}
 	if err := job.validate(); err != nil {
 		return err
 	}
@@ -213,6 +220,10 @@ func (s *Scheduler) Register(job Job) error {
 		return fmt.Errorf("%w: %q", ErrDuplicateJob, job.Name)
 	}
 	r := &registered{Job: job, window: newWindow(sched, job)}
+	if now := s.clock.Now(); !job.EndAt.IsZero() && !job.EndAt.After(now) {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "job_window_ended", slog.String("job", job.Name),
+			slog.Time("end_at", job.EndAt.UTC()), slog.String("effect", "no slot comes due; its slots can still be listed and retried"))
+	}
 	s.jobs[job.Name] = r
 	for _, p := range job.Partitions {
 		u := &unit{job: r, partition: p, lease: ledger.UnitScope(job.Name, p)}
@@ -231,6 +242,9 @@ func (s *Scheduler) Register(job Job) error {
 // lease only when there is something to do. It returns ErrStarted when
 // called twice.
 func (s *Scheduler) Start(ctx context.Context) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started {
@@ -284,6 +298,9 @@ const InterruptWait = 5 * time.Second
 // Stop is safe to call twice; called before Start it makes a later Start
 // return ErrStarted. It returns ctx's error when the grace period ran out.
 func (s *Scheduler) Stop(ctx context.Context) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if !s.started {
 		s.started = true // nothing to stop; Start is refused from now on

@@ -484,6 +484,7 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"NegativeTimeout", func(j *Job) { j.Timeout = -time.Second }, []error{ErrInvalidJob}},
 			{"NegativeRetryBackoff", func(j *Job) { j.RetryBackoff = -time.Second }, []error{ErrInvalidJob}},
 			{"NegativeRetryMaxBackoff", func(j *Job) { j.RetryMaxBackoff = -time.Second }, []error{ErrInvalidJob}},
+			{"RetryBackoffAboveRetryMaxBackoff", func(j *Job) { j.RetryBackoff, j.RetryMaxBackoff = time.Hour, time.Minute }, []error{ErrInvalidJob}},
 			{"NegativeCatchUpWindow", func(j *Job) { j.CatchUpWindow = -time.Second }, []error{ErrInvalidJob}},
 			{"LeaseTTLBelowLeaseMinimum", func(j *Job) { j.LeaseTTL = lease.MinTTL - 1 }, []error{ErrInvalidJob}},
 			{"UnknownOverlapPolicy", func(j *Job) { j.Overlap = OverlapAllow + 1 }, []error{ErrInvalidJob}},
@@ -547,6 +548,79 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 		require.ErrorIs(t, sched.Register(late), ErrStarted)
 		require.ErrorIs(t, sched.Start(context.Background()), ErrStarted)
 		require.NoError(t, sched.Stop(context.Background()))
+	})
+}
+
+// Defaults and warnings of Register for inputs that are valid but easy to
+// get wrong: a RetryBackoff above the default cap raises the cap, and a
+// window that already ended registers (a configuration stays valid after
+// its EndAt) with a job_window_ended warning.
+func TestRegisterDefaultsAndWarnings(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		run := func(context.Context, Run) error { return nil }
+		var mu sync.Mutex
+		warned := map[string]map[string]string{}
+		sched := s.replica(t, logTo(func(msg string, attrs map[string]string) {
+			if msg == "job_window_ended" {
+				mu.Lock()
+				defer mu.Unlock()
+				warned[attrs["job"]] = attrs
+			}
+		}))
+		require.NoError(t, sched.Register(Job{Name: "slow-retries", Spec: yearly, Run: run, RetryBackoff: time.Hour}))
+		require.Equal(t, time.Hour, sched.jobs["slow-retries"].RetryMaxBackoff, "the default cap is raised to RetryBackoff")
+		require.NoError(t, sched.Register(Job{Name: "default-retries", Spec: yearly, Run: run}))
+		require.Equal(t, DefaultRetryMaxBackoff, sched.jobs["default-retries"].RetryMaxBackoff)
+
+		endAt := time.Now().Add(-time.Hour).Truncate(time.Second)
+		require.NoError(t, sched.Register(Job{Name: "ended", Spec: everySecond, Run: run, EndAt: endAt}))
+		require.NoError(t, sched.Register(Job{Name: "open", Spec: everySecond, Run: run, EndAt: time.Now().Add(time.Hour)}))
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, map[string]map[string]string{"ended": {
+			"job": "ended", "end_at": endAt.UTC().Format(time.RFC3339),
+			"effect": "no slot comes due; its slots can still be listed and retried",
+		}}, warned)
+	})
+}
+
+// Misuse is bad input, answered with a typed error, never a panic: a nil or
+// zero Scheduler, a nil context.
+func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	job := Job{Name: "j", Spec: yearly, Run: func(context.Context, Run) error { return nil }}
+	at := time.Now().Truncate(time.Second)
+	calls := func(s *Scheduler, ctx context.Context) map[string]error {
+		out := map[string]error{"Register": s.Register(job), "Start": s.Start(ctx), "Stop": s.Stop(ctx),
+			"Retry": s.Retry(ctx, "j", "", at, ""), "Pause": s.Pause(ctx, "j"), "Resume": s.Resume(ctx, "j")}
+		_, out["JobStatus"] = s.JobStatus(ctx, "j")
+		_, _, out["Record"] = s.Record(ctx, "j", "", at)
+		_, out["Runs"] = s.Runs(ctx, "j", "", at.Add(-time.Hour), at, 10)
+		_, out["Trigger"] = s.Trigger(ctx, "j", "", "")
+		_, out["Backfill"] = s.Backfill(ctx, "j", "", at.Add(-time.Hour), at, "")
+		return out
+	}
+	for name, s := range map[string]*Scheduler{"nil": nil, "zero": {}} {
+		for call, err := range calls(s, ctx) {
+			require.ErrorIs(t, err, ErrNotCreated, "%s scheduler: %s", name, call)
+		}
+		require.Nil(t, s.Jobs(), name)
+	}
+	eachBackend(t, func(t *testing.T, s *setup) {
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(job))
+		var nilCtx context.Context
+		errs := calls(sched, nilCtx)
+		require.ErrorIs(t, errs["Register"], ErrDuplicateJob, "Register takes no context")
+		delete(errs, "Register")
+		for call, err := range errs {
+			require.ErrorIs(t, err, ErrInvalidArgument, call)
+			require.ErrorContains(t, err, "nil context", call)
+		}
+		require.NoError(t, sched.Start(ctx), "a refused Start did not start it")
+		require.NoError(t, sched.Stop(ctx))
 	})
 }
 
