@@ -155,7 +155,9 @@ func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to ti
 // one of the job's: a fire of its schedule, at or after StartAt and before
 // EndAt; at names the slot of its second (slots are whole seconds:
 // 09:00:00.300 is the 09:00:00 slot). The run starts at the next claim on
-// any replica, at once on this one when started.
+// any replica, at once on this one when started (on a Scheduler never
+// started, at the unit's next fire, retry or restart elsewhere: see
+// "Operations" in the package doc).
 //
 // Errors: ErrUnknownJob; ErrInvalidArgument wrapped when at is not a slot
 // of the schedule or lies outside [StartAt, EndAt); ErrSlotRunning; ledger

@@ -241,7 +241,11 @@
 // extra slot at the current second ("trigger: ..."); Backfill asks for
 // every slot of a range, at most MaxBackfill ("backfill: ..."). A
 // requested slot runs once, at once on this replica when it is started,
-// otherwise at the next claim of the unit on any replica. Pause stops
+// otherwise at the next claim of the unit on any replica: asked through a
+// Scheduler that was never started (an admin process), it waits for the
+// unit's next fire, retry or restart on a running replica (a year for a
+// yearly job). Serve operations from the running replicas (schedhttp, as
+// the holdfast command uses) to have them run at once. Pause stops
 // every replica from running the job's slots until Resume; slots that came
 // due while paused then follow the missed-slot policy. Operations on an
 // unknown job or partition return ErrUnknownJob; a running slot cannot be
@@ -255,7 +259,11 @@
 // context (cause ErrShutdown) and releases its lease, so another replica
 // may take the slot over even from a job that ignores its ctx; an attempt
 // that ends that way is recorded failed with ClassInterrupted and retried
-// later. Leases are released by the scheduler itself on every path, never
+// later. A job that ignores its ctx and returns nil after its lease was
+// released is recorded succeeded if no replica took the slot over in the
+// meantime (the ledger's fence still accepts its token); if one did, its
+// record is refused as stale and the takeover's stands. Either way its
+// effects are safe only at sinks that check its token. Leases are released by the scheduler itself on every path, never
 // by a context ending. Stop then releases the remaining leases, waits
 // for every goroutine the Scheduler started and returns nil, or ctx's
 // error when the grace period ran out. Stop is safe to call twice and
@@ -277,7 +285,8 @@
 //
 // Options.Logger receives job_claimed, job_claim_skipped (reason lease_held,
 // paused, done, ledger_error), job_run_finished, slot_skipped,
-// slots_unrecorded, clock_stepped, clock_jumped and stale_token_rejected; Options.Observer receives measurements
+// slots_unrecorded, clock_stepped, clock_jumped, stale_token_rejected and
+// job_window_ended (Register, an EndAt already past); Options.Observer receives measurements
 // (scheduler/schedprom turns them into Prometheus collectors).
 //
 // # Guarantees and non-guarantees

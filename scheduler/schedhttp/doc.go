@@ -43,5 +43,8 @@
 // partition it lists every partition of the job. GET
 // /jobs/{job}/runs/{slot} names one record, so on a job with partitions it
 // requires partition (absent: 400 "partition is required for a partitioned
-// job"); partition= (present, empty) names the default partition.
+// job"); partition= (present, empty) names the default partition. Retry,
+// trigger and backfill of a job with partitions answer the same 400 when
+// the body names no partition (404 is for a partition the job does not
+// have).
 package schedhttp

@@ -32,8 +32,10 @@ func (h *adminHandler) run(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	job, q := r.PathValue("job"), r.URL.Query()
-	if !q.Has("partition") && h.partitioned(job) {
-		return fmt.Errorf("%w: partition is required for a partitioned job", errBadRequest)
+	if !q.Has("partition") {
+		if err := h.needPartition(job, ""); err != nil {
+			return err
+		}
 	}
 	rec, found, err := h.s.Record(r.Context(), job, q.Get("partition"), at)
 	if err != nil {
@@ -54,6 +56,9 @@ func (h *adminHandler) retry(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: slot is required", errBadRequest)
 	}
 	job := r.PathValue("job")
+	if err := h.needPartition(job, req.Partition); err != nil {
+		return err
+	}
 	if err := h.s.Retry(r.Context(), job, req.Partition, req.Slot.Time, req.Reason); err != nil {
 		return err
 	}
@@ -64,6 +69,9 @@ func (h *adminHandler) retry(w http.ResponseWriter, r *http.Request) error {
 func (h *adminHandler) trigger(w http.ResponseWriter, r *http.Request) error {
 	var req TriggerRequest
 	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := h.needPartition(r.PathValue("job"), req.Partition); err != nil {
 		return err
 	}
 	slot, err := h.s.Trigger(r.Context(), r.PathValue("job"), req.Partition, req.Reason)
@@ -81,6 +89,9 @@ func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {
 	if req.From.IsZero() || !req.To.After(req.From.Time) {
 		return fmt.Errorf("%w: want from < to", errBadRequest)
 	}
+	if err := h.needPartition(r.PathValue("job"), req.Partition); err != nil {
+		return err
+	}
 	slots, err := h.s.Backfill(r.Context(), r.PathValue("job"), req.Partition, req.From.Time, req.To.Time, req.Reason)
 	if err != nil {
 		return err
@@ -92,15 +103,20 @@ func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusAccepted, out)
 }
 
-// partitioned reports whether job is registered with partitions (no
-// default partition "").
-func (h *adminHandler) partitioned(job string) bool {
+// needPartition answers 400 for a request that names no partition (the
+// default partition "") of a job registered with partitions: one slot is
+// one partition's, so the request is incomplete, not of an unknown
+// partition (404 is for a partition the job does not have).
+func (h *adminHandler) needPartition(job, partition string) error {
+	if partition != "" {
+		return nil
+	}
 	for _, info := range h.s.Jobs() {
-		if info.Name == job {
-			return !slices.Contains(info.Partitions, "")
+		if info.Name == job && !slices.Contains(info.Partitions, "") {
+			return fmt.Errorf("%w: partition is required for a partitioned job", errBadRequest)
 		}
 	}
-	return false
+	return nil
 }
 
 func (h *adminHandler) pause(w http.ResponseWriter, r *http.Request) error {

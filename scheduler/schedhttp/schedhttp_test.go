@@ -63,6 +63,13 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 		{"ListJobs", allow, "GET", "/jobs", "", http.StatusOK},
 		{"UnknownJob", allow, "POST", "/jobs/nope/pause", "", http.StatusNotFound},
 		{"UnknownPartition", allow, "POST", "/jobs/settle/trigger", `{"partition":"asia"}`, http.StatusNotFound},
+		// A partitioned job's slot is one partition's: naming none is an
+		// incomplete request (400), as on GET /runs/{slot}, not an unknown
+		// partition (404).
+		{"TriggerNeedsPartition", allow, "POST", "/jobs/settle/trigger", `{"reason":"month end"}`, http.StatusBadRequest},
+		{"RetryNeedsPartition", allow, "POST", "/jobs/settle/retry", `{"slot":"2026-11-29T01:00:00Z"}`, http.StatusBadRequest},
+		{"BackfillNeedsPartition", allow, "POST", "/jobs/settle/backfill", `{"from":"2026-11-20T00:00:00Z","to":"2026-11-23T00:00:00Z"}`, http.StatusBadRequest},
+		{"RunNeedsPartition", allow, "GET", "/jobs/settle/runs/2026-11-29T01:00:00Z", "", http.StatusBadRequest},
 		{"MalformedBody", allow, "POST", "/jobs/settle/retry", `{"slot":`, http.StatusBadRequest},
 		{"UnknownField", allow, "POST", "/jobs/settle/retry", `{"slott":"2026-11-29T01:00:00Z"}`, http.StatusBadRequest},
 		{"RetryNeedsSlot", allow, "POST", "/jobs/settle/retry", `{"partition":"eu"}`, http.StatusBadRequest},
@@ -92,6 +99,9 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 		require.Equal(t, tc.want, rec.Code, "%s: %s", tc.name, rec.Body.String())
 		if rec.Code >= 400 {
 			require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"), tc.name)
+		}
+		if strings.HasSuffix(tc.name, "NeedsPartition") {
+			require.Contains(t, rec.Body.String(), "partition is required for a partitioned job", tc.name)
 		}
 	}
 

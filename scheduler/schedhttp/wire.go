@@ -141,6 +141,8 @@ type LeasesPage struct {
 }
 
 // RetryRequest is the body of POST /jobs/{job}/retry.
+// Partition is required (400) for a job with partitions, empty for one
+// without.
 type RetryRequest struct {
 	Partition string `json:"partition"`
 	Slot      Time   `json:"slot"`
@@ -148,13 +150,16 @@ type RetryRequest struct {
 }
 
 // TriggerRequest is the body of POST /jobs/{job}/trigger.
+// Partition is required (400) for a job with partitions, empty for one
+// without.
 type TriggerRequest struct {
 	Partition string `json:"partition"`
 	Reason    string `json:"reason,omitempty"`
 }
 
 // BackfillRequest is the body of POST /jobs/{job}/backfill: the slots
-// with From <= slot < To.
+// with From <= slot < To. Partition is required (400) for a job with
+// partitions, empty for one without.
 type BackfillRequest struct {
 	Partition string `json:"partition"`
 	From      Time   `json:"from"`
