@@ -21,14 +21,15 @@ const scanCount = 1000
 // Inspect implements Inspector: the lease key (owner, PTTL), the fence
 // counter and the waiting flag of name, read by one read-only script
 // (scripts/inspect.lua) in one round trip. The keys share the name's hash
-// tag, so this works on a Cluster too.
+// tag, so this works on a Cluster too. Keys under the prefix that are not
+// a lease's (another store's prefix) give ErrInvalidOptions.
 func (b *RedisBackend) Inspect(ctx context.Context, name string) (Info, error) {
 	k, err := b.Keys(name)
 	if err != nil {
 		return Info{}, err
 	}
 	cmd := inspectScript.Run(ctx, b.rdb, []string{k.Lease, k.Fence, k.Waiting})
-	return parseInspect(name, cmd)
+	return b.parseInspect(name, cmd)
 }
 
 // List implements Inspector. It SCANs the keyspace (every master on a
@@ -116,7 +117,7 @@ func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, 
 	infos := make([]Info, len(names))
 	replies := inspectScript.Replies()
 	for i, cmd := range cmds {
-		info, err := parseInspect(names[i], replies.Fallback(ctx, b.rdb, cmd))
+		info, err := b.parseInspect(names[i], replies.Fallback(ctx, b.rdb, cmd))
 		if err != nil {
 			return nil, err
 		}
@@ -125,9 +126,16 @@ func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, 
 	return infos, nil
 }
 
-// parseInspect reads inspect.lua's reply {owner, pttl, token, waiting}.
-func parseInspect(name string, cmd *redis.Cmd) (Info, error) {
+// parseInspect reads inspect.lua's reply {owner, pttl, token, waiting}. A
+// WRONGTYPE answer means the keys under the prefix are not a lease's (the
+// prefix of another store, such as the scheduler's ledger): reported as
+// ErrInvalidOptions, naming the prefix.
+func (b *RedisBackend) parseInspect(name string, cmd *redis.Cmd) (Info, error) {
 	vals, err := cmd.Slice()
+	if err != nil && strings.Contains(err.Error(), "WRONGTYPE") { // a script's error may wrap it
+		return Info{}, fmt.Errorf("%w: inspect %q: the keys under prefix %q are not leases (is it another store's prefix, such as the scheduler ledger's?): %w",
+			ErrInvalidOptions, name, b.prefix, err)
+	}
 	if err != nil {
 		return Info{}, fmt.Errorf("lease: inspect %q: %w", name, err)
 	}

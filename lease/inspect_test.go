@@ -104,6 +104,31 @@ func TestRedisBackendInspectExpired(t *testing.T) {
 	require.Equal(t, lease.Info{Name: "expiring", Token: g.Token}, info)
 }
 
+// A prefix whose keys are another store's (the scheduler ledger's hashes,
+// say) is reported as a wrong prefix, not as Redis's bare WRONGTYPE.
+func TestRedisBackendInspectOtherStoresPrefix(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := be.New(t)
+			prefix := redistest.Prefix(t, rdb)
+			b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix})
+			require.NoError(t, err)
+			k, err := b.Keys("settle")
+			require.NoError(t, err)
+			require.NoError(t, rdb.HSet(context.Background(), k.Lease, "status", "succeeded").Err())
+
+			_, err = b.Inspect(context.Background(), "settle")
+			require.ErrorIs(t, err, lease.ErrInvalidOptions)
+			require.ErrorContains(t, err, fmt.Sprintf("the keys under prefix %q are not leases", prefix))
+			require.ErrorContains(t, err, "WRONGTYPE", "Redis's answer is kept")
+			_, err = b.List(context.Background(), "", 10)
+			require.ErrorIs(t, err, lease.ErrInvalidOptions)
+		})
+	}
+}
+
 func TestRedisBackendList(t *testing.T) {
 	t.Parallel()
 	for _, be := range redistest.Backends() {
