@@ -218,9 +218,9 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 // TryAcquireAll is TryAcquire for each of names, all for ttl, in one round
 // trip on the built-in Redis backend (one pipeline; one per node on a
 // Cluster; with Options.ReplicaAck, one more WAIT per lease taken), and one
-// after another on a backend without batches. leases[i]
-// and errs[i] answer names[i], with TryAcquire's errors; an invalid ttl, a nil ctx or a Client not made by New
-// fails every name. A name listed twice is taken once: the later copy gets
+// after another on a backend without batches. leases[i] and errs[i]
+// answer names[i], with TryAcquire's errors; an invalid ttl, a nil ctx or
+// a Client not made by New fails every name. A name listed twice is taken once: the later copy gets
 // *NotAcquiredError (the earlier one holds it). Each lease's trust window
 // starts when the batch was sent, so a batch answered at or after
 // ttl - Drift(ttl) gives every name *SlowAcquireError. ctx and opts apply
