@@ -33,7 +33,22 @@ var (
 	ErrInvalidOptions = errors.New("election: invalid options")
 	// ErrNoLeader is returned by Leader when no candidate leads.
 	ErrNoLeader = errors.New("election: no leader")
+	// ErrNotCreated is returned by the methods of a nil Election, or of
+	// one not made by New (a zero Election{}).
+	ErrNotCreated = errors.New("election: not created with New")
 )
+
+// ready refuses an Election not made by New, and a nil ctx
+// (lease.ErrNilContext).
+func (e *Election) ready(ctx context.Context) error {
+	if e == nil || e.c == nil || e.rdb == nil {
+		return ErrNotCreated
+	}
+	if ctx == nil {
+		return lease.ErrNilContext
+	}
+	return nil
+}
 
 // Options configure an Election.
 type Options struct {
@@ -111,7 +126,12 @@ func New(c *lease.Client, name string, opts Options) (*Election, error) {
 }
 
 // Name returns the election's name.
-func (e *Election) Name() string { return e.name }
+func (e *Election) Name() string {
+	if e == nil {
+		return ""
+	}
+	return e.name
+}
 
 // Campaign blocks until this candidate is elected, then returns its
 // Leadership, announcing value to observers (Leader, Observe). Waiting
@@ -126,9 +146,13 @@ func (e *Election) Name() string { return e.name }
 // lease.ErrParentDone).
 //
 // Errors: as lease.Client.Acquire (when ctx ends first, ctx's error joined
-// with lease.ErrNotAcquired); Redis errors writing the leader record (the
-// lease is then released).
+// with lease.ErrNotAcquired; lease.ErrNilContext for a nil ctx); Redis
+// errors writing the leader record (the lease is then released);
+// ErrNotCreated for an Election not made by New.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.AcquireOption) (*Leadership, error) {
+	if err := e.ready(ctx); err != nil {
+		return nil, err
+	}
 	for {
 		l, err := e.c.Acquire(ctx, e.name, e.opts.TTL, opts...)
 		if err != nil {
@@ -186,8 +210,12 @@ type Leader struct {
 // its lease is gone at once, not at the end of a TTL.
 //
 // Errors: ErrNoLeader when no candidate leads (also in the moment between
-// an election and its announcement); Redis errors.
+// an election and its announcement); Redis errors; ErrNotCreated and
+// lease.ErrNilContext for misuse.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if err := e.ready(ctx); err != nil {
+		return Leader{}, err
+	}
 	res, err := leaderScript.Run(ctx, e.rdb, []string{e.leaseKey, e.recordKey}).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return Leader{}, ErrNoLeader
@@ -212,6 +240,9 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // Errors: as Leader, except that no leader makes it wait; when ctx ends
 // first it returns ctx's error joined with ErrNoLeader.
 func (e *Election) Observe(ctx context.Context) (Leader, error) {
+	if err := e.ready(ctx); err != nil {
+		return Leader{}, err
+	}
 	ld, err := e.Leader(ctx)
 	if !errors.Is(err, ErrNoLeader) {
 		return ld, err

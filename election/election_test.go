@@ -374,6 +374,24 @@ func TestNewRejectsBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, e)
 
+	// Misuse is a typed error, never a panic.
+	var nilCtx context.Context
+	_, err = e.Leader(nilCtx)
+	require.ErrorIs(t, err, lease.ErrNilContext)
+	_, err = e.Observe(nilCtx)
+	require.ErrorIs(t, err, lease.ErrNilContext)
+	_, err = e.Campaign(nilCtx, "v")
+	require.ErrorIs(t, err, lease.ErrNilContext)
+	for name, bad := range map[string]*election.Election{"nil": nil, "zero": {}} {
+		_, err = bad.Campaign(context.Background(), "v")
+		require.ErrorIs(t, err, election.ErrNotCreated, name)
+		_, err = bad.Leader(context.Background())
+		require.ErrorIs(t, err, election.ErrNotCreated, name)
+		_, err = bad.Observe(context.Background())
+		require.ErrorIs(t, err, election.ErrNotCreated, name)
+		require.Empty(t, bad.Name(), name)
+	}
+
 	var none *election.Leadership
 	require.ErrorIs(t, none.Err(), lease.ErrLost)
 	require.ErrorIs(t, none.Resign(context.Background()), lease.ErrNotHeld)
