@@ -14,7 +14,7 @@ var (
 	// is not a valid identifier (see Options), and by Migrate, Check,
 	// Current, FencedUpdate and FencedUpsert given a nil database or
 	// transaction (a nil interface or a typed nil such as a nil
-	// *pgxpool.Pool).
+	// *pgxpool.Pool) or a nil context.
 	ErrInvalidOptions = errors.New("pgfence: invalid options")
 
 	// ErrInvalidResource is returned for an empty resource, one longer than

@@ -40,6 +40,9 @@ func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 	if safe.IsNil(db) {
 		return fmt.Errorf("%w: migrate: nil database", ErrInvalidOptions)
 	}
+	if ctx == nil {
+		return fmt.Errorf("%w: migrate: nil context", ErrInvalidOptions)
+	}
 	script, err := g.migrationScript()
 	if err != nil {
 		return err

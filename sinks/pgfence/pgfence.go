@@ -148,6 +148,9 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 	if safe.IsNil(tx) {
 		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidOptions, resource)
 	}
+	if ctx == nil {
+		return fmt.Errorf("%w: check %q: nil context", ErrInvalidOptions, resource)
+	}
 	t := h.Token
 	var raised int64
 	err := tx.QueryRow(ctx, g.checkSQL, resource, h.Scope, int64(t), h.Owner).Scan(&raised)
@@ -224,6 +227,9 @@ func (g *Guard) Current(ctx context.Context, db DBTX, resource, scope string) (f
 	}
 	if safe.IsNil(db) {
 		return fence.None, "", fmt.Errorf("%w: current %q: nil database", ErrInvalidOptions, resource)
+	}
+	if ctx == nil {
+		return fence.None, "", fmt.Errorf("%w: current %q: nil context", ErrInvalidOptions, resource)
 	}
 	return g.current(ctx, db, resource, scope)
 }

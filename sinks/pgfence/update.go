@@ -106,6 +106,9 @@ func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 	if safe.IsNil(db) {
 		return fmt.Errorf("%w: fenced update of %s: nil database", ErrInvalidOptions, row.resource())
 	}
+	if ctx == nil {
+		return fmt.Errorf("%w: fenced update of %s: nil context", ErrInvalidOptions, row.resource())
+	}
 	tag, err := db.Exec(ctx, sh.update, sh.args(row, set, h)...)
 	if err != nil {
 		return wrapDBError("fenced update of", row.resource(), err)
@@ -145,6 +148,9 @@ func FencedUpsert(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 	}
 	if safe.IsNil(db) {
 		return fmt.Errorf("%w: fenced upsert of %s: nil database", ErrInvalidOptions, row.resource())
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: fenced upsert of %s: nil context", ErrInvalidOptions, row.resource())
 	}
 	tag, err := db.Exec(ctx, sh.upsert, sh.args(row, set, h)...)
 	if err != nil {

@@ -30,6 +30,9 @@ var (
 	// ErrNotCreated is returned by the methods of a Writer not made by New.
 	ErrNotCreated = errors.New("redisfence: writer not created with New")
 
+	// ErrNilContext is returned for a nil context.Context.
+	ErrNilContext = errors.New("redisfence: nil context")
+
 	// ErrUnexpectedReply is returned when a script answers in a shape this
 	// package does not know: a server or proxy that changed the reply.
 	ErrUnexpectedReply = errors.New("redisfence: unexpected reply from script")

@@ -66,7 +66,7 @@ func FenceKey(key string) string { return key + FenceSuffix }
 // ErrInvalidKey, ErrInvalidOwner, ErrInvalidTTL) before contacting Redis,
 // or a wrapped Redis error.
 func (w *Writer) Set(ctx context.Context, key string, value any, h fence.Holder, ttl time.Duration) error {
-	if err := w.validate(key, h); err != nil {
+	if err := w.validate(ctx, key, h); err != nil {
 		return err
 	}
 	var px string
@@ -92,7 +92,7 @@ func (w *Writer) Set(ctx context.Context, key string, value any, h fence.Holder,
 // key's fence of h.Scope, atomically with the check. fields must not be
 // empty. Return values as for Set (ErrNoFields for an empty map).
 func (w *Writer) HSet(ctx context.Context, key string, fields map[string]string, h fence.Holder) error {
-	if err := w.validate(key, h); err != nil {
+	if err := w.validate(ctx, key, h); err != nil {
 		return err
 	}
 	if len(fields) == 0 {
@@ -124,7 +124,7 @@ func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, h fenc
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: Eval needs at least the resource key", ErrInvalidKey)
 	}
-	if err := w.validate(keys[0], h); err != nil {
+	if err := w.validate(ctx, keys[0], h); err != nil {
 		return nil, err
 	}
 	if script == nil || script.script == nil {
@@ -145,7 +145,7 @@ func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, h fenc
 // (fence.None, "", nil) when no write of that scope was ever accepted. It
 // takes no lock: another holder may raise the token right after.
 func (w *Writer) Current(ctx context.Context, key, scope string) (fence.Token, string, error) {
-	if err := w.ready(); err != nil {
+	if err := w.ready(ctx); err != nil {
 		return fence.None, "", err
 	}
 	if err := w.validateKey(key); err != nil {
@@ -207,15 +207,18 @@ func parseToken(v any) (fence.Token, error) {
 	return t, nil
 }
 
-func (w *Writer) ready() error {
+func (w *Writer) ready(ctx context.Context) error {
 	if w == nil || w.client == nil {
 		return ErrNotCreated
+	}
+	if ctx == nil {
+		return ErrNilContext
 	}
 	return nil
 }
 
-func (w *Writer) validate(key string, h fence.Holder) error {
-	if err := w.ready(); err != nil {
+func (w *Writer) validate(ctx context.Context, key string, h fence.Holder) error {
+	if err := w.ready(ctx); err != nil {
 		return err
 	}
 	if err := w.validateKey(key); err != nil {

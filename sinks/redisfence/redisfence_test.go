@@ -221,6 +221,7 @@ func TestBadInputNeverReachesRedis(t *testing.T) {
 	w := newWriter(t, untouchable{t: t})
 	ctx := t.Context()
 	script := redisfence.NewScript("return 1")
+	var nilCtx context.Context // misuse: an error, never a panic
 	tests := []struct {
 		name string
 		err  error
@@ -236,6 +237,10 @@ func TestBadInputNeverReachesRedis(t *testing.T) {
 		{"EvalTokenZero", evalErr(w.Eval(ctx, script, []string{"k"}, fence.Holder{Token: 0, Owner: "a"})), fence.ErrNoToken},
 		{"CurrentEmptyKey", currentErr(w.Current(ctx, "", "")), redisfence.ErrInvalidKey},
 		{"NilWriter", (*redisfence.Writer)(nil).Set(ctx, "k", "v", fence.Holder{Token: 1, Owner: "a"}, 0), redisfence.ErrNotCreated},
+		{"SetNilContext", w.Set(nilCtx, "k", "v", fence.Holder{Token: 1, Owner: "a"}, 0), redisfence.ErrNilContext},
+		{"HSetNilContext", w.HSet(nilCtx, "k", map[string]string{"f": "v"}, fence.Holder{Token: 1, Owner: "a"}), redisfence.ErrNilContext},
+		{"EvalNilContext", evalErr(w.Eval(nilCtx, script, []string{"k"}, fence.Holder{Token: 1, Owner: "a"})), redisfence.ErrNilContext},
+		{"CurrentNilContext", currentErr(w.Current(nilCtx, "k", "")), redisfence.ErrNilContext},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
