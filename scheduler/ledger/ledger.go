@@ -104,6 +104,10 @@ var (
 	// ErrCancelRequested is returned by Heartbeat (after recording it)
 	// when a Canceler's RequestCancel named a later slot.
 	ErrCancelRequested = errors.New("ledger: cancel of the running attempt requested")
+	// ErrNilContext is returned, wrapped, by every method of redisledger's,
+	// pgledger's and ledgertest.Memory's ledgers called with a nil
+	// context, before the store is touched.
+	ErrNilContext = errors.New("ledger: nil context")
 )
 
 // Pruner is an optional Ledger interface: retention. Prune deletes the
@@ -301,8 +305,10 @@ type Record struct {
 // Fence): a holder that lost its lease can never write after a newer
 // holder of the same lease touched the ledger; such calls return
 // *fence.StaleTokenError and change nothing. Operator actions (Request,
-// SetPaused) are not fenced. Run every implementation through
-// ledgertest.Exercise (package scheduler/ledger/ledgertest).
+// SetPaused) are not fenced. Every method called with a nil context
+// returns an error matching ErrNilContext and touches nothing. Run every
+// implementation through ledgertest.Exercise (package
+// scheduler/ledger/ledgertest), which checks both.
 type Ledger interface {
 	// State returns what a claim needs: open slots at or after since,
 	// the last begun slot, the horizon and the pause flag. A pair's first

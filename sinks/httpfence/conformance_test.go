@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/sinktest"
@@ -242,6 +243,23 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		require.Error(t, err)
 		lock := begin(t, s, "k", fpA, long)
 		require.Error(t, s.Complete(ctx, "k", lock, sample, time.Microsecond))
+	})
+
+	t.Run("NilContextIsRefusedAndWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		var nilCtx context.Context
+		_, err := s.Begin(nilCtx, "k", fpA, long)
+		require.ErrorIs(t, err, httpfence.ErrNilContext)
+		lock := begin(t, s, "k", fpA, long) // the refused Begin claimed nothing
+		require.ErrorIs(t, s.Complete(nilCtx, "k", lock, sample, long), httpfence.ErrNilContext)
+		require.ErrorIs(t, s.Abandon(nilCtx, "k", lock), httpfence.ErrNilContext)
+		requireState(t, s, "k", fpA, httpfence.StateInFlight) // neither completed nor abandoned it
+		if fs, ok := s.(httpfence.FencedStore); ok {
+			_, err := fs.BeginFenced(nilCtx, "k2", fpA, long, nil, "r", fence.Holder{Token: 1, Owner: "a"})
+			require.ErrorIs(t, err, httpfence.ErrNilContext)
+			begin(t, s, "k2", fpA, long)
+		}
 	})
 }
 

@@ -34,7 +34,10 @@ func NewMemoryStore() *MemoryStore {
 }
 
 // Begin implements Store.
-func (s *MemoryStore) Begin(_ context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error) {
+func (s *MemoryStore) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error) {
+	if ctx == nil {
+		return Outcome{}, nilContext("Begin")
+	}
 	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
 		return Outcome{}, err
 	}
@@ -59,7 +62,10 @@ func (s *MemoryStore) Begin(_ context.Context, key, fingerprint string, lockTTL 
 }
 
 // Complete implements Store.
-func (s *MemoryStore) Complete(_ context.Context, key, lock string, resp *Response, ttl time.Duration) error {
+func (s *MemoryStore) Complete(ctx context.Context, key, lock string, resp *Response, ttl time.Duration) error {
+	if ctx == nil {
+		return nilContext("Complete")
+	}
 	if err := storeutil.ValidTTL("TTL", ttl); err != nil {
 		return err
 	}
@@ -74,7 +80,10 @@ func (s *MemoryStore) Complete(_ context.Context, key, lock string, resp *Respon
 }
 
 // Abandon implements Store.
-func (s *MemoryStore) Abandon(_ context.Context, key, lock string) error {
+func (s *MemoryStore) Abandon(ctx context.Context, key, lock string) error {
+	if ctx == nil {
+		return nilContext("Abandon")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.held(key, lock); err != nil {
@@ -128,4 +137,9 @@ func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder)
 	}
 	f.seen[k] = memToken{token: h.Token, owner: h.Owner}
 	return nil
+}
+
+// nilContext is the error of method op called with a nil context.
+func nilContext(op string) error {
+	return fmt.Errorf("httpfence: MemoryStore.%s: %w", op, ErrNilContext)
 }

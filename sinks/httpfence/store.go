@@ -30,6 +30,10 @@ import (
 //     lockTTL passed; another request may have taken it over).
 //   - Keys are opaque byte strings chosen by the middleware; the Postgres
 //     store needs valid UTF-8 without NUL bytes.
+//
+// A nil ctx is refused with an error matching ErrNilContext by the stores
+// of holdfast (MemoryStore, redisstore.Store, pgstore.Store), before the
+// store is touched.
 type Store interface {
 	Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error)
 	Complete(ctx context.Context, key, lock string, resp *Response, ttl time.Duration) error
@@ -149,3 +153,8 @@ var ErrInvalidFencing = errors.New("httpfence: fencing not accepted by the store
 // ErrInvalidOptions is returned by constructors for a configuration they
 // cannot use; the message names the field.
 var ErrInvalidOptions = errors.New("httpfence: invalid options")
+
+// ErrNilContext is returned, wrapped, by the methods of MemoryStore,
+// redisstore.Store and pgstore.Store called with a nil context, before
+// the store is touched.
+var ErrNilContext = errors.New("httpfence: nil context")

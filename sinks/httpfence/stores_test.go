@@ -115,6 +115,11 @@ func TestPostgresDeleteExpired(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, store.Migrate(ctx))
 
+	var nilCtx context.Context
+	require.ErrorIs(t, store.Migrate(nilCtx), httpfence.ErrNilContext)
+	_, err = store.DeleteExpired(nilCtx)
+	require.ErrorIs(t, err, httpfence.ErrNilContext)
+
 	lock := begin(t, store, "dead", fpA, short)
 	begin(t, store, "live", fpA, long)
 	var deleted int64

@@ -74,7 +74,10 @@
 //     retryable slot then begins its second attempt and the next slot its
 //     first. Its slots are in January 2000, far before every other case's,
 //     because Prune works on the whole store: a store shared with other
-//     data loses its done records of slots before 2000-01-01T00:30Z.
+//     data loses its done records of slots before 2000-01-01T00:30Z;
+//   - misuse: every method, the optional ones included, called with a nil
+//     context returns an error matching ledger.ErrNilContext, never
+//     panics, and writes nothing (no record, pause flag or open slot).
 //
 // The suite passes explicit now values and compares times at millisecond
 // precision, so stores may truncate; slot instants have second precision

@@ -51,7 +51,7 @@ type testCase struct {
 }
 
 // cases lists the subtests, grouped by the file that defines them.
-var cases = concat(beginCases, fenceCases, perSlotCases, scopeCases, stateCases, operatorCases, readCases, optionalCases, pruneCases)
+var cases = concat(beginCases, fenceCases, perSlotCases, scopeCases, stateCases, operatorCases, readCases, optionalCases, pruneCases, misuseCases)
 
 func concat(groups ...[]testCase) []testCase {
 	var all []testCase

@@ -100,7 +100,10 @@ func (p *memPair) raise(slot ledger.Slot, f ledger.Fence) error {
 func slotKey(t time.Time) int64 { return t.Unix() }
 
 // State implements ledger.Ledger.
-func (m *Memory) State(_ context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
+func (m *Memory) State(ctx context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
+	if ctx == nil {
+		return ledger.State{}, nilContext("State")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(job, partition, now)
@@ -121,7 +124,10 @@ func (m *Memory) State(_ context.Context, job, partition string, since, now time
 }
 
 // Begin implements ledger.Ledger, with the rules of pgledger.Ledger.Begin.
-func (m *Memory) Begin(_ context.Context, slot ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
+func (m *Memory) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
+	if ctx == nil {
+		return 0, 0, nilContext("Begin")
+	}
 	if maxAttempts < 1 {
 		return 0, 0, fmt.Errorf("ledgertest: begin %s: maxAttempts %d, want at least 1", slot.Key(), maxAttempts)
 	}
@@ -186,7 +192,10 @@ func (p *memPair) running(slot ledger.Slot, f ledger.Fence, attempt int) (*memRu
 }
 
 // Heartbeat implements ledger.Ledger.
-func (m *Memory) Heartbeat(_ context.Context, slot ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
+func (m *Memory) Heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Heartbeat")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(slot.Job, slot.Partition, now)
@@ -206,7 +215,10 @@ func (m *Memory) Heartbeat(_ context.Context, slot ledger.Slot, f ledger.Fence, 
 
 // RequestCancel implements ledger.Canceler: the running attempt of an
 // earlier slot of (job, partition) learns it at its next Heartbeat.
-func (m *Memory) RequestCancel(_ context.Context, job, partition string, slot time.Time) error {
+func (m *Memory) RequestCancel(ctx context.Context, job, partition string, slot time.Time) error {
+	if ctx == nil {
+		return nilContext("RequestCancel")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := pairKey{job, partition}
@@ -217,7 +229,10 @@ func (m *Memory) RequestCancel(_ context.Context, job, partition string, slot ti
 }
 
 // Finish implements ledger.Ledger.
-func (m *Memory) Finish(_ context.Context, slot ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
+func (m *Memory) Finish(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Finish")
+	}
 	if o.Status != ledger.StatusSucceeded && o.Status != ledger.StatusFailed {
 		return fmt.Errorf("ledgertest: finish %s: outcome status %q", slot.Key(), o.Status)
 	}
@@ -241,7 +256,10 @@ func (m *Memory) Finish(_ context.Context, slot ledger.Slot, f ledger.Fence, att
 }
 
 // Skip implements ledger.Ledger.
-func (m *Memory) Skip(_ context.Context, slot ledger.Slot, f ledger.Fence, status ledger.Status, reason string, now time.Time) error {
+func (m *Memory) Skip(ctx context.Context, slot ledger.Slot, f ledger.Fence, status ledger.Status, reason string, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Skip")
+	}
 	if status != ledger.StatusSkipped && status != ledger.StatusMissed {
 		return fmt.Errorf("ledgertest: skip %s: status %q", slot.Key(), status)
 	}
@@ -266,7 +284,10 @@ func (m *Memory) Skip(_ context.Context, slot ledger.Slot, f ledger.Fence, statu
 }
 
 // Request implements ledger.Ledger.
-func (m *Memory) Request(_ context.Context, slot ledger.Slot, reason string, now time.Time) error {
+func (m *Memory) Request(ctx context.Context, slot ledger.Slot, reason string, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Request")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(slot.Job, slot.Partition, now)
@@ -284,14 +305,20 @@ func (m *Memory) Request(_ context.Context, slot ledger.Slot, reason string, now
 }
 
 // Paused implements ledger.PauseReader.
-func (m *Memory) Paused(_ context.Context, job string) (bool, error) {
+func (m *Memory) Paused(ctx context.Context, job string) (bool, error) {
+	if ctx == nil {
+		return false, nilContext("Paused")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.paused[job], nil
 }
 
 // SetPaused implements ledger.Ledger.
-func (m *Memory) SetPaused(_ context.Context, job string, paused bool) error {
+func (m *Memory) SetPaused(ctx context.Context, job string, paused bool) error {
+	if ctx == nil {
+		return nilContext("SetPaused")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.paused[job] = paused
@@ -299,7 +326,10 @@ func (m *Memory) SetPaused(_ context.Context, job string, paused bool) error {
 }
 
 // Get implements ledger.Ledger.
-func (m *Memory) Get(_ context.Context, slot ledger.Slot) (ledger.Record, bool, error) {
+func (m *Memory) Get(ctx context.Context, slot ledger.Slot) (ledger.Record, bool, error) {
+	if ctx == nil {
+		return ledger.Record{}, false, nilContext("Get")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pairs[pairKey{slot.Job, slot.Partition}]
@@ -314,7 +344,10 @@ func (m *Memory) Get(_ context.Context, slot ledger.Slot) (ledger.Record, bool, 
 }
 
 // List implements ledger.Ledger.
-func (m *Memory) List(_ context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
+func (m *Memory) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
+	if ctx == nil {
+		return nil, nilContext("List")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pairs[pairKey{job, partition}]
@@ -343,7 +376,10 @@ func (r *memRun) copy() ledger.Record {
 
 // Prune implements ledger.Pruner: it deletes the records of done slots
 // before before (see isDone), except each pair's State.Last.
-func (m *Memory) Prune(_ context.Context, before time.Time) (int64, error) {
+func (m *Memory) Prune(ctx context.Context, before time.Time) (int64, error) {
+	if ctx == nil {
+		return 0, nilContext("Prune")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var deleted int64
@@ -370,3 +406,6 @@ func isDone(rec ledger.Record) bool {
 	}
 	return false
 }
+
+// nilContext is the error of method op called with a nil context.
+func nilContext(op string) error { return fmt.Errorf("ledgertest: %s: %w", op, ledger.ErrNilContext) }

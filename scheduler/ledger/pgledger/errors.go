@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -86,3 +87,6 @@ func cleanText(s string) string {
 	}
 	return s[:cut]
 }
+
+// nilContext is the error of method op called with a nil context.
+func nilContext(op string) error { return fmt.Errorf("pgledger: %s: %w", op, ledger.ErrNilContext) }

@@ -29,6 +29,9 @@ var migrations embed.FS
 // Migrate needs the privilege to create the schema (or its existence) and
 // tables in it.
 func (l *Ledger) Migrate(ctx context.Context) error {
+	if ctx == nil {
+		return nilContext("Migrate")
+	}
 	if err := l.ready(); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package pgledger_test
 
 import (
+	"context"
 	"math"
 	"strings"
 	"sync"
@@ -170,6 +171,8 @@ func TestInvalidArguments(t *testing.T) {
 	}
 	_, err = l.State(ctx, "settle", strings.Repeat("p", scheduler.MaxPartitionLen), at, time.Now())
 	require.NoError(t, err, "a partition of scheduler.MaxPartitionLen bytes")
+	var nilCtx context.Context
+	require.ErrorIs(t, l.Migrate(nilCtx), ledger.ErrNilContext) // the other methods: ledgertest's NilContext case
 	_, found, err := l.Get(ctx, slot)
 	require.NoError(t, err)
 	require.False(t, found, "nothing was written")

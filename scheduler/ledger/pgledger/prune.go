@@ -28,6 +28,9 @@ var _ ledger.Pruner = (*Ledger)(nil)
 // Prune takes it. It returns the rows deleted until ctx ended or an error
 // came, with that error (wrapped, as every pgledger error).
 func (l *Ledger) Prune(ctx context.Context, before time.Time) (deleted int64, err error) {
+	if ctx == nil {
+		return 0, nilContext("Prune")
+	}
 	const op = "prune"
 	if err := l.ready(); err != nil {
 		return 0, err

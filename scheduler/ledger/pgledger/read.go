@@ -22,6 +22,9 @@ import (
 // touched the ledger, so they are abandoned and the next Begin takes them
 // over. A slot whose attempts Begin found spent is final and not listed.
 func (l *Ledger) State(ctx context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
+	if ctx == nil {
+		return ledger.State{}, nilContext("State")
+	}
 	const op = "state"
 	if err := l.ready(); err != nil {
 		return ledger.State{}, err
@@ -91,6 +94,9 @@ var _ ledger.StatesReader = (*Ledger)(nil)
 // know yet is then read with State, which creates its fence row and
 // starts its horizon at now.
 func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now time.Time) ([]ledger.State, error) {
+	if ctx == nil {
+		return nil, nilContext("States")
+	}
 	if err := l.ready(); err != nil {
 		return nil, err
 	}
@@ -144,6 +150,9 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 
 // Get implements ledger.Ledger.
 func (l *Ledger) Get(ctx context.Context, slot ledger.Slot) (ledger.Record, bool, error) {
+	if ctx == nil {
+		return ledger.Record{}, false, nilContext("Get")
+	}
 	if err := l.ready(); err != nil {
 		return ledger.Record{}, false, err
 	}
@@ -159,6 +168,9 @@ func (l *Ledger) Get(ctx context.Context, slot ledger.Slot) (ledger.Record, bool
 
 // List implements ledger.Ledger. limit must be at least 1.
 func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
+	if ctx == nil {
+		return nil, nilContext("List")
+	}
 	if err := l.ready(); err != nil {
 		return nil, err
 	}

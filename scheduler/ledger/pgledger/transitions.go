@@ -62,6 +62,9 @@ func (l *Ledger) lockRun(ctx context.Context, tx pgx.Tx, op string, s ledger.Slo
 // ErrSlotDone; the raised fence is committed either way. The slot becomes
 // the pair's State.Last if it is the latest.
 func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
+	if ctx == nil {
+		return 0, 0, nilContext("Begin")
+	}
 	const op = "begin"
 	if err := l.ready(); err != nil {
 		return 0, 0, err
@@ -147,6 +150,9 @@ func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 // *fence.StaleTokenError when attempt is not the slot's running attempt of
 // f.Owner: a newer attempt took the slot over.
 func (l *Ledger) Heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Heartbeat")
+	}
 	const op = "heartbeat"
 	if err := l.ready(); err != nil {
 		return err
@@ -179,6 +185,9 @@ func (l *Ledger) Heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence
 // lost reply returns nil; otherwise, when attempt is not the slot's running
 // attempt of f.Owner, it returns a *fence.StaleTokenError.
 func (l *Ledger) Finish(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Finish")
+	}
 	const op = "finish"
 	if err := l.ready(); err != nil {
 		return err
@@ -248,6 +257,9 @@ func (l *Ledger) notRunning(ctx context.Context, tx pgx.Tx, op string, slot ledg
 // pair's State.Last if it is the latest. A slot with a record (begun,
 // skipped, missed or requested) is left as it is, and Skip returns nil.
 func (l *Ledger) Skip(ctx context.Context, slot ledger.Slot, f ledger.Fence, status ledger.Status, reason string, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Skip")
+	}
 	const op = "skip"
 	if err := l.ready(); err != nil {
 		return err
@@ -282,6 +294,9 @@ func (l *Ledger) Skip(ctx context.Context, slot ledger.Slot, f ledger.Fence, sta
 // trigger); it does not become State.Last, which only begun, skipped and
 // missed slots do.
 func (l *Ledger) Request(ctx context.Context, slot ledger.Slot, reason string, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Request")
+	}
 	const op = "request"
 	if err := l.ready(); err != nil {
 		return err
@@ -333,6 +348,9 @@ func (l *Ledger) lockFence(ctx context.Context, tx pgx.Tx, op, job, partition st
 // SetPaused implements ledger.Ledger: the flag is per job, for every
 // partition. It is not fenced.
 func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
+	if ctx == nil {
+		return nilContext("SetPaused")
+	}
 	const op = "set paused"
 	if err := l.ready(); err != nil {
 		return err
@@ -350,6 +368,9 @@ func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
 
 // Paused implements ledger.PauseReader: one read, no transaction.
 func (l *Ledger) Paused(ctx context.Context, job string) (bool, error) {
+	if ctx == nil {
+		return false, nilContext("Paused")
+	}
 	if err := l.ready(); err != nil {
 		return false, err
 	}

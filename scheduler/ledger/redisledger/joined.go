@@ -46,6 +46,9 @@ import (
 // slot, which may have been begun, is found abandoned by the next claim,
 // as after a crash between Begin and the run).
 func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
+	if ctx == nil {
+		return nil, nilContext("ClaimAll")
+	}
 	b, ok := leases.(*lease.RedisBackend)
 	if !ok || !b.Joinable(l.rdb) {
 		return nil, ledger.ErrNotJoinable
@@ -301,6 +304,9 @@ func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []a
 // lease.ErrNotHeld, or a Redis error, which the finish shares when they
 // ran in one script).
 func (l *Ledger) FinishRelease(ctx context.Context, leases lease.Backend, h lease.Held, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) (finishErr, releaseErr error) {
+	if ctx == nil {
+		return nilContext("FinishRelease"), nilContext("FinishRelease")
+	}
 	b, ok := leases.(*lease.RedisBackend)
 	if !ok || !b.Joinable(l.rdb) || f.Scope != h.Name || f.Owner != h.Owner || f.Scope != ledger.UnitScope(s.Job, s.Partition) || f.Planner != nil {
 		finishErr = l.Finish(ctx, s, f, attempt, o, now)

@@ -38,6 +38,9 @@ var _ ledger.Pruner = (*Ledger)(nil)
 // flag. It returns the records deleted until an error or the end of ctx,
 // with that error.
 func (l *Ledger) Prune(ctx context.Context, before time.Time) (int64, error) {
+	if ctx == nil {
+		return 0, nilContext("Prune")
+	}
 	bases, err := l.pairBases(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("redisledger: prune: %w", err)

@@ -199,6 +199,9 @@ func fromMillis(s string) time.Time {
 
 // State implements Ledger. One pipeline: one round trip on a single server.
 func (l *Ledger) State(ctx context.Context, job, partition string, since, now time.Time) (ledger.State, error) {
+	if ctx == nil {
+		return ledger.State{}, nilContext("State")
+	}
 	sts, err := l.States(ctx, []ledger.StateRequest{{Job: job, Partition: partition, Since: since}}, now)
 	if err != nil {
 		return ledger.State{}, err
@@ -209,6 +212,9 @@ func (l *Ledger) State(ctx context.Context, job, partition string, since, now ti
 // States implements ledger.StatesReader: the commands of every request's
 // State in one pipeline (on a Cluster, go-redis sends one per node).
 func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now time.Time) ([]ledger.State, error) {
+	if ctx == nil {
+		return nil, nilContext("States")
+	}
 	type reads struct {
 		open, pending *redis.StringSliceCmd
 		retry         *redis.ZSliceCmd
@@ -275,6 +281,9 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 
 // Paused implements ledger.PauseReader: one EXISTS.
 func (l *Ledger) Paused(ctx context.Context, job string) (bool, error) {
+	if ctx == nil {
+		return false, nilContext("Paused")
+	}
 	n, err := l.rdb.Exists(ctx, l.pausedKey(job)).Result()
 	if err != nil {
 		return false, fmt.Errorf("redisledger: paused %s: %w", job, err)
@@ -286,6 +295,9 @@ func (l *Ledger) pausedKey(job string) string { return l.prefix + "{" + job + "}
 
 // Begin implements Ledger.
 func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAttempts int, now time.Time) (attempt, left int, err error) {
+	if ctx == nil {
+		return 0, 0, nilContext("Begin")
+	}
 	k := l.keys(s.Job, s.Partition)
 	fk, err := k.fenceOf(s, f)
 	if err != nil {
@@ -318,6 +330,13 @@ func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAt
 // lives under another hash tag, every answer is Clear == false, without a
 // round trip; so is a request whose Fence is not of the unit scope.
 func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, now time.Time) []ledger.BeginResult {
+	if ctx == nil {
+		out := make([]ledger.BeginResult, len(reqs))
+		for i := range out {
+			out[i].Err = nilContext("BeginIfClear")
+		}
+		return out
+	}
 	out := make([]ledger.BeginResult, len(reqs))
 	if l.cluster {
 		return out
@@ -406,6 +425,9 @@ func parseReply(cmd *redis.Cmd) (reply, error) {
 
 // Heartbeat implements Ledger.
 func (l *Ledger) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Heartbeat")
+	}
 	k := l.keys(s.Job, s.Partition)
 	fk, err := k.fenceOf(s, f)
 	if err != nil {
@@ -427,6 +449,9 @@ func (l *Ledger) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, a
 
 // RequestCancel implements Canceler.
 func (l *Ledger) RequestCancel(ctx context.Context, job, partition string, slot time.Time) error {
+	if ctx == nil {
+		return nilContext("RequestCancel")
+	}
 	k := l.keys(job, partition)
 	if err := cancelScript.Run(ctx, l.rdb, []string{k.base + "cancel"}, unix(slot)).Err(); err != nil {
 		return fmt.Errorf("redisledger: cancel %s: %w", job, err)
@@ -438,6 +463,9 @@ var _ ledger.Canceler = (*Ledger)(nil)
 
 // Finish implements Ledger.
 func (l *Ledger) Finish(ctx context.Context, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Finish")
+	}
 	k := l.keys(s.Job, s.Partition)
 	fk, err := k.fenceOf(s, f)
 	if err != nil {
@@ -461,6 +489,9 @@ func (l *Ledger) Finish(ctx context.Context, s ledger.Slot, f ledger.Fence, atte
 
 // Skip implements Ledger.
 func (l *Ledger) Skip(ctx context.Context, s ledger.Slot, f ledger.Fence, status ledger.Status, reason string, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Skip")
+	}
 	if status != ledger.StatusSkipped && status != ledger.StatusMissed {
 		return fmt.Errorf("redisledger: skip %s: status %q, want skipped or missed", s.Key(), status)
 	}
@@ -482,6 +513,9 @@ func (l *Ledger) Skip(ctx context.Context, s ledger.Slot, f ledger.Fence, status
 
 // Request implements Ledger.
 func (l *Ledger) Request(ctx context.Context, s ledger.Slot, reason string, now time.Time) error {
+	if ctx == nil {
+		return nilContext("Request")
+	}
 	k := l.keys(s.Job, s.Partition)
 	n, err := requestScript.Run(ctx, l.rdb, []string{k.run(s.At), k.open, k.index, k.pending, k.retry},
 		unix(s.At), reason, millis(now)).Int64()
@@ -496,6 +530,9 @@ func (l *Ledger) Request(ctx context.Context, s ledger.Slot, reason string, now 
 
 // SetPaused implements Ledger.
 func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
+	if ctx == nil {
+		return nilContext("SetPaused")
+	}
 	var err error
 	if paused {
 		err = l.rdb.Set(ctx, l.pausedKey(job), "1", 0).Err()
@@ -510,6 +547,9 @@ func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
 
 // Get implements Ledger.
 func (l *Ledger) Get(ctx context.Context, s ledger.Slot) (ledger.Record, bool, error) {
+	if ctx == nil {
+		return ledger.Record{}, false, nilContext("Get")
+	}
 	m, err := l.rdb.HGetAll(ctx, l.keys(s.Job, s.Partition).run(s.At)).Result()
 	if err != nil {
 		return ledger.Record{}, false, fmt.Errorf("redisledger: get %s: %w", s.Key(), err)
@@ -522,6 +562,9 @@ func (l *Ledger) Get(ctx context.Context, s ledger.Slot) (ledger.Record, bool, e
 
 // List implements Ledger.
 func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
+	if ctx == nil {
+		return nil, nilContext("List")
+	}
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -573,3 +616,6 @@ func staleLedger(s ledger.Slot, f ledger.Fence, current fence.Token) error {
 		Presented: f.Token, Current: current,
 	}
 }
+
+// nilContext is the error of method op called with a nil context.
+func nilContext(op string) error { return fmt.Errorf("redisledger: %s: %w", op, ledger.ErrNilContext) }

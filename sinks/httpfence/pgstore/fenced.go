@@ -40,6 +40,9 @@ func (s *Store) JoinsFence(fs httpfence.FenceStore) bool {
 // be, without the joined statement. fs must be a Fence that JoinsFence
 // accepts: otherwise the error matches httpfence.ErrInvalidOptions.
 func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTTL time.Duration, fs httpfence.FenceStore, resource string, h fence.Holder) (httpfence.Outcome, error) {
+	if ctx == nil {
+		return httpfence.Outcome{}, nilContext("BeginFenced")
+	}
 	if !s.JoinsFence(fs) {
 		return httpfence.Outcome{}, fmt.Errorf("%w: BeginFenced needs a pgstore.Fence on the store's database", httpfence.ErrInvalidOptions)
 	}

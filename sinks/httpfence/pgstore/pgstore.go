@@ -139,6 +139,9 @@ RETURNING lock_id`,
 // transaction under the advisory lock every holdfast store takes for the
 // schema (the one pgfence.Guard.Migrate takes).
 func (s *Store) Migrate(ctx context.Context) error {
+	if ctx == nil {
+		return nilContext("Migrate")
+	}
 	script, err := pgmigrate.Script(migrations, s.schema, strings.NewReplacer("{{schema}}", pgx.Identifier{s.schema}.Sanitize()))
 	if err != nil {
 		return fmt.Errorf("httpfence: %w", err)
@@ -151,6 +154,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // Begin implements httpfence.Store.
 func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (httpfence.Outcome, error) {
+	if ctx == nil {
+		return httpfence.Outcome{}, nilContext("Begin")
+	}
 	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
 		return httpfence.Outcome{}, err
 	}
@@ -232,6 +238,9 @@ func (s *Store) outcome(same, inFlight bool, status *int32, header, body []byte)
 
 // Complete implements httpfence.Store.
 func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.Response, ttl time.Duration) error {
+	if ctx == nil {
+		return nilContext("Complete")
+	}
 	if err := storeutil.ValidTTL("TTL", ttl); err != nil {
 		return err
 	}
@@ -255,6 +264,9 @@ func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.
 
 // Abandon implements httpfence.Store.
 func (s *Store) Abandon(ctx context.Context, key, lock string) error {
+	if ctx == nil {
+		return nilContext("Abandon")
+	}
 	tag, err := s.db.Exec(ctx, s.abandonSQL, key, lock)
 	if err != nil {
 		return fmt.Errorf("httpfence: postgres abandon: %w", err)
@@ -269,6 +281,9 @@ func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 // completed past its TTL) and returns how many it deleted. Begin takes over
 // dead records by itself; this only reclaims space.
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
+	if ctx == nil {
+		return 0, nilContext("DeleteExpired")
+	}
 	tag, err := s.db.Exec(ctx, s.deleteExpiredSQL)
 	if err != nil {
 		return 0, fmt.Errorf("httpfence: postgres delete expired: %w", err)
@@ -322,3 +337,6 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	}
 	return err
 }
+
+// nilContext is the error of method op called with a nil context.
+func nilContext(op string) error { return fmt.Errorf("pgstore: %s: %w", op, httpfence.ErrNilContext) }

@@ -107,6 +107,9 @@ func hashedKey(prefix, s string) string {
 
 // Begin implements httpfence.Store.
 func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (httpfence.Outcome, error) {
+	if ctx == nil {
+		return httpfence.Outcome{}, nilContext("Begin")
+	}
 	if err := s.ready(); err != nil {
 		return httpfence.Outcome{}, err
 	}
@@ -144,6 +147,9 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time
 
 // Complete implements httpfence.Store.
 func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.Response, ttl time.Duration) error {
+	if ctx == nil {
+		return nilContext("Complete")
+	}
 	if err := s.ready(); err != nil {
 		return err
 	}
@@ -166,6 +172,9 @@ func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.
 
 // Abandon implements httpfence.Store.
 func (s *Store) Abandon(ctx context.Context, key, lock string) error {
+	if ctx == nil {
+		return nilContext("Abandon")
+	}
 	if err := s.ready(); err != nil {
 		return err
 	}
@@ -222,6 +231,9 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	if f == nil || f.auto == nil {
 		return fmt.Errorf("%w: redisstore.Fence not made by NewFence", httpfence.ErrInvalidOptions)
 	}
+	if ctx == nil {
+		return nilContext("Fence.Accept")
+	}
 	if h.Token == fence.None {
 		return fmt.Errorf("httpfence: fence %q: %w", resource, fence.ErrNoToken)
 	}
@@ -245,4 +257,9 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 		return fmt.Errorf("httpfence: redis fence %q: stored token: %w", resource, err)
 	}
 	return &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: current}
+}
+
+// nilContext is the error of method op called with a nil context.
+func nilContext(op string) error {
+	return fmt.Errorf("redisstore: %s: %w", op, httpfence.ErrNilContext)
 }
