@@ -211,6 +211,20 @@ func (s *Scheduler) Register(job Job) error {
 	if err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrInvalidJob, job.Name, err)
 	}
+	if err := s.add(job, sched); err != nil {
+		return err
+	}
+	// Logged once the job is in, outside s.mu: a slow log handler holds up
+	// no other call.
+	if now := s.clock.Now(); !job.EndAt.IsZero() && !job.EndAt.After(now) {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "job_window_ended", slog.String("job", job.Name),
+			slog.Time("end_at", job.EndAt.UTC()), slog.String("effect", "no slot comes due; its slots can still be listed and retried"))
+	}
+	return nil
+}
+
+// add enters a validated job and its units.
+func (s *Scheduler) add(job Job, sched *cron.Schedule) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started {
@@ -220,10 +234,6 @@ func (s *Scheduler) Register(job Job) error {
 		return fmt.Errorf("%w: %q", ErrDuplicateJob, job.Name)
 	}
 	r := &registered{Job: job, window: newWindow(sched, job)}
-	if now := s.clock.Now(); !job.EndAt.IsZero() && !job.EndAt.After(now) {
-		s.log.LogAttrs(context.Background(), slog.LevelWarn, "job_window_ended", slog.String("job", job.Name),
-			slog.Time("end_at", job.EndAt.UTC()), slog.String("effect", "no slot comes due; its slots can still be listed and retried"))
-	}
 	s.jobs[job.Name] = r
 	for _, p := range job.Partitions {
 		u := &unit{job: r, partition: p, lease: ledger.UnitScope(job.Name, p)}
