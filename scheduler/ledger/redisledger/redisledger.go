@@ -330,14 +330,13 @@ func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAt
 // lives under another hash tag, every answer is Clear == false, without a
 // round trip; so is a request whose Fence is not of the unit scope.
 func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, now time.Time) []ledger.BeginResult {
+	out := make([]ledger.BeginResult, len(reqs))
 	if ctx == nil {
-		out := make([]ledger.BeginResult, len(reqs))
 		for i := range out {
 			out[i].Err = nilContext("BeginIfClear")
 		}
 		return out
 	}
-	out := make([]ledger.BeginResult, len(reqs))
 	if l.cluster {
 		return out
 	}
