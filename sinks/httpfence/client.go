@@ -95,7 +95,8 @@ type Transport struct {
 	// MaxDelay caps each wait. 0: DefaultMaxDelay (10 s).
 	MaxDelay time.Duration
 
-	// Now reads the clock for HTTP-date Retry-After values. nil: time.Now.
+	// Now reads the clock for HTTP-date Retry-After values and for the
+	// Fencing-Signature's time (Signer). nil: time.Now.
 	Now func() time.Time
 	// Sleep waits d or until ctx ends, returning ctx's error then. nil: a
 	// timer. Tests inject it to observe waits without sleeping.
