@@ -32,6 +32,14 @@ import (
 // t in decimal, the method, the request target (path and query, as sent),
 // the idempotency key (unquoted; "" when absent), the scope, the token in
 // decimal, the owner, and the SHA-256 of the body in lower-case hex.
+//
+// The target is the request line's path and query as the client sent
+// them: a proxy or gateway between client and service that rewrites them
+// (a stripped prefix, a normalised path) breaks every signature (403). The
+// host is not covered, so that gateways may rewrite it; a client that
+// follows a redirect to another host signs the request it sends there too,
+// which that host could replay here, as is, within MaxSignatureAge (the
+// holder's own token: it cannot raise the fence past the holder).
 const SignatureHeader = "Fencing-Signature"
 
 // Limits of Key.
