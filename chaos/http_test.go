@@ -58,7 +58,14 @@ func TestHTTPRetriesThroughResetsAfterCommit(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, "paid "+key)
 	})
-	mw, err := httpfence.Middleware(httpfence.Options{Store: store, LockTTL: 10 * time.Second})
+	// The client signs its fencing headers (the documented setup); without
+	// a Verifier the middleware would refuse them.
+	key := httpfence.Key{ID: "chaos", Secret: []byte("chaos-http-test-key-of-32-bytes!")}
+	verifier, err := httpfence.NewVerifier(key)
+	require.NoError(t, err)
+	signer, err := httpfence.NewSigner(key)
+	require.NoError(t, err)
+	mw, err := httpfence.Middleware(httpfence.Options{Store: store, LockTTL: 10 * time.Second, Verifier: verifier})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/pay", mw(effect))
@@ -89,7 +96,7 @@ func TestHTTPRetriesThroughResetsAfterCommit(t *testing.T) {
 
 	base := &http.Transport{MaxIdleConnsPerHost: 16}
 	t.Cleanup(base.CloseIdleConnections)
-	client := &http.Client{Transport: &httpfence.Transport{Base: base, MaxAttempts: 8, BaseDelay: 2 * time.Millisecond, MaxDelay: 2 * time.Second}}
+	client := &http.Client{Transport: &httpfence.Transport{Base: base, MaxAttempts: 8, BaseDelay: 2 * time.Millisecond, MaxDelay: 2 * time.Second, Signer: signer}}
 	bar := newProgress(name, n+r.controls)
 
 	// post sends one request for key until it gets an answer (at most 20

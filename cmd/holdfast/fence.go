@@ -12,14 +12,15 @@ import (
 
 func fenceCommand() command {
 	c := command{
-		name: "fence", args: "lease|pg|redis ...", summary: "read a fencing token: a lease's counter, a sink's fence",
+		name: "fence", args: "lease|pg|redis|reset ...", summary: "read a fencing token: a lease's counter, a sink's fence; reset a fence",
 		help: `Commands:
   fence lease NAME                      the lease's fencing counter (the last token issued)
   fence pg --resource R --scope S       the highest token the pgfence guard accepted
-  fence redis --resource KEY --scope S  the highest token the redisfence fence of KEY accepted`,
+  fence redis --resource KEY --scope S  the highest token the redisfence fence of KEY accepted
+  fence reset pg|redis ... --reason R   remove a poisoned fence (audited; refused while in use)`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
-		return a.dispatch(ctx, c, args, fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand())
+		return a.dispatch(ctx, c, args, fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand(), fenceResetCommand())
 	}
 	return c
 }

@@ -1,7 +1,9 @@
 package httpfence
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -93,11 +95,21 @@ type Transport struct {
 	// MaxDelay caps each wait. 0: DefaultMaxDelay (10 s).
 	MaxDelay time.Duration
 
-	// Now reads the clock for HTTP-date Retry-After values. nil: time.Now.
+	// Now reads the clock for HTTP-date Retry-After values and for the
+	// Fencing-Signature's time (Signer). nil: time.Now.
 	Now func() time.Time
 	// Sleep waits d or until ctx ends, returning ctx's error then. nil: a
 	// timer. Tests inject it to observe waits without sleeping.
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	// Signer, when set, signs the fencing headers of every attempt that
+	// carries them (SignatureHeader: an HMAC-SHA256 over the scope, token,
+	// owner, idempotency key, method, request target and body, made with
+	// Now), so that a Middleware with the matching Verifier admits them and
+	// refuses forged ones. A body without GetBody is read into memory once
+	// to be signed. nil: no signature (a Middleware with a Verifier then
+	// answers 403).
+	Signer *Signer
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -108,6 +120,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
+		return nil, err
+	}
+	sign, err := t.toSign(r)
+	if err != nil {
 		return nil, err
 	}
 	retryable := canResend(r)
@@ -122,6 +138,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 				r.Body = body
 			}
+		}
+		if sign != nil {
+			r.Header.Set(SignatureHeader, t.Signer.header(sign, t.now()))
 		}
 		resp, err := t.base().RoundTrip(r)
 		if err == nil {
@@ -189,6 +208,52 @@ func setHeaders(ctx context.Context, h http.Header) error {
 		}
 	}
 	return nil
+}
+
+// toSign returns what the Signer signs for r, nil when there is no Signer
+// or r carries no fencing headers. A body that cannot be produced again is
+// read into memory (and r given a GetBody) so that it can be hashed and
+// still sent. On error r's body is closed.
+func (t *Transport) toSign(r *http.Request) (*signed, error) {
+	if t.Signer == nil {
+		return nil, nil
+	}
+	holder, fenced, err := ParseFencing(r.Header)
+	if err != nil || !fenced {
+		r.Header.Del(SignatureHeader)
+		if r.Body != nil && err != nil {
+			_ = r.Body.Close()
+		}
+		return nil, err
+	}
+	s := &signed{method: r.Method, target: r.URL.RequestURI(), holder: holder}
+	if vs := r.Header.Values(KeyHeader); len(vs) == 1 {
+		s.key, _ = ParseKey(vs[0]) // an invalid key is refused by the server anyway
+	}
+	var body []byte
+	switch {
+	case r.Body == nil || r.Body == http.NoBody:
+	case r.GetBody != nil:
+		rc, err := r.GetBody()
+		if err == nil {
+			body, err = io.ReadAll(rc)
+			_ = rc.Close()
+		}
+		if err != nil {
+			_ = r.Body.Close()
+			return nil, fmt.Errorf("httpfence: read request body to sign it: %w", err)
+		}
+	default:
+		body, err = io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("httpfence: read request body to sign it: %w", err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	s.bodySum = sha256.Sum256(body)
+	return s, nil
 }
 
 // canResend reports whether r may be sent more than once: an idempotent

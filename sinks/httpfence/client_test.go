@@ -151,7 +151,7 @@ func TestTransportSendsTheScope(t *testing.T) {
 // partition's holder is admitted and its stale predecessor refused.
 func TestTransportCarriesAUnicodeScopeToTheMiddleware(t *testing.T) {
 	t.Parallel()
-	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence()})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence(), Verifier: testVerifier(t)})
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var seen []string
@@ -162,7 +162,7 @@ func TestTransportCarriesAUnicodeScopeToTheMiddleware(t *testing.T) {
 		mu.Unlock()
 	})))
 	t.Cleanup(srv.Close)
-	client := &http.Client{Transport: &httpfence.Transport{}}
+	client := &http.Client{Transport: &httpfence.Transport{Signer: testSigner(t)}}
 	post := func(key string, token fence.Token) error {
 		ctx := fence.WithHolder(context.Background(), fence.Holder{Scope: "settle|zürich 100%", Token: token, Owner: "o" + key})
 		req, err := http.NewRequestWithContext(httpfence.WithIdempotencyKey(ctx, key), http.MethodPost, srv.URL+"/charges", nil)
@@ -430,15 +430,16 @@ func TestTransportStopsWaitingWhenTheContextEnds(t *testing.T) {
 func TestTransportMapsStaleTokenToError(t *testing.T) {
 	t.Parallel()
 	handler, err := httpfence.Middleware(httpfence.Options{
-		Store: httpfence.NewMemoryStore(),
-		Fence: httpfence.NewMemoryFence(),
+		Store:    httpfence.NewMemoryStore(),
+		Fence:    httpfence.NewMemoryFence(),
+		Verifier: testVerifier(t),
 	})
 	require.NoError(t, err)
 	srv := httptest.NewServer(handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	})))
 	t.Cleanup(srv.Close)
-	client, sl := newClient(srv, &httpfence.Transport{})
+	client, sl := newClient(srv, &httpfence.Transport{Signer: testSigner(t)})
 
 	post := func(key string, token fence.Token, owner string) (*http.Response, error) {
 		req, err := http.NewRequestWithContext(fencedContext(key, token, owner), http.MethodPost, srv.URL+"/settlements/2026-03-08", strings.NewReader("{}"))

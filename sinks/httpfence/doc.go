@@ -41,9 +41,18 @@
 //	400 invalid-fencing-token     malformed Fencing-Token, Fencing-Owner or
 //	                              Fencing-Scope, token 0, or no token while a
 //	                              Fence store is configured
-//	400 implausible-fencing-token token more than MaxTokenAhead (default 24 h)
+//	400 implausible-fencing-token token more than MaxTokenAhead (default 5 min)
 //	                              ahead of the server clock in µs
 //	413 request-too-large         body above MaxBodyBytes (default 1 MiB)
+//	400 invalid-fencing-signature with a Verifier: a malformed or repeated
+//	                              Fencing-Signature
+//	403 fencing-signature-rejected fencing headers without a signature the
+//	                              Verifier accepts (missing, unknown key id,
+//	                              more than MaxSignatureAge off, or over other
+//	                              values), or, with neither Verifier nor
+//	                              Identity, from any caller unless
+//	                              AllowUnauthenticatedFencing; no store is
+//	                              touched
 //	422 idempotency-key-reused    key live with another fingerprint (in flight or completed)
 //	409 request-in-flight         key in flight with this fingerprint (Retry-After: 1)
 //	(stored status)               key completed: the stored status, header fields and
@@ -91,7 +100,8 @@
 // completed key would leave the fence at the older token (7), and the older
 // holder's next request with a new key would be admitted: a second effect.
 //
-// Identity and ceiling: with Options.Identity set, keys and fences
+// Identity and ceiling (see also Authenticated fencing): with
+// Options.Identity set, keys and fences
 // are per identity, so no client can fence a resource for another; the
 // identity must be the same for every replica of a client (a tenant, a
 // service), or the replicas do not fence each other. Lease
@@ -100,6 +110,53 @@
 // implausible-fencing-token) rather than letting one request with
 // Fencing-Token: 18446744073709551615 fence a resource for ever; set
 // MaxTokenAhead to -1 for tokens that are plain counters.
+//
+// # Authenticated fencing
+//
+// The fence rule admits the highest token, so whoever can present a token
+// can move a fence: one request with a token an hour ahead and any owner
+// would make every real holder's request stale for that hour. The
+// middleware therefore admits fencing headers only from a caller it can
+// tell is a lease holder. The documented setup shares an HMAC key (Key)
+// between the holders and the service:
+//
+//	key := httpfence.Key{ID: "2026-12", Secret: secretFromVault} // >= 32 random bytes
+//	signer, _ := httpfence.NewSigner(key)     // the job's replicas
+//	client := &http.Client{Transport: &httpfence.Transport{Signer: signer}}
+//	verifier, _ := httpfence.NewVerifier(key) // the service; list two keys while rotating
+//	mw, _ := httpfence.Middleware(httpfence.Options{Store: store, Fence: fnc, Verifier: verifier})
+//
+// The Transport adds Fencing-Signature (SignatureHeader): an HMAC-SHA256
+// (RFC 2104) under the key named by kid, at time t, over the scope, token,
+// owner, idempotency key, method, request target and body hash. The
+// middleware refuses fencing headers without a valid signature (403) before
+// any store is touched, so a caller without the key cannot move a fence,
+// whatever token it sends. Rotation: list the new key beside the old one in
+// NewVerifier, move the signers, drop the old key.
+//
+// A captured signed request (from a log of request headers, say) can be
+// replayed as is, for MaxSignatureAge (default 5 min) of its signing time,
+// and to nothing else: another token, scope, owner, key, resource or body
+// breaks the signature. Since TTL is at least MaxSignatureAge, such a
+// replay finds the original's record and gets its stored answer (or 409,
+// or, when the original failed with a status that is not stored, runs the
+// same request the holder would have retried). It cannot raise a fence
+// past the holder's own token. A key holder can still present any token:
+// the key is a write capability, like the owner, for the holders only.
+// TLS keeps both off the wire.
+//
+// Without a Verifier, Identity (fences per authenticated client) is the
+// other way to keep clients from fencing each other. A Fence with neither
+// is refused by Middleware unless AllowUnauthenticatedFencing is set, for
+// services whose every client is trusted; without a Fence, fencing headers
+// from unauthenticated callers are refused rather than handed to the
+// handler (which may fence its own writes with them). MaxTokenAhead
+// (default 5 min, near the real clock skew of a time-floored lease token)
+// bounds what a token that gets through can block.
+//
+// A fence poisoned anyway (before upgrading, or by a leaked key) is
+// inspected and reset with holdfast fence pg|redis and holdfast fence reset
+// (docs/operations.md).
 //
 // # Guarantees
 //

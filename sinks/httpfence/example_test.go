@@ -14,12 +14,24 @@ import (
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 )
 
+// exampleKey stands for a key loaded from a secret store: 32 random bytes
+// shared by the lease holders and the service, and nobody else.
+var exampleKey = httpfence.Key{ID: "2026-12", Secret: []byte("0123456789abcdef0123456789abcdef")}
+
 // A payment endpoint behind the middleware: the second request with the
-// same key gets the stored answer, and the handler runs once.
+// same key gets the stored answer, and the handler runs once. Fencing
+// headers are admitted only when signed with a key of the Verifier, so a
+// caller that holds no lease cannot move the fence.
 func ExampleMiddleware() {
+	verifier, err := httpfence.NewVerifier(exampleKey) // list two keys while rotating
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	mw, err := httpfence.Middleware(httpfence.Options{
-		Store: httpfence.NewMemoryStore(), // redisstore.NewStore or pgstore.NewStore in production
-		Fence: httpfence.NewMemoryFence(),
+		Store:    httpfence.NewMemoryStore(), // redisstore.NewStore or pgstore.NewStore in production
+		Fence:    httpfence.NewMemoryFence(),
+		Verifier: verifier,
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -33,12 +45,17 @@ func ExampleMiddleware() {
 	})))
 	defer srv.Close()
 
+	signer, err := httpfence.NewSigner(exampleKey)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport, Signer: signer}}
+	h := fence.Holder{Scope: "payouts", Token: 1001, Owner: "replica-a"} // a lease's l.Holder()
+	ctx := httpfence.WithIdempotencyKey(fence.WithHolder(context.Background(), h), "order-7")
 	for range 2 {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":1250}`))
-		req.Header.Set("Idempotency-Key", `"order-7"`)
-		req.Header.Set("Fencing-Token", "1001")
-		req.Header.Set("Fencing-Owner", `"replica-a"`)
-		resp, err := srv.Client().Do(req)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":1250}`))
+		resp, err := client.Do(req)
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -47,10 +64,26 @@ func ExampleMiddleware() {
 		resp.Body.Close()
 		fmt.Println(resp.StatusCode, string(body))
 	}
+
+	// The same request without a signature (curl, or a client without the
+	// key) is refused before any store is touched.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":1250}`))
+	req.Header.Set("Idempotency-Key", `"order-8"`)
+	req.Header.Set("Fencing-Token", "1002")
+	req.Header.Set("Fencing-Owner", `"evil"`)
+	req.Header.Set("Fencing-Scope", `"payouts"`)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println("unsigned:", resp.StatusCode)
 	fmt.Println("charges made:", charges.Load())
 	// Output:
 	// 201 charge #1
 	// 201 charge #1
+	// unsigned: 403
 	// charges made: 1
 }
 
@@ -58,15 +91,18 @@ func ExampleMiddleware() {
 // through a Transport. A holder whose token has been superseded gets a
 // *fence.StaleTokenError instead of a response, and stops.
 func ExampleTransport() {
+	verifier, _ := httpfence.NewVerifier(exampleKey)
 	mw, _ := httpfence.Middleware(httpfence.Options{
-		Store: httpfence.NewMemoryStore(),
-		Fence: httpfence.NewMemoryFence(),
+		Store:    httpfence.NewMemoryStore(),
+		Fence:    httpfence.NewMemoryFence(),
+		Verifier: verifier,
 	})
 	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 	})))
 	defer srv.Close()
-	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
+	signer, _ := httpfence.NewSigner(exampleKey)
+	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport, Signer: signer}}
 
 	settle := func(key string, token fence.Token, owner string) error {
 		// In a job, the run's ctx carries run.Holder() already (Scope: the

@@ -3,6 +3,7 @@ package httpfence
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -29,8 +30,13 @@ const (
 	// DefaultStoreTimeout bounds Complete and Abandon after the handler.
 	DefaultStoreTimeout = 5 * time.Second
 	// DefaultMaxTokenAhead is how far ahead of the server's clock a token
-	// may be (24 h), read as microseconds since the Unix epoch.
-	DefaultMaxTokenAhead = 24 * time.Hour
+	// may be (5 min), read as microseconds since the Unix epoch. A lease
+	// token is max(counter+1, Redis TIME in µs): a healthy one is ahead of
+	// the server's clock by the clock skew between Redis and the server
+	// (well under a second with NTP) at most. 5 minutes leaves room for a
+	// badly kept clock while a token that got past every other check can
+	// block a fence for 5 minutes at most, not a day.
+	DefaultMaxTokenAhead = 5 * time.Minute
 )
 
 // DefaultMethods are the methods the middleware applies to when
@@ -79,11 +85,43 @@ type Options struct {
 	// Fencing-Token: 18446744073709551615 would otherwise fence a resource
 	// for everyone for ever. It relies on the lease tokens' time floor
 	// (package lease issues max(counter+1, Redis TIME in µs), so a healthy
-	// token is about now in µs). Default DefaultMaxTokenAhead (24 h); -1
+	// token is about now in µs). Default DefaultMaxTokenAhead (5 min); -1
 	// turns the check off, for tokens that are plain counters.
 	MaxTokenAhead time.Duration
 
-	// Now reads the clock for MaxTokenAhead. Default time.Now.
+	// Verifier, when set, admits fencing headers only with a valid
+	// Fencing-Signature (SignatureHeader) made by a Transport whose Signer
+	// holds one of its keys: a request that carries a token without one, or
+	// with one that is malformed (400 invalid-fencing-signature), made with
+	// an unknown key, more than MaxSignatureAge from the server's clock, or
+	// over other values (403 fencing-signature-rejected), is refused before
+	// any store is touched and before the handler runs. This is what keeps
+	// a caller that is not a lease holder (it does not know a key) from
+	// moving a fence: see "Authenticated fencing" in the package
+	// documentation. Requests without fencing headers need no signature.
+	Verifier *Verifier
+
+	// MaxSignatureAge is how far a signature's time may be from the
+	// server's clock (Now), either way. It bounds how long a captured
+	// signed request can be replayed; TTL must be at least as long, so that
+	// such a replay finds the original's record (and is answered from it)
+	// rather than running the handler again. Default
+	// DefaultMaxSignatureAge (5 min). Used with Verifier only.
+	MaxSignatureAge time.Duration
+
+	// AllowUnauthenticatedFencing admits fencing headers from any caller
+	// when there is neither a Verifier nor an Identity: any client of the
+	// service can then present a token (up to MaxTokenAhead ahead) and move
+	// a fence, blocking the lease's real holders. Only for services every
+	// client of which is trusted (tests, a private network with no other
+	// clients). Default false: Middleware refuses a Fence without a
+	// Verifier, an Identity or this opt-in (ErrInvalidOptions), and, with
+	// no Fence, answers fencing headers with 403 fencing-signature-rejected
+	// instead of handing an unauthenticated holder to the handler.
+	AllowUnauthenticatedFencing bool
+
+	// Now reads the clock for MaxTokenAhead and MaxSignatureAge. Default
+	// time.Now.
 	Now func() time.Time
 
 	// Methods lists the methods the middleware applies to; requests with
@@ -149,6 +187,9 @@ func (c Options) withDefaults() Options {
 	if c.MaxTokenAhead == 0 {
 		c.MaxTokenAhead = DefaultMaxTokenAhead
 	}
+	if c.MaxSignatureAge == 0 {
+		c.MaxSignatureAge = DefaultMaxSignatureAge
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -198,6 +239,12 @@ func (c Options) validate() error {
 		return fmt.Errorf("%w: StoreTimeout %v: want > 0", ErrInvalidOptions, c.StoreTimeout)
 	case c.MaxTokenAhead < -1 || (c.MaxTokenAhead > 0 && c.MaxTokenAhead < time.Microsecond):
 		return fmt.Errorf("%w: MaxTokenAhead %v: want at least 1µs, or -1 for no limit", ErrInvalidOptions, c.MaxTokenAhead)
+	case c.MaxSignatureAge < time.Second:
+		return fmt.Errorf("%w: MaxSignatureAge %v: want at least 1s", ErrInvalidOptions, c.MaxSignatureAge)
+	case c.Verifier != nil && c.TTL < c.MaxSignatureAge:
+		return fmt.Errorf("%w: TTL %v shorter than MaxSignatureAge %v: a replayed signed request could run the handler again", ErrInvalidOptions, c.TTL, c.MaxSignatureAge)
+	case c.Fence != nil && c.Verifier == nil && c.Identity == nil && !c.AllowUnauthenticatedFencing:
+		return fmt.Errorf("%w: a Fence needs a Verifier (signed fencing headers) or an Identity, or AllowUnauthenticatedFencing: true to let any client move a fence", ErrInvalidOptions)
 	}
 	return nil
 }
@@ -279,6 +326,13 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// The client went away or sent a broken body: nothing to store.
 		m.problem(w, http.StatusBadRequest, ProblemInvalidBody, "Request body could not be read", err.Error())
+		return
+	}
+
+	// 2b. Who sent the fencing headers: refused here, before any store is
+	// touched, unless a key holder signed them (or the deployment opted
+	// out).
+	if fenced && !m.authenticated(w, r, key, holder, body) {
 		return
 	}
 
@@ -375,6 +429,51 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.next.ServeHTTP(rec, r2)
 	done = true
 	m.finish(ctx, storeKey, out.Lock, rec)
+}
+
+// authenticated reports whether the fencing headers of r may be admitted,
+// and answers the request when not: with a Verifier, a valid signature over
+// them is required; without one, an Identity or AllowUnauthenticatedFencing
+// lets them in.
+func (m *middleware) authenticated(w http.ResponseWriter, r *http.Request, key string, h fence.Holder, body []byte) bool {
+	if m.cfg.Verifier == nil {
+		if m.cfg.Identity != nil || m.cfg.AllowUnauthenticatedFencing {
+			return true
+		}
+		m.signatureRefused(w, r, h, "", errSignature("this service admits fencing headers from authenticated callers only (Options.Verifier)"))
+		return false
+	}
+	values := r.Header.Values(SignatureHeader)
+	switch len(values) {
+	case 0:
+		m.signatureRefused(w, r, h, "", errSignature(SignatureHeader+" required with fencing headers"))
+		return false
+	case 1:
+	default:
+		m.problem(w, http.StatusBadRequest, ProblemInvalidSignature, "Invalid "+SignatureHeader+" header", "more than one field line")
+		return false
+	}
+	s := &signed{method: r.Method, target: serverTarget(r), key: key, holder: h, bodySum: sha256.Sum256(body)}
+	kid, err := m.cfg.Verifier.verify(values[0], s, m.cfg.Now(), m.cfg.MaxSignatureAge)
+	switch {
+	case errors.Is(err, ErrInvalidSignature):
+		m.problem(w, http.StatusBadRequest, ProblemInvalidSignature, "Invalid "+SignatureHeader+" header", err.Error())
+		return false
+	case err != nil:
+		m.signatureRefused(w, r, h, kid, err)
+		return false
+	}
+	return true
+}
+
+// signatureRefused answers 403 fencing-signature-rejected and logs
+// fencing_signature_rejected (resource, scope, presented token, key id and
+// reason; never the owner).
+func (m *middleware) signatureRefused(w http.ResponseWriter, r *http.Request, h fence.Holder, kid string, why error) {
+	m.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "fencing_signature_rejected",
+		slog.String("resource", m.cfg.Resource(r)), slog.String("scope", h.Scope),
+		slog.Uint64("presented", uint64(h.Token)), slog.String("kid", kid), slog.String("reason", why.Error()))
+	m.problem(w, http.StatusForbidden, ProblemSignatureRejected, "Fencing headers not signed by a lease holder", why.Error())
 }
 
 // plausible reports whether t is at most MaxTokenAhead ahead of the

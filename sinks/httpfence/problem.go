@@ -33,6 +33,19 @@ const (
 	problemContentType      = "application/problem+json"  // RFC 9457 §3
 )
 
+// Problem types of authenticated fencing (Options.Verifier).
+const (
+	// ProblemInvalidSignature (400): a Fencing-Signature that is not one
+	// valid dictionary of kid, t and sig (ParseSignature), or repeated.
+	ProblemInvalidSignature = "invalid-fencing-signature"
+	// ProblemSignatureRejected (403): fencing headers without a signature
+	// the Verifier accepts (missing, unknown key id, too old or too far
+	// ahead, or over other values), or sent to a service that admits none
+	// from unauthenticated callers. 403, not 401: the signature is no HTTP
+	// authentication scheme with a challenge to send (RFC 9110 §15.5.2).
+	ProblemSignatureRejected = "fencing-signature-rejected"
+)
+
 // Problem is an RFC 9457 problem detail as the middleware sends it. The
 // stale-fencing-token problem fills the four extension members.
 type Problem struct {

@@ -156,7 +156,7 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	require.ErrorIs(t, err, httpfence.ErrInvalidFencing, "the middleware's 400, without importing pgfence")
 
 	// The middleware answers it with 400, not 503.
-	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: f, MaxTokenAhead: -1})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: f, MaxTokenAhead: -1, AllowUnauthenticatedFencing: true})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/settle", strings.NewReader("{}"))

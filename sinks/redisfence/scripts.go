@@ -19,6 +19,8 @@ var (
 	evalLua string
 	//go:embed current.lua
 	currentLua string
+	//go:embed reset.lua
+	resetLua string
 )
 
 // The package's scripts, loaded once per server by EVALSHA with an EVAL
@@ -28,6 +30,7 @@ var (
 	setScript     = luascript.New(fencerule.Lua, fenceLua, setLua)
 	hsetScript    = luascript.New(fencerule.Lua, fenceLua, hsetLua)
 	currentScript = luascript.New(currentLua)
+	resetScript   = luascript.New(resetLua)
 )
 
 // Script is a caller's Lua body made into a fenced script: Writer.Eval runs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log"
 	"net/http"
+	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -35,7 +36,13 @@ func Example() {
 			log.Fatal(err)
 		}
 	}
-	mw, err := httpfence.Middleware(httpfence.Options{Store: store, Fence: guard})
+	// The key the lease holders sign their fencing headers with (their
+	// Transport's Signer): from a secret store, never from source.
+	verifier, err := httpfence.NewVerifier(httpfence.Key{ID: os.Getenv("FENCING_KEY_ID"), Secret: []byte(os.Getenv("FENCING_KEY"))})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := httpfence.Middleware(httpfence.Options{Store: store, Fence: guard, Verifier: verifier})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -70,10 +70,18 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 
 	// The endpoint: one path for every tenant, so one fence resource.
 	events := &eventCounter{}
+	// The documented setup: the replicas sign their fencing headers with
+	// a key the service verifies.
+	key := httpfence.Key{ID: "k1", Secret: []byte("multitenant-test-key-32-bytes-ok")}
+	verifier, err := httpfence.NewVerifier(key)
+	require.NoError(t, err)
+	signer, err := httpfence.NewSigner(key)
+	require.NoError(t, err)
 	mw, err := httpfence.Middleware(httpfence.Options{
-		Store:  store,
-		Fence:  fnc,
-		Logger: slog.New(events),
+		Store:    store,
+		Fence:    fnc,
+		Verifier: verifier,
+		Logger:   slog.New(events),
 	})
 	require.NoError(t, err)
 	var (
@@ -88,7 +96,7 @@ func TestPartitionsSharingOneEndpointAreNotRefused(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	})))
 	t.Cleanup(srv.Close)
-	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport, BaseDelay: 20 * time.Millisecond}}
+	client := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport, BaseDelay: 20 * time.Millisecond, Signer: signer}}
 
 	// charge is the side effect of one operation: the HTTP call, carrying
 	// the holder of ctx, then the guarded insert with h.
