@@ -35,12 +35,17 @@ type Shared struct {
 // whatever level a database or role defaults to.
 var Isolations = []string{"read committed", "repeatable read", "serializable"}
 
+// LevelMaxConns caps the size of each PoolAt pool (8).
+const LevelMaxConns = 8
+
 // PoolAt returns a pool whose connections default to isolation (a value
 // of default_transaction_isolation, one of Isolations), set per
 // connection as a runtime parameter (never ALTER DATABASE: the server is
 // shared). Every statement and every transaction that does not name its
 // level runs at isolation. One pool per level, opened by the first test
-// that asks, sized as Pool's, closed by Main.
+// that asks, closed by Main, with at most LevelMaxConns connections: the
+// server is shared by parallel packages, and a suite at three levels must
+// not hold three times the connections.
 func (s *Shared) PoolAt(t testing.TB, isolation string) *pgxpool.Pool {
 	t.Helper()
 	s.Pool(t) // skips, or fails without a server
@@ -51,6 +56,7 @@ func (s *Shared) PoolAt(t testing.TB, isolation string) *pgxpool.Pool {
 	}
 	cfg := s.pool.Config().Copy()
 	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = isolation
+	cfg.MaxConns = min(cfg.MaxConns, LevelMaxConns)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -72,7 +72,7 @@ func Retryable(err error) bool {
 // connection goes back clean. It returns the first error of the batch
 // (a callback's included).
 func Batch(ctx context.Context, db Batcher, queue func(b *pgx.Batch)) error {
-	return withRetry(ctx, func() error {
+	return Retry(ctx, func() error {
 		b := &pgx.Batch{}
 		b.BeginTx(ReadCommitted)
 		queue(b)
@@ -92,7 +92,7 @@ func Batch(ctx context.Context, db Batcher, queue func(b *pgx.Batch)) error {
 // Tx runs fn in a READ COMMITTED transaction begun on db and commits it
 // when fn returns nil; otherwise it rolls it back and returns fn's error.
 func Tx(ctx context.Context, db Beginner, fn func(tx pgx.Tx) error) error {
-	return withRetry(ctx, func() error {
+	return Retry(ctx, func() error {
 		tx, err := db.BeginTx(ctx, ReadCommitted)
 		if err != nil {
 			return err
@@ -113,10 +113,11 @@ func rollback(ctx context.Context, tx pgx.Tx) {
 	_ = tx.Rollback(rctx) // after a commit: pgx.ErrTxClosed, ignored
 }
 
-// withRetry runs attempt until it succeeds, fails with an error that is
-// not Retryable, MaxAttempts ran, or ctx ended (then ctx's error joined
-// with the last attempt's).
-func withRetry(ctx context.Context, attempt func() error) error {
+// Retry runs attempt until it succeeds, fails with an error that is not
+// Retryable, MaxAttempts ran, or ctx ended (then ctx's error joined with
+// the last attempt's). attempt must be a whole transaction (or a single
+// statement sent alone): a retryable failure rolled it back.
+func Retry(ctx context.Context, attempt func() error) error {
 	for n := 1; ; n++ {
 		err := attempt()
 		if err == nil || !Retryable(err) || n == MaxAttempts {
