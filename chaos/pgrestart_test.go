@@ -42,9 +42,12 @@ type pgProc struct {
 }
 
 // startPostgres initdbs a cluster and starts it, or skips the test when the
-// binaries are not installed. Cleanup stops it and removes the directory.
+// binaries are not installed (or with HOLDFAST_SKIP_INTEGRATION=1). Cleanup stops it and removes the directory.
 func startPostgres(t *testing.T) *pgProc {
 	t.Helper()
+	if os.Getenv("HOLDFAST_SKIP_INTEGRATION") == "1" {
+		t.Skip("HOLDFAST_SKIP_INTEGRATION=1")
+	}
 	bin := os.Getenv("HOLDFAST_PG_BIN")
 	if bin == "" {
 		bin = pgBinDir
