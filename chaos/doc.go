@@ -52,4 +52,8 @@
 //   - http-reset (TestHTTPRetriesThroughResetsAfterCommit): connection resets
 //     after commit, retried through httpfence.Transport into
 //     httpfence.Middleware.
+//   - pg-restart (TestPostgresRestartedWhileTransactionsAreOpen): a private
+//     PostgreSQL server crashed (immediate shutdown) and started again
+//     while sink and pgledger transactions are open: no slot lost, nothing
+//     half-written, no effect twice.
 package chaos

@@ -14,6 +14,19 @@ import (
 	"strings"
 )
 
+// OwnTransaction goes before Script's text when the script runs as a
+// transaction of its own (one simple-protocol query, an implicit
+// transaction): it sets that transaction to READ COMMITTED, the level the
+// migrations are designed for, whatever default_transaction_isolation is.
+// Under REPEATABLE READ or SERIALIZABLE the transaction's snapshot is taken
+// by the advisory lock statement, before the lock is granted, so a script
+// that waited for a concurrent migration would read the catalogs as they
+// were before it (pgfence's 002 looks at pg_attribute) and redo DDL that
+// is already done. Inside a READ COMMITTED transaction it is a no-op; a
+// caller's transaction at another level that ran a query refuses it
+// ("must be called before any query"), so it is left out there.
+const OwnTransaction = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED;\n"
+
 // LockKey is the advisory lock key for migrations into schema: the 64-bit
 // FNV-1a hash of "holdfast:migrate:" + schema. Every holdfast store uses
 // it, so the key depends on the schema only.

@@ -25,6 +25,58 @@ type Shared struct {
 	once sync.Once
 	pool *pgxpool.Pool
 	err  error
+
+	mu     sync.Mutex
+	levels map[string]*pgxpool.Pool // PoolAt's pools, by isolation
+}
+
+// Isolations are the values of default_transaction_isolation the
+// conformance suites run the Postgres stores at: every store must work
+// whatever level a database or role defaults to.
+var Isolations = []string{"read committed", "repeatable read", "serializable"}
+
+// LevelMaxConns caps the size of each PoolAt pool (8).
+const LevelMaxConns = 8
+
+// PoolAt returns a pool whose connections default to isolation (a value
+// of default_transaction_isolation, one of Isolations), set per
+// connection as a runtime parameter (never ALTER DATABASE: the server is
+// shared). Every statement and every transaction that does not name its
+// level runs at isolation. One pool per level, opened by the first test
+// that asks, closed by Main, with at most LevelMaxConns connections: the
+// server is shared by parallel packages, and a suite at three levels must
+// not hold three times the connections.
+func (s *Shared) PoolAt(t testing.TB, isolation string) *pgxpool.Pool {
+	t.Helper()
+	s.Pool(t) // skips, or fails without a server
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.levels[isolation]; p != nil {
+		return p
+	}
+	cfg := s.pool.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = isolation
+	cfg.MaxConns = min(cfg.MaxConns, LevelMaxConns)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err == nil {
+		var got string
+		if err = p.QueryRow(ctx, `SHOW default_transaction_isolation`).Scan(&got); err == nil && got != isolation {
+			err = fmt.Errorf("default_transaction_isolation is %q, want %q", got, isolation)
+		}
+		if err != nil {
+			p.Close()
+		}
+	}
+	if err != nil {
+		t.Fatalf("pgtest: pool at isolation %q: %v", isolation, err)
+	}
+	if s.levels == nil {
+		s.levels = map[string]*pgxpool.Pool{}
+	}
+	s.levels[isolation] = p
+	return p
 }
 
 // Pool returns the shared pool. It fails the test when PostgreSQL does not
@@ -79,6 +131,9 @@ func Main(m *testing.M, s *Shared) {
 	code := m.Run()
 	if s.pool != nil {
 		s.pool.Close()
+	}
+	for _, p := range s.levels {
+		p.Close()
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/pglease"
@@ -18,23 +19,31 @@ import (
 
 // TestConformance runs the lease contract (leasetest.Exercise) on
 // lease.NewWithBackend over the Postgres Backend, each check in a schema
-// of its own. Every Client gets a Backend of its own over one pool, as
-// replicas would over their own pools. The backend is no lease.Notifier:
-// waiters poll (see the package documentation).
+// of its own, once per isolation level a database may default to
+// (pgtest.Isolations, set as default_transaction_isolation on the
+// backends' connections). Every Client gets a Backend of its own over one
+// pool, as replicas would over their own pools. The backend is no
+// lease.Notifier: waiters poll (see the package documentation).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	leasetest.Exercise(t, pgStore)
+	for _, iso := range pgtest.Isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			leasetest.Exercise(t, func(t *testing.T) leasetest.Store { return pgStore(t, iso) })
+		})
+	}
 }
 
-// pgStore describes the Backend to the suite: Inspect reads the row
-// (owner and remaining TTL, free when expired), Expire sets its expiry to
-// -infinity as the passing of its TTL would, and Commands counts the
-// statements the Clients' backends sent.
-func pgStore(t *testing.T) leasetest.Store {
+// pgStore describes the Backend, its connections at isolation, to the
+// suite: Inspect reads the row (owner and remaining TTL, free when
+// expired), Expire sets its expiry to -infinity as the passing of its TTL
+// would, and Commands counts the round trips the Clients' backends made
+// (a batch is one).
+func pgStore(t *testing.T, isolation string) leasetest.Store {
 	t.Helper()
-	pool := shared.Pool(t)
+	pool := shared.Pool(t) // the suite's own reads and writes
 	schema := shared.Schema(t, "pglease_test_")
-	db := &countingDB{DB: pool}
+	db := &countingDB{DB: shared.PoolAt(t, isolation)}
 	b, err := pglease.New(db, pglease.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, b.Migrate(t.Context()))
@@ -68,7 +77,7 @@ func pgStore(t *testing.T) leasetest.Store {
 	}
 }
 
-// countingDB counts the statements sent through it.
+// countingDB counts the round trips made through it.
 type countingDB struct {
 	pglease.DB
 	n atomic.Int64
@@ -79,12 +88,7 @@ func (d *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.
 	return d.DB.Exec(ctx, sql, args...)
 }
 
-func (d *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+func (d *countingDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	d.n.Add(1)
-	return d.DB.Query(ctx, sql, args...)
-}
-
-func (d *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	d.n.Add(1)
-	return d.DB.QueryRow(ctx, sql, args...)
+	return d.DB.SendBatch(ctx, b)
 }

@@ -68,8 +68,14 @@
 // # What it needs from the database
 //
 // DB is satisfied by *pgxpool.Pool. Every call is one statement on any
-// pooled connection: nothing is held on a session, so a connection can go
-// back to the pool between calls (unlike pg_try_advisory_lock, which
-// belongs to the session that took it). Batch acquisition
-// (lease.Client.TryAcquireAll) is one statement per name.
+// pooled connection, in a READ COMMITTED transaction of its own (BEGIN, the
+// statement and COMMIT pipelined: one round trip), whatever the database's
+// default_transaction_isolation: nothing is held on a session, so a
+// connection can go back to the pool between calls (unlike
+// pg_try_advisory_lock, which belongs to the session that took it). Under
+// a REPEATABLE READ or SERIALIZABLE default the bare statement would fail
+// with 40001 whenever tries race, and competitors' failed tries would make
+// the holder's renewals fail (docs/guarantees.md, "Postgres isolation
+// levels"). Batch acquisition (lease.Client.TryAcquireAll) is one
+// statement per name.
 package pglease

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
+	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 )
@@ -28,14 +29,17 @@ const DefaultSchema = "holdfast"
 // is not a lower-case SQL identifier; match it with errors.Is.
 var ErrInvalidOptions = errors.New("pglease: invalid options")
 
-// DB is what the backend needs from a database: single statements, each
-// on whatever connection is free. *pgxpool.Pool satisfies it (a *pgx.Conn
-// too, but it is not safe for concurrent use, and a Client renews from a
-// goroutine of its own). Nothing is held on a session between calls.
+// DB is what the backend needs from a database: batches (each statement
+// of the backend is sent as BEGIN ISOLATION LEVEL READ COMMITTED, the
+// statement and COMMIT in one pipelined round trip) and Migrate's script,
+// each on whatever connection is free. *pgxpool.Pool satisfies it (a
+// *pgx.Conn too, but it is not safe for concurrent use, and a Client
+// renews from a goroutine of its own). A pgx.Tx does not work: the backend
+// commits its own transactions. Nothing is held on a session between
+// calls.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Options names where the leases live. The zero Options is valid.
@@ -114,8 +118,9 @@ func (b *Backend) Migrate(ctx context.Context) error {
 		return fmt.Errorf("pglease: %w", err)
 	}
 	// No arguments: pgx sends the script with the simple protocol, which
-	// runs its statements as one implicit transaction.
-	if _, err := b.db.Exec(ctx, script); err != nil {
+	// runs its statements as one implicit transaction, at READ COMMITTED
+	// (pgmigrate.OwnTransaction).
+	if _, err := b.db.Exec(ctx, pgmigrate.OwnTransaction+script); err != nil {
 		return fmt.Errorf("pglease: migrate schema %s: %w", b.schema, err)
 	}
 	return nil
@@ -124,10 +129,24 @@ func (b *Backend) Migrate(ctx context.Context) error {
 // Acquire implements lease.Backend in one statement: the row is taken
 // when free or expired and its token raised in the same statement; when
 // held, the holder's remaining TTL comes back (rounded up to a ms).
+//
+// Every statement of the backend runs in a READ COMMITTED transaction of
+// its own (internal/pgtx, one round trip), whatever the database's
+// default_transaction_isolation: its upsert is designed for READ
+// COMMITTED, where a try racing a grant or a renewal waits for the row
+// and reads its latest version. Under REPEATABLE READ or SERIALIZABLE the
+// same statement fails with SQLSTATE 40001 instead, and the failed tries
+// of competitors would make the holder's renewals fail until it lost the
+// lease. A serialization failure or deadlock left even so is retried
+// (pgtx.MaxAttempts attempts, jittered backoff, within ctx).
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Grant, error) {
 	var taken bool
 	var token, remainingMS int64
-	err := b.db.QueryRow(ctx, b.sql.acquire, name, owner, ttl.Milliseconds()).Scan(&taken, &token, &remainingMS)
+	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+		batch.Queue(b.sql.acquire, name, owner, ttl.Milliseconds()).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&taken, &token, &remainingMS)
+		})
+	})
 	switch {
 	case err != nil:
 		// The statement may have committed (a reply lost, ctx ended on
@@ -168,27 +187,37 @@ func (b *Backend) Renew(ctx context.Context, batch []lease.Held) []error {
 type held struct{ name, owner string }
 
 func (b *Backend) renewed(ctx context.Context, names, owners []string, ttls []int64) (map[held]bool, error) {
-	rows, err := b.db.Query(ctx, b.sql.renew, names, owners, ttls)
+	var out map[held]bool
+	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+		batch.Queue(b.sql.renew, names, owners, ttls).Query(func(rows pgx.Rows) error {
+			out = make(map[held]bool, len(names))
+			for rows.Next() {
+				var h held
+				if err := rows.Scan(&h.name, &h.owner); err != nil {
+					return err
+				}
+				out[h] = true
+			}
+			return rows.Err()
+		})
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := make(map[held]bool, len(names))
-	for rows.Next() {
-		var h held
-		if err := rows.Scan(&h.name, &h.owner); err != nil {
-			return nil, err
-		}
-		out[h] = true
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Release implements lease.Backend: the row is freed (owner ”, expiry
 // -infinity; its token stays) if it holds h.Owner and has not expired;
 // ErrNotHeld otherwise.
 func (b *Backend) Release(ctx context.Context, h lease.Held) error {
-	tag, err := b.db.Exec(ctx, b.sql.release, h.Name, h.Owner)
+	var tag pgconn.CommandTag
+	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+		batch.Queue(b.sql.release, h.Name, h.Owner).Exec(func(t pgconn.CommandTag) error {
+			tag = t
+			return nil
+		})
+	})
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 
 func TestStoreConformance(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends() {
+	for _, b := range append(backends(), pgBackendsAtEveryIsolation()...) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			exerciseStore(t, func(t *testing.T) (httpfence.Store, func(time.Duration)) {
@@ -37,7 +37,7 @@ func TestStoreConformance(t *testing.T) {
 // racing holders and a linearizability check of a concurrent history.
 func TestFenceConformance(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends() {
+	for _, b := range append(backends(), pgBackendsAtEveryIsolation()...) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			sinktest.Exercise(t, func(t *testing.T) sinktest.Sink { return sinktest.FenceSink(b.new(t).fence) })

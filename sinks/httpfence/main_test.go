@@ -69,18 +69,32 @@ func backends() []backend {
 			t.Cleanup(func() { _ = rdb.Close() })
 			return stores{newRedisStore(t, rdb, "t:idem:"), newRedisFence(t, rdb, "t:fence:"), mr.FastForward}
 		}},
-		{"postgres", func(t testing.TB) stores {
-			pool := testPool(t)
-			schema := newSchema(t)
-			st, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
-			require.NoError(t, err)
-			require.NoError(t, st.Migrate(context.Background()))
-			f, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
-			require.NoError(t, err)
-			require.NoError(t, f.Migrate(context.Background()))
-			return stores{st, f, func(time.Duration) {}}
-		}},
+		{"postgres", func(t testing.TB) stores { return pgStores(t, testPool(t)) }},
 	}
+}
+
+// pgBackendsAtEveryIsolation are the Postgres stores on pools whose
+// connections default to each isolation level a database may be set to
+// (pgtest.Isolations): the conformance suites run on each.
+func pgBackendsAtEveryIsolation() []backend {
+	var out []backend
+	for _, iso := range pgtest.Isolations {
+		out = append(out, backend{"postgres/" + iso, func(t testing.TB) stores { return pgStores(t, shared.PoolAt(t, iso)) }})
+	}
+	return out
+}
+
+// pgStores returns a migrated Store and Fence on pool, in a fresh schema.
+func pgStores(t testing.TB, pool *pgxpool.Pool) stores {
+	t.Helper()
+	schema := newSchema(t)
+	st, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(context.Background()))
+	f, err := pgstore.NewFence(pool, pgfence.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, f.Migrate(context.Background()))
+	return stores{st, f, func(time.Duration) {}}
 }
 
 // newRedisStore and newRedisFence build the Redis stores on rdb.

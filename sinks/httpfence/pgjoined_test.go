@@ -24,7 +24,9 @@ import (
 // The Postgres store joins a Postgres fence on its own pool: Begin and the
 // fence check are one statement (BeginFenced).
 
-// statements counts the statements a pool sends.
+// statements counts the round trips a pool makes: a statement sent alone,
+// or a batch (the stores pipeline each statement with its BEGIN and
+// COMMIT).
 type statements struct{ n atomic.Int64 }
 
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -33,6 +35,15 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 }
 
 func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	s.n.Add(1)
+	return ctx
+}
+
+func (*statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (*statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // joinedStores returns a Store and a Fence on one schema of a pool of the
 // test's own whose statements are counted.

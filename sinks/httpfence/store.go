@@ -34,6 +34,15 @@ import (
 // A nil ctx is refused with an error matching ErrNilContext by the stores
 // of holdfast (MemoryStore, redisstore.Store, pgstore.Store), before the
 // store is touched.
+//
+// The middleware answers any other error of Begin (and of a FenceStore's
+// Accept) with 503 store-unavailable, so a store resolves conflicts between
+// concurrent requests itself rather than returning them: pgstore runs its
+// statements at READ COMMITTED whatever the database's default isolation
+// and retries a serialization failure or deadlock (SQLSTATE 40001, 40P01)
+// inside the call, so concurrent requests for one key are answered 201,
+// 409 or a replay, never 503 (docs/guarantees.md, "Postgres isolation
+// levels").
 type Store interface {
 	Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error)
 	Complete(ctx context.Context, key, lock string, resp *Response, ttl time.Duration) error

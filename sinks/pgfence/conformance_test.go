@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 	"github.com/holdfast-go/holdfast/sinks/sinktest"
 )
@@ -24,18 +25,36 @@ import (
 const sinkScope = "sinktest-lease"
 
 // guardSink adapts Guard.Check: Check and the business write in one
-// transaction, as the package documentation shows.
+// transaction at the pool's default level, as the package documentation
+// shows, run again while it fails with a retryable error (IsRetryable:
+// under a REPEATABLE READ or SERIALIZABLE default, racing writers of one
+// resource make Check or COMMIT fail with 40001).
 type guardSink struct{ b *bundle }
 
 func (s guardSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
-	return pgx.BeginFunc(ctx, s.b.pool, func(tx pgx.Tx) error {
-		if err := s.b.guard.Check(ctx, tx, resource, fence.Holder{Scope: sinkScope, Token: t, Owner: owner}); err != nil {
+	return retrying(func() error {
+		return pgx.BeginFunc(ctx, s.b.pool, func(tx pgx.Tx) error {
+			if err := s.b.guard.Check(ctx, tx, resource, fence.Holder{Scope: sinkScope, Token: t, Owner: owner}); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+s.b.registers()+` (resource, value) VALUES ($1, $2)
+			ON CONFLICT (resource) DO UPDATE SET value = EXCLUDED.value`, resource, value)
+			return err
+		})
+	})
+}
+
+// retrying runs the transaction write again while it fails with an error
+// IsRetryable matches, at most maxAttempts times: what the package
+// documentation asks of a caller.
+func retrying(write func() error) error {
+	var err error
+	for range maxAttempts {
+		if err = write(); !pgfence.IsRetryable(err) {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO `+s.b.registers()+` (resource, value) VALUES ($1, $2)
-			ON CONFLICT (resource) DO UPDATE SET value = EXCLUDED.value`, resource, value)
-		return err
-	})
+	}
+	return err
 }
 
 // Read takes the value and the guard's token in one statement: one snapshot.
@@ -53,8 +72,21 @@ func (s guardSink) Read(ctx context.Context, resource string) (string, fence.Tok
 
 func (b *bundle) registers() string { return pgx.Identifier{b.schema, "registers"}.Sanitize() }
 
-func newGuardSink(t *testing.T) sinktest.Sink {
-	b := setup(t)
+func newGuardSink(t *testing.T) sinktest.Sink { return newGuardSinkAt("")(t) }
+
+// newGuardSinkAt returns guardSinks whose transactions run on a pool
+// defaulting to isolation ("": the server's default).
+func newGuardSinkAt(isolation string) func(t *testing.T) sinktest.Sink {
+	return func(t *testing.T) sinktest.Sink {
+		b := setup(t)
+		if isolation != "" {
+			b.pool = shared.PoolAt(t, isolation)
+		}
+		return guardSinkOn(t, b)
+	}
+}
+
+func guardSinkOn(t *testing.T, b *bundle) sinktest.Sink {
 	_, err := b.pool.Exec(t.Context(), `CREATE TABLE `+b.registers()+` (resource text PRIMARY KEY, value text NOT NULL)`)
 	require.NoError(t, err)
 	return guardSink{b}
@@ -65,8 +97,9 @@ func newGuardSink(t *testing.T) sinktest.Sink {
 //	registers(resource text PRIMARY KEY, value text NOT NULL DEFAULT '',
 //	          fence_token bigint, fence_owner text, fence_scope text)
 //
-// in autocommit on the pool (READ COMMITTED) or, with isolation set, in a
-// transaction of that level run again while it fails with ErrRetryable.
+// in autocommit on the pool (at the pool's default level, defaultIso:
+// the server's when "") or, with isolation set, in a transaction of that
+// level, run again while it fails with ErrRetryable.
 type rowSink struct {
 	pool      *pgxpool.Pool
 	table     pgx.Identifier
@@ -75,8 +108,15 @@ type rowSink struct {
 }
 
 func newRowSink(upsert bool, isolation pgx.TxIsoLevel) func(t *testing.T) sinktest.Sink {
+	return newRowSinkAt(upsert, isolation, "")
+}
+
+func newRowSinkAt(upsert bool, isolation pgx.TxIsoLevel, defaultIso string) func(t *testing.T) sinktest.Sink {
 	return func(t *testing.T) sinktest.Sink {
 		pool := testPool(t)
+		if defaultIso != "" {
+			pool = shared.PoolAt(t, defaultIso)
+		}
 		schema := newSchema(t)
 		s := &rowSink{pool: pool, table: pgx.Identifier{schema, "registers"}, upsert: upsert, isolation: isolation}
 		_, err := pool.Exec(t.Context(), `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
@@ -94,7 +134,10 @@ func (s *rowSink) Write(ctx context.Context, resource string, t fence.Token, own
 	if !s.upsert {
 		// FencedUpdate needs the row: the application created it, with no
 		// fence yet (NULL), before any fenced write. Same state as absent.
-		if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.table.Sanitize()+` (resource) VALUES ($1) ON CONFLICT DO NOTHING`, resource); err != nil {
+		if err := retrying(func() error {
+			_, err := s.pool.Exec(ctx, `INSERT INTO `+s.table.Sanitize()+` (resource) VALUES ($1) ON CONFLICT DO NOTHING`, resource)
+			return err
+		}); err != nil {
 			return err
 		}
 	}
@@ -105,18 +148,15 @@ func (s *rowSink) Write(ctx context.Context, resource string, t fence.Token, own
 	row := pgfence.Row{Table: s.table, KeyColumn: "resource", Key: resource}
 	set := map[string]any{"value": value}
 	if s.isolation == "" {
-		return write(ctx, s.pool, row, set, fence.Holder{Scope: sinkScope, Token: t, Owner: owner})
+		return retrying(func() error { // a statement of its own: an implicit transaction
+			return write(ctx, s.pool, row, set, fence.Holder{Scope: sinkScope, Token: t, Owner: owner})
+		})
 	}
-	var err error
-	for range maxAttempts {
-		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: s.isolation}, func(tx pgx.Tx) error {
+	return retrying(func() error { // from the statement or from COMMIT
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: s.isolation}, func(tx pgx.Tx) error {
 			return write(ctx, tx, row, set, fence.Holder{Scope: sinkScope, Token: t, Owner: owner})
 		})
-		if !pgfence.IsRetryable(err) { // from the statement or from COMMIT
-			return err
-		}
-	}
-	return err
+	})
 }
 
 func (s *rowSink) Read(ctx context.Context, resource string) (string, fence.Token, error) {
@@ -170,6 +210,22 @@ func TestConformance(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				sinktest.Exercise(t, newRowSink(upsert, iso))
+			})
+		}
+	}
+	// The caller's transactions and statements at every level a database
+	// may default to: refusals stay refusals, and a serialization failure
+	// is ErrRetryable, which the caller runs again.
+	for _, iso := range pgtest.Isolations {
+		t.Run("DefaultIsolation/"+iso+"/GuardCheck", func(t *testing.T) {
+			t.Parallel()
+			sinktest.Exercise(t, newGuardSinkAt(iso))
+		})
+		for _, upsert := range []bool{false, true} {
+			name := map[bool]string{false: "FencedUpdate", true: "FencedUpsert"}[upsert]
+			t.Run("DefaultIsolation/"+iso+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				sinktest.Exercise(t, newRowSinkAt(upsert, "", iso))
 			})
 		}
 	}

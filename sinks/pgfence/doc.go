@@ -126,9 +126,15 @@
 //   - A refused Check does not abort the transaction by itself; rolling back
 //     is the caller's job (pgx.BeginFunc does it when the function returns
 //     the error).
-//   - Under REPEATABLE READ or SERIALIZABLE, a concurrent writer of the same
-//     resource makes Check fail with a serialization failure instead of
-//     waiting; it matches ErrRetryable. The default READ COMMITTED waits.
+//   - Under REPEATABLE READ or SERIALIZABLE (the transaction's own, or the
+//     database's default_transaction_isolation for a transaction that names
+//     none), a concurrent writer of the same resource makes Check fail with
+//     a serialization failure instead of waiting; it matches ErrRetryable
+//     (and errors.As still finds the *pgconn.PgError, code 40001): roll
+//     back and run the whole transaction again. IsRetryable also matches
+//     one that COMMIT returns. READ COMMITTED waits. pgfence runs nothing
+//     in a transaction of its own but Migrate's script, which sets READ
+//     COMMITTED itself.
 //   - Effects outside Postgres (emails, HTTP calls) are not fenced; use the
 //     HTTP sinks or an idempotency key for those.
 //   - Tokens are stored as bigint: tokens above math.MaxInt64 are refused

@@ -30,9 +30,15 @@ var migrations embed.FS
 // two sessions create the same name at once).
 //
 // The script is sent as one simple-protocol query without parameters, which
-// Postgres runs as one implicit transaction; given a pgx.Tx, it runs inside
-// that transaction and the lock is held until it ends. Migrate needs the
-// privilege to create the schema (or its existence) and a table in it.
+// Postgres runs as one implicit transaction, set to READ COMMITTED (the
+// level it is designed for) whatever default_transaction_isolation is:
+// under REPEATABLE READ or SERIALIZABLE a run that waited for another's
+// lock would read the catalogs from before that run and redo its DDL.
+// Given a pgx.Tx, it runs inside that transaction at the transaction's
+// level (a REPEATABLE READ or SERIALIZABLE one may then fail when another
+// process migrates at the same moment) and the lock is held until it ends.
+// Migrate needs the privilege to create the schema (or its existence) and
+// a table in it.
 func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 	if err := g.ready(); err != nil {
 		return err
@@ -46,6 +52,9 @@ func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 	script, err := g.migrationScript()
 	if err != nil {
 		return err
+	}
+	if _, inTx := db.(pgx.Tx); !inTx {
+		script = pgmigrate.OwnTransaction + script
 	}
 	if _, err := db.Exec(ctx, script); err != nil {
 		return wrapDBError("migrate", g.schema+"."+g.table, err)

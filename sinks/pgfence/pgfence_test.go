@@ -365,9 +365,23 @@ func TestNewValidatesConfig(t *testing.T) {
 	}
 }
 
+// Migrate runs concurrently into a schema that does not exist yet, at
+// every isolation level a database may default to: the script sets its
+// own transaction to READ COMMITTED, so a run that waited for another's
+// lock sees what that one created. Under REPEATABLE READ its snapshot
+// predated the other run's commit, and 002 tried to add the scope column
+// again ("column already exists").
 func TestMigrateConcurrentlyIsIdempotent(t *testing.T) {
 	t.Parallel()
-	pool := testPool(t)
+	for _, iso := range pgtest.Isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			testMigrateConcurrently(t, shared.PoolAt(t, iso))
+		})
+	}
+}
+
+func testMigrateConcurrently(t *testing.T, pool *pgxpool.Pool) {
 	ctx := t.Context()
 	schema := newSchema(t)
 

@@ -37,10 +37,13 @@ var (
 // pgfence.IsRetryable) covers both stores. The *pgconn.PgError stays
 // reachable with errors.As.
 //
-// Every method runs its own READ COMMITTED transaction and takes its locks
-// in one order (the (job, partition) fence row, the slot's fence row for a
-// per-slot fence, then the slot's run), so neither should happen in
-// practice. Everything else is terminal for the
+// Every transition runs its own READ COMMITTED transaction (set
+// explicitly, whatever the database's default_transaction_isolation) and
+// takes its locks in one order (the (job, partition) fence row, the slot's
+// fence row for a per-slot fence, then the slot's run), so neither should
+// happen in practice; every read is one statement, run again (bounded,
+// jittered, within ctx) when a SERIALIZABLE default makes it fail with
+// 40001. Everything else is terminal for the
 // call: a *fence.StaleTokenError never becomes fresh by retrying with the
 // same token, and ErrSlotDone or ErrSlotRunning describe the slot.
 var ErrRetryable = pgfence.ErrRetryable

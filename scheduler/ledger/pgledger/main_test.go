@@ -36,7 +36,13 @@ func newSchema(t testing.TB) string {
 // newLedger returns a migrated Ledger in a fresh schema.
 func newLedger(t testing.TB) *pgledger.Ledger {
 	t.Helper()
-	l, err := pgledger.New(testPool(t), pgledger.Options{Schema: newSchema(t)})
+	return newLedgerOn(t, testPool(t))
+}
+
+// newLedgerOn returns a migrated Ledger on pool in a fresh schema.
+func newLedgerOn(t testing.TB, pool *pgxpool.Pool) *pgledger.Ledger {
+	t.Helper()
+	l, err := pgledger.New(pool, pgledger.Options{Schema: newSchema(t)})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(t.Context()))
 	return l

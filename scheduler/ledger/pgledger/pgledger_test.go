@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
@@ -20,9 +21,17 @@ import (
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
+// TestConformance runs the ledger contract once per isolation level a
+// database may default to (pgtest.Isolations, set as
+// default_transaction_isolation on the ledger's connections).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	ledgertest.Exercise(t, func(t *testing.T) ledger.Ledger { return newLedger(t) })
+	for _, iso := range pgtest.Isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			ledgertest.Exercise(t, func(t *testing.T) ledger.Ledger { return newLedgerOn(t, shared.PoolAt(t, iso)) })
+		})
+	}
 }
 
 // TestConformanceSharedSchema runs the suite with every subtest on one
@@ -57,7 +66,15 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // on one advisory lock instead of racing on the catalogs.
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	t.Parallel()
-	pool := testPool(t)
+	for _, iso := range pgtest.Isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			testMigrateConcurrently(t, shared.PoolAt(t, iso))
+		})
+	}
+}
+
+func testMigrateConcurrently(t *testing.T, pool *pgxpool.Pool) {
 	schema := newSchema(t)
 	const migrators = 8
 	var wg sync.WaitGroup

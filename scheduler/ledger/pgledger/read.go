@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -48,7 +49,8 @@ func (l *Ledger) State(ctx context.Context, job, partition string, since, now ti
 // state reads State; known is false when the pair has no fence row yet.
 func (l *Ledger) state(ctx context.Context, job, partition string, since time.Time) (st ledger.State, known bool, err error) {
 	const op = "state"
-	err = l.read(op, fenceResource(job, partition), func() error {
+	err = l.read(ctx, op, fenceResource(job, partition), func() error {
+		st, known = ledger.State{}, false
 		rows, err := l.db.Query(ctx, l.sql.state, job, partition, since)
 		if err != nil {
 			return err
@@ -112,7 +114,9 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 	}
 	out := make([]ledger.State, len(reqs))
 	known := make([]bool, len(reqs))
-	err := l.read("state", fmt.Sprintf("%d pairs", len(reqs)), func() error {
+	err := l.read(ctx, "state", fmt.Sprintf("%d pairs", len(reqs)), func() error {
+		clear(out)
+		clear(known)
 		rows, err := l.db.Query(ctx, l.sql.states, jobs, parts, sinces)
 		if err != nil {
 			return err
@@ -187,7 +191,8 @@ func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.
 // per run without attempts), into Records in the query's order.
 func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any) ([]ledger.Record, error) {
 	var recs []ledger.Record
-	err := l.read(op, what, func() error {
+	err := l.read(ctx, op, what, func() error {
+		recs = recs[:0]
 		rows, err := l.db.Query(ctx, sql, args...)
 		if err != nil {
 			return err
@@ -232,9 +237,13 @@ func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any)
 }
 
 // read runs fn, which reads with one statement (one snapshot, one round
-// trip, no transaction), and wraps its error.
-func (l *Ledger) read(op, what string, fn func() error) error {
-	if err := fn(); err != nil {
+// trip, no transaction), and wraps its error. A single read statement sees
+// one snapshot at any isolation level; under SERIALIZABLE it may still
+// fail with a serialization failure, and is then run again
+// (pgtx.Retry: bounded, jittered, within ctx). fn must reset what it
+// fills.
+func (l *Ledger) read(ctx context.Context, op, what string, fn func() error) error {
+	if err := pgtx.Retry(ctx, fn); err != nil {
 		return wrapDBError(op, what, err)
 	}
 	return nil

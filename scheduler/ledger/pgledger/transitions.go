@@ -377,15 +377,16 @@ func (l *Ledger) Paused(ctx context.Context, job string) (bool, error) {
 	if err := validateKey(job, ""); err != nil {
 		return false, err
 	}
-	rows, err := l.db.Query(ctx, l.sql.paused, job)
-	if err != nil {
-		return false, wrapDBError("paused", job, err)
-	}
-	paused, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[bool])
-	if err != nil {
-		return false, wrapDBError("paused", job, err)
-	}
-	return paused, nil
+	var paused bool
+	err := l.read(ctx, "paused", job, func() error {
+		rows, err := l.db.Query(ctx, l.sql.paused, job)
+		if err != nil {
+			return err
+		}
+		paused, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[bool])
+		return err
+	})
+	return paused, err
 }
 
 // exec runs one statement of a transition.

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
@@ -63,8 +66,8 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 		status            *int32
 		header, body      []byte
 	)
-	err = s.db.QueryRow(ctx, s.fencedSQL(f.guard), key, fingerprint, lock, lockTTL.Milliseconds(),
-		resource, h.Scope, int64(h.Token), h.Owner).Scan(&claimed, &accepted, &same, &inFlight, &status, &header, &body)
+	err = s.queryRow(ctx, s.fencedSQL(f.guard), []any{key, fingerprint, lock, lockTTL.Milliseconds(),
+		resource, h.Scope, int64(h.Token), h.Owner}, &claimed, &accepted, &same, &inFlight, &status, &header, &body)
 	switch {
 	case err != nil:
 		return httpfence.Outcome{}, fmt.Errorf("httpfence: postgres begin: %w", err)
@@ -77,7 +80,11 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 		return s.Begin(ctx, key, fingerprint, lockTTL)
 	}
 	// No live record, and the guard refused h: nothing was claimed.
-	current, _, err := f.guard.Current(ctx, s.db, resource, h.Scope)
+	var current fence.Token
+	err = pgtx.Tx(ctx, s.db, func(tx pgx.Tx) error {
+		current, _, err = f.guard.Current(ctx, tx, resource, h.Scope)
+		return err
+	})
 	if err != nil {
 		return httpfence.Outcome{}, err
 	}

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
+	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
@@ -64,6 +66,29 @@ func Migrations(opts Options) (fs.FS, error) {
 // lower case only (as in pgfence).
 var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// DB is what Store and Fence need from a database: *pgxpool.Pool
+// satisfies it (a *pgx.Conn too, but it is not safe for concurrent use). A
+// pgx.Tx does not: the stores commit their own transactions.
+//
+// Every statement the stores send runs in a READ COMMITTED transaction of
+// its own (internal/pgtx), whatever the database's or the role's
+// default_transaction_isolation: their upserts and conditional updates are
+// designed for READ COMMITTED, where a statement racing another request's
+// write to the same key or guard row waits for it and reads its latest
+// version. Under REPEATABLE READ or SERIALIZABLE the same statements fail
+// with SQLSTATE 40001 instead. Store's statements are pipelined with their
+// BEGIN and COMMIT (one round trip each, as before); Fence.Accept begins a
+// transaction for pgfence.Guard.Check (three). A serialization failure or
+// deadlock left even so is retried inside the store (pgtx.MaxAttempts
+// attempts, jittered backoff, within the request's ctx), so the middleware
+// never answers 503 for a conflict between concurrent requests.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
 // beginAttempts bounds Begin's loop when other requests keep moving a key
 // on (creating, completing, abandoning it) between its steps.
 const beginAttempts = 3
@@ -78,7 +103,7 @@ const beginAttempts = 3
 // until DeleteExpired removes them: call it periodically (hourly, say).
 // Safe for concurrent use.
 type Store struct {
-	db     pgfence.DBTX
+	db     DB
 	schema string
 	table  string   // quoted, schema-qualified
 	fenced sync.Map // guard table (quoted) -> BeginFenced's statement
@@ -93,7 +118,7 @@ type Store struct {
 // for a nil db (a typed nil *pgxpool.Pool included) or a schema that is not
 // a lower-case SQL identifier. It does not touch the database: run Migrate
 // once at start-up.
-func NewStore(db pgfence.DBTX, opts Options) (*Store, error) {
+func NewStore(db DB, opts Options) (*Store, error) {
 	schema := opts.Schema
 	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidOptions)
@@ -146,7 +171,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("httpfence: %w", err)
 	}
-	if _, err := s.db.Exec(ctx, script); err != nil {
+	if _, err := s.db.Exec(ctx, pgmigrate.OwnTransaction+script); err != nil {
 		return fmt.Errorf("httpfence: migrate %s: %w", s.schema, err)
 	}
 	return nil
@@ -188,7 +213,7 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time
 // returned the row, that is, whether lock now holds the key.
 func (s *Store) claim(ctx context.Context, sql, key, fingerprint, lock string, lockTTL time.Duration) (bool, error) {
 	var got string
-	err := s.db.QueryRow(ctx, sql, key, fingerprint, lock, lockTTL.Milliseconds()).Scan(&got)
+	err := s.queryRow(ctx, sql, []any{key, fingerprint, lock, lockTTL.Milliseconds()}, &got)
 	switch {
 	case err == nil:
 		return true, nil
@@ -206,7 +231,7 @@ func (s *Store) read(ctx context.Context, key, fingerprint string) (out httpfenc
 		status         *int32
 		header, body   []byte
 	)
-	err = s.db.QueryRow(ctx, s.readSQL, key, fingerprint).Scan(&same, &inFlight, &status, &header, &body)
+	err = s.queryRow(ctx, s.readSQL, []any{key, fingerprint}, &same, &inFlight, &status, &header, &body)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return httpfence.Outcome{}, false, nil
@@ -252,7 +277,7 @@ func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.
 	if body == nil {
 		body = []byte{} // NULL would read back as a missing body
 	}
-	tag, err := s.db.Exec(ctx, s.completeSQL, key, lock, resp.Status, string(h), body, ttl.Milliseconds())
+	tag, err := s.exec(ctx, s.completeSQL, key, lock, resp.Status, string(h), body, ttl.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("httpfence: postgres complete: %w", err)
 	}
@@ -267,7 +292,7 @@ func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 	if ctx == nil {
 		return nilContext("Abandon")
 	}
-	tag, err := s.db.Exec(ctx, s.abandonSQL, key, lock)
+	tag, err := s.exec(ctx, s.abandonSQL, key, lock)
 	if err != nil {
 		return fmt.Errorf("httpfence: postgres abandon: %w", err)
 	}
@@ -284,7 +309,7 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	if ctx == nil {
 		return 0, nilContext("DeleteExpired")
 	}
-	tag, err := s.db.Exec(ctx, s.deleteExpiredSQL)
+	tag, err := s.exec(ctx, s.deleteExpiredSQL)
 	if err != nil {
 		return 0, fmt.Errorf("httpfence: postgres delete expired: %w", err)
 	}
@@ -299,7 +324,7 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 // Tokens above math.MaxInt64 are refused (pgfence.ErrTokenOutOfRange).
 // Safe for concurrent use.
 type Fence struct {
-	db    pgfence.DBTX
+	db    DB
 	guard *pgfence.Guard
 }
 
@@ -307,7 +332,7 @@ type Fence struct {
 // (the zero Options: holdfast.fence_guard), working through db. It returns
 // ErrInvalidOptions for a nil db (a typed nil *pgxpool.Pool included) and
 // pgfence's ErrInvalidOptions for a bad name. Run Migrate once at start-up.
-func NewFence(db pgfence.DBTX, cfg pgfence.Options) (*Fence, error) {
+func NewFence(db DB, cfg pgfence.Options) (*Fence, error) {
 	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil database", httpfence.ErrInvalidOptions)
 	}
@@ -325,17 +350,45 @@ func (f *Fence) Guard() *pgfence.Guard { return f.guard }
 func (f *Fence) Migrate(ctx context.Context) error { return f.guard.Migrate(ctx, f.db) }
 
 // Accept implements httpfence.FenceStore: a guard row per (resource,
-// h.Scope). A holder the guard cannot take (pgfence.ErrTokenOutOfRange,
-// ErrInvalidOwner, ErrInvalidScope, ErrInvalidResource) gives an error
-// matching both pgfence's error and httpfence.ErrInvalidFencing.
+// h.Scope), checked and raised by pgfence.Guard.Check in a READ COMMITTED
+// transaction of its own (see DB). A holder the guard cannot take
+// (pgfence.ErrTokenOutOfRange, ErrInvalidOwner, ErrInvalidScope,
+// ErrInvalidResource) gives an error matching both pgfence's error and
+// httpfence.ErrInvalidFencing.
 func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) error {
-	err := f.guard.Check(ctx, f.db, resource, h)
+	var err error
+	if ctx == nil || f.guard.Validate(resource, h) != nil {
+		err = f.guard.Check(ctx, f.db, resource, h) // refused before the database is touched
+	} else {
+		err = pgtx.Tx(ctx, f.db, func(tx pgx.Tx) error { return f.guard.Check(ctx, tx, resource, h) })
+	}
 	for _, bad := range []error{pgfence.ErrTokenOutOfRange, pgfence.ErrInvalidOwner, pgfence.ErrInvalidScope, pgfence.ErrInvalidResource} {
 		if errors.Is(err, bad) {
 			return fmt.Errorf("%w: %w", httpfence.ErrInvalidFencing, err)
 		}
 	}
 	return err
+}
+
+// queryRow runs sql (one row expected, scanned into dest; pgx.ErrNoRows
+// when none) in a READ COMMITTED transaction of its own, one round trip.
+func (s *Store) queryRow(ctx context.Context, sql string, args []any, dest ...any) error {
+	return pgtx.Batch(ctx, s.db, func(b *pgx.Batch) {
+		b.Queue(sql, args...).QueryRow(func(row pgx.Row) error { return row.Scan(dest...) })
+	})
+}
+
+// exec runs sql in a READ COMMITTED transaction of its own, one round
+// trip, and returns its command tag.
+func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := pgtx.Batch(ctx, s.db, func(b *pgx.Batch) {
+		b.Queue(sql, args...).Exec(func(t pgconn.CommandTag) error {
+			tag = t
+			return nil
+		})
+	})
+	return tag, err
 }
 
 // nilContext is the error of method op called with a nil context.

@@ -1,0 +1,134 @@
+// Package pgtx runs the statements a holdfast Postgres store sends on its
+// own (not inside a caller's transaction) at the isolation level they were
+// designed for, READ COMMITTED, whatever the server's or the role's
+// default_transaction_isolation, and retries the two failures after which
+// running the transaction again can succeed.
+//
+// A single statement sent outside a transaction runs at the default level
+// too: under REPEATABLE READ or SERIALIZABLE an INSERT ... ON CONFLICT DO
+// UPDATE or an UPDATE of a row another transaction changed after the
+// statement's snapshot fails with SQLSTATE 40001 instead of waiting for the
+// row and re-reading it, as READ COMMITTED does. So every such statement
+// runs in an explicit READ COMMITTED transaction: Batch sends BEGIN, the
+// statements and COMMIT in one pipeline (one round trip, as the bare
+// statement took), Tx begins one with pgx.TxOptions for code that needs a
+// pgx.Tx (three round trips for one statement: pgx sends BEGIN at once,
+// not with the first query).
+//
+// Both retry a serialization failure (40001) or a deadlock (40P01): the
+// transaction was rolled back, so running it again is safe. At most
+// MaxAttempts attempts, each wait a jittered exponential backoff (from
+// RetryBase, capped at RetryMax, drawn from [d/2, d]) within ctx.
+package pgtx
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-go/holdfast/internal/retry"
+)
+
+// ReadCommitted is the mode of every transaction pgtx begins.
+var ReadCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+// Retry limits: MaxAttempts attempts in all (6), waits from RetryBase
+// (5 ms) doubling up to RetryMax (100 ms), each drawn from [d/2, d].
+const (
+	MaxAttempts = 6
+	RetryBase   = 5 * time.Millisecond
+	RetryMax    = 100 * time.Millisecond
+)
+
+// rollbackTimeout bounds the rollback of a transaction whose ctx ended.
+const rollbackTimeout = 5 * time.Second
+
+// Batcher sends a pgx.Batch: *pgxpool.Pool and *pgx.Conn do. A pgx.Tx
+// refuses a batch that begins a transaction.
+type Batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Beginner begins a transaction: *pgxpool.Pool and *pgx.Conn do.
+type Beginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// Retryable reports whether err holds a *pgconn.PgError whose SQLSTATE is
+// a serialization failure (40001) or a deadlock (40P01).
+func Retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// Batch runs the statements queue puts in a batch (with their
+// QueuedQuery callbacks) in one READ COMMITTED transaction, in one round
+// trip: BEGIN, the statements and COMMIT are pipelined. queue is called
+// once per attempt on a fresh batch; its callbacks must reset what they
+// set. A failed transaction is rolled back (one more round trip) so the
+// connection goes back clean. It returns the first error of the batch
+// (a callback's included).
+func Batch(ctx context.Context, db Batcher, queue func(b *pgx.Batch)) error {
+	return Retry(ctx, func() error {
+		b := &pgx.Batch{}
+		b.BeginTx(ReadCommitted)
+		queue(b)
+		b.Queue("COMMIT")
+		br := db.SendBatch(ctx, b)
+		tx := br.Tx()
+		err := br.Close()
+		if tx != nil {
+			// After a COMMIT that ran the transaction is closed: this only
+			// gives the pool its connection back.
+			rollback(ctx, tx)
+		}
+		return err
+	})
+}
+
+// Tx runs fn in a READ COMMITTED transaction begun on db and commits it
+// when fn returns nil; otherwise it rolls it back and returns fn's error.
+func Tx(ctx context.Context, db Beginner, fn func(tx pgx.Tx) error) error {
+	return Retry(ctx, func() error {
+		tx, err := db.BeginTx(ctx, ReadCommitted)
+		if err != nil {
+			return err
+		}
+		defer rollback(ctx, tx)
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+}
+
+// rollback rolls tx back, beyond ctx's end (bounded by rollbackTimeout),
+// so that a canceled call leaves a usable connection.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_ = tx.Rollback(rctx) // after a commit: pgx.ErrTxClosed, ignored
+}
+
+// Retry runs attempt until it succeeds, fails with an error that is not
+// Retryable, MaxAttempts ran, or ctx ended (then ctx's error joined with
+// the last attempt's). attempt must be a whole transaction (or a single
+// statement sent alone): a retryable failure rolled it back.
+func Retry(ctx context.Context, attempt func() error) error {
+	for n := 1; ; n++ {
+		err := attempt()
+		if err == nil || !Retryable(err) || n == MaxAttempts {
+			return err
+		}
+		t := time.NewTimer(retry.Delay(n, RetryBase, RetryMax, 0.5, 0, nil))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package pgtx_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/pgtest"
+	"github.com/holdfast-go/holdfast/internal/pgtx"
+)
+
+var shared = pgtest.Shared{MaxConns: 4}
+
+func TestMain(m *testing.M) { pgtest.Main(m, &shared) }
+
+// Batch and Tx name READ COMMITTED whatever the connection's default.
+func TestBatchAndTxRunAtReadCommittedWhateverTheDefault(t *testing.T) {
+	t.Parallel()
+	for _, iso := range pgtest.Isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			pool := shared.PoolAt(t, iso)
+			var level string
+			require.NoError(t, pool.QueryRow(t.Context(), `SHOW transaction_isolation`).Scan(&level))
+			require.Equal(t, iso, level, "a statement alone runs at the default")
+
+			level = ""
+			require.NoError(t, pgtx.Batch(t.Context(), pool, func(b *pgx.Batch) {
+				b.Queue(`SHOW transaction_isolation`).QueryRow(func(row pgx.Row) error { return row.Scan(&level) })
+			}))
+			require.Equal(t, "read committed", level)
+
+			level = ""
+			require.NoError(t, pgtx.Tx(t.Context(), pool, func(tx pgx.Tx) error {
+				return tx.QueryRow(t.Context(), `SHOW transaction_isolation`).Scan(&level)
+			}))
+			require.Equal(t, "read committed", level)
+		})
+	}
+}
+
+// A statement that fails in a Batch rolls the transaction back, and the
+// connection is idle again: the next use of it works.
+func TestBatchFailureRollsBackAndLeavesTheConnectionIdle(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	conn, err := shared.Pool(t).Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	c := conn.Conn()
+	_, err = c.Exec(ctx, `CREATE TEMP TABLE pgtx_t (n int)`)
+	require.NoError(t, err)
+
+	err = pgtx.Batch(ctx, c, func(b *pgx.Batch) {
+		b.Queue(`INSERT INTO pgtx_t VALUES (1)`)
+		b.Queue(`SELECT 1/0`)
+	})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "22012", pgErr.Code) // division_by_zero
+	require.Equal(t, byte('I'), c.PgConn().TxStatus(), "rolled back, not left in a failed transaction")
+	var n int
+	require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM pgtx_t`).Scan(&n))
+	require.Zero(t, n, "the insert before the failure was rolled back")
+
+	require.NoError(t, pgtx.Batch(ctx, c, func(b *pgx.Batch) { b.Queue(`INSERT INTO pgtx_t VALUES (2)`) }))
+	require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM pgtx_t`).Scan(&n))
+	require.Equal(t, 1, n, "committed")
+}
+
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	serialization := &pgconn.PgError{Code: "40001"}
+	deadlock := &pgconn.PgError{Code: "40P01"}
+
+	t.Run("RetriesSerializationFailuresAndDeadlocks", func(t *testing.T) {
+		t.Parallel()
+		calls := 0
+		err := pgtx.Retry(t.Context(), func() error {
+			calls++
+			switch calls {
+			case 1:
+				return serialization
+			case 2:
+				return deadlock
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, 3, calls)
+	})
+	t.Run("StopsAtOtherErrors", func(t *testing.T) {
+		t.Parallel()
+		calls := 0
+		other := &pgconn.PgError{Code: "23505"}
+		err := pgtx.Retry(t.Context(), func() error { calls++; return other })
+		require.ErrorIs(t, err, other)
+		require.Equal(t, 1, calls)
+	})
+	t.Run("StopsAfterMaxAttempts", func(t *testing.T) {
+		t.Parallel()
+		calls := 0
+		err := pgtx.Retry(t.Context(), func() error { calls++; return serialization })
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Equal(t, "40001", pgErr.Code)
+		require.Equal(t, pgtx.MaxAttempts, calls)
+	})
+	t.Run("StopsWhenTheContextEnds", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(t.Context())
+		calls := 0
+		err := pgtx.Retry(ctx, func() error {
+			calls++
+			cancel()
+			return serialization
+		})
+		require.ErrorIs(t, err, context.Canceled)
+		require.True(t, pgtx.Retryable(err), "the last attempt's error is kept")
+		require.Equal(t, 1, calls)
+	})
+	require.False(t, pgtx.Retryable(errors.New("x")))
+	require.False(t, pgtx.Retryable(nil))
+}
