@@ -45,7 +45,7 @@
 //	                              ahead of the server clock in µs
 //	413 request-too-large         body above MaxBodyBytes (default 1 MiB)
 //	422 idempotency-key-reused    key live with another fingerprint (in flight or completed)
-//	409 request-in-flight         key in flight with this fingerprint (Retry-After: 1)
+//	409 request-in-flight         key in flight with this fingerprint (Retry-After: the lock's remaining seconds, rounded up)
 //	(stored status)               key completed: the stored status, header fields and
 //	                              body bytes, without running the handler; a replay
 //	                              wins over the fence check, but raises the fence
