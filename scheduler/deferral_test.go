@@ -1,0 +1,103 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// inFlight is an error as httpfence.InFlightError is: the downstream still
+// holds the request's idempotency key (a crash of it mid-request left the
+// key locked), come back after wait.
+type inFlight struct{ wait time.Duration }
+
+func (e *inFlight) Error() string {
+	return fmt.Sprintf("downstream: key in flight, retry after %v", e.wait)
+}
+func (e *inFlight) RetryAfter() time.Duration { return e.wait }
+
+// deferring is a job function whose attempts return errs[attempt-1] (nil
+// past the end), recording when each attempt ran.
+type deferring struct {
+	errs []error
+	mu   sync.Mutex
+	at   []time.Time
+	now  func() time.Time
+}
+
+func (d *deferring) run(_ context.Context, run scheduler.Run) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.at = append(d.at, d.now())
+	if run.Attempt <= len(d.errs) {
+		return d.errs[run.Attempt-1]
+	}
+	return nil
+}
+
+func (d *deferring) started() []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]time.Time(nil), d.at...)
+}
+
+// A downstream that crashed mid-request answers "in flight, come back in
+// 45 s" until its lock ends: the attempts it defers are retried at the
+// time it names, stored in the ledger, and do not use up MaxAttempts (1
+// here): the slot succeeds on its third attempt.
+func TestDeferredAttemptsDoNotUseUpMaxAttempts(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		d := &deferring{now: r.clk.Now, errs: []error{
+			scheduler.RetryAfter(errors.New("downstream: 409 Conflict"), 45*time.Second),
+			fmt.Errorf("post settlement: %w", &inFlight{wait: 20 * time.Second}),
+		}}
+		r.replica(0, scheduler.Job{Name: "settle", Spec: "0 * * * *", MaxAttempts: 1, Run: d.run})
+		r.tick(5*time.Second, time.Second) // 10:00:00: attempt 1, deferred to 10:00:45
+		rec := r.record("settle", utc(10, 0, 0))
+		require.Equal(t, ledger.StatusFailed, rec.Status)
+		require.Equal(t, ledger.ClassDeferred, rec.Attempts[0].Class)
+		require.Equal(t, "downstream: 409 Conflict", rec.Attempts[0].Error)
+		require.Equal(t, utc(10, 0, 45).Add(time.Millisecond), rec.RetryAt.UTC(), "the deferral's time is stored with it")
+
+		r.tick(2*time.Minute, time.Second)
+		rec = r.record("settle", utc(10, 0, 0))
+		require.Equal(t, ledger.StatusSucceeded, rec.Status, "MaxAttempts 1, yet two deferrals and a success")
+		require.Equal(t, 3, rec.Attempt)
+		require.Equal(t, ledger.ClassDeferred, rec.Attempts[1].Class)
+		started := d.started()
+		require.Len(t, started, 3)
+		require.False(t, started[1].Before(utc(10, 0, 45)), "attempt 2 at %v, before the downstream's Retry-After", started[1])
+		require.False(t, started[2].Before(started[1].Add(20*time.Second)), "attempt 3 at %v", started[2])
+	})
+}
+
+// Deferrals are bounded: after MaxDeferrals in a row, an attempt that
+// defers again counts as a retryable failure, so a downstream that never
+// frees its key cannot hold a slot open for ever.
+func TestDeferralsInARowAreBounded(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		always := &inFlight{wait: 10 * time.Second}
+		d := &deferring{now: r.clk.Now, errs: []error{always, always, always, always, always}}
+		r.replica(0, scheduler.Job{Name: "stuck", Spec: "0 * * * *", MaxAttempts: 1, MaxDeferrals: 2, Run: d.run})
+		r.tick(2*time.Minute, time.Second)
+		rec := r.record("stuck", utc(10, 0, 0))
+		require.Equal(t, ledger.StatusFailed, rec.Status)
+		require.True(t, rec.RetryAt.IsZero(), "the failure is final")
+		require.Equal(t, 3, rec.Attempt, "two deferrals, then a counted failure")
+		var classes []ledger.ErrorClass
+		for _, a := range rec.Attempts {
+			classes = append(classes, a.Class)
+		}
+		require.Equal(t, []ledger.ErrorClass{ledger.ClassDeferred, ledger.ClassDeferred, ledger.ClassRetryable}, classes)
+	})
+}
