@@ -180,7 +180,7 @@ func (s *Scheduler) outcome(h hold, slot ledger.Slot, runErr error, timedOut, re
 
 // deferral returns how long the attempt of slot that failed with runErr,
 // classified ClassDeferred, waits before the next: its RetryAfter, at
-// most RetryMaxBackoff. ok is false when the job's deferrals are off or
+// most MaxDeferral. ok is false when the job's deferrals are off or
 // its last MaxDeferrals attempts were all deferred (read from the ledger,
 // so the bound holds across replicas and restarts; a ledger that cannot
 // be read counts the attempt, which is the bounded choice).
@@ -208,7 +208,7 @@ func (s *Scheduler) deferral(h hold, slot ledger.Slot, runErr error) (time.Durat
 	if inRow >= job.MaxDeferrals {
 		return 0, false
 	}
-	return min(d.RetryAfter(), job.RetryMaxBackoff), true
+	return min(d.RetryAfter(), MaxDeferral), true
 }
 
 // afterTimeout cancels with errTimeout once d passed on the scheduler's

@@ -236,7 +236,7 @@
 // RetryAfter() time.Duration, such as *httpfence.InFlightError when a
 // downstream still holds the run's idempotency key because it crashed
 // mid-request). classify records it ledger.ClassDeferred with the next
-// attempt's time, now plus d capped at RetryMaxBackoff, stored in the
+// attempt's time, now plus d (at most MaxDeferral, 15 min), stored in the
 // ledger as a retry's is, and the ledger does not count it against
 // MaxAttempts. Deferrals are bounded: after Job.MaxDeferrals (default 5)
 // in a row, counted from the ledger's record, the next one counts as a

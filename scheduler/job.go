@@ -33,6 +33,11 @@ const (
 	// DefaultMaxDeferrals bounds how many attempts of a slot in a row may
 	// be deferred (RetryAfter) without using up MaxAttempts (5).
 	DefaultMaxDeferrals = 5
+	// MaxDeferral is the longest wait a deferral is honoured for (15 min):
+	// a longer RetryAfter is cut to it. It is not RetryMaxBackoff, which
+	// is sized for the job's own failures: a downstream's Retry-After is
+	// its lock's remaining time, up to its LockTTL (1 min by default).
+	MaxDeferral = 15 * time.Minute
 	// MaxJobNameLen is the longest job name in bytes.
 	MaxJobNameLen = 200
 	// MaxPartitionLen is the longest partition key in bytes.
@@ -188,7 +193,7 @@ type Job struct {
 	RetryBackoff, RetryMaxBackoff time.Duration
 	// MaxDeferrals bounds the deferrals in a row: attempts whose error
 	// says to come back later (RetryAfter, httpfence.InFlightError), which
-	// are retried after the wait they name (at most RetryMaxBackoff)
+	// are retried after the wait they name (at most MaxDeferral)
 	// without counting against MaxAttempts. The attempt after that many
 	// deferrals in a row that defers again counts as a retryable failure.
 	// Default DefaultMaxDeferrals (5); -1: no deferrals, every failure
@@ -373,7 +378,7 @@ func IsPermanent(err error) bool {
 // with errors.As) that implements it, with a RetryAfter above 0, defers
 // the attempt (ledger.ClassDeferred) instead of failing it. The attempt is
 // recorded with its next attempt's time, now plus RetryAfter (at most
-// Job.RetryMaxBackoff), stored in the ledger like a retry's, and does not
+// MaxDeferral), stored in the ledger like a retry's, and does not
 // count against Job.MaxAttempts, up to Job.MaxDeferrals deferrals in a
 // row. RetryAfter wraps an error so; *httpfence.InFlightError (a
 // downstream still holding the request's idempotency key) is one.
