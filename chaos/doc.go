@@ -52,4 +52,9 @@
 //   - http-reset (TestHTTPRetriesThroughResetsAfterCommit): connection resets
 //     after commit, retried through httpfence.Transport into
 //     httpfence.Middleware.
+//   - downstream-kill (TestDownstreamKilledMidRequest): a scheduler job's
+//     downstream (httpfence.Middleware over a Postgres store, a worker
+//     process) SIGKILLed mid-request on every slot's first request and
+//     restarted; the key stays locked for its LockTTL; every slot must end
+//     with exactly one effect.
 package chaos
