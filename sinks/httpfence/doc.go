@@ -113,6 +113,13 @@
 //   - The Transport never sends a non-idempotent request (POST, PATCH, ...)
 //     without a key twice, always resends with the same key, and never
 //     resends a body it cannot rewind.
+//   - A key left in flight by a server that crashed mid-request costs a
+//     client no attempt: the 409 says how long the lock still holds
+//     (Retry-After, the store's Outcome.LockLeft rounded up to whole
+//     seconds); the Transport waits it out within MaxInFlightWait (keep it
+//     above LockTTL) and the request's deadline, or returns an
+//     *InFlightError whose RetryAfter the scheduler defers to without
+//     counting a failure (scheduler.Deferral).
 //
 // # Non-guarantees
 //
