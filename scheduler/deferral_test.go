@@ -1,10 +1,16 @@
 package scheduler_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +18,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
 )
 
 // inFlight is an error as httpfence.InFlightError is: the downstream still
@@ -99,5 +106,114 @@ func TestDeferralsInARowAreBounded(t *testing.T) {
 			classes = append(classes, a.Class)
 		}
 		require.Equal(t, []ledger.ErrorClass{ledger.ClassDeferred, ledger.ClassDeferred, ledger.ClassRetryable}, classes)
+	})
+}
+
+// crashingDownstream is a service behind httpfence.Middleware whose first
+// request "crashes" mid-handler: the handler stays blocked (its key locked
+// for LockTTL, as a killed process leaves it) and the client's connection
+// is dropped. release lets that handler finish, as a lock's end would let
+// a retry through.
+type crashingDownstream struct {
+	srv     *httptest.Server
+	runs    atomic.Int64
+	first   atomic.Bool
+	release chan struct{}
+	once    sync.Once
+}
+
+func newCrashingDownstream(t *testing.T, lockTTL time.Duration) *crashingDownstream {
+	t.Helper()
+	d := &crashingDownstream{release: make(chan struct{})}
+	entered, done := make(chan struct{}), make(chan struct{})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), LockTTL: lockTTL})
+	require.NoError(t, err)
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.runs.Add(1) == 1 {
+			close(entered)
+			<-d.release
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.first.Swap(true) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("downstream: read body: %v", err)
+		}
+		r2 := r.Clone(context.WithoutCancel(r.Context()))
+		r2.Body = io.NopCloser(bytes.NewReader(body))
+		go func() {
+			defer close(done)
+			h.ServeHTTP(httptest.NewRecorder(), r2)
+		}()
+		<-entered // the key is locked
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Errorf("downstream: hijack: %v", err)
+			return
+		}
+		_ = conn.Close() // the client sees the crash
+	}))
+	t.Cleanup(func() {
+		d.unblock()
+		if d.first.Load() {
+			<-done
+		}
+		d.srv.Close()
+	})
+	return d
+}
+
+func (d *crashingDownstream) unblock() { d.once.Do(func() { close(d.release) }) }
+
+// The job's first attempt meets a real downstream crash: its connection
+// dropped, then the middleware's in-flight answer (Retry-After: 45, the
+// lock's remaining time), which the Transport (MaxInFlightWait -1) returns
+// as an *httpfence.InFlightError. The scheduler defers the attempt 45 s
+// without using up MaxAttempts (1), and the slot succeeds on attempt 2,
+// the handler having run once.
+func TestInFlightDownstreamDefersTheSlot(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		down := newCrashingDownstream(t, 45*time.Second)
+		client := &http.Client{Transport: &httpfence.Transport{
+			Base: down.srv.Client().Transport, MaxInFlightWait: -1,
+			Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+		}}
+		settle := func(ctx context.Context, run scheduler.Run) error {
+			req, err := http.NewRequestWithContext(httpfence.WithIdempotencyKey(ctx, run.IdempotencyKey),
+				http.MethodPost, down.srv.URL+"/settle", strings.NewReader(`{"amount":100}`))
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return fmt.Errorf("settle: %w", err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				return fmt.Errorf("settle: %s", resp.Status)
+			}
+			return nil
+		}
+		r.replica(0, scheduler.Job{Name: "settle", Spec: "0 * * * *", MaxAttempts: 1, Run: settle})
+		r.tick(5*time.Second, time.Second) // 10:00:00: attempt 1 meets the crash
+		rec := r.record("settle", utc(10, 0, 0))
+		require.Equal(t, ledger.StatusFailed, rec.Status)
+		a, _ := rec.Latest()
+		require.Equal(t, ledger.ClassDeferred, a.Class, "error %q", a.Error)
+		require.Contains(t, a.Error, "in flight at the server; retry after 45s")
+		require.Equal(t, utc(10, 0, 45).Add(time.Millisecond), rec.RetryAt.UTC())
+
+		down.unblock() // the lock ends: the handler of the crashed request is done
+		r.tick(time.Minute, time.Second)
+		rec = r.record("settle", utc(10, 0, 0))
+		require.Equal(t, ledger.StatusSucceeded, rec.Status)
+		require.Equal(t, 2, rec.Attempt, "one deferral and a success under MaxAttempts 1")
+		require.Equal(t, int64(1), down.runs.Load(), "the handler ran once")
 	})
 }
