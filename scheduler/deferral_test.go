@@ -217,3 +217,19 @@ func TestInFlightDownstreamDefersTheSlot(t *testing.T) {
 		require.Equal(t, int64(1), down.runs.Load(), "the handler ran once")
 	})
 }
+
+// MaxDeferrals -1 turns deferrals off: the in-flight answer is a failure
+// like any other, and MaxAttempts 1 ends the slot with it.
+func TestDeferralsOffCountEveryFailure(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		d := &deferring{now: r.clk.Now, errs: []error{&inFlight{wait: 10 * time.Second}}}
+		r.replica(0, scheduler.Job{Name: "strict", Spec: "0 * * * *", MaxAttempts: 1, MaxDeferrals: -1, Run: d.run})
+		r.tick(time.Minute, time.Second)
+		rec := r.record("strict", utc(10, 0, 0))
+		require.Equal(t, ledger.StatusFailed, rec.Status)
+		require.True(t, rec.RetryAt.IsZero(), "the failure is final")
+		require.Equal(t, 1, rec.Attempt)
+		require.Equal(t, ledger.ClassRetryable, rec.Attempts[0].Class)
+	})
+}
