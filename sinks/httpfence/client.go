@@ -140,8 +140,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	retryable := canResend(r)
 	maxAttempts := t.maxAttempts()
 	var inFlightWaited time.Duration // waits on in-flight answers, not attempts
+	sent := false
 	for attempt := 1; ; attempt++ {
-		if attempt > 1 {
+		if sent { // every send after the first, in-flight answers' included
 			r = r.Clone(ctx)
 			if r.GetBody != nil {
 				body, err := r.GetBody()
@@ -152,6 +153,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, err := t.base().RoundTrip(r)
+		sent = true
 		if err == nil {
 			if stale, ok := readStale(resp); ok {
 				drainClose(resp)
@@ -222,9 +224,9 @@ var ErrInFlight = errors.New("httpfence: request with this idempotency key in fl
 
 // InFlightError is RoundTrip's error for an in-flight answer it did not
 // wait out (see Transport): another request holds the key at the server,
-// whose lock ends in about Wait. It matches ErrInFlight; RetryAfter makes
-// it a deferral for the scheduler (scheduler.RetryAfter's interface): the
-// scheduler's attempt comes back after Wait without counting a failure.
+// whose lock ends in about Wait. It matches ErrInFlight; its RetryAfter
+// method makes it a scheduler.Deferral: the scheduler's attempt comes back
+// after Wait without counting a failure.
 type InFlightError struct {
 	URL string
 	// Wait is the server's Retry-After: the lock's remaining time, in

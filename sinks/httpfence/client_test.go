@@ -499,7 +499,11 @@ func TestTransportWaitsOutAnInFlightKey(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
-	require.Len(t, s.requests(), 4)
+	hits := s.requests()
+	require.Len(t, hits, 4)
+	for _, h := range hits {
+		require.Equal(t, hit{http.MethodPost, `"op-1"`, "7", `"a"`, []byte("payload")}, h, "every send with the same key and the whole body")
+	}
 	require.Equal(t, []time.Duration{37 * time.Second, 37 * time.Second, 2 * time.Second}, sl.waits(),
 		"each wait is the server's Retry-After, beyond MaxDelay (10 s)")
 }
