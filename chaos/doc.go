@@ -56,4 +56,9 @@
 //     PostgreSQL server crashed (immediate shutdown) and started again
 //     while sink and pgledger transactions are open: no slot lost, nothing
 //     half-written, no effect twice.
+//   - downstream-kill (TestDownstreamKilledMidRequest): a scheduler job's
+//     downstream (httpfence.Middleware over a Postgres store, a worker
+//     process) SIGKILLed mid-request on every slot's first request and
+//     restarted; the key stays locked for its LockTTL; every slot must end
+//     with exactly one effect.
 package chaos

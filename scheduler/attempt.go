@@ -118,7 +118,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	timedOut, replaced := errors.Is(cause, errTimeout), errors.Is(cause, ErrReplaced)
 	cancel(nil)
 
-	o := s.outcome(h, runErr, timedOut, replaced, left)
+	o := s.outcome(h, run.Slot, runErr, timedOut, replaced, left)
 	took := s.clock.Now().Sub(started)
 	// The ledger write must go through even though ctx may have ended: the
 	// fence, not the context, decides whether it is still ours to make.
@@ -145,14 +145,23 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	return released
 }
 
-// outcome is how an attempt that returned runErr is recorded, with its
-// retry time when the budget has attempts left.
-func (s *Scheduler) outcome(h hold, runErr error, timedOut, replaced bool, left int) ledger.Outcome {
+// outcome is how an attempt of slot that returned runErr is recorded,
+// with its retry time when the budget has attempts left, or its deferral
+// (which the ledger does not count against the budget).
+func (s *Scheduler) outcome(h hold, slot ledger.Slot, runErr error, timedOut, replaced bool, left int) ledger.Outcome {
 	if runErr == nil {
 		return ledger.Outcome{Status: ledger.StatusSucceeded}
 	}
 	job := h.u.job
 	o := ledger.Outcome{Status: ledger.StatusFailed, Error: runErr.Error(), Class: classify(h.ctx(), s.life.run, runErr, timedOut)}
+	if o.Class == ledger.ClassDeferred && !replaced {
+		if d, ok := s.deferral(h, slot, runErr); ok {
+			// Whole milliseconds, rounded up, as for a retry.
+			o.RetryAt = s.clock.Now().Add(d).Truncate(time.Millisecond).Add(time.Millisecond)
+			return o
+		}
+		o.Class = ledger.ClassRetryable // deferred too often in a row: counted
+	}
 	switch {
 	case replaced:
 		// OverlapCancelOther: a newer slot replaced this run; it is not
@@ -167,6 +176,39 @@ func (s *Scheduler) outcome(h hold, runErr error, timedOut, replaced bool, left 
 		o.RetryAt = s.clock.Now().Add(s.retryDelay(job, job.MaxAttempts-left)).Truncate(time.Millisecond).Add(time.Millisecond)
 	}
 	return o
+}
+
+// deferral returns how long the attempt of slot that failed with runErr,
+// classified ClassDeferred, waits before the next: its RetryAfter, at
+// most MaxDeferral. ok is false when the job's deferrals are off or
+// its last MaxDeferrals attempts were all deferred (read from the ledger,
+// so the bound holds across replicas and restarts; a ledger that cannot
+// be read counts the attempt, which is the bounded choice).
+func (s *Scheduler) deferral(h hold, slot ledger.Slot, runErr error) (time.Duration, bool) {
+	job := h.u.job
+	var d Deferral
+	if job.MaxDeferrals < 0 || !errors.As(runErr, &d) {
+		return 0, false
+	}
+	rec, found, err := s.cfg.Ledger.Get(h.ctx(), slot)
+	if err != nil || !found {
+		return 0, false
+	}
+	inRow := 0
+	for i := len(rec.Attempts) - 1; i >= 0; i-- {
+		a := rec.Attempts[i]
+		if a.Status == ledger.StatusRunning {
+			continue // this attempt
+		}
+		if a.Class != ledger.ClassDeferred {
+			break
+		}
+		inRow++
+	}
+	if inRow >= job.MaxDeferrals {
+		return 0, false
+	}
+	return min(d.RetryAfter(), MaxDeferral), true
 }
 
 // afterTimeout cancels with errTimeout once d passed on the scheduler's
@@ -197,9 +239,14 @@ var ErrShutdown = errors.New("scheduler: shut down past the grace period")
 
 // classify is the one place that decides how a failed attempt is
 // recorded: a panic, Permanent, a timeout, an interruption (the lease
-// ended, or shutdown past the grace period), else retryable.
+// ended, or shutdown past the grace period), a deferral (the error is a
+// Deferral with a RetryAfter above 0: come back later, not counted), else
+// retryable.
 func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledger.ErrorClass {
-	var p *panicError
+	var (
+		p *panicError
+		d Deferral
+	)
 	switch {
 	case errors.As(err, &p):
 		return ledger.ClassPanic
@@ -209,6 +256,8 @@ func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledge
 		return ledger.ClassTimeout
 	case leaseCtx.Err() != nil, lifeCtx.Err() != nil:
 		return ledger.ClassInterrupted
+	case errors.As(err, &d) && d.RetryAfter() > 0:
+		return ledger.ClassDeferred
 	}
 	return ledger.ClassRetryable
 }

@@ -231,6 +231,17 @@
 // retry is another attempt of the same logical run: same Slot, same
 // idempotency key.
 //
+// A deferral is not a failure of the job: its error says "come back after
+// d" (RetryAfter(err, d), or any error in its chain with a method
+// RetryAfter() time.Duration, such as *httpfence.InFlightError when a
+// downstream still holds the run's idempotency key because it crashed
+// mid-request). classify records it ledger.ClassDeferred with the next
+// attempt's time, now plus d (at most MaxDeferral, 15 min), stored in the
+// ledger as a retry's is, and the ledger does not count it against
+// MaxAttempts. Deferrals are bounded: after Job.MaxDeferrals (default 5)
+// in a row, counted from the ledger's record, the next one counts as a
+// retryable failure.
+//
 // # Operations
 //
 // Jobs lists the registered jobs with their next slot. Runs lists the

@@ -30,6 +30,14 @@ const (
 	DefaultCatchUpWindow = time.Hour
 	// DefaultMaxCatchUp bounds how many missed slots one claim runs (16).
 	DefaultMaxCatchUp = 16
+	// DefaultMaxDeferrals bounds how many attempts of a slot in a row may
+	// be deferred (RetryAfter) without using up MaxAttempts (5).
+	DefaultMaxDeferrals = 5
+	// MaxDeferral is the longest wait a deferral is honoured for (15 min):
+	// a longer RetryAfter is cut to it. It is not RetryMaxBackoff, which
+	// is sized for the job's own failures: a downstream's Retry-After is
+	// its lock's remaining time, up to its LockTTL (1 min by default).
+	MaxDeferral = 15 * time.Minute
 	// MaxJobNameLen is the longest job name in bytes.
 	MaxJobNameLen = 200
 	// MaxPartitionLen is the longest partition key in bytes.
@@ -183,6 +191,14 @@ type Job struct {
 	// a RetryBackoff above a RetryMaxBackoff that is set is refused
 	// (ErrInvalidJob).
 	RetryBackoff, RetryMaxBackoff time.Duration
+	// MaxDeferrals bounds the deferrals in a row: attempts whose error
+	// says to come back later (RetryAfter, httpfence.InFlightError), which
+	// are retried after the wait they name (at most MaxDeferral)
+	// without counting against MaxAttempts. The attempt after that many
+	// deferrals in a row that defers again counts as a retryable failure.
+	// Default DefaultMaxDeferrals (5); -1: no deferrals, every failure
+	// counts.
+	MaxDeferrals int
 	// Overlap is the overlap policy. Default OverlapForbid. It applies to
 	// the slots of the schedule only: a slot an operator asks for
 	// (Trigger, Retry, Backfill) is never skipped as overlap. Asked for
@@ -236,6 +252,9 @@ func (j Job) withDefaults() Job {
 	if j.MaxCatchUp == 0 {
 		j.MaxCatchUp = DefaultMaxCatchUp
 	}
+	if j.MaxDeferrals == 0 {
+		j.MaxDeferrals = DefaultMaxDeferrals
+	}
 	if len(j.Partitions) == 0 {
 		j.Partitions = []string{""}
 	}
@@ -263,7 +282,7 @@ func (j Job) validate() error {
 	case j.Run == nil:
 		return fmt.Errorf("%w: %q has no Run", ErrInvalidJob, j.Name)
 	case j.LeaseTTL < 0 || j.CatchUpWindow < 0 || j.MaxAttempts < 0 || j.MaxCatchUp < 0 ||
-		j.Timeout < 0 || j.RetryBackoff < 0 || j.RetryMaxBackoff < 0:
+		j.Timeout < 0 || j.RetryBackoff < 0 || j.RetryMaxBackoff < 0 || j.MaxDeferrals < -1:
 		return fmt.Errorf("%w: %q: negative duration or count", ErrInvalidJob, j.Name)
 	case j.RetryMaxBackoff != 0 && j.RetryBackoff > j.RetryMaxBackoff:
 		return fmt.Errorf("%w: %q: RetryBackoff %v is above RetryMaxBackoff %v", ErrInvalidJob, j.Name, j.RetryBackoff, j.RetryMaxBackoff)
@@ -352,6 +371,39 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p)
+}
+
+// Deferral is what an error says when it is not the job's failure but a
+// "come back after RetryAfter": an error in a job's error chain (found
+// with errors.As) that implements it, with a RetryAfter above 0, defers
+// the attempt (ledger.ClassDeferred) instead of failing it. The attempt is
+// recorded with its next attempt's time, now plus RetryAfter (at most
+// MaxDeferral), stored in the ledger like a retry's, and does not
+// count against Job.MaxAttempts, up to Job.MaxDeferrals deferrals in a
+// row. RetryAfter wraps an error so; *httpfence.InFlightError (a
+// downstream still holding the request's idempotency key) is one.
+type Deferral interface {
+	RetryAfter() time.Duration
+}
+
+// retryAfterError is an error wrapped by RetryAfter.
+type retryAfterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryAfterError) Error() string             { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error             { return e.err }
+func (e *retryAfterError) RetryAfter() time.Duration { return e.after }
+
+// RetryAfter wraps err so that the attempt is deferred, not failed: it is
+// tried again after d without counting against Job.MaxAttempts (see
+// Deferral). nil for a nil err; err as it is for d <= 0.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil || d <= 0 {
+		return err
+	}
+	return &retryAfterError{err: err, after: d}
 }
 
 type registered struct {

@@ -481,6 +481,7 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"EndAtEqualsStartAt", func(j *Job) { j.StartAt, j.EndAt = now, now }, []error{ErrInvalidJob}},
 			{"NegativeMaxAttempts", func(j *Job) { j.MaxAttempts = -1 }, []error{ErrInvalidJob}},
 			{"NegativeMaxCatchUp", func(j *Job) { j.MaxCatchUp = -1 }, []error{ErrInvalidJob}},
+			{"MaxDeferralsBelowMinusOne", func(j *Job) { j.MaxDeferrals = -2 }, []error{ErrInvalidJob}},
 			{"NegativeTimeout", func(j *Job) { j.Timeout = -time.Second }, []error{ErrInvalidJob}},
 			{"NegativeRetryBackoff", func(j *Job) { j.RetryBackoff = -time.Second }, []error{ErrInvalidJob}},
 			{"NegativeRetryMaxBackoff", func(j *Job) { j.RetryMaxBackoff = -time.Second }, []error{ErrInvalidJob}},

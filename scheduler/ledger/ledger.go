@@ -88,6 +88,11 @@ const (
 	ClassInterrupted ErrorClass = "interrupted" // shutdown or lease loss
 	ClassTimeout     ErrorClass = "timeout"     // Job.Timeout passed
 	ClassPanic       ErrorClass = "panic"
+	// ClassDeferred: not the job's failure, the job was told to come back
+	// later (scheduler.RetryAfter; an in-flight answer of a downstream).
+	// A failed Outcome of this class with RetryAt set does not use up the
+	// attempt budget (see Ledger.Finish).
+	ClassDeferred ErrorClass = "deferred"
 )
 
 // Errors returned by ledgers, besides *fence.StaleTokenError (matching
@@ -325,7 +330,10 @@ type Ledger interface {
 	Begin(ctx context.Context, slot Slot, f Fence, maxAttempts int, now time.Time) (attempt, left int, err error)
 	// Heartbeat records that attempt is alive.
 	Heartbeat(ctx context.Context, slot Slot, f Fence, attempt int, now time.Time) error
-	// Finish records how attempt ended.
+	// Finish records how attempt ended. A failure of class ClassDeferred
+	// with RetryAt set is recorded like any other, but does not count
+	// against the budget: the next Begin's left is what this attempt's
+	// was (the ledger moves the budget's base on by one).
 	Finish(ctx context.Context, slot Slot, f Fence, attempt int, o Outcome, now time.Time) error
 	// Skip records a slot that policy does not run: StatusSkipped
 	// (overlap, missed-slot skip, latest-only) or StatusMissed (manual:

@@ -15,7 +15,8 @@
 //	job_last_success_timestamp{job}          unix seconds of the last success
 //	job_slot_skipped_total{job,status}       status: skipped | missed
 //	job_run_failed_total{job,class,final}    failed attempts by ledger.ErrorClass (retryable |
-//	                                         permanent | interrupted | timeout | panic); final
+//	                                         permanent | interrupted | timeout | panic |
+//	                                         deferred: not counted, never final); final
 //	                                         "true" when no attempt follows (retries exhausted)
 //	job_ledger_errors_total{job,op}          store errors of claims: op state | begin | heartbeat |
 //	                                         finish | skip (ledger) | claim (lease acquisition)

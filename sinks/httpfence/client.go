@@ -24,8 +24,14 @@ const (
 	// DefaultBaseDelay is the backoff before the second attempt; it doubles
 	// per attempt, with jitter, up to MaxDelay.
 	DefaultBaseDelay = 100 * time.Millisecond
-	// DefaultMaxDelay caps every wait, backoff and Retry-After alike.
+	// DefaultMaxDelay caps every wait, backoff and Retry-After alike, but
+	// for the waits on in-flight answers (see DefaultMaxInFlightWait).
 	DefaultMaxDelay = 10 * time.Second
+	// DefaultMaxInFlightWait bounds the time one RoundTrip waits in all on
+	// in-flight answers (2 min): longer than the middleware's
+	// DefaultLockTTL (1 min), so the key of a server that crashed
+	// mid-request frees up within one request.
+	DefaultMaxInFlightWait = 2 * time.Minute
 )
 
 // maxDrainBytes is how much of a retried response's body is read so that its
@@ -72,6 +78,20 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 // the error then matches both the context error and the last attempt's.
 // The last attempt's outcome is returned unchanged, whatever its status.
 //
+// In flight: a 409 whose RFC 9457 problem type ends in "/request-in-flight"
+// (what Middleware sends while another request holds the key, for
+// instance one whose server crashed mid-request, until the server's
+// Options.LockTTL frees the key) is not an attempt: RoundTrip waits its
+// Retry-After (the lock's remaining time; BaseDelay when absent) and
+// sends again, without counting it against MaxAttempts, as long as the
+// waits on in-flight answers stay within MaxInFlightWait in all and the
+// wait ends before the request context's deadline. Otherwise it closes the
+// answer and returns a nil response and an *InFlightError (matching
+// ErrInFlight) whose RetryAfter is the server's: a caller with a retry of
+// its own (the scheduler's, see scheduler.RetryAfter) comes back then
+// without counting a failure. A request that cannot be sent again gets
+// the 409 as is.
+//
 // Stale token: a 412 whose RFC 9457 problem type ends in
 // "/stale-fencing-token" (what Middleware sends) is not returned as a
 // response: RoundTrip closes it and returns a nil response and a
@@ -92,8 +112,15 @@ type Transport struct {
 	// BaseDelay is the backoff before the second attempt. 0:
 	// DefaultBaseDelay (100 ms).
 	BaseDelay time.Duration
-	// MaxDelay caps each wait. 0: DefaultMaxDelay (10 s).
+	// MaxDelay caps each wait but those on in-flight answers. 0:
+	// DefaultMaxDelay (10 s).
 	MaxDelay time.Duration
+	// MaxInFlightWait bounds the time one RoundTrip waits in all on
+	// in-flight answers, which are not counted as attempts; set it above
+	// the server's LockTTL. 0: DefaultMaxInFlightWait (2 min); -1: no
+	// wait, the first in-flight answer ends RoundTrip with an
+	// *InFlightError.
+	MaxInFlightWait time.Duration
 
 	// Now reads the clock for HTTP-date Retry-After values and for the
 	// Fencing-Signature's time (Signer). nil: time.Now.
@@ -128,8 +155,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	retryable := canResend(r)
 	maxAttempts := t.maxAttempts()
+	var inFlightWaited time.Duration // waits on in-flight answers, not attempts
+	sent := false
 	for attempt := 1; ; attempt++ {
-		if attempt > 1 {
+		if sent { // every send after the first, in-flight answers' included
 			r = r.Clone(ctx)
 			if r.GetBody != nil {
 				body, err := r.GetBody()
@@ -143,6 +172,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.Header.Set(SignatureHeader, t.Signer.header(sign, t.now()))
 		}
 		resp, err := t.base().RoundTrip(r)
+		sent = true
 		if err == nil {
 			if stale, ok := readStale(resp); ok {
 				drainClose(resp)
@@ -153,6 +183,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 					stale.Presented, stale.Scope = h.Token, h.Scope
 				}
 				return nil, stale
+			}
+			if retryable && readInFlight(resp) {
+				wait, ok := retryAfter(resp.Header.Get("Retry-After"), t.now())
+				if !ok || wait <= 0 {
+					wait = t.baseDelay()
+				}
+				drainClose(resp)
+				inFlight := &InFlightError{URL: r.URL.String(), Wait: wait}
+				if !t.waitInFlight(ctx, inFlightWaited, wait) {
+					return nil, inFlight
+				}
+				if err := t.sleep(ctx, wait); err != nil {
+					return nil, errors.Join(err, inFlight)
+				}
+				inFlightWaited += wait
+				attempt-- // not an attempt: the key was busy
+				continue
 			}
 		}
 		if !retryable || attempt >= maxAttempts || !retryableOutcome(resp, err) {
@@ -175,6 +222,46 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 }
+
+// waitInFlight reports whether RoundTrip waits wait on an in-flight answer,
+// having waited waited on such answers already: within MaxInFlightWait in
+// all, and ending before ctx's deadline (read on Now's clock).
+func (t *Transport) waitInFlight(ctx context.Context, waited, wait time.Duration) bool {
+	limit := t.MaxInFlightWait
+	if limit == 0 {
+		limit = DefaultMaxInFlightWait
+	}
+	if limit < 0 || waited+wait > limit {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return !ok || t.now().Add(wait).Before(dl)
+}
+
+// ErrInFlight is matched by an *InFlightError.
+var ErrInFlight = errors.New("httpfence: request with this idempotency key in flight")
+
+// InFlightError is RoundTrip's error for an in-flight answer it did not
+// wait out (see Transport): another request holds the key at the server,
+// whose lock ends in about Wait. It matches ErrInFlight; its RetryAfter
+// method makes it a scheduler.Deferral: the scheduler's attempt comes back
+// after Wait without counting a failure.
+type InFlightError struct {
+	URL string
+	// Wait is the server's Retry-After: the lock's remaining time, in
+	// whole seconds rounded up (Transport.BaseDelay when it sent none).
+	Wait time.Duration
+}
+
+func (e *InFlightError) Error() string {
+	return fmt.Sprintf("httpfence: %s: a request with this Idempotency-Key is in flight at the server; retry after %v", e.URL, e.Wait)
+}
+
+// Is reports whether target is ErrInFlight.
+func (e *InFlightError) Is(target error) bool { return target == ErrInFlight }
+
+// RetryAfter returns Wait: when the server says to come back.
+func (e *InFlightError) RetryAfter() time.Duration { return e.Wait }
 
 // CloseIdleConnections closes the idle connections of Base when it can.
 func (t *Transport) CloseIdleConnections() {

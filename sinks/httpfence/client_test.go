@@ -475,3 +475,82 @@ func TestTransportReturnsOther412sAsResponses(t *testing.T) {
 	require.Equal(t, http.StatusPreconditionFailed, resp.StatusCode)
 	require.Equal(t, body, string(got), "the peeked body is given back whole")
 }
+
+// inFlight is the middleware's in-flight answer, the lock ending in secs.
+func inFlight(secs string) answer {
+	return answer{
+		status: http.StatusConflict,
+		header: map[string]string{"Content-Type": "application/problem+json", "Retry-After": secs},
+		body:   `{"type":"https://holdfast.dev/problems/request-in-flight","title":"A request with this Idempotency-Key is in progress","status":409}`,
+	}
+}
+
+// A key left locked by a server that crashed mid-request is answered
+// in-flight with the lock's remaining time: the Transport waits that out,
+// and those answers are not attempts (MaxAttempts 2 here, 3 in-flight
+// answers before the success).
+func TestTransportWaitsOutAnInFlightKey(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t, inFlight("37"), inFlight("37"), inFlight("2"), answer{status: http.StatusCreated, body: "done"})
+	client, sl := newClient(s.srv, &httpfence.Transport{MaxAttempts: 2})
+
+	req, err := http.NewRequestWithContext(fencedContext("op-1", 7, "a"), http.MethodPost, s.srv.URL, strings.NewReader("payload"))
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	hits := s.requests()
+	require.Len(t, hits, 4)
+	for _, h := range hits {
+		require.Equal(t, hit{http.MethodPost, `"op-1"`, "7", `"a"`, []byte("payload")}, h, "every send with the same key and the whole body")
+	}
+	require.Equal(t, []time.Duration{37 * time.Second, 37 * time.Second, 2 * time.Second}, sl.waits(),
+		"each wait is the server's Retry-After, beyond MaxDelay (10 s)")
+}
+
+// An in-flight answer the Transport does not wait out (past
+// MaxInFlightWait, or past the request's deadline) ends RoundTrip with an
+// *InFlightError carrying the server's Retry-After, for the caller's own
+// retry (the scheduler's deferral).
+func TestTransportReturnsInFlightErrorItDoesNotWaitOut(t *testing.T) {
+	t.Parallel()
+	now := time.Now() // the deadline below must lie ahead for the client too
+	for _, tc := range []struct {
+		name    string
+		tr      httpfence.Transport
+		timeout time.Duration // on the Transport's clock; 0: none
+		waits   []time.Duration
+		hits    int
+	}{
+		{name: "PastMaxInFlightWait", tr: httpfence.Transport{MaxInFlightWait: 100 * time.Second}, waits: []time.Duration{45 * time.Second, 45 * time.Second}, hits: 3},
+		{name: "NoWaitAtAll", tr: httpfence.Transport{MaxInFlightWait: -1}, hits: 1},
+		{name: "PastTheDeadline", tr: httpfence.Transport{}, timeout: 30 * time.Second, hits: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newScripted(t, inFlight("45"))
+			tc.tr.Now = func() time.Time { return now }
+			client, sl := newClient(s.srv, &tc.tr)
+			ctx := fencedContext("op-1", 7, "a")
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, now.Add(tc.timeout))
+				defer cancel()
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.srv.URL, strings.NewReader("payload"))
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, httpfence.ErrInFlight)
+			var inFlight *httpfence.InFlightError
+			require.ErrorAs(t, err, &inFlight)
+			require.Equal(t, 45*time.Second, inFlight.Wait)
+			var deferral interface{ RetryAfter() time.Duration }
+			require.ErrorAs(t, err, &deferral, "the scheduler's deferral interface")
+			require.Equal(t, 45*time.Second, deferral.RetryAfter())
+			require.Equal(t, tc.waits, sl.waits())
+			require.Len(t, s.requests(), tc.hits)
+		})
+	}
+}

@@ -83,6 +83,17 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		require.NoError(t, s.Complete(ctx, "k", first, sample, long), "the second Begin changed nothing")
 	})
 
+	t.Run("InFlightSaysHowLongTheLockHolds", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		begin(t, s, "k", fpA, long)
+		out, err := s.Begin(ctx, "k", fpA, 2*long) // the holder's lock TTL counts, not the asker's
+		require.NoError(t, err)
+		require.Equal(t, httpfence.StateInFlight, out.State)
+		require.LessOrEqual(t, out.LockLeft, long)
+		require.Greater(t, out.LockLeft, long-time.Minute, "the lock was claimed moments ago")
+	})
+
 	t.Run("OtherFingerprintIsMismatchInFlightAndCompleted", func(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)

@@ -54,7 +54,7 @@
 //	                              AllowUnauthenticatedFencing; no store is
 //	                              touched
 //	422 idempotency-key-reused    key live with another fingerprint (in flight or completed)
-//	409 request-in-flight         key in flight with this fingerprint (Retry-After: 1)
+//	409 request-in-flight         key in flight with this fingerprint (Retry-After: the lock's remaining seconds, rounded up)
 //	(stored status)               key completed: the stored status, header fields and
 //	                              body bytes, without running the handler; a replay
 //	                              wins over the fence check, but raises the fence
@@ -170,6 +170,13 @@
 //   - The Transport never sends a non-idempotent request (POST, PATCH, ...)
 //     without a key twice, always resends with the same key, and never
 //     resends a body it cannot rewind.
+//   - A key left in flight by a server that crashed mid-request costs a
+//     client no attempt: the 409 says how long the lock still holds
+//     (Retry-After, the store's Outcome.LockLeft rounded up to whole
+//     seconds); the Transport waits it out within MaxInFlightWait (keep it
+//     above LockTTL) and the request's deadline, or returns an
+//     *InFlightError whose RetryAfter the scheduler defers to without
+//     counting a failure (scheduler.Deferral).
 //
 // # Non-guarantees
 //

@@ -49,7 +49,7 @@ func (s *MemoryStore) Begin(ctx context.Context, key, fingerprint string, lockTT
 		case r.fingerprint != fingerprint:
 			return Outcome{State: StateMismatch}, nil
 		case r.lock != "":
-			return Outcome{State: StateInFlight}, nil
+			return Outcome{State: StateInFlight, LockLeft: max(r.expires.Sub(now), time.Millisecond)}, nil
 		}
 		return Outcome{State: StateCompleted, Response: cloneResponse(r.resp)}, nil
 	}

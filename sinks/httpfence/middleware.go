@@ -374,7 +374,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch out.State {
 	case StateInFlight:
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", retryAfterSeconds(out.LockLeft))
 		m.problem(w, http.StatusConflict, ProblemInFlight, "A request with this Idempotency-Key is in progress", "")
 		return
 	case StateMismatch:
@@ -474,6 +474,17 @@ func (m *middleware) signatureRefused(w http.ResponseWriter, r *http.Request, h 
 		slog.String("resource", m.cfg.Resource(r)), slog.String("scope", h.Scope),
 		slog.Uint64("presented", uint64(h.Token)), slog.String("kid", kid), slog.String("reason", why.Error()))
 	m.problem(w, http.StatusForbidden, ProblemSignatureRejected, "Fencing headers not signed by a lease holder", why.Error())
+}
+
+// retryAfterSeconds is the Retry-After value (RFC 9110 §10.2.3,
+// delay-seconds) for a key whose lock holds it for left more: whole
+// seconds rounded up, so a client that comes back then finds the lock
+// gone (a handler still running has lost the key by then; see
+// Options.LockTTL). A store that does not say (left 0) gets "1": the
+// client polls.
+func retryAfterSeconds(left time.Duration) string {
+	secs := (left + time.Second - 1) / time.Second
+	return strconv.FormatInt(max(int64(secs), 1), 10)
 }
 
 // plausible reports whether t is at most MaxTokenAhead ahead of the

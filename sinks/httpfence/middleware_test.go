@@ -259,6 +259,41 @@ func TestStatusCodes(t *testing.T) {
 	}
 }
 
+// TestInFlightAnswerSaysWhenTheLockEnds: a key in flight is answered 409
+// with Retry-After set to the lock's remaining time in whole seconds,
+// rounded up, on every backend, fenced (Postgres: BeginFenced) and not.
+func TestInFlightAnswerSaysWhenTheLockEnds(t *testing.T) {
+	t.Parallel()
+	for _, fenced := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
+			t.Parallel()
+			eachBackend(t, func(t *testing.T, s stores) {
+				f := newFixture(t, s, func(o *httpfence.Options) {
+					o.LockTTL = 90 * time.Second
+					if !fenced {
+						o.Fence = nil
+					}
+				})
+				held := call{path: "/hold", key: `"k1"`, token: "10", owner: `"a"`}
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					if a := f.do(t, held); a.status != http.StatusCreated {
+						t.Errorf("held request: %d %s", a.status, a.body)
+					}
+				})
+				<-f.entered
+				got := f.do(t, held)
+				f.unblock()
+				wg.Wait()
+				require.Equal(t, http.StatusConflict, got.status, "body %s", got.body)
+				require.Equal(t, problems+"request-in-flight", problemOf(t, got).Type)
+				// 89.x s left of the 90 s lock: 90, rounded up.
+				require.Equal(t, "90", got.header.Get("Retry-After"))
+			})
+		})
+	}
+}
+
 func TestStaleTokenProblemNamesBothTokens(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s stores) {

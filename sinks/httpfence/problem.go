@@ -83,23 +83,39 @@ const maxProblemBytes = 64 << 10
 // reads at most maxProblemBytes of the body and, when the answer is not a
 // stale-token problem, puts them back so the caller can read the whole body.
 func readStale(resp *http.Response) (*fence.StaleTokenError, bool) {
-	if resp.StatusCode != http.StatusPreconditionFailed {
+	p, ok := peekProblem(resp, http.StatusPreconditionFailed, ProblemStaleToken)
+	if !ok {
 		return nil, false
+	}
+	return &fence.StaleTokenError{Resource: p.Resource, Scope: p.Scope, Presented: p.PresentedToken, Current: p.CurrentToken}, true
+}
+
+// readInFlight reports whether resp is the middleware's in-flight answer: a
+// 409 with a problem body whose type ends in "/request-in-flight", whatever
+// the base. It reads the body as readStale does.
+func readInFlight(resp *http.Response) bool {
+	_, ok := peekProblem(resp, http.StatusConflict, ProblemInFlight)
+	return ok
+}
+
+// peekProblem returns resp's problem when resp has status and a problem
+// body whose type ends in "/" + typ. It reads at most maxProblemBytes of the
+// body and puts them back, so the caller can still read the whole body.
+func peekProblem(resp *http.Response, status int, typ string) (Problem, bool) {
+	if resp.StatusCode != status {
+		return Problem{}, false
 	}
 	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err != nil || mt != problemContentType {
-		return nil, false
+		return Problem{}, false
 	}
 	head, err := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes))
 	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), errReader{err}, resp.Body), resp.Body}
 	var p Problem
-	if err != nil || json.Unmarshal(head, &p) != nil {
-		return nil, false
+	if err != nil || json.Unmarshal(head, &p) != nil || !strings.HasSuffix(p.Type, "/"+typ) {
+		return Problem{}, false
 	}
-	if !strings.HasSuffix(p.Type, "/"+ProblemStaleToken) {
-		return nil, false
-	}
-	return &fence.StaleTokenError{Resource: p.Resource, Scope: p.Scope, Presented: p.PresentedToken, Current: p.CurrentToken}, true
+	return p, true
 }
 
 type readCloser struct {

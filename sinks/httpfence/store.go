@@ -21,8 +21,9 @@ import (
 //     under a new random lock that expires after lockTTL, and returns
 //     StateNew with that lock. Otherwise it changes nothing and returns
 //     StateMismatch when the record's fingerprint differs (in flight or
-//     completed), StateInFlight when it is in flight, and StateCompleted
-//     with the stored response when it is completed.
+//     completed), StateInFlight when it is in flight, with the time its
+//     lock still holds the key by the store's clock (Outcome.LockLeft),
+//     and StateCompleted with the stored response when it is completed.
 //   - Complete turns the in-flight record held under lock into a completed
 //     one holding resp, kept for ttl from now. Abandon deletes the in-flight
 //     record held under lock. Both return an error matching ErrLockLost, and
@@ -135,6 +136,12 @@ type Outcome struct {
 	State State
 	// Lock identifies the in-flight record created by Begin (StateNew only).
 	Lock string
+	// LockLeft, for StateInFlight, is how long the record's lock still
+	// holds the key, by the store's clock: at most the lockTTL it was
+	// claimed with, at least 1 ms. Middleware answers it as Retry-After.
+	// 0 means the store does not say (a Store of another module); the
+	// stores of holdfast always fill it.
+	LockLeft time.Duration
 	// Response is the stored response (StateCompleted only).
 	Response *Response
 }

@@ -18,6 +18,7 @@ var beginCases = []testCase{
 	{"FinishFailedWithRetryRecordsAndIsOpen", testFinishFailedWithRetry},
 	{"FinishFailedFinalIsDone", testFinishFailedFinal},
 	{"MaxAttemptsExhaustedIsDone", testMaxAttemptsExhausted},
+	{"DeferralDoesNotUseUpTheBudget", testDeferralDoesNotUseUpTheBudget},
 	{"HeartbeatIsRecorded", testHeartbeat},
 }
 
@@ -164,6 +165,34 @@ func testMaxAttemptsExhausted(t *testing.T, x *fixture) {
 	require.Len(t, rec.Attempts, maxAttempts)
 	// Its attempts are spent: it no longer needs one.
 	x.requireOpen(x.state("", x.at(-10)))
+}
+
+// A failure of class deferred with a retry time (the job was told to come
+// back later) is recorded, and the slot is open at its retry time, but it
+// does not count against the budget: with maxAttempts 1, two deferrals
+// leave the slot a real attempt, whose failure then ends it.
+func testDeferralDoesNotUseUpTheBudget(t *testing.T, x *fixture) {
+	s, a := x.slot(0), holder(1)
+	const maxAttempts = 1
+	for want := 1; want <= 3; want++ {
+		now := x.now(0, time.Duration(want)*time.Minute)
+		n, left := x.beginLeft(s, a, maxAttempts, now)
+		require.Equal(t, want, n)
+		require.Equal(t, 0, left, "attempt %d: deferrals before it used none of the budget", n)
+		if want == 3 {
+			x.fail(s, a, n, now.Add(time.Second))
+			break
+		}
+		retry := now.Add(30 * time.Second)
+		x.finish(s, a, n, ledger.Outcome{Status: ledger.StatusFailed, Class: ledger.ClassDeferred, Error: "in flight", RetryAt: retry}, now.Add(time.Second))
+		rec := x.get(s)
+		require.Equal(t, ledger.StatusFailed, rec.Status)
+		requireTime(t, ms(retry), rec.RetryAt, "Record.RetryAt of a deferral")
+		require.Equal(t, ledger.ClassDeferred, rec.Attempts[n-1].Class)
+	}
+	// The real attempt failed: the budget of 1 is spent.
+	x.requireDone(s, a, maxAttempts, x.now(0, 10*time.Minute))
+	require.Len(t, x.get(s).Attempts, 3)
 }
 
 func testHeartbeat(t *testing.T, x *fixture) {

@@ -250,6 +250,9 @@ func (m *Memory) Finish(ctx context.Context, slot ledger.Slot, f ledger.Fence, a
 		o = ledger.Outcome{Status: ledger.StatusSucceeded}
 	}
 	r.rec.Status, r.rec.RetryAt = o.Status, o.RetryAt
+	if deferred(o) {
+		r.base++ // not counted against the budget
+	}
 	a := &r.rec.Attempts[len(r.rec.Attempts)-1]
 	a.Status, a.Class, a.Error, a.Finished = o.Status, o.Class, o.Error, now
 	return nil
@@ -409,3 +412,9 @@ func isDone(rec ledger.Record) bool {
 
 // nilContext is the error of method op called with a nil context.
 func nilContext(op string) error { return fmt.Errorf("ledgertest: %s: %w", op, ledger.ErrNilContext) }
+
+// deferred reports whether o is a deferral, which Finish does not count
+// against the attempt budget: failed, ClassDeferred, with a retry time.
+func deferred(o ledger.Outcome) bool {
+	return o.Status == ledger.StatusFailed && o.Class == ledger.ClassDeferred && !o.RetryAt.IsZero()
+}

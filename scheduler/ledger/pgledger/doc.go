@@ -25,8 +25,9 @@
 //
 // One job_runs row is a slot's logical run; its job_run_attempts rows are
 // the attempts, removed only by Prune (see Retention). attempt - attempt_base is how
-// many attempts were made since the last Request: that is what Begin
-// compares with maxAttempts. retry_at is set for a failure that may be
+// many attempts were made since the last Request, deferrals (class
+// deferred, with a retry time) left out: that is what Begin compares with
+// maxAttempts. retry_at is set for a failure that may be
 // retried and NULL when it is final. Slot instants are stored at second
 // precision (a Slot's identity); the times passed as now are stored as
 // given (microseconds).

@@ -136,9 +136,10 @@ UPDATE {{attempts}} a SET heartbeat_at = $6
   FROM run WHERE a.job_run_id = run.id AND a.attempt = $5
 RETURNING a.attempt`),
 		// $1 job, $2 slot, $3 partition, $4 owner, $5 attempt, $6 now,
-		// $7 status, $8 class, $9 error, $10 retry at or NULL.
+		// $7 status, $8 class, $9 error, $10 retry at or NULL, $11 1 for
+		// a deferral (not counted against the budget), else 0.
 		finish: r.Replace(`WITH run AS (
-    UPDATE {{runs}} SET status = $7, retry_at = $10, updated_at = $6
+    UPDATE {{runs}} SET status = $7, retry_at = $10, updated_at = $6, attempt_base = attempt_base + $11::int
      WHERE job_name = $1 AND schedule_slot = $2 AND partition_key = $3
        AND status = 'running' AND attempt = $5 AND owner = $4
     RETURNING id)

@@ -209,13 +209,17 @@ func (l *Ledger) Finish(ctx context.Context, slot ledger.Slot, f ledger.Fence, a
 	default:
 		return fmt.Errorf("%w: outcome status %q, want %q or %q", ErrInvalidArgument, o.Status, ledger.StatusSucceeded, ledger.StatusFailed)
 	}
+	deferral := 0 // a deferral does not count against the budget
+	if o.Status == ledger.StatusFailed && o.Class == ledger.ClassDeferred && retryAt != nil {
+		deferral = 1
+	}
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
 		if err := l.raise(ctx, tx, op, slot, f, nil, now); err != nil {
 			return err
 		}
 		var n int
 		err := tx.QueryRow(ctx, l.sql.finish, slot.Job, slotTime(slot.At), slot.Partition, f.Owner, attempt, now,
-			string(o.Status), cleanText(string(o.Class)), cleanText(o.Error), retryAt).Scan(&n)
+			string(o.Status), cleanText(string(o.Class)), cleanText(o.Error), retryAt, deferral).Scan(&n)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return l.notRunning(ctx, tx, op, slot, f, attempt, o.Status)

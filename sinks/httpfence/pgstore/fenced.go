@@ -63,18 +63,19 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 	var (
 		claimed, accepted bool
 		same, inFlight    *bool
+		leftMS            *int64
 		status            *int32
 		header, body      []byte
 	)
 	err = s.queryRow(ctx, s.fencedSQL(f.guard), []any{key, fingerprint, lock, lockTTL.Milliseconds(),
-		resource, h.Scope, int64(h.Token), h.Owner}, &claimed, &accepted, &same, &inFlight, &status, &header, &body)
+		resource, h.Scope, int64(h.Token), h.Owner}, &claimed, &accepted, &same, &inFlight, &leftMS, &status, &header, &body)
 	switch {
 	case err != nil:
 		return httpfence.Outcome{}, fmt.Errorf("httpfence: postgres begin: %w", err)
 	case claimed:
 		return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, nil
 	case same != nil:
-		return s.outcome(*same, *inFlight, status, header, body)
+		return s.outcome(*same, *inFlight, *leftMS, status, header, body)
 	case accepted:
 		// Claimed by another request since the read: look again.
 		return s.Begin(ctx, key, fingerprint, lockTTL)
@@ -155,7 +156,7 @@ func fencedBeginSQL(keys, guard string) string {
 		Returning: "f.token",
 	}.SQL()
 	return `WITH cur AS (
-  SELECT fingerprint = $2 AS same, lock_id IS NOT NULL AS in_flight, status, header, body
+  SELECT fingerprint = $2 AS same, lock_id IS NOT NULL AS in_flight, ` + lockLeftSQL + ` AS left_ms, status, header, body
     FROM ` + keys + ` WHERE key = $1 AND expires_at > now()
 ), held AS (
   SELECT FROM ` + guard + ` WHERE resource = $5 AND scope = $6 AND token = $7 AND owner = $8
@@ -173,6 +174,6 @@ func fencedBeginSQL(keys, guard string) string {
    WHERE k.expires_at <= now()
   RETURNING k.lock_id
 )
-SELECT EXISTS (SELECT FROM claim), EXISTS (SELECT FROM accepted), cur.same, cur.in_flight, cur.status, cur.header, cur.body
+SELECT EXISTS (SELECT FROM claim), EXISTS (SELECT FROM accepted), cur.same, cur.in_flight, cur.left_ms, cur.status, cur.header, cur.body
   FROM (VALUES (1)) AS one LEFT JOIN cur ON true`
 }

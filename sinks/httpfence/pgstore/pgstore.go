@@ -89,6 +89,11 @@ type DB interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
+// lockLeftSQL is a live record's remaining time in whole milliseconds,
+// rounded up, by the database's clock: Outcome.LockLeft of an in-flight
+// record.
+const lockLeftSQL = `ceil(extract(epoch FROM expires_at - now()) * 1000)::bigint`
+
 // beginAttempts bounds Begin's loop when other requests keep moving a key
 // on (creating, completing, abandoning it) between its steps.
 const beginAttempts = 3
@@ -140,7 +145,7 @@ func NewStore(db DB, opts Options) (*Store, error) {
 VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
 ON CONFLICT (key) DO NOTHING
 RETURNING lock_id`,
-		readSQL: `SELECT fingerprint = $2, lock_id IS NOT NULL, status, header, body
+		readSQL: `SELECT fingerprint = $2, lock_id IS NOT NULL, ` + lockLeftSQL + `, status, header, body
   FROM ` + t + ` WHERE key = $1 AND expires_at > now()`,
 		// Takes over a dead record. The WHERE clause is re-checked on the
 		// latest row version after waiting for a concurrent writer, so two
@@ -228,28 +233,29 @@ func (s *Store) claim(ctx context.Context, sql, key, fingerprint, lock string, l
 func (s *Store) read(ctx context.Context, key, fingerprint string) (out httpfence.Outcome, live bool, err error) {
 	var (
 		same, inFlight bool
+		leftMS         int64
 		status         *int32
 		header, body   []byte
 	)
-	err = s.queryRow(ctx, s.readSQL, []any{key, fingerprint}, &same, &inFlight, &status, &header, &body)
+	err = s.queryRow(ctx, s.readSQL, []any{key, fingerprint}, &same, &inFlight, &leftMS, &status, &header, &body)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return httpfence.Outcome{}, false, nil
 	case err != nil:
 		return httpfence.Outcome{}, false, fmt.Errorf("httpfence: postgres begin: read record: %w", err)
 	}
-	out, err = s.outcome(same, inFlight, status, header, body)
+	out, err = s.outcome(same, inFlight, leftMS, status, header, body)
 	return out, err == nil, err
 }
 
 // outcome is Begin's answer for a live record read as (fingerprint equal,
-// in flight, status, header, body).
-func (s *Store) outcome(same, inFlight bool, status *int32, header, body []byte) (httpfence.Outcome, error) {
+// in flight, remaining time in ms, status, header, body).
+func (s *Store) outcome(same, inFlight bool, leftMS int64, status *int32, header, body []byte) (httpfence.Outcome, error) {
 	switch {
 	case !same:
 		return httpfence.Outcome{State: httpfence.StateMismatch}, nil
 	case inFlight:
-		return httpfence.Outcome{State: httpfence.StateInFlight}, nil
+		return httpfence.Outcome{State: httpfence.StateInFlight, LockLeft: max(time.Duration(leftMS)*time.Millisecond, time.Millisecond)}, nil
 	}
 	h, err := storeutil.DecodeHeader(header)
 	if err != nil {

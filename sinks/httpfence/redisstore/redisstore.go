@@ -127,8 +127,14 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time
 	switch {
 	case len(res) == 1 && res[0] == "new":
 		return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, nil
-	case len(res) == 1 && res[0] == "inflight":
-		return httpfence.Outcome{State: httpfence.StateInFlight}, nil
+	case len(res) == 2 && res[0] == "inflight":
+		ms, err := strconv.ParseInt(res[1], 10, 64)
+		if err != nil {
+			return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: lock TTL %q: %w", res[1], err)
+		}
+		// PTTL is -1 for a record without expiry, which begin.lua never
+		// writes: at least 1 ms, as for every store.
+		return httpfence.Outcome{State: httpfence.StateInFlight, LockLeft: max(time.Duration(ms)*time.Millisecond, time.Millisecond)}, nil
 	case len(res) == 1 && res[0] == "mismatch":
 		return httpfence.Outcome{State: httpfence.StateMismatch}, nil
 	case len(res) == 4 && res[0] == "completed":

@@ -25,6 +25,10 @@ local function finish_attempt(K, A)
   end
   redis.call('HSET', run, 'status', A[5], 'retry_at', A[9],
     a .. 'status', A[5], a .. 'class', A[6], a .. 'error', A[7], a .. 'finished', A[8])
+  if A[5] == 'failed' and A[6] == 'deferred' and A[9] ~= '' then
+    -- A deferral: not counted against the attempt budget.
+    redis.call('HINCRBY', run, 'base', 1)
+  end
   if A[5] == 'succeeded' or A[9] == '' then
     -- Not in the retry zset: begin_attempt took it out, and only this
     -- script puts a slot in, at the end of a running attempt.

@@ -11,7 +11,9 @@
 -- ARGV[4]  the idempotency key itself (kept for operators; not compared)
 --
 -- Returns {'new'} after creating the in-flight record, {'mismatch'} when the
--- record has another fingerprint, {'inflight'} while it holds a lock, and
+-- record has another fingerprint, {'inflight', pttl} while it holds a lock
+-- (pttl: the record's remaining time to live in milliseconds, the lock's
+-- remaining time), and
 -- {'completed', status, header, body} once it is completed. Only 'new'
 -- writes anything.
 local r = redis.call('HMGET', KEYS[1], 'fp', 'lock', 'status', 'header', 'body')
@@ -24,6 +26,6 @@ if r[1] ~= ARGV[1] then
   return {'mismatch'}
 end
 if r[2] then
-  return {'inflight'}
+  return {'inflight', tostring(redis.call('PTTL', KEYS[1]))}
 end
 return {'completed', r[3], r[4], r[5]}
