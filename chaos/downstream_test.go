@@ -42,6 +42,10 @@ const (
 
 func init() { workers["downstream"] = downstreamWorker }
 
+// downKey is the signing key the job's Transport and the downstream share
+// (the documented setup: the middleware admits signed fencing headers only).
+var downKey = httpfence.Key{ID: "chaos-down", Secret: []byte("chaos-downstream-key-of-32-bytes")}
+
 // downstreamWorker is the downstream service: httpfence.Middleware over a
 // pgstore.Store (which survives the process) in front of a handler that
 // records one effect per request in Postgres. The first request of each
@@ -61,7 +65,11 @@ func downstreamWorker() error {
 	if err != nil {
 		return err
 	}
-	mw, err := httpfence.Middleware(httpfence.Options{Store: store, LockTTL: downLockTTL})
+	verifier, err := httpfence.NewVerifier(downKey)
+	if err != nil {
+		return err
+	}
+	mw, err := httpfence.Middleware(httpfence.Options{Store: store, LockTTL: downLockTTL, Verifier: verifier})
 	if err != nil {
 		return err
 	}
@@ -184,8 +192,10 @@ func TestDownstreamKilledMidRequest(t *testing.T) {
 	// Connection errors while the downstream restarts are retried for
 	// about 5 s (attempts of the Transport); in-flight answers as the
 	// Transport's options say.
-	waiting := &http.Client{Transport: &httpfence.Transport{Base: base, MaxAttempts: 8, MaxDelay: time.Second}}
-	deferring := &http.Client{Transport: &httpfence.Transport{Base: base, MaxAttempts: 8, MaxDelay: time.Second, MaxInFlightWait: -1}}
+	signer, err := httpfence.NewSigner(downKey)
+	require.NoError(t, err)
+	waiting := &http.Client{Transport: &httpfence.Transport{Base: base, MaxAttempts: 8, MaxDelay: time.Second, Signer: signer}}
+	deferring := &http.Client{Transport: &httpfence.Transport{Base: base, MaxAttempts: 8, MaxDelay: time.Second, MaxInFlightWait: -1, Signer: signer}}
 	post := func(ctx context.Context, client *http.Client, run scheduler.Run) error {
 		req, err := http.NewRequestWithContext(httpfence.WithIdempotencyKey(ctx, run.IdempotencyKey), http.MethodPost, "http://"+addr+"/pay", strings.NewReader(`{"amount":100}`))
 		if err != nil {

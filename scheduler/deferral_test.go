@@ -109,6 +109,9 @@ func TestDeferralsInARowAreBounded(t *testing.T) {
 	})
 }
 
+// downstreamKey is the signing key the jobs and the downstream share.
+var downstreamKey = httpfence.Key{ID: "test", Secret: []byte("0123456789abcdef0123456789abcdef")}
+
 // crashingDownstream is a service behind httpfence.Middleware whose first
 // request "crashes" mid-handler: the handler stays blocked (its key locked
 // for LockTTL, as a killed process leaves it) and the client's connection
@@ -126,7 +129,11 @@ func newCrashingDownstream(t *testing.T, lockTTL time.Duration) *crashingDownstr
 	t.Helper()
 	d := &crashingDownstream{release: make(chan struct{})}
 	entered, done := make(chan struct{}), make(chan struct{})
-	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), LockTTL: lockTTL})
+	// The run's ctx carries its holder, so the Transport sends fencing
+	// headers: the middleware admits them signed (the documented setup).
+	verifier, err := httpfence.NewVerifier(downstreamKey)
+	require.NoError(t, err)
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), LockTTL: lockTTL, Verifier: verifier})
 	require.NoError(t, err)
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.runs.Add(1) == 1 {
@@ -180,8 +187,10 @@ func TestInFlightDownstreamDefersTheSlot(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
 		down := newCrashingDownstream(t, 45*time.Second)
+		signer, err := httpfence.NewSigner(downstreamKey)
+		require.NoError(t, err)
 		client := &http.Client{Transport: &httpfence.Transport{
-			Base: down.srv.Client().Transport, MaxInFlightWait: -1,
+			Base: down.srv.Client().Transport, MaxInFlightWait: -1, Signer: signer,
 			Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
 		}}
 		settle := func(ctx context.Context, run scheduler.Run) error {
