@@ -52,4 +52,9 @@
 //   - http-reset (TestHTTPRetriesThroughResetsAfterCommit): connection resets
 //     after commit, retried through httpfence.Transport into
 //     httpfence.Middleware.
+//   - redis-evict (TestEvictedHeldLeaseWithAllowEviction): Redis
+//     (maxmemory, volatile-ttl) evicts a held lease's key on clients that
+//     opted in with lease.Eviction.AllowEviction; a competitor takes the
+//     lease; the evicted holder's late write must be refused by pgfence,
+//     and its loss must name the eviction (lease.ErrEvicted).
 package chaos
