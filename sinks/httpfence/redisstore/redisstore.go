@@ -91,7 +91,8 @@ var (
 // Redis is as durable as its persistence settings: a restart without
 // persistence, a failover that loses writes or an eviction forgets keys, and
 // a retry of a forgotten key runs the handler again. Fence the handler's own
-// writes (see the package documentation) where that matters.
+// writes (see the package documentation) where that matters. A Redis that
+// may evict keys is refused unless Options.Eviction allows it.
 type Store struct {
 	auto   *autopipe.Pipe
 	prefix string
@@ -235,8 +236,9 @@ func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 // concurrent use.
 //
 // A Redis that loses the record (restart without persistence, failover,
-// eviction: use a noeviction policy) forgets the highest token and accepts
-// a stale one once; a Postgres fence (pgstore.NewFence) does not.
+// eviction, which is refused unless Options.Eviction allows it) forgets the
+// highest token and accepts a stale one once; a Postgres fence
+// (pgstore.NewFence) does not.
 type Fence struct {
 	auto   *autopipe.Pipe
 	prefix string
