@@ -174,3 +174,26 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Lease.Renew on a lease whose key was evicted: the lease is lost at once,
+// and both the error and the cause name the eviction.
+func TestRenewOfAnEvictedLeaseSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := redisproc.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl")
+	rdb := srv.Client(t)
+	c, err := lease.New(rdb, lease.Options{Eviction: lease.Eviction{AllowEviction: true}})
+	require.NoError(t, err)
+	// A long TTL: the keeper does not renew during the test.
+	l, err := c.TryAcquire(t.Context(), "settle", time.Minute)
+	require.NoError(t, err)
+	leaseKey, _ := lease.KeysOf(c, "settle")
+	srv.Fill(t, func() bool { return rdb.Exists(context.Background(), leaseKey).Val() == 0 })
+	srv.Unfill(t)
+	require.NoError(t, l.Err(), "nothing has told the holder yet")
+
+	err = l.Renew(t.Context())
+	require.ErrorIs(t, err, lease.ErrNotHeld)
+	require.ErrorIs(t, err, lease.ErrEvicted)
+	require.ErrorIs(t, l.Err(), lease.ErrEvicted)
+	testwait.Done(t, l.Done(), time.Second, "lost at once")
+}
