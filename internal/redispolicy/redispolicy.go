@@ -182,6 +182,7 @@ type Checker struct {
 	sem chan struct{} // one read at a time
 
 	evicting atomic.Bool // the Redis may evict (and AllowEviction let it run)
+	noCount  atomic.Bool // INFO stats refused: evictions cannot be counted
 	mu       sync.Mutex
 	seen     map[string]int64 // evicted_keys per server at the last Evictions
 }
@@ -219,12 +220,15 @@ func (c *Checker) Check(ctx context.Context) error {
 	}
 	if evicting {
 		c.evicting.Store(true)
-		if c.opts.Policy == "" {
-			// The baseline of the counter: evictions before this point
-			// touched nothing of ours yet.
-			if _, err := c.Evictions(ctx); err != nil {
+		// The baseline of the counter: evictions before this point
+		// touched nothing of ours yet.
+		if _, err := c.Evictions(ctx); err != nil {
+			var rerr redis.Error
+			if !errors.As(err, &rerr) {
+				c.evicting.Store(false)
 				return err
 			}
+			c.noCount.Store(true) // INFO refused: nothing to count with
 		}
 	}
 	c.ok.Store(true)
@@ -324,10 +328,10 @@ func (c *Checker) forEach(ctx context.Context, fn func(ctx context.Context, node
 // evicted_keys, summed over its masters) since the previous call; the
 // first call (Check makes it) sets the baseline and returns 0. A server
 // whose counter went down (a restart, CONFIG RESETSTAT) restarts its
-// baseline. It is 0 without a read for a Redis that keeps every key or
-// whose policy was declared rather than read.
+// baseline. It is 0 without a read for a Redis that keeps every key, or
+// one that refused INFO when Check read the baseline.
 func (c *Checker) Evictions(ctx context.Context) (int64, error) {
-	if !c.Evicting() || c.opts.Policy != "" {
+	if !c.Evicting() || c.noCount.Load() {
 		return 0, nil
 	}
 	var mu sync.Mutex

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -136,3 +137,32 @@ func (countConfig) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return next
 }
 
+// A declared evicting policy with AllowEviction counts evictions with INFO
+// where CONFIG is refused; where INFO is refused too, Check passes and
+// nothing is counted.
+func TestDeclaredPolicyStillCountsEvictions(t *testing.T) {
+	t.Parallel()
+	opts := redispolicy.Options{Policy: "volatile-ttl", AllowEviction: true}
+	t.Run("InfoAllowed", func(t *testing.T) {
+		t.Parallel()
+		srv := redisproc.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl", "--rename-command", "CONFIG", "")
+		rdb := srv.Client(t)
+		require.NoError(t, rdb.Set(t.Context(), "with-ttl", "x", time.Hour).Err())
+		c := redispolicy.New(rdb, opts, "x")
+		require.NoError(t, c.Check(t.Context()))
+		require.True(t, c.Evicting())
+		srv.Fill(t, func() bool { return srv.EvictedKeys(t) > 0 })
+		n, err := c.Evictions(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, srv.EvictedKeys(t), n)
+	})
+	t.Run("InfoRefused", func(t *testing.T) {
+		t.Parallel()
+		srv := redisproc.Start(t, "--rename-command", "CONFIG", "", "--rename-command", "INFO", "")
+		c := redispolicy.New(srv.Client(t), opts, "x")
+		require.NoError(t, c.Check(t.Context()))
+		n, err := c.Evictions(t.Context())
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+}
