@@ -24,7 +24,8 @@ import (
 //     counts evictions (INFO stats evicted_keys) on its renewal passes, at
 //     most once per EvictionPollInterval, logs redis_evictions, tells an
 //     EvictionObserver, and a lease whose key was evicted is lost with a
-//     cause matching both ErrNotHeld and ErrEvicted. Default false.
+//     cause matching both ErrNotHeld and ErrEvicted (a Redis that refuses
+//     INFO too runs with nothing counted). Default false.
 //
 // It is shared by the Redis ledger and the Redis sinks (redisledger,
 // redisfence, redisstore), which take the same type.
