@@ -32,9 +32,9 @@ type Client struct {
 
 // New returns a Client over rdb: NewWithBackend on NewRedisBackend(rdb,
 // RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction:
-// opts.Eviction}). It
-// returns ErrNilClient for a nil rdb and an error matching
-// ErrInvalidOptions for bad options.
+// opts.Eviction}). It returns ErrNilClient for a nil rdb and an error
+// matching ErrInvalidOptions for bad options. It sends nothing: the Redis
+// eviction policy is read before the first acquisition (Options.Eviction).
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 	b, err := NewRedisBackend(rdb, RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction: opts.Eviction})
 	if err != nil {

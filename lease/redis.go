@@ -74,8 +74,9 @@ func (b *RedisBackend) ttlArgument(ttl time.Duration) any {
 // NewRedisBackend returns the backend over rdb. It returns ErrNilClient
 // for a nil rdb (a typed nil pointer too) and an error matching
 // ErrInvalidOptions for a Prefix holding '{' or '}' or a negative
-// ReplicaAck or an undeclared Eviction.Policy. It starts no goroutine and
-// sends nothing: the eviction policy is read on the first acquisition.
+// ReplicaAck or an Eviction.Policy that is not a Redis policy. It starts
+// no goroutine and sends nothing: the eviction policy is read on the first
+// acquisition.
 func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBackend, error) {
 	if safe.IsNil(rdb) {
 		return nil, ErrNilClient

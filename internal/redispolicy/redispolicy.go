@@ -18,8 +18,9 @@
 // Managed Redis services often forbid CONFIG (ERR unknown command,
 // NOPERM). Then the policy cannot be read and Check refuses with
 // *UnknownError (ErrPolicyUnknown) until Options.Policy declares it (the
-// value the provider's console shows). A declared policy is trusted and
-// not read.
+// value the provider's console shows), or Options.AllowEviction accepts
+// whatever it is (and counts evictions as for an evicting Redis). A
+// declared policy is trusted and not read.
 //
 // # Scope
 //
