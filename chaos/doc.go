@@ -61,4 +61,9 @@
 //     process) SIGKILLed mid-request on every slot's first request and
 //     restarted; the key stays locked for its LockTTL; every slot must end
 //     with exactly one effect.
+//   - redis-evict (TestEvictedHeldLeaseWithAllowEviction): Redis
+//     (maxmemory, volatile-ttl) evicts a held lease's key on clients that
+//     opted in with lease.Eviction.AllowEviction; a competitor takes the
+//     lease; the evicted holder's late write must be refused by pgfence,
+//     and its loss must name the eviction (lease.ErrEvicted).
 package chaos

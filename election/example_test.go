@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/election"
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -17,6 +18,7 @@ import (
 // over with a larger fencing token. Anyone can ask who leads.
 func Example() {
 	mr, _ := miniredis.Run()
+	miniconf.Register(mr) // CONFIG GET answers as a default Redis: noeviction
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()

@@ -27,18 +27,20 @@ type Client struct {
 	opts   Options
 	log    *slog.Logger
 	keeper *keeper
+	ev     evictions // evictions seen (Eviction.AllowEviction)
 }
 
 // New returns a Client over rdb: NewWithBackend on NewRedisBackend(rdb,
-// RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck}). It
-// returns ErrNilClient for a nil rdb and an error matching
-// ErrInvalidOptions for bad options.
+// RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction:
+// opts.Eviction}). It returns ErrNilClient for a nil rdb and an error
+// matching ErrInvalidOptions for bad options. It sends nothing: the Redis
+// eviction policy is read before the first acquisition (Options.Eviction).
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
-	b, err := NewRedisBackend(rdb, RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck})
+	b, err := NewRedisBackend(rdb, RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction: opts.Eviction})
 	if err != nil {
 		return nil, err
 	}
-	opts.Prefix, opts.ReplicaAck = "", ReplicaAck{}
+	opts.Prefix, opts.ReplicaAck, opts.Eviction = "", ReplicaAck{}, Eviction{}
 	return NewWithBackend(b, opts)
 }
 
@@ -54,6 +56,9 @@ func NewWithBackend(b Backend, opts Options) (*Client, error) {
 	}
 	if opts.ReplicaAck.Replicas > 0 {
 		return nil, fmt.Errorf("%w: ReplicaAck is the Redis backend's (RedisOptions)", ErrInvalidOptions)
+	}
+	if opts.Eviction != (Eviction{}) {
+		return nil, fmt.Errorf("%w: Eviction is the Redis backend's (RedisOptions)", ErrInvalidOptions)
 	}
 	if opts.Prefix != "" {
 		return nil, fmt.Errorf("%w: Prefix %q: the backend's keys are its own (RedisOptions.Prefix, quorum.Options.Prefix)", ErrInvalidOptions, opts.Prefix)

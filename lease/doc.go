@@ -96,6 +96,22 @@
 // passed: check Err (or Deadline) right before an effect that has no
 // fencing sink. Sinks that check the token are the safety net either way.
 //
+// # An evicting Redis
+//
+// A Redis with maxmemory set and a maxmemory-policy other than noeviction
+// may evict a held lease's key; a competitor can then take the lease before
+// the holder's next renewal tells it, which breaks the loss signal above.
+// The Redis backend therefore reads the policy (CONFIG GET, once, before
+// its first acquisition; every master of a Cluster) and refuses such a
+// Redis with ErrEvictionPolicy, and one that refuses CONFIG GET (managed
+// Redis) with ErrEvictionPolicyUnknown, unless Options.Eviction declares
+// the policy (Eviction.Policy) or opts in (Eviction.AllowEviction). Opted
+// in, the Client reads Redis's eviction counter on its renewal passes
+// (EvictionPollInterval), logs redis_evictions, tells an EvictionObserver,
+// and a lease found not held meanwhile is lost with ErrNotHeld joined with
+// ErrEvicted. Under noeviction, an acquisition a full Redis refuses fails
+// with ErrRedisMemoryFull.
+//
 // # Goroutines
 //
 // A Client keeps its leases alive from one timer, armed for the earliest

@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -19,7 +20,10 @@ func Example() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	client, _ := lease.New(rdb, lease.Options{})
+	// A Redis that may evict keys is refused. miniredis never evicts but,
+	// like many managed Redis services, refuses CONFIG GET: declare its
+	// policy.
+	client, _ := lease.New(rdb, lease.Options{Eviction: lease.Eviction{Policy: "noeviction"}})
 	ctx := context.Background()
 
 	l, err := client.TryAcquire(ctx, "daily-settlement", 30*time.Second)
@@ -45,6 +49,7 @@ func Example() {
 // to a service's own context, so that shutdown ends it.
 func ExampleWithLifetime() {
 	mr, _ := miniredis.Run()
+	miniconf.Register(mr) // CONFIG GET answers as a default Redis: noeviction
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()

@@ -10,6 +10,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,6 +36,7 @@ func fakeTimeClient(t *testing.T, mr *miniredis.Miniredis) (*Client, *scriptHook
 
 func TestSlowRenewDoesNotExtendTrustWindow(t *testing.T) {
 	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
 	synctest.Test(t, func(t *testing.T) {
 		c, hook := fakeTimeClient(t, mr)
 		const slow = 40 * time.Millisecond
@@ -56,6 +59,7 @@ func TestSlowRenewDoesNotExtendTrustWindow(t *testing.T) {
 
 func TestHungRedisEndsTheLeaseExactlyAtTheTrustWindow(t *testing.T) {
 	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
 	synctest.Test(t, func(t *testing.T) {
 		c, hook := fakeTimeClient(t, mr)
 		hook.block()
@@ -76,6 +80,7 @@ func TestHungRedisEndsTheLeaseExactlyAtTheTrustWindow(t *testing.T) {
 // stays armed for trust windows while a renewal is in flight.
 func TestHungRenewalOfOneLeaseDoesNotDelayTheLossOfAnother(t *testing.T) {
 	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
 	synctest.Test(t, func(t *testing.T) {
 		c, hook := fakeTimeClient(t, mr)
 		long, err := c.TryAcquire(context.Background(), "long", 30*time.Second)
@@ -139,6 +144,7 @@ func TestSlowAcquireIsRefusedAndItsKeyDeleted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			mr := miniredis.RunT(t)
+			miniconf.Register(mr)
 			synctest.Test(t, func(t *testing.T) {
 				c, hook := fakeTimeClient(t, mr)
 				obs := &outcomes{}
@@ -191,6 +197,7 @@ func TestSlowAcquireIsRefusedByAcquireAndTryAcquireAll(t *testing.T) {
 	t.Parallel()
 	ttl := time.Second
 	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
 	synctest.Test(t, func(t *testing.T) {
 		c, hook := fakeTimeClient(t, mr)
 		// Without the backend's Notifier: its subscription's socket read
@@ -247,6 +254,7 @@ func (k *keeper) size() int {
 func TestRenewalInFlightWhenFrozenDoesNotEndTheLease(t *testing.T) {
 	t.Parallel()
 	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
 	synctest.Test(t, func(t *testing.T) {
 		c, hook := fakeTimeClient(t, mr)
 		ttl := 300 * time.Millisecond

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
@@ -226,7 +227,9 @@ func TestRedisBackendListOnRing(t *testing.T) {
 	t.Parallel()
 	addrs := map[string]string{}
 	for _, shard := range []string{"a", "b"} {
-		addrs[shard] = miniredis.RunT(t).Addr()
+		mr := miniredis.RunT(t)
+		miniconf.Register(mr)
+		addrs[shard] = mr.Addr()
 	}
 	ring := redis.NewRing(&redis.RingOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = ring.Close() })

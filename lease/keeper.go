@@ -240,6 +240,15 @@ func (k *keeper) renewChunk(chunk []*Lease) {
 	start := time.Now()
 	errs := k.c.b.Renew(ctx, batch)
 	took := time.Since(start)
+	// On an evicting Redis (Eviction.AllowEviction), read the eviction
+	// counter: now when a lease was found not held (its key may have been
+	// evicted: say so in its cause), else at most every
+	// EvictionPollInterval.
+	notHeld := false
+	for _, err := range errs {
+		notHeld = notHeld || errors.Is(err, ErrNotHeld)
+	}
+	evictedAt := k.c.watchEvictions(ctx, notHeld)
 	failed := 0
 	for i, l := range chunk {
 		err := errs[i]
@@ -255,7 +264,7 @@ func (k *keeper) renewChunk(chunk []*Lease) {
 		case err == nil:
 			l.renewed(start)
 		case errors.Is(err, ErrNotHeld):
-			l.end(ErrNotHeld)
+			l.end(notHeldCause(evictedAt, l.ttl))
 		default:
 			failed++
 			l.renewFailed(err)

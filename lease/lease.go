@@ -186,7 +186,9 @@ func (l *Lease) Deadline() time.Time {
 // to the start of this call + TTL - Drift, never further.
 //
 // Errors: a *LostError when the lease had already ended; ErrNotHeld when
-// Redis says we no longer own it (the lease is then lost with that cause);
+// Redis says we no longer own it (the lease is then lost with that cause,
+// joined with ErrEvicted when Redis was seen evicting keys, see
+// Eviction);
 // Redis errors otherwise (the lease stays held until its trust window
 // ends), joined with ctx's error when ctx ended; ErrNilContext for a nil
 // ctx.
@@ -201,8 +203,9 @@ func (l *Lease) Renew(ctx context.Context) error {
 	err := l.c.b.Renew(ctx, []Held{l.held()})[0]
 	l.c.opts.Observer.ObserveRenew(l.name, err, time.Since(start))
 	if errors.Is(err, ErrNotHeld) {
-		l.end(ErrNotHeld)
-		return fmt.Errorf("lease %q: renew: %w", l.name, ErrNotHeld)
+		cause := notHeldCause(l.c.watchEvictions(ctx, true), l.ttl)
+		l.end(cause)
+		return fmt.Errorf("lease %q: renew: %w", l.name, cause)
 	}
 	if err != nil {
 		return safe.JoinCtx(ctx, fmt.Errorf("lease %q: renew: %w", l.name, err))

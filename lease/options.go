@@ -54,6 +54,10 @@ type Options struct {
 	// backend New builds (see RedisOptions.ReplicaAck). NewWithBackend
 	// refuses it.
 	ReplicaAck ReplicaAck
+	// Eviction configures the eviction-policy check of the Redis backend
+	// New builds (see RedisOptions.Eviction and Eviction): by default a
+	// Redis that may evict keys is refused. NewWithBackend refuses it.
+	Eviction Eviction
 }
 
 // ReplicaAck configures RedisOptions.ReplicaAck (Options.ReplicaAck).

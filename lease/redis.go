@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
@@ -27,6 +28,12 @@ type RedisOptions struct {
 	// not close, the window in which a Sentinel or Cluster failover loses
 	// a lease: replication stays asynchronous.
 	ReplicaAck ReplicaAck
+	// Eviction: the zero value reads maxmemory-policy (CONFIG GET, once,
+	// before the first acquisition) and refuses a Redis that may evict
+	// keys with ErrEvictionPolicy, one that refuses CONFIG GET with
+	// ErrEvictionPolicyUnknown; see Eviction for declaring the policy or
+	// running anyway.
+	Eviction Eviction
 }
 
 // RedisBackend is the lease Backend on one Redis deployment: a single
@@ -42,6 +49,7 @@ type RedisBackend struct {
 	auto   *autopipe.Pipe // acquire and release calls, batched when concurrent
 	prefix string
 	ack    ReplicaAck
+	policy *redispolicy.Checker     // maxmemory-policy, read before the first acquisition
 	ttlArg atomic.Pointer[boxedTTL] // the last TTL argument built, reused by the next acquisition of that TTL
 }
 
@@ -66,7 +74,9 @@ func (b *RedisBackend) ttlArgument(ttl time.Duration) any {
 // NewRedisBackend returns the backend over rdb. It returns ErrNilClient
 // for a nil rdb (a typed nil pointer too) and an error matching
 // ErrInvalidOptions for a Prefix holding '{' or '}' or a negative
-// ReplicaAck. It starts no goroutine and sends nothing.
+// ReplicaAck or an Eviction.Policy that is not a Redis policy. It starts
+// no goroutine and sends nothing: the eviction policy is read on the first
+// acquisition.
 func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBackend, error) {
 	if safe.IsNil(rdb) {
 		return nil, ErrNilClient
@@ -83,8 +93,26 @@ func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBacken
 	if opts.ReplicaAck.Replicas > 0 && opts.ReplicaAck.Timeout == 0 {
 		opts.ReplicaAck.Timeout = 100 * time.Millisecond
 	}
-	return &RedisBackend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck}, nil
+	if err := opts.Eviction.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return &RedisBackend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck,
+		policy: redispolicy.New(rdb, opts.Eviction, "lease.Options.Eviction (RedisOptions.Eviction)")}, nil
 }
+
+// CheckPolicy reads the Redis's maxmemory-policy unless done before (see
+// RedisOptions.Eviction): nil when it keeps every key or eviction is
+// allowed, an error matching ErrEvictionPolicy or
+// ErrEvictionPolicyUnknown when refused, or the read's I/O error. Every
+// acquisition calls it first; a package that takes leases in scripts of
+// its own (Joinable) calls it before them.
+func (b *RedisBackend) CheckPolicy(ctx context.Context) error { return b.policy.Check(ctx) }
+
+// Evictions implements EvictionCounter: the keys Redis evicted since the
+// previous call (INFO stats evicted_keys, over every master), read only
+// when RedisOptions.Eviction.AllowEviction let the backend run on a Redis
+// that may evict keys; 0 without I/O otherwise.
+func (b *RedisBackend) Evictions(ctx context.Context) (int64, error) { return b.policy.Evictions(ctx) }
 
 // Redis returns the client the backend sends its commands through.
 func (b *RedisBackend) Redis() redis.UniversalClient { return b.rdb }
@@ -190,6 +218,9 @@ func (b *RedisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Dur
 	if err := ctx.Err(); err != nil {
 		return Grant{}, err // nothing sent, nothing to undo
 	}
+	if err := b.policy.Check(ctx); err != nil {
+		return Grant{}, err // nothing sent, nothing to undo
+	}
 	// One integer, not an array: the reply costs no slices.
 	res, err := acquireScript.RunPrepared(ctx, b.auto, args).Int64()
 	if err != nil {
@@ -197,7 +228,7 @@ func (b *RedisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Dur
 		// the call was on the wire): a key left with this owner would
 		// block every other owner until its TTL.
 		b.undo(ctx, []*redisHandle{h}, ttl)
-		return Grant{}, err
+		return Grant{}, redispolicy.MemoryFull(err)
 	}
 	if res <= 0 {
 		return Grant{Remaining: time.Duration(-res) * time.Millisecond}, nil
@@ -217,6 +248,13 @@ var _ BatchAcquirer = (*RedisBackend)(nil)
 // Cluster), the acquire script answers an acquisition it already granted
 // to the same owner with the same token.
 func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error) {
+	if err := b.policy.Check(ctx); err != nil {
+		errs := make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]Grant, len(reqs)), errs
+	}
 	handles := make([]*redisHandle, len(reqs))
 	cmds := make([]*redis.Cmd, len(reqs))
 	pipe := b.rdb.Pipeline()
@@ -234,7 +272,7 @@ func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 		res, err := replies.Fallback(ctx, b.rdb, cmd).Int64()
 		switch {
 		case err != nil:
-			errs[i] = err
+			errs[i] = redispolicy.MemoryFull(err)
 			failed = append(failed, handles[i])
 			ttl = max(ttl, reqs[i].TTL)
 		case res <= 0:

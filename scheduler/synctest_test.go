@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
@@ -21,6 +22,7 @@ import (
 func TestSchedulerFollowsSynctest(t *testing.T) {
 	t.Parallel()
 	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
 	synctest.Test(t, func(t *testing.T) {
 		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 		defer func() { _ = rdb.Close() }()

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
@@ -113,6 +114,7 @@ func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 			return tally{}, err
 		}
+		miniconf.Register(mr) // CONFIG GET answers as a default Redis: noeviction
 		defer mr.Close()
 		// miniredis expires keys only when told time has passed: drive its
 		// clock from ours, so lease TTLs run out as they would on Redis.

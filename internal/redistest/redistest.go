@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -61,9 +63,12 @@ func Real(t testing.TB) redis.UniversalClient {
 }
 
 // Mini returns a client of a fresh miniredis, closed when the test ends.
+// The miniredis answers CONFIG GET maxmemory* as a default Redis does
+// (internal/miniconf), so holdfast's eviction-policy check passes.
 func Mini(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb

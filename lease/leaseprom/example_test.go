@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leaseprom"
 )
@@ -17,6 +18,7 @@ import (
 // Register the Observer on your registry and hand it to the lease Client.
 func Example() {
 	mr, _ := miniredis.Run()
+	miniconf.Register(mr) // CONFIG GET answers as a default Redis: noeviction
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()

@@ -56,11 +56,13 @@ type Observer struct {
 	renewDuration   prometheus.Histogram
 	lostTotal       *prometheus.CounterVec
 	held            prometheus.Gauge
+	redisEvicted    prometheus.Counter
 }
 
 var (
-	_ lease.Observer       = (*Observer)(nil)
-	_ prometheus.Collector = (*Observer)(nil)
+	_ lease.Observer         = (*Observer)(nil)
+	_ lease.EvictionObserver = (*Observer)(nil)
+	_ prometheus.Collector   = (*Observer)(nil)
 )
 
 // New returns an Observer with its metrics at zero. It registers
@@ -105,6 +107,10 @@ func New(opts Options) (*Observer, error) {
 		held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: ns, Subsystem: "lease", Name: "held",
 			Help: "Leases held right now by the observed clients.",
+		}),
+		redisEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: "lease", Name: "redis_evicted_keys_total",
+			Help: "Keys Redis evicted (INFO stats evicted_keys) while the observed clients held leases on a Redis allowed to evict (lease.Eviction.AllowEviction). Any increase means a lease may have been taken while its holder believed it held it.",
 		}),
 	}
 	// Export every label value from the start, so that rate() sees the
@@ -174,6 +180,13 @@ func cause(reason error) string {
 	return causeOther
 }
 
+// ObserveEvictions implements lease.EvictionObserver.
+func (o *Observer) ObserveEvictions(n int64) {
+	if n > 0 {
+		o.redisEvicted.Add(float64(n))
+	}
+}
+
 // Describe implements prometheus.Collector.
 func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 	o.acquireTotal.Describe(ch)
@@ -182,6 +195,7 @@ func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 	o.renewDuration.Describe(ch)
 	o.lostTotal.Describe(ch)
 	o.held.Describe(ch)
+	o.redisEvicted.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -192,4 +206,5 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	o.renewDuration.Collect(ch)
 	o.lostTotal.Collect(ch)
 	o.held.Collect(ch)
+	o.redisEvicted.Collect(ch)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
@@ -230,7 +231,7 @@ func TestNamespaceAndBuckets(t *testing.T) {
 	require.Len(t, h.GetBucket(), 2)
 	require.Equal(t, uint64(0), h.GetBucket()[0].GetCumulativeCount())
 	require.Equal(t, uint64(1), h.GetBucket()[1].GetCumulativeCount())
-	require.Equal(t, 4+3+5+2+1, testutil.CollectAndCount(billing), "every label value of the counters, 2 histograms, 1 gauge")
+	require.Equal(t, 4+3+5+1+2+1, testutil.CollectAndCount(billing), "every label value of the counters, the eviction counter, 2 histograms, 1 gauge")
 }
 
 func TestNewRegistersNothingGlobally(t *testing.T) {
@@ -255,4 +256,27 @@ func TestNewRefusesBucketsThatDoNotIncrease(t *testing.T) {
 	t.Parallel()
 	_, err := leaseprom.New(leaseprom.Options{Buckets: []float64{0.1, 0.1}})
 	require.ErrorIs(t, err, leaseprom.ErrInvalidOptions)
+}
+
+// On a Redis allowed to evict (lease.Eviction.AllowEviction), the keys it
+// evicts while a lease is held are counted: here the held lease's own key
+// (volatile-ttl evicts only keys with a TTL, and the lease key is the
+// only one).
+func TestRedisEvictionsAreCounted(t *testing.T) {
+	t.Parallel()
+	srv := redisproc.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl")
+	rdb := srv.Client(t)
+	obs := newObserver(t, leaseprom.Options{})
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(obs))
+	c, err := lease.New(rdb, lease.Options{Observer: obs, Eviction: lease.Eviction{AllowEviction: true}})
+	require.NoError(t, err)
+	l, err := c.TryAcquire(t.Context(), "settle", 3*time.Second)
+	require.NoError(t, err)
+	srv.Fill(t, func() bool { return srv.EvictedKeys(t) > 0 })
+	srv.Unfill(t)
+	testwait.Done(t, l.Done(), 5*time.Second, "the evicted lease is lost at its next renewal")
+	require.ErrorIs(t, l.Err(), lease.ErrEvicted)
+	evicted := find(t, reg, "holdfast_lease_redis_evicted_keys_total").GetMetric()[0].GetCounter().GetValue()
+	require.Equal(t, float64(srv.EvictedKeys(t)), evicted)
 }

@@ -7,11 +7,15 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 )
 
 // NewMiniredisClient starts an in-process miniredis and returns a client
-// of it, ready for lease.New. Both are closed when the test ends.
+// of it, ready for lease.New. Both are closed when the test ends. The
+// miniredis answers CONFIG GET maxmemory* as a default Redis does
+// (noeviction), so the lease's eviction-policy check passes (see
+// lease.Eviction).
 //
 // miniredis differs from Redis where leases care: key TTLs move only with
 // Miniredis.FastForward (call DriveClock to move them with the wall clock),
@@ -20,6 +24,7 @@ import (
 func NewMiniredisClient(t testing.TB) (redis.UniversalClient, *miniredis.Miniredis) {
 	t.Helper()
 	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb, mr

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
@@ -65,6 +66,7 @@ func backends() []backend {
 		}},
 		{"miniredis", func(t testing.TB) stores {
 			mr := miniredis.RunT(t)
+			miniconf.Register(mr)
 			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 			t.Cleanup(func() { _ = rdb.Close() })
 			return stores{newRedisStore(t, rdb, "t:idem:"), newRedisFence(t, rdb, "t:fence:"), mr.FastForward}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/holdfast-go/holdfast/internal/redispolicy"
 )
 
 // Errors for bad input, returned before Redis is contacted and matched with
@@ -27,6 +29,9 @@ var (
 	// ErrInvalidClient is returned by New for a nil redis client.
 	ErrInvalidClient = errors.New("redisfence: nil redis client")
 
+	// ErrInvalidOptions is returned by NewWithOptions for bad Options.
+	ErrInvalidOptions = errors.New("redisfence: invalid options")
+
 	// ErrNotCreated is returned by the methods of a Writer not made by New.
 	ErrNotCreated = errors.New("redisfence: writer not created with New")
 
@@ -38,6 +43,19 @@ var (
 	ErrUnexpectedReply = errors.New("redisfence: unexpected reply from script")
 )
 
+// Errors of the eviction-policy check and of a full Redis, the same values
+// as lease's (lease.ErrEvictionPolicy, ...).
+var (
+	// ErrEvictionPolicy is returned by the first writes on a Redis that
+	// may evict keys, without Options.Eviction.AllowEviction.
+	ErrEvictionPolicy = redispolicy.ErrEvictionPolicy
+	// ErrEvictionPolicyUnknown is returned by the first writes on a Redis
+	// that refuses CONFIG GET, when Eviction.Policy declares nothing.
+	ErrEvictionPolicyUnknown = redispolicy.ErrPolicyUnknown
+	// ErrRedisMemoryFull matches a write Redis refused with OOM.
+	ErrRedisMemoryFull = redispolicy.ErrMemoryFull
+)
+
 // wrapRedisError annotates an error from Redis with the operation and key.
 // When ctx has ended, its error is joined so that errors.Is finds both the
 // Redis error and context.Canceled or context.DeadlineExceeded.
@@ -46,6 +64,7 @@ var (
 // it again with the same token and owner is safe: the rule accepts the same
 // holder again, and a newer holder's write refuses it.
 func wrapRedisError(ctx context.Context, op, key string, err error) error {
+	err = redispolicy.MemoryFull(err)
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = errors.Join(err, ctxErr)
 	}

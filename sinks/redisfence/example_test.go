@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
 )
 
@@ -20,6 +21,7 @@ func ExampleWriter_Set() {
 	if err := mr.Start(); err != nil {
 		panic(err)
 	}
+	miniconf.Register(mr) // CONFIG GET answers as a default Redis: noeviction
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
@@ -48,6 +50,7 @@ func ExampleNewScript() {
 	if err := mr.Start(); err != nil {
 		panic(err)
 	}
+	miniconf.Register(mr) // CONFIG GET answers as a default Redis: noeviction
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()

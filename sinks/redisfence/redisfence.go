@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/internal/redispolicy"
 )
 
 // FenceSuffix is appended to a resource's key to name its fence key, the
@@ -31,7 +32,22 @@ type Writer struct {
 	client  redis.UniversalClient
 	auto    *autopipe.Pipe // the scripts of concurrent writes, batched
 	cluster bool           // keys must carry a hash tag
+	policy  *redispolicy.Checker
 }
+
+// Options configure a Writer (NewWithOptions). The zero value is valid.
+type Options struct {
+	// Eviction: the zero value reads maxmemory-policy (CONFIG GET, once,
+	// before the first write) and refuses a Redis that may evict keys
+	// (ErrEvictionPolicy) or refuses CONFIG GET (ErrEvictionPolicyUnknown):
+	// an evicted fence key forgets the highest token, and a stale holder's
+	// write is then accepted once. See lease.Eviction for declaring the
+	// policy (managed Redis) or running anyway.
+	Eviction Eviction
+}
+
+// Eviction configures the eviction-policy check; it is lease.Eviction.
+type Eviction = redispolicy.Options
 
 // New returns a Writer over client: a *redis.Client, *redis.ClusterClient,
 // *redis.Ring, a failover client or any redis.UniversalClient. On a
@@ -39,11 +55,30 @@ type Writer struct {
 // layout" in the package documentation). It returns an error matching
 // ErrInvalidClient for a nil client (a typed nil *redis.Client too).
 func New(client redis.UniversalClient) (*Writer, error) {
+	return NewWithOptions(client, Options{})
+}
+
+// NewWithOptions is New with options. It also returns an error matching
+// ErrInvalidOptions for an Eviction.Policy that is not a Redis policy. It
+// sends nothing: the eviction policy is read before the first write.
+func NewWithOptions(client redis.UniversalClient, opts Options) (*Writer, error) {
 	if client == nil || (reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil()) {
 		return nil, ErrInvalidClient
 	}
+	if err := opts.Eviction.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
 	_, cluster := client.(*redis.ClusterClient)
-	return &Writer{client: client, auto: autopipe.New(client), cluster: cluster}, nil
+	return &Writer{client: client, auto: autopipe.New(client), cluster: cluster,
+		policy: redispolicy.New(client, opts.Eviction, "redisfence.Options.Eviction")}, nil
+}
+
+// checkPolicy reads the eviction policy unless done before.
+func (w *Writer) checkPolicy(ctx context.Context) error {
+	if err := w.policy.Check(ctx); err != nil {
+		return fmt.Errorf("redisfence: %w", err)
+	}
+	return nil
 }
 
 // FenceKey returns the key of the hash that holds key's fence state:
@@ -80,6 +115,9 @@ func (w *Writer) Set(ctx context.Context, key string, value any, h fence.Holder,
 	default:
 		px = strconv.FormatInt(max(ttl, time.Millisecond).Milliseconds(), 10)
 	}
+	if err := w.checkPolicy(ctx); err != nil {
+		return err
+	}
 	reply, err := setScript.Run(ctx, w.auto, []string{key, FenceKey(key)}, h.Token.String(), h.Owner, h.Scope, value, px).Slice()
 	if err != nil {
 		return wrapRedisError(ctx, "fenced set of", key, err)
@@ -102,6 +140,9 @@ func (w *Writer) HSet(ctx context.Context, key string, fields map[string]string,
 	args = append(args, h.Token.String(), h.Owner, h.Scope)
 	for f, v := range fields {
 		args = append(args, f, v)
+	}
+	if err := w.checkPolicy(ctx); err != nil {
+		return err
 	}
 	reply, err := hsetScript.Run(ctx, w.auto, []string{key, FenceKey(key)}, args...).Slice()
 	if err != nil {
@@ -134,6 +175,9 @@ func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, h fenc
 	allKeys = append(append(allKeys, keys...), FenceKey(keys[0]))
 	allArgs := make([]any, 0, len(args)+3)
 	allArgs = append(append(allArgs, h.Token.String(), h.Owner, h.Scope), args...)
+	if err := w.checkPolicy(ctx); err != nil {
+		return nil, err
+	}
 	reply, err := script.script.Run(ctx, w.auto, allKeys, allArgs...).Slice()
 	if err != nil {
 		return nil, wrapRedisError(ctx, "fenced eval on", keys[0], err)

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -56,6 +57,14 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 	out := make([]ledger.ClaimResult, len(reqs))
 	if len(reqs) == 0 {
 		return out, nil
+	}
+	// The leases are taken by this script, not by the backend's Acquire:
+	// check the Redis for both (the same client, Joinable).
+	if err := l.checkPolicy(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.CheckPolicy(ctx); err != nil {
+		return nil, fmt.Errorf("redisledger: claim: leases: %w", err)
 	}
 	paused, err := l.pausedJobs(ctx, reqs)
 	if err != nil {
@@ -118,7 +127,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 		}
 		for j, i := range idx {
 			if err != nil {
-				out[i].Err = err
+				out[i].Err = redispolicy.MemoryFull(err)
 				r := reqs[i].Lease
 				undo = append(undo, lease.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL})
 				continue

@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/leaselua"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -30,10 +31,33 @@ type Options struct {
 	// own. It must not hold '{' or '}' (the hash tags are the Ledger's).
 	// Default DefaultPrefix ("holdfast:ledger:").
 	Prefix string
+	// Eviction: the zero value reads maxmemory-policy (CONFIG GET, once,
+	// before the first write) and refuses a Redis that may evict keys
+	// (ErrEvictionPolicy) or refuses CONFIG GET (ErrEvictionPolicyUnknown):
+	// an evicted record or fence loses a slot's history, and can let a
+	// succeeded slot run again. See lease.Eviction for declaring the
+	// policy (managed Redis) or running anyway.
+	Eviction Eviction
 }
+
+// Eviction configures the eviction-policy check; it is lease.Eviction.
+type Eviction = redispolicy.Options
 
 // ErrInvalidOptions is returned by New for a nil client or a bad prefix.
 var ErrInvalidOptions = errors.New("redisledger: invalid options")
+
+// Errors of the eviction-policy check and of a full Redis, the same values
+// as lease's (lease.ErrEvictionPolicy, ...).
+var (
+	// ErrEvictionPolicy is returned by the first writes on a Redis that
+	// may evict keys, without Eviction.AllowEviction.
+	ErrEvictionPolicy = redispolicy.ErrEvictionPolicy
+	// ErrEvictionPolicyUnknown is returned by the first writes on a Redis
+	// that refuses CONFIG GET, when Eviction.Policy declares nothing.
+	ErrEvictionPolicyUnknown = redispolicy.ErrPolicyUnknown
+	// ErrRedisMemoryFull matches a write Redis refused with OOM.
+	ErrRedisMemoryFull = redispolicy.ErrMemoryFull
+)
 
 var (
 	//go:embed scripts/fence.lua
@@ -100,6 +124,7 @@ var (
 type Ledger struct {
 	rdb     redis.UniversalClient
 	pipe    *autopipe.Pipe // fenced transitions of concurrent claims share round trips
+	policy  *redispolicy.Checker
 	prefix  string
 	cluster bool // BeginIfClear's script spans two hash tags: not on Cluster
 	// fin joins the FinishRelease calls of runs that end together into
@@ -116,7 +141,10 @@ var (
 
 // New returns a ledger over rdb with keys under opts.Prefix (default
 // DefaultPrefix). It returns an error matching ErrInvalidOptions for a nil
-// rdb (a typed nil *redis.Client too) or a Prefix holding '{' or '}'.
+// rdb (a typed nil *redis.Client too), a Prefix holding '{' or '}' or an
+// Eviction.Policy that is not a Redis policy. It sends nothing: the
+// eviction policy is read before the first write (Begin, BeginIfClear,
+// ClaimAll, Skip, Request, SetPaused).
 func New(rdb redis.UniversalClient, opts Options) (*Ledger, error) {
 	prefix := opts.Prefix
 	if safe.IsNil(rdb) {
@@ -128,11 +156,23 @@ func New(rdb redis.UniversalClient, opts Options) (*Ledger, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("%w: ledger prefix %q holds '{' or '}'", ErrInvalidOptions, prefix)
 	}
+	if err := opts.Eviction.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	l := &Ledger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster}
+	l := &Ledger{rdb: rdb, pipe: autopipe.New(rdb), prefix: prefix, cluster: cluster,
+		policy: redispolicy.New(rdb, opts.Eviction, "redisledger.Options.Eviction")}
 	l.fin = autopipe.Joiner[*finishCall]{One: l.finishOne, Many: l.finishMany, Fail: (*finishCall).fail}
 	l.fin.SetInFlight(finishInFlight)
 	return l, nil
+}
+
+// checkPolicy reads the eviction policy unless done before.
+func (l *Ledger) checkPolicy(ctx context.Context) error {
+	if err := l.policy.Check(ctx); err != nil {
+		return fmt.Errorf("redisledger: %w", err)
+	}
+	return nil
 }
 
 type ledgerKeys struct {
@@ -298,6 +338,9 @@ func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAt
 	if ctx == nil {
 		return 0, 0, nilContext("Begin")
 	}
+	if err := l.checkPolicy(ctx); err != nil {
+		return 0, 0, err
+	}
 	k := l.keys(s.Job, s.Partition)
 	fk, err := k.fenceOf(s, f)
 	if err != nil {
@@ -311,7 +354,7 @@ func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAt
 	}
 	res, err := parseReply(beginScript.Run(ctx, l.pipe, keys, args...))
 	if err != nil {
-		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), err)
+		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), redispolicy.MemoryFull(err))
 	}
 	switch res.code {
 	case 1:
@@ -334,6 +377,12 @@ func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, n
 	if ctx == nil {
 		for i := range out {
 			out[i].Err = nilContext("BeginIfClear")
+		}
+		return out
+	}
+	if err := l.checkPolicy(ctx); err != nil {
+		for i := range out {
+			out[i].Err = err
 		}
 		return out
 	}
@@ -491,6 +540,9 @@ func (l *Ledger) Skip(ctx context.Context, s ledger.Slot, f ledger.Fence, status
 	if ctx == nil {
 		return nilContext("Skip")
 	}
+	if err := l.checkPolicy(ctx); err != nil {
+		return err
+	}
 	if status != ledger.StatusSkipped && status != ledger.StatusMissed {
 		return fmt.Errorf("redisledger: skip %s: status %q, want skipped or missed", s.Key(), status)
 	}
@@ -515,6 +567,9 @@ func (l *Ledger) Request(ctx context.Context, s ledger.Slot, reason string, now 
 	if ctx == nil {
 		return nilContext("Request")
 	}
+	if err := l.checkPolicy(ctx); err != nil {
+		return err
+	}
 	k := l.keys(s.Job, s.Partition)
 	n, err := requestScript.Run(ctx, l.rdb, []string{k.run(s.At), k.open, k.index, k.pending, k.retry},
 		unix(s.At), reason, millis(now)).Int64()
@@ -531,6 +586,9 @@ func (l *Ledger) Request(ctx context.Context, s ledger.Slot, reason string, now 
 func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
 	if ctx == nil {
 		return nilContext("SetPaused")
+	}
+	if err := l.checkPolicy(ctx); err != nil {
+		return err
 	}
 	var err error
 	if paused {

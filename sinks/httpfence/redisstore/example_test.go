@@ -7,6 +7,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 )
@@ -19,6 +20,7 @@ func ExampleNewStore() {
 		fmt.Println(err)
 		return
 	}
+	miniconf.Register(mr) // CONFIG GET answers as a default Redis: noeviction
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()

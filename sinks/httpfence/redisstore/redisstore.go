@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
@@ -32,7 +33,30 @@ type Options struct {
 	// DefaultStorePrefix ("holdfast:idem:") for NewStore and
 	// DefaultFencePrefix ("holdfast:fence:") for NewFence.
 	Prefix string
+	// Eviction: the zero value reads maxmemory-policy (CONFIG GET, once,
+	// before the first write) and refuses a Redis that may evict keys
+	// (ErrEvictionPolicy) or refuses CONFIG GET (ErrEvictionPolicyUnknown):
+	// an evicted record runs a handler again, an evicted fence accepts a
+	// stale token once. See lease.Eviction for declaring the policy
+	// (managed Redis) or running anyway.
+	Eviction Eviction
 }
+
+// Eviction configures the eviction-policy check; it is lease.Eviction.
+type Eviction = redispolicy.Options
+
+// Errors of the eviction-policy check and of a full Redis, the same values
+// as lease's (lease.ErrEvictionPolicy, ...).
+var (
+	// ErrEvictionPolicy is returned by the first writes on a Redis that
+	// may evict keys, without Options.Eviction.AllowEviction.
+	ErrEvictionPolicy = redispolicy.ErrEvictionPolicy
+	// ErrEvictionPolicyUnknown is returned by the first writes on a Redis
+	// that refuses CONFIG GET, when Eviction.Policy declares nothing.
+	ErrEvictionPolicyUnknown = redispolicy.ErrPolicyUnknown
+	// ErrRedisMemoryFull matches a write Redis refused with OOM.
+	ErrRedisMemoryFull = redispolicy.ErrMemoryFull
+)
 
 // Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (see
 // internal/luascript), the calls of concurrent requests batched into
@@ -67,10 +91,12 @@ var (
 // Redis is as durable as its persistence settings: a restart without
 // persistence, a failover that loses writes or an eviction forgets keys, and
 // a retry of a forgotten key runs the handler again. Fence the handler's own
-// writes (see the package documentation) where that matters.
+// writes (see the package documentation) where that matters. A Redis that
+// may evict keys is refused unless Options.Eviction allows it.
 type Store struct {
 	auto   *autopipe.Pipe
 	prefix string
+	policy *redispolicy.Checker
 }
 
 // NewStore returns a Store on rdb whose keys start with opts.Prefix
@@ -85,7 +111,10 @@ func NewStore(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if prefix == "" {
 		prefix = DefaultStorePrefix
 	}
-	return &Store{auto: autopipe.New(rdb), prefix: prefix}, nil
+	if err := opts.Eviction.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", httpfence.ErrInvalidOptions, err)
+	}
+	return &Store{auto: autopipe.New(rdb), prefix: prefix, policy: redispolicy.New(rdb, opts.Eviction, "redisstore.Options.Eviction")}, nil
 }
 
 func (s *Store) key(key string) string { return hashedKey(s.prefix, key) }
@@ -120,9 +149,12 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time
 	if err != nil {
 		return httpfence.Outcome{}, err
 	}
+	if err := s.policy.Check(ctx); err != nil {
+		return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", err)
+	}
 	res, err := beginScript.Run(ctx, s.auto, []string{s.key(key)}, fingerprint, lock, lockTTL.Milliseconds(), key).StringSlice()
 	if err != nil {
-		return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", err)
+		return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", redispolicy.MemoryFull(err))
 	}
 	switch {
 	case len(res) == 1 && res[0] == "new":
@@ -210,11 +242,13 @@ func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 // concurrent use.
 //
 // A Redis that loses the record (restart without persistence, failover,
-// eviction: use a noeviction policy) forgets the highest token and accepts
-// a stale one once; a Postgres fence (pgstore.NewFence) does not.
+// eviction, which is refused unless Options.Eviction allows it) forgets the
+// highest token and accepts a stale one once; a Postgres fence
+// (pgstore.NewFence) does not.
 type Fence struct {
 	auto   *autopipe.Pipe
 	prefix string
+	policy *redispolicy.Checker
 }
 
 // NewFence returns a Fence on rdb whose keys start with opts.Prefix
@@ -229,7 +263,10 @@ func NewFence(rdb redis.UniversalClient, opts Options) (*Fence, error) {
 	if prefix == "" {
 		prefix = DefaultFencePrefix
 	}
-	return &Fence{auto: autopipe.New(rdb), prefix: prefix}, nil
+	if err := opts.Eviction.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", httpfence.ErrInvalidOptions, err)
+	}
+	return &Fence{auto: autopipe.New(rdb), prefix: prefix, policy: redispolicy.New(rdb, opts.Eviction, "redisstore.Options.Eviction")}, nil
 }
 
 // Accept implements httpfence.FenceStore.
@@ -247,9 +284,12 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	if h.Scope != "" {
 		key = hashedKey(f.prefix, strconv.Itoa(len(h.Scope))+":"+h.Scope+":"+resource)
 	}
+	if err := f.policy.Check(ctx); err != nil {
+		return fmt.Errorf("httpfence: redis fence %q: %w", resource, err)
+	}
 	res, err := fenceScript.Run(ctx, f.auto, []string{key}, h.Token.String(), h.Owner, resource, h.Scope).Slice()
 	if err != nil {
-		return fmt.Errorf("httpfence: redis fence %q: %w", resource, err)
+		return fmt.Errorf("httpfence: redis fence %q: %w", resource, redispolicy.MemoryFull(err))
 	}
 	if len(res) == 1 {
 		return nil

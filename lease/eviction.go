@@ -1,0 +1,125 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/holdfast-go/holdfast/internal/redispolicy"
+)
+
+// Eviction configures how the Redis backend treats a Redis that may evict
+// keys (RedisOptions.Eviction, Options.Eviction). The zero value reads
+// maxmemory-policy with CONFIG GET before the first acquisition and
+// refuses a Redis that may evict keys (ErrEvictionPolicy) or whose
+// policy cannot be read (ErrEvictionPolicyUnknown). Fields:
+//
+//   - Policy declares maxmemory-policy where CONFIG GET is refused
+//     (managed Redis): "noeviction", or any other Redis policy name,
+//     which counts as evicting. Default "": read it.
+//   - AllowEviction runs on a Redis that may evict keys: the Client then
+//     counts evictions (INFO stats evicted_keys) on its renewal passes, at
+//     most once per EvictionPollInterval, logs redis_evictions, tells an
+//     EvictionObserver, and a lease whose key was evicted is lost with a
+//     cause matching both ErrNotHeld and ErrEvicted (a Redis that refuses
+//     INFO too runs with nothing counted). Default false.
+//
+// It is shared by the Redis ledger and the Redis sinks (redisledger,
+// redisfence, redisstore), which take the same type.
+type Eviction = redispolicy.Options
+
+// Errors of the eviction-policy check, the same values as those of
+// scheduler/ledger/redisledger, sinks/redisfence and
+// sinks/httpfence/redisstore.
+var (
+	// ErrEvictionPolicy is returned by the first acquisitions on a Redis
+	// that may evict keys (maxmemory set and maxmemory-policy not
+	// noeviction) without Eviction.AllowEviction. Its text says what to
+	// set.
+	ErrEvictionPolicy = redispolicy.ErrEvictionPolicy
+	// ErrEvictionPolicyUnknown is returned by the first acquisitions on a
+	// Redis that refuses CONFIG GET (managed Redis) when Eviction.Policy
+	// does not declare the policy.
+	ErrEvictionPolicyUnknown = redispolicy.ErrPolicyUnknown
+	// ErrRedisMemoryFull matches an acquisition Redis refused with OOM:
+	// its memory is full and its policy (noeviction) frees none.
+	ErrRedisMemoryFull = redispolicy.ErrMemoryFull
+	// ErrEvicted is joined to ErrNotHeld in the cause of a lease lost
+	// while Redis was seen evicting keys (Eviction.AllowEviction): its key
+	// was most likely evicted.
+	ErrEvicted = errors.New("lease: Redis evicted keys while the lease was held (maxmemory-policy)")
+)
+
+// EvictionPollInterval is the least time between two reads of Redis's
+// eviction counter by a Client (1 s). It is read on renewal passes, so
+// with long TTLs less often: at most every RenewInterval of the shortest
+// TTL held.
+const EvictionPollInterval = time.Second
+
+// EvictionCounter is an optional Backend interface: Evictions returns how
+// many keys the store evicted since the previous call, 0 without I/O on a
+// store that keeps every key. RedisBackend implements it.
+type EvictionCounter interface {
+	Evictions(ctx context.Context) (int64, error)
+}
+
+// EvictionObserver is an optional Observer interface: ObserveEvictions is
+// called with the number of keys Redis evicted since the previous report
+// (> 0), by a Client whose backend runs on an evicting Redis
+// (Eviction.AllowEviction). leaseprom counts them.
+type EvictionObserver interface {
+	ObserveEvictions(n int64)
+}
+
+// evictions is a Client's record of the evictions it saw.
+type evictions struct {
+	mu       sync.Mutex
+	lastPoll time.Time // zero: never
+	lastSeen time.Time // zero: none seen
+}
+
+// watchEvictions reads the backend's eviction counter when due (or now,
+// when a renewal found a lease not held), reports evictions, and returns
+// when evictions were last seen (zero: never): a lease found not held
+// within its TTL of that was most likely evicted.
+func (c *Client) watchEvictions(ctx context.Context, now bool) time.Time {
+	ec, ok := c.b.(EvictionCounter)
+	if !ok {
+		return time.Time{}
+	}
+	if rb, ok := c.b.(*RedisBackend); ok && !rb.policy.Evicting() {
+		return time.Time{}
+	}
+	c.ev.mu.Lock()
+	defer c.ev.mu.Unlock()
+	t := time.Now()
+	if now || c.ev.lastPoll.IsZero() || t.Sub(c.ev.lastPoll) >= EvictionPollInterval {
+		c.ev.lastPoll = t
+		n, err := ec.Evictions(ctx)
+		switch {
+		case err != nil:
+			c.log.LogAttrs(ctx, slog.LevelWarn, "redis_evictions_unread", slog.String("error", err.Error()))
+		case n > 0:
+			c.ev.lastSeen = t
+			c.log.LogAttrs(ctx, slog.LevelWarn, "redis_evictions",
+				slog.Int64("evicted", n),
+				slog.String("hint", "Redis evicts keys (maxmemory-policy): a lease whose key is evicted can be taken by another owner before its holder learns of it; set maxmemory-policy noeviction"))
+			if eo, ok := c.opts.Observer.(EvictionObserver); ok {
+				eo.ObserveEvictions(n)
+			}
+		}
+	}
+	return c.ev.lastSeen
+}
+
+// notHeldCause is the cause of a lease of ttl found not held: ErrNotHeld,
+// joined with ErrEvicted when evictions were seen within its TTL.
+func notHeldCause(evictedAt time.Time, ttl time.Duration) error {
+	if !evictedAt.IsZero() && time.Since(evictedAt) <= ttl {
+		return fmt.Errorf("%w: %w", ErrNotHeld, ErrEvicted)
+	}
+	return ErrNotHeld
+}
