@@ -197,13 +197,17 @@ var ErrShutdown = errors.New("scheduler: shut down past the grace period")
 
 // classify is the one place that decides how a failed attempt is
 // recorded: a panic, Permanent, a timeout, an interruption (the lease
-// ended, or shutdown past the grace period), else retryable.
+// ended, or shutdown past the grace period), else retryable. An error
+// matching fence.ErrScopeMismatch (pgfence.ErrScopeMismatch: the sink
+// fences what the job writes under another lease) is permanent as if
+// wrapped by Permanent: every attempt would present the same scope and be
+// refused alike.
 func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledger.ErrorClass {
 	var p *panicError
 	switch {
 	case errors.As(err, &p):
 		return ledger.ClassPanic
-	case IsPermanent(err):
+	case IsPermanent(err), errors.Is(err, fence.ErrScopeMismatch):
 		return ledger.ClassPermanent
 	case timedOut:
 		return ledger.ClassTimeout

@@ -59,7 +59,9 @@ var (
 // Job.Timeout passes, or the scheduler shuts down past its grace period; it
 // carries the run's holder (fence.HolderFromContext, equal to run.Holder()). Return an error to
 // record the attempt as failed: it is retried with backoff until
-// Job.MaxAttempts, unless the error is Permanent.
+// Job.MaxAttempts, unless the error is Permanent or matches
+// fence.ErrScopeMismatch (a sink that fences the write under another
+// lease refuses every attempt alike).
 type JobFunc func(ctx context.Context, run Run) error
 
 // OverlapPolicy says what happens to slots that come due while a run of the
