@@ -74,7 +74,7 @@ func (s *Scheduler) newRun(h hold, f cron.Fire, n int) Run {
 	slot := h.slot(f.At)
 	return Run{
 		Slot: slot, Local: f.Local, Zone: h.u.job.window.sched.Zone().String(), BusinessDate: f.BusinessDate, Rule: f.Rule,
-		Attempt: n, Token: h.fence.Token, Owner: h.fence.Owner, Scope: h.l.Name(), IdempotencyKey: slot.Key(),
+		Attempt: n, Token: h.fence.Token, Owner: h.fence.Owner, Scope: h.l.Name(), IdempotencyKey: slot.IdempotencyKey(),
 	}
 }
 
