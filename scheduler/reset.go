@@ -49,7 +49,7 @@ type ResetObserver interface {
 }
 
 // ledgerMemory is what a replica saw of one unit's ledger, guarded by
-// Scheduler.mu.
+// unit.mu.
 type ledgerMemory struct {
 	horizon  time.Time // the horizon the last State read showed (zero: none yet)
 	recorded time.Time // the latest slot the ledger showed (State.Last) or this replica wrote
@@ -80,8 +80,8 @@ func (m *ledgerMemory) gapStart() time.Time {
 // true: this replica wrote it, or read it there) or in another holder's
 // hands.
 func (s *Scheduler) noteSure(u *unit, at time.Time, wrote bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	if at.After(u.mem.sure) {
 		u.mem.sure = at
 	}
@@ -93,8 +93,8 @@ func (s *Scheduler) noteSure(u *unit, at time.Time, wrote bool) {
 // noteDoubt records that a claim of u failed on a store error, for the
 // slot at at (zero: a wake-up's claim, no slot of its own).
 func (s *Scheduler) noteDoubt(u *unit, at time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	u.mem.doubt = true
 	if !at.IsZero() && (u.mem.failedFrom.IsZero() || at.Before(u.mem.failedFrom)) {
 		u.mem.failedFrom = at
@@ -103,8 +103,8 @@ func (s *Scheduler) noteDoubt(u *unit, at time.Time) {
 
 // inDoubt reports whether u's next claim must plan (see noteDoubt).
 func (s *Scheduler) inDoubt(u *unit) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	return u.mem.doubt || !u.mem.gapFrom.IsZero()
 }
 
@@ -113,8 +113,23 @@ func (s *Scheduler) inDoubt(u *unit) bool {
 // State the planner must see (the gap of a reset not yet carried out
 // laid over it) and the gap's start (zero: none).
 func (s *Scheduler) readState(u *unit, st ledger.State, now time.Time) (ledger.State, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	st, gapFrom, found := s.rememberState(u, st, now)
+	if found != nil {
+		// Logged after the unit's lock is released: a slow handler holds
+		// up no claim.
+		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "ledger_reset", found...)
+		if ro, ok := s.obs.(ResetObserver); ok {
+			ro.LedgerReset(u.job.Name)
+		}
+	}
+	return st, gapFrom
+}
+
+// rememberState is readState's part under u.mu; found holds the
+// ledger_reset event's attributes when st shows a reset.
+func (s *Scheduler) rememberState(u *unit, st ledger.State, now time.Time) (_ ledger.State, gapFrom time.Time, found []slog.Attr) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	m := &u.mem
 	reset := !s.resetCheckOff && ((!m.horizon.IsZero() && !st.Horizon.IsZero() && !st.Horizon.Equal(m.horizon)) ||
 		st.Last.Before(m.recorded))
@@ -122,14 +137,10 @@ func (s *Scheduler) readState(u *unit, st ledger.State, now time.Time) (ledger.S
 		if from := m.gapStart(); m.gapFrom.IsZero() && !from.IsZero() {
 			m.gapFrom, m.gapHorizon = from, m.horizon
 		}
-		attrs := []slog.Attr{slog.String("job", u.job.Name), slog.String("partition", u.partition),
+		found = []slog.Attr{slog.String("job", u.job.Name), slog.String("partition", u.partition),
 			slog.Time("horizon_before", m.horizon), slog.Time("horizon", st.Horizon),
 			slog.Time("last_recorded", m.recorded), slog.Time("last", st.Last),
 			slog.Time("after", m.gapFrom), slog.Time("until", now)}
-		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "ledger_reset", attrs...)
-		if ro, ok := s.obs.(ResetObserver); ok {
-			ro.LedgerReset(u.job.Name)
-		}
 		m.recorded = st.Last
 	}
 	if !st.Horizon.IsZero() {
@@ -142,18 +153,18 @@ func (s *Scheduler) readState(u *unit, st ledger.State, now time.Time) (ledger.S
 		if st.Last.After(m.sure) {
 			m.sure = st.Last
 		}
-		return st, time.Time{}
+		return st, time.Time{}, found
 	}
 	st.Last, st.Horizon = m.gapFrom, m.gapHorizon
-	return st, m.gapFrom
+	return st, m.gapFrom, found
 }
 
 // planDone records that a claim of u carried out in full a plan made from
 // a State read (with the gap from gapFrom laid over it, when not zero):
 // u is no longer in doubt, and that gap is handled.
 func (s *Scheduler) planDone(u *unit, gapFrom time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	u.mem.doubt, u.mem.failedFrom = false, time.Time{}
 	if !gapFrom.IsZero() && u.mem.gapFrom.Equal(gapFrom) {
 		u.mem.gapFrom, u.mem.gapHorizon = time.Time{}, time.Time{}

@@ -193,6 +193,16 @@ func runLedgerLoss(t *testing.T, checkOff bool) resetOutcome {
 			_ = s.Stop(context.Background())
 		}
 	})
+	// Every dispatcher parks on the fake clock before it first moves: a
+	// timer armed after a move would fire late.
+	testwait.Until(t, 30*time.Second, "the replicas are parked", func() bool {
+		for _, s := range scheds {
+			if idle, busy := s.quiet(); !idle || busy != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	var held atomic.Int64
 	tickAll(t, clk, 5*time.Second, 250*time.Millisecond, &held, scheds...)
 	led.shutDown()

@@ -140,11 +140,10 @@ type unit struct {
 	// time before the first), guarded by Scheduler.mu: a slot at or before
 	// it that nobody began when a claim starts was missed.
 	seen time.Time
+	mu   sync.Mutex
 	// mem is what this replica saw of the unit's ledger (reset.go),
-	// guarded by Scheduler.mu.
-	mem ledgerMemory
-
-	mu      sync.Mutex
+	// guarded by mu.
+	mem     ledgerMemory
 	busy    bool // a claim is running
 	again   bool // a fire or wake-up arrived while busy
 	pending cron.Fire
