@@ -49,6 +49,9 @@
 //   - scheduler-mix (TestSchedulerProcessesUnderMixedFaults): 5 scheduler
 //     processes under SIGSTOP, SIGKILL, Redis pause and restart and
 //     Postgres latency.
+//   - redis-data-loss (TestRedisDataLossUnderARunningScheduler): 3
+//     scheduler replicas while their Redis is killed and comes back empty;
+//     no slot may end with neither an effect nor a record.
 //   - http-reset (TestHTTPRetriesThroughResetsAfterCommit): connection resets
 //     after commit, retried through httpfence.Transport into
 //     httpfence.Middleware.

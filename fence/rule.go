@@ -12,6 +12,16 @@ var ErrStaleToken = errors.New("fence: stale fencing token")
 // A write without a token is never accepted.
 var ErrNoToken = errors.New("fence: no fencing token presented")
 
+// ErrScopeMismatch matches a write a sink refused because what it writes
+// is fenced under another scope (another lease) than the one presented,
+// and the sink keeps one fence for it (pgfence's fenced rows:
+// pgfence.ErrScopeMismatch wraps it). Comparing two leases' tokens would
+// let a stale holder through, so the write is refused instead. It is as
+// final as a stale token: no retry with the same scope can succeed, so
+// the scheduler records such an attempt failed for good
+// (ledger.ClassPermanent), never retried.
+var ErrScopeMismatch = errors.New("fence: fenced under another scope")
+
 // StaleTokenError reports a write refused by the acceptance rule: the
 // presented token is below the current token of the resource's fence for
 // its scope, or equal to it but presented by another owner. It matches

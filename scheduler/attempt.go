@@ -74,7 +74,7 @@ func (s *Scheduler) newRun(h hold, f cron.Fire, n int) Run {
 	slot := h.slot(f.At)
 	return Run{
 		Slot: slot, Local: f.Local, Zone: h.u.job.window.sched.Zone().String(), BusinessDate: f.BusinessDate, Rule: f.Rule,
-		Attempt: n, Token: h.fence.Token, Owner: h.fence.Owner, Scope: h.l.Name(), IdempotencyKey: slot.Key(),
+		Attempt: n, Token: h.fence.Token, Owner: h.fence.Owner, Scope: h.l.Name(), IdempotencyKey: slot.IdempotencyKey(),
 	}
 }
 
@@ -241,7 +241,10 @@ var ErrShutdown = errors.New("scheduler: shut down past the grace period")
 // recorded: a panic, Permanent, a timeout, an interruption (the lease
 // ended, or shutdown past the grace period), a deferral (the error is a
 // Deferral with a RetryAfter above 0: come back later, not counted), else
-// retryable.
+// retryable. An error matching fence.ErrScopeMismatch (pgfence.ErrScopeMismatch:
+// the sink fences what the job writes under another lease) is permanent as
+// if wrapped by Permanent: every attempt would present the same scope and be
+// refused alike.
 func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledger.ErrorClass {
 	var (
 		p *panicError
@@ -250,7 +253,7 @@ func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledge
 	switch {
 	case errors.As(err, &p):
 		return ledger.ClassPanic
-	case IsPermanent(err):
+	case IsPermanent(err), errors.Is(err, fence.ErrScopeMismatch):
 		return ledger.ClassPermanent
 	case timedOut:
 		return ledger.ClassTimeout

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -84,7 +85,11 @@ func (s *Scheduler) claim(u *unit, req claimReq) {
 func (s *Scheduler) recoveryNeeded(u *unit, seen time.Time) bool {
 	now := s.clock.Now()
 	st, err := s.cfg.Ledger.State(s.life.claim, u.job.Name, u.partition, u.job.window.since(now), now)
-	return err != nil || s.recoveryDue(u, st, seen, now)
+	if err != nil {
+		return true
+	}
+	st, _ = s.readState(u, st, now)
+	return s.recoveryDue(u, st, seen, now)
 }
 
 // recoveryDue reports whether the recovery claim of u, whose State st was
@@ -136,8 +141,11 @@ func (s *Scheduler) recoverAll(sr ledger.StatesReader, units []*unit) {
 			switch {
 			case err != nil:
 				s.wakeFor(u, now, claimReq{recovery: true})
-			case s.recoveryDue(u, sts[i], s.noteSeen(u, claimReq{}), now):
-				s.wakeAt(u, now)
+			default:
+				st, _ := s.readState(u, sts[i], now)
+				if s.recoveryDue(u, st, s.noteSeen(u, claimReq{}), now) {
+					s.wakeAt(u, now)
+				}
 			}
 		}
 	}
@@ -181,10 +189,15 @@ func (s *Scheduler) claimSkipped(u *unit, req claimReq, err error) {
 	case errors.Is(err, lease.ErrNotAcquired):
 		reason, level = "lease_held", slog.LevelDebug
 		s.obs.ClaimConflict(u.job.Name)
+		if req.scheduled() && !req.afterError {
+			s.noteSure(u, req.fire.At, false) // its holder answers for it
+		}
 	case errors.Is(err, lease.ErrSlowAcquire):
 		reason = "slow_grant"
+		s.noteDoubt(u, req.fire.At)
 	case !errors.Is(err, context.Canceled):
 		s.obs.LedgerError(u.job.Name, OpClaim)
+		s.noteDoubt(u, req.fire.At)
 	}
 	s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
 		slog.String("partition", u.partition), slotAttr(req.fire.At), slog.String("reason", reason), slog.Any("error", err))
@@ -262,10 +275,20 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 			}
 			s.log.LogAttrs(s.life.claim, slog.LevelWarn, "job_claim_skipped", slog.String("job", h.u.job.Name),
 				slog.String("partition", h.u.partition), slotAttr(req.fire.At), slog.String("reason", "ledger_error"), slog.Any("error", err))
+			// The fire is not forgotten: a wake-up plans again, from
+			// the ledger's last slot (or a reset's gap, reset.go).
+			s.noteDoubt(h.u, req.fire.At)
+			s.retryClaim(h.u, claimReq{}, s.clock.Now().Add(wakeRetry))
 			return
 		}
+		st, gap := s.readState(h.u, st, now)
 		p := planClaim(h.u.job, st, cs, req.fire, now)
-		if !s.carryOut(h, req, p, cs) {
+		cs.broken = false
+		again := s.carryOut(h, req, p, cs)
+		if !cs.broken && !p.paused {
+			s.planDone(h.u, gap)
+		}
+		if !again {
 			return
 		}
 	}
@@ -301,6 +324,7 @@ func (s *Scheduler) carryOut(h hold, req claimReq, p plan, cs *claimState) (agai
 	}
 	for _, st := range p.steps {
 		if !s.holding(h) {
+			cs.broken = true
 			return false
 		}
 		cs.handled[st.fire.At] = true
@@ -325,9 +349,12 @@ func (s *Scheduler) carryOut(h hold, req claimReq, p plan, cs *claimState) (agai
 			// (which would hide this one from every later plan) and
 			// claim again soon; by then the slot is late and follows
 			// the missed-slot policy.
+			cs.broken = true
+			s.noteDoubt(h.u, st.fire.At)
 			s.wakeAt(h.u, s.clock.Now().Add(wakeRetry))
 			return false
 		}
+		s.noteSure(h.u, st.fire.At, !errors.Is(err, fence.ErrStaleToken) && !errors.Is(err, lease.ErrNotAcquired))
 	}
 	if job.Overlap == OverlapAllow {
 		return false // its runs go on under their own leases
@@ -355,7 +382,7 @@ func (s *Scheduler) carryOut(h hold, req claimReq, p plan, cs *claimState) (agai
 // MissedManual the planner records it, so the claim plans.
 func (s *Scheduler) fastRequest(u *unit, req claimReq, now time.Time) (ledger.BeginRequest, bool) {
 	job := u.job
-	if _, ok := s.cfg.Ledger.(ledger.ClearBeginner); !ok || job.Overlap == OverlapAllow {
+	if _, ok := s.cfg.Ledger.(ledger.ClearBeginner); !ok || job.Overlap == OverlapAllow || s.inDoubt(u) {
 		return ledger.BeginRequest{}, false
 	}
 	late := now.Sub(req.fire.At) > job.window.lateAfter(req.fire.At)
@@ -386,8 +413,16 @@ func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResul
 		return true
 	case res.Err != nil:
 		s.ledgerRefused(h.ctx(), h.slot(fire.At), OpBegin, res.Err)
+		if !settled(res.Err) {
+			// Not begun: plan it again soon (reset.go).
+			s.noteDoubt(h.u, fire.At)
+			s.retryClaim(h.u, claimReq{}, s.clock.Now().Add(wakeRetry))
+			return false
+		}
+		s.noteSure(h.u, fire.At, !errors.Is(res.Err, fence.ErrStaleToken))
 		return false
 	}
+	s.noteSure(h.u, fire.At, true)
 	cs.handled[fire.At] = true
 	cs.runFrom = s.clock.Now()
 	released := s.run(h, fire, res.Attempt, res.Left, true)

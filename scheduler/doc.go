@@ -114,6 +114,13 @@
 // MaxLateness (5 s) after its time, because a claim waited (a slow lease
 // or ledger round trip, a full claim pool), was missed too.
 //
+// A ledger that lost its data (a Redis restart without persistence) is
+// found by the replicas that saw it before: its horizon moved, or its last
+// slot went back. Such a replica logs ledger_reset (counted by a
+// ResetObserver), and plans the slots after the last one it knew handled
+// as missed, like any downtime; a claim that failed on a store error is
+// retried and plans (reset.go, docs/guarantees.md).
+//
 // # Ledger and fencing
 //
 // The ledger keeps one record per slot (one logical run, many attempts):

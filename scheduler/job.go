@@ -67,7 +67,9 @@ var (
 // Job.Timeout passes, or the scheduler shuts down past its grace period; it
 // carries the run's holder (fence.HolderFromContext, equal to run.Holder()). Return an error to
 // record the attempt as failed: it is retried with backoff until
-// Job.MaxAttempts, unless the error is Permanent.
+// Job.MaxAttempts, unless the error is Permanent or matches
+// fence.ErrScopeMismatch (a sink that fences the write under another
+// lease refuses every attempt alike).
 type JobFunc func(ctx context.Context, run Run) error
 
 // OverlapPolicy says what happens to slots that come due while a run of the
@@ -339,10 +341,13 @@ type Run struct {
 	// per (resource, scope), so the partitions of a job writing one
 	// resource never refuse each other (see package fence).
 	Scope string
-	// IdempotencyKey is Slot.Key(): the same for every attempt, printable
-	// ASCII (names outside it percent-encoded), so it can be sent as an
-	// HTTP Idempotency-Key as it is (httpfence.FormatKey; mind its
-	// MaxKeyLen of 255 bytes for long names).
+	// IdempotencyKey is Slot.IdempotencyKey(): Slot.Key() while that is
+	// at most 255 bytes (ledger.MaxIdempotencyKeyLen, httpfence.MaxKeyLen),
+	// a bounded form of it with a SHA-256 suffix beyond (long job names
+	// and partitions), injective either way. The same for every attempt,
+	// on every replica and in every build; printable ASCII (names outside
+	// it percent-encoded), so it can be sent as an HTTP Idempotency-Key as
+	// it is (httpfence.FormatKey).
 	IdempotencyKey string
 }
 

@@ -3,11 +3,13 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/stretchr/testify/require"
 )
 
@@ -364,5 +366,35 @@ func TestRedisDataLossDoesNotRerunForgottenSlots(t *testing.T) {
 		for _, at := range slots[1:4] {
 			require.Empty(t, s.status("amnesia", "", at), "slot %v is not run again", at)
 		}
+	})
+}
+
+// A job name and a partition at their longest (MaxJobNameLen,
+// MaxPartitionLen) give a Slot.Key of 270 bytes; the run's
+// IdempotencyKey stays within httpfence.MaxKeyLen, so the HTTP sink takes
+// it (ledger.Slot.IdempotencyKey).
+func TestLongNamesGiveAnIdempotencyKeyTheHTTPSinkTakes(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 0)[0]
+		name, partition := strings.Repeat("j", MaxJobNameLen), strings.Repeat("p", MaxPartitionLen)
+		var log runLog
+		sched := s.replica(t)
+		require.NoError(t, sched.Register(Job{
+			Name: name, Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), Partitions: []string{partition},
+			Run: func(ctx context.Context, run Run) error { log.add(run); return nil },
+		}))
+		claimNow(t, sched, name, partition, at)
+		runs := log.all()
+		require.Len(t, runs, 1)
+		slot := ledger.Slot{Job: name, At: at, Partition: partition}
+		require.Len(t, slot.Key(), 270)
+		require.Len(t, runs[0].IdempotencyKey, httpfence.MaxKeyLen)
+		require.Equal(t, slot.IdempotencyKey(), runs[0].IdempotencyKey)
+		header, err := httpfence.FormatKey(runs[0].IdempotencyKey)
+		require.NoError(t, err)
+		back, err := httpfence.ParseKey(header)
+		require.NoError(t, err)
+		require.Equal(t, runs[0].IdempotencyKey, back)
 	})
 }

@@ -65,6 +65,9 @@ type claimState struct {
 	// runFrom and runTo span this claim's attempts (zero before the
 	// first): a slot that came due within it overlapped a run.
 	runFrom, runTo time.Time
+	// broken: the last carryOut stopped before its plan's end (a store
+	// error, the lease lost).
+	broken bool
 }
 
 func newClaimState(seen time.Time) *claimState {

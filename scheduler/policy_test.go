@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
 func TestRetries(t *testing.T) {
@@ -110,6 +111,36 @@ func TestRetries(t *testing.T) {
 			require.ErrorIs(t, Permanent(invalid), invalid)
 			require.False(t, IsPermanent(invalid))
 			require.NoError(t, Permanent(nil))
+		})
+	})
+	t.Run("ScopeMismatchIsNotRetried", func(t *testing.T) {
+		// A sink that fences what the job writes under another lease
+		// refuses every attempt alike (pgfence.ErrScopeMismatch wraps
+		// fence.ErrScopeMismatch): the first attempt fails for good.
+		t.Parallel()
+		eachBackend(t, func(t *testing.T, s *setup) {
+			at := past(1, 0)[0]
+			var log runLog
+			sched := s.replica(t)
+			require.NoError(t, sched.Register(Job{
+				Name: "scoped", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+				MaxAttempts: 3, RetryBackoff: time.Millisecond,
+				Run: func(ctx context.Context, run Run) error {
+					log.add(run)
+					return fmt.Errorf("%w: row accounts/1 has token 9 of scope %q, not %q", pgfence.ErrScopeMismatch, "other", run.Scope)
+				},
+			}))
+			claimNow(t, sched, "scoped", "", at)
+			rec := s.record(t, "scoped", "", at)
+			require.Equal(t, ledger.StatusFailed, rec.Status)
+			require.True(t, rec.RetryAt.IsZero(), "no retry is planned")
+			a, _ := rec.Latest()
+			require.Equal(t, ledger.ClassPermanent, a.Class)
+			require.Empty(t, s.open(t, "scoped", ""))
+			claimNow(t, sched, "scoped", "", at)
+			claimWake(t, sched, "scoped", "")
+			require.Equal(t, 1, log.count("", at))
+			require.ErrorIs(t, pgfence.ErrScopeMismatch, fence.ErrScopeMismatch)
 		})
 	})
 	t.Run("TimeoutFailsTheAttemptAndIsRetried", func(t *testing.T) {

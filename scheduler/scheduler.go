@@ -38,8 +38,8 @@ type Options struct {
 	// scheduler/ledger).
 	Ledger ledger.Ledger
 	// Logger receives job_claimed, job_claim_skipped, job_run_finished,
-	// slot_skipped, slots_unrecorded, clock_stepped, clock_jumped and
-	// stale_token_rejected events. Default: discard.
+	// slot_skipped, slots_unrecorded, clock_stepped, clock_jumped,
+	// ledger_reset and stale_token_rejected events. Default: discard.
 	Logger *slog.Logger
 	// Observer receives measurements (see scheduler/schedprom).
 	Observer Observer
@@ -93,6 +93,10 @@ type Scheduler struct {
 	active  atomic.Int64 // units with a claim running, OverlapAllow runs, the recovery at Start
 	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
 
+	// resetCheckOff turns the finding of a ledger reset off (reset.go):
+	// a test hook, for the negative control of the data-loss tests.
+	resetCheckOff bool
+
 	joiner  ledger.LeaseJoiner // the ledger, when it joins the leases' backend; else nil
 	grouped bool               // the joiner marks claim groups (ledger.ClaimGroupMarker)
 
@@ -136,8 +140,10 @@ type unit struct {
 	// time before the first), guarded by Scheduler.mu: a slot at or before
 	// it that nobody began when a claim starts was missed.
 	seen time.Time
-
-	mu      sync.Mutex
+	mu   sync.Mutex
+	// mem is what this replica saw of the unit's ledger (reset.go),
+	// guarded by mu.
+	mem     ledgerMemory
 	busy    bool // a claim is running
 	again   bool // a fire or wake-up arrived while busy
 	pending cron.Fire

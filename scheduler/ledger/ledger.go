@@ -17,7 +17,9 @@ type Slot struct {
 	Partition string
 }
 
-// Key is the slot's idempotency key, "job:2006-01-02T15:04:05Z:partition":
+// Key is the slot's name, "job:2006-01-02T15:04:05Z:partition" (the
+// ledgers' identity of the slot, and the idempotency key while it is at
+// most MaxIdempotencyKeyLen bytes: see IdempotencyKey):
 // the same for every attempt of the slot, on every replica. It is
 // printable ASCII (0x20-0x7E), so it is an HTTP Idempotency-Key (an RFC
 // 8941 sf-string) as it is, and injective: no two slots share a key.

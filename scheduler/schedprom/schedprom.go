@@ -20,6 +20,8 @@
 //	                                         "true" when no attempt follows (retries exhausted)
 //	job_ledger_errors_total{job,op}          store errors of claims: op state | begin | heartbeat |
 //	                                         finish | skip (ledger) | claim (lease acquisition)
+//	job_ledger_reset_total{job}              ledger resets a replica found: the store lost its data
+//	                                         (event ledger_reset; scheduler.ResetObserver)
 //
 // job_ledger_errors_total is how a Redis or Postgres outage shows, besides
 // the Warn and Error logs: a claim that cannot read or write the ledger
@@ -63,9 +65,13 @@ type Observer struct {
 	skipped     *prometheus.CounterVec
 	failed      *prometheus.CounterVec
 	ledgerErrs  *prometheus.CounterVec
+	resets      *prometheus.CounterVec
 }
 
-var _ scheduler.Observer = (*Observer)(nil)
+var (
+	_ scheduler.Observer      = (*Observer)(nil)
+	_ scheduler.ResetObserver = (*Observer)(nil)
+)
 
 // New returns an Observer; register it with a prometheus.Registerer. It
 // returns an error matching ErrInvalidOptions for buckets that do not
@@ -112,11 +118,13 @@ func New(opts Options) (*Observer, error) {
 			Help: "Attempts recorded failed, by error class; final is true when no attempt follows."}, []string{"job", "class", "final"}),
 		ledgerErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_ledger_errors_total",
 			Help: "Claims a store failed (Redis or Postgres errors), by operation."}, []string{"job", "op"}),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_ledger_reset_total",
+			Help: "Ledger resets this replica found, per (job, partition): the store lost its data (event ledger_reset)."}, job),
 	}, nil
 }
 
 func (o *Observer) collectors() []prometheus.Collector {
-	return []prometheus.Collector{o.started, o.completed, o.duration, o.conflicts, o.stale, o.lag, o.lastSuccess, o.skipped, o.failed, o.ledgerErrs}
+	return []prometheus.Collector{o.started, o.completed, o.duration, o.conflicts, o.stale, o.lag, o.lastSuccess, o.skipped, o.failed, o.ledgerErrs, o.resets}
 }
 
 // Describe implements prometheus.Collector.
@@ -166,3 +174,6 @@ func (o *Observer) RunFailed(job string, class ledger.ErrorClass, final bool) {
 
 // LedgerError implements scheduler.Observer.
 func (o *Observer) LedgerError(job, op string) { o.ledgerErrs.WithLabelValues(job, op).Inc() }
+
+// LedgerReset implements scheduler.ResetObserver.
+func (o *Observer) LedgerReset(job string) { o.resets.WithLabelValues(job).Inc() }

@@ -85,7 +85,9 @@
 // ErrScopeMismatch rather than judged by comparing two leases' tokens, which
 // would let a stale holder of lease A through whenever lease B wrote last.
 // Give each lease its own rows, or use the guard table, which keeps a fence
-// per scope. A row with a token and a NULL fence_scope (written before the
+// per scope. ErrScopeMismatch wraps fence.ErrScopeMismatch, so the
+// scheduler records a job attempt that returns it failed for good
+// (ledger.ClassPermanent): no retry presents another scope. A row with a token and a NULL fence_scope (written before the
 // column existed: ALTER TABLE ... ADD COLUMN fence_scope text) is judged by
 // its token alone, and the first accepted write records its scope. When no
 // row changed, a follow-up read tells a stale row (*fence.StaleTokenError

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -53,8 +54,10 @@ var (
 // refused instead. It is not a stale-token error and retrying does not
 // help: give each lease its own rows, use the guard table (Guard.Check
 // keeps one fence per (resource, scope)), or present one shared Scope from
-// every writer of the row on purpose. Nothing was written.
-var ErrScopeMismatch = errors.New("pgfence: row fenced under another scope")
+// every writer of the row on purpose. Nothing was written. It wraps
+// fence.ErrScopeMismatch, which code that knows no sink (the scheduler's
+// retry classification) matches.
+var ErrScopeMismatch = fmt.Errorf("pgfence: row fenced under another scope: %w", fence.ErrScopeMismatch)
 
 // ErrRowNotFound is returned by FencedUpdate when no row has the given key.
 // It is told apart from a refusal by the acceptance rule, which returns a
