@@ -27,6 +27,10 @@ type RedisOptions struct {
 	// not close, the window in which a Sentinel or Cluster failover loses
 	// a lease: replication stays asynchronous.
 	ReplicaAck ReplicaAck
+	// Holder is the holder label (Options.Holder) the acquire script
+	// stores beside each lease it grants, in the key RedisKeys.Holder, in
+	// the same round trip. Default "" (none; the key is deleted).
+	Holder string
 }
 
 // RedisBackend is the lease Backend on one Redis deployment: a single
@@ -42,6 +46,8 @@ type RedisBackend struct {
 	auto   *autopipe.Pipe // acquire and release calls, batched when concurrent
 	prefix string
 	ack    ReplicaAck
+	holder string                   // RedisOptions.Holder
+	label  any                      // holder, boxed once for the acquire script's arguments
 	ttlArg atomic.Pointer[boxedTTL] // the last TTL argument built, reused by the next acquisition of that TTL
 }
 
@@ -65,8 +71,8 @@ func (b *RedisBackend) ttlArgument(ttl time.Duration) any {
 
 // NewRedisBackend returns the backend over rdb. It returns ErrNilClient
 // for a nil rdb (a typed nil pointer too) and an error matching
-// ErrInvalidOptions for a Prefix holding '{' or '}' or a negative
-// ReplicaAck. It starts no goroutine and sends nothing.
+// ErrInvalidOptions for a Prefix holding '{' or '}', a negative
+// ReplicaAck or a Holder that CheckHolder refuses. It starts no goroutine and sends nothing.
 func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBackend, error) {
 	if safe.IsNil(rdb) {
 		return nil, ErrNilClient
@@ -83,8 +89,17 @@ func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBacken
 	if opts.ReplicaAck.Replicas > 0 && opts.ReplicaAck.Timeout == 0 {
 		opts.ReplicaAck.Timeout = 100 * time.Millisecond
 	}
-	return &RedisBackend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck}, nil
+	if err := CheckHolder(opts.Holder); err != nil {
+		return nil, err
+	}
+	return &RedisBackend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck,
+		holder: opts.Holder, label: opts.Holder}, nil
 }
+
+var _ Labeled = (*RedisBackend)(nil)
+
+// HolderLabel implements Labeled: RedisOptions.Holder.
+func (b *RedisBackend) HolderLabel() string { return b.holder }
 
 // Redis returns the client the backend sends its commands through.
 func (b *RedisBackend) Redis() redis.UniversalClient { return b.rdb }
@@ -102,6 +117,11 @@ type RedisKeys struct {
 	// Waiting is the flag a waiting Acquire sets so that the release
 	// publishes on Released: Lease + ":waiting".
 	Waiting string
+	// Holder holds the holder label (RedisOptions.Holder) of the last
+	// acquisition (a string, no TTL; absent when it had none): Lease +
+	// ":holder". Written by every acquisition in its own script, so it
+	// names the current holder while the lease is held.
+	Holder string
 	// Released is the pub/sub channel a release publishes on:
 	// Lease + ":released".
 	Released string
@@ -120,7 +140,7 @@ func (b *RedisBackend) Keys(name string) (RedisKeys, error) {
 		return RedisKeys{}, err
 	}
 	lk := b.prefix + "{" + name + "}"
-	return RedisKeys{Lease: lk, Fence: lk + ":fence", Waiting: lk + ":waiting", Released: lk + ":released"}, nil
+	return RedisKeys{Lease: lk, Fence: lk + ":fence", Waiting: lk + ":waiting", Holder: lk + ":holder", Released: lk + ":released"}, nil
 }
 
 // redisHandle is the built-in backend's Grant.Handle: the keys and
@@ -132,28 +152,30 @@ func (b *RedisBackend) Keys(name string) (RedisKeys, error) {
 // it.
 type redisHandle struct {
 	name, owner string
-	acquireArgs [7]any // evalsha sha 2 lease fence owner ttl
+	acquireArgs [9]any // evalsha sha 3 lease fence holder owner ttl label
 	renewArgs   [6]any // evalsha sha 1 lease owner ttl
 	releaseArgs [6]any // evalsha sha 2 lease waiting owner
 }
 
 func (b *RedisBackend) newHandle(name, owner string, ttl time.Duration) *redisHandle {
-	// One allocation for the three keys: the lease key is a prefix of the
-	// fence key, and the waiting flag follows it in the same string. The
-	// release channel is built by release.lua.
+	// One allocation for the four keys: the lease key is a prefix of the
+	// fence key, and the waiting flag and the holder label follow it in
+	// the same string. The release channel is built by release.lua.
 	n := len(b.prefix) + len(name) + len("{}")
-	keys := b.prefix + "{" + name + "}:fence" + b.prefix + "{" + name + "}:waiting"
+	keys := b.prefix + "{" + name + "}:fence" + b.prefix + "{" + name + "}:waiting" + b.prefix + "{" + name + "}:holder"
+	w := n + len(":fence") // where the waiting flag starts
 	var (
 		leaseArg   any = keys[:n]
-		fenceArg   any = keys[:n+len(":fence")]
-		waitingArg any = keys[n+len(":fence"):]
+		fenceArg   any = keys[:w]
+		waitingArg any = keys[w : w+n+len(":waiting")]
+		holderArg  any = keys[w+n+len(":waiting"):]
 		ownerArg   any = owner
 		ttlArg         = b.ttlArgument(ttl)
 	)
 	return &redisHandle{
 		name:        name,
 		owner:       owner,
-		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 2, leaseArg, fenceArg, ownerArg, ttlArg},
+		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 3, leaseArg, fenceArg, holderArg, ownerArg, ttlArg, b.label},
 		renewArgs:   [...]any{cmdEvalSha, renewScript.SHA(), 1, leaseArg, ownerArg, ttlArg},
 		releaseArgs: [...]any{cmdEvalSha, releaseScript.SHA(), 2, leaseArg, waitingArg, ownerArg},
 	}
@@ -176,13 +198,13 @@ func (b *RedisBackend) Acquire(ctx context.Context, name, owner string, ttl time
 var _ WaitingAcquirer = (*RedisBackend)(nil)
 
 // AcquireWaiting implements WaitingAcquirer: Acquire, flagging a held
-// lease as waited for (acquire.lua's KEYS[3]) for flagTTL, so that its
+// lease as waited for (acquire.lua's KEYS[4]) for flagTTL, so that its
 // release publishes.
 func (b *RedisBackend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (Grant, error) {
 	h := b.newHandle(name, owner, ttl)
 	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
-	// evalsha sha 3 lease fence waiting owner ttl flagTTL
-	args := [...]any{a[0], a[1], 3, a[3], a[4], waitingKey, a[5], a[6], max(flagTTL.Milliseconds(), 1)}
+	// evalsha sha 4 lease fence holder waiting owner ttl label flagTTL
+	args := [...]any{a[0], a[1], 4, a[3], a[4], a[5], waitingKey, a[6], a[7], a[8], max(flagTTL.Milliseconds(), 1)}
 	return b.acquire(ctx, h, ttl, args[:])
 }
 
