@@ -171,7 +171,7 @@ func (m *Memory) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 	r.rec.Attempt++
 	r.rec.Status, r.rec.RetryAt, r.owner, r.token = ledger.StatusRunning, time.Time{}, f.Owner, f.Token
 	r.rec.Attempts = append(r.rec.Attempts, ledger.Attempt{
-		N: r.rec.Attempt, Token: f.Token, Owner: f.Owner, Status: ledger.StatusRunning, Started: now, Heartbeat: now,
+		N: r.rec.Attempt, Token: f.Token, Owner: f.Owner, Holder: f.Holder, Status: ledger.StatusRunning, Started: now, Heartbeat: now,
 	})
 	return r.rec.Attempt, maxAttempts - (r.rec.Attempt - r.base), nil
 }

@@ -239,6 +239,8 @@ func validateFenced(op string, s ledger.Slot, f ledger.Fence) error {
 		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
 	case !validText(f.Owner):
 		return fmt.Errorf("%w: owner %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, f.Owner)
+	case !validText(f.Holder):
+		return fmt.Errorf("%w: holder %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, f.Holder)
 	}
 	if _, err := f.Check(s); err != nil {
 		return fmt.Errorf("pgledger: %s %s: %w", op, slotName(s), err)

@@ -96,7 +96,7 @@ func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 				return wrapDBError(op, slotName(slot), err)
 			}
 			attempt = 1
-			return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now)
+			return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now, f.Holder)
 		}
 		switch r.status {
 		case ledger.StatusSucceeded, ledger.StatusSkipped, ledger.StatusMissed:
@@ -135,7 +135,7 @@ func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 		if err := tx.QueryRow(ctx, l.sql.startAttempt, r.id, f.Owner, int64(f.Token), now).Scan(&attempt); err != nil {
 			return wrapDBError(op, slotName(slot), err)
 		}
-		return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now)
+		return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now, f.Holder)
 	})
 	switch {
 	case err != nil:
