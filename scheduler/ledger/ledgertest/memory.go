@@ -185,8 +185,8 @@ func (p *memPair) running(slot ledger.Slot, f ledger.Fence, attempt int) (*memRu
 		if r != nil && r.token != fence.None {
 			cur = r.token
 		}
-		return nil, fmt.Errorf("ledgertest: attempt %d of %s is not running under %q: %w",
-			attempt, slot.Key(), f.Owner, &fence.StaleTokenError{Resource: slot.Key(), Presented: f.Token, Current: cur})
+		return nil, fmt.Errorf("ledgertest: attempt %d of %s is not running under owner id %s: %w",
+			attempt, slot.Key(), fence.OwnerID(f.Owner), &fence.StaleTokenError{Resource: slot.Key(), Presented: f.Token, Current: cur})
 	}
 	return r, nil
 }

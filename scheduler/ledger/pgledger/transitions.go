@@ -248,7 +248,9 @@ func (l *Ledger) notRunning(ctx context.Context, tx pgx.Tx, op string, slot ledg
 		attStatus == string(repeat) && attOwner == f.Owner && attToken == int64(f.Token):
 		return nil
 	}
-	return fmt.Errorf("pgledger: %s %s: attempt %d is not running under owner %q: %w", op, slotName(slot), attempt, f.Owner,
+	// The owner is a write capability: the error, which goes to logs,
+	// names its id.
+	return fmt.Errorf("pgledger: %s %s: attempt %d is not running under owner id %s: %w", op, slotName(slot), attempt, fence.OwnerID(f.Owner),
 		&fence.StaleTokenError{Resource: slotName(slot), Presented: f.Token, Current: fence.Token(runToken)})
 }
 
