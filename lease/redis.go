@@ -119,7 +119,8 @@ type RedisKeys struct {
 	Waiting string
 	// Holder holds the holder label (RedisOptions.Holder) of the last
 	// acquisition (a string, no TTL; absent when it had none): Lease +
-	// ":holder". Written by every acquisition in its own script, so it
+	// ":holder". Written by every acquisition in its own script (the
+	// acquire script builds it from Lease, in the same hash tag), so it
 	// names the current holder while the lease is held.
 	Holder string
 	// Released is the pub/sub channel a release publishes on:
@@ -152,30 +153,29 @@ func (b *RedisBackend) Keys(name string) (RedisKeys, error) {
 // it.
 type redisHandle struct {
 	name, owner string
-	acquireArgs [9]any // evalsha sha 3 lease fence holder owner ttl label
+	acquireArgs [8]any // evalsha sha 2 lease fence owner ttl label
 	renewArgs   [6]any // evalsha sha 1 lease owner ttl
 	releaseArgs [6]any // evalsha sha 2 lease waiting owner
 }
 
 func (b *RedisBackend) newHandle(name, owner string, ttl time.Duration) *redisHandle {
-	// One allocation for the four keys: the lease key is a prefix of the
-	// fence key, and the waiting flag and the holder label follow it in
-	// the same string. The release channel is built by release.lua.
+	// One allocation for the three keys: the lease key is a prefix of the
+	// fence key, and the waiting flag follows it in the same string. The
+	// release channel and the holder label's key are built by the scripts
+	// (each boxed key or argument costs an allocation per acquisition).
 	n := len(b.prefix) + len(name) + len("{}")
-	keys := b.prefix + "{" + name + "}:fence" + b.prefix + "{" + name + "}:waiting" + b.prefix + "{" + name + "}:holder"
-	w := n + len(":fence") // where the waiting flag starts
+	keys := b.prefix + "{" + name + "}:fence" + b.prefix + "{" + name + "}:waiting"
 	var (
 		leaseArg   any = keys[:n]
-		fenceArg   any = keys[:w]
-		waitingArg any = keys[w : w+n+len(":waiting")]
-		holderArg  any = keys[w+n+len(":waiting"):]
+		fenceArg   any = keys[:n+len(":fence")]
+		waitingArg any = keys[n+len(":fence"):]
 		ownerArg   any = owner
 		ttlArg         = b.ttlArgument(ttl)
 	)
 	return &redisHandle{
 		name:        name,
 		owner:       owner,
-		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 3, leaseArg, fenceArg, holderArg, ownerArg, ttlArg, b.label},
+		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 2, leaseArg, fenceArg, ownerArg, ttlArg, b.label},
 		renewArgs:   [...]any{cmdEvalSha, renewScript.SHA(), 1, leaseArg, ownerArg, ttlArg},
 		releaseArgs: [...]any{cmdEvalSha, releaseScript.SHA(), 2, leaseArg, waitingArg, ownerArg},
 	}
@@ -198,13 +198,13 @@ func (b *RedisBackend) Acquire(ctx context.Context, name, owner string, ttl time
 var _ WaitingAcquirer = (*RedisBackend)(nil)
 
 // AcquireWaiting implements WaitingAcquirer: Acquire, flagging a held
-// lease as waited for (acquire.lua's KEYS[4]) for flagTTL, so that its
+// lease as waited for (acquire.lua's KEYS[3]) for flagTTL, so that its
 // release publishes.
 func (b *RedisBackend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (Grant, error) {
 	h := b.newHandle(name, owner, ttl)
 	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
-	// evalsha sha 4 lease fence holder waiting owner ttl label flagTTL
-	args := [...]any{a[0], a[1], 4, a[3], a[4], a[5], waitingKey, a[6], a[7], a[8], max(flagTTL.Milliseconds(), 1)}
+	// evalsha sha 3 lease fence waiting owner ttl label flagTTL
+	args := [...]any{a[0], a[1], 3, a[3], a[4], waitingKey, a[5], a[6], a[7], max(flagTTL.Milliseconds(), 1)}
 	return b.acquire(ctx, h, ttl, args[:])
 }
 
