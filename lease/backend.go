@@ -28,6 +28,15 @@ type Backend interface {
 	Release(ctx context.Context, h Held) error
 }
 
+// Labeled is an optional Backend interface: HolderLabel returns the holder
+// label (Options.Holder) the backend stores beside every lease it grants,
+// for the lease views to show in place of the owner. RedisBackend
+// (RedisOptions.Holder) and lease/pglease (Options.Holder) implement it; a
+// backend without it stores no label.
+type Labeled interface {
+	HolderLabel() string
+}
+
 // Notifier is an optional Backend interface: Released returns a channel
 // that receives when the lease called name is released, and a function to
 // stop listening. A waiting Acquire uses it to wake up at once; without it,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/internal/retry"
 	"github.com/holdfast-go/holdfast/internal/safe"
@@ -24,7 +25,7 @@ import (
 // concurrent use.
 type Client struct {
 	b      Backend
-	opts   Options
+	opts   Options // opts.Holder is the backend's label (Labeled)
 	log    *slog.Logger
 	keeper *keeper
 	ev     evictions // evictions seen (Eviction.AllowEviction)
@@ -32,11 +33,12 @@ type Client struct {
 
 // New returns a Client over rdb: NewWithBackend on NewRedisBackend(rdb,
 // RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction:
-// opts.Eviction}). It returns ErrNilClient for a nil rdb and an error
-// matching ErrInvalidOptions for bad options. It sends nothing: the Redis
-// eviction policy is read before the first acquisition (Options.Eviction).
+// opts.Eviction, Holder: opts.Holder}). It returns ErrNilClient for a nil
+// rdb and an error matching ErrInvalidOptions for bad options. It sends
+// nothing: the Redis eviction policy is read before the first acquisition
+// (Options.Eviction).
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
-	b, err := NewRedisBackend(rdb, RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction: opts.Eviction})
+	b, err := NewRedisBackend(rdb, RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction: opts.Eviction, Holder: opts.Holder})
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +51,10 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 // the Redis backend's (New passes them on; RedisOptions sets them for
 // NewRedisBackend) and are refused here, since the backend owns its keys
 // (quorum.Options.Prefix, pglease's table): ErrNilClient for a nil
-// backend, ErrInvalidOptions for a Prefix or a ReplicaAck.
+// backend, ErrInvalidOptions for a Prefix or a ReplicaAck. The holder
+// label is the backend's too (Labeled: RedisOptions.Holder,
+// pglease.Options.Holder): a non-empty Options.Holder other than the
+// backend's is refused with ErrInvalidOptions.
 func NewWithBackend(b Backend, opts Options) (*Client, error) {
 	if safe.IsNil(b) {
 		return nil, fmt.Errorf("%w: NewWithBackend got a nil backend", ErrNilClient)
@@ -63,6 +68,14 @@ func NewWithBackend(b Backend, opts Options) (*Client, error) {
 	if opts.Prefix != "" {
 		return nil, fmt.Errorf("%w: Prefix %q: the backend's keys are its own (RedisOptions.Prefix, quorum.Options.Prefix)", ErrInvalidOptions, opts.Prefix)
 	}
+	label := ""
+	if lb, ok := b.(Labeled); ok {
+		label = lb.HolderLabel()
+	}
+	if opts.Holder != "" && opts.Holder != label {
+		return nil, fmt.Errorf("%w: Holder %q: the backend stores its own holder label (%q; RedisOptions.Holder, pglease.Options.Holder)", ErrInvalidOptions, opts.Holder, label)
+	}
+	opts.Holder = label
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -80,6 +93,16 @@ func (c *Client) Backend() Backend {
 		return nil
 	}
 	return c.b
+}
+
+// HolderLabel returns the holder label the Client's backend stores with
+// its leases (Options.Holder), "" when none. (Lease.Holder is another
+// thing: what an acquisition presents to sinks.)
+func (c *Client) HolderLabel() string {
+	if c == nil {
+		return ""
+	}
+	return c.opts.Holder
 }
 
 // ready refuses a Client not made by New or NewWithBackend, and a nil ctx.
@@ -369,7 +392,8 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 	l := newLease(ctx, cfg.lifetime, c, name, owner, g, ttl, start)
 	if c.log.Enabled(ctx, slog.LevelInfo) { // the attributes cost allocations
 		c.log.LogAttrs(ctx, slog.LevelInfo, "lease_acquired",
-			slog.String("lease", name), slog.String("owner", owner),
+			slog.String("lease", name), slog.String("owner_id", fence.OwnerID(owner)),
+			slog.String("holder", c.opts.Holder),
 			slog.Uint64("token", uint64(l.token)), logattr.Duration("ttl", ttl))
 	}
 	return l, nil
@@ -378,8 +402,8 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 // slow logs and returns the error of a grant that came too late.
 func (c *Client) slow(ctx context.Context, name, owner string, ttl, took time.Duration) error {
 	c.log.LogAttrs(ctx, slog.LevelWarn, "lease_acquire_too_slow",
-		slog.String("lease", name), slog.String("owner", owner),
-		logattr.Duration("took", took), logattr.Duration("ttl", ttl))
+		slog.String("lease", name), slog.String("owner_id", fence.OwnerID(owner)),
+		slog.String("holder", c.opts.Holder), logattr.Duration("took", took), logattr.Duration("ttl", ttl))
 	return &SlowAcquireError{Name: name, Took: took, TTL: ttl}
 }
 

@@ -36,7 +36,10 @@
 // A lease called name lives in the key <prefix>{name} (value: owner) with its
 // token counter in <prefix>{name}:fence, and, while a blocked Acquire waits
 // for it, a flag <prefix>{name}:waiting that makes the holder's release
-// publish on <prefix>{name}:released; the hash tag keeps them in one
+// publish on <prefix>{name}:released, and the holder label
+// (Options.Holder) of the last acquisition in <prefix>{name}:holder, which
+// views show in place of the owner (a write capability: Info carries only
+// fence.OwnerID of it); the hash tag keeps them in one
 // Cluster slot, so CROSSSLOT cannot happen. Acquire, renew and release are
 // one Lua script each (scripts/*.lua), run with EVALSHA and an EVAL fallback
 // on NOSCRIPT. Renew and release act only while the key holds our owner and

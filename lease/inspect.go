@@ -11,11 +11,17 @@ import (
 type Info struct {
 	// Name is the lease name, as given to Acquire.
 	Name string
-	// Held reports that the lease is held now; Owner and TTL are set only
-	// then.
+	// Held reports that the lease is held now; OwnerID, Holder and TTL
+	// are set only then.
 	Held bool
-	// Owner is the holder's owner string (Lease.Owner).
-	Owner string
+	// OwnerID is fence.OwnerID of the holder's owner (Lease.Owner): it
+	// tells acquisitions apart and matches the owner_id of log events,
+	// but cannot be turned back into the owner, which is a write
+	// capability and never leaves the process in a view.
+	OwnerID string
+	// Holder is the holder label stored with the lease (Options.Holder:
+	// the replica's name), "" when the holder set none.
+	Holder string
 	// TTL is the time left before the lease expires, as the store's clock
 	// counts it (ms precision). Zero when not held.
 	TTL time.Duration

@@ -19,7 +19,7 @@ var _ Inspector = (*RedisBackend)(nil)
 const scanCount = 1000
 
 // Inspect implements Inspector: the lease key (owner, PTTL), the fence
-// counter and the waiting flag of name, read by one read-only script
+// counter, the waiting flag and the holder label of name, read by one read-only script
 // (scripts/inspect.lua) in one round trip. The keys share the name's hash
 // tag, so this works on a Cluster too. Keys under the prefix that are not
 // a lease's (another store's prefix) give ErrInvalidOptions.
@@ -28,7 +28,7 @@ func (b *RedisBackend) Inspect(ctx context.Context, name string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	cmd := inspectScript.Run(ctx, b.rdb, []string{k.Lease, k.Fence, k.Waiting})
+	cmd := inspectScript.Run(ctx, b.rdb, []string{k.Lease, k.Fence, k.Waiting, k.Holder})
 	return b.parseInspect(name, cmd)
 }
 
@@ -111,7 +111,7 @@ func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, 
 	cmds := make([]*redis.Cmd, len(names))
 	for i, name := range names {
 		k, _ := b.Keys(name) // names come from nameOf, valid
-		cmds[i] = inspectScript.Queue(ctx, pipe, inspectScript.Prepared([]string{k.Lease, k.Fence, k.Waiting}))
+		cmds[i] = inspectScript.Queue(ctx, pipe, inspectScript.Prepared([]string{k.Lease, k.Fence, k.Waiting, k.Holder}))
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	infos := make([]Info, len(names))
@@ -126,7 +126,8 @@ func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, 
 	return infos, nil
 }
 
-// parseInspect reads inspect.lua's reply {owner, pttl, token, waiting}. A
+// parseInspect reads inspect.lua's reply {owner, pttl, token, waiting,
+// holder}, keeping only the owner's fence.OwnerID. A
 // WRONGTYPE answer means the keys under the prefix are not a lease's (the
 // prefix of another store, such as the scheduler's ledger): reported as
 // ErrInvalidOptions, naming the prefix.
@@ -139,20 +140,21 @@ func (b *RedisBackend) parseInspect(name string, cmd *redis.Cmd) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("lease: inspect %q: %w", name, err)
 	}
-	if len(vals) != 4 {
-		return Info{}, fmt.Errorf("lease: inspect %q: reply of %d values, want 4", name, len(vals))
+	if len(vals) != 5 {
+		return Info{}, fmt.Errorf("lease: inspect %q: reply of %d values, want 5", name, len(vals))
 	}
 	owner, _ := vals[0].(string)
 	pttl, _ := vals[1].(int64)
 	tokenText, _ := vals[2].(string)
 	waiting, _ := vals[3].(int64)
+	holder, _ := vals[4].(string)
 	token, err := fence.ParseToken(tokenText)
 	if err != nil {
 		return Info{}, fmt.Errorf("lease: inspect %q: fence counter: %w", name, err)
 	}
 	info := Info{Name: name, Token: token, Waiting: waiting == 1}
 	if owner != "" {
-		info.Held, info.Owner = true, owner
+		info.Held, info.OwnerID, info.Holder = true, fence.OwnerID(owner), holder
 		info.TTL = time.Duration(max(pttl, 0)) * time.Millisecond
 	}
 	return info, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
@@ -19,15 +20,17 @@ import (
 
 // inspectSetup is one backend under a prefix of its own.
 type inspectSetup struct {
-	rdb redis.UniversalClient
-	b   *lease.RedisBackend
+	rdb    redis.UniversalClient
+	prefix string
+	b      *lease.RedisBackend // labelled "replica-a"
 }
 
 func newInspectSetup(t *testing.T, rdb redis.UniversalClient) inspectSetup {
 	t.Helper()
-	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: redistest.Prefix(t, rdb)})
+	prefix := redistest.Prefix(t, rdb)
+	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix, Holder: "replica-a"})
 	require.NoError(t, err)
-	return inspectSetup{rdb: rdb, b: b}
+	return inspectSetup{rdb: rdb, prefix: prefix, b: b}
 }
 
 func (s inspectSetup) acquire(t *testing.T, name, owner string, ttl time.Duration) lease.Grant {
@@ -55,7 +58,9 @@ func exerciseInspect(t *testing.T, s inspectSetup) {
 		info, err := s.b.Inspect(ctx, "held")
 		require.NoError(t, err)
 		require.True(t, info.Held)
-		require.Equal(t, "owner-1", info.Owner)
+		require.Equal(t, fence.OwnerID("owner-1"), info.OwnerID)
+		require.Equal(t, "replica-a", info.Holder)
+		require.NotContains(t, fmt.Sprintf("%+v", info), "owner-1", "the owner never leaves in a view")
 		require.Equal(t, g.Token, info.Token)
 		require.Greater(t, info.TTL, 50*time.Second)
 		require.LessOrEqual(t, info.TTL, time.Minute)
@@ -81,7 +86,21 @@ func exerciseInspect(t *testing.T, s inspectSetup) {
 		info, err := s.b.Inspect(ctx, "waited")
 		require.NoError(t, err)
 		require.True(t, info.Waiting)
-		require.Equal(t, "owner-3", info.Owner)
+		require.Equal(t, fence.OwnerID("owner-3"), info.OwnerID)
+		require.Equal(t, "replica-a", info.Holder, "the waiter's try writes no label")
+	})
+	t.Run("HolderLabelIsTheCurrentHolders", func(t *testing.T) {
+		s.acquire(t, "relabelled", "owner-5", time.Minute)
+		require.NoError(t, s.b.Release(ctx, lease.Held{Name: "relabelled", Owner: "owner-5", TTL: time.Minute}))
+		unlabelled, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: s.prefix})
+		require.NoError(t, err)
+		g, err := unlabelled.Acquire(ctx, "relabelled", "owner-6", time.Minute)
+		require.NoError(t, err)
+		require.True(t, g.Acquired)
+		info, err := s.b.Inspect(ctx, "relabelled")
+		require.NoError(t, err)
+		require.Equal(t, lease.Info{Name: "relabelled", Held: true, OwnerID: fence.OwnerID("owner-6"), Token: g.Token}, zeroTTL(info),
+			"the last holder had no label: none shown, not the one before")
 	})
 	t.Run("InvalidName", func(t *testing.T) {
 		_, err := s.b.Inspect(ctx, "a{b}")
@@ -161,7 +180,7 @@ func exerciseList(t *testing.T, s inspectSetup, names []string) {
 	require.Len(t, all, len(names))
 	for i, info := range all {
 		name := names[i] // names are given sorted
-		want := lease.Info{Name: name, Held: true, Owner: "owner-" + name, Token: tokens[name].Token}
+		want := lease.Info{Name: name, Held: true, OwnerID: fence.OwnerID("owner-" + name), Holder: "replica-a", Token: tokens[name].Token}
 		if name == released {
 			want = lease.Info{Name: name, Token: tokens[name].Token}
 		}
@@ -184,6 +203,11 @@ func exerciseList(t *testing.T, s inspectSetup, names []string) {
 	require.ErrorIs(t, err, lease.ErrInvalidOptions)
 	_, err = s.b.List(ctx, "a}", 1)
 	require.ErrorIs(t, err, lease.ErrInvalidOptions)
+}
+
+func zeroTTL(info lease.Info) lease.Info {
+	info.TTL = 0
+	return info
 }
 
 func infoNames(infos []lease.Info) []string {

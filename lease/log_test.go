@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 )
@@ -37,4 +38,58 @@ func TestLogsDurationsAsDurationStrings(t *testing.T) {
 		}
 	}
 	require.Equal(t, "5s", acquired["ttl"], "log: %s", buf.String())
+}
+
+// The owner is a write capability: the lease's log events carry its
+// fence.OwnerID and the holder label, never the owner itself.
+func TestLogsOwnerIDAndHolderNeverTheOwner(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Mini(t)
+	var buf bytes.Buffer
+	c, err := lease.New(rdb, lease.Options{
+		Prefix: redistest.Prefix(t, rdb),
+		Holder: "replica-a",
+		Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	require.NoError(t, err)
+	l, err := c.TryAcquire(t.Context(), "settle", 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(t.Context()))
+
+	require.NotContains(t, buf.String(), l.Owner())
+	var acquired map[string]any
+	for line := range strings.Lines(buf.String()) {
+		if strings.Contains(line, `"msg":"lease_acquired"`) {
+			require.NoError(t, json.Unmarshal([]byte(line), &acquired))
+		}
+	}
+	require.Equal(t, fence.OwnerID(l.Owner()), acquired["owner_id"], "log: %s", buf.String())
+	require.Equal(t, "replica-a", acquired["holder"])
+	require.NotContains(t, acquired, "owner")
+}
+
+// The holder label is the backend's: NewWithBackend takes it from the
+// backend (lease.Labeled) and refuses a different one; labels that could
+// pass for another in a view are refused.
+func TestHolderLabelOptions(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Mini(t)
+	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Holder: "replica-a"})
+	require.NoError(t, err)
+	c, err := lease.NewWithBackend(b, lease.Options{})
+	require.NoError(t, err)
+	require.Equal(t, "replica-a", c.HolderLabel())
+	_, err = lease.NewWithBackend(b, lease.Options{Holder: "replica-a"})
+	require.NoError(t, err, "the backend's own label")
+	_, err = lease.NewWithBackend(b, lease.Options{Holder: "replica-b"})
+	require.ErrorIs(t, err, lease.ErrInvalidOptions)
+
+	for _, bad := range []string{" ", "\t", "a\nb", "x\u200by", "x\u202ey", "bad\xff", strings.Repeat("x", lease.MaxHolderLen+1)} {
+		require.ErrorIs(t, lease.CheckHolder(bad), lease.ErrInvalidOptions, "%q", bad)
+		_, err := lease.New(rdb, lease.Options{Holder: bad})
+		require.ErrorIs(t, err, lease.ErrInvalidOptions, "%q", bad)
+	}
+	for _, good := range []string{"", "replica-a", "pod-7f9c/eu-west-1", "ü€ 𝄞"} {
+		require.NoError(t, lease.CheckHolder(good), "%q", good)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
@@ -24,6 +25,8 @@ const (
 	MinTTL = 10 * time.Millisecond
 	// MaxNameLen is the longest lease name in bytes.
 	MaxNameLen = 256
+	// MaxHolderLen is the longest holder label (Options.Holder) in bytes.
+	MaxHolderLen = 256
 	// DefaultBatchSize is how many leases one renewal round trip carries.
 	DefaultBatchSize = 1000
 )
@@ -58,6 +61,18 @@ type Options struct {
 	// New builds (see RedisOptions.Eviction and Eviction): by default a
 	// Redis that may evict keys is refused. NewWithBackend refuses it.
 	Eviction Eviction
+	// Holder is the holder label: the replica's name (a hostname, a pod
+	// name), stored beside every lease the Client takes and shown by the
+	// lease views (Inspector, the admin API's /leases, holdfast leases)
+	// and in the Client's log events, where the owner is not: the owner is
+	// a write capability (see fence.OwnerID). It is a label for people,
+	// not an identity: nothing checks it, and several replicas may share
+	// one. At most MaxHolderLen bytes of UTF-8 without control or format
+	// characters. Default "" (no label). New passes it to the Redis
+	// backend (RedisOptions.Holder); NewWithBackend takes the backend's
+	// own (RedisOptions.Holder, pglease.Options.Holder) and refuses a
+	// different one here.
+	Holder string
 }
 
 // ReplicaAck configures RedisOptions.ReplicaAck (Options.ReplicaAck).
@@ -148,6 +163,27 @@ func validateName(name string) error {
 	}
 	return nil
 }
+
+// CheckHolder returns an error matching ErrInvalidOptions unless label is
+// a valid holder label (Options.Holder): at most MaxHolderLen bytes of
+// UTF-8 without control or format characters, so that a label cannot pass
+// for another in a view. "" (no label) is valid. Backends that store the
+// label check it with this function.
+func CheckHolder(label string) error {
+	switch {
+	case len(label) > MaxHolderLen:
+		return fmt.Errorf("%w: Holder of %d bytes, at most %d", ErrInvalidOptions, len(label), MaxHolderLen)
+	case label != "" && strings.TrimSpace(label) == "":
+		return fmt.Errorf("%w: Holder %q is blank", ErrInvalidOptions, label)
+	case !safe.Printable(label) || strings.ContainsFunc(label, isFormat):
+		return fmt.Errorf("%w: Holder %q is not UTF-8 without control or format characters", ErrInvalidOptions, label)
+	}
+	return nil
+}
+
+// isFormat reports a format character (Unicode Cf: zero-width space,
+// right-to-left override, ...), which would let one label look like another.
+func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
 
 func validateTTL(ttl time.Duration) error {
 	if ttl < MinTTL {

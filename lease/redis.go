@@ -34,6 +34,10 @@ type RedisOptions struct {
 	// ErrEvictionPolicyUnknown; see Eviction for declaring the policy or
 	// running anyway.
 	Eviction Eviction
+	// Holder is the holder label (Options.Holder) the acquire script
+	// stores beside each lease it grants, in the key RedisKeys.Holder, in
+	// the same round trip. Default "" (none; the key is deleted).
+	Holder string
 }
 
 // RedisBackend is the lease Backend on one Redis deployment: a single
@@ -50,6 +54,8 @@ type RedisBackend struct {
 	prefix string
 	ack    ReplicaAck
 	policy *redispolicy.Checker     // maxmemory-policy, read before the first acquisition
+	holder string                   // RedisOptions.Holder
+	label  any                      // holder, boxed once for the acquire script's arguments
 	ttlArg atomic.Pointer[boxedTTL] // the last TTL argument built, reused by the next acquisition of that TTL
 }
 
@@ -73,10 +79,10 @@ func (b *RedisBackend) ttlArgument(ttl time.Duration) any {
 
 // NewRedisBackend returns the backend over rdb. It returns ErrNilClient
 // for a nil rdb (a typed nil pointer too) and an error matching
-// ErrInvalidOptions for a Prefix holding '{' or '}' or a negative
-// ReplicaAck or an Eviction.Policy that is not a Redis policy. It starts
-// no goroutine and sends nothing: the eviction policy is read on the first
-// acquisition.
+// ErrInvalidOptions for a Prefix holding '{' or '}', a negative
+// ReplicaAck, an Eviction.Policy that is not a Redis policy or a Holder
+// that CheckHolder refuses. It starts no goroutine and sends nothing: the
+// eviction policy is read on the first acquisition.
 func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBackend, error) {
 	if safe.IsNil(rdb) {
 		return nil, ErrNilClient
@@ -96,8 +102,12 @@ func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBacken
 	if err := opts.Eviction.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	if err := CheckHolder(opts.Holder); err != nil {
+		return nil, err
+	}
 	return &RedisBackend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck,
-		policy: redispolicy.New(rdb, opts.Eviction, "lease.Options.Eviction (RedisOptions.Eviction)")}, nil
+		policy: redispolicy.New(rdb, opts.Eviction, "lease.Options.Eviction (RedisOptions.Eviction)"),
+		holder: opts.Holder, label: opts.Holder}, nil
 }
 
 // CheckPolicy reads the Redis's maxmemory-policy unless done before (see
@@ -113,6 +123,11 @@ func (b *RedisBackend) CheckPolicy(ctx context.Context) error { return b.policy.
 // when RedisOptions.Eviction.AllowEviction let the backend run on a Redis
 // that may evict keys; 0 without I/O otherwise.
 func (b *RedisBackend) Evictions(ctx context.Context) (int64, error) { return b.policy.Evictions(ctx) }
+
+var _ Labeled = (*RedisBackend)(nil)
+
+// HolderLabel implements Labeled: RedisOptions.Holder.
+func (b *RedisBackend) HolderLabel() string { return b.holder }
 
 // Redis returns the client the backend sends its commands through.
 func (b *RedisBackend) Redis() redis.UniversalClient { return b.rdb }
@@ -130,6 +145,12 @@ type RedisKeys struct {
 	// Waiting is the flag a waiting Acquire sets so that the release
 	// publishes on Released: Lease + ":waiting".
 	Waiting string
+	// Holder holds the holder label (RedisOptions.Holder) of the last
+	// acquisition (a string, no TTL; absent when it had none): Lease +
+	// ":holder". Written by every acquisition in its own script (the
+	// acquire script builds it from Lease, in the same hash tag), so it
+	// names the current holder while the lease is held.
+	Holder string
 	// Released is the pub/sub channel a release publishes on:
 	// Lease + ":released".
 	Released string
@@ -148,7 +169,7 @@ func (b *RedisBackend) Keys(name string) (RedisKeys, error) {
 		return RedisKeys{}, err
 	}
 	lk := b.prefix + "{" + name + "}"
-	return RedisKeys{Lease: lk, Fence: lk + ":fence", Waiting: lk + ":waiting", Released: lk + ":released"}, nil
+	return RedisKeys{Lease: lk, Fence: lk + ":fence", Waiting: lk + ":waiting", Holder: lk + ":holder", Released: lk + ":released"}, nil
 }
 
 // redisHandle is the built-in backend's Grant.Handle: the keys and
@@ -160,7 +181,7 @@ func (b *RedisBackend) Keys(name string) (RedisKeys, error) {
 // it.
 type redisHandle struct {
 	name, owner string
-	acquireArgs [7]any // evalsha sha 2 lease fence owner ttl
+	acquireArgs [8]any // evalsha sha 2 lease fence owner ttl label
 	renewArgs   [6]any // evalsha sha 1 lease owner ttl
 	releaseArgs [6]any // evalsha sha 2 lease waiting owner
 }
@@ -168,7 +189,8 @@ type redisHandle struct {
 func (b *RedisBackend) newHandle(name, owner string, ttl time.Duration) *redisHandle {
 	// One allocation for the three keys: the lease key is a prefix of the
 	// fence key, and the waiting flag follows it in the same string. The
-	// release channel is built by release.lua.
+	// release channel and the holder label's key are built by the scripts
+	// (each boxed key or argument costs an allocation per acquisition).
 	n := len(b.prefix) + len(name) + len("{}")
 	keys := b.prefix + "{" + name + "}:fence" + b.prefix + "{" + name + "}:waiting"
 	var (
@@ -181,7 +203,7 @@ func (b *RedisBackend) newHandle(name, owner string, ttl time.Duration) *redisHa
 	return &redisHandle{
 		name:        name,
 		owner:       owner,
-		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 2, leaseArg, fenceArg, ownerArg, ttlArg},
+		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 2, leaseArg, fenceArg, ownerArg, ttlArg, b.label},
 		renewArgs:   [...]any{cmdEvalSha, renewScript.SHA(), 1, leaseArg, ownerArg, ttlArg},
 		releaseArgs: [...]any{cmdEvalSha, releaseScript.SHA(), 2, leaseArg, waitingArg, ownerArg},
 	}
@@ -209,8 +231,8 @@ var _ WaitingAcquirer = (*RedisBackend)(nil)
 func (b *RedisBackend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (Grant, error) {
 	h := b.newHandle(name, owner, ttl)
 	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
-	// evalsha sha 3 lease fence waiting owner ttl flagTTL
-	args := [...]any{a[0], a[1], 3, a[3], a[4], waitingKey, a[5], a[6], max(flagTTL.Milliseconds(), 1)}
+	// evalsha sha 3 lease fence waiting owner ttl label flagTTL
+	args := [...]any{a[0], a[1], 3, a[3], a[4], waitingKey, a[5], a[6], a[7], max(flagTTL.Milliseconds(), 1)}
 	return b.acquire(ctx, h, ttl, args[:])
 }
 

@@ -17,7 +17,7 @@ func TestRedisBackendKeysLayout(t *testing.T) {
 	k, err := b.Keys("job")
 	require.NoError(t, err)
 	require.Equal(t, lease.RedisKeys{
-		Lease: "p:{job}", Fence: "p:{job}:fence", Waiting: "p:{job}:waiting", Released: "p:{job}:released",
+		Lease: "p:{job}", Fence: "p:{job}:fence", Waiting: "p:{job}:waiting", Holder: "p:{job}:holder", Released: "p:{job}:released",
 	}, k)
 	require.Equal(t, "p:{job}:leader", k.Tagged("leader"))
 }
@@ -71,7 +71,7 @@ func FuzzRedisBackendKeysShareTheNamesHashTag(f *testing.F) {
 			require.ErrorIs(t, err, lease.ErrInvalidName)
 			return
 		}
-		for _, key := range []string{k.Lease, k.Fence, k.Waiting, k.Released, k.Tagged("leader")} {
+		for _, key := range []string{k.Lease, k.Fence, k.Waiting, k.Holder, k.Released, k.Tagged("leader")} {
 			require.Equal(t, name, hashTag(key), "key %q", key)
 		}
 	})

@@ -92,7 +92,8 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	lag := s.clock.Now().Sub(f.At)
 	s.obs.RunStarted(job.Name, lag)
 	s.log.LogAttrs(ctx, slog.LevelInfo, "job_claimed", slog.String("job", job.Name), slog.String("partition", h.u.partition),
-		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(h.fence.Token)), logattr.Duration("lag", lag))
+		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(h.fence.Token)),
+		slog.String("owner_id", fence.OwnerID(h.fence.Owner)), slog.String("holder", h.fence.Holder), logattr.Duration("lag", lag))
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	// Shutdown past the grace period ends the run and releases its lease,

@@ -25,8 +25,11 @@ type hold struct {
 	fence ledger.Fence
 }
 
-func newHold(u *unit, l *lease.Lease) hold {
-	return hold{u: u, l: l, fence: ledger.Fence{Scope: l.Name(), Token: l.Token(), Owner: l.Owner()}}
+// newHold returns the hold of l on u. Its fence carries the replica's
+// holder label (Options.Holder), which every Begin records with the
+// attempt.
+func (s *Scheduler) newHold(u *unit, l *lease.Lease) hold {
+	return hold{u: u, l: l, fence: ledger.Fence{Scope: l.Name(), Token: l.Token(), Owner: l.Owner(), Holder: s.cfg.Holder}}
 }
 
 // ctx ends when the lease is lost or released.
@@ -76,7 +79,7 @@ func (s *Scheduler) claim(u *unit, req claimReq) {
 		s.claimSkipped(u, req, err)
 		return
 	}
-	s.claimHeld(newHold(u, l), req, seen, nil)
+	s.claimHeld(s.newHold(u, l), req, seen, nil)
 }
 
 // recoveryNeeded reads u's State without its lease and reports whether
@@ -400,6 +403,7 @@ func (s *Scheduler) fastRequest(u *unit, req claimReq, now time.Time) (ledger.Be
 	}
 	return ledger.BeginRequest{
 		Slot:        ledger.Slot{Job: job.Name, At: req.fire.At, Partition: u.partition},
+		Fence:       ledger.Fence{Holder: s.cfg.Holder}, // the lease's fence is set once taken
 		MaxAttempts: job.MaxAttempts, Prev: prev, Since: job.window.since(now),
 	}, true
 }

@@ -366,7 +366,7 @@ func (s *Scheduler) claimBatches(ttl time.Duration, groups [][]*entry) {
 			switch {
 			case errs[i] == nil:
 				k--
-				h, p := newHold(e.u, leases[i]), pre[i]
+				h, p := s.newHold(e.u, leases[i]), pre[i]
 				s.wg.Go(func() {
 					defer func() { <-s.sem }()
 					s.unitLoop(e, &h, p)
@@ -436,7 +436,7 @@ func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*ledge
 			continue
 		}
 		if req, ok := s.fastRequest(e.u, e.req, now); ok {
-			req.Fence = newHold(e.u, leases[i]).fence
+			req.Fence = s.newHold(e.u, leases[i]).fence
 			reqs = append(reqs, req)
 			at = append(at, i)
 		}

@@ -130,8 +130,11 @@
 //	succeeded | failed | missed -> pending   (an operator's request)
 //	skipped, missed                          (by policy)
 //
-// Each attempt records its number, owner, token, start, heartbeat, finish,
-// error and error class (ledger.Record.Attempts, Record.Latest). Every fenced
+// Each attempt records its number, owner, holder label (Options.Holder),
+// token, start, heartbeat, finish, error and error class
+// (ledger.Record.Attempts, Record.Latest). Views (package schedhttp, the
+// holdfast CLI) and logs show the owner only as fence.OwnerID: with the
+// token it is a write capability. Every fenced
 // transition checks and raises a fence per (job, partition) with fence's
 // acceptance rule: it is accepted only with a token above the highest one
 // seen, or equal to it from the same owner; otherwise it returns a

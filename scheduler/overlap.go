@@ -60,7 +60,7 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 			slog.String("partition", u.partition), slog.Time("slot", f.At), slog.String("reason", reason), slog.Any("error", err))
 		return err
 	}
-	h := newHold(u, l) // scoped by the slot lease's name
+	h := s.newHold(u, l) // scoped by the slot lease's name
 	beginFen := h.fence
 	beginFen.Planner = &planner.fence
 	n, left, err := s.begin(h, beginFen, f)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,17 @@ type Options struct {
 	// done records. 0 (the default) prunes nothing: call Prune yourself
 	// (`holdfast prune`, a cron job). Negative is refused.
 	Retention time.Duration
+	// Holder is this replica's holder label: recorded with every attempt
+	// it begins (ledger.Attempt.Holder) and logged with its job events,
+	// so views (the admin API, the console, holdfast runs) and logs tell
+	// which replica ran a slot without showing the lease owner, which is
+	// a write capability (see fence.OwnerID). Default: the Leases
+	// client's label (lease.Options.Holder) when it has one, else the
+	// host name (os.Hostname, read once by New; none when it fails or is
+	// not a valid label). lease.CheckHolder's rules apply
+	// (ErrInvalidOptions). The leases themselves show the Leases
+	// client's label: give lease.Options.Holder the same value.
+	Holder string
 }
 
 // Scheduler turns cron ticks into slots and runs each slot once, under the
@@ -153,7 +165,8 @@ type unit struct {
 }
 
 // New returns a Scheduler. It returns an error matching ErrInvalidOptions
-// when Leases or Ledger is nil (a typed nil pointer too) or
+// when Leases or Ledger is nil (a typed nil pointer too), Holder is not a
+// valid holder label, or
 // MaxConcurrentClaims is negative.
 func New(cfg Options) (*Scheduler, error) {
 	if cfg.Leases == nil {
@@ -170,6 +183,12 @@ func New(cfg Options) (*Scheduler, error) {
 	}
 	if cfg.MaxConcurrentClaims < 0 {
 		return nil, fmt.Errorf("%w: negative MaxConcurrentClaims", ErrInvalidOptions)
+	}
+	if err := lease.CheckHolder(cfg.Holder); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = defaultHolder(cfg.Leases)
 	}
 	if cfg.MaxConcurrentClaims == 0 {
 		cfg.MaxConcurrentClaims = DefaultMaxConcurrentClaims
@@ -196,6 +215,19 @@ func New(cfg Options) (*Scheduler, error) {
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims),
 		stopped: make(chan struct{}),
 	}, nil
+}
+
+// defaultHolder is Options.Holder's default: the lease client's label,
+// else the host name when it is a valid label, else none.
+func defaultHolder(leases *lease.Client) string {
+	if label := leases.HolderLabel(); label != "" {
+		return label
+	}
+	host, err := os.Hostname()
+	if err != nil || lease.CheckHolder(host) != nil {
+		return ""
+	}
+	return host
 }
 
 // Register adds a job. It must be called before Start.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
@@ -31,8 +32,10 @@ const testToken = "s3cret"
 // service is a running scheduler with its admin handler on httptest, as a
 // deployed service would mount it, and the connection flags of the CLI.
 type service struct {
-	admin, redis []string // --admin and --token; --redis and --prefix
-	release      func()   // lets the "block" job's run finish
+	admin, redis []string    // --admin and --token; --redis and --prefix
+	release      func()      // lets the "block" job's run finish
+	holder       string      // the holder label of the service's lease client
+	owners       chan string // the owner of each run of "block" (Run.Owner)
 }
 
 // newService starts, on real Redis under a prefix of the test's own:
@@ -44,7 +47,8 @@ func newService(t *testing.T) *service {
 	rdb := redistest.Real(t)
 	prefix := redistest.Prefix(t, rdb)
 	leasePrefix, ledgerPrefix := prefix+"lease:", prefix+"ledger:"
-	leases, err := lease.New(rdb, lease.Options{Prefix: leasePrefix})
+	const holder = "replica-cli"
+	leases, err := lease.New(rdb, lease.Options{Prefix: leasePrefix, Holder: holder})
 	require.NoError(t, err)
 	ldg, err := redisledger.New(rdb, redisledger.Options{Prefix: ledgerPrefix})
 	require.NoError(t, err)
@@ -60,9 +64,14 @@ func newService(t *testing.T) *service {
 		},
 	}))
 	unblock := make(chan struct{})
+	owners := make(chan string, 16)
 	require.NoError(t, s.Register(scheduler.Job{
 		Name: "block", Spec: yearly, MaxAttempts: 1,
-		Run: func(ctx context.Context, _ scheduler.Run) error {
+		Run: func(ctx context.Context, run scheduler.Run) error {
+			select {
+			case owners <- run.Owner:
+			default:
+			}
 			select {
 			case <-unblock:
 			case <-ctx.Done():
@@ -108,6 +117,8 @@ func newService(t *testing.T) *service {
 		admin:   []string{"--admin", srv.URL + "/admin/", "--token", testToken},
 		redis:   []string{"--redis", redistest.URL(), "--prefix", leasePrefix},
 		release: release,
+		holder:  holder,
+		owners:  owners,
 	}
 }
 
@@ -167,7 +178,7 @@ func TestCommandsAgainstARunningService(t *testing.T) {
 	out = ok(t, svc.cmd("runs", "settle")...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3, out)
-	require.Equal(t, []string{"PARTITION", "SLOT", "STATUS", "ATTEMPT", "TOKEN", "OWNER", "STARTED", "FINISHED", "ERROR", "CLASS"}, strings.Fields(lines[0]))
+	require.Equal(t, []string{"PARTITION", "SLOT", "STATUS", "ATTEMPT", "TOKEN", "HOLDER", "OWNER", "ID", "STARTED", "FINISHED", "ERROR", "CLASS"}, strings.Fields(lines[0]))
 	var partitions []string
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
@@ -229,12 +240,30 @@ func TestLeaseOfARunningJob(t *testing.T) {
 		l := page.Leases[0]
 		require.True(t, l.Held)
 		require.Equal(t, token, l.Token)
-		require.Equal(t, latest(run).Owner, l.Owner)
+		require.Equal(t, latest(run).OwnerID, l.OwnerID)
+		require.Equal(t, svc.holder, l.Holder, "the lease client's label")
+		require.Equal(t, svc.holder, latest(run).Holder, "the scheduler's label, its lease client's by default")
 
 		out := ok(t, append([]string{"leases", "ls"}, conn...)...)
-		require.Regexp(t, `(?m)^block\s+yes\s+`+l.Owner[:ownerWidth]+`…\s+\S+\s+`+token.String()+`\s+no$`, out)
+		require.Regexp(t, `(?m)^block\s+yes\s+`+svc.holder+`\s+`+l.OwnerID+`\s+\S+\s+`+token.String()+`\s+no$`, out)
 		out = ok(t, append([]string{"fence", "lease", "block"}, conn...)...)
-		require.Equal(t, []string{"TOKEN", "OWNER", token.String(), l.Owner}, strings.Fields(out))
+		require.Equal(t, []string{"TOKEN", "OWNER", "ID", token.String(), l.OwnerID}, strings.Fields(out))
+	}
+	// The owner the job function got, which sinks accept with the token,
+	// appears in no output of the CLI, table or JSON.
+	owner := <-svc.owners
+	require.Equal(t, fence.OwnerID(owner), latest(run).OwnerID)
+	for _, args := range [][]string{
+		svc.cmd("runs", "block"), svc.cmd("runs", "block", "-o", "json"),
+		svc.cmd("runs", "block", "--slot", run.Slot.UTC().Format(time.RFC3339Nano)),
+		svc.cmd("runs", "block", "--slot", run.Slot.UTC().Format(time.RFC3339Nano), "-o", "json"),
+		append([]string{"leases", "ls"}, svc.redis...), append([]string{"leases", "ls", "-o", "json"}, svc.admin...),
+		append([]string{"leases", "show", "block"}, svc.admin...), append([]string{"leases", "show", "block", "-o", "json"}, svc.redis...),
+		append([]string{"fence", "lease", "block", "-o", "json"}, svc.admin...),
+	} {
+		out := ok(t, args...)
+		require.NotContains(t, out, owner, "%v", args)
+		require.Contains(t, out, fence.OwnerID(owner), "%v", args)
 	}
 	svc.release()
 	svc.waitRun(t, "block", "", "succeeded")
@@ -292,7 +321,7 @@ func TestWatch(t *testing.T) {
 	r := stop()
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Empty(t, r.stderr)
-	require.Regexp(t, `(?m)^\d\d:\d\d:\d\d  run    -  \S+  running  attempt 1  token \d+  owner \S+`, r.stdout)
+	require.Regexp(t, `(?m)^\d\d:\d\d:\d\d  run    -  \S+  running  attempt 1  token \d+  holder replica-cli \([0-9a-f]{12}\)`, r.stdout)
 
 	// -o json: one event a line; the run's events end in succeeded.
 	testwait.Until(t, 10*time.Second, "the JSON watch shows the run succeeded", func() bool {

@@ -136,5 +136,5 @@ func TestWatchPollsAgainAfterAServerError(t *testing.T) {
 	r := stop()
 	require.Equal(t, exitOK, r.code)
 	require.Contains(t, r.stderr, "500 Internal Server Error: restarting (polling again)")
-	require.Regexp(t, `(?m)^\d\d:\d\d:\d\d  run    eu  2026-11-30T01:00:00Z  succeeded  attempt 1  token -  owner -$`, r.stdout)
+	require.Regexp(t, `(?m)^\d\d:\d\d:\d\d  run    eu  2026-11-30T01:00:00Z  succeeded  attempt 1  token -  holder -$`, r.stdout)
 }

@@ -21,13 +21,14 @@ import (
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
 )
 
-// The lease commands read Redis directly: a held lease with its owner and
-// token, a released one with its last token, a never-acquired one exits 3.
+// The lease commands read Redis directly: a held lease with its holder
+// label, owner id (never the owner, a write capability) and token, a
+// released one with its last token, a never-acquired one exits 3.
 func TestLeasesFromRedis(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Real(t)
 	prefix := redistest.Prefix(t, rdb)
-	c, err := lease.New(rdb, lease.Options{Prefix: prefix})
+	c, err := lease.New(rdb, lease.Options{Prefix: prefix, Holder: "replica-a"})
 	require.NoError(t, err)
 	ctx := context.Background()
 	held, err := c.TryAcquire(ctx, "report|eu", time.Minute)
@@ -41,23 +42,31 @@ func TestLeasesFromRedis(t *testing.T) {
 	out := ok(t, append([]string{"leases", "ls"}, conn...)...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3, out)
-	require.Equal(t, []string{"NAME", "HELD", "OWNER", "TTL", "TOKEN", "WAITING"}, strings.Fields(lines[0]))
+	require.Equal(t, []string{"NAME", "HELD", "HOLDER", "OWNER", "ID", "TTL", "TOKEN", "WAITING"}, strings.Fields(lines[0]))
 	row := strings.Fields(lines[1])
-	require.Equal(t, []string{"report|eu", "yes", held.Owner()[:ownerWidth] + "…"}, row[:3])
-	require.Equal(t, []string{held.Token().String(), "no"}, row[4:])
-	ttl, err := time.ParseDuration(row[3])
+	require.Equal(t, []string{"report|eu", "yes", "replica-a", fence.OwnerID(held.Owner())}, row[:4])
+	require.Equal(t, []string{held.Token().String(), "no"}, row[5:])
+	ttl, err := time.ParseDuration(row[4])
 	require.NoError(t, err)
 	require.Greater(t, ttl, 50*time.Second)
-	require.Equal(t, []string{"report|us", "no", "-", "-", gone.Token().String(), "no"}, strings.Fields(lines[2]))
+	require.Equal(t, []string{"report|us", "no", "-", "-", "-", gone.Token().String(), "no"}, strings.Fields(lines[2]))
+	require.NotContains(t, out, held.Owner())
 
 	var page schedhttp.LeasesPage
 	okJSON(t, &page, append([]string{"leases", "ls", "--match", "*|eu"}, conn...)...)
 	require.Len(t, page.Leases, 1)
 	l := page.Leases[0]
-	require.Equal(t, schedhttp.LeaseJSON{Name: "report|eu", Held: true, Owner: held.Owner(), TTLMS: l.TTLMS, Token: held.Token()}, l)
+	require.Equal(t, schedhttp.LeaseJSON{Name: "report|eu", Held: true, OwnerID: fence.OwnerID(held.Owner()), Holder: "replica-a",
+		TTLMS: l.TTLMS, Token: held.Token()}, l)
+	out = ok(t, append([]string{"leases", "ls", "-o", "json"}, conn...)...)
+	require.NotContains(t, out, held.Owner())
+	out = ok(t, append([]string{"leases", "show", "report|eu"}, conn...)...)
+	require.Regexp(t, `(?m)^holder\s+replica-a$`, out)
+	require.Regexp(t, `(?m)^owner id\s+`+fence.OwnerID(held.Owner())+`$`, out)
+	require.NotContains(t, out, held.Owner())
 
 	out = ok(t, append([]string{"fence", "lease", "report|eu"}, conn...)...)
-	require.Equal(t, []string{"TOKEN", "OWNER", held.Token().String(), held.Owner()}, strings.Fields(out))
+	require.Equal(t, []string{"TOKEN", "OWNER", "ID", held.Token().String(), fence.OwnerID(held.Owner())}, strings.Fields(out))
 	var f fenceJSON
 	okJSON(t, &f, append([]string{"fence", "lease", "report|us"}, conn...)...)
 	require.Equal(t, fenceJSON{Kind: "lease", Name: "report|us", Token: gone.Token()}, f)
@@ -90,10 +99,10 @@ func TestFenceOfSinks(t *testing.T) {
 		conn := []string{"--pg", pgtest.URL(), "--schema", schema}
 
 		out := ok(t, append([]string{"fence", "pg", "--resource", "account:42", "--scope", "settle|eu"}, conn...)...)
-		require.Equal(t, []string{"TOKEN", "OWNER", h.Token.String(), "owner-a"}, strings.Fields(out))
+		require.Equal(t, []string{"TOKEN", "OWNER", "ID", h.Token.String(), fence.OwnerID("owner-a")}, strings.Fields(out))
 		var f fenceJSON
 		okJSON(t, &f, append([]string{"fence", "pg", "--resource", "account:42", "--scope", "settle|eu"}, conn...)...)
-		require.Equal(t, fenceJSON{Kind: "pg", Resource: "account:42", Scope: "settle|eu", Token: h.Token, Owner: "owner-a"}, f)
+		require.Equal(t, fenceJSON{Kind: "pg", Resource: "account:42", Scope: "settle|eu", Token: h.Token, OwnerID: fence.OwnerID("owner-a")}, f)
 		r := cli(t, append([]string{"fence", "pg", "--resource", "account:42", "--scope", "settle|us"}, conn...)...)
 		require.Equal(t, exitNotFound, r.code, r.stderr)
 		r = cli(t, append([]string{"fence", "pg", "--scope", "settle|us"}, conn...)...)
@@ -108,7 +117,7 @@ func TestFenceOfSinks(t *testing.T) {
 		require.NoError(t, w.Set(ctx, key, "100", h, time.Minute))
 
 		out := ok(t, "fence", "redis", "--redis", redistest.URL(), "--resource", key, "--scope", "settle|eu")
-		require.Equal(t, []string{"TOKEN", "OWNER", h.Token.String(), "owner-a"}, strings.Fields(out))
+		require.Equal(t, []string{"TOKEN", "OWNER", "ID", h.Token.String(), fence.OwnerID("owner-a")}, strings.Fields(out))
 		r := cli(t, "fence", "redis", "--redis", redistest.URL(), "--resource", key, "--scope", "report")
 		require.Equal(t, exitNotFound, r.code, r.stderr)
 	})

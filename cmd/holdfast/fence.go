@@ -32,7 +32,9 @@ type fenceJSON struct {
 	Resource string      `json:"resource,omitempty"`
 	Scope    string      `json:"scope,omitempty"`
 	Token    fence.Token `json:"token,string"`
-	Owner    string      `json:"owner,omitempty"`
+	// OwnerID is fence.OwnerID of the fence's owner: the owner itself is
+	// a write capability and is never printed.
+	OwnerID string `json:"owner_id,omitempty"`
 }
 
 // printFence prints f (the token alone in a table, for shell use) and
@@ -43,8 +45,8 @@ func (a *app) printFence(f fenceJSON, what string) error {
 			return err
 		}
 	} else if f.Token != fence.None {
-		t := a.table("TOKEN", "OWNER")
-		t.row(f.Token.String(), f.Owner)
+		t := a.table("TOKEN", "OWNER ID")
+		t.row(f.Token.String(), f.OwnerID)
 		if err := t.flush(); err != nil {
 			return err
 		}
@@ -80,7 +82,7 @@ Examples:
 		if err != nil {
 			return err
 		}
-		return a.printFence(fenceJSON{Kind: "lease", Name: l.Name, Token: l.Token, Owner: l.Owner}, "lease "+l.Name)
+		return a.printFence(fenceJSON{Kind: "lease", Name: l.Name, Token: l.Token, OwnerID: l.OwnerID}, "lease "+l.Name)
 	}
 	return c
 }
@@ -94,7 +96,7 @@ type sinkFlags struct {
 func fencePGCommand() command {
 	c := command{
 		name: "fence pg", args: "--resource R --scope S [--schema S] [--table T]", summary: "a pgfence guard's token",
-		help: `Prints the token and owner the pgfence guard holds for (resource, scope):
+		help: `Prints the token and owner id the pgfence guard holds for (resource, scope):
 the highest token of that scope it accepted a write for. The scope is the
 lease name of the writers (fence.Holder.Scope). Exit 3 when none.
 
@@ -130,7 +132,7 @@ Examples:
 		if err != nil {
 			return sinkError(err)
 		}
-		return a.printFence(fenceJSON{Kind: "pg", Resource: f.resource, Scope: f.scope, Token: token, Owner: owner},
+		return a.printFence(fenceJSON{Kind: "pg", Resource: f.resource, Scope: f.scope, Token: token, OwnerID: fence.OwnerID(owner)},
 			"pgfence "+f.resource)
 	}
 	return c
@@ -139,7 +141,7 @@ Examples:
 func fenceRedisCommand() command {
 	c := command{
 		name: "fence redis", args: "--resource KEY --scope S", summary: "a redisfence fence's token",
-		help: `Prints the token and owner the redisfence fence of KEY (KEY + ":fence", a
+		help: `Prints the token and owner id the redisfence fence of KEY (KEY + ":fence", a
 hash per scope) holds for the scope: the highest token of that scope it
 accepted a write for. Exit 3 when none.
 
@@ -173,7 +175,7 @@ Examples:
 		if err != nil {
 			return sinkError(err)
 		}
-		return a.printFence(fenceJSON{Kind: "redis", Resource: f.resource, Scope: f.scope, Token: token, Owner: owner},
+		return a.printFence(fenceJSON{Kind: "redis", Resource: f.resource, Scope: f.scope, Token: token, OwnerID: fence.OwnerID(owner)},
 			"redisfence "+f.resource)
 	}
 	return c

@@ -88,10 +88,12 @@ func runsCommand() command {
 		help: `Lists the runs of JOB newest first, through the admin handler: all partitions
 when --partition is not given (--partition '' is the default partition), the
 slots in [--from, --to), of --status (succeeded, failed, running, pending,
-skipped, missed, abandoned), at most --limit. The TOKEN, OWNER, STARTED and
-FINISHED columns are the latest attempt's.
+skipped, missed, abandoned), at most --limit. The TOKEN, HOLDER, OWNER ID,
+STARTED and FINISHED columns are the latest attempt's: HOLDER is the label of
+the replica that ran it, OWNER ID a hash of its lease owner (the owner itself
+is a write capability and is never shown).
 
-With --slot, shows that slot's run and every attempt: owner, fencing token,
+With --slot, shows that slot's run and every attempt: holder, owner id, fencing token,
 start, last heartbeat, finish and error class; on a job with partitions
 --partition is required (a usage error, exit 2, without it).
 
@@ -219,10 +221,10 @@ func (a *app) printRuns(runs []schedhttp.RunJSON) error {
 		}
 		return a.printJSON(schedhttp.RunsPage{Runs: runs})
 	}
-	t := a.table("PARTITION", "SLOT", "STATUS", "ATTEMPT", "TOKEN", "OWNER", "STARTED", "FINISHED", "ERROR CLASS")
+	t := a.table("PARTITION", "SLOT", "STATUS", "ATTEMPT", "TOKEN", "HOLDER", "OWNER ID", "STARTED", "FINISHED", "ERROR CLASS")
 	for _, r := range runs {
 		at := latest(r)
-		t.row(r.Partition, fmtTime(r.Slot), r.Status, strconv.Itoa(r.Attempt), tokenText(at), abbrevOwner(at.Owner),
+		t.row(r.Partition, fmtTime(r.Slot), r.Status, strconv.Itoa(r.Attempt), tokenText(at), at.Holder, at.OwnerID,
 			fmtTime(at.Started), fmtTime(at.Finished), at.ErrorClass)
 	}
 	return t.flush()
@@ -256,9 +258,9 @@ func (a *app) showSlot(ctx context.Context, cl *adminClient, job string, partiti
 	if r.Reason != "" {
 		fmt.Fprintf(a.stdout, "reason: %s\n", r.Reason)
 	}
-	t := a.table("N", "STATUS", "TOKEN", "OWNER", "STARTED", "HEARTBEAT", "FINISHED", "ERROR CLASS", "ERROR")
+	t := a.table("N", "STATUS", "TOKEN", "HOLDER", "OWNER ID", "STARTED", "HEARTBEAT", "FINISHED", "ERROR CLASS", "ERROR")
 	for _, at := range r.Attempts {
-		t.row(strconv.Itoa(at.N), at.Status, tokenText(at), at.Owner, fmtTime(at.Started), fmtTime(at.Heartbeat),
+		t.row(strconv.Itoa(at.N), at.Status, tokenText(at), at.Holder, at.OwnerID, fmtTime(at.Started), fmtTime(at.Heartbeat),
 			fmtTime(at.Finished), at.ErrorClass, at.Error)
 	}
 	return t.flush()

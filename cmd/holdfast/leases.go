@@ -59,7 +59,8 @@ func leasesLsCommand() command {
 	c := command{
 		name: "leases ls", args: "[--match GLOB] [--prefix P] [--limit N]", summary: "list leases",
 		help: `Lists the leases whose name matches GLOB (Redis SCAN MATCH syntax), sorted by
-name: held ones with their owner (abbreviated; -o json has it in full) and
+name: held ones with their holder label (lease.Options.Holder), their owner
+id (a hash of the owner, which is never shown: it is a write capability) and
 the TTL left, released or expired ones with their last token. The scheduler's
 leases are named JOB (the "" partition) and JOB|PARTITION.
 
@@ -101,7 +102,7 @@ Examples:
 func leasesShowCommand() command {
 	c := command{
 		name: "leases show", args: "NAME", summary: "show one lease",
-		help: `Shows one lease: held or not, its owner in full, the TTL left, its fencing
+		help: `Shows one lease: held or not, its holder label and owner id, the TTL left, its fencing
 counter (the holder's token when held) and the waiting flag. Exit 3 when no
 token was ever issued for NAME.
 
@@ -136,7 +137,8 @@ Examples:
 			t := a.table("FIELD", "VALUE")
 			t.row("name", l.Name)
 			t.row("held", yesNo(l.Held))
-			t.row("owner", l.Owner)
+			t.row("holder", l.Holder)
+			t.row("owner id", l.OwnerID)
 			t.row("ttl", ttlText(l))
 			t.row("token", l.Token.String())
 			t.row("waiting", yesNo(l.Waiting))
@@ -163,9 +165,9 @@ func (a *app) printLeases(leases []schedhttp.LeaseJSON) error {
 	if a.conn.output == "json" {
 		return a.printJSON(schedhttp.LeasesPage{Leases: leases})
 	}
-	t := a.table("NAME", "HELD", "OWNER", "TTL", "TOKEN", "WAITING")
+	t := a.table("NAME", "HELD", "HOLDER", "OWNER ID", "TTL", "TOKEN", "WAITING")
 	for _, l := range leases {
-		t.row(l.Name, yesNo(l.Held), abbrevOwner(l.Owner), ttlText(l), l.Token.String(), yesNo(l.Waiting))
+		t.row(l.Name, yesNo(l.Held), l.Holder, l.OwnerID, ttlText(l), l.Token.String(), yesNo(l.Waiting))
 	}
 	return t.flush()
 }
@@ -258,7 +260,7 @@ func leaseError(err error) error {
 // same from Redis and from the admin handler.
 func leaseJSON(info lease.Info) schedhttp.LeaseJSON {
 	return schedhttp.LeaseJSON{
-		Name: info.Name, Held: info.Held, Owner: info.Owner, TTLMS: info.TTL.Milliseconds(),
+		Name: info.Name, Held: info.Held, OwnerID: info.OwnerID, Holder: info.Holder, TTLMS: info.TTL.Milliseconds(),
 		Token: info.Token, Waiting: info.Waiting,
 	}
 }

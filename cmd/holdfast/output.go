@@ -38,15 +38,19 @@ func (t *table) row(cells ...string) {
 
 func (t *table) flush() error { return t.tw.Flush() }
 
-// ownerWidth is how much of an owner a table shows: owners are 32 hex
-// digits (lease.Lease.Owner); 8 tell them apart, as short git hashes do.
-const ownerWidth = 8
-
-func abbrevOwner(owner string) string {
-	if len(owner) <= ownerWidth+1 {
-		return owner
+// holderText names who holds or ran something in a line of text: the
+// holder label and the owner id (fence.OwnerID), "label (id)", either
+// alone when the other is empty. The owner itself is a write capability
+// and never reaches the CLI: the admin API and the lease views give only
+// its id.
+func holderText(holder, ownerID string) string {
+	switch {
+	case holder == "":
+		return ownerID
+	case ownerID == "":
+		return holder
 	}
-	return owner[:ownerWidth] + "…"
+	return holder + " (" + ownerID + ")"
 }
 
 // fmtTime writes t in UTC to the second, or "" (shown "-") for zero.

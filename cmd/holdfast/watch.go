@@ -116,14 +116,14 @@ func (w *watcher) poll(ctx context.Context) error {
 		r := runs[i]
 		at := latest(r)
 		key := r.Partition + "|" + fmtTime(r.Slot)
-		fp := fmt.Sprint(r.Status, r.Attempt, at.Token, at.Owner)
+		fp := fmt.Sprint(r.Status, r.Attempt, at.Token, at.OwnerID)
 		if w.runs[key] == fp {
 			continue
 		}
 		w.runs[key] = fp
 		w.print(watchEvent{At: now, Kind: "run", Run: &r},
-			fmt.Sprintf("run    %s  %s  %s  attempt %d  token %s  owner %s  %s",
-				dash(r.Partition), fmtTime(r.Slot), r.Status, r.Attempt, dash(tokenText(at)), dash(abbrevOwner(at.Owner)), at.ErrorClass))
+			fmt.Sprintf("run    %s  %s  %s  attempt %d  token %s  holder %s  %s",
+				dash(r.Partition), fmtTime(r.Slot), r.Status, r.Attempt, dash(tokenText(at)), dash(holderText(at.Holder, at.OwnerID)), at.ErrorClass))
 	}
 	return w.pollLeases(ctx, now)
 }
@@ -147,14 +147,14 @@ func (w *watcher) pollLeases(ctx context.Context, now time.Time) error {
 			continue
 		}
 		seen[l.Name] = true
-		fp := fmt.Sprint(l.Held, l.Owner, l.Token)
+		fp := fmt.Sprint(l.Held, l.OwnerID, l.Token)
 		if w.leases[l.Name] == fp {
 			continue
 		}
 		w.leases[l.Name] = fp
 		state := "released"
 		if l.Held {
-			state = "held by " + abbrevOwner(l.Owner)
+			state = "held by " + holderText(l.Holder, l.OwnerID)
 		}
 		w.print(watchEvent{At: now, Kind: "lease", Lease: &l},
 			fmt.Sprintf("claim  %s  %s  token %s", l.Name, state, l.Token))

@@ -101,7 +101,9 @@ func runReplica(cfg replicaConfig) error {
 	if err != nil {
 		return err
 	}
-	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Logger: logger})
+	// The holder label names the replica in the console, the API and the
+	// logs (all replicas of the demo share one host name).
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Logger: logger, Holder: holderLabel(cfg)})
 	if err != nil {
 		return err
 	}
@@ -149,6 +151,16 @@ func runReplica(cfg replicaConfig) error {
 	return nil
 }
 
+// holderLabel is the replica's holder label (lease and scheduler
+// Options.Holder): "replica-" + its ID, "" for none (the console and the
+// coordinator hold no lease).
+func holderLabel(cfg replicaConfig) string {
+	if cfg.ID == "" {
+		return ""
+	}
+	return "replica-" + cfg.ID
+}
+
 // redisScheduling returns a replica's Redis client (for the caller to
 // close, also on error), lease client and ledger.
 func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *lease.Client, ledger.Ledger, error) {
@@ -157,7 +169,7 @@ func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *le
 		return nil, nil, nil, err
 	}
 	rdb := redis.NewClient(opts)
-	leases, err := lease.New(rdb, lease.Options{Prefix: cfg.Prefix + "lease:", Logger: logger})
+	leases, err := lease.New(rdb, lease.Options{Prefix: cfg.Prefix + "lease:", Logger: logger, Holder: holderLabel(cfg)})
 	if err != nil {
 		return rdb, nil, nil, err
 	}

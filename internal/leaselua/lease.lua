@@ -66,3 +66,16 @@ local function holdfast_lease_release(lease_key, waiting_key, owner)
   end
   return 0
 end
+
+-- holdfast_lease_label(holder_key, label) stores the holder label of an
+-- acquisition just granted (holdfast_lease_acquire returned a token) in
+-- holder_key (<lease_key>:holder), with no TTL, and deletes it for ''.
+-- Every acquisition calls it, so while the lease is held the key names its
+-- holder; views show it in place of the owner, which is a write capability.
+local function holdfast_lease_label(holder_key, label)
+  if label == '' then
+    redis.call('DEL', holder_key)
+  else
+    redis.call('SET', holder_key, label)
+  end
+end

@@ -34,6 +34,7 @@ var contract = []check{
 	{"BadInputGetsTypedErrors", badInputGetsTypedErrors},
 	{"FrozenHolderIsLostWithErrExpired", frozenHolderIsLost},
 	{"TryAcquireAllAnswersEachName", tryAcquireAllAnswersEachName},
+	{"HolderLabelIsStoredWithTheLease", holderLabelIsStored},
 }
 
 // Time limits of the checks: generous, as they bound a wait for something
@@ -530,4 +531,45 @@ func tryAcquireAllAnswersEachName(t *testing.T, e *env) {
 	}
 	_, errs = c.TryAcquireAll(ctx, []string{"batch-x"}, 0)
 	require.ErrorIs(t, errs[0], lease.ErrInvalidTTL)
+}
+
+// The holder label (Options.Holder) is stored with each acquisition, by
+// TryAcquire and TryAcquireAll alike, and is always the current
+// holder's: a later holder without a label shows none, not its
+// predecessor's.
+func holderLabelIsStored(t *testing.T, e *env) {
+	if e.HolderLabel == nil {
+		t.Skip("leasetest: the Store has no HolderLabel")
+	}
+	ctx := context.Background()
+	label := func(name string) string {
+		t.Helper()
+		got, err := e.HolderLabel(ctx, name)
+		require.NoError(t, err)
+		return got
+	}
+	a := e.client(t, func(o *lease.Options) { o.Holder = "replica-a" })
+	b := e.client(t, func(o *lease.Options) { o.Holder = "replica-b 🛰" })
+	none := e.client(t)
+	require.Equal(t, "replica-a", a.HolderLabel())
+	require.Equal(t, "", none.HolderLabel())
+
+	name := "labelled"
+	l := held(t, TryAcquire(t, a, name, longTTL))
+	require.Equal(t, "replica-a", label(name), "the holder's label")
+	require.NoError(t, l.Release(ctx))
+	l = held(t, TryAcquire(t, b, name, longTTL))
+	require.Equal(t, "replica-b 🛰", label(name), "the next holder's label")
+	require.NoError(t, l.Release(ctx))
+	l = held(t, TryAcquire(t, none, name, longTTL))
+	require.Equal(t, "", label(name), "a holder without a label shows none, not the one before")
+	require.NoError(t, l.Release(ctx))
+
+	names := []string{"batch-1", "batch-2"}
+	leases, errs := a.TryAcquireAll(ctx, names, longTTL)
+	for i := range names {
+		require.NoError(t, errs[i])
+		held(t, leases[i])
+		require.Equal(t, "replica-a", label(names[i]), "TryAcquireAll stores the label of %s", names[i])
+	}
 }

@@ -77,7 +77,8 @@
 // reaching the server; a frozen holder is lost with lease.ErrExpired when
 // thawed after its trust window; TryAcquireAll answers each name of a
 // batch (the free ones taken, the held and the invalid ones reported) with
-// ordinary leases.
+// ordinary leases; the holder label (lease.Options.Holder) is stored with
+// each acquisition and is always the current holder's.
 //
 // No check sleeps: each waits for a signal or polls with a deadline.
 package leasetest

@@ -18,9 +18,11 @@ import (
 type Store struct {
 	// NewClient returns a new lease Client over the store. Clients of one
 	// Store compete for the same leases, as replicas do. opts holds what
-	// the check needs (RetryMin, RetryMax, Observer), zero elsewhere: the
+	// the check needs (RetryMin, RetryMax, Observer, Holder), zero elsewhere: the
 	// store may add its own fields (Prefix, Logger) but must keep those.
-	// Required.
+	// Required. opts.Holder, when set, is the holder label the Client's
+	// acquisitions must store (the store's backend option for it, such as
+	// RedisOptions.Holder or pglease.Options.Holder).
 	NewClient func(t *testing.T, opts lease.Options) *lease.Client
 	// Expire frees the lease called name at once, whoever holds it, as
 	// the store expiring it would: the holder finds out at its next
@@ -30,6 +32,11 @@ type Store struct {
 	// free) and its remaining TTL. Optional: without it, the checks of
 	// what is stored are left out.
 	Inspect func(ctx context.Context, name string) (owner string, ttl time.Duration, err error)
+	// HolderLabel returns the holder label stored with the held lease
+	// called name ("" when none or free), as the store's views show it
+	// (lease.Info.Holder). Optional: without it,
+	// HolderLabelIsStoredWithTheLease is skipped.
+	HolderLabel func(ctx context.Context, name string) (string, error)
 	// Commands returns how many commands the store's Clients sent so far.
 	// Optional: without it, FailedTryIsOneCommand is skipped and bad input
 	// is not checked to reach no server.

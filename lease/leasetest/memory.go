@@ -26,7 +26,17 @@ import (
 // Client keeps alive expires only when the fake clock passes its TTL
 // between two renewals. The zero value is not ready: use
 // NewMemoryBackend. It is safe for concurrent use.
+//
+// WithHolder returns a view of the same leases that stores a holder label
+// (lease.Options.Holder) with each acquisition, read back by Label: give
+// each replica's Client its own view.
 type MemoryBackend struct {
+	*memoryLeases
+	label string // the holder label this view stores (WithHolder)
+}
+
+// memoryLeases is what the views of one MemoryBackend share.
+type memoryLeases struct {
 	clk   clock.Clock
 	calls atomic.Int64
 
@@ -39,12 +49,14 @@ type MemoryBackend struct {
 // memoryLease is the stored record of a held lease.
 type memoryLease struct {
 	owner   string
+	holder  string // the holder label
 	expires time.Time
 }
 
 var (
 	_ lease.Backend  = (*MemoryBackend)(nil)
 	_ lease.Notifier = (*MemoryBackend)(nil)
+	_ lease.Labeled  = (*MemoryBackend)(nil)
 )
 
 // NewMemoryBackend returns an empty MemoryBackend whose TTLs run on clk
@@ -53,13 +65,29 @@ func NewMemoryBackend(clk clock.Clock) *MemoryBackend {
 	if clk == nil {
 		clk = clock.Real()
 	}
-	return &MemoryBackend{
+	return &MemoryBackend{memoryLeases: &memoryLeases{
 		clk:     clk,
 		leases:  map[string]memoryLease{},
 		tokens:  map[string]fence.Token{},
 		waiters: map[string]map[chan struct{}]struct{}{},
-	}
+	}}
 }
+
+// WithHolder returns a view of m's leases (the same leases, tokens and
+// waiters) whose acquisitions store the holder label label, as
+// lease.RedisOptions.Holder does: pass it to lease.NewWithBackend. It
+// returns an error matching lease.ErrInvalidOptions for a label
+// lease.CheckHolder refuses.
+func (m *MemoryBackend) WithHolder(label string) (*MemoryBackend, error) {
+	if err := lease.CheckHolder(label); err != nil {
+		return nil, err
+	}
+	return &MemoryBackend{memoryLeases: m.memoryLeases, label: label}, nil
+}
+
+// HolderLabel implements lease.Labeled: the label of WithHolder, "" for
+// NewMemoryBackend's.
+func (m *MemoryBackend) HolderLabel() string { return m.label }
 
 // Acquire takes the lease called name for owner and ttl if it is free or
 // its TTL passed, with the next token of name; otherwise it returns
@@ -77,7 +105,7 @@ func (m *MemoryBackend) Acquire(ctx context.Context, name, owner string, ttl tim
 		return lease.Grant{Remaining: l.expires.Sub(now)}, nil
 	}
 	m.tokens[name]++
-	m.leases[name] = memoryLease{owner: owner, expires: now.Add(ttl)}
+	m.leases[name] = memoryLease{owner: owner, holder: m.label, expires: now.Add(ttl)}
 	return lease.Grant{Acquired: true, Token: m.tokens[name]}, nil
 }
 
@@ -175,6 +203,15 @@ func (m *MemoryBackend) Holder(name string) (owner string, ttl time.Duration) {
 		return "", 0
 	}
 	return l.owner, l.expires.Sub(now)
+}
+
+// Label returns the holder label stored with the lease called name, ""
+// when it has none or is free.
+func (m *MemoryBackend) Label(name string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, _ := m.live(name, m.clk.Now())
+	return l.holder
 }
 
 // Calls returns how many calls of Acquire, Renew and Release the backend

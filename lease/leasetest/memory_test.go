@@ -13,15 +13,18 @@ import (
 )
 
 // memoryStore describes a fresh MemoryBackend on clk to the suite: its
-// Clients share it, Expire is MemoryBackend.Expire, Inspect
-// MemoryBackend.Holder, Commands MemoryBackend.Calls.
+// Clients share it (each through a WithHolder view of its label), Expire
+// is MemoryBackend.Expire, Inspect MemoryBackend.Holder, HolderLabel
+// MemoryBackend.Label, Commands MemoryBackend.Calls.
 func memoryStore(clk clock.Clock) func(t *testing.T) leasetest.Store {
 	return func(t *testing.T) leasetest.Store {
 		b := leasetest.NewMemoryBackend(clk)
 		return leasetest.Store{
 			NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
 				t.Helper()
-				c, err := lease.NewWithBackend(b, opts)
+				view, err := b.WithHolder(opts.Holder)
+				require.NoError(t, err)
+				c, err := lease.NewWithBackend(view, opts)
 				require.NoError(t, err)
 				return c
 			},
@@ -32,6 +35,9 @@ func memoryStore(clk clock.Clock) func(t *testing.T) leasetest.Store {
 			Inspect: func(_ context.Context, name string) (string, time.Duration, error) {
 				owner, ttl := b.Holder(name)
 				return owner, ttl, nil
+			},
+			HolderLabel: func(_ context.Context, name string) (string, error) {
+				return b.Label(name), nil
 			},
 			Commands: b.Calls,
 		}

@@ -24,7 +24,7 @@ import (
 // suite adds a hook to it). Each check works under a key prefix of its own
 // and deletes its keys when it ends, so the deployment may be shared with
 // other tests. configure, when non-nil, adjusts the Options of every
-// Client (Logger, BatchSize, ReplicaAck); the suite sets Prefix, and its
+// Client (Logger, BatchSize, ReplicaAck); the suite sets Prefix, and its Holder,
 // RetryMin, RetryMax and Observer win (an Observer set by configure still
 // receives every measurement).
 func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure func(*lease.Options)) func(t *testing.T) Store {
@@ -50,6 +50,9 @@ func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure f
 					configure(&o)
 				}
 				o.Prefix = prefix
+				if opts.Holder != "" {
+					o.Holder = opts.Holder
+				}
 				if opts.RetryMin != 0 || opts.RetryMax != 0 {
 					o.RetryMin, o.RetryMax = opts.RetryMin, opts.RetryMax
 				}
@@ -78,6 +81,10 @@ func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure f
 				}
 				ttl, err := rdb.PTTL(ctx, leaseKey).Result()
 				return owner, ttl, err
+			},
+			HolderLabel: func(ctx context.Context, name string) (string, error) {
+				info, err := rb.Inspect(ctx, name)
+				return info.Holder, err
 			},
 			Commands: cmds.n.Load,
 		}

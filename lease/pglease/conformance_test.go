@@ -52,7 +52,7 @@ func pgStore(t *testing.T, isolation string) leasetest.Store {
 	return leasetest.Store{
 		NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
 			t.Helper()
-			b, err := pglease.New(db, pglease.Options{Schema: schema})
+			b, err := pglease.New(db, pglease.Options{Schema: schema, Holder: opts.Holder})
 			require.NoError(t, err)
 			c, err := lease.NewWithBackend(b, opts)
 			require.NoError(t, err)
@@ -71,6 +71,14 @@ func pgStore(t *testing.T, isolation string) leasetest.Store {
 				return "", 0, nil
 			}
 			return owner, time.Duration(ms) * time.Millisecond, err
+		},
+		HolderLabel: func(ctx context.Context, name string) (string, error) {
+			var holder string
+			err := pool.QueryRow(ctx, `SELECT holder FROM `+table+` WHERE name = $1 AND expires_at > clock_timestamp()`, name).Scan(&holder)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return "", nil
+			}
+			return holder, err
 		},
 		Commands:              func() int64 { return db.n.Load() - before },
 		NoReleaseNotification: true,

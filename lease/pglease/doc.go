@@ -9,7 +9,7 @@
 //
 // # Model
 //
-// Migrate creates the table leases(name, owner, token, expires_at) in
+// Migrate creates the table leases(name, owner, token, expires_at, holder) in
 // Options.Schema (default "holdfast"); Migrations returns the same SQL as
 // files for a migration tool, for a role without DDL rights
 // (docs/operations.md). A lease called name is one row, created by its
@@ -24,7 +24,8 @@
 //     is updated to itself, so that the statement returns the holder's
 //     latest remaining TTL even when the grant committed after the
 //     statement's snapshot; a failed try costs one dead row version (a HOT
-//     update).
+//     update). The grant writes Options.Holder, the holder label views show
+//     in place of the owner, into the row's holder column.
 //   - Renew of a batch is one UPDATE ... FROM unnest(...): each row whose
 //     owner still matches and which has not expired gets expires_at =
 //     clock_timestamp() + ttl. An expired lease is never re-created by a

@@ -24,7 +24,7 @@ func TestExportedMigrationsGiveMigratesTables(t *testing.T) {
 	require.NoError(t, err)
 	names, err := fs.Glob(files, "*")
 	require.NoError(t, err)
-	require.Equal(t, []string{"001_leases.up.sql"}, names)
+	require.Equal(t, []string{"001_leases.up.sql", "002_leases_holder.up.sql"}, names)
 	pgtest.ApplyFiles(t, pool, files)
 	pgtest.ApplyFiles(t, pool, files)
 	require.Equal(t, pgtest.Columns(t, pool, migrated), pgtest.Columns(t, pool, byHand))

@@ -47,6 +47,11 @@ type Options struct {
 	// Schema holds the table leases; Migrate creates both. A lower-case
 	// SQL identifier. Default DefaultSchema ("holdfast").
 	Schema string
+	// Holder is the holder label (lease.Options.Holder: the replica's
+	// name) stored in the row's holder column with each acquisition, in
+	// the same statement, for views to show in place of the owner.
+	// Default "" (none). lease.CheckHolder's rules apply.
+	Holder string
 }
 
 // identifierRE is the form accepted for Schema, as in pgledger and
@@ -58,14 +63,19 @@ var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 type Backend struct {
 	db     DB
 	schema string
+	holder string // Options.Holder
 	sql    queries
 }
 
-var _ lease.Backend = (*Backend)(nil)
+var (
+	_ lease.Backend = (*Backend)(nil)
+	_ lease.Labeled = (*Backend)(nil)
+)
 
 // New returns a Backend over db with its table in cfg.Schema. It returns
 // an error matching ErrInvalidOptions for a nil db (a nil *pgxpool.Pool
-// too) or an invalid schema. New does not touch the database: run Migrate
+// too) or an invalid schema, and one matching lease.ErrInvalidOptions for
+// a Holder lease.CheckHolder refuses. New does not touch the database: run Migrate
 // once before the first lease.
 func New(db DB, cfg Options) (*Backend, error) {
 	if safe.IsNil(db) {
@@ -77,8 +87,14 @@ func New(db DB, cfg Options) (*Backend, error) {
 	if !identifierRE.MatchString(cfg.Schema) {
 		return nil, fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidOptions, cfg.Schema, identifierRE)
 	}
-	return &Backend{db: db, schema: cfg.Schema, sql: newQueries(pgx.Identifier{cfg.Schema, "leases"}.Sanitize())}, nil
+	if err := lease.CheckHolder(cfg.Holder); err != nil {
+		return nil, err
+	}
+	return &Backend{db: db, schema: cfg.Schema, holder: cfg.Holder, sql: newQueries(pgx.Identifier{cfg.Schema, "leases"}.Sanitize())}, nil
 }
+
+// HolderLabel implements lease.Labeled: Options.Holder.
+func (b *Backend) HolderLabel() string { return b.holder }
 
 // migrations holds the schema, one file per step, applied in name order.
 //
@@ -143,7 +159,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	var taken bool
 	var token, remainingMS int64
 	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
-		batch.Queue(b.sql.acquire, name, owner, ttl.Milliseconds()).QueryRow(func(row pgx.Row) error {
+		batch.Queue(b.sql.acquire, name, owner, ttl.Milliseconds(), b.holder).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&taken, &token, &remainingMS)
 		})
 	})

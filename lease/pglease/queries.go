@@ -10,7 +10,7 @@ type queries struct {
 
 func newQueries(table string) queries {
 	return queries{
-		// $1 name, $2 owner, $3 ttl in ms. Returns whether this statement
+		// $1 name, $2 owner, $3 ttl in ms, $4 holder label. Returns whether this statement
 		// took the lease, the row's token and, when held by another, its
 		// remaining ms. The row is taken only when free or expired, its
 		// token raised in the same statement. A held row is updated to
@@ -27,10 +27,11 @@ func newQueries(table string) queries {
 		// row deleted (or a table restored from an old backup) does not
 		// bring tokens back below those issued before.
 		acquire: `WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t)
-INSERT INTO ` + table + ` AS l (name, owner, token, expires_at)
-SELECT $1, $2, (extract(epoch FROM now.t) * 1000000)::bigint, now.t + $3::bigint * interval '1 millisecond' FROM now
+INSERT INTO ` + table + ` AS l (name, owner, token, expires_at, holder)
+SELECT $1, $2, (extract(epoch FROM now.t) * 1000000)::bigint, now.t + $3::bigint * interval '1 millisecond', $4 FROM now
 ON CONFLICT (name) DO UPDATE SET
 	owner      = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN excluded.owner ELSE l.owner END,
+	holder     = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN excluded.holder ELSE l.holder END,
 	token      = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN greatest(l.token + 1, excluded.token) ELSE l.token END,
 	expires_at = CASE WHEN l.expires_at <= (SELECT t FROM now) THEN excluded.expires_at ELSE l.expires_at END
 RETURNING l.owner = $2, l.token,

@@ -4,13 +4,17 @@
 -- KEYS[1]  lease key          <prefix>{<name>}          (value: owner)
 -- KEYS[2]  fence counter key  <prefix>{<name>}:fence    (value: last token)
 -- KEYS[3]  waiting flag       <prefix>{<name>}:waiting
+-- KEYS[4]  holder label key   <prefix>{<name>}:holder   (value: label)
 --
--- Returns {owner, pttl, token, waiting}: the owner ('' when the lease is not
--- held), the lease key's PTTL in ms (-2 when not held, -1 when it has no
--- expiry), the last token issued as a decimal string ('0' when none) and 1
--- when the waiting flag is set, 0 otherwise.
+-- Returns {owner, pttl, token, waiting, holder}: the owner ('' when the lease
+-- is not held), the lease key's PTTL in ms (-2 when not held, -1 when it has
+-- no expiry), the last token issued as a decimal string ('0' when none), 1
+-- when the waiting flag is set, 0 otherwise, and the holder label ('' when
+-- none). The owner never leaves the Go code that reads it: Info carries its
+-- fence.OwnerID.
 local owner = redis.call('GET', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])
 local token = redis.call('GET', KEYS[2])
 local waiting = redis.call('EXISTS', KEYS[3])
-return {owner or '', pttl, token or '0', waiting}
+local holder = redis.call('GET', KEYS[4])
+return {owner or '', pttl, token or '0', waiting, holder or ''}

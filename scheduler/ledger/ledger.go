@@ -234,6 +234,11 @@ type Fence struct {
 	// Token is that lease's fencing token; Owner the acquisition's owner.
 	Token fence.Token
 	Owner string
+	// Holder is the holder label (the replica's name, scheduler
+	// Options.Holder) a Begin records with the attempt it starts
+	// (Attempt.Holder); "" for none. Only Begin, BeginIfClear and
+	// ClaimAll read it; it takes no part in the fence.
+	Holder string
 	// Planner, on a slot-scoped Begin (OverlapAllow's planner), is the
 	// holder of the unit lease under which the slot is begun, with the
 	// unit scope: Begin also checks and raises the unit's fence with it,
@@ -285,9 +290,14 @@ type State struct {
 
 // Attempt is one attempt of a slot as the ledger records it.
 type Attempt struct {
-	N         int
-	Token     fence.Token
-	Owner     string
+	N     int
+	Token fence.Token
+	// Owner is the attempt's lease owner, a write capability: views show
+	// fence.OwnerID(Owner), never Owner.
+	Owner string
+	// Holder is the holder label of the replica that began the attempt
+	// (Fence.Holder), "" when it gave none.
+	Holder    string
 	Status    Status
 	Class     ErrorClass
 	Error     string

@@ -64,7 +64,7 @@ func seeded(t *testing.T, ldg ledger.Ledger, cfg schedhttp.Options) http.Handler
 	require.NoError(t, s.Register(scheduler.Job{Name: "settle", Spec: "0 * * * *", Partitions: []string{"a", "b"},
 		Overlap: scheduler.OverlapBufferOne, Run: func(context.Context, scheduler.Run) error { return nil }}))
 	fenceOf := func(p string) ledger.Fence {
-		return ledger.Fence{Scope: ledger.UnitScope("settle", p), Token: bigToken, Owner: "replica-" + p}
+		return ledger.Fence{Scope: ledger.UnitScope("settle", p), Token: bigToken, Owner: "secret-owner-" + p, Holder: "replica-" + p}
 	}
 	attempt := func(p string, h int, late time.Duration, o *ledger.Outcome) {
 		t.Helper()
@@ -219,7 +219,7 @@ func TestAdminAPIRunOfOneSlot(t *testing.T) {
 		h := seeded(t, ldg, schedhttp.Options{})
 		body := get(t, h, "/jobs/settle/runs/2026-12-01T09:00:00Z?partition=b", http.StatusOK, nil)
 		require.JSONEq(t, `{"job":"settle","partition":"b","slot":"2026-12-01T09:00:00.000Z","status":"failed","attempt":1,
-			"attempts":[{"n":1,"token":"1152921504606846977","owner":"replica-b","status":"failed",
+			"attempts":[{"n":1,"token":"1152921504606846977","owner_id":"bca3702a2e67","holder":"replica-b","status":"failed",
 			"error_class":"permanent","error":"bank down","started":"2026-12-01T09:00:00.300Z",
 			"heartbeat":"2026-12-01T09:00:00.300Z",
 			"finished":"2026-12-01T09:00:02.300Z"}]}`, body)
@@ -295,14 +295,14 @@ func TestAdminAPILeases(t *testing.T) {
 	var asked []schedhttp.Action
 	h := seeded(t, ledgertest.NewMemory(), schedhttp.Options{
 		Leases: fakeInspector{leases: []lease.Info{
-			{Name: "settle|a", Held: true, Owner: "replica-a", TTL: 1234 * time.Millisecond, Token: bigToken},
+			{Name: "settle|a", Held: true, OwnerID: "32dc2ef24a48", Holder: "replica-a", TTL: 1234 * time.Millisecond, Token: bigToken},
 			{Name: "settle|b", Token: 7, Waiting: true},
 		}},
 		Authorizer: func(_ *http.Request, a schedhttp.Action, _ string) error { asked = append(asked, a); return nil },
 	})
-	require.JSONEq(t, `{"leases":[{"name":"settle|a","held":true,"owner":"replica-a","ttl_ms":1234,"token":"1152921504606846977","waiting":false},
+	require.JSONEq(t, `{"leases":[{"name":"settle|a","held":true,"owner_id":"32dc2ef24a48","holder":"replica-a","ttl_ms":1234,"token":"1152921504606846977","waiting":false},
 		{"name":"settle|b","held":false,"token":"7","waiting":true}]}`, get(t, h, "/leases", http.StatusOK, nil))
-	require.JSONEq(t, `{"leases":[{"name":"settle|a","held":true,"owner":"replica-a","ttl_ms":1234,"token":"1152921504606846977","waiting":false}]}`,
+	require.JSONEq(t, `{"leases":[{"name":"settle|a","held":true,"owner_id":"32dc2ef24a48","holder":"replica-a","ttl_ms":1234,"token":"1152921504606846977","waiting":false}]}`,
 		get(t, h, "/leases?match=settle*&limit=1", http.StatusOK, nil))
 	get(t, h, "/leases?limit=0", http.StatusBadRequest, nil)
 	require.Contains(t, get(t, h, "/leases?match=%5B", http.StatusBadRequest, nil), "syntax error in pattern") // match=[
@@ -338,11 +338,12 @@ func TestConsoleAndOpenAPIAreServedWithoutTheAuthorizer(t *testing.T) {
 }
 
 // GET /leases over lease.RedisBackend on the real Redis: a held lease
-// with its owner, TTL and token, a released one with its counter.
+// with its holder label, owner id, TTL and token (never its owner), a
+// released one with its counter.
 func TestAdminAPILeasesOnRedis(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Real(t)
-	leases, err := lease.New(rdb, lease.Options{Prefix: redistest.Prefix(t, rdb)})
+	leases, err := lease.New(rdb, lease.Options{Prefix: redistest.Prefix(t, rdb), Holder: "replica-a"})
 	require.NoError(t, err)
 	inspector, ok := leases.Backend().(lease.Inspector)
 	require.True(t, ok)
@@ -361,10 +362,32 @@ func TestAdminAPILeasesOnRedis(t *testing.T) {
 	a, b := page.Leases[0], page.Leases[1]
 	require.Equal(t, "settle|a", a.Name)
 	require.True(t, a.Held)
-	require.Equal(t, held.Owner(), a.Owner)
+	require.Equal(t, fence.OwnerID(held.Owner()), a.OwnerID)
+	require.Equal(t, "replica-a", a.Holder)
 	require.Equal(t, held.Token(), a.Token)
 	require.InDelta(t, 30_000, a.TTLMS, 5_000, "ms left of the 30 s TTL")
 	require.Equal(t, schedhttp.LeaseJSON{Name: "settle|b", Token: gone.Token()}, b, "released: the counter stays")
 	body := get(t, h, "/leases?match=settle|a", http.StatusOK, nil)
 	require.Contains(t, body, fmt.Sprintf(`"token":"%d"`, uint64(held.Token())))
+	require.NotContains(t, body, held.Owner(), "the owner is a write capability")
+}
+
+// The owner of an attempt is a write capability: no runs or attempts view
+// carries it, only its owner_id and the holder label.
+func TestAdminAPIRunsNeverShowTheOwner(t *testing.T) {
+	t.Parallel()
+	eachLedger(t, func(t *testing.T, ldg ledger.Ledger) {
+		h := seeded(t, ldg, schedhttp.Options{})
+		for _, path := range []string{
+			"/jobs", "/jobs/settle/runs", "/jobs/settle/runs?partition=b",
+			"/jobs/settle/runs/2026-12-01T09:00:00Z?partition=b", "/jobs/settle/runs/2026-12-01T10:00:00Z?partition=a",
+		} {
+			body := get(t, h, path, http.StatusOK, nil)
+			require.NotContains(t, body, "secret-owner", path)
+			if strings.Contains(path, "runs") {
+				require.Contains(t, body, `"holder":"replica-`, path)
+				require.Regexp(t, `"owner_id":"[0-9a-f]{12}"`, body, path)
+			}
+		}
+	})
 }

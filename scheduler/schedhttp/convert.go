@@ -1,6 +1,7 @@
 package schedhttp
 
 import (
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -31,7 +32,7 @@ func runJSON(rec ledger.Record) RunJSON {
 	r := RunJSON{Job: rec.Slot.Job, Partition: rec.Slot.Partition, Slot: Time{rec.Slot.At},
 		Status: string(rec.Status), Attempt: rec.Attempt, RetryAt: Time{rec.RetryAt}, Reason: rec.Reason}
 	for _, a := range rec.Attempts {
-		r.Attempts = append(r.Attempts, AttemptJSON{N: a.N, Token: a.Token, Owner: a.Owner, Status: string(a.Status),
+		r.Attempts = append(r.Attempts, AttemptJSON{N: a.N, Token: a.Token, OwnerID: fence.OwnerID(a.Owner), Holder: a.Holder, Status: string(a.Status),
 			ErrorClass: string(a.Class), Error: a.Error, Started: Time{a.Started}, Heartbeat: Time{a.Heartbeat},
 			Finished: Time{a.Finished}})
 	}
@@ -43,6 +44,6 @@ func slotJSON(s ledger.Slot) SlotJSON {
 }
 
 func leaseJSON(in lease.Info) LeaseJSON {
-	return LeaseJSON{Name: in.Name, Held: in.Held, Owner: in.Owner, TTLMS: in.TTL.Milliseconds(),
+	return LeaseJSON{Name: in.Name, Held: in.Held, OwnerID: in.OwnerID, Holder: in.Holder, TTLMS: in.TTL.Milliseconds(),
 		Token: in.Token, Waiting: in.Waiting}
 }

@@ -66,11 +66,15 @@ type JobsPage struct {
 	Jobs []JobJSON `json:"jobs"`
 }
 
-// AttemptJSON is one attempt of a run.
+// AttemptJSON is one attempt of a run. It shows the attempt's owner only
+// as OwnerID (fence.OwnerID): the owner with the token is a write
+// capability, and a reader of this API must not be able to write as the
+// holder. Holder is the holder label of the replica that ran it.
 type AttemptJSON struct {
 	N          int         `json:"n"`
 	Token      fence.Token `json:"token,string"`
-	Owner      string      `json:"owner,omitempty"`
+	OwnerID    string      `json:"owner_id,omitempty"`
+	Holder     string      `json:"holder,omitempty"`
 	Status     string      `json:"status"`
 	ErrorClass string      `json:"error_class,omitempty"`
 	Error      string      `json:"error,omitempty"`
@@ -123,13 +127,16 @@ type PausedResponse struct {
 	Paused bool   `json:"paused"`
 }
 
-// LeaseJSON is one lease of GET /leases. Owner and TTLMS are set only
-// when Held; Token is the name's fencing counter (the holder's token when
-// held, "0" when none was ever issued).
+// LeaseJSON is one lease of GET /leases. OwnerID (fence.OwnerID of the
+// holder's owner, never the owner: a write capability), Holder (the
+// holder label, lease.Options.Holder) and TTLMS are set only when Held;
+// Token is the name's fencing counter (the holder's token when held, "0"
+// when none was ever issued).
 type LeaseJSON struct {
 	Name    string      `json:"name"`
 	Held    bool        `json:"held"`
-	Owner   string      `json:"owner,omitempty"`
+	OwnerID string      `json:"owner_id,omitempty"`
+	Holder  string      `json:"holder,omitempty"`
 	TTLMS   int64       `json:"ttl_ms,omitempty"`
 	Token   fence.Token `json:"token,string"`
 	Waiting bool        `json:"waiting"`

@@ -520,7 +520,7 @@ func (m *middleware) fenceRefused(w http.ResponseWriter, r *http.Request, resour
 	switch {
 	case errors.As(err, &stale):
 		m.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "stale_token_rejected",
-			slog.String("resource", resource), slog.String("scope", h.Scope), slog.String("owner", h.Owner),
+			slog.String("resource", resource), slog.String("scope", h.Scope), slog.String("owner_id", fence.OwnerID(h.Owner)),
 			slog.Uint64("presented", uint64(h.Token)), slog.Uint64("current", uint64(stale.Current)))
 		// Resource(r), not the identity-scoped name the store saw.
 		shown := fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: stale.Current}

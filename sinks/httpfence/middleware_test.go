@@ -1,9 +1,11 @@
 package httpfence_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -469,3 +471,31 @@ func TestDefaultStorable(t *testing.T) {
 		require.Equal(t, want, httpfence.DefaultStorable(status), "status %d", status)
 	}
 }
+
+// The stale_token_rejected event names the presented owner by its
+// fence.OwnerID only: an owner is a write capability and never goes to a
+// log.
+func TestStaleTokenLogNamesTheOwnerID(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s stores) {
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return buf.Write(p)
+		}), nil))
+		f := newFixture(t, s, func(o *httpfence.Options) { o.Logger = logger })
+		require.Equal(t, 201, f.do(t, call{path: "/settle", key: `"new"`, token: "1001", owner: `"holder-b-0123456789"`}).status)
+		require.Equal(t, 412, f.do(t, call{path: "/settle", key: `"old"`, token: "1000", owner: `"holder-a-0123456789"`}).status)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Contains(t, buf.String(), `"msg":"stale_token_rejected"`)
+		require.Contains(t, buf.String(), `"owner_id":"`+fence.OwnerID("holder-a-0123456789")+`"`)
+		require.NotContains(t, buf.String(), "holder-a-0123456789")
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -20,6 +20,24 @@ var beginCases = []testCase{
 	{"MaxAttemptsExhaustedIsDone", testMaxAttemptsExhausted},
 	{"DeferralDoesNotUseUpTheBudget", testDeferralDoesNotUseUpTheBudget},
 	{"HeartbeatIsRecorded", testHeartbeat},
+	{"BeginRecordsTheHolderLabel", testBeginRecordsHolder},
+}
+
+// Each attempt keeps the holder label (Fence.Holder) of the replica that
+// began it, so views can say which replica ran it without the owner; a
+// holder without a label records none, not its predecessor's.
+func testBeginRecordsHolder(t *testing.T, x *fixture) {
+	s, a, b, c := x.slot(0), holder(1), holder(2), holder(3)
+	a.Holder, b.Holder = "replica-a", "replica-b 🛰"
+	require.Equal(t, 1, x.begin(s, a, 3, x.now(0, time.Second)))
+	require.Equal(t, 1, x.begin(s, a, 3, x.now(0, 2*time.Second)), "Begin again after a lost reply")
+	require.Equal(t, 2, x.begin(s, b, 3, x.now(0, time.Minute)))
+	require.Equal(t, 3, x.begin(s, c, 3, x.now(0, 2*time.Minute)))
+	rec := x.get(s)
+	require.Len(t, rec.Attempts, 3)
+	require.Equal(t, "replica-a", rec.Attempts[0].Holder)
+	require.Equal(t, "replica-b 🛰", rec.Attempts[1].Holder)
+	require.Equal(t, "", rec.Attempts[2].Holder, "no label given, none recorded")
 }
 
 func testBeginStartsAttemptOne(t *testing.T, x *fixture) {

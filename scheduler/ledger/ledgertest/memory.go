@@ -171,7 +171,7 @@ func (m *Memory) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 	r.rec.Attempt++
 	r.rec.Status, r.rec.RetryAt, r.owner, r.token = ledger.StatusRunning, time.Time{}, f.Owner, f.Token
 	r.rec.Attempts = append(r.rec.Attempts, ledger.Attempt{
-		N: r.rec.Attempt, Token: f.Token, Owner: f.Owner, Status: ledger.StatusRunning, Started: now, Heartbeat: now,
+		N: r.rec.Attempt, Token: f.Token, Owner: f.Owner, Holder: f.Holder, Status: ledger.StatusRunning, Started: now, Heartbeat: now,
 	})
 	return r.rec.Attempt, maxAttempts - (r.rec.Attempt - r.base), nil
 }
@@ -185,8 +185,8 @@ func (p *memPair) running(slot ledger.Slot, f ledger.Fence, attempt int) (*memRu
 		if r != nil && r.token != fence.None {
 			cur = r.token
 		}
-		return nil, fmt.Errorf("ledgertest: attempt %d of %s is not running under %q: %w",
-			attempt, slot.Key(), f.Owner, &fence.StaleTokenError{Resource: slot.Key(), Presented: f.Token, Current: cur})
+		return nil, fmt.Errorf("ledgertest: attempt %d of %s is not running under owner id %s: %w",
+			attempt, slot.Key(), fence.OwnerID(f.Owner), &fence.StaleTokenError{Resource: slot.Key(), Presented: f.Token, Current: cur})
 	}
 	return r, nil
 }

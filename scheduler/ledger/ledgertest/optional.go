@@ -129,13 +129,15 @@ func testClearBeginner(t *testing.T, x *fixture) {
 		return res[0]
 	}
 	a, b := holder(1), holder(2)
+	a.Holder = "replica-a"
 
-	// A pair the ledger never saw: clear, attempt 1 of 3.
+	// A pair the ledger never saw: clear, attempt 1 of 3, with a's label.
 	res := one(req(1, a, 0), 1)
 	require.True(t, res.Clear)
 	require.NoError(t, res.Err)
 	require.Equal(t, []int{1, 2}, []int{res.Attempt, res.Left})
 	require.Equal(t, ledger.StatusRunning, x.get(x.slot(1)).Status)
+	require.Equal(t, "replica-a", x.get(x.slot(1)).Attempts[0].Holder, "BeginIfClear records the holder label")
 
 	// The next slot while slot 1 still runs under a holder that lost the
 	// lease: slot 1 is open, so not clear, and nothing changes.

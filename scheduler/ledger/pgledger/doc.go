@@ -15,7 +15,8 @@
 //	    created_at, updated_at)
 //	    UNIQUE (job_name, schedule_slot, partition_key)
 //	job_run_attempts(job_run_id REFERENCES job_runs ON DELETE CASCADE, attempt, owner,
-//	    fence_token, status, error_class, error, started_at, heartbeat_at, finished_at)
+//	    fence_token, status, error_class, error, started_at, heartbeat_at, finished_at,
+//	    holder)
 //	    UNIQUE (job_run_id, attempt)
 //	job_pauses(job_name PRIMARY KEY, paused, updated_at)
 //

@@ -238,7 +238,9 @@ func validateFenced(op string, s ledger.Slot, f ledger.Fence) error {
 	case f.Owner == "":
 		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
 	case !validText(f.Owner):
-		return fmt.Errorf("%w: owner %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, f.Owner)
+		return fmt.Errorf("%w: owner: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument)
+	case !validText(f.Holder):
+		return fmt.Errorf("%w: holder %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, f.Holder)
 	}
 	if _, err := f.Check(s); err != nil {
 		return fmt.Errorf("pgledger: %s %s: %w", op, slotName(s), err)

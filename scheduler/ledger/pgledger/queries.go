@@ -118,9 +118,9 @@ RETURNING id`),
        heartbeat_at = $4, retry_at = NULL, updated_at = $4
  WHERE id = $1
 RETURNING attempt`),
-		// $1 id, $2 attempt, $3 owner, $4 token, $5 now.
-		insertAtt: r.Replace(`INSERT INTO {{attempts}} (job_run_id, attempt, owner, fence_token, status, started_at, heartbeat_at)
-VALUES ($1, $2, $3, $4, 'running', $5, $5)`),
+		// $1 id, $2 attempt, $3 owner, $4 token, $5 now, $6 holder label.
+		insertAtt: r.Replace(`INSERT INTO {{attempts}} (job_run_id, attempt, owner, fence_token, status, started_at, heartbeat_at, holder)
+VALUES ($1, $2, $3, $4, 'running', $5, $5, $6)`),
 		// $1 id, $2 attempt, $3 now, $4 error.
 		abandonAtt: r.Replace(`UPDATE {{attempts}}
    SET status = 'abandoned', error_class = 'interrupted', error = $4, finished_at = $3
@@ -215,7 +215,7 @@ func records(r *strings.Replacer, where string) string {
       FROM {{runs}}
      WHERE ` + where + `)
 SELECT r.id, r.job_name, r.schedule_slot, r.partition_key, r.status, r.attempt, r.retry_at, r.reason,
-       a.attempt, a.fence_token, a.owner, a.status, a.error_class, a.error,
+       a.attempt, a.fence_token, a.owner, a.holder, a.status, a.error_class, a.error,
        a.started_at, a.heartbeat_at, a.finished_at
   FROM r LEFT JOIN {{attempts}} a ON a.job_run_id = r.id
  ORDER BY r.schedule_slot DESC, a.attempt`)

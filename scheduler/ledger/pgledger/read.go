@@ -201,17 +201,18 @@ func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any)
 		lastID := int64(-1)
 		for rows.Next() {
 			var (
-				id                         int64
-				rec                        ledger.Record
-				status                     string
-				retryAt                    *time.Time
-				n                          *int
-				token                      *int64
-				owner, aStatus, class, msg *string
-				started, hb, finished      *time.Time
+				id                     int64
+				rec                    ledger.Record
+				status                 string
+				retryAt                *time.Time
+				n                      *int
+				token                  *int64
+				owner, holder, aStatus *string
+				class, msg             *string
+				started, hb, finished  *time.Time
 			)
 			if err := rows.Scan(&id, &rec.Slot.Job, &rec.Slot.At, &rec.Slot.Partition, &status, &rec.Attempt, &retryAt, &rec.Reason,
-				&n, &token, &owner, &aStatus, &class, &msg, &started, &hb, &finished); err != nil {
+				&n, &token, &owner, &holder, &aStatus, &class, &msg, &started, &hb, &finished); err != nil {
 				return err
 			}
 			if id != lastID {
@@ -226,7 +227,7 @@ func (l *Ledger) records(ctx context.Context, op, what, sql string, args ...any)
 			}
 			cur := &recs[len(recs)-1]
 			cur.Attempts = append(cur.Attempts, ledger.Attempt{
-				N: *n, Token: fence.Token(*token), Owner: *owner,
+				N: *n, Token: fence.Token(*token), Owner: *owner, Holder: *holder,
 				Status: ledger.Status(*aStatus), Class: ledger.ErrorClass(*class), Error: *msg,
 				Started: utc(started), Heartbeat: utc(hb), Finished: utc(finished),
 			})

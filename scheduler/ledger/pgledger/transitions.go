@@ -96,7 +96,7 @@ func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 				return wrapDBError(op, slotName(slot), err)
 			}
 			attempt = 1
-			return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now)
+			return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now, f.Holder)
 		}
 		switch r.status {
 		case ledger.StatusSucceeded, ledger.StatusSkipped, ledger.StatusMissed:
@@ -135,7 +135,7 @@ func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 		if err := tx.QueryRow(ctx, l.sql.startAttempt, r.id, f.Owner, int64(f.Token), now).Scan(&attempt); err != nil {
 			return wrapDBError(op, slotName(slot), err)
 		}
-		return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now)
+		return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now, f.Holder)
 	})
 	switch {
 	case err != nil:
@@ -252,7 +252,9 @@ func (l *Ledger) notRunning(ctx context.Context, tx pgx.Tx, op string, slot ledg
 		attStatus == string(repeat) && attOwner == f.Owner && attToken == int64(f.Token):
 		return nil
 	}
-	return fmt.Errorf("pgledger: %s %s: attempt %d is not running under owner %q: %w", op, slotName(slot), attempt, f.Owner,
+	// The owner is a write capability: the error, which goes to logs,
+	// names its id.
+	return fmt.Errorf("pgledger: %s %s: attempt %d is not running under owner id %s: %w", op, slotName(slot), attempt, fence.OwnerID(f.Owner),
 		&fence.StaleTokenError{Resource: slotName(slot), Presented: f.Token, Current: fence.Token(runToken)})
 }
 

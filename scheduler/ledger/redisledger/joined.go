@@ -188,15 +188,15 @@ func (l *Ledger) claimCommand(b *lease.RedisBackend, reqs []ledger.ClaimRequest,
 		if err != nil {
 			return nil, nil, err
 		}
-		keys = append(keys, lk.Lease, lk.Fence, lk.Waiting)
+		keys = append(keys, lk.Lease, lk.Fence, lk.Waiting, lk.Holder)
 		bg := l.begins(r, paused)
 		if bg == nil {
-			args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), 3, 0, 0, 0, 0)
+			args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), 4, 0, 0, 0, 0, b.HolderLabel(), "")
 			continue
 		}
 		k, slot := l.keys(bg.Slot.Job, bg.Slot.Partition), bg.Slot
 		keys = append(keys, k.fence, k.run(slot.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon)
-		n := 3 + 8
+		n := 4 + 8
 		if !l.cluster {
 			keys = append(keys, l.pausedKey(slot.Job))
 			n++
@@ -206,7 +206,7 @@ func (l *Ledger) claimCommand(b *lease.RedisBackend, reqs []ledger.ClaimRequest,
 			attempts = 0 // read for done, never begun
 		}
 		args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), n,
-			unix(slot.At), attempts, unix(bg.Prev), unix(bg.Since))
+			unix(slot.At), attempts, unix(bg.Prev), unix(bg.Since), b.HolderLabel(), bg.Fence.Holder)
 	}
 	return keys, args, nil
 }

@@ -16,7 +16,7 @@ import (
 // joinedSetup is a ledger and a lease backend on the same client.
 func joinedSetup(t *testing.T, s *setup) *lease.RedisBackend {
 	t.Helper()
-	b, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: redistest.Prefix(t, s.rdb) + "lease:"})
+	b, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: redistest.Prefix(t, s.rdb) + "lease:", Holder: "replica-a"})
 	require.NoError(t, err)
 	return b
 }
@@ -25,7 +25,8 @@ func claimReq(job string, at time.Time, owner string) ledger.ClaimRequest {
 	return ledger.ClaimRequest{
 		Lease: lease.AcquireRequest{Name: ledger.UnitScope(job, ""), Owner: owner, TTL: 10 * time.Second},
 		Begin: &ledger.BeginRequest{
-			Slot: ledger.Slot{Job: job, At: at}, MaxAttempts: 1, Prev: at.Add(-time.Second), Since: at.Add(-time.Hour),
+			Slot: ledger.Slot{Job: job, At: at}, Fence: ledger.Fence{Holder: "sched-a"},
+			MaxAttempts: 1, Prev: at.Add(-time.Second), Since: at.Add(-time.Hour),
 		},
 	}
 }
@@ -73,6 +74,10 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 			require.Equal(t, ledger.StatusRunning, rec.Status)
 			require.Equal(t, res[2].Grant.Token, rec.Attempts[0].Token)
 			require.Equal(t, "me", rec.Attempts[0].Owner)
+			require.Equal(t, "sched-a", rec.Attempts[0].Holder, "the attempt's label (Fence.Holder)")
+			info, err := b.Inspect(ctx, "free")
+			require.NoError(t, err)
+			require.Equal(t, "replica-a", info.Holder, "the joined acquisition stores the lease's label, as Acquire does")
 		})
 		t.Run("FinishReleaseEndsRunAndLease", func(t *testing.T) {
 			f := ledger.Fence{Scope: "free", Token: res[2].Grant.Token, Owner: "me"}

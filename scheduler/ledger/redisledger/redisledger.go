@@ -347,7 +347,7 @@ func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAt
 		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), err)
 	}
 	keys := []string{fk, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry}
-	args := []any{f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1)}
+	args := []any{f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1), f.Holder}
 	if p := f.Planner; p != nil {
 		keys = append(keys, k.fence)
 		args = append(args, p.Token.String(), p.Owner)
@@ -398,7 +398,7 @@ func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, n
 		k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
 		cmds[i] = claimScript.Queue(ctx, pipe, claimScript.Prepared(
 			[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
-			r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since)))
+			r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since), r.Fence.Holder))
 	}
 	if pipe.Len() == 0 {
 		return out
@@ -657,7 +657,7 @@ func parseRecord(s ledger.Slot, m map[string]string) ledger.Record {
 		}
 		tok, _ := strconv.ParseUint(m[a+"token"], 10, 64)
 		rec.Attempts = append(rec.Attempts, ledger.Attempt{
-			N: n, Token: fence.Token(tok), Owner: m[a+"owner"], Status: ledger.Status(m[a+"status"]),
+			N: n, Token: fence.Token(tok), Owner: m[a+"owner"], Holder: m[a+"holder"], Status: ledger.Status(m[a+"status"]),
 			Class: ledger.ErrorClass(m[a+"class"]), Error: m[a+"error"],
 			Started: fromMillis(m[a+"started"]), Heartbeat: fromMillis(m[a+"hb"]), Finished: fromMillis(m[a+"finished"]),
 		})

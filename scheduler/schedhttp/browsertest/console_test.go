@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
@@ -46,7 +47,7 @@ func console(t *testing.T) (url string, sched *scheduler.Scheduler, stuck *lease
 	require.NoError(t, err)
 	ldg, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 	require.NoError(t, err)
-	other, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
+	other, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:", Holder: "replica-other"})
 	require.NoError(t, err)
 	stuck, err = other.TryAcquire(context.Background(), ledger.UnitScope("settle", "stuck"), time.Minute)
 	require.NoError(t, err)
@@ -189,7 +190,8 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	require.Contains(t, text("#leases tbody"), "settle|good", "the unit leases, from the lease.Inspector")
 	held := text(`#leases tr[data-lease="settle|stuck"]`)
 	require.Contains(t, held, "held")
-	require.Contains(t, held, stuck.Owner())
+	require.Contains(t, held, "replica-other ("+fence.OwnerID(stuck.Owner())+")", "the holder label and owner id")
+	require.NotContains(t, held, stuck.Owner(), "never the owner: a write capability")
 	require.Contains(t, held, fmt.Sprint(uint64(stuck.Token())), "the holder's token, in full")
 	require.Regexp(t, `\d+\.\d s`, held, "its TTL")
 

@@ -178,8 +178,16 @@ async function renderRun() {
     "jobs/" + enc(job) + "/retry", { partition, slot, reason: "console" });
   $("attempts").tBodies[0].replaceChildren(...(run.attempts || []).map((a) => el("tr", { "data-n": String(a.n) },
     el("td", {}, String(a.n)), el("td", {}, el("span", { class: "badge s-" + a.status }, a.status)),
-    el("td", {}, a.owner || ""), el("td", {}, a.token), el("td", {}, fmt(a.started)), el("td", {}, fmt(a.heartbeat)),
+    el("td", {}, who(a)), el("td", {}, a.token), el("td", {}, fmt(a.started)), el("td", {}, fmt(a.heartbeat)),
     el("td", {}, fmt(a.finished)), el("td", { class: "error" }, (a.error_class ? a.error_class + ": " : "") + (a.error || "")))));
+}
+
+// who names the holder of a lease or an attempt: its holder label (the
+// replica's name) and its owner id, a hash of the owner. The API never
+// sends the owner itself: it is a write capability.
+function who(x) {
+  if (x.holder && x.owner_id) return x.holder + " (" + x.owner_id + ")";
+  return x.holder || x.owner_id || "";
 }
 
 async function renderLeases() {
@@ -195,7 +203,7 @@ async function renderLeases() {
   }
   $("leases-note").hidden = true;
   $("leases").tBodies[0].replaceChildren(...page.leases.map((l) => el("tr", { "data-lease": l.name },
-    el("td", {}, l.name), el("td", {}, l.held ? "held" : "free"), el("td", {}, l.owner || ""),
+    el("td", {}, l.name), el("td", {}, l.held ? "held" : "free"), el("td", {}, who(l)),
     el("td", {}, l.held ? ms(l.ttl_ms) : ""), el("td", {}, l.token), el("td", {}, l.waiting ? "yes" : ""))));
 }
 

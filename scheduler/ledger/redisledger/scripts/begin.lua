@@ -7,6 +7,9 @@
 -- ARGV[1] token  ARGV[2] owner  ARGV[3] slot (unix s)  ARGV[4] now (unix ms)
 -- ARGV[5] max attempts since the last request
 --
+-- holder is the holder label (ledger.Fence.Holder) stored with a new
+-- attempt as a<n>.holder (nil or '': none).
+--
 -- seen, when given, is what the caller read in this script already: its
 -- run the run hash's HMGET of status, attempt, base and owner, its last the
 -- value of KEYS[4] (false: none), and its pending and retry false when the
@@ -14,7 +17,7 @@
 --
 -- Returns {1, attempt, left} started (left: attempts the budget allows after
 -- this one); {0, 0} nothing to do; {-1, current} stale.
-local function begin_attempt(K, A, seen)
+local function begin_attempt(K, A, seen, holder)
   seen = seen or {}
   local ok, cur = raise(K[1], A[1], A[2])
   if not ok then return {-1, cur} end
@@ -47,6 +50,9 @@ local function begin_attempt(K, A, seen)
   redis.call('HSET', run, 'status', 'running', 'attempt', attempt, 'base', base, 'owner', A[2],
     a .. 'owner', A[2], a .. 'token', A[1], a .. 'status', 'running',
     a .. 'started', A[4], a .. 'hb', A[4])
+  if holder and holder ~= '' then
+    redis.call('HSET', run, a .. 'holder', holder)
+  end
   redis.call('ZADD', K[3], A[3], A[3])
   redis.call('ZADD', K[5], A[3], A[3])
   if seen.pending ~= false then redis.call('ZREM', K[6], A[3]) end

@@ -4,7 +4,8 @@
 -- clear.lua.
 --
 -- KEYS[1..9] and ARGV[1..7] as begin_if_clear's K and A (clear.lua), the
--- pause flag KEYS[9] always given (so never used on Cluster).
+-- pause flag KEYS[9] always given (so never used on Cluster); ARGV[8] the
+-- attempt's holder label ('' for none).
 --
 -- Returns what begin_if_clear returns.
-return begin_if_clear(KEYS, ARGV)
+return begin_if_clear(KEYS, ARGV, nil, ARGV[8])

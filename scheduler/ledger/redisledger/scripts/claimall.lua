@@ -10,15 +10,19 @@
 --
 -- ARGV[1] now (unix ms)  ARGV[2] limit, the most leases to take (0: no
 -- limit)  ARGV[3] n, the units
--- then per unit, 7 values: owner, lease TTL (ms), k (its keys: 3, or with
--- a slot to begin or check 11 or 12), slot (unix s), max attempts (0: the
+-- then per unit, 9 values: owner, lease TTL (ms), k (its keys: 4, or with
+-- a slot to begin or check 12 or 13), slot (unix s), max attempts (0: the
 -- slot is checked only: read for done before the lease, never begun),
--- prev (unix s), since (unix s)
+-- prev (unix s), since (unix s), the lease's holder label
+-- (lease.RedisOptions.Holder, '' for none), the attempt's holder label
+-- (ledger.Fence.Holder)
 -- then m, the claim markers to set, and per marker 3 values: the first and
 -- the last unit of its group (1-based, in the order above) and its TTL (ms)
 -- KEYS per unit, in order: its lease key, its lease's fence counter, its
--- waiting flag (lease.RedisBackend.Keys), and with k > 3 the keys
--- K[1..k-3] of begin_if_clear (clear.lua); then the m marker keys.
+-- waiting flag, its holder label key (lease.RedisBackend.Keys), and with
+-- k > 4 the keys K[1..k-4] of begin_if_clear (clear.lua); then the m
+-- marker keys. A lease taken stores its holder label as the lease
+-- package's acquire script does (holdfast_lease_label).
 --
 -- Returns 4 values per unit: the token (a decimal string) when the lease
 -- was taken, else minus the holder's remaining TTL (an integer <= 0);
@@ -56,10 +60,10 @@ for _ = 1, n do
   local owner, k = ARGV[ai], tonumber(ARGV[ai + 2])
   local token, remaining, r = false, 0, {3, 0, 0}
   local run, answered = nil, false
-  if k > 3 then
-    run = redis.call('HMGET', KEYS[ki + 4], 'status', 'attempt', 'base', 'owner')
+  if k > 4 then
+    run = redis.call('HMGET', KEYS[ki + 5], 'status', 'attempt', 'base', 'owner')
     local st = run[1]
-    if (st == 'succeeded' or st == 'skipped' or st == 'missed') and redis.call('EXISTS', KEYS[ki + 8]) == 0 then
+    if (st == 'succeeded' or st == 'skipped' or st == 'missed') and redis.call('EXISTS', KEYS[ki + 9]) == 0 then
       r, answered = {4, 0, 0}, true
     elseif st == 'running' and run[4] ~= owner and held_by_other(KEYS[ki], owner) then
       remaining, answered = math.max(redis.call('PTTL', KEYS[ki]), 0), true
@@ -75,12 +79,15 @@ for _ = 1, n do
     remaining = math.max(remaining, 0)
   else
     token, remaining = holdfast_lease_acquire(KEYS[ki], KEYS[ki + 1], owner, ARGV[ai + 1])
-    if token then taken = taken + 1 end
+    if token then
+      taken = taken + 1
+      holdfast_lease_label(KEYS[ki + 3], ARGV[ai + 7])
+    end
   end
-  if token and k > 3 and ARGV[ai + 4] ~= '0' then
+  if token and k > 4 and ARGV[ai + 4] ~= '0' then
     local K = {}
-    for j = 1, k - 3 do K[j] = KEYS[ki + 2 + j] end
-    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run)
+    for j = 1, k - 4 do K[j] = KEYS[ki + 3 + j] end
+    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run, ARGV[ai + 8])
   end
   if r[1] == 0 then
     -- The slot is done (a replica whose claim came after the run): the
@@ -93,7 +100,7 @@ for _ = 1, n do
   out[o + 2] = r[1]
   out[o + 3] = r[2] or false
   out[o + 4] = r[3] or 0
-  o, ki, ai = o + 4, ki + k, ai + 7
+  o, ki, ai = o + 4, ki + k, ai + 9
 end
 for _ = 1, tonumber(ARGV[ai] or '0') do
   local all = true

@@ -10,13 +10,14 @@
 -- (unix s); A[7] since (unix s): open slots before it are not due
 --
 -- run, when given, is the run hash's HMGET of status, attempt, base and
--- owner, read in this script already (begin_attempt's seen.run).
+-- owner, read in this script already (begin_attempt's seen.run); holder
+-- the attempt's holder label (begin_attempt's).
 --
 -- Returns {2} when something else needs planning (paused, another open or
 -- pending slot, the slot waiting for its retry time, or a slot between the
 -- last one seen and this one that nobody began): nothing changed but the
 -- horizon, set as State sets it. Otherwise what begin_attempt returns.
-local function begin_if_clear(K, A, run)
+local function begin_if_clear(K, A, run, holder)
   local last = redis.call('GET', K[4])
   if not last then
     -- A unit with a last slot had its horizon set when that slot began.
@@ -33,7 +34,7 @@ local function begin_if_clear(K, A, run)
   if found == 0 then
     local n = tonumber(last or '0')
     if n ~= 0 and n < tonumber(A[6]) then return {2} end
-    return begin_attempt(K, A, {run = run, last = last, pending = false, retry = false})
+    return begin_attempt(K, A, {run = run, last = last, pending = false, retry = false}, holder)
   end
   if K[9] and redis.call('EXISTS', K[9]) == 1 then return {2} end
   local slot = A[3]
@@ -49,5 +50,5 @@ local function begin_if_clear(K, A, run)
   if retry and tonumber(retry) > tonumber(A[4]) then return {2} end
   local n = tonumber(last or '0')
   if n ~= 0 and n < tonumber(A[6]) then return {2} end
-  return begin_attempt(K, A, {run = run, last = last, pending = pending, retry = retry ~= false})
+  return begin_attempt(K, A, {run = run, last = last, pending = pending, retry = retry ~= false}, holder)
 end
