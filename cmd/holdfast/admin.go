@@ -53,6 +53,9 @@ func (c *adminClient) url(query url.Values, segments ...string) string {
 // with its exit code: 400 usage, 404 not found, 401/403/409 refused.
 func (c *adminClient) do(ctx context.Context, method, target string, body, out any) error {
 	var rd io.Reader
+	if body == nil && method == http.MethodPost {
+		body = struct{}{} // {}: the admin handler takes JSON actions only
+	}
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
