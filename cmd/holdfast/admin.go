@@ -34,6 +34,7 @@ func (a *app) adminClient() (*adminClient, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usagef("--admin %q: want an http(s) URL such as http://127.0.0.1:8080/admin/", a.conn.admin)
 	}
+	a.warnPlainToken(u)
 	return &adminClient{base: u, token: a.conn.token, http: http.DefaultClient}, nil
 }
 
