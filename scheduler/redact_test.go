@@ -15,9 +15,9 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// dsnError is the error of issue 32: a job that fails dialing its
+// errDSN is the error of issue 32: a job that fails dialing its
 // database with the password in the URL.
-var dsnError = errors.New("dial postgres://user:s3cret@db.internal/payments: refused")
+var errDSN = errors.New("dial postgres://user:s3cret@db.internal/payments: refused")
 
 // Issue 32, 3: the password in a failed job's error reached the ledger,
 // the operators' reads and every job_run_finished event.
@@ -42,7 +42,7 @@ func TestFailedJobErrorIsRedactedBeforeItIsStoredOrLogged(t *testing.T) {
 		job := Job{
 			Name: "payments", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
 			MaxAttempts: maxAttempts, RetryBackoff: 50 * time.Millisecond,
-			Run: func(context.Context, Run) error { return fmt.Errorf("attempt: %w", dsnError) },
+			Run: func(context.Context, Run) error { return fmt.Errorf("attempt: %w", errDSN) },
 		}
 		sched := s.replica(t, record)
 		require.NoError(t, sched.Register(job))
@@ -94,12 +94,12 @@ func TestRedactIsAnOptionAndAppliesToReads(t *testing.T) {
 		// A replica that stores errors as they are (identity Redact).
 		at2 := at.Add(-time.Second)
 		raw := job
-		raw.StartAt, raw.EndAt, raw.Run = at2, at, func(context.Context, Run) error { return dsnError }
+		raw.StartAt, raw.EndAt, raw.Run = at2, at, func(context.Context, Run) error { return errDSN }
 		asIs := s.replica(t, func(o *Options) { o.Redact = func(t string) string { return t } })
 		require.NoError(t, asIs.Register(raw))
 		claimNow(t, asIs, "payments", "", at2)
 		a, _ = s.record(t, "payments", "", at2).Latest()
-		require.Equal(t, dsnError.Error(), a.Error, "stored as it is")
+		require.Equal(t, errDSN.Error(), a.Error, "stored as it is")
 
 		reader := s.replica(t) // the default Redact
 		require.NoError(t, reader.Register(raw))
