@@ -118,3 +118,23 @@ func TestRedactIsAnOptionAndAppliesToReads(t *testing.T) {
 		}
 	})
 }
+
+// The masked text is what the Ledger interface receives, so every store
+// (redisledger, pgledger, ledgertest.Memory, a user's) keeps it masked.
+func TestLedgerReceivesTheMaskedError(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 0)[0]
+		w := &watchedLedger{}
+		sched := s.replica(t, watched(w))
+		require.NoError(t, sched.Register(Job{
+			Name: "payments", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), MaxAttempts: 1,
+			Run: func(context.Context, Run) error { return Permanent(fmt.Errorf(`config {"api_key":"k3y"}: %w`, errDSN)) },
+		}))
+		claimNow(t, sched, "payments", "", at)
+		calls := w.calls()
+		require.Len(t, calls, 1)
+		require.Equal(t, ledger.ClassPermanent, calls[0].outcome.Class)
+		require.Equal(t, `config {"api_key":"***"}: dial postgres://user:***@db.internal/payments: refused`, calls[0].outcome.Error)
+	})
+}
