@@ -13,8 +13,10 @@ var (
 	// ErrInvalidOptions too, as every other refusal of New does.
 	ErrNilClient = fmt.Errorf("%w: nil redis client", ErrInvalidOptions)
 	// ErrInvalidName is returned for an empty or oversized lease name, one
-	// that holds a '{' or '}' (they would break the Cluster hash tag), or
-	// one that is not UTF-8 without control characters.
+	// that holds a '{' or '}' (they would break the Cluster hash tag), one
+	// that is not UTF-8 without control (Unicode Cc) or format (Cf: U+200B,
+	// U+202E, ...) characters, or one of white space alone: names that
+	// would look like other names, or like nothing, to an operator.
 	ErrInvalidName = errors.New("lease: invalid lease name")
 	// ErrInvalidTTL is returned for a TTL below MinTTL.
 	ErrInvalidTTL = errors.New("lease: invalid TTL")

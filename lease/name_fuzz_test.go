@@ -19,7 +19,7 @@ import (
 // hash-tagged key, is acquired with a token, released, and acquired again
 // with a larger token.
 func FuzzLeaseName(f *testing.F) {
-	for _, seed := range []string{"daily-settlement", "", "a", "{x}", "job:2026-03-08T02:00:00Z:eu", "ü€𝄞", "\x00", strings.Repeat("n", lease.MaxNameLen), strings.Repeat("n", lease.MaxNameLen+1), "a}b", " "} {
+	for _, seed := range []string{"daily-settlement", "", "a", "{x}", "job:2026-03-08T02:00:00Z:eu", "ü€𝄞", "\x00", strings.Repeat("n", lease.MaxNameLen), strings.Repeat("n", lease.MaxNameLen+1), "a}b", " ", "\u3000", "eu\u200b", "\u202eue"} {
 		f.Add(seed)
 	}
 	rdb, mr := leasetest.NewMiniredisClient(f)
@@ -55,7 +55,8 @@ func FuzzLeaseName(f *testing.F) {
 }
 
 // printableName is the fuzz oracle's reading of the rule: valid UTF-8, no
-// control character.
+// control (Cc) or format (Cf) character, not white space alone.
 func printableName(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf) }) &&
+		strings.TrimFunc(s, unicode.IsSpace) != ""
 }

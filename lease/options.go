@@ -159,7 +159,9 @@ func validateName(name string) error {
 	case strings.ContainsAny(name, "{}"):
 		return fmt.Errorf("%w: %q holds '{' or '}'", ErrInvalidName, name)
 	case !safe.Printable(name):
-		return fmt.Errorf("%w: %q is not UTF-8 without control characters", ErrInvalidName, name)
+		return fmt.Errorf("%w: %q is not UTF-8 without control or format characters", ErrInvalidName, name)
+	case safe.Blank(name):
+		return fmt.Errorf("%w: %q is blank", ErrInvalidName, name)
 	}
 	return nil
 }

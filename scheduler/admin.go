@@ -85,6 +85,7 @@ func (s *Scheduler) JobStatus(ctx context.Context, job string) (JobStatus, error
 			break
 		}
 	}
+	st.Last, st.LastSuccess = s.redacted(st.Last), s.redacted(st.LastSuccess)
 	return st, nil
 }
 
@@ -98,6 +99,7 @@ func (s *Scheduler) paused(ctx context.Context, job, partition string) (bool, er
 
 // Record returns the ledger record of (job, partition)'s slot at at
 // (truncated to the second); found is false when the ledger has none.
+// Attempt errors pass through Options.Redact, as in Runs and JobStatus.
 // ErrUnknownJob for an unknown job or partition.
 func (s *Scheduler) Record(ctx context.Context, job, partition string, at time.Time) (rec ledger.Record, found bool, err error) {
 	if err := s.ready(ctx); err != nil {
@@ -106,7 +108,18 @@ func (s *Scheduler) Record(ctx context.Context, job, partition string, at time.T
 	if _, err := s.unit(job, partition); err != nil {
 		return ledger.Record{}, false, err
 	}
-	return s.cfg.Ledger.Get(ctx, ledger.Slot{Job: job, At: at.UTC().Truncate(time.Second), Partition: partition})
+	rec, found, err = s.cfg.Ledger.Get(ctx, ledger.Slot{Job: job, At: at.UTC().Truncate(time.Second), Partition: partition})
+	return s.redacted(rec), found, err
+}
+
+// redacted returns rec with its attempts' errors passed through
+// Options.Redact: records stored before Redact was set, or by a replica
+// without it, are shown masked too.
+func (s *Scheduler) redacted(rec ledger.Record) ledger.Record {
+	for i := range rec.Attempts {
+		rec.Attempts[i].Error = s.cfg.Redact(rec.Attempts[i].Error)
+	}
+	return rec
 }
 
 // Jobs lists the registered jobs, in registration order.
@@ -134,7 +147,8 @@ func (s *Scheduler) Jobs() []JobInfo {
 }
 
 // Runs lists the ledger records of (job, partition) with from <= slot < to,
-// newest first, at most limit. ErrUnknownJob for an unknown job/partition,
+// newest first, at most limit, their attempt errors passed through
+// Options.Redact. ErrUnknownJob for an unknown job/partition,
 // ErrInvalidArgument for limit < 1 or from >= to.
 func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
 	if err := s.ready(ctx); err != nil {
@@ -146,7 +160,11 @@ func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to ti
 	if limit < 1 || !to.After(from) {
 		return nil, fmt.Errorf("%w: want limit >= 1 and from < to", ErrInvalidArgument)
 	}
-	return s.cfg.Ledger.List(ctx, job, partition, from, to, limit)
+	recs, err := s.cfg.Ledger.List(ctx, job, partition, from, to, limit)
+	for i := range recs {
+		recs[i] = s.redacted(recs[i])
+	}
+	return recs, err
 }
 
 // Retry asks for a new attempt of the slot of (job, partition) at at, with

@@ -154,7 +154,10 @@ func (s *Scheduler) outcome(h hold, slot ledger.Slot, runErr error, timedOut, re
 		return ledger.Outcome{Status: ledger.StatusSucceeded}
 	}
 	job := h.u.job
-	o := ledger.Outcome{Status: ledger.StatusFailed, Error: runErr.Error(), Class: classify(h.ctx(), s.life.run, runErr, timedOut)}
+	// The one place a job's error becomes text: masked (Options.Redact)
+	// before the ledger stores it and the log shows it.
+	text := s.cfg.Redact(runErr.Error())
+	o := ledger.Outcome{Status: ledger.StatusFailed, Error: text, Class: classify(h.ctx(), s.life.run, runErr, timedOut)}
 	if o.Class == ledger.ClassDeferred && !replaced {
 		if d, ok := s.deferral(h, slot, runErr); ok {
 			// Whole milliseconds, rounded up, as for a retry.
@@ -167,7 +170,7 @@ func (s *Scheduler) outcome(h hold, slot ledger.Slot, runErr error, timedOut, re
 	case replaced:
 		// OverlapCancelOther: a newer slot replaced this run; it is not
 		// retried.
-		o.Class, o.Error = ledger.ClassInterrupted, ErrReplaced.Error()+": "+runErr.Error()
+		o.Class, o.Error = ledger.ClassInterrupted, ErrReplaced.Error()+": "+text
 	case o.Class != ledger.ClassPermanent && left > 0:
 		// The budget, not the attempt number, decides: an operator's
 		// Request gives an exhausted slot MaxAttempts more attempts, with

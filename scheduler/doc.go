@@ -310,6 +310,13 @@
 // job_window_ended (Register, an EndAt already past); Options.Observer receives measurements
 // (scheduler/schedprom turns them into Prometheus collectors).
 //
+// A failed job's error becomes text in one place, where Options.Redact
+// (default DefaultRedact) masks the secrets it recognizes (URL passwords,
+// password=..., "token":"...", Bearer credentials) before the ledger
+// stores the text and job_run_finished logs it; Record, Runs and JobStatus
+// mask what they read again. The admin API, the console and the CLI show
+// only that text.
+//
 // # Guarantees and non-guarantees
 //
 //   - A slot that succeeded is never run again by any replica, however late

@@ -46,8 +46,9 @@ const (
 
 // Errors for bad input, returned before anything runs.
 var (
-	// ErrInvalidJob matches every rejected Job: empty or oversized name,
-	// a name holding '{', '}', '|' or '@', a nil Run, bad partitions,
+	// ErrInvalidJob matches every rejected Job: empty, blank or oversized
+	// name, a name holding '{', '}', '|' or '@', a control or format
+	// character (Unicode Cc, Cf) or invalid UTF-8, a nil Run, bad partitions,
 	// negative durations, a LeaseTTL below lease.MinTTL, EndAt before
 	// StartAt, RetryBackoff above RetryMaxBackoff, or an unsupported
 	// policy. Spec and zone errors wrap cron's errors
@@ -152,7 +153,11 @@ const (
 type Job struct {
 	// Name identifies the job (1 to MaxJobNameLen bytes of printable
 	// UTF-8, none of '{', '}', '|' or '@'). It names the lease
-	// (ledger.UnitScope) and the ledger records.
+	// (ledger.UnitScope) and the ledger records. Printable excludes
+	// control (Unicode Cc) and format (Cf: U+200B zero-width space, U+202E
+	// right-to-left override, ...) characters, and a name of white space
+	// alone is refused: operators tell jobs and tenants apart by these
+	// names in the console and the CLI, so no name may look like another.
 	Name string
 	// Spec is a cron spec: 5 fields, 6 with seconds first, a descriptor
 	// such as @daily, @every 10s (whole seconds only), optionally prefixed
@@ -171,7 +176,8 @@ type Job struct {
 	// dimension with its own lease and ledger records, run in parallel
 	// within Options.MaxConcurrentClaims. Default: one partition, "" (the
 	// only place an empty key is allowed). Keys are 1 to MaxPartitionLen
-	// bytes of printable UTF-8 without '{', '}', '|' or '@'.
+	// bytes of printable UTF-8 (as Name: no control or format character,
+	// not blank) without '{', '}', '|' or '@'.
 	Partitions []string
 	// Run is the work. Required.
 	Run JobFunc
@@ -280,7 +286,9 @@ func (j Job) validate() error {
 	case strings.ContainsAny(j.Name, reserved):
 		return fmt.Errorf("%w: name %q holds one of %q", ErrInvalidJob, j.Name, reserved)
 	case !safe.Printable(j.Name):
-		return fmt.Errorf("%w: name %q is not printable UTF-8", ErrInvalidJob, j.Name)
+		return fmt.Errorf("%w: name %q is not printable UTF-8 (no control or format character)", ErrInvalidJob, j.Name)
+	case safe.Blank(j.Name):
+		return fmt.Errorf("%w: name %q is blank", ErrInvalidJob, j.Name)
 	case j.Run == nil:
 		return fmt.Errorf("%w: %q has no Run", ErrInvalidJob, j.Name)
 	case j.LeaseTTL < 0 || j.CatchUpWindow < 0 || j.MaxAttempts < 0 || j.MaxCatchUp < 0 ||
@@ -303,8 +311,9 @@ func (j Job) validate() error {
 		switch {
 		case len(j.Partitions) > 1 && p == "":
 			return fmt.Errorf("%w: %q: empty partition key among several", ErrInvalidJob, j.Name)
-		case len(p) > MaxPartitionLen || strings.ContainsAny(p, reserved) || !safe.Printable(p):
-			return fmt.Errorf("%w: %q: partition %q: at most %d bytes of printable UTF-8, none of %q", ErrInvalidJob, j.Name, p, MaxPartitionLen, reserved)
+		case len(p) > MaxPartitionLen || strings.ContainsAny(p, reserved) || !safe.Printable(p) || safe.Blank(p):
+			return fmt.Errorf("%w: %q: partition %q: at most %d bytes of printable UTF-8 (no control or format character, not blank), none of %q",
+				ErrInvalidJob, j.Name, p, MaxPartitionLen, reserved)
 		case seen[p]:
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
 		}

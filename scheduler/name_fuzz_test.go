@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,13 +18,15 @@ import (
 )
 
 // FuzzJobNameAndPartition: any job name and partition key is either
-// refused by Register with scheduler.ErrInvalidJob, or accepted, in which
+// refused by Register with scheduler.ErrInvalidJob, or accepted (never a
+// blank one, nor one holding a control or format character), in which
 // case the slot's idempotency key carries both and the ledger answers for
 // the pair.
 func FuzzJobNameAndPartition(f *testing.F) {
 	for _, seed := range [][2]string{
 		{"daily-settlement", ""}, {"settle", "eu"}, {"", ""}, {"a|b", ""}, {"a", "{x}"},
 		{"job:with:colons", "p:q"}, {"ü€", "𝄞"}, {"\x00", ""}, {"a\nb", ""},
+		{" ", ""}, {"settle", " "}, {"settle\u200b", ""}, {"settle", "eu\u200b"}, {"settle", "\u202eue"}, {"\u3000", ""},
 		{strings.Repeat("j", scheduler.MaxJobNameLen), strings.Repeat("p", scheduler.MaxPartitionLen)},
 		{strings.Repeat("j", scheduler.MaxJobNameLen+1), ""}, {"j", strings.Repeat("p", scheduler.MaxPartitionLen+1)},
 	} {
@@ -44,6 +47,11 @@ func FuzzJobNameAndPartition(f *testing.F) {
 		if err := s.Register(job); err != nil {
 			require.ErrorIs(t, err, scheduler.ErrInvalidJob)
 			return
+		}
+		for _, v := range []string{name, partition} {
+			require.False(t, strings.TrimFunc(v, unicode.IsSpace) == "" && v != "", "accepted the blank name %q", v)
+			require.False(t, strings.ContainsFunc(v, func(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf) }),
+				"accepted %q, which holds a control or format character", v)
 		}
 		require.ErrorIs(t, s.Register(job), scheduler.ErrDuplicateJob)
 		at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)

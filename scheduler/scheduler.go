@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/internal/redact"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
@@ -79,7 +80,28 @@ type Options struct {
 	// (ErrInvalidOptions). The leases themselves show the Leases
 	// client's label: give lease.Options.Holder the same value.
 	Holder string
+	// Redact masks secrets in the text of a failed job's error at the one
+	// place it becomes text, before anything stores or shows it: the
+	// error the ledger stores (so the admin API, the console and `holdfast
+	// runs` show it masked) and the job_run_finished event's error
+	// attribute. Runs and Record apply it again to what they read, for
+	// records stored before it was set or by a replica that lacks it, so
+	// it must leave its own output unchanged. Default DefaultRedact (URL
+	// passwords, password=/token:/"api_key":"..." values, Bearer
+	// credentials). Wrap DefaultRedact to mask more; pass a function
+	// that returns its argument to store errors as they are.
+	Redact func(string) string
 }
+
+// DefaultRedact is the default Options.Redact: it masks the password of a
+// URL's userinfo, any scheme (postgres://user:s3cret@db becomes
+// postgres://user:***@db, redis://:s3cret@h becomes redis://:***@h), the
+// value of a key naming a secret (password, passwd, pwd, secret, token,
+// api_key or apikey, access_key, private_key, credential, authorization;
+// any case; as k=v, k: v, "k":"v") and a Bearer credential, with "***".
+// It is a best effort over free text: a secret in a form it does not know
+// passes through, so jobs should not put secrets in their errors.
+func DefaultRedact(s string) string { return redact.String(s) }
 
 // Scheduler turns cron ticks into slots and runs each slot once, under the
 // lease of its (job, partition), recording every attempt in the ledger.
@@ -201,6 +223,9 @@ func New(cfg Options) (*Scheduler, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
+	}
+	if cfg.Redact == nil {
+		cfg.Redact = DefaultRedact
 	}
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.NewPCG(rand.Uint64(), rand.Uint64())

@@ -503,6 +503,16 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"NameWithAt", func(j *Job) { j.Name = "a@1780000000" }, []error{ErrInvalidJob}},
 			{"NameWithPipe", func(j *Job) { j.Name = "a|eu" }, []error{ErrInvalidJob}},
 			{"DuplicatePartition", func(j *Job) { j.Partitions = []string{"eu", "us", "eu"} }, []error{ErrInvalidJob}},
+			// Issue 32: names that look like other names, or like nothing,
+			// in the console and the CLI.
+			{"BlankName", func(j *Job) { j.Name = " " }, []error{ErrInvalidJob}},
+			{"BlankNameOfWideSpaces", func(j *Job) { j.Name = "\u3000\u00a0" }, []error{ErrInvalidJob}},
+			{"NameWithZeroWidthSpace", func(j *Job) { j.Name = "settle\u200b" }, []error{ErrInvalidJob}},
+			{"NameWithRightToLeftOverride", func(j *Job) { j.Name = "\u202eelttes" }, []error{ErrInvalidJob}},
+			{"BlankPartition", func(j *Job) { j.Partitions = []string{"eu", "  "} }, []error{ErrInvalidJob}},
+			{"PartitionWithZeroWidthSpace", func(j *Job) { j.Partitions = []string{"eu", "eu\u200b"} }, []error{ErrInvalidJob}},
+			{"PartitionWithRightToLeftOverride", func(j *Job) { j.Partitions = []string{"\u202eue"} }, []error{ErrInvalidJob}},
+			{"PartitionWithByteOrderMark", func(j *Job) { j.Partitions = []string{"\ufeffeu"} }, []error{ErrInvalidJob}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				sched := s.replica(t)

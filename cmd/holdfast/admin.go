@@ -34,6 +34,7 @@ func (a *app) adminClient() (*adminClient, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usagef("--admin %q: want an http(s) URL such as http://127.0.0.1:8080/admin/", a.conn.admin)
 	}
+	a.warnPlainToken(u)
 	return &adminClient{base: u, token: a.conn.token, http: http.DefaultClient}, nil
 }
 
@@ -53,6 +54,9 @@ func (c *adminClient) url(query url.Values, segments ...string) string {
 // with its exit code: 400 usage, 404 not found, 401/403/409 refused.
 func (c *adminClient) do(ctx context.Context, method, target string, body, out any) error {
 	var rd io.Reader
+	if body == nil && method == http.MethodPost {
+		body = struct{}{} // {}: the admin handler takes JSON actions only
+	}
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {

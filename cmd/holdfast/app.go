@@ -16,6 +16,7 @@ import (
 // the connection flags every subcommand shares. It holds all state; there
 // is none at package level.
 type app struct {
+	stdin          io.Reader // --token-file -
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	conn           connFlags
@@ -31,6 +32,10 @@ type connFlags struct {
 	token   string        // --token, HOLDFAST_TOKEN
 	output  string        // -o: table or json
 	timeout time.Duration // --timeout of one command (watch: of one refresh)
+
+	// tokenFile is --token-file, HOLDFAST_TOKEN_FILE: the token's file,
+	// "-" for stdin (resolveToken).
+	tokenFile string
 }
 
 // command is one subcommand.
@@ -51,7 +56,7 @@ func commands() []command {
 
 // run is the command's entry point: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
 	return a.main(ctx, args)
 }
 
@@ -75,7 +80,7 @@ func (a *app) main(ctx context.Context, args []string) int {
 			return a.report(err)
 		}
 	}
-	fmt.Fprintf(a.stderr, "holdfast: unknown command %q\n\n", name)
+	fmt.Fprintf(a.stderr, "holdfast: unknown command %q\n\n", redactArgs([]string{name})[0])
 	a.usage(a.stderr)
 	return exitUsage
 }
@@ -89,7 +94,7 @@ func (a *app) report(err error) int {
 	case errors.Is(err, errFlagParse):
 		return exitUsage // the flag package printed the error and the usage
 	}
-	fmt.Fprintf(a.stderr, "holdfast: %v\n", err)
+	fmt.Fprintf(a.stderr, "holdfast: %s\n", redactText(err.Error()))
 	return codeOf(err)
 }
 
@@ -106,6 +111,8 @@ func (a *app) usage(w io.Writer) {
 		"                Cluster, redis://host:port?addr=host2:port2\n"+
 		"  --pg URL      Postgres, postgres://user@host/db (DATABASE_URL)\n"+
 		"  --admin URL   a service's admin handler, http://host:8080/admin/ (HOLDFAST_ADMIN)\n"+
+		"  --token-file F  a file holding the admin handler's Bearer token, - for stdin\n"+
+		"                (HOLDFAST_TOKEN_FILE): unlike --token, out of ps and shell history\n"+
 		"  --token T     the admin handler's Bearer token (HOLDFAST_TOKEN)\n\n")
 	fmt.Fprint(w, exitCodesHelp)
 }
@@ -131,7 +138,8 @@ func (a *app) flagSet(c command) *flag.FlagSet {
 	fs.BoolVar(&a.conn.cluster, "redis-cluster", false, "--redis names a Redis Cluster (redis://host:port?addr=host2:port2)")
 	fs.StringVar(&a.conn.pg, "pg", "", "Postgres `URL` (default $DATABASE_URL)")
 	fs.StringVar(&a.conn.admin, "admin", "", "admin handler base `URL` (default $HOLDFAST_ADMIN)")
-	fs.StringVar(&a.conn.token, "token", "", "admin Bearer `token` (default $HOLDFAST_TOKEN)")
+	fs.StringVar(&a.conn.token, "token", "", "admin Bearer `token` (default $HOLDFAST_TOKEN); visible in ps: prefer --token-file")
+	fs.StringVar(&a.conn.tokenFile, "token-file", "", "`file` holding the admin Bearer token, - for stdin (default $HOLDFAST_TOKEN_FILE)")
 	fs.StringVar(&a.conn.output, "o", "table", "output `format`: table or json")
 	fs.DurationVar(&a.conn.timeout, "timeout", 10*time.Second, "bound of the command's calls, positive")
 	return fs
@@ -194,6 +202,9 @@ func (a *app) parse(fs *flag.FlagSet, args []string, want int) ([]string, error)
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	a.connEnv(fs)
+	if err := a.resolveToken(isSet(fs, "token"), isSet(fs, "token-file")); err != nil {
+		return nil, err
+	}
 	if a.conn.timeout <= 0 {
 		return nil, a.badUsage(fs, "--timeout %v: want a positive duration", a.conn.timeout)
 	}
@@ -201,15 +212,15 @@ func (a *app) parse(fs *flag.FlagSet, args []string, want int) ([]string, error)
 		return nil, a.badUsage(fs, "-o %q: want table or json", a.conn.output)
 	}
 	if want >= 0 && len(pos) != want {
-		return nil, a.badUsage(fs, "want %d argument(s), got %d: %q", want, len(pos), pos)
+		return nil, a.badUsage(fs, "want %d argument(s), got %d: %q", want, len(pos), redactArgs(pos))
 	}
 	return pos, nil
 }
 
-// badUsage prints the error and fs's usage, as the flag package does for a
-// bad flag, and returns errFlagParse (exit 2).
+// badUsage prints the error (secrets masked) and fs's usage, as the flag
+// package does for a bad flag, and returns errFlagParse (exit 2).
 func (a *app) badUsage(fs *flag.FlagSet, format string, args ...any) error {
-	fmt.Fprintf(a.stderr, "holdfast: "+format+"\n", args...)
+	fmt.Fprintf(a.stderr, "holdfast: %s\n", redactText(fmt.Sprintf(format, args...)))
 	fs.Usage()
 	return errFlagParse
 }
@@ -254,7 +265,7 @@ func commandFirst(args []string) []string {
 }
 
 // connValueFlags are the connection flags that take a value (flagSet).
-var connValueFlags = map[string]bool{"redis": true, "pg": true, "admin": true, "token": true, "o": true, "timeout": true}
+var connValueFlags = map[string]bool{"redis": true, "pg": true, "admin": true, "token": true, "token-file": true, "o": true, "timeout": true}
 
 func isHelp(arg string) bool {
 	switch arg {

@@ -43,7 +43,7 @@ func (a *app) dispatch(ctx context.Context, group command, args []string, subs .
 	w, err := a.stdout, error(nil)
 	if len(args) == 0 || (args[0] != "-h" && args[0] != "--help" && args[0] != "help") {
 		w, err = a.stderr, errFlagParse
-		fmt.Fprintf(w, "holdfast %s: want a subcommand, got %q\n\n", group.name, args)
+		fmt.Fprintf(w, "holdfast %s: want a subcommand, got %q\n\n", group.name, redactArgs(args))
 	}
 	fmt.Fprintf(w, "Usage: holdfast %s %s\n\n%s\n\nholdfast %s SUBCOMMAND --help for its flags and examples.\n\n%s",
 		group.name, group.args, strings.TrimSpace(group.help), group.name, exitCodesHelp)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -33,9 +34,12 @@ func JoinCtx(ctx context.Context, err error) error {
 }
 
 // Printable reports whether s is valid UTF-8 without control characters
-// (NUL, newline, DEL, the C1 controls, ...): the rule of lease names, job
+// (Unicode category Cc: NUL, newline, DEL, the C1 controls, ...) or format
+// characters (category Cf: U+200B zero-width space, U+202E right-to-left
+// override, U+FEFF, the bidi isolates, ...): the rule of lease names, job
 // names and partitions, which travel into Redis keys, SQL text, logs and an
-// operator's terminal. ASCII is checked byte by byte.
+// operator's terminal, where an invisible or reordering character would
+// make one name look like another. ASCII is checked byte by byte.
 func Printable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -54,9 +58,16 @@ func printableUTF8(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
 			return false
 		}
 	}
 	return true
+}
+
+// Blank reports whether s is not empty and holds only white space
+// (unicode.IsSpace: " ", U+00A0, U+3000, ...): a name that shows as
+// nothing in a console or a terminal.
+func Blank(s string) bool {
+	return s != "" && strings.TrimFunc(s, unicode.IsSpace) == ""
 }

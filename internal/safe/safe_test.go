@@ -60,7 +60,18 @@ func TestPrintable(t *testing.T) {
 	for _, s := range []string{"", "daily-settlement", "job:2026-03-08T02:00:00Z:eu", " ", "a|b", "ü€𝄞", "eu-ü"} {
 		require.True(t, safe.Printable(s), "%q", s)
 	}
-	for _, s := range []string{"\x00", "a\nb", "tab\t", "del\x7f", "c1\u0085", "bad\xffutf8", "ü\x00", "é\u009f"} {
+	for _, s := range []string{"\x00", "a\nb", "tab\t", "del\x7f", "c1\u0085", "bad\xffutf8", "ü\x00", "é\u009f",
+		"eu\u200b", "\u202eue", "\ufeffeu", "a\u2066b\u2069", "soft\u00adhyphen"} {
 		require.False(t, safe.Printable(s), "%q", s)
+	}
+}
+
+func TestBlank(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{" ", "   ", "\t", "\u00a0", "\u3000", " \u2003 "} {
+		require.True(t, safe.Blank(s), "%q", s)
+	}
+	for _, s := range []string{"", "a", " a ", "\u200b"} {
+		require.False(t, safe.Blank(s), "%q", s)
 	}
 }

@@ -119,14 +119,14 @@ func TestAdminAPIJobsCarryLedgerStatus(t *testing.T) {
 			"last_success":"2026-12-01T09:00:00.000Z","lag_ms":250}]}`, body)
 
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/pause", nil))
+		h.ServeHTTP(rec, postJSON("/jobs/settle/pause", nil))
 		require.Equal(t, http.StatusOK, rec.Code)
 		require.JSONEq(t, `{"job":"settle","paused":true}`, rec.Body.String())
 		var page schedhttp.JobsPage
 		get(t, h, "/jobs", http.StatusOK, &page)
 		require.True(t, page.Jobs[0].Paused)
 		rec = httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/resume", nil))
+		h.ServeHTTP(rec, postJSON("/jobs/settle/resume", nil))
 		require.JSONEq(t, `{"job":"settle","paused":false}`, rec.Body.String())
 	})
 }
@@ -246,7 +246,7 @@ func TestAdminAPIOperatorActionsAnswerSlots(t *testing.T) {
 		post := func(path, body string, status int) string {
 			t.Helper()
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(body)))
+			h.ServeHTTP(rec, postJSON(path, strings.NewReader(body)))
 			require.Equal(t, status, rec.Code, "%s: %s", path, rec.Body.String())
 			return rec.Body.String()
 		}

@@ -14,7 +14,12 @@
 // and the job; without one every API request is refused (403). An
 // Authorizer that returns ErrUnauthenticated (no token, or one it does not
 // accept) gets a 401 with "WWW-Authenticate: Bearer" (RFC 6750), any other
-// error a 403. Answers
+// error a 403. Actions (the POST routes) are refused before the
+// Authorizer when they come from another origin (403: Sec-Fetch-Site or
+// Origin, net/http's CrossOriginProtection; Options.TrustedOrigins adds
+// origins) or lack "Content-Type: application/json" (415), so that an
+// Authorizer that reads a session cookie cannot be driven by a page on
+// another site. Answers
 // are JSON, errors application/problem+json (RFC 9457) that never carry
 // the authorizer's reason or a backend's error text: those go to
 // Options.Logger.
@@ -29,7 +34,8 @@
 // partitions, columns = slots, coloured by status, an empty cell where a
 // partition has no record of a slot), a slot's attempts on click, and the
 // held leases; its retry, trigger, pause and resume buttons ask confirm()
-// and call the API. The static files carry no data and are served
+// and call the API (same-origin fetches with an application/json body,
+// {} for pause and resume). The static files carry no data and are served
 // without the Authorizer, with a Content-Security-Policy that allows only
 // the page's own script and style and forbids framing.
 //

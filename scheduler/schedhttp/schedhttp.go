@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 
 	"github.com/holdfast-go/holdfast/clock"
@@ -59,7 +60,31 @@ type Options struct {
 	// in practice: with none, the handler refuses every API request (403).
 	// GET /openapi.json and the console's static files carry no data and
 	// are served without it.
+	//
+	// Before the Authorizer sees an action (a POST: retry, trigger,
+	// backfill, pause, resume), the handler refuses, so that an
+	// Authorizer reading a cookie or any other credential a browser sends
+	// on its own cannot be driven by another site (cross-site request
+	// forgery):
+	//   - a cross-origin request (403): one whose Sec-Fetch-Site header is
+	//     present and neither "same-origin" nor "none", or, without that
+	//     header, whose Origin header is present and names another
+	//     host:port than the request's Host; unless its Origin is one of
+	//     TrustedOrigins (net/http's CrossOriginProtection decides);
+	//   - a body that is not declared JSON (415): every action needs
+	//     "Content-Type: application/json", also those without parameters
+	//     (send {} or nothing). A form or text/plain body, which a page on
+	//     another site may send without a CORS preflight, is refused.
+	// Requests without Origin and Sec-Fetch-Site (curl, the holdfast CLI,
+	// other programs) are not browsers' and pass these checks. Reads (GET)
+	// are not checked: they change nothing, and the handler sends no CORS
+	// header, so another site's page cannot read their answers.
 	Authorizer func(r *http.Request, action Action, job string) error
+	// TrustedOrigins are origins ("https://ops.example.com", scheme, host
+	// and port, no path) whose pages may send actions across origins: a
+	// console served from another host. Default none. A malformed origin
+	// is refused by New (ErrInvalidOptions).
+	TrustedOrigins []string
 	// Leases serves GET /leases (for example the lease.RedisBackend the
 	// scheduler's leases use). Default nil: GET /leases answers 404.
 	Leases lease.Inspector
@@ -83,15 +108,18 @@ type Options struct {
 // slot, no partition for one slot of a partitioned job, a body on pause or
 // resume other than {}, a malformed match glob), 401 (the Authorizer's
 // error matches ErrUnauthenticated; with WWW-Authenticate: Bearer), 403
-// (refused by the Authorizer otherwise), 404 (unknown job or partition,
-// no record of a slot, no lease inspector), 409 (slot running), 413 (body
-// over MaxBodyBytes) or 500. The body of a 401 or 403 does not carry the
+// (refused by the Authorizer otherwise, or an action from another origin:
+// see Options.Authorizer), 404 (unknown job or partition, no record of a
+// slot, no lease inspector), 409 (slot running), 413 (body over
+// MaxBodyBytes), 415 (an action without Content-Type: application/json)
+// or 500. The body of a 401 or 403 does not carry the
 // Authorizer's error, nor a 500 the internal (Redis, Postgres) error: both
 // go to cfg.Logger instead (admin_request_forbidden at Warn,
 // admin_request_failed at Error, with action, job and error), so a client
 // learns nothing about the authorizer's reasoning or the backends. An
 // unknown path or method gets net/http's plain 404 or 405. New returns an
-// error matching ErrInvalidOptions for a nil s.
+// error matching ErrInvalidOptions for a nil s or a malformed
+// TrustedOrigins entry.
 //
 //	GET  /jobs                                  JobsPage
 //	GET  /jobs/{job}/runs?partition=&from=&to=&status=&limit=&cursor=  RunsPage
@@ -122,7 +150,13 @@ func New(s *scheduler.Scheduler, cfg Options) (http.Handler, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
-	h := &adminHandler{s: s, cfg: cfg}
+	cop := http.NewCrossOriginProtection()
+	for _, o := range cfg.TrustedOrigins {
+		if err := cop.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("%w: TrustedOrigins: %w", ErrInvalidOptions, err)
+		}
+	}
+	h := &adminHandler{s: s, cfg: cfg, cop: cop}
 	return h.mux(), nil
 }
 
@@ -170,11 +204,15 @@ func (h *adminHandler) routes() []route {
 type adminHandler struct {
 	s   *scheduler.Scheduler
 	cfg Options
+	cop *http.CrossOriginProtection // refuses cross-origin actions
 }
 
 func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		job := r.PathValue("job")
+		if r.Method == http.MethodPost && !h.actionAllowed(w, r, action, job) {
+			return
+		}
 		if h.cfg.Authorizer == nil {
 			writeProblem(w, http.StatusForbidden, "no authorizer configured: every admin request is refused")
 			return
@@ -202,6 +240,30 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 			writeProblem(w, status, err.Error())
 		}
 	}
+}
+
+// actionAllowed refuses, before the Authorizer, a cross-origin action
+// (403) and one whose body is not declared application/json (415); see
+// Options.Authorizer. It writes the refusal and logs it
+// (admin_request_forbidden, reason cross_origin or content_type).
+func (h *adminHandler) actionAllowed(w http.ResponseWriter, r *http.Request, action Action, job string) bool {
+	refuse := func(status int, reason, detail string, err error) bool {
+		h.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin_request_forbidden",
+			slog.String("action", string(action)), slog.String("job", job), slog.String("reason", reason),
+			slog.String("origin", r.Header.Get("Origin")), slog.String("sec_fetch_site", r.Header.Get("Sec-Fetch-Site")),
+			slog.Any("error", err))
+		writeProblem(w, status, detail)
+		return false
+	}
+	if err := h.cop.Check(r); err != nil {
+		return refuse(http.StatusForbidden, "cross_origin", "cross-origin request refused (Origin or Sec-Fetch-Site)", err)
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		w.Header().Set("Accept-Post", "application/json")
+		return refuse(http.StatusUnsupportedMediaType, "content_type", "actions take Content-Type: application/json", err)
+	}
+	return true
 }
 
 // decode reads a JSON body into v (an empty body leaves v as it is);

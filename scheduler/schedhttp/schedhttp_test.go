@@ -94,6 +94,9 @@ func TestAdminHandlerStatusCodes(t *testing.T) {
 		h, err := schedhttp.New(s, schedhttp.Options{Authorizer: tc.auth})
 		require.NoError(t, err)
 		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+		if tc.method == "POST" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		require.Equal(t, tc.want, rec.Code, "%s: %s", tc.name, rec.Body.String())
@@ -133,7 +136,7 @@ func TestAdminHandlerAuthorizerSeesActionAndJob(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/pause", nil))
+	h.ServeHTTP(rec, postJSON("/jobs/settle/pause", nil))
 	require.Equal(t, http.StatusForbidden, rec.Code)
 	var problem map[string]any
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &problem))
@@ -173,7 +176,7 @@ func TestAdminHandlerAnswersUnauthenticatedWith401AndAChallenge(t *testing.T) {
 	require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 	require.NotContains(t, rec.Body.String(), "no token", "the authorizer's reason is not sent")
 
-	req := httptest.NewRequest("POST", "/jobs/settle/pause", nil)
+	req := postJSON("/jobs/settle/pause", nil)
 	req.Header.Set("Authorization", "Bearer reader")
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
@@ -205,7 +208,7 @@ func TestAdminHandlerKeepsInternalErrorsInTheLog(t *testing.T) {
 	require.NoError(t, err)
 
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("POST", "/jobs/settle/pause", nil))
+	h.ServeHTTP(rec, postJSON("/jobs/settle/pause", nil))
 	require.Equal(t, http.StatusForbidden, rec.Code)
 	require.NotContains(t, rec.Body.String(), "kid=prod-7")
 
@@ -248,7 +251,7 @@ func TestAdminHandlerRefusesSlotsOutsideTheJobWindow(t *testing.T) {
 		{"/jobs/ended/backfill", `{"from":"2026-11-20T00:00:00Z","to":"2026-11-23T00:00:00Z"}`},
 	} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body)))
+		h.ServeHTTP(rec, postJSON(tc.path, strings.NewReader(tc.body)))
 		require.Equal(t, http.StatusBadRequest, rec.Code, "%s: %s", tc.path, rec.Body.String())
 		require.Contains(t, rec.Body.String(), "2026-11-01T00:00:00Z)", "%s: the job's window named", tc.path)
 	}

@@ -40,9 +40,11 @@ class HTTPError extends Error {
 
 async function api(path, method, body) {
   const opts = { method: method || "GET", headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) } };
-  if (body !== undefined) {
+  if (opts.method !== "GET") {
+    // Every action is JSON, {} when it has no parameters: the handler
+    // refuses any other Content-Type (415).
     opts.headers["Content-Type"] = "application/json";
-    opts.body = JSON.stringify(body);
+    opts.body = JSON.stringify(body === undefined ? {} : body);
   }
   const res = await fetch(path, opts);
   const text = await res.text();

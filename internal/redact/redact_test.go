@@ -1,0 +1,89 @@
+package redact_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/redact"
+)
+
+func TestString(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, in, want string }{
+		{"Empty", "", ""},
+		{"NoSecret", "bank API down (attempt 2)", "bank API down (attempt 2)"},
+		{"URLWithoutUserinfo", "GET http://127.0.0.1:8080/admin/jobs: refused", "GET http://127.0.0.1:8080/admin/jobs: refused"},
+		{"URLUserOnly", "dial postgres://app@db/x: refused", "dial postgres://app@db/x: refused"},
+		{"PostgresURL", "dial postgres://user:s3cret@db.internal/payments: refused", "dial postgres://user:***@db.internal/payments: refused"},
+		{"RedisEmptyUser", "redis://:s3cret@cache:6379/0", "redis://:***@cache:6379/0"},
+		{"AnyScheme", "amqp+ssl://guest:s3cret@mq", "amqp+ssl://guest:***@mq"},
+		{"SchemeCase", "POSTGRES://u:s3cret@db", "POSTGRES://u:***@db"},
+		{"PasswordWithAt", "postgres://u:p@ss@db/x", "postgres://u:***@db/x"},
+		{"TwoURLs", "a redis://:x1@h1 b redis://u:x2@h2", "a redis://:***@h1 b redis://u:***@h2"},
+		{"URLQueryPassword", "postgres://db/x?sslmode=disable&password=s3cret&user=u", "postgres://db/x?sslmode=disable&password=***&user=u"},
+		{"DSN", "host=db user=app password=s3cret dbname=x", "host=db user=app password=*** dbname=x"},
+		{"DSNQuoted", "host=db password='s3 cret' dbname=x", "host=db password='***' dbname=x"},
+		{"KeyCase", "PASSWORD=s3cret Passwd=s3cret PWD=s3cret", "PASSWORD=*** Passwd=*** PWD=***"},
+		{"ColonForm", "secret: s3cret, next", "secret: ***, next"},
+		{"APIKeyForms", "api_key=a1 apikey=a2 api-key: a3 X-Api-Key: a4", "api_key=*** apikey=*** api-key: *** X-Api-Key: ***"},
+		{"AccessKey", "aws_access_key_id=AKIA1 aws_secret_access_key=abc/def", "aws_access_key_id=*** aws_secret_access_key=***"},
+		{"Token", "token=t1 access_token: t2 refresh_token=t3", "token=*** access_token: *** refresh_token=***"},
+		{"JSON", `{"user":"u","password":"s3\"cret","n":1}`, `{"user":"u","password":"***","n":1}`},
+		{"JSONSpaced", `{"client_secret" : "abc"}`, `{"client_secret" : "***"}`},
+		{"JSONSingleQuotes", `{'token': 'abc'}`, `{'token': '***'}`},
+		{"JSONEscapedInString", `body "{\"token\":\"abc\",\"n\":1}"`, `body "{\"token\":\"***\",\"n\":1}"`},
+		{"BareValueWithBackslash", `password=ab\cd next`, `password=*** next`},
+		{"AuthorizationHeader", "Authorization: Bearer eyJhbGciOi.x.y", "Authorization: Bearer ***"},
+		{"BearerAlone", "sent Bearer abcdefgh123 to upstream", "sent Bearer *** to upstream"},
+		{"BasicAlone", "Basic dXNlcjpwYXNz", "Basic ***"},
+		{"BasicWord", "basic auth failed", "basic auth failed"},
+		{"ShortBearerWord", "bearer bonds", "bearer bonds"},
+		{"ValueStopsAtAmpersand", "?token=abc&x=1", "?token=***&x=1"},
+		{"ValueStopsAtBracket", "(password=abc)", "(password=***)"},
+		{"Unicode", "ü password=ü€ ü", "ü password=*** ü"},
+		{"Wrapped", `scheduler: job panicked: dial "redis://default:s3cret@cache:6379": i/o timeout`, `scheduler: job panicked: dial "redis://default:***@cache:6379": i/o timeout`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := redact.String(tc.in)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, got, redact.String(got), "idempotent")
+		})
+	}
+}
+
+// FuzzString: masking never panics, keeps valid UTF-8 valid, is
+// idempotent, and a password planted in a URL's userinfo or after
+// password= never survives, whatever text surrounds it.
+func FuzzString(f *testing.F) {
+	for _, s := range []string{"", "dial postgres://user:s3cret@db/x", "password=x", `{"token":"x"}`, `\"token\":\"`,
+		"redis://:p@h", "Authorization: Bearer abcdefgh", "a://b:c@d@e/f", "token: 'x", `password="`, "ü€𝄞"} {
+		f.Add(s, "")
+	}
+	f.Fuzz(func(t *testing.T, text, pass string) {
+		got := redact.String(text)
+		if utf8.ValidString(text) {
+			require.True(t, utf8.ValidString(got), "%q -> %q", text, got)
+		}
+		require.Equal(t, got, redact.String(got), "not idempotent on %q", text)
+
+		// A planted secret: 12 letters from pass, so it cannot be a part
+		// of the surrounding text by chance.
+		secret := "Zq" + strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return 'x'
+		}, pass+"xxxxxxxxxx")[:10]
+		for _, planted := range []string{
+			text + " postgres://user:" + secret + "@db/x " + text,
+			text + " password=" + secret + " " + text,
+			text + ` {"api_key":"` + secret + `"} ` + text,
+		} {
+			require.NotContains(t, redact.String(planted), secret, "in %q", planted)
+		}
+	})
+}

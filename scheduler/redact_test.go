@@ -1,0 +1,140 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/internal/testwait"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// errDSN is the error of issue 32: a job that fails dialing its
+// database with the password in the URL.
+var errDSN = errors.New("dial postgres://user:s3cret@db.internal/payments: refused")
+
+// Issue 32, 3: the password in a failed job's error reached the ledger,
+// the operators' reads and every job_run_finished event.
+func TestFailedJobErrorIsRedactedBeforeItIsStoredOrLogged(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		const maxAttempts = 2
+		at := past(1, 0)[0]
+		var mu sync.Mutex
+		var finished []string // the error attribute of each job_run_finished
+		var logged []string   // every attribute of every event
+		record := logTo(func(msg string, attrs map[string]string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for k, v := range attrs {
+				logged = append(logged, msg+" "+k+"="+v)
+			}
+			if msg == "job_run_finished" {
+				finished = append(finished, attrs["error"])
+			}
+		})
+		job := Job{
+			Name: "payments", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second),
+			MaxAttempts: maxAttempts, RetryBackoff: 50 * time.Millisecond,
+			Run: func(context.Context, Run) error { return fmt.Errorf("attempt: %w", errDSN) },
+		}
+		sched := s.replica(t, record)
+		require.NoError(t, sched.Register(job))
+		claimNow(t, sched, "payments", "", at)
+		require.NoError(t, sched.Start(context.Background())) // its dispatcher makes the retry
+		testwait.Until(t, 10*time.Second, "every attempt made", func() bool {
+			rec := s.record(t, "payments", "", at)
+			return rec.Attempt == maxAttempts && rec.Status == ledger.StatusFailed
+		})
+		require.NoError(t, sched.Stop(context.Background()))
+
+		const want = "attempt: dial postgres://user:***@db.internal/payments: refused"
+		stored := s.record(t, "payments", "", at) // the store's own record
+		require.Len(t, stored.Attempts, maxAttempts)
+		for _, a := range stored.Attempts {
+			require.Equal(t, want, a.Error, "the ledger stores the masked error")
+		}
+		rec, found, err := sched.Record(context.Background(), "payments", "", at)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, want, rec.Attempts[0].Error)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, []string{want, want}, finished)
+		for _, l := range logged {
+			require.NotContains(t, l, "s3cret")
+		}
+	})
+}
+
+// Options.Redact replaces the default; records stored without it (by an
+// older build, or a replica that opted out) are masked when read.
+func TestRedactIsAnOptionAndAppliesToReads(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 0)[0]
+		job := Job{
+			Name: "payments", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), MaxAttempts: 1,
+			Run: func(context.Context, Run) error { return errors.New("token=abc mine=xyz") },
+		}
+		mine := s.replica(t, func(o *Options) {
+			o.Redact = func(t string) string { return strings.ReplaceAll(DefaultRedact(t), "xyz", "[mine]") }
+		})
+		require.NoError(t, mine.Register(job))
+		claimNow(t, mine, "payments", "", at)
+		a, _ := s.record(t, "payments", "", at).Latest()
+		require.Equal(t, "token=*** mine=[mine]", a.Error)
+
+		// A replica that stores errors as they are (identity Redact).
+		at2 := at.Add(-time.Second)
+		raw := job
+		raw.StartAt, raw.EndAt, raw.Run = at2, at, func(context.Context, Run) error { return errDSN }
+		asIs := s.replica(t, func(o *Options) { o.Redact = func(t string) string { return t } })
+		require.NoError(t, asIs.Register(raw))
+		claimNow(t, asIs, "payments", "", at2)
+		a, _ = s.record(t, "payments", "", at2).Latest()
+		require.Equal(t, errDSN.Error(), a.Error, "stored as it is")
+
+		reader := s.replica(t) // the default Redact
+		require.NoError(t, reader.Register(raw))
+		rec, _, err := reader.Record(context.Background(), "payments", "", at2)
+		require.NoError(t, err)
+		require.Equal(t, "dial postgres://user:***@db.internal/payments: refused", rec.Attempts[0].Error)
+		recs, err := reader.Runs(context.Background(), "payments", "", at2, at2.Add(time.Second), 10)
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		require.Equal(t, "dial postgres://user:***@db.internal/payments: refused", recs[0].Attempts[0].Error)
+		st, err := reader.JobStatus(context.Background(), "payments")
+		require.NoError(t, err)
+		require.True(t, st.HasLast)
+		for _, a := range st.Last.Attempts {
+			require.NotContains(t, a.Error, "s3cret")
+		}
+	})
+}
+
+// The masked text is what the Ledger interface receives, so every store
+// (redisledger, pgledger, ledgertest.Memory, a user's) keeps it masked.
+func TestLedgerReceivesTheMaskedError(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 0)[0]
+		w := &watchedLedger{}
+		sched := s.replica(t, watched(w))
+		require.NoError(t, sched.Register(Job{
+			Name: "payments", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), MaxAttempts: 1,
+			Run: func(context.Context, Run) error { return Permanent(fmt.Errorf(`config {"api_key":"k3y"}: %w`, errDSN)) },
+		}))
+		claimNow(t, sched, "payments", "", at)
+		calls := w.calls()
+		require.Len(t, calls, 1)
+		require.Equal(t, ledger.ClassPermanent, calls[0].outcome.Class)
+		require.Equal(t, `config {"api_key":"***"}: dial postgres://user:***@db.internal/payments: refused`, calls[0].outcome.Error)
+	})
+}
