@@ -49,6 +49,10 @@
 //   - scheduler-mix (TestSchedulerProcessesUnderMixedFaults): 5 scheduler
 //     processes under SIGSTOP, SIGKILL, Redis pause and restart and
 //     Postgres latency.
+//   - redis-partition (TestNetworkPartitionBetweenHolderAndRedis): the
+//     network between a holder and Redis cut (faultproxy Stall) while a
+//     competitor reaches Redis directly: the competitor takes over, the
+//     cut-off holder's late write must be refused by pgfence.
 //   - http-reset (TestHTTPRetriesThroughResetsAfterCommit): connection resets
 //     after commit, retried through httpfence.Transport into
 //     httpfence.Middleware.
