@@ -38,7 +38,9 @@
 //     write must be refused by pgfence; every history is linearizable
 //     (porcupine, sinks/sinktest.Model).
 //   - redis-pause (TestRedisSIGSTOPedDuringAcquireAndRenew): Redis SIGSTOPed
-//     for 0.2-3 s while 3 holders acquire, renew and write through pgfence.
+//     for 1.5-3.5 s (longer than the 1 s TTL) while 3 holders acquire,
+//     renew and write through pgfence: the holder loses its lease in most
+//     trials, and its late writes after a successor's must be refused.
 //   - sink-latency (TestLatencyOnTheHoldersPostgresConnection): one holder's
 //     write is held 2 x TTL on its Postgres connection while a successor
 //     acquires and writes.
