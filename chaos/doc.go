@@ -38,7 +38,9 @@
 //     write must be refused by pgfence; every history is linearizable
 //     (porcupine, sinks/sinktest.Model).
 //   - redis-pause (TestRedisSIGSTOPedDuringAcquireAndRenew): Redis SIGSTOPed
-//     for 0.2-3 s while 3 holders acquire, renew and write through pgfence.
+//     for 1.5-3.5 s (longer than the 1 s TTL) while 3 holders acquire,
+//     renew and write through pgfence: the holder loses its lease in most
+//     trials, and its late writes after a successor's must be refused.
 //   - sink-latency (TestLatencyOnTheHoldersPostgresConnection): one holder's
 //     write is held 2 x TTL on its Postgres connection while a successor
 //     acquires and writes.
@@ -52,6 +54,10 @@
 //   - redis-data-loss (TestRedisDataLossUnderARunningScheduler): 3
 //     scheduler replicas while their Redis is killed and comes back empty;
 //     no slot may end with neither an effect nor a record.
+//   - redis-partition (TestNetworkPartitionBetweenHolderAndRedis): the
+//     network between a holder and Redis cut (faultproxy Stall) while a
+//     competitor reaches Redis directly: the competitor takes over, the
+//     cut-off holder's late write must be refused by pgfence.
 //   - http-reset (TestHTTPRetriesThroughResetsAfterCommit): connection resets
 //     after commit, retried through httpfence.Transport into
 //     httpfence.Middleware.

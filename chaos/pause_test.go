@@ -45,6 +45,11 @@ type pauseCounts struct {
 	// what keeps it safe (stale_accepted).
 	successorFirst int
 	maxDelay       time.Duration
+	// lost is 1 when a holder lost its lease to the pause in the trial;
+	// lateAttempted 1 when a holder that had lost its lease wrote after a
+	// successor's write was accepted, lateRefused 1 when the sink refused
+	// every such write.
+	lost, lateAttempted, lateRefused int
 }
 
 func (c *pauseCounts) add(o pauseCounts) {
@@ -55,6 +60,9 @@ func (c *pauseCounts) add(o pauseCounts) {
 	c.expired += o.expired
 	c.successorFirst += o.successorFirst
 	c.maxDelay = max(c.maxDelay, o.maxDelay)
+	c.lost += o.lost
+	c.lateAttempted += o.lateAttempted
+	c.lateRefused += o.lateRefused
 }
 
 // pauseTrial is one run of three competing holders while Redis stops.
@@ -71,6 +79,12 @@ type pauseTrial struct {
 	mu   sync.Mutex
 	acqs []*acquisition
 	ev   chan string // "acquired", "released": what the pauser waits for
+	// top is the greatest token of a write the sink accepted; late and
+	// lateRefused count the writes of holders that had lost their lease
+	// made after a greater token was accepted (known before the write,
+	// or shown by its refusal), and those refused.
+	top               fence.Token
+	late, lateRefused int
 }
 
 // holderLoop acquires, writes every 25 ms while it holds (p.hold), and
@@ -124,7 +138,23 @@ func (p *pauseTrial) holderLoop(stop context.Context, c *lease.Client, id int) e
 				break
 			}
 			n++
+			p.mu.Lock()
+			late := l.Err() != nil && p.top > h.Token // a successor wrote: this write is stale
+			p.mu.Unlock()
 			err := p.s.write(stop, p.pool, p.res, h, fmt.Sprintf("h%d-%d", id, n), p.guarded)
+			p.mu.Lock()
+			if err == nil {
+				p.top = max(p.top, h.Token)
+			}
+			// A refusal shows a greater token was accepted first, even
+			// one whose writer had not returned when this write began.
+			if (late && err == nil) || isStale(err) {
+				p.late++
+				if isStale(err) {
+					p.lateRefused++
+				}
+			}
+			p.mu.Unlock()
 			if isStale(err) {
 				break
 			}
@@ -151,11 +181,18 @@ func (p *pauseTrial) signal(ev string) {
 
 // TestRedisSIGSTOPedDuringAcquireAndRenew: three holders with clients of
 // their own compete for one lease and write through pgfence; Redis is
-// SIGSTOPed for a random 0.2-3 s right after a release (the others are
-// acquiring) or right after an acquire (the holder will renew). Counted:
-// two acquisitions with one token, accepted writes the fence rule refuses,
+// SIGSTOPed for a random 1.5-3.5 s, longer than the 1 s TTL, right after
+// an acquire (the holder will renew: it loses the lease) in three trials
+// of four, right after a release (the others are acquiring) in the
+// fourth. A holder that lost its lease goes on writing with its old token
+// until the sink refuses it, so once a successor has written after
+// Redis came back, its late writes must be refused. Counted: two
+// acquisitions with one token, accepted writes the fence rule refuses,
 // and losses a holder observed more than signalSlack after its trust
-// window ended.
+// window ended; lost_the_lease counts the trials in which a holder lost
+// its lease to the pause, late_write_attempted those in which such a
+// holder wrote after a successor's write, refused those in which the sink
+// refused every such write.
 // Control: the sink without its fence check, with a pause long enough to
 // lose the lease (1.5-3 s) while it is held.
 func TestRedisSIGSTOPedDuringAcquireAndRenew(t *testing.T) {
@@ -174,38 +211,50 @@ func TestRedisSIGSTOPedDuringAcquireAndRenew(t *testing.T) {
 	bar := newProgress(name, n+r.controls)
 
 	var total pauseCounts
+	renewing := 0 // trials that pause right after an acquire
 	for i := range n + r.controls {
 		control := i >= n
+		pause := time.Duration(1500+rand.N(2000)) * time.Millisecond
 		p := &pauseTrial{s: s, pool: pool, clients: clients, lname: fmt.Sprintf("pause-%d", i),
 			res: fmt.Sprintf("pause-%d", i), guarded: !control, ttl: time.Second, ev: make(chan string, 16),
-			hold: func() time.Duration { return time.Duration(100+rand.N(1900)) * time.Millisecond }}
-		mode, pause := "released", time.Duration(200+rand.N(2800))*time.Millisecond
-		if i%2 == 1 {
-			mode = "acquired"
+			// A holder keeps its lease past the pause unless it loses it.
+			hold: func() time.Duration { return pause + time.Duration(1000+rand.N(1000))*time.Millisecond }}
+		mode := "acquired"
+		if i%4 == 3 {
+			mode = "released"
 		}
 		if control {
 			mode, pause = "acquired", time.Duration(1500+rand.N(1500))*time.Millisecond
 			p.hold = func() time.Duration { return 5 * time.Second }
 		}
 		c := runPauseTrial(t, srv, p, mode, pause)
+		t.Logf("trial %d: %s, pause %v: lost %d, late writes %d (refused %d), acquisitions %d", i, mode, pause, c.lost, p.late, p.lateRefused, c.acquisitions)
 		if control {
 			if c.stale > 0 {
 				r.fired++
 			}
 		} else {
 			total.add(c)
+			if mode == "acquired" {
+				renewing++
+			}
 		}
 		bar.step()
 	}
-	r.violations = total.dups + total.stale + total.late
+	r.violations = total.dups + total.stale + total.late + (total.lateAttempted - total.lateRefused)
 	r.add("duplicate_tokens", total.dups)
 	r.add("stale_accepted", total.stale)
 	r.add("loss_signalled_late", total.late)
 	r.add("acquisitions", total.acquisitions)
 	r.add("lost_to_pause", total.expired)
+	r.ratio("lost_the_lease", total.lost, n)
+	r.ratio("late_write_attempted", total.lateAttempted, n)
+	r.ratio("refused", total.lateRefused, total.lateAttempted)
 	r.add("max_signal_delay", total.maxDelay.Round(time.Millisecond))
 	r.add("successor_before_signal", total.successorFirst)
 	r.finish(t)
+	require.GreaterOrEqual(t, total.lost, mostTrials(renewing), "the holder loses its lease in every trial that pauses a renewing holder but 5%% (at least one)")
+	require.GreaterOrEqual(t, total.lateAttempted, mostTrials(renewing), "late writes attempted in every trial that pauses a renewing holder but 5%% (at least one)")
 }
 
 // runPauseTrial runs the holders, stops Redis for pause at the first event
@@ -287,5 +336,16 @@ func runPauseTrial(t *testing.T, srv *redisproc.Server, p *pauseTrial, mode stri
 	es, err := p.s.effects(context.Background(), p.pool, p.res)
 	require.NoError(t, err)
 	c.stale, c.acquisitions = staleAccepted(es), len(acqs)
+	if c.expired > 0 {
+		c.lost = 1
+	}
+	p.mu.Lock()
+	if p.late > 0 {
+		c.lateAttempted = 1
+		if p.lateRefused == p.late {
+			c.lateRefused = 1
+		}
+	}
+	p.mu.Unlock()
 	return c
 }

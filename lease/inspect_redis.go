@@ -39,7 +39,8 @@ func (b *RedisBackend) Inspect(ctx context.Context, name string) (Info, error) {
 // remains. It keeps the limit smallest names, sorted, and inspects them in
 // one pipeline. match is applied by the server's SCAN MATCH inside the
 // hash tag ("" is "*"); a match holding '{' or '}' returns
-// ErrInvalidOptions. The SCAN guarantees apply: a key present for the
+// ErrInvalidOptions. The prefix is matched literally: its glob characters
+// (* ? [ ] \) are escaped. The SCAN guarantees apply: a key present for the
 // whole scan is found, one created or deleted during it may or may not be.
 func (b *RedisBackend) List(ctx context.Context, match string, limit int) ([]Info, error) {
 	if limit < 1 {
@@ -51,11 +52,17 @@ func (b *RedisBackend) List(ctx context.Context, match string, limit int) ([]Inf
 	if strings.ContainsAny(match, "{}") {
 		return nil, fmt.Errorf("%w: List match %q must not hold '{' or '}'", ErrInvalidOptions, match)
 	}
-	names, err := b.scanNames(ctx, b.prefix+"{"+match+"}*", limit)
+	names, err := b.scanNames(ctx, globEscape(b.prefix)+"{"+match+"}*", limit)
 	if err != nil {
 		return nil, err
 	}
 	return b.inspectAll(ctx, names)
+}
+
+// globEscape escapes the glob characters of s (* ? [ ] and the backslash)
+// with a backslash, so that SCAN MATCH matches s literally.
+func globEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`).Replace(s)
 }
 
 // scanNames returns the sorted, distinct lease names of the keys matching

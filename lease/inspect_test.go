@@ -263,3 +263,36 @@ func TestRedisBackendListOnRing(t *testing.T) {
 	}
 	exerciseList(t, newInspectSetup(t, ring), append(names, "other"))
 }
+
+// A prefix holding glob characters is matched literally by List (and so
+// by holdfast leases inspect, which lists one escaped name): before, the
+// prefix went to SCAN MATCH as a glob and "app[prod]:" found no lease
+// while one was held. The match argument stays a glob.
+func TestRedisBackendListGlobPrefix(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			rdb := be.New(t)
+			base := redistest.Prefix(t, rdb)
+			for _, p := range []string{`app[prod]:`, `a*b?:`, `back\slash:`, `[^x]-]:`} {
+				b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: base + p})
+				require.NoError(t, err)
+				s := inspectSetup{rdb: rdb, b: b}
+				g := s.acquire(t, "job-1", "owner-1", time.Minute)
+				s.acquire(t, "job-22", "owner-22", time.Minute)
+				s.acquire(t, "other", "owner-o", time.Minute)
+
+				all, err := b.List(ctx, "", 100)
+				require.NoError(t, err, p)
+				require.Equal(t, []string{"job-1", "job-22", "other"}, infoNames(all), "prefix %q", p)
+				matched, err := b.List(ctx, "job-?", 100)
+				require.NoError(t, err, p)
+				require.Len(t, matched, 1, "prefix %q: the match is a glob", p)
+				require.Equal(t, lease.Info{Name: "job-1", Held: true, OwnerID: fence.OwnerID("owner-1"), Token: g.Token, TTL: matched[0].TTL}, matched[0])
+				require.Positive(t, matched[0].TTL)
+			}
+		})
+	}
+}

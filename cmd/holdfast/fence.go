@@ -141,7 +141,7 @@ Examples:
 func fenceRedisCommand() command {
 	c := command{
 		name: "fence redis", args: "--resource KEY --scope S", summary: "a redisfence fence's token",
-		help: `Prints the token and owner id the redisfence fence of KEY (KEY + ":fence", a
+		help: `Prints the token and owner id the redisfence fence of KEY (redisfence.FenceKey, a
 hash per scope) holds for the scope: the highest token of that scope it
 accepted a write for. Exit 3 when none.
 

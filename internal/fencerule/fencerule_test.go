@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -30,13 +31,14 @@ return {0, cur[1]}
 `)
 
 // luaAccept runs raise as a fenceruletest.Accept, refusing token 0 before
-// Redis as every caller of the prelude does.
+// Redis as every caller of the prelude does. The key of (scope, resource)
+// is length-prefixed: "<len(scope)>:<scope>:<resource>" names one pair.
 func luaAccept(rdb redis.UniversalClient, prefix string) fenceruletest.Accept {
 	return func(ctx context.Context, resource string, h fence.Holder) error {
 		if h.Token == fence.None {
 			return fence.ErrNoToken
 		}
-		res, err := raise.Run(ctx, rdb, []string{prefix + h.Scope + ":" + resource}, h.Token.String(), h.Owner).Slice()
+		res, err := raise.Run(ctx, rdb, []string{prefix + strconv.Itoa(len(h.Scope)) + ":" + h.Scope + ":" + resource}, h.Token.String(), h.Owner).Slice()
 		if err != nil {
 			return err
 		}

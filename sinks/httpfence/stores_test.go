@@ -191,31 +191,26 @@ func TestPostgresConstructorsRefuseATypedNilPool(t *testing.T) {
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 }
 
-// A fence recorded before scopes existed (one hash per resource, named by
-// the resource alone) is the fence of scope "" after the upgrade: a client
-// that sends no Fencing-Scope (one not upgraded yet, or a holder built
-// without a Scope) stays fenced by what it raised before, so a stale one is
-// not judged against an empty fence. redisfence and pgfence keep their
-// pre-scope state as scope "" the same way.
-func TestRedisFenceKeepsPreScopeRecordsAsScopeEmpty(t *testing.T) {
+// The Redis fence's record of (resource, scope) is named by the
+// length-prefixed pair, for scope "" too (issue 31): scope "" with
+// resource "5:hello:/pay" has a record of its own, not the one of scope
+// "hello" with resource "/pay".
+func TestRedisFenceNamesLengthPrefixedPairs(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Real(t)
 	prefix := redistest.Prefix(t, rdb)
 	ctx := context.Background()
-	// What RedisFence.Accept wrote before scopes: <prefix>{sha256(resource)}.
-	sum := sha256.Sum256([]byte("/v1/charges"))
-	old := prefix + "{" + hex.EncodeToString(sum[:]) + "}"
-	require.NoError(t, rdb.HSet(ctx, old, "resource", "/v1/charges", "token", "1780000000000900", "owner", "replica-2").Err())
-
+	name := func(s string) string {
+		sum := sha256.Sum256([]byte(s))
+		return prefix + "{" + hex.EncodeToString(sum[:]) + "}"
+	}
 	f := newRedisFence(t, rdb, prefix)
-	err := f.Accept(ctx, "/v1/charges", fence.Holder{Token: 1780000000000800, Owner: "replica-1"})
+	require.NoError(t, f.Accept(ctx, "/pay", fence.Holder{Scope: "hello", Token: 100, Owner: "replica-1"}))
+	require.Equal(t, "100", rdb.HGet(ctx, name("5:hello:/pay"), "token").Val())
+	require.NoError(t, f.Accept(ctx, "5:hello:/pay", fence.Holder{Token: 1, Owner: "replica-2"}), "a fence of its own")
+	require.Equal(t, "1", rdb.HGet(ctx, name("0::5:hello:/pay"), "token").Val())
+	err := f.Accept(ctx, "/pay", fence.Holder{Scope: "hello", Token: 50, Owner: "replica-3"})
 	var stale *fence.StaleTokenError
-	require.ErrorAs(t, err, &stale, "a stale holder without a scope, judged against the pre-upgrade fence")
-	require.Equal(t, fence.StaleTokenError{Resource: "/v1/charges", Presented: 1780000000000800, Current: 1780000000000900}, *stale)
-	require.NoError(t, f.Accept(ctx, "/v1/charges", fence.Holder{Token: 1780000000000901, Owner: "replica-3"}))
-	got, err := rdb.HGet(ctx, old, "token").Result()
-	require.NoError(t, err)
-	require.Equal(t, "1780000000000901", got, "scope \"\" raises the pre-upgrade record")
-	require.NoError(t, f.Accept(ctx, "/v1/charges", fence.Holder{Scope: "settle|tenant-a", Token: 5, Owner: "replica-1"}),
-		"another scope has a fence of its own")
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, fence.StaleTokenError{Resource: "/pay", Scope: "hello", Presented: 50, Current: 100}, *stale)
 }

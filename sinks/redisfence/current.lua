@@ -1,6 +1,6 @@
 -- current.lua: read the fence state of one scope of a resource.
 --
--- KEYS[1]  the fence key: the resource's key .. ':fence'
+-- KEYS[1]  the fence key: FenceKey(the resource key), see redisfence.go
 -- ARGV[1]  scope (fields "token"/"owner" for '', else "token:<scope>" and
 --          "owner:<scope>", as in fence.lua)
 --

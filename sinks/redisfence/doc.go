@@ -36,30 +36,42 @@
 //
 // # Key layout
 //
-// A resource key K has one companion key, its fence key:
+// A resource key K has one companion key, its fence key, in a key space
+// of its own that no resource key can enter:
 //
-//	K          the caller's value (a string for Set, a hash for HSet, anything for Eval)
-//	K:fence    a hash with one pair of fields per scope:
+//	K                                 the caller's value (a string for Set, a hash for HSet, anything for Eval)
+//	holdfast:redisfence:{<tag>}:K     FenceKey(K), a hash with one pair of fields per scope:
 //	           {token: "<decimal uint64>", owner: "<owner>"}      for scope ""
 //	           {token:<scope>: "<decimal>", owner:<scope>: "<owner>"}  for any other
 //
-// One hash per resource keeps every scope's fence in the resource's slot
-// and retires with it; the scope "" fields are the layout from before
-// scopes existed, so fences written then stay in force for scope "". A
-// writer that now presents its lease name as the scope starts on an empty
-// fence, not fenced against a writer of the old version (which still writes
-// scope ""): stop every old process before the new version writes
-// (docs/operations.md, "Upgrading to scoped fences").
+// <tag> is K's Redis Cluster hash tag (the text between K's first '{' and
+// the next '}', when not empty), or nothing when K has none. FencePrefix
+// ("holdfast:redisfence:") is reserved: a resource key, or any key of
+// Eval, that starts with it is refused with ErrReservedKey (matching
+// ErrInvalidKey) before Redis is contacted. So no resource is a fence key,
+// and no write, whatever its key, reaches a fence's state (a resource
+// named "K:fence" is a resource like any other, with a fence of its own).
+// The encoding is injective: a tag never holds '}', so the first '}' after
+// the prefix ends it and the rest is K; two keys never share a fence key.
+// The fields are injective too: "token" for scope "" and "token:" + scope
+// for any other never meet.
 //
-// FenceKey(K) returns K + FenceSuffix. On Redis Cluster both keys must hash
-// to one slot, which holds when K carries a hash tag: "settlement:{2026-03-08}"
-// and "settlement:{2026-03-08}:fence" hash by "2026-03-08". A Writer over a
-// *redis.ClusterClient refuses keys without a tag (ErrInvalidKey) instead
-// of failing with CROSSSLOT. Eval's other keys must share the tag too.
+// One hash per resource keeps every scope's fence in the resource's slot
+// and retires with it. This layout replaces K + ":fence", which a resource
+// named K + ":fence" could overwrite (issue 31); holdfast had no release
+// with the old one, so nothing migrates. The stored format's version
+// (the format-version issue) will cover this layout.
+//
+// On Redis Cluster both keys must hash to one slot, which holds when K
+// carries a hash tag: "settlement:{2026-03-08}" and its fence key
+// "holdfast:redisfence:{2026-03-08}:settlement:{2026-03-08}" hash by
+// "2026-03-08". A Writer over a *redis.ClusterClient refuses keys without
+// a tag (ErrInvalidKey) instead of failing with CROSSSLOT. Eval's other
+// keys must share the tag too.
 //
 // The fence key has no TTL, even when Set gives the value one: if the fence
 // state expired while a stale holder still ran, that holder's next write
-// would be accepted. Delete K and K:fence together only once no holder can
+// would be accepted. Delete K and FenceKey(K) together only once no holder can
 // write K again (the resource is retired). Tokens are stored as canonical
 // decimal strings and compared as such (the longer is the greater, equal
 // lengths byte by byte), exactly over the whole uint64 range: the rule is
@@ -76,7 +88,8 @@
 //
 // # Errors
 //
-// Input errors match ErrInvalidKey, ErrInvalidOwner, ErrInvalidTTL,
+// Input errors match ErrInvalidKey (ErrReservedKey too for a key in the
+// fence key space), ErrInvalidOwner, ErrInvalidTTL,
 // ErrNoFields or fence.ErrNoToken and are returned before Redis is
 // contacted. Redis errors are wrapped with the key; when the context ended,
 // its error is joined, so errors.Is finds context.Canceled or

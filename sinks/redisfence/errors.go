@@ -11,10 +11,17 @@ import (
 // Errors for bad input, returned before Redis is contacted and matched with
 // errors.Is. A token of 0 is refused with fence.ErrNoToken.
 var (
-	// ErrInvalidKey is returned for an empty key or key list, and, on a
+	// ErrInvalidKey is returned for an empty key or key list, for a key
+	// in the fence key space (ErrReservedKey), and, on a
 	// *redis.ClusterClient, for a resource key without a hash tag (see the
 	// package documentation, "Key layout").
 	ErrInvalidKey = errors.New("redisfence: invalid key")
+
+	// ErrReservedKey is returned for a key in the fence key space: one
+	// that starts with FencePrefix, where no resource (nor any key of
+	// Eval) may lie, so that no write reaches a fence's state. Errors
+	// matching it match ErrInvalidKey too.
+	ErrReservedKey = errors.New("redisfence: key in the reserved fence key space")
 
 	// ErrInvalidOwner is returned for an empty owner.
 	ErrInvalidOwner = errors.New("redisfence: invalid owner")

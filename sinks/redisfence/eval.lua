@@ -3,7 +3,7 @@
 -- holdfast_body(KEYS, ARGV) (see NewScript).
 --
 -- KEYS[1 .. n-1]  the caller's keys; KEYS[1] is the fenced resource
--- KEYS[n]         the fence key: KEYS[1] .. ':fence'
+-- KEYS[n]         the fence key: FenceKey(KEYS[1]), see redisfence.go
 -- ARGV[1]         token (canonical decimal)
 -- ARGV[2]         owner
 -- ARGV[3]         scope (the lease name of the token)

@@ -15,10 +15,12 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 )
 
-// FenceSuffix is appended to a resource's key to name its fence key, the
-// hash that holds the resource's fence state, one fence per scope (see "Key
-// layout").
-const FenceSuffix = ":fence"
+// FencePrefix starts every fence key, the hash that holds a resource's
+// fence state, one fence per scope (see "Key layout"). It is reserved: a
+// resource key (or any key of Eval) that starts with it is refused with
+// ErrReservedKey, so no resource is a fence key and no write reaches a
+// fence's state.
+const FencePrefix = "holdfast:redisfence:"
 
 // KeepTTL, given to Set as the TTL, keeps the key's current time to live
 // (SET ... KEEPTTL). It equals redis.KeepTTL.
@@ -82,8 +84,14 @@ func (w *Writer) checkPolicy(ctx context.Context) error {
 }
 
 // FenceKey returns the key of the hash that holds key's fence state:
-// key + FenceSuffix.
-func FenceKey(key string) string { return key + FenceSuffix }
+// FencePrefix + "{" + tag + "}:" + key, where tag is key's Redis Cluster
+// hash tag ("" when it has none), so that on Cluster the fence key hashes
+// to key's slot. The tag holds no '}', so the first '}' after FencePrefix
+// ends it and the rest is key: two keys never share a fence key, and no
+// fence key is a resource key (those never start with FencePrefix).
+func FenceKey(key string) string {
+	return FencePrefix + "{" + hashTag(key) + "}:" + key
+}
 
 // Set sets key to value, iff holder h passes the rule for key's fence of
 // h.Scope, atomically with the check. Holders of other scopes (other
@@ -170,6 +178,11 @@ func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, h fenc
 	}
 	if script == nil || script.script == nil {
 		return nil, fmt.Errorf("redisfence: Eval of %q: nil script, use NewScript", keys[0])
+	}
+	for _, k := range keys[1:] {
+		if err := reserved(k); err != nil {
+			return nil, err
+		}
 	}
 	allKeys := make([]string, 0, len(keys)+1)
 	allKeys = append(append(allKeys, keys...), FenceKey(keys[0]))
@@ -281,21 +294,35 @@ func (w *Writer) validateKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidKey)
 	}
-	if w.cluster && !hasHashTag(key) {
+	if err := reserved(key); err != nil {
+		return err
+	}
+	if w.cluster && hashTag(key) == "" {
 		return fmt.Errorf("%w: %q has no hash tag: on Cluster the key and its fence key %q must share one, e.g. \"settlement:{2026-03-08}\"",
 			ErrInvalidKey, key, FenceKey(key))
 	}
 	return nil
 }
 
-// hasHashTag reports whether Redis Cluster hashes key by a tag: the text
-// between the first '{' and the next '}', when not empty. Then key and
-// key+FenceSuffix hash to the same slot.
-func hasHashTag(key string) bool {
+// reserved refuses a key in the fence key space.
+func reserved(key string) error {
+	if strings.HasPrefix(key, FencePrefix) {
+		return fmt.Errorf("%w: %w: %q starts with %q", ErrInvalidKey, ErrReservedKey, key, FencePrefix)
+	}
+	return nil
+}
+
+// hashTag returns the part of key Redis Cluster hashes when it has a tag:
+// the text between the first '{' and the next '}', when not empty; else
+// "". A hash tag never holds '}'.
+func hashTag(key string) string {
 	open := strings.IndexByte(key, '{')
 	if open < 0 {
-		return false
+		return ""
 	}
 	end := strings.IndexByte(key[open+1:], '}')
-	return end > 0
+	if end <= 0 {
+		return ""
+	}
+	return key[open+1 : open+1+end]
 }

@@ -64,8 +64,8 @@ func TestSetFollowsTheRule(t *testing.T) {
 		require.Equal(t, fence.Token(11), tok)
 		require.Equal(t, "b", owner)
 
-		// The layout is documented: a hash at key + ":fence".
-		require.Equal(t, map[string]string{"token": "11", "owner": "b"}, b.rdb.HGetAll(ctx, key+":fence").Val())
+		// The layout is documented: a hash at FencePrefix + "{<tag>}:" + key.
+		require.Equal(t, map[string]string{"token": "11", "owner": "b"}, b.rdb.HGetAll(ctx, redisfence.FencePrefix+"{}:"+key).Val())
 	})
 }
 

@@ -1,7 +1,7 @@
 -- set.lua: a fenced SET (fencerule's rule and fence.lua are prepended).
 --
 -- KEYS[1]  the value key
--- KEYS[2]  its fence key: KEYS[1] .. ':fence'
+-- KEYS[2]  its fence key: FenceKey(KEYS[1]), see redisfence.go
 -- ARGV[1]  token (canonical decimal)
 -- ARGV[2]  owner
 -- ARGV[3]  scope (the lease name of the token; '' is a scope of its own)

@@ -29,6 +29,9 @@
 // a sequence of holders up to tokens near 2^62, tokens compared as numbers
 // not strings), independent resources (also names differing in case, a
 // trailing slash, braces, non-ASCII), independent scopes (ScopedWriter),
+// fence state out of reach (no resource name or scope written as a
+// naive key layout would name another resource's fence state, K+":fence"
+// or "3:job:"+K, touches K's fence),
 // two holders forced onto one token (exactly one wins), racing writers
 // ending at the largest token, and a concurrency check: 64 goroutines
 // write random tokens to 8 resources and, on a Reader, read them back;

@@ -89,6 +89,7 @@ var cases = []check{
 	{"LongerTokenIsGreater", longerTokenIsGreater},
 	{"ResourcesIndependent", resourcesIndependent},
 	{"ScopesAreIndependent", scopesAreIndependent},
+	{"FenceStateOutOfReach", fenceStateOutOfReach},
 	{"SameTokenTwoHoldersExactlyOneAccepted", sameTokenTwoHolders},
 	{"ConcurrentWritersEndAtTheLargestToken", concurrentWritersEndAtTheLargest},
 	{"ConcurrentHistoryLinearizable", concurrentHistoryLinearizable},
@@ -241,6 +242,40 @@ func scopesAreIndependent(t *testing.T, s Sink) {
 	require.ErrorAs(t, err, &stale)
 	require.Equal(t, "settle|tenant-a", stale.Scope, "StaleTokenError.Scope names the refusing fence")
 	require.NoError(t, sw.WriteScoped(ctx, r, fence.Holder{Scope: "settle|tenant-b", Token: 101, Owner: "r6"}, "b2"))
+}
+
+// fenceStateOutOfReach: no resource name, and no scope, reaches another
+// resource's fence state. After K is written at token 100, writes of
+// other holders to resources named like K's fence state in a naive layout
+// (K+":fence", K+":fence:fence", K+":token", K+":owner"; with a
+// ScopedWriter, scope "" with "3:job:"+K against scope "job" with K) are
+// accepted as first writes of fences of their own, and K's fence is
+// untouched: a smaller token and an equal token of another owner are
+// still refused reporting 100, and K's value is the one written at 100.
+func fenceStateOutOfReach(t *testing.T, s Sink) {
+	ctx := t.Context()
+	const k = "reach/acct:1"
+	require.NoError(t, s.Write(ctx, k, 100, "owner-a", "kept"))
+	for _, r := range []string{k + ":fence", k + ":fence:fence", k + ":token", k + ":owner"} {
+		require.NoError(t, s.Write(ctx, r, 1, "owner-b", "other"), "%q is a resource of its own", r)
+	}
+	requireStale(t, s.Write(ctx, k, 50, "owner-b", "lost"), k, 50, 100)
+	requireStale(t, s.Write(ctx, k, 100, "owner-b", "lost"), k, 100, 100)
+	requireState(t, s, k, "kept", 100)
+	for _, r := range []string{k + ":fence", k + ":fence:fence", k + ":token", k + ":owner"} {
+		requireStale(t, s.Write(ctx, r, 1, "owner-c", "lost"), r, 1, 1)
+	}
+
+	sw, ok := s.(ScopedWriter)
+	if !ok {
+		return
+	}
+	const pay = "reach/pay"
+	require.NoError(t, sw.WriteScoped(ctx, pay, fence.Holder{Scope: "job", Token: 100, Owner: "owner-a"}, "kept"))
+	require.NoError(t, sw.WriteScoped(ctx, "3:job:"+pay, fence.Holder{Token: 1, Owner: "owner-b"}, "other"),
+		"scope \"\" with resource \"3:job:%s\" is not scope \"job\" with %q", pay, pay)
+	requireStale(t, sw.WriteScoped(ctx, pay, fence.Holder{Scope: "job", Token: 50, Owner: "owner-b"}, "lost"), pay, 50, 100)
+	requireStale(t, sw.WriteScoped(ctx, "3:job:"+pay, fence.Holder{Token: 1, Owner: "owner-c"}, "lost"), "3:job:"+pay, 1, 1)
 }
 
 // concurrentWritersEndAtTheLargest: writers racing with distinct tokens of

@@ -5,5 +5,7 @@
 // scheduler's ledgers (redisledger, pgledger) through an Accept over their
 // fence of (job, partition), raised by their transitions. Run drives
 // an implementation through its own writes, so it tests the whole path:
-// the token's encoding, the stored state, the comparison.
+// the token's encoding, the stored state, the comparison, and, with the
+// Collisions, the naming of the state: fences whose parts a naive key
+// would join into one key (or into another's state) must stay apart.
 package fenceruletest

@@ -67,7 +67,8 @@ type Accept func(ctx context.Context, resource string, h fence.Holder) error
 // (which must be accepted), then Presented, and checks the decision; then
 // the state left: after an accepted write of a greater token, the stored
 // holder is refused; after a refused one, the stored holder is still
-// accepted. Give each run a prefix of its own when the store outlives it.
+// accepted. Then the Collisions, on resources under prefix+"collision".
+// Give each run a prefix of its own when the store outlives it.
 func Run(t *testing.T, prefix string, limit fence.Token, accept Accept) {
 	t.Helper()
 	for _, c := range Cases(limit) {
@@ -101,6 +102,87 @@ func Run(t *testing.T, prefix string, limit fence.Token, accept Accept) {
 				return
 			}
 			require.NoError(t, err, "the refused %d left the stored %d in place", c.Presented, c.Stored)
+		})
+	}
+	runCollisions(t, prefix, accept)
+}
+
+// A Fence names one fence: a resource and a scope.
+type Fence struct {
+	Resource string
+	Scope    string
+}
+
+// Collision is a set of fences that must be independent, on a store that
+// names them injectively, though a naive key joining their parts (a
+// suffix appended to the resource, scope and resource joined by a
+// separator, a length prefix on one part only) would make two of them one
+// key, or make one fence's state another's resource. Fences returns them
+// for resources under prefix (every resource starts with it).
+type Collision struct {
+	Name   string
+	Fences func(prefix string) []Fence
+}
+
+// Collisions returns the collision cases Run checks after the rule's:
+//
+//   - FenceSuffix: resource K and resource K+":fence" (redisfence's fence
+//     key before it had a key space of its own);
+//   - LengthPrefixedScope: scope "" with resource "3:job:"+R, and scope
+//     "job" with resource R (the httpfence Redis fence before scope "" was
+//     length-prefixed too);
+//   - ScopeResourceSplit: scope S with resource X+":"+Y, and scope S+":"+X
+//     with resource Y (a key "<scope>:<resource>");
+//   - FieldNames: resources K+":token" and K+":owner" beside K.
+//
+// The fences of one case all have different resources, so an
+// implementation that keeps one fence per resource (a ledger's, whose
+// scope is implied by the resource) runs them too.
+func Collisions() []Collision {
+	return []Collision{
+		{"FenceSuffix", func(p string) []Fence {
+			return []Fence{{p + "acct:1", "job"}, {p + "acct:1:fence", "job"}, {p + "acct:1:fence:fence", "job"}}
+		}},
+		{"LengthPrefixedScope", func(p string) []Fence {
+			return []Fence{{p + "pay", "job"}, {"3:job:" + p + "pay", ""}}
+		}},
+		{"ScopeResourceSplit", func(p string) []Fence {
+			return []Fence{{p + "x:" + p + "y", "s"}, {p + "y", "s:" + p + "x"}}
+		}},
+		{"FieldNames", func(p string) []Fence {
+			return []Fence{{p + "acct:2", "job"}, {p + "acct:2:token", "job"}, {p + "acct:2:owner", "job"}}
+		}},
+	}
+}
+
+// runCollisions checks each Collision: the first fence is raised to 100
+// by one holder, every other one to 1 by another holder (each a first
+// write of its own fence, so accepted); then each still holds its own
+// state: on the first, token 50 is refused reporting 100 and the holder
+// of 100 is accepted again; on every other, an equal token of a third
+// owner is refused reporting 1.
+func runCollisions(t *testing.T, prefix string, accept Accept) {
+	t.Helper()
+	for _, c := range Collisions() {
+		t.Run("Collision"+c.Name, func(t *testing.T) {
+			ctx, fences := t.Context(), c.Fences(prefix+"collision"+c.Name+"/")
+			first := fence.Holder{Scope: fences[0].Scope, Token: 100, Owner: "first"}
+			require.NoError(t, accept(ctx, fences[0].Resource, first), "%+v", fences[0])
+			for _, f := range fences[1:] {
+				require.NoError(t, accept(ctx, f.Resource, fence.Holder{Scope: f.Scope, Token: 1, Owner: "other"}),
+					"%+v is a fence of its own, never written", f)
+			}
+			err := accept(ctx, fences[0].Resource, fence.Holder{Scope: fences[0].Scope, Token: 50, Owner: "stale"})
+			require.ErrorIs(t, err, fence.ErrStaleToken, "%+v: a stale holder after writes to %+v", fences[0], fences[1:])
+			var stale *fence.StaleTokenError
+			require.ErrorAs(t, err, &stale)
+			require.Equal(t, fence.Token(100), stale.Current, "%+v keeps its own state", fences[0])
+			require.NoError(t, accept(ctx, fences[0].Resource, first), "%+v: its holder is still accepted", fences[0])
+			for _, f := range fences[1:] {
+				err := accept(ctx, f.Resource, fence.Holder{Scope: f.Scope, Token: 1, Owner: "third"})
+				require.ErrorAs(t, err, &stale, "%+v keeps its own state", f)
+				require.Equal(t, fence.Token(1), stale.Current, "%+v keeps its own state", f)
+			}
 		})
 	}
 }

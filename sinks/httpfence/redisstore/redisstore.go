@@ -227,17 +227,15 @@ func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 }
 
 // Fence is an httpfence.FenceStore in Redis: one hash per (resource, scope),
-// named <prefix>{<hex sha256 of len(scope) ":" scope ":" resource>}, and
-// for scope "" <prefix>{<hex sha256 of resource>}, the name every record
-// had before scopes existed: a pre-upgrade record is the fence of scope ""
-// (as in pgfence and redisfence), so a client that sends no Fencing-Scope
-// stays fenced by what it raised before the upgrade. A hash holds the
-// highest token accepted and its owner (and, for operators, the resource
-// and scope), without expiry. The length prefix keeps scoped names apart
-// whatever bytes the scope and resource hold; a scope-"" resource spelled
-// like "<n>:<scope>:<resource>" shares that pair's fence, which can only
-// refuse more, never accept a stale token. The check and the raise are one
-// Lua script.
+// named <prefix>{<hex sha256 of len(scope) ":" scope ":" resource>}, for
+// scope "" too. A hash holds the highest token accepted and its owner (and,
+// for operators, the resource and scope), without expiry. The length
+// prefix makes the name injective whatever bytes the scope and resource
+// hold: scope "" with resource "5:hello:/pay" is "0::5:hello:/pay", never
+// scope "hello" with resource "/pay". (Before issue 31 scope "" was named
+// by the resource alone, which let such a resource share a scoped pair's
+// fence; holdfast had no release with that layout, so nothing migrates.)
+// The check and the raise are one Lua script.
 // Tokens are compared exactly over the whole uint64 range. Safe for
 // concurrent use.
 //
@@ -280,14 +278,10 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	if h.Token == fence.None {
 		return fmt.Errorf("httpfence: fence %q: %w", resource, fence.ErrNoToken)
 	}
-	key := hashedKey(f.prefix, resource) // scope "": the pre-scope name
-	if h.Scope != "" {
-		key = hashedKey(f.prefix, strconv.Itoa(len(h.Scope))+":"+h.Scope+":"+resource)
-	}
 	if err := f.policy.Check(ctx); err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: %w", resource, err)
 	}
-	res, err := fenceScript.Run(ctx, f.auto, []string{key}, h.Token.String(), h.Owner, resource, h.Scope).Slice()
+	res, err := fenceScript.Run(ctx, f.auto, []string{fenceKey(f.prefix, resource, h.Scope)}, h.Token.String(), h.Owner, resource, h.Scope).Slice()
 	if err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: %w", resource, redispolicy.MemoryFull(err))
 	}
@@ -303,6 +297,14 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 		return fmt.Errorf("httpfence: redis fence %q: stored token: %w", resource, err)
 	}
 	return &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: current}
+}
+
+// fenceKey names the record of (resource, scope): the scope is
+// length-prefixed, for scope "" too, so "<len(scope)>:<scope>:<resource>"
+// names exactly one pair whatever bytes both hold (scope "" with resource
+// "5:hello:/pay" is "0::5:hello:/pay", never scope "hello" with "/pay").
+func fenceKey(prefix, resource, scope string) string {
+	return hashedKey(prefix, strconv.Itoa(len(scope))+":"+scope+":"+resource)
 }
 
 // nilContext is the error of method op called with a nil context.

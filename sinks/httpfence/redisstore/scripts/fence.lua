@@ -2,8 +2,8 @@
 -- (internal/fencerule's rule is prepended).
 --
 -- KEYS[1]  fence record of one (resource, scope):
---          <prefix>{<sha256(len(scope) ":" scope ":" resource)>}, or
---          <prefix>{<sha256(resource)>} for scope "" (the pre-scope name)
+--          <prefix>{<sha256(len(scope) ":" scope ":" resource)>}, for
+--          scope "" too (len 0), so that no (resource, scope) names another
 --          hash: resource, scope, token (canonical decimal uint64), owner;
 --          no TTL.
 -- ARGV[1]  presented token, canonical decimal (no sign, no leading zero),
