@@ -134,6 +134,14 @@
 // whatever token it sends. Rotation: list the new key beside the old one in
 // NewVerifier, move the signers, drop the old key.
 //
+// Redirects: a request an http.Client makes to follow a redirect is never
+// signed (its target is the redirecting server's choice, not the
+// holder's), and after a redirect to another origin (scheme, host, port)
+// it carries no Fencing-Token, Fencing-Owner or Fencing-Scope at all. So a
+// host the job calls cannot answer 307 Location: https://payments/... and
+// have the holder sign a request of its choosing; a same-origin redirect
+// of a fenced write is refused (403) by a Verifier: call the final URL.
+//
 // A captured signed request (from a log of request headers, say) can be
 // replayed as is, for MaxSignatureAge (default 5 min) of its signing time,
 // and to nothing else: another token, scope, owner, key, resource or body

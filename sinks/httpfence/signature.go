@@ -36,10 +36,10 @@ import (
 // The target is the request line's path and query as the client sent
 // them: a proxy or gateway between client and service that rewrites them
 // (a stripped prefix, a normalised path) breaks every signature (403). The
-// host is not covered, so that gateways may rewrite it; a client that
-// follows a redirect to another host signs the request it sends there too,
-// which that host could replay here, as is, within MaxSignatureAge (the
-// holder's own token: it cannot raise the fence past the holder).
+// host is not covered, so that gateways may rewrite it. A Transport never
+// signs a request made to follow a redirect, and sends no fencing headers
+// at all after a redirect to another origin (see Transport.Signer): a
+// redirecting host cannot obtain a signature for a request of its choosing.
 const SignatureHeader = "Fencing-Signature"
 
 // Limits of Key.
