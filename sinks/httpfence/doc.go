@@ -41,8 +41,6 @@
 //	400 invalid-fencing-token     malformed Fencing-Token, Fencing-Owner or
 //	                              Fencing-Scope, token 0, or no token while a
 //	                              Fence store is configured
-//	400 implausible-fencing-token token more than MaxTokenAhead (default 5 min)
-//	                              ahead of the server clock in µs
 //	413 request-too-large         body above MaxBodyBytes (default 1 MiB)
 //	400 invalid-fencing-signature with a Verifier: a malformed or repeated
 //	                              Fencing-Signature
@@ -53,6 +51,10 @@
 //	                              Identity, from any caller unless
 //	                              AllowUnauthenticatedFencing; no store is
 //	                              touched
+//	400 implausible-fencing-token token more than MaxTokenAhead (default 5 min)
+//	                              ahead of the server clock in µs; checked
+//	                              after the signature, so a caller without a
+//	                              key learns nothing from it
 //	422 idempotency-key-reused    key live with another fingerprint (in flight or completed)
 //	409 request-in-flight         key in flight with this fingerprint (Retry-After: the lock's remaining seconds, rounded up)
 //	(stored status)               key completed: the stored status, header fields and
@@ -145,8 +147,12 @@
 // A captured signed request (from a log of request headers, say) can be
 // replayed as is, for MaxSignatureAge (default 5 min) of its signing time,
 // and to nothing else: another token, scope, owner, key, resource or body
-// breaks the signature. Since TTL is at least MaxSignatureAge, such a
-// replay finds the original's record and gets its stored answer (or 409,
+// breaks the signature. A signature is admitted from MaxSignatureAge
+// before to MaxSignatureAge after its time (a signer's clock may be ahead
+// or behind), so for 2*MaxSignatureAge of server time; since Middleware
+// requires TTL >= 2*MaxSignatureAge, and a record's TTL starts when it
+// completes, after the original arrived, such a replay finds the
+// original's record and gets its stored answer (or 409,
 // or, when the original failed with a status that is not stored, runs the
 // same request the holder would have retried). It cannot raise a fence
 // past the holder's own token. A key holder can still present any token:

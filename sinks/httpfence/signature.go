@@ -197,11 +197,12 @@ func (v *Verifier) verify(value string, s *signed, now time.Time, maxAge time.Du
 	if !ok {
 		return sig.KeyID, errSignature("unknown key id")
 	}
-	if d := now.Sub(time.Unix(sig.Time, 0)); d > maxAge || d < -maxAge {
-		return sig.KeyID, errSignature(fmt.Sprintf("signed at %d, more than %v from the server's clock (%d)", sig.Time, maxAge, now.Unix()))
-	}
+	// The MAC first: a caller without the key learns nothing else.
 	if !hmac.Equal(s.mac(secret, sig.KeyID, sig.Time), sig.MAC) {
 		return sig.KeyID, errSignature("signature does not match the request")
+	}
+	if d := now.Sub(time.Unix(sig.Time, 0)); d > maxAge || d < -maxAge {
+		return sig.KeyID, errSignature(fmt.Sprintf("signed at %d, more than MaxSignatureAge (%v) from the server's clock", sig.Time, maxAge))
 	}
 	return sig.KeyID, nil
 }
