@@ -169,8 +169,21 @@
 // bounds what a token that gets through can block.
 //
 // A fence poisoned anyway (before upgrading, or by a leaked key) is
-// inspected and reset with holdfast fence pg|redis and holdfast fence reset
-// (docs/operations.md).
+// inspected and reset with holdfast fence pg and holdfast fence reset pg
+// when it is pgstore's (the pgfence guard table); redisstore's Fence is not
+// read by the CLI and is reset by hand (docs/operations.md, "A poisoned
+// fence").
+//
+// Idempotency keys and callers: without Options.Identity, a key is shared
+// by every caller of the service. With a Fence, a request without fencing
+// headers is refused (400) before its key is claimed, so only callers
+// whose fencing headers are admitted (signers, with a Verifier) claim
+// keys; with no Fence, any caller that knows or guesses a
+// job's key (the scheduler's Run.IdempotencyKey is derived from the job
+// and slot) can claim it first, and the job's own request then gets that
+// caller's stored answer, or 422 for another body, and never runs. The
+// idempotency-key draft makes keys unique per client: set Identity to the
+// authenticated caller (a tenant, a calling service) to scope them.
 //
 // # Guarantees
 //

@@ -71,7 +71,10 @@ type Options struct {
 	// fence and keys of its own, so a stale replica is never refused and a
 	// retry from another replica runs the handler again. A request for
 	// which it returns "" has identity "", shared by every such request.
-	// Default: no scoping.
+	// Default: no scoping: every caller shares every key, so without a
+	// Fence any caller can use up a job's key before the job sends it;
+	// keys are per client in the idempotency-key draft, so set Identity
+	// wherever callers are authenticated.
 	// When set, the resource handed to Fence is
 	// len(identity) ":" identity ":" Resource(r) (unambiguous for any
 	// bytes); problems still report Resource(r). It runs after the handlers
