@@ -66,6 +66,8 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 // fence.HolderFromContext (the token in decimal, the owner and the scope as
 // sf-strings; no Fencing-Scope for scope "", which the middleware reads as
 // ""). A lease's or a scheduler run's context carries its holder already.
+// A request made to follow a redirect to another origin gets no fencing
+// headers, and no redirected request is signed (see Signer).
 //
 // Retries: a network error, 409, 429 or 5xx is retried up to MaxAttempts
 // attempts in all, with the same key and headers, when the request can be
