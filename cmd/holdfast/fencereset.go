@@ -48,6 +48,10 @@ type resetJSON struct {
 	PreviousToken fence.Token `json:"previous_token,string"`
 	Reason        string      `json:"reason"`
 	Forced        bool        `json:"forced"`
+	// LeaseChecked: the lease named by the scope was found and read (not
+	// held, or --force); false when --force skipped a check that could not
+	// run.
+	LeaseChecked bool `json:"lease_checked"`
 }
 
 func fenceResetStoreCommand(kind string) command {
@@ -58,12 +62,16 @@ func fenceResetStoreCommand(kind string) command {
 holder of the scope is accepted again: the way out of a fence raised by a
 token no holder was issued (a forged or corrupted token; issue 32). It
 prints the token removed and logs a fence_reset audit event on stderr
-(resource, scope, previous token, the lease's last token, reason, actor;
-never the owner).
+(resource, scope, previous token, the lease's last token, whether the
+lease was checked, reason, actor; never the owner).
 
 Removing a fence lets a paused holder's late write in, so the command
 refuses (exit 4) a fence in active use, unless --force:
-  - the lease named by the scope is held (read from --redis, or --admin);
+  - the lease named by the scope is held (read from --redis with --prefix,
+    or --admin); without either the command refuses (exit 2), and when the
+    source has no record of that lease at all (a lease's token counter is
+    kept for ever once taken, so the prefix is wrong or there never was
+    such a lease) it refuses too (exit 4);
   - pg: the fence was raised less than --idle ago (by the database clock);
   - the fence changed since it was read (--expect, default the token read
     just before): a holder raised it meanwhile.
@@ -97,16 +105,21 @@ Examples:
 		case f.resource == "":
 			return a.badUsage(fs, "--resource is required")
 		case strings.TrimSpace(f.reason) == "":
-			return a.badUsage(fs, "--reason is required: say why, for the audit log")
+			// The one line alone, not lost above the full help.
+			return usagef("--reason is required: say why, for the audit log (holdfast %s --help)", c.name)
 		case f.idle < 0:
 			return a.badUsage(fs, "--idle %v: want >= 0", f.idle)
 		}
 		if f.actor == "" {
 			f.actor = a.getenv("USER")
 		}
+		if strings.TrimSpace(f.actor) == "" {
+			fmt.Fprintln(a.stderr, `holdfast: warning: no --actor and $USER is empty: the audit event records actor "unknown"`)
+			f.actor = "unknown"
+		}
 		ctx, cancel := a.withTimeout(ctx)
 		defer cancel()
-		leaseToken, err := a.resetLeaseCheck(ctx, f)
+		leaseToken, leaseChecked, err := a.resetLeaseCheck(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -122,14 +135,14 @@ Examples:
 		attrs := []slog.Attr{
 			slog.String("store", kind), slog.String("resource", f.resource), slog.String("scope", f.scope),
 			slog.Uint64("previous_token", uint64(prev)), slog.String("reason", f.reason),
-			slog.String("actor", f.actor), slog.Bool("forced", f.force),
+			slog.String("actor", f.actor), slog.Bool("forced", f.force), slog.Bool("lease_checked", leaseChecked),
 		}
 		if leaseToken != fence.None {
 			attrs = append(attrs, slog.Uint64("lease_token", uint64(leaseToken)))
 		}
 		slog.New(slog.NewJSONHandler(a.stderr, nil)).LogAttrs(ctx, slog.LevelWarn, "fence_reset", attrs...)
 		if a.conn.output == "json" {
-			return a.printJSON(resetJSON{Kind: kind, Resource: f.resource, Scope: f.scope, PreviousToken: prev, Reason: f.reason, Forced: f.force})
+			return a.printJSON(resetJSON{Kind: kind, Resource: f.resource, Scope: f.scope, PreviousToken: prev, Reason: f.reason, Forced: f.force, LeaseChecked: leaseChecked})
 		}
 		t := a.table("PREVIOUS_TOKEN")
 		t.row(prev.String())
@@ -139,27 +152,43 @@ Examples:
 }
 
 // resetLeaseCheck refuses a reset while the lease named by the scope is
-// held (unless --force) and returns the lease's last token, when a lease
-// source (--redis, --admin) is given and the scope names a lease.
-func (a *app) resetLeaseCheck(ctx context.Context, f resetFlags) (fence.Token, error) {
-	if f.scope == "" || (a.conn.redis == "" && a.conn.admin == "") {
+// held, and returns the lease's last token and whether the lease was found
+// and read. Unless --force it also refuses when it cannot tell: no lease
+// source (--redis, --admin; a usage error), scope "" (no lease), or a
+// source with no record of the lease at all (a lease's token counter is
+// kept for ever once taken, so no counter means a wrong --prefix or no such
+// lease). With --force those are warnings and checked is false.
+func (a *app) resetLeaseCheck(ctx context.Context, f resetFlags) (token fence.Token, checked bool, err error) {
+	unchecked := func(refusal error) (fence.Token, bool, error) {
 		if !f.force {
-			fmt.Fprintf(a.stderr, "holdfast: the lease of scope %q was not checked (no --redis or --admin, or scope \"\")\n", f.scope)
+			return fence.None, false, refusal
 		}
-		return fence.None, nil
+		fmt.Fprintf(a.stderr, "holdfast: warning: the lease of scope %q was not checked (--force): %v\n", f.scope, refusal)
+		return fence.None, false, nil
+	}
+	switch {
+	case a.conn.redis == "" && a.conn.admin == "":
+		return unchecked(usagef("cannot check whether the lease of scope %q is held without a lease source: give --redis (and --prefix) or --admin, or --force to reset unchecked", f.scope))
+	case f.scope == "":
+		return unchecked(&codedError{code: exitRefused, err: errors.New(`scope "" names no lease, so whether a holder is writing cannot be checked; --force to reset unchecked`)})
 	}
 	l, err := a.inspectLease(ctx, f.prefix, f.scope)
 	if err != nil {
-		if f.force {
-			return fence.None, nil
+		return unchecked(fmt.Errorf("check the lease %q (--force to skip): %w", f.scope, err))
+	}
+	if l.Token == fence.None && !l.Held {
+		where := "the admin handler"
+		if a.conn.redis != "" {
+			where = fmt.Sprintf("Redis under --prefix %q", f.prefix)
 		}
-		return fence.None, fmt.Errorf("check the lease %q (--force to skip): %w", f.scope, err)
+		return unchecked(&codedError{code: exitRefused, err: fmt.Errorf(
+			"%s has no record of lease %q: a lease's token counter is kept for ever once taken, so the prefix is wrong or no such lease was ever taken; fix --prefix, or --force to reset unchecked", where, f.scope)})
 	}
 	if l.Held && !f.force {
-		return l.Token, &codedError{code: exitRefused, err: fmt.Errorf(
+		return l.Token, true, &codedError{code: exitRefused, err: fmt.Errorf(
 			"lease %q is held (token %d): a holder may be writing under this fence; stop it first, or --force", f.scope, l.Token)}
 	}
-	return l.Token, nil
+	return l.Token, true, nil
 }
 
 // resetPG resets a pgfence guard's fence and returns the token removed.

@@ -46,6 +46,9 @@ func TestFenceReset(t *testing.T) {
 	forged := fence.Holder{Scope: "push", Token: 1_900_000_000_000_000, Owner: "evil-owner"}
 	next := fence.Holder{Scope: "push", Token: legit.Token + 1, Owner: "holder-b"}
 	leaseConn := []string{"--redis", redistest.URL(), "--prefix", prefix + "lease:"}
+	taken, err := leases.TryAcquire(ctx, "push", time.Minute) // the lease exists: its counter is kept
+	require.NoError(t, err)
+	require.NoError(t, taken.Release(ctx))
 
 	t.Run("Postgres", func(t *testing.T) {
 		pool := shared.Pool(t)
@@ -92,6 +95,7 @@ func TestFenceReset(t *testing.T) {
 		require.Equal(t, "forged token INC-1", ev["reason"])
 		require.Equal(t, "alice", ev["actor"])
 		require.Equal(t, false, ev["forced"])
+		require.Equal(t, true, ev["lease_checked"])
 		require.NotContains(t, r.stderr, "evil-owner")
 		require.NotContains(t, r.stdout, "evil-owner")
 
@@ -115,13 +119,112 @@ func TestFenceReset(t *testing.T) {
 		require.Equal(t, exitOK, r.code, r.stderr)
 		var out resetJSON
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
-		require.Equal(t, resetJSON{Kind: "redis", Resource: key, Scope: "push", PreviousToken: forged.Token, Reason: "INC-2", Forced: true}, out)
+		require.Equal(t, resetJSON{Kind: "redis", Resource: key, Scope: "push", PreviousToken: forged.Token, Reason: "INC-2", Forced: true, LeaseChecked: true}, out)
 		require.Equal(t, true, auditEvent(t, r.stderr)["forced"])
 		require.NotContains(t, r.stderr, "evil-owner")
 		require.NoError(t, held.Release(ctx))
 
 		require.NoError(t, w.Set(ctx, key, "b", next, time.Minute), "the next legitimate writer proceeds")
 		r = cli(t, append([]string{"fence", "reset", "redis", "--resource", key, "--scope", "none", "--reason", "x"}, leaseConn...)...)
+		require.Equal(t, exitRefused, r.code, "no lease %q was ever taken: %s", "none", r.stderr)
+		r = cli(t, append([]string{"fence", "reset", "redis", "--resource", key, "--scope", "none", "--reason", "x", "--force"}, leaseConn...)...)
 		require.Equal(t, exitNotFound, r.code, r.stderr)
 	})
+}
+
+// The held-lease check is never skipped in silence: without a lease source
+// the reset is a usage error, with a source that has no record of the lease
+// at all (a wrong --prefix) it is refused, and --force resets anyway with
+// lease_checked false in the audit event. The fence is untouched by every
+// refusal.
+func TestFenceResetNeedsTheLeaseCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Real(t)
+	prefix := redistest.Prefix(t, rdb)
+	pool := shared.Pool(t)
+	schema := shared.Schema(t, "clireset2")
+	g, err := pgfence.New(pgfence.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, g.Migrate(ctx, pool))
+	forged := fence.Holder{Scope: "push", Token: 1_900_000_000_000_000, Owner: "evil-owner"}
+	poison := func() {
+		require.NoError(t, g.Check(ctx, pool, "/v1/payouts", forged))
+	}
+	poison()
+	cmd := []string{"fence", "reset", "pg", "--pg", pgtest.URL(), "--schema", schema,
+		"--resource", "/v1/payouts", "--scope", "push", "--reason", "INC-3", "--idle", "0s", "--actor", "alice"}
+	unchanged := func() {
+		t.Helper()
+		cur, _, err := g.Current(ctx, pool, "/v1/payouts", "push")
+		require.NoError(t, err)
+		require.Equal(t, forged.Token, cur, "the refusal changed nothing")
+	}
+
+	r := cli(t, cmd...)
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "--redis")
+	require.Contains(t, r.stderr, "--admin")
+	require.NotContains(t, r.stderr, "fence_reset")
+	unchanged()
+
+	wrongPrefix := append(append([]string(nil), cmd...), "--redis", redistest.URL(), "--prefix", prefix+"nolease:")
+	r = cli(t, wrongPrefix...)
+	require.Equal(t, exitRefused, r.code, r.stderr)
+	require.Contains(t, r.stderr, `has no record of lease "push"`)
+	require.Contains(t, r.stderr, "--prefix")
+	unchanged()
+
+	r = cli(t, append(wrongPrefix, "--force")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ev := auditEvent(t, r.stderr)
+	require.Equal(t, false, ev["lease_checked"])
+	require.Equal(t, true, ev["forced"])
+	require.NotContains(t, ev, "lease_token")
+
+	poison()
+	r = cli(t, append(cmd, "--force")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "was not checked (--force)")
+	ev = auditEvent(t, r.stderr)
+	require.Equal(t, false, ev["lease_checked"])
+	require.Equal(t, true, ev["forced"])
+
+	// Control: the right prefix, the lease taken once and released.
+	leases, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
+	require.NoError(t, err)
+	l, err := leases.TryAcquire(ctx, "push", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	poison()
+	r = cli(t, append(cmd, "--redis", redistest.URL(), "--prefix", prefix+"lease:")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ev = auditEvent(t, r.stderr)
+	require.Equal(t, true, ev["lease_checked"])
+	require.Equal(t, false, ev["forced"])
+	require.EqualValues(t, l.Token(), ev["lease_token"])
+}
+
+// Without --actor and $USER the audit event says actor "unknown", with a
+// warning; a missing --reason is one line, not buried in the help.
+func TestFenceResetActorAndReason(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := shared.Pool(t)
+	schema := shared.Schema(t, "clireset3")
+	g, err := pgfence.New(pgfence.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, g.Migrate(ctx, pool))
+	require.NoError(t, g.Check(ctx, pool, "/r", fence.Holder{Scope: "s", Token: 7, Owner: "o"}))
+	cmd := []string{"fence", "reset", "pg", "--pg", pgtest.URL(), "--schema", schema, "--resource", "/r", "--scope", "s", "--force"}
+
+	r := cliEnv(t, map[string]string{}, cmd...)
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.NotContains(t, r.stderr, "Usage", "the error alone")
+	require.Equal(t, "holdfast: --reason is required: say why, for the audit log (holdfast fence reset pg --help)", strings.TrimSpace(r.stderr))
+
+	r = cliEnv(t, map[string]string{"USER": ""}, append(cmd, "--reason", "INC-4")...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, `no --actor and $USER is empty: the audit event records actor "unknown"`)
+	require.Equal(t, "unknown", auditEvent(t, r.stderr)["actor"])
 }

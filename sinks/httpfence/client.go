@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +66,8 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 // fence.HolderFromContext (the token in decimal, the owner and the scope as
 // sf-strings; no Fencing-Scope for scope "", which the middleware reads as
 // ""). A lease's or a scheduler run's context carries its holder already.
+// A request made to follow a redirect to another origin gets no fencing
+// headers, and no redirected request is signed (see Signer).
 //
 // Retries: a network error, 409, 429 or 5xx is retried up to MaxAttempts
 // attempts in all, with the same key and headers, when the request can be
@@ -136,6 +140,20 @@ type Transport struct {
 	// refuses forged ones. A body without GetBody is read into memory once
 	// to be signed. nil: no signature (a Middleware with a Verifier then
 	// answers 403).
+	//
+	// A request an http.Client makes to follow a redirect (one whose
+	// Response is set) is never signed: its method, target and body are
+	// the redirecting server's choice, not the holder's, and a signature
+	// over them would let any host the job calls (or one it redirects to)
+	// have the holder sign a request of that host's choosing, such as
+	// 307 Location: https://payments/v1/charges?amount=999999, for
+	// another service that shares the key. A redirect to another origin
+	// (scheme, host or port differing from any request before it in the
+	// chain) carries neither Fencing-Token, Fencing-Owner nor
+	// Fencing-Scope either, as net/http drops Authorization on a
+	// cross-domain redirect: the owner is a write capability. A
+	// same-origin redirect keeps them unsigned, so a Middleware with a
+	// Verifier answers it 403: send fenced writes to their final URL.
 	Signer *Signer
 }
 
@@ -149,9 +167,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	sign, err := t.toSign(r)
-	if err != nil {
-		return nil, err
+	var sign *signed
+	switch {
+	case req.Response != nil && !sameOriginChain(req):
+		// A redirect to another origin: the holder's token and owner
+		// are not sent there, nor signed (see Transport.Signer).
+		for _, h := range []string{TokenHeader, OwnerHeader, ScopeHeader, SignatureHeader} {
+			r.Header.Del(h)
+		}
+	case req.Response != nil:
+		r.Header.Del(SignatureHeader) // a same-origin redirect: never signed
+	default:
+		var err error
+		if sign, err = t.toSign(r); err != nil {
+			return nil, err
+		}
 	}
 	retryable := canResend(r)
 	maxAttempts := t.maxAttempts()
@@ -268,6 +298,38 @@ func (t *Transport) CloseIdleConnections() {
 	if c, ok := t.base().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// sameOriginChain reports whether every request of req's redirect chain
+// (req.Response.Request, its Response.Request, ...) has req's origin:
+// scheme, host and port, the default port filled in.
+func sameOriginChain(req *http.Request) bool {
+	want := origin(req.URL)
+	for r := req; r.Response != nil && r.Response.Request != nil; r = r.Response.Request {
+		if origin(r.Response.Request.URL) != want {
+			return false
+		}
+	}
+	return true
+}
+
+// origin returns u's scheme, host and port in lower case, the port
+// defaulted from the scheme; "" for a nil URL.
+func origin(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // setHeaders writes the key and the fencing headers carried by ctx.

@@ -41,8 +41,6 @@
 //	400 invalid-fencing-token     malformed Fencing-Token, Fencing-Owner or
 //	                              Fencing-Scope, token 0, or no token while a
 //	                              Fence store is configured
-//	400 implausible-fencing-token token more than MaxTokenAhead (default 5 min)
-//	                              ahead of the server clock in µs
 //	413 request-too-large         body above MaxBodyBytes (default 1 MiB)
 //	400 invalid-fencing-signature with a Verifier: a malformed or repeated
 //	                              Fencing-Signature
@@ -53,6 +51,10 @@
 //	                              Identity, from any caller unless
 //	                              AllowUnauthenticatedFencing; no store is
 //	                              touched
+//	400 implausible-fencing-token token more than MaxTokenAhead (default 5 min)
+//	                              ahead of the server clock in µs; checked
+//	                              after the signature, so a caller without a
+//	                              key learns nothing from it
 //	422 idempotency-key-reused    key live with another fingerprint (in flight or completed)
 //	409 request-in-flight         key in flight with this fingerprint (Retry-After: the lock's remaining seconds, rounded up)
 //	(stored status)               key completed: the stored status, header fields and
@@ -134,11 +136,23 @@
 // whatever token it sends. Rotation: list the new key beside the old one in
 // NewVerifier, move the signers, drop the old key.
 //
+// Redirects: a request an http.Client makes to follow a redirect is never
+// signed (its target is the redirecting server's choice, not the
+// holder's), and after a redirect to another origin (scheme, host, port)
+// it carries no Fencing-Token, Fencing-Owner or Fencing-Scope at all. So a
+// host the job calls cannot answer 307 Location: https://payments/... and
+// have the holder sign a request of its choosing; a same-origin redirect
+// of a fenced write is refused (403) by a Verifier: call the final URL.
+//
 // A captured signed request (from a log of request headers, say) can be
 // replayed as is, for MaxSignatureAge (default 5 min) of its signing time,
 // and to nothing else: another token, scope, owner, key, resource or body
-// breaks the signature. Since TTL is at least MaxSignatureAge, such a
-// replay finds the original's record and gets its stored answer (or 409,
+// breaks the signature. A signature is admitted from MaxSignatureAge
+// before to MaxSignatureAge after its time (a signer's clock may be ahead
+// or behind), so for 2*MaxSignatureAge of server time; since Middleware
+// requires TTL >= 2*MaxSignatureAge, and a record's TTL starts when it
+// completes, after the original arrived, such a replay finds the
+// original's record and gets its stored answer (or 409,
 // or, when the original failed with a status that is not stored, runs the
 // same request the holder would have retried). It cannot raise a fence
 // past the holder's own token. A key holder can still present any token:
@@ -155,8 +169,21 @@
 // bounds what a token that gets through can block.
 //
 // A fence poisoned anyway (before upgrading, or by a leaked key) is
-// inspected and reset with holdfast fence pg|redis and holdfast fence reset
-// (docs/operations.md).
+// inspected and reset with holdfast fence pg and holdfast fence reset pg
+// when it is pgstore's (the pgfence guard table); redisstore's Fence is not
+// read by the CLI and is reset by hand (docs/operations.md, "A poisoned
+// fence").
+//
+// Idempotency keys and callers: without Options.Identity, a key is shared
+// by every caller of the service. With a Fence, a request without fencing
+// headers is refused (400) before its key is claimed, so only callers
+// whose fencing headers are admitted (signers, with a Verifier) claim
+// keys; with no Fence, any caller that knows or guesses a
+// job's key (the scheduler's Run.IdempotencyKey is derived from the job
+// and slot) can claim it first, and the job's own request then gets that
+// caller's stored answer, or 422 for another body, and never runs. The
+// idempotency-key draft makes keys unique per client: set Identity to the
+// authenticated caller (a tenant, a calling service) to scope them.
 //
 // # Guarantees
 //

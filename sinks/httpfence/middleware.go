@@ -71,7 +71,10 @@ type Options struct {
 	// fence and keys of its own, so a stale replica is never refused and a
 	// retry from another replica runs the handler again. A request for
 	// which it returns "" has identity "", shared by every such request.
-	// Default: no scoping.
+	// Default: no scoping: every caller shares every key, so without a
+	// Fence any caller can use up a job's key before the job sends it;
+	// keys are per client in the idempotency-key draft, so set Identity
+	// wherever callers are authenticated.
 	// When set, the resource handed to Fence is
 	// len(identity) ":" identity ":" Resource(r) (unambiguous for any
 	// bytes); problems still report Resource(r). It runs after the handlers
@@ -103,8 +106,11 @@ type Options struct {
 
 	// MaxSignatureAge is how far a signature's time may be from the
 	// server's clock (Now), either way. It bounds how long a captured
-	// signed request can be replayed; TTL must be at least as long, so that
-	// such a replay finds the original's record (and is answered from it)
+	// signed request can be replayed. A signature is admitted for
+	// 2*MaxSignatureAge of server time (its time minus MaxSignatureAge,
+	// with a client clock ahead, to its time plus MaxSignatureAge), so TTL
+	// must be at least 2*MaxSignatureAge (ErrInvalidOptions otherwise):
+	// then a replay finds the original's record (and is answered from it)
 	// rather than running the handler again. Default
 	// DefaultMaxSignatureAge (5 min). Used with Verifier only.
 	MaxSignatureAge time.Duration
@@ -115,7 +121,8 @@ type Options struct {
 	// a fence, blocking the lease's real holders. Only for services every
 	// client of which is trusted (tests, a private network with no other
 	// clients). Default false: Middleware refuses a Fence without a
-	// Verifier, an Identity or this opt-in (ErrInvalidOptions), and, with
+	// Verifier, an Identity or this opt-in (ErrInvalidOptions), refuses
+	// this opt-in beside a Verifier (which it would not loosen), and, with
 	// no Fence, answers fencing headers with 403 fencing-signature-rejected
 	// instead of handing an unauthenticated holder to the handler.
 	AllowUnauthenticatedFencing bool
@@ -241,8 +248,10 @@ func (c Options) validate() error {
 		return fmt.Errorf("%w: MaxTokenAhead %v: want at least 1µs, or -1 for no limit", ErrInvalidOptions, c.MaxTokenAhead)
 	case c.MaxSignatureAge < time.Second:
 		return fmt.Errorf("%w: MaxSignatureAge %v: want at least 1s", ErrInvalidOptions, c.MaxSignatureAge)
-	case c.Verifier != nil && c.TTL < c.MaxSignatureAge:
-		return fmt.Errorf("%w: TTL %v shorter than MaxSignatureAge %v: a replayed signed request could run the handler again", ErrInvalidOptions, c.TTL, c.MaxSignatureAge)
+	case c.Verifier != nil && c.TTL < 2*c.MaxSignatureAge:
+		return fmt.Errorf("%w: TTL %v shorter than 2*MaxSignatureAge (%v): a signature is admitted from MaxSignatureAge before to MaxSignatureAge after its time, so a replay could come after the original's record expired and run the handler again", ErrInvalidOptions, c.TTL, 2*c.MaxSignatureAge)
+	case c.Verifier != nil && c.AllowUnauthenticatedFencing:
+		return fmt.Errorf("%w: AllowUnauthenticatedFencing with a Verifier: the Verifier requires a signature on every fenced request, so the opt-in would do nothing; drop one of them", ErrInvalidOptions)
 	case c.Fence != nil && c.Verifier == nil && c.Identity == nil && !c.AllowUnauthenticatedFencing:
 		return fmt.Errorf("%w: a Fence needs a Verifier (signed fencing headers) or an Identity, or AllowUnauthenticatedFencing: true to let any client move a fence", ErrInvalidOptions)
 	}
@@ -309,10 +318,6 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !fenced && m.cfg.Fence != nil:
 		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Fencing-Token and Fencing-Owner headers required", "")
 		return
-	case fenced && !m.plausible(holder.Token):
-		m.problem(w, http.StatusBadRequest, ProblemImplausibleToken, "Fencing token implausibly far ahead of the server clock",
-			fmt.Sprintf("token %d is more than %v ahead of the server's clock in microseconds (%d)", holder.Token, m.cfg.MaxTokenAhead, m.cfg.Now().UnixMicro()))
-		return
 	}
 
 	// 2. Body, read in full for the fingerprint and replayed to the handler.
@@ -333,6 +338,13 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// touched, unless a key holder signed them (or the deployment opted
 	// out).
 	if fenced && !m.authenticated(w, r, key, holder, body) {
+		return
+	}
+	// 2c. The token's ceiling, after the signature: a caller without a key
+	// learns nothing from it. The detail leaves the server's clock out.
+	if fenced && !m.plausible(holder.Token) {
+		m.problem(w, http.StatusBadRequest, ProblemImplausibleToken, "Fencing token implausibly far ahead of the server clock",
+			fmt.Sprintf("token %d is more than MaxTokenAhead (%v) ahead of the server's clock", holder.Token, m.cfg.MaxTokenAhead))
 		return
 	}
 

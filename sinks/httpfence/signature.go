@@ -36,10 +36,10 @@ import (
 // The target is the request line's path and query as the client sent
 // them: a proxy or gateway between client and service that rewrites them
 // (a stripped prefix, a normalised path) breaks every signature (403). The
-// host is not covered, so that gateways may rewrite it; a client that
-// follows a redirect to another host signs the request it sends there too,
-// which that host could replay here, as is, within MaxSignatureAge (the
-// holder's own token: it cannot raise the fence past the holder).
+// host is not covered, so that gateways may rewrite it. A Transport never
+// signs a request made to follow a redirect, and sends no fencing headers
+// at all after a redirect to another origin (see Transport.Signer): a
+// redirecting host cannot obtain a signature for a request of its choosing.
 const SignatureHeader = "Fencing-Signature"
 
 // Limits of Key.
@@ -197,11 +197,12 @@ func (v *Verifier) verify(value string, s *signed, now time.Time, maxAge time.Du
 	if !ok {
 		return sig.KeyID, errSignature("unknown key id")
 	}
-	if d := now.Sub(time.Unix(sig.Time, 0)); d > maxAge || d < -maxAge {
-		return sig.KeyID, errSignature(fmt.Sprintf("signed at %d, more than %v from the server's clock (%d)", sig.Time, maxAge, now.Unix()))
-	}
+	// The MAC first: a caller without the key learns nothing else.
 	if !hmac.Equal(s.mac(secret, sig.KeyID, sig.Time), sig.MAC) {
 		return sig.KeyID, errSignature("signature does not match the request")
+	}
+	if d := now.Sub(time.Unix(sig.Time, 0)); d > maxAge || d < -maxAge {
+		return sig.KeyID, errSignature(fmt.Sprintf("signed at %d, more than MaxSignatureAge (%v) from the server's clock", sig.Time, maxAge))
 	}
 	return sig.KeyID, nil
 }

@@ -425,7 +425,7 @@ func TestForgedRequestCannotBlockTheHolder(t *testing.T) {
 
 	t.Run("DocumentedSetupRefusesTheForgery", func(t *testing.T) {
 		srv, runs := serve(t, httpfence.Options{Verifier: testVerifier(t)})
-		require.Equal(t, http.StatusBadRequest, forge(t, srv, "x1", 23*time.Hour), "implausible")
+		require.Equal(t, http.StatusForbidden, forge(t, srv, "x1", 23*time.Hour), "unsigned, before the ceiling is looked at")
 		require.Equal(t, http.StatusForbidden, forge(t, srv, "x2", time.Minute), "unsigned")
 		require.Equal(t, http.StatusForbidden, forge(t, srv, "x3", 0), "unsigned")
 		require.NoError(t, legit(t, srv, testSigner(t), "slot-1"))
