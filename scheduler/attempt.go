@@ -20,7 +20,7 @@ import (
 func (s *Scheduler) skip(h hold, st step) error {
 	slot := h.slot(st.fire.At)
 	if err := s.cfg.Ledger.Skip(h.ctx(), slot, h.fence, st.skip, st.reason, s.clock.Now()); err != nil {
-		s.ledgerRefused(h.ctx(), slot, OpSkip, err)
+		s.ledgerRefused(h.ctx(), slot, opSkip, err)
 		return err
 	}
 	s.obs.SlotSkipped(h.u.job.Name, st.skip)
@@ -49,7 +49,7 @@ func (s *Scheduler) begin(h hold, fen ledger.Fence, f cron.Fire) (n, left int, e
 	slot := h.slot(f.At)
 	n, left, err = s.cfg.Ledger.Begin(h.ctx(), slot, fen, h.u.job.MaxAttempts, s.clock.Now())
 	if err != nil {
-		s.ledgerRefused(h.ctx(), slot, OpBegin, err)
+		s.ledgerRefused(h.ctx(), slot, opBegin, err)
 		return 0, 0, err
 	}
 	return n, left, nil
@@ -130,7 +130,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 		err = s.cfg.Ledger.Finish(context.WithoutCancel(ctx), run.Slot, h.fence, n, o, s.clock.Now())
 	}
 	if err != nil {
-		s.ledgerRefused(ctx, run.Slot, OpFinish, err)
+		s.ledgerRefused(ctx, run.Slot, opFinish, err)
 		return released
 	}
 	s.obs.RunCompleted(job.Name, o.Status, took, s.clock.Now())
@@ -184,13 +184,13 @@ func (s *Scheduler) outcome(h hold, slot ledger.Slot, runErr error, timedOut, re
 
 // deferral returns how long the attempt of slot that failed with runErr,
 // classified ClassDeferred, waits before the next: its RetryAfter, at
-// most MaxDeferral. ok is false when the job's deferrals are off or
+// most maxDeferral. ok is false when the job's deferrals are off or
 // its last MaxDeferrals attempts were all deferred (read from the ledger,
 // so the bound holds across replicas and restarts; a ledger that cannot
 // be read counts the attempt, which is the bounded choice).
 func (s *Scheduler) deferral(h hold, slot ledger.Slot, runErr error) (time.Duration, bool) {
 	job := h.u.job
-	var d Deferral
+	var d deferral
 	if job.MaxDeferrals < 0 || !errors.As(runErr, &d) {
 		return 0, false
 	}
@@ -212,7 +212,7 @@ func (s *Scheduler) deferral(h hold, slot ledger.Slot, runErr error) (time.Durat
 	if inRow >= job.MaxDeferrals {
 		return 0, false
 	}
-	return min(d.RetryAfter(), MaxDeferral), true
+	return min(d.RetryAfter(), maxDeferral), true
 }
 
 // afterTimeout cancels with errTimeout once d passed on the scheduler's
@@ -244,7 +244,7 @@ var ErrShutdown = errors.New("scheduler: shut down past the grace period")
 // classify is the one place that decides how a failed attempt is
 // recorded: a panic, Permanent, a timeout, an interruption (the lease
 // ended, or shutdown past the grace period), a deferral (the error is a
-// Deferral with a RetryAfter above 0: come back later, not counted), else
+// deferral with a RetryAfter above 0: come back later, not counted), else
 // retryable. An error matching fence.ErrScopeMismatch (pgfence.ErrScopeMismatch:
 // the sink fences what the job writes under another lease) is permanent as
 // if wrapped by Permanent: every attempt would present the same scope and be
@@ -252,7 +252,7 @@ var ErrShutdown = errors.New("scheduler: shut down past the grace period")
 func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledger.ErrorClass {
 	var (
 		p *panicError
-		d Deferral
+		d deferral
 	)
 	switch {
 	case errors.As(err, &p):
@@ -316,7 +316,7 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fe
 					replace(ErrReplaced)
 				}
 			case err != nil && ctx.Err() == nil:
-				s.ledgerRefused(ctx, slot, OpHeartbeat, err)
+				s.ledgerRefused(ctx, slot, opHeartbeat, err)
 			}
 		}
 	}()
@@ -329,7 +329,7 @@ func (p *panicError) Error() string { return fmt.Sprintf("scheduler: job panicke
 
 // runJob calls fn, turning a panic into an error: one bad job must not take
 // the scheduler down.
-func runJob(ctx context.Context, fn JobFunc, run Run) (err error) {
+func runJob(ctx context.Context, fn func(context.Context, Run) error, run Run) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &panicError{v: r}

@@ -199,7 +199,7 @@ func (s *Scheduler) claimSkipped(u *unit, req claimReq, err error) {
 		reason = "slow_grant"
 		s.noteDoubt(u, req.fire.At)
 	case !errors.Is(err, context.Canceled):
-		s.obs.LedgerError(u.job.Name, OpClaim)
+		s.obs.LedgerError(u.job.Name, opClaim)
 		s.noteDoubt(u, req.fire.At)
 	}
 	s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
@@ -274,7 +274,7 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 		st, err := s.cfg.Ledger.State(h.ctx(), h.u.job.Name, h.u.partition, h.u.job.window.since(now), now)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
-				s.obs.LedgerError(h.u.job.Name, OpState)
+				s.obs.LedgerError(h.u.job.Name, opState)
 			}
 			s.log.LogAttrs(s.life.claim, slog.LevelWarn, "job_claim_skipped", slog.String("job", h.u.job.Name),
 				slog.String("partition", h.u.partition), slotAttr(req.fire.At), slog.String("reason", "ledger_error"), slog.Any("error", err))
@@ -416,7 +416,7 @@ func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResul
 	case !res.Clear:
 		return true
 	case res.Err != nil:
-		s.ledgerRefused(h.ctx(), h.slot(fire.At), OpBegin, res.Err)
+		s.ledgerRefused(h.ctx(), h.slot(fire.At), opBegin, res.Err)
 		if !settled(res.Err) {
 			// Not begun: plan it again soon (reset.go).
 			s.noteDoubt(h.u, fire.At)

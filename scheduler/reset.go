@@ -21,7 +21,7 @@ import (
 // be recorded or in another holder's hands (sure: a scheduled fire whose
 // claim found the lease held counts, its holder answers for it). A State
 // whose horizon moved, or whose last slot went back behind recorded, is a
-// reset: logged ledger_reset, counted (ResetObserver), and the slots after
+// reset: logged ledger_reset, counted (Observer.LedgerReset), and the slots after
 // sure, up to now, are planned as after any downtime: the claim plans as if
 // the ledger's last slot were sure and its horizon the one before the
 // loss, so they run per Job.Missed within CatchUpWindow or are recorded
@@ -39,14 +39,6 @@ import (
 // The memory lives in process: a replica that restarts during the loss
 // knows nothing, and a loss no replica saw (every replica restarted) is
 // not found. See docs/guarantees.md.
-
-// ResetObserver is an optional Observer interface: LedgerReset is called
-// once per reset of the ledger a replica finds for one (job, partition)
-// (the event ledger_reset). scheduler/schedprom implements it
-// (job_ledger_reset_total{job}).
-type ResetObserver interface {
-	LedgerReset(job string)
-}
 
 // ledgerMemory is what a replica saw of one unit's ledger, guarded by
 // unit.mu.
@@ -118,9 +110,7 @@ func (s *Scheduler) readState(u *unit, st ledger.State, now time.Time) (ledger.S
 		// Logged after the unit's lock is released: a slow handler holds
 		// up no claim.
 		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "ledger_reset", found...)
-		if ro, ok := s.obs.(ResetObserver); ok {
-			ro.LedgerReset(u.job.Name)
-		}
+		s.obs.LedgerReset(u.job.Name)
 	}
 	return st, gapFrom
 }

@@ -27,9 +27,9 @@ var ErrInvalidOptions = errors.New("scheduler: invalid options")
 // not made by New (a zero Scheduler{}).
 var ErrNotCreated = errors.New("scheduler: not created with New")
 
-// DefaultMaxConcurrentClaims bounds the claims (and runs) one Scheduler
+// defaultMaxConcurrentClaims bounds the claims (and runs) one Scheduler
 // works on at once (64).
-const DefaultMaxConcurrentClaims = 64
+const defaultMaxConcurrentClaims = 64
 
 // Options configures a Scheduler.
 type Options struct {
@@ -46,7 +46,7 @@ type Options struct {
 	// Observer receives measurements (see scheduler/schedprom).
 	Observer Observer
 	// MaxConcurrentClaims bounds how many (job, partition) claims run at
-	// once on this replica. Default DefaultMaxConcurrentClaims.
+	// once on this replica. Default 64.
 	MaxConcurrentClaims int
 	// Clock is the time source of every decision: slot timers, lateness,
 	// retry times, heartbeats, Job.Timeout, and the now passed to every
@@ -60,9 +60,10 @@ type Options struct {
 	// retry times.
 	Jitter rand.Source
 	// Retention, when positive, prunes the ledger while the Scheduler
-	// runs: every PruneInterval(Retention) one replica (the holder of the
-	// lease PruneLease) calls ledger.Pruner's Prune with a cutoff of now
-	// minus Retention. The Ledger must implement ledger.Pruner
+	// runs: every Retention/10 (at least a minute, at most an hour) one
+	// replica (the holder of the lease "@holdfast-prune", a name no job
+	// can have) calls ledger.Pruner's Prune with a cutoff of now minus
+	// Retention. The Ledger must implement ledger.Pruner
 	// (ErrInvalidOptions otherwise). Prune keeps what catch-up reads (open
 	// slots, each pair's latest slot, horizons, fences), so Retention may
 	// be shorter than a CatchUpWindow; it bounds how long operators see
@@ -213,7 +214,7 @@ func New(cfg Options) (*Scheduler, error) {
 		cfg.Holder = defaultHolder(cfg.Leases)
 	}
 	if cfg.MaxConcurrentClaims == 0 {
-		cfg.MaxConcurrentClaims = DefaultMaxConcurrentClaims
+		cfg.MaxConcurrentClaims = defaultMaxConcurrentClaims
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -357,17 +358,17 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	return nil
 }
 
-// InterruptWait bounds how long Stop waits, after its grace period, for
+// interruptWait bounds how long Stop waits, after its grace period, for
 // canceled attempts to return and be recorded (5 s).
-const InterruptWait = 5 * time.Second
+const interruptWait = 5 * time.Second
 
 // Stop shuts down gracefully: it stops claiming, lets running attempts
 // finish until ctx ends, then cancels them (context cause ErrShutdown;
 // they are recorded failed with ClassInterrupted and retried at a later
 // claim) and releases their leases, releases every other lease and waits
 // for every goroutine. A job function that ignores its ctx cannot be
-// stopped: Stop then returns ctx's error at most InterruptWait after ctx
-// ended, leaving that attempt running; call Stop again to wait for it.
+// stopped: Stop then returns ctx's error at most 5 s after ctx ended,
+// leaving that attempt running; call Stop again to wait for it.
 // Stop is safe to call twice; called before Start it makes a later Start
 // return ErrStarted. It returns ctx's error when the grace period ran out.
 func (s *Scheduler) Stop(ctx context.Context) error {
@@ -399,6 +400,6 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.runCancel()
-	clock.Sleep(s.clock, InterruptWait, s.stopped)
+	clock.Sleep(s.clock, interruptWait, s.stopped)
 	return ctx.Err()
 }
