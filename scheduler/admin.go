@@ -9,14 +9,6 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// maxBackfill bounds how many slots one Backfill asks for (1000).
-const maxBackfill = 1000
-
-// ErrInvalidArgument matches an operation's bad range or limit, or a slot
-// the job does not have (not a fire of its schedule, or outside its
-// StartAt/EndAt window), or a nil context.
-var ErrInvalidArgument = errors.New("scheduler: invalid argument")
-
 // JobInfo describes a registered job for operators.
 type JobInfo struct {
 	Name       string
@@ -332,17 +324,6 @@ func (s *Scheduler) poke(u *unit) {
 	if started {
 		s.wakeAt(u, s.clock.Now())
 	}
-}
-
-// ready refuses a Scheduler not made by New (nil or zero), and a nil ctx.
-func (s *Scheduler) ready(ctx context.Context) error {
-	if s == nil || s.cfg.Ledger == nil {
-		return ErrNotCreated
-	}
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	return nil
 }
 
 func (s *Scheduler) unit(job, partition string) (*unit, error) {

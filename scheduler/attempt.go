@@ -356,3 +356,32 @@ func (s *Scheduler) ledgerRefused(ctx context.Context, slot ledger.Slot, step st
 		s.log.LogAttrs(ctx, slog.LevelError, "ledger_error", attrs...)
 	}
 }
+
+// finishRelease records outcome o of attempt n of slot under h and
+// releases h's lease, in one step of the joined ledger. When the lease was
+// released before (shutdown past the grace period released it), only the
+// outcome is recorded. It returns the ledger's error.
+func (s *Scheduler) finishRelease(ctx context.Context, h hold, slot ledger.Slot, n int, o ledger.Outcome) error {
+	var ferr error
+	ran := false
+	err := h.l.ReleaseWith(ctx, func(ctx context.Context, held lease.Held) error {
+		ran = true
+		var rerr error
+		ferr, rerr = s.joiner.FinishRelease(ctx, s.cfg.Leases.Backend(), held, slot, h.fence, n, o, s.clock.Now())
+		return rerr
+	})
+	if !ran {
+		return s.cfg.Ledger.Finish(ctx, slot, h.fence, n, o, s.clock.Now())
+	}
+	if ferr == nil && err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		// No answer from the one script: the outcome may not be recorded.
+		ferr = err
+	}
+	return ferr
+}
+
+// dueAfter reports whether u's schedule has a slot after fire due by now.
+func (s *Scheduler) dueAfter(u *unit, fire cron.Fire) bool {
+	next, ok := u.job.window.next(fire.At)
+	return ok && !next.At.After(s.clock.Now())
+}

@@ -342,12 +342,20 @@
 //
 // # Where things are
 //
-// scheduler.go (Options, New, Register, Start, Stop), job.go (Job, Slot,
-// Run), schedule.go (window: the schedule within StartAt, EndAt and
-// CatchUpWindow), dispatch.go (the timer goroutine, clock steps, the claim
-// pool), claim.go (taking the lease, carrying a plan out), plan.go (the
-// pure planner: every slot's fate), attempt.go (begin, run, heartbeat,
-// finish, retries), overlap.go (OverlapAllow's per-slot leases,
-// OverlapCancelOther's replacement), ledger.go (the Ledger contract),
-// redisledger.go, admin.go and handler.go (operations).
+// The files, lowest first: each builds only on those before it (the
+// order and the rule are in docs/architecture.md, section scheduler).
+// job.go (Job, Run, the policies, the errors, Permanent, RetryAfter),
+// observer.go (Observer), options.go (Options), schedule.go (window: the
+// schedule within StartAt, EndAt and CatchUpWindow), plan.go (the pure
+// planner: every slot's fate), state.go (the Scheduler's data: units, the
+// timer queue's entries, a claim's hold), queue.go (queuing fires and
+// wake-ups), attempt.go (one attempt's life: begin, run, heartbeat,
+// timeout, outcome, retry time, record and release, wake), reset.go (the
+// ledger memory that finds a reset), overlap.go (OverlapAllow's per-slot
+// leases, OverlapCancelOther's replacement), admin.go (operations),
+// claim.go (taking the lease, carrying a plan out), joined.go (claims in
+// one call of a ledger that joins the leases), dispatch.go (the timer
+// goroutine, clock steps, the claim pool), retention.go (pruning),
+// scheduler.go (New, Register, Start, Stop). The Ledger contract is in
+// package ledger, its stores below it, the HTTP handler in schedhttp.
 package scheduler

@@ -403,7 +403,7 @@ func RetryAfter(err error, d time.Duration) error {
 	return &retryAfterError{err: err, after: d}
 }
 
-type registered struct {
-	Job
-	window window
-}
+// ErrInvalidArgument matches an operation's bad range or limit, or a slot
+// the job does not have (not a fire of its schedule, or outside its
+// StartAt/EndAt window), or a nil context.
+var ErrInvalidArgument = errors.New("scheduler: invalid argument")

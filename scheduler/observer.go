@@ -1,8 +1,9 @@
 package scheduler
 
 import (
-	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"time"
+
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Observer receives measurements from a Scheduler; package

@@ -255,3 +255,6 @@ func overlapSteps(policy OverlapPolicy, overlapped []cron.Fire) []step {
 	}
 	return steps
 }
+
+// maxBackfill bounds how many slots one Backfill asks for (1000).
+const maxBackfill = 1000

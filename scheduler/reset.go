@@ -40,22 +40,6 @@ import (
 // knows nothing, and a loss no replica saw (every replica restarted) is
 // not found. See docs/guarantees.md.
 
-// ledgerMemory is what a replica saw of one unit's ledger, guarded by
-// unit.mu.
-type ledgerMemory struct {
-	horizon  time.Time // the horizon the last State read showed (zero: none yet)
-	recorded time.Time // the latest slot the ledger showed (State.Last) or this replica wrote
-	sure     time.Time // recorded, or a scheduled fire whose claim found the lease held
-	doubt    bool      // a claim failed on a store error since the last complete plan
-	// failedFrom is the earliest slot whose claim failed on a store error
-	// since the last complete plan (zero: none, or a wake-up failed).
-	failedFrom time.Time
-	// gapFrom, when not zero, is sure when a reset was found, not yet
-	// carried out: plans read it as the ledger's last slot, and
-	// gapHorizon (the horizon before the reset) as its horizon.
-	gapFrom, gapHorizon time.Time
-}
-
 // gapStart is where the gap of a reset found now starts (its slots are
 // after it): sure, or just before the earliest slot whose claim failed
 // since, when that is earlier. A fire found held by another replica
