@@ -15,6 +15,28 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
+// One attempt's life, in the order it is lived. A claim (claim.go,
+// overlap.go) holds the unit's lease (hold) and calls in here:
+//
+//	claimed --begin--> begun --run--> running --end--> ended --Finish--> recorded
+//	   |                 |                |               |                  |
+//	   skip (recorded    refused (done,   heartbeat;      decideOutcome:     wakeAt(RetryAt):
+//	   skipped/missed)   stale, store     ctx ends with   status, class,     the retry's claim
+//	                     error: settled)  the lease,      retry time         (queue.go)
+//	                                      Timeout,
+//	                                      shutdown,
+//	                                      replacement
+//
+// begin writes the attempt under the lease's fence (attempt n, budget
+// left); run runs the job function (runJob, panics caught) with the
+// heartbeat and the timeout; outcome gathers how it ended and
+// decideOutcome, a pure function of that and now, decides it; the record
+// goes through Finish, or FinishRelease on a ledger that joins the leases
+// when the claim ends after it (finishRelease: recorded and released in
+// one step); a retry time wakes the unit again. settled says which errors
+// leave a slot decided and classify which class an error has: the one
+// place each rule lives.
+
 // skip records a step's slot skipped or missed. Its error, logged
 // already, is the ledger's.
 func (s *Scheduler) skip(h hold, st step) error {
@@ -146,38 +168,69 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	return released
 }
 
-// outcome is how an attempt of slot that returned runErr is recorded,
-// with its retry time when the budget has attempts left, or its deferral
-// (which the ledger does not count against the budget).
+// outcome is how an attempt of slot that returned runErr is recorded: it
+// gathers what decideOutcome reads (the error's text, masked, and class;
+// for a deferral, whether the job's deferrals allow it, from the ledger)
+// and lets it decide.
 func (s *Scheduler) outcome(h hold, slot ledger.Slot, runErr error, timedOut, replaced bool, left int) ledger.Outcome {
 	if runErr == nil {
-		return ledger.Outcome{Status: ledger.StatusSucceeded}
+		return decideOutcome(ended{}, s.clock.Now(), nil)
 	}
 	job := h.u.job
 	// The one place a job's error becomes text: masked (Options.Redact)
 	// before the ledger stores it and the log shows it.
-	text := s.cfg.Redact(runErr.Error())
-	o := ledger.Outcome{Status: ledger.StatusFailed, Error: text, Class: classify(h.ctx(), s.life.run, runErr, timedOut)}
-	if o.Class == ledger.ClassDeferred && !replaced {
-		if d, ok := s.deferral(h, slot, runErr); ok {
-			// Whole milliseconds, rounded up, as for a retry.
-			o.RetryAt = s.clock.Now().Add(d).Truncate(time.Millisecond).Add(time.Millisecond)
+	e := ended{failed: true, text: s.cfg.Redact(runErr.Error()), class: classify(h.ctx(), s.life.run, runErr, timedOut),
+		replaced: replaced, left: left}
+	if e.class == ledger.ClassDeferred && !replaced {
+		e.deferFor, e.deferOK = s.deferral(h, slot, runErr)
+	}
+	// The backoff is drawn only when a retry is decided: the jitter's
+	// random stream stays as it was (Options.Jitter makes it repeatable).
+	backoff := func() time.Duration { return s.retryDelay(job, job.MaxAttempts-left) }
+	return decideOutcome(e, s.clock.Now(), backoff)
+}
+
+// ended is how an attempt ended, with what deciding its outcome reads,
+// gathered beforehand.
+type ended struct {
+	failed   bool              // the job function returned an error
+	text     string            // its error's text, masked (Options.Redact)
+	class    ledger.ErrorClass // its class (classify)
+	replaced bool              // a newer slot replaced the run (OverlapCancelOther)
+	left     int               // attempts left in the slot's budget
+	deferFor time.Duration     // a deferral's wait, at most maxDeferral
+	deferOK  bool              // the job's deferrals allow this one (deferral)
+}
+
+// decideOutcome is the outcome of an attempt that ended as e, at now:
+// succeeded; or failed, with its next attempt's time when it is deferred
+// (not counted against the budget) or retried (backoff, drawn only then,
+// is the wait), or none when it is final (permanent, replaced, the budget
+// spent). Retry times are whole milliseconds, rounded up: every store
+// keeps them exactly, so no claim reads a retry time earlier than the one
+// decided here. A pure function of (e, now), table-tested.
+func decideOutcome(e ended, now time.Time, backoff func() time.Duration) ledger.Outcome {
+	if !e.failed {
+		return ledger.Outcome{Status: ledger.StatusSucceeded}
+	}
+	o := ledger.Outcome{Status: ledger.StatusFailed, Error: e.text, Class: e.class}
+	if o.Class == ledger.ClassDeferred && !e.replaced {
+		if e.deferOK {
+			o.RetryAt = now.Add(e.deferFor).Truncate(time.Millisecond).Add(time.Millisecond)
 			return o
 		}
 		o.Class = ledger.ClassRetryable // deferred too often in a row: counted
 	}
 	switch {
-	case replaced:
+	case e.replaced:
 		// OverlapCancelOther: a newer slot replaced this run; it is not
 		// retried.
-		o.Class, o.Error = ledger.ClassInterrupted, ErrReplaced.Error()+": "+text
-	case o.Class != ledger.ClassPermanent && left > 0:
+		o.Class, o.Error = ledger.ClassInterrupted, ErrReplaced.Error()+": "+e.text
+	case o.Class != ledger.ClassPermanent && e.left > 0:
 		// The budget, not the attempt number, decides: an operator's
 		// Request gives an exhausted slot MaxAttempts more attempts, with
-		// the backoff starting again from RetryBackoff. Whole
-		// milliseconds, rounded up: every store keeps them exactly, so no
-		// claim reads a retry time earlier than the one decided here.
-		o.RetryAt = s.clock.Now().Add(s.retryDelay(job, job.MaxAttempts-left)).Truncate(time.Millisecond).Add(time.Millisecond)
+		// the backoff starting again from RetryBackoff.
+		o.RetryAt = now.Add(backoff()).Truncate(time.Millisecond).Add(time.Millisecond)
 	}
 	return o
 }
