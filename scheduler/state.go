@@ -136,13 +136,10 @@ func (e *entry) scheduled() bool { return e.req.scheduled() }
 
 type entryHeap []*entry
 
-func (h entryHeap) Len() int { return len(h) }
-
+func (h entryHeap) Len() int           { return len(h) }
 func (h entryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-
-func (h entryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-
-func (h *entryHeap) Push(x any) { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *entryHeap) Push(x any)        { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
 
 func (h *entryHeap) Pop() any {
 	old := *h
