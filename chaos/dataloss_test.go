@@ -27,7 +27,7 @@ type lossCounts struct {
 	reruns     int // an effect more than once
 	unrecorded int // an effect, its record gone with the data
 	late       int // run more than a second after their time (caught up)
-	resets     int // ledger_reset found (ResetObserver)
+	resets     int // ledger_reset found (Observer.LedgerReset)
 }
 
 func (c *lossCounts) add(o lossCounts) {
@@ -45,6 +45,7 @@ type resetCount struct {
 	n atomic.Int64
 }
 
+// LedgerReset overrides nopObserver's.
 func (r *resetCount) LedgerReset(string) { r.n.Add(1) }
 
 // nopObserver is a scheduler.Observer that drops every measurement.
@@ -57,6 +58,7 @@ func (nopObserver) StaleRejected(string)                                        
 func (nopObserver) SlotSkipped(string, ledger.Status)                            {}
 func (nopObserver) RunFailed(string, ledger.ErrorClass, bool)                    {}
 func (nopObserver) LedgerError(string, string)                                   {}
+func (nopObserver) LedgerReset(string)                                           {}
 
 // lossTrial runs three scheduler replicas (in this process) of a
 // per-second job with three partitions over one test-owned Redis, the

@@ -9,14 +9,6 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// MaxBackfill bounds how many slots one Backfill asks for (1000).
-const MaxBackfill = 1000
-
-// ErrInvalidArgument matches an operation's bad range or limit, or a slot
-// the job does not have (not a fire of its schedule, or outside its
-// StartAt/EndAt window), or a nil context.
-var ErrInvalidArgument = errors.New("scheduler: invalid argument")
-
 // JobInfo describes a registered job for operators.
 type JobInfo struct {
 	Name       string
@@ -29,9 +21,9 @@ type JobInfo struct {
 	Overlap OverlapPolicy
 }
 
-// StatusScan is how many of the newest records of each partition
+// statusScan is how many of the newest records of each partition
 // JobStatus reads to find the newest success (100).
-const StatusScan = 100
+const statusScan = 100
 
 // JobStatus is what the ledger says of a job now, for operators.
 type JobStatus struct {
@@ -42,7 +34,7 @@ type JobStatus struct {
 	// HasLast is false when the ledger holds none.
 	Last    ledger.Record
 	HasLast bool
-	// LastSuccess is the newest succeeded record among the StatusScan
+	// LastSuccess is the newest succeeded record among the 100
 	// newest of each partition; HasSuccess is false when there is none.
 	LastSuccess ledger.Record
 	HasSuccess  bool
@@ -68,7 +60,7 @@ func (s *Scheduler) JobStatus(ctx context.Context, job string) (JobStatus, error
 	}
 	to := s.clock.Now().Add(time.Second)
 	for _, p := range r.Partitions {
-		recs, err := s.cfg.Ledger.List(ctx, job, p, time.Time{}, to, StatusScan)
+		recs, err := s.cfg.Ledger.List(ctx, job, p, time.Time{}, to, statusScan)
 		if err != nil {
 			return JobStatus{}, err
 		}
@@ -222,12 +214,12 @@ func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) 
 }
 
 // Backfill asks for a run of every slot of (job, partition) with
-// from <= slot < to (at most MaxBackfill), as Retry does for one, reason
+// from <= slot < to (at most 1000), as Retry does for one, reason
 // recorded ("backfill: <reason>", "backfill" when empty). The range is
 // clipped to the job's [StartAt, EndAt): slots outside it do not exist and
 // are not asked for. It returns the slots asked for. Running slots are
 // left alone. ErrInvalidArgument for from >= to, a range with nothing left
-// inside [StartAt, EndAt), or one of more than MaxBackfill slots.
+// inside [StartAt, EndAt), or one of more than 1000 slots.
 func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, to time.Time, reason string) ([]ledger.Slot, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
@@ -252,9 +244,9 @@ func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, t
 	// Between floors to the second and excludes its from: less a
 	// nanosecond, the fires are those with from <= fire < to, bounds
 	// between seconds included (window.beforeStart).
-	fires := w.sched.Between(from.Add(-time.Nanosecond), to.Add(-time.Nanosecond), MaxBackfill+1)
-	if len(fires) > MaxBackfill {
-		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidArgument, MaxBackfill)
+	fires := w.sched.Between(from.Add(-time.Nanosecond), to.Add(-time.Nanosecond), maxBackfill+1)
+	if len(fires) > maxBackfill {
+		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidArgument, maxBackfill)
 	}
 	var out []ledger.Slot
 	for _, f := range fires {
@@ -332,17 +324,6 @@ func (s *Scheduler) poke(u *unit) {
 	if started {
 		s.wakeAt(u, s.clock.Now())
 	}
-}
-
-// ready refuses a Scheduler not made by New (nil or zero), and a nil ctx.
-func (s *Scheduler) ready(ctx context.Context) error {
-	if s == nil || s.cfg.Ledger == nil {
-		return ErrNotCreated
-	}
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	return nil
 }
 
 func (s *Scheduler) unit(job, partition string) (*unit, error) {

@@ -15,12 +15,34 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
+// One attempt's life, in the order it is lived. A claim (claim.go,
+// overlap.go) holds the unit's lease (hold) and calls in here:
+//
+//	claimed --begin--> begun --run--> running --end--> ended --Finish--> recorded
+//	   |                 |                |               |                  |
+//	   skip (recorded    refused (done,   heartbeat;      decideOutcome:     wakeAt(RetryAt):
+//	   skipped/missed)   stale, store     ctx ends with   status, class,     the retry's claim
+//	                     error: settled)  the lease,      retry time         (queue.go)
+//	                                      Timeout,
+//	                                      shutdown,
+//	                                      replacement
+//
+// begin writes the attempt under the lease's fence (attempt n, budget
+// left); run runs the job function (runJob, panics caught) with the
+// heartbeat and the timeout; outcome gathers how it ended and
+// decideOutcome, a pure function of that and now, decides it; the record
+// goes through Finish, or FinishRelease on a ledger that joins the leases
+// when the claim ends after it (finishRelease: recorded and released in
+// one step); a retry time wakes the unit again. settled says which errors
+// leave a slot decided and classify which class an error has: the one
+// place each rule lives.
+
 // skip records a step's slot skipped or missed. Its error, logged
 // already, is the ledger's.
 func (s *Scheduler) skip(h hold, st step) error {
 	slot := h.slot(st.fire.At)
 	if err := s.cfg.Ledger.Skip(h.ctx(), slot, h.fence, st.skip, st.reason, s.clock.Now()); err != nil {
-		s.ledgerRefused(h.ctx(), slot, OpSkip, err)
+		s.ledgerRefused(h.ctx(), slot, opSkip, err)
 		return err
 	}
 	s.obs.SlotSkipped(h.u.job.Name, st.skip)
@@ -49,7 +71,7 @@ func (s *Scheduler) begin(h hold, fen ledger.Fence, f cron.Fire) (n, left int, e
 	slot := h.slot(f.At)
 	n, left, err = s.cfg.Ledger.Begin(h.ctx(), slot, fen, h.u.job.MaxAttempts, s.clock.Now())
 	if err != nil {
-		s.ledgerRefused(h.ctx(), slot, OpBegin, err)
+		s.ledgerRefused(h.ctx(), slot, opBegin, err)
 		return 0, 0, err
 	}
 	return n, left, nil
@@ -130,7 +152,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 		err = s.cfg.Ledger.Finish(context.WithoutCancel(ctx), run.Slot, h.fence, n, o, s.clock.Now())
 	}
 	if err != nil {
-		s.ledgerRefused(ctx, run.Slot, OpFinish, err)
+		s.ledgerRefused(ctx, run.Slot, opFinish, err)
 		return released
 	}
 	s.obs.RunCompleted(job.Name, o.Status, took, s.clock.Now())
@@ -146,51 +168,82 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	return released
 }
 
-// outcome is how an attempt of slot that returned runErr is recorded,
-// with its retry time when the budget has attempts left, or its deferral
-// (which the ledger does not count against the budget).
+// outcome is how an attempt of slot that returned runErr is recorded: it
+// gathers what decideOutcome reads (the error's text, masked, and class;
+// for a deferral, whether the job's deferrals allow it, from the ledger)
+// and lets it decide.
 func (s *Scheduler) outcome(h hold, slot ledger.Slot, runErr error, timedOut, replaced bool, left int) ledger.Outcome {
 	if runErr == nil {
-		return ledger.Outcome{Status: ledger.StatusSucceeded}
+		return decideOutcome(ended{}, s.clock.Now(), nil)
 	}
 	job := h.u.job
 	// The one place a job's error becomes text: masked (Options.Redact)
 	// before the ledger stores it and the log shows it.
-	text := s.cfg.Redact(runErr.Error())
-	o := ledger.Outcome{Status: ledger.StatusFailed, Error: text, Class: classify(h.ctx(), s.life.run, runErr, timedOut)}
-	if o.Class == ledger.ClassDeferred && !replaced {
-		if d, ok := s.deferral(h, slot, runErr); ok {
-			// Whole milliseconds, rounded up, as for a retry.
-			o.RetryAt = s.clock.Now().Add(d).Truncate(time.Millisecond).Add(time.Millisecond)
+	e := ended{failed: true, text: s.cfg.Redact(runErr.Error()), class: classify(h.ctx(), s.life.run, runErr, timedOut),
+		replaced: replaced, left: left}
+	if e.class == ledger.ClassDeferred && !replaced {
+		e.deferFor, e.deferOK = s.deferral(h, slot, runErr)
+	}
+	// The backoff is drawn only when a retry is decided: the jitter's
+	// random stream stays as it was (Options.Jitter makes it repeatable).
+	backoff := func() time.Duration { return s.retryDelay(job, job.MaxAttempts-left) }
+	return decideOutcome(e, s.clock.Now(), backoff)
+}
+
+// ended is how an attempt ended, with what deciding its outcome reads,
+// gathered beforehand.
+type ended struct {
+	failed   bool              // the job function returned an error
+	text     string            // its error's text, masked (Options.Redact)
+	class    ledger.ErrorClass // its class (classify)
+	replaced bool              // a newer slot replaced the run (OverlapCancelOther)
+	left     int               // attempts left in the slot's budget
+	deferFor time.Duration     // a deferral's wait, at most maxDeferral
+	deferOK  bool              // the job's deferrals allow this one (deferral)
+}
+
+// decideOutcome is the outcome of an attempt that ended as e, at now:
+// succeeded; or failed, with its next attempt's time when it is deferred
+// (not counted against the budget) or retried (backoff, drawn only then,
+// is the wait), or none when it is final (permanent, replaced, the budget
+// spent). Retry times are whole milliseconds, rounded up: every store
+// keeps them exactly, so no claim reads a retry time earlier than the one
+// decided here. A pure function of (e, now), table-tested.
+func decideOutcome(e ended, now time.Time, backoff func() time.Duration) ledger.Outcome {
+	if !e.failed {
+		return ledger.Outcome{Status: ledger.StatusSucceeded}
+	}
+	o := ledger.Outcome{Status: ledger.StatusFailed, Error: e.text, Class: e.class}
+	if o.Class == ledger.ClassDeferred && !e.replaced {
+		if e.deferOK {
+			o.RetryAt = now.Add(e.deferFor).Truncate(time.Millisecond).Add(time.Millisecond)
 			return o
 		}
 		o.Class = ledger.ClassRetryable // deferred too often in a row: counted
 	}
 	switch {
-	case replaced:
+	case e.replaced:
 		// OverlapCancelOther: a newer slot replaced this run; it is not
 		// retried.
-		o.Class, o.Error = ledger.ClassInterrupted, ErrReplaced.Error()+": "+text
-	case o.Class != ledger.ClassPermanent && left > 0:
+		o.Class, o.Error = ledger.ClassInterrupted, ErrReplaced.Error()+": "+e.text
+	case o.Class != ledger.ClassPermanent && e.left > 0:
 		// The budget, not the attempt number, decides: an operator's
 		// Request gives an exhausted slot MaxAttempts more attempts, with
-		// the backoff starting again from RetryBackoff. Whole
-		// milliseconds, rounded up: every store keeps them exactly, so no
-		// claim reads a retry time earlier than the one decided here.
-		o.RetryAt = s.clock.Now().Add(s.retryDelay(job, job.MaxAttempts-left)).Truncate(time.Millisecond).Add(time.Millisecond)
+		// the backoff starting again from RetryBackoff.
+		o.RetryAt = now.Add(backoff()).Truncate(time.Millisecond).Add(time.Millisecond)
 	}
 	return o
 }
 
 // deferral returns how long the attempt of slot that failed with runErr,
 // classified ClassDeferred, waits before the next: its RetryAfter, at
-// most MaxDeferral. ok is false when the job's deferrals are off or
+// most maxDeferral. ok is false when the job's deferrals are off or
 // its last MaxDeferrals attempts were all deferred (read from the ledger,
 // so the bound holds across replicas and restarts; a ledger that cannot
 // be read counts the attempt, which is the bounded choice).
 func (s *Scheduler) deferral(h hold, slot ledger.Slot, runErr error) (time.Duration, bool) {
 	job := h.u.job
-	var d Deferral
+	var d deferral
 	if job.MaxDeferrals < 0 || !errors.As(runErr, &d) {
 		return 0, false
 	}
@@ -212,7 +265,7 @@ func (s *Scheduler) deferral(h hold, slot ledger.Slot, runErr error) (time.Durat
 	if inRow >= job.MaxDeferrals {
 		return 0, false
 	}
-	return min(d.RetryAfter(), MaxDeferral), true
+	return min(d.RetryAfter(), maxDeferral), true
 }
 
 // afterTimeout cancels with errTimeout once d passed on the scheduler's
@@ -244,7 +297,7 @@ var ErrShutdown = errors.New("scheduler: shut down past the grace period")
 // classify is the one place that decides how a failed attempt is
 // recorded: a panic, Permanent, a timeout, an interruption (the lease
 // ended, or shutdown past the grace period), a deferral (the error is a
-// Deferral with a RetryAfter above 0: come back later, not counted), else
+// deferral with a RetryAfter above 0: come back later, not counted), else
 // retryable. An error matching fence.ErrScopeMismatch (pgfence.ErrScopeMismatch:
 // the sink fences what the job writes under another lease) is permanent as
 // if wrapped by Permanent: every attempt would present the same scope and be
@@ -252,7 +305,7 @@ var ErrShutdown = errors.New("scheduler: shut down past the grace period")
 func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledger.ErrorClass {
 	var (
 		p *panicError
-		d Deferral
+		d deferral
 	)
 	switch {
 	case errors.As(err, &p):
@@ -316,7 +369,7 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fe
 					replace(ErrReplaced)
 				}
 			case err != nil && ctx.Err() == nil:
-				s.ledgerRefused(ctx, slot, OpHeartbeat, err)
+				s.ledgerRefused(ctx, slot, opHeartbeat, err)
 			}
 		}
 	}()
@@ -329,7 +382,7 @@ func (p *panicError) Error() string { return fmt.Sprintf("scheduler: job panicke
 
 // runJob calls fn, turning a panic into an error: one bad job must not take
 // the scheduler down.
-func runJob(ctx context.Context, fn JobFunc, run Run) (err error) {
+func runJob(ctx context.Context, fn func(context.Context, Run) error, run Run) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &panicError{v: r}
@@ -355,4 +408,33 @@ func (s *Scheduler) ledgerRefused(ctx context.Context, slot ledger.Slot, step st
 		}
 		s.log.LogAttrs(ctx, slog.LevelError, "ledger_error", attrs...)
 	}
+}
+
+// finishRelease records outcome o of attempt n of slot under h and
+// releases h's lease, in one step of the joined ledger. When the lease was
+// released before (shutdown past the grace period released it), only the
+// outcome is recorded. It returns the ledger's error.
+func (s *Scheduler) finishRelease(ctx context.Context, h hold, slot ledger.Slot, n int, o ledger.Outcome) error {
+	var ferr error
+	ran := false
+	err := h.l.ReleaseWith(ctx, func(ctx context.Context, held lease.Held) error {
+		ran = true
+		var rerr error
+		ferr, rerr = s.joiner.FinishRelease(ctx, s.cfg.Leases.Backend(), held, slot, h.fence, n, o, s.clock.Now())
+		return rerr
+	})
+	if !ran {
+		return s.cfg.Ledger.Finish(ctx, slot, h.fence, n, o, s.clock.Now())
+	}
+	if ferr == nil && err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		// No answer from the one script: the outcome may not be recorded.
+		ferr = err
+	}
+	return ferr
+}
+
+// dueAfter reports whether u's schedule has a slot after fire due by now.
+func (s *Scheduler) dueAfter(u *unit, fire cron.Fire) bool {
+	next, ok := u.job.window.next(fire.At)
+	return ok && !next.At.After(s.clock.Now())
 }

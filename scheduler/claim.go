@@ -14,52 +14,6 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// hold is a claim's grip on one (job, partition): the unit, the lease it
-// holds and that lease's fence, presented with every ledger write. The
-// fence's scope is the lease's name: ledger.UnitScope of the unit, or
-// under OverlapAllow ledger.SlotScope of the slot (the names the
-// scheduler gives its leases).
-type hold struct {
-	u     *unit
-	l     *lease.Lease
-	fence ledger.Fence
-}
-
-// newHold returns the hold of l on u. Its fence carries the replica's
-// holder label (Options.Holder), which every Begin records with the
-// attempt.
-func (s *Scheduler) newHold(u *unit, l *lease.Lease) hold {
-	return hold{u: u, l: l, fence: ledger.Fence{Scope: l.Name(), Token: l.Token(), Owner: l.Owner(), Holder: s.cfg.Holder}}
-}
-
-// ctx ends when the lease is lost or released.
-func (h hold) ctx() context.Context { return h.l.Context() }
-
-func (h hold) slot(at time.Time) ledger.Slot {
-	return ledger.Slot{Job: h.u.job.Name, At: at, Partition: h.u.partition}
-}
-
-// claimReq is what starts a claim: a scheduled fire of the unit (prev its
-// schedule's fire before, zero if unknown) or a wake-up (fire.At zero: a
-// retry falls due, an operator asked for a run).
-type claimReq struct {
-	fire cron.Fire
-	prev time.Time
-	// afterError marks the retry of a claim whose try failed with an
-	// error (retryClaim): that try may have taken the lease on the server
-	// all the same (see followUp).
-	afterError bool
-	// followUp marks a claim that looks again at a slot (followUp): it
-	// reads the slot's record first, and claims only when there is none.
-	followUp bool
-	// recovery marks the claim each unit gets at Start: it reads the
-	// ledger first, and claims only when there is something to do
-	// (recoveryNeeded).
-	recovery bool
-}
-
-func (r claimReq) scheduled() bool { return !r.fire.At.IsZero() }
-
 // claim tries to take u's lease. The replica that gets it works, in order
 // and under that one lease, through everything due for u (see plan.go).
 // Other replicas skip: the holder does their slot too.
@@ -199,7 +153,7 @@ func (s *Scheduler) claimSkipped(u *unit, req claimReq, err error) {
 		reason = "slow_grant"
 		s.noteDoubt(u, req.fire.At)
 	case !errors.Is(err, context.Canceled):
-		s.obs.LedgerError(u.job.Name, OpClaim)
+		s.obs.LedgerError(u.job.Name, opClaim)
 		s.noteDoubt(u, req.fire.At)
 	}
 	s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
@@ -274,7 +228,7 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 		st, err := s.cfg.Ledger.State(h.ctx(), h.u.job.Name, h.u.partition, h.u.job.window.since(now), now)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
-				s.obs.LedgerError(h.u.job.Name, OpState)
+				s.obs.LedgerError(h.u.job.Name, opState)
 			}
 			s.log.LogAttrs(s.life.claim, slog.LevelWarn, "job_claim_skipped", slog.String("job", h.u.job.Name),
 				slog.String("partition", h.u.partition), slotAttr(req.fire.At), slog.String("reason", "ledger_error"), slog.Any("error", err))
@@ -416,7 +370,7 @@ func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResul
 	case !res.Clear:
 		return true
 	case res.Err != nil:
-		s.ledgerRefused(h.ctx(), h.slot(fire.At), OpBegin, res.Err)
+		s.ledgerRefused(h.ctx(), h.slot(fire.At), opBegin, res.Err)
 		if !settled(res.Err) {
 			// Not begun: plan it again soon (reset.go).
 			s.noteDoubt(h.u, fire.At)
@@ -433,25 +387,3 @@ func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResul
 	cs.runTo = s.clock.Now()
 	return !released && s.dueAfter(h.u, fire)
 }
-
-// dueAfter reports whether u's schedule has a slot after fire due by now.
-func (s *Scheduler) dueAfter(u *unit, fire cron.Fire) bool {
-	next, ok := u.job.window.next(fire.At)
-	return ok && !next.At.After(s.clock.Now())
-}
-
-// slotAttr is the slot attribute of a log event: none for a claim that
-// has no slot of its own (a wake-up, the recovery claim at Start), which
-// slog handlers leave out.
-func slotAttr(at time.Time) slog.Attr {
-	if at.IsZero() {
-		return slog.Attr{}
-	}
-	return slog.Time("slot", at)
-}
-
-// leaseCtx is the context the scheduler's leases are taken with. It never
-// ends: a lease lives until its claim releases it (every claim does, on
-// every path) or it is lost; shutdown ends runs through their own context
-// (ErrShutdown), not by ending leases.
-func (s *Scheduler) leaseCtx() context.Context { return context.WithoutCancel(s.life.run) }

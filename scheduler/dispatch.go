@@ -38,82 +38,6 @@ import (
 // maxSleep caps one sleep of the dispatcher (1 s).
 const maxSleep = time.Second
 
-// entry is a timer: a scheduled fire of a unit, or a wake-up.
-type entry struct {
-	at    time.Time
-	u     *unit
-	req   claimReq
-	retry bool // a wake-up of retryClaim: u.retryQueued until popped
-	index int
-}
-
-func (e *entry) scheduled() bool { return e.req.scheduled() }
-
-type entryHeap []*entry
-
-func (h entryHeap) Len() int           { return len(h) }
-func (h entryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *entryHeap) Push(x any)        { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
-func (h *entryHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return e
-}
-
-// schedule queues u's first fire after t, replacing the queued one; s.mu
-// is held.
-func (s *Scheduler) schedule(u *unit, t time.Time, prev time.Time) {
-	if u.queued != nil {
-		heap.Remove(&s.queue, u.queued.index)
-		u.queued = nil
-	}
-	f, ok := u.job.window.next(t)
-	if !ok {
-		return
-	}
-	u.queued = &entry{at: f.At, u: u, req: claimReq{fire: f, prev: prev}}
-	heap.Push(&s.queue, u.queued)
-}
-
-// wakeAt asks for a claim of u at t (a retry's time, or now).
-func (s *Scheduler) wakeAt(u *unit, t time.Time) { s.wakeFor(u, t, claimReq{}) }
-
-// wakeFor asks for a claim of u with req at t.
-func (s *Scheduler) wakeFor(u *unit, t time.Time, req claimReq) {
-	s.mu.Lock()
-	heap.Push(&s.queue, &entry{at: t, u: u, req: req})
-	s.woken = true
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// retryClaim asks for a claim of u with req again at t, unless a retry
-// of u is queued already: claims refused again and again (Redis down,
-// every grant slow) keep one retry per unit, not one per refusal. Claimed
-// for its own fire, the slot is judged on its lateness (plan.go) like the
-// first try, rather than as missed.
-func (s *Scheduler) retryClaim(u *unit, req claimReq, t time.Time) {
-	s.mu.Lock()
-	if u.retryQueued {
-		s.mu.Unlock()
-		return
-	}
-	u.retryQueued = true
-	heap.Push(&s.queue, &entry{at: t, u: u, req: req, retry: true})
-	s.woken = true
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
 // dispatch is the dispatcher loop; it returns when claiming stops.
 func (s *Scheduler) dispatch() {
 	timer := s.clock.NewTimer(maxSleep)
@@ -416,38 +340,6 @@ func (s *Scheduler) runAgain(next *entry, placed bool) {
 		defer func() { <-s.sem }()
 		s.unitLoop(next, nil, nil)
 	})
-}
-
-// fastBeginAll makes the ClearBeginner requests of the fires of chunk whose
-// leases were won, in one call (one round trip on the Redis ledger), and
-// returns the answers by index (nil where none was asked). Once claiming
-// stopped it begins nothing.
-func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*ledger.BeginResult {
-	pre := make([]*ledger.BeginResult, len(chunk))
-	cb, ok := s.cfg.Ledger.(ledger.ClearBeginner)
-	if !ok || s.life.claim.Err() != nil {
-		return pre
-	}
-	now := s.clock.Now()
-	var reqs []ledger.BeginRequest
-	var at []int
-	for i, e := range chunk {
-		if leases[i] == nil {
-			continue
-		}
-		if req, ok := s.fastRequest(e.u, e.req, now); ok {
-			req.Fence = s.newHold(e.u, leases[i]).fence
-			reqs = append(reqs, req)
-			at = append(at, i)
-		}
-	}
-	if len(reqs) == 0 {
-		return pre
-	}
-	for j, res := range cb.BeginIfClear(s.life.run, reqs, now) {
-		pre[at[j]] = &res
-	}
-	return pre
 }
 
 // takePlaces takes between 1 and n places in the pool: it waits for the

@@ -111,13 +111,13 @@
 //     latest. Logged clock_jumped.
 //
 // A slot planned later than the smaller of its schedule's interval and
-// MaxLateness (5 s) after its time, because a claim waited (a slow lease
+// 5 s after its time, because a claim waited (a slow lease
 // or ledger round trip, a full claim pool), was missed too.
 //
 // A ledger that lost its data (a Redis restart without persistence) is
 // found by the replicas that saw it before: its horizon moved, or its last
 // slot went back. Such a replica logs ledger_reset (counted by a
-// ResetObserver), and plans the slots after the last one it knew handled
+// Observer), and plans the slots after the last one it knew handled
 // as missed, like any downtime; a claim that failed on a store error is
 // retried and plans (reset.go, docs/guarantees.md).
 //
@@ -189,7 +189,7 @@
 //     once;
 //   - slots that came due while no replica could run them (all down, Redis
 //     unreachable, the job paused, the replica frozen or its clock jumped,
-//     a claim later than MaxLateness; see Time) follow Job.Missed, found
+//     a claim later than 5 s; see Time) follow Job.Missed, found
 //     when a replica next claims. MissedCatchUp (default) runs them oldest first, at most
 //     the MaxCatchUp (default 16) latest, and records the older ones
 //     skipped, reason "missed"; MissedLatestOnly runs only the latest;
@@ -219,7 +219,7 @@
 // bounds MaxCatchUp: an hourly job with the default window catches up one
 // slot at most. Gaps stay visible: the slots older than CatchUpWindow are
 // recorded skipped, reason "missed: older than CatchUpWindow", the latest
-// MaxBackfill of them per claim (one Backfill can ask for all of them);
+// 1000 of them per claim (one Backfill can ask for all of them);
 // older ones are left unrecorded and reported by a slots_unrecorded
 // warning with their range and count.
 //
@@ -246,7 +246,7 @@
 // RetryAfter() time.Duration, such as *httpfence.InFlightError when a
 // downstream still holds the run's idempotency key because it crashed
 // mid-request). classify records it ledger.ClassDeferred with the next
-// attempt's time, now plus d (at most MaxDeferral, 15 min), stored in the
+// attempt's time, now plus d (at most 15 min), stored in the
 // ledger as a retry's is, and the ledger does not count it against
 // MaxAttempts. Deferrals are bounded: after Job.MaxDeferrals (default 5)
 // in a row, counted from the ledger's record, the next one counts as a
@@ -260,7 +260,7 @@
 // succeeded, failed or missed one alike, as the next attempt of the same
 // run, with the reason recorded ("retry: ..."); Trigger asks for an
 // extra slot at the current second ("trigger: ..."); Backfill asks for
-// every slot of a range, at most MaxBackfill ("backfill: ..."). A
+// every slot of a range, at most 1000 ("backfill: ..."). A
 // requested slot runs once, at once on this replica when it is started,
 // otherwise at the next claim of the unit on any replica: asked through a
 // Scheduler that was never started (an admin process), it waits for the
@@ -342,12 +342,20 @@
 //
 // # Where things are
 //
-// scheduler.go (Options, New, Register, Start, Stop), job.go (Job, Slot,
-// Run), schedule.go (window: the schedule within StartAt, EndAt and
-// CatchUpWindow), dispatch.go (the timer goroutine, clock steps, the claim
-// pool), claim.go (taking the lease, carrying a plan out), plan.go (the
-// pure planner: every slot's fate), attempt.go (begin, run, heartbeat,
-// finish, retries), overlap.go (OverlapAllow's per-slot leases,
-// OverlapCancelOther's replacement), ledger.go (the Ledger contract),
-// redisledger.go, admin.go and handler.go (operations).
+// The files, lowest first: each builds only on those before it (the
+// order and the rule are in docs/architecture.md, section scheduler).
+// job.go (Job, Run, the policies, the errors, Permanent, RetryAfter),
+// observer.go (Observer), options.go (Options), schedule.go (window: the
+// schedule within StartAt, EndAt and CatchUpWindow), plan.go (the pure
+// planner: every slot's fate), state.go (the Scheduler's data: units, the
+// timer queue's entries, a claim's hold), queue.go (queuing fires and
+// wake-ups), attempt.go (one attempt's life: begin, run, heartbeat,
+// timeout, outcome, retry time, record and release, wake), reset.go (the
+// ledger memory that finds a reset), overlap.go (OverlapAllow's per-slot
+// leases, OverlapCancelOther's replacement), admin.go (operations),
+// claim.go (taking the lease, carrying a plan out), joined.go (claims in
+// one call of a ledger that joins the leases), dispatch.go (the timer
+// goroutine, clock steps, the claim pool), retention.go (pruning),
+// scheduler.go (New, Register, Start, Stop). The Ledger contract is in
+// package ledger, its stores below it, the HTTP handler in schedhttp.
 package scheduler

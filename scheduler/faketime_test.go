@@ -115,7 +115,7 @@ func (r *rig) replicaWith(skew time.Duration, edit func(*scheduler.Options), job
 }
 
 // stopOnFakeTime stops s, moving the fake clock on while Stop waits on it
-// (InterruptWait).
+// (interruptWait).
 func stopOnFakeTime(clk *clock.Fake, s *scheduler.Scheduler, ctx context.Context) {
 	done := make(chan struct{})
 	go func() {

@@ -14,34 +14,21 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// Defaults for Job fields.
+// Defaults of the Job fields, and the limits of a deferral. Each field's
+// doc comment states its default; these are not part of the API.
 const (
-	// DefaultLeaseTTL is the TTL of a job's lease (30 s).
-	DefaultLeaseTTL = 30 * time.Second
-	// DefaultMaxAttempts is how many attempts a slot gets (3).
-	DefaultMaxAttempts = 3
-	// DefaultRetryBackoff is the wait before the second attempt (1 s); it
-	// doubles with each attempt, with ±20% jitter.
-	DefaultRetryBackoff = time.Second
-	// DefaultRetryMaxBackoff caps the wait between attempts (5 min).
-	DefaultRetryMaxBackoff = 5 * time.Minute
-	// DefaultCatchUpWindow bounds how far back missed and unfinished slots
-	// are run (1 h).
-	DefaultCatchUpWindow = time.Hour
-	// DefaultMaxCatchUp bounds how many missed slots one claim runs (16).
-	DefaultMaxCatchUp = 16
-	// DefaultMaxDeferrals bounds how many attempts of a slot in a row may
-	// be deferred (RetryAfter) without using up MaxAttempts (5).
-	DefaultMaxDeferrals = 5
-	// MaxDeferral is the longest wait a deferral is honoured for (15 min):
+	defaultLeaseTTL        = 30 * time.Second
+	defaultMaxAttempts     = 3
+	defaultRetryBackoff    = time.Second
+	defaultRetryMaxBackoff = 5 * time.Minute
+	defaultCatchUpWindow   = time.Hour
+	defaultMaxCatchUp      = 16
+	defaultMaxDeferrals    = 5
+	// maxDeferral is the longest wait a deferral is honoured for (15 min):
 	// a longer RetryAfter is cut to it. It is not RetryMaxBackoff, which
 	// is sized for the job's own failures: a downstream's Retry-After is
 	// its lock's remaining time, up to its LockTTL (1 min by default).
-	MaxDeferral = 15 * time.Minute
-	// MaxJobNameLen is the longest job name in bytes.
-	MaxJobNameLen = 200
-	// MaxPartitionLen is the longest partition key in bytes.
-	MaxPartitionLen = 48
+	maxDeferral = 15 * time.Minute
 )
 
 // Errors for bad input, returned before anything runs.
@@ -63,15 +50,6 @@ var (
 	// Start.
 	ErrStarted = errors.New("scheduler: already started")
 )
-
-// JobFunc does the work of one slot. ctx ends when the job's lease is lost,
-// Job.Timeout passes, or the scheduler shuts down past its grace period; it
-// carries the run's holder (fence.HolderFromContext, equal to run.Holder()). Return an error to
-// record the attempt as failed: it is retried with backoff until
-// Job.MaxAttempts, unless the error is Permanent or matches
-// fence.ErrScopeMismatch (a sink that fences the write under another
-// lease refuses every attempt alike).
-type JobFunc func(ctx context.Context, run Run) error
 
 // OverlapPolicy says what happens to slots that come due while a run of the
 // same job and partition is in progress.
@@ -130,7 +108,7 @@ var ErrReplaced = errors.New("scheduler: run replaced by a newer slot (OverlapCa
 
 // MissedPolicy says what happens to slots that came due while no replica
 // could run them (all down, Redis unreachable, a replica frozen or its
-// wall clock jumped forward, a claim later than MaxLateness), found by gap
+// wall clock jumped forward, a claim later than 5 s), found by gap
 // detection from the last slot the ledger saw. A restart and a freeze of
 // the same length are treated alike.
 type MissedPolicy int
@@ -151,7 +129,7 @@ const (
 
 // Job is a named schedule and the function it runs.
 type Job struct {
-	// Name identifies the job (1 to MaxJobNameLen bytes of printable
+	// Name identifies the job (1 to ledger.MaxJobNameLen bytes of printable
 	// UTF-8, none of '{', '}', '|' or '@'). It names the lease
 	// (ledger.UnitScope) and the ledger records. Printable excludes
 	// control (Unicode Cc) and format (Cf: U+200B zero-width space, U+202E
@@ -175,37 +153,40 @@ type Job struct {
 	// Partitions splits every slot by tenant: each partition is a slot
 	// dimension with its own lease and ledger records, run in parallel
 	// within Options.MaxConcurrentClaims. Default: one partition, "" (the
-	// only place an empty key is allowed). Keys are 1 to MaxPartitionLen
+	// only place an empty key is allowed). Keys are 1 to ledger.MaxPartitionLen
 	// bytes of printable UTF-8 (as Name: no control or format character,
 	// not blank) without '{', '}', '|' or '@'.
 	Partitions []string
-	// Run is the work. Required.
-	Run JobFunc
+	// Run is the work of one slot. Required. ctx ends when the job's
+	// lease is lost, Timeout passes, or the scheduler shuts down past its
+	// grace period; it carries the run's holder (fence.HolderFromContext,
+	// equal to run.Holder()). Return an error to record the attempt as
+	// failed: it is retried with backoff until MaxAttempts, unless the
+	// error is Permanent or matches fence.ErrScopeMismatch (a sink that
+	// fences the write under another lease refuses every attempt alike).
+	Run func(ctx context.Context, run Run) error
 	// LeaseTTL is the TTL of the job's lease: loss is signalled within it
-	// and a crashed holder's slot is taken over after it. Default
-	// DefaultLeaseTTL; at least lease.MinTTL.
+	// and a crashed holder's slot is taken over after it. Default 30 s;
+	// at least lease.MinTTL.
 	LeaseTTL time.Duration
 	// Timeout bounds one attempt (0: none). A run that times out is failed
 	// with ClassTimeout and retried.
 	Timeout time.Duration
-	// MaxAttempts is how many attempts a slot gets. Default
-	// DefaultMaxAttempts.
+	// MaxAttempts is how many attempts a slot gets. Default 3.
 	MaxAttempts int
 	// RetryBackoff and RetryMaxBackoff shape the wait before each retry:
 	// RetryBackoff * 2^(attempt-1), at most RetryMaxBackoff, ±20% jitter.
 	// The next attempt's time is stored in the ledger, so a crash in the
-	// wait loses nothing. Defaults DefaultRetryBackoff and
-	// DefaultRetryMaxBackoff (or RetryBackoff, when that is longer);
-	// a RetryBackoff above a RetryMaxBackoff that is set is refused
-	// (ErrInvalidJob).
+	// wait loses nothing. Defaults 1 s and 5 min (or RetryBackoff, when
+	// that is longer); a RetryBackoff above a RetryMaxBackoff that is set
+	// is refused (ErrInvalidJob).
 	RetryBackoff, RetryMaxBackoff time.Duration
 	// MaxDeferrals bounds the deferrals in a row: attempts whose error
 	// says to come back later (RetryAfter, httpfence.InFlightError), which
-	// are retried after the wait they name (at most MaxDeferral)
-	// without counting against MaxAttempts. The attempt after that many
-	// deferrals in a row that defers again counts as a retryable failure.
-	// Default DefaultMaxDeferrals (5); -1: no deferrals, every failure
-	// counts.
+	// are retried after the wait they name (at most 15 min, a longer one
+	// is cut) without counting against MaxAttempts. The attempt after
+	// that many deferrals in a row that defers again counts as a retryable
+	// failure. Default 5; -1: no deferrals, every failure counts.
 	MaxDeferrals int
 	// Overlap is the overlap policy. Default OverlapForbid. It applies to
 	// the slots of the schedule only: a slot an operator asks for
@@ -223,12 +204,12 @@ type Job struct {
 	Missed MissedPolicy
 	// CatchUpWindow: slots older than this are not run late, whatever the
 	// policy; they are recorded skipped, reason "missed: older than
-	// CatchUpWindow" (at most MaxBackfill per claim, the rest logged
+	// CatchUpWindow" (at most 1000 per claim, the rest logged
 	// slots_unrecorded). It bounds MaxCatchUp too: with the default 1 h an
-	// hourly job catches up one slot at most. Default DefaultCatchUpWindow.
+	// hourly job catches up one slot at most. Default 1 h.
 	CatchUpWindow time.Duration
 	// MaxCatchUp bounds how many missed slots one claim runs under
-	// MissedCatchUp, within CatchUpWindow. Default DefaultMaxCatchUp.
+	// MissedCatchUp, within CatchUpWindow. Default 16.
 	MaxCatchUp int
 	// StartAt and EndAt, when set, bound the slots the job has: those in
 	// [StartAt, EndAt), a slot at StartAt included, one at EndAt not;
@@ -243,25 +224,25 @@ type Job struct {
 
 func (j Job) withDefaults() Job {
 	if j.LeaseTTL == 0 {
-		j.LeaseTTL = DefaultLeaseTTL
+		j.LeaseTTL = defaultLeaseTTL
 	}
 	if j.MaxAttempts == 0 {
-		j.MaxAttempts = DefaultMaxAttempts
+		j.MaxAttempts = defaultMaxAttempts
 	}
 	if j.RetryBackoff == 0 {
-		j.RetryBackoff = DefaultRetryBackoff
+		j.RetryBackoff = defaultRetryBackoff
 	}
 	if j.RetryMaxBackoff == 0 {
-		j.RetryMaxBackoff = max(DefaultRetryMaxBackoff, j.RetryBackoff)
+		j.RetryMaxBackoff = max(defaultRetryMaxBackoff, j.RetryBackoff)
 	}
 	if j.CatchUpWindow == 0 {
-		j.CatchUpWindow = DefaultCatchUpWindow
+		j.CatchUpWindow = defaultCatchUpWindow
 	}
 	if j.MaxCatchUp == 0 {
-		j.MaxCatchUp = DefaultMaxCatchUp
+		j.MaxCatchUp = defaultMaxCatchUp
 	}
 	if j.MaxDeferrals == 0 {
-		j.MaxDeferrals = DefaultMaxDeferrals
+		j.MaxDeferrals = defaultMaxDeferrals
 	}
 	if len(j.Partitions) == 0 {
 		j.Partitions = []string{""}
@@ -281,8 +262,8 @@ func (j Job) validate() error {
 	switch {
 	case j.Name == "":
 		return fmt.Errorf("%w: empty name", ErrInvalidJob)
-	case len(j.Name) > MaxJobNameLen:
-		return fmt.Errorf("%w: name of %d bytes, at most %d", ErrInvalidJob, len(j.Name), MaxJobNameLen)
+	case len(j.Name) > ledger.MaxJobNameLen:
+		return fmt.Errorf("%w: name of %d bytes, at most %d", ErrInvalidJob, len(j.Name), ledger.MaxJobNameLen)
 	case strings.ContainsAny(j.Name, reserved):
 		return fmt.Errorf("%w: name %q holds one of %q", ErrInvalidJob, j.Name, reserved)
 	case !safe.Printable(j.Name):
@@ -311,9 +292,9 @@ func (j Job) validate() error {
 		switch {
 		case len(j.Partitions) > 1 && p == "":
 			return fmt.Errorf("%w: %q: empty partition key among several", ErrInvalidJob, j.Name)
-		case len(p) > MaxPartitionLen || strings.ContainsAny(p, reserved) || !safe.Printable(p) || safe.Blank(p):
+		case len(p) > ledger.MaxPartitionLen || strings.ContainsAny(p, reserved) || !safe.Printable(p) || safe.Blank(p):
 			return fmt.Errorf("%w: %q: partition %q: at most %d bytes of printable UTF-8 (no control or format character, not blank), none of %q",
-				ErrInvalidJob, j.Name, p, MaxPartitionLen, reserved)
+				ErrInvalidJob, j.Name, p, ledger.MaxPartitionLen, reserved)
 		case seen[p]:
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
 		}
@@ -387,16 +368,9 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
-// Deferral is what an error says when it is not the job's failure but a
-// "come back after RetryAfter": an error in a job's error chain (found
-// with errors.As) that implements it, with a RetryAfter above 0, defers
-// the attempt (ledger.ClassDeferred) instead of failing it. The attempt is
-// recorded with its next attempt's time, now plus RetryAfter (at most
-// MaxDeferral), stored in the ledger like a retry's, and does not
-// count against Job.MaxAttempts, up to Job.MaxDeferrals deferrals in a
-// row. RetryAfter wraps an error so; *httpfence.InFlightError (a
-// downstream still holding the request's idempotency key) is one.
-type Deferral interface {
+// deferral is what an error says when it is not the job's failure but a
+// "come back after RetryAfter" (see RetryAfter).
+type deferral interface {
 	RetryAfter() time.Duration
 }
 
@@ -411,8 +385,17 @@ func (e *retryAfterError) Unwrap() error             { return e.err }
 func (e *retryAfterError) RetryAfter() time.Duration { return e.after }
 
 // RetryAfter wraps err so that the attempt is deferred, not failed: it is
-// tried again after d without counting against Job.MaxAttempts (see
-// Deferral). nil for a nil err; err as it is for d <= 0.
+// tried again after d without counting against Job.MaxAttempts. nil for a
+// nil err; err as it is for d <= 0.
+//
+// Any error in a job's error chain (found with errors.As) with a method
+// RetryAfter() time.Duration that returns more than 0 is a deferral, not
+// only the ones RetryAfter makes: *httpfence.InFlightError (a downstream
+// still holding the request's idempotency key) is one. A deferral is
+// recorded with ledger.ClassDeferred and its next attempt's time, now
+// plus its RetryAfter (at most 15 min), stored in the ledger like a
+// retry's; it does not count against Job.MaxAttempts, up to
+// Job.MaxDeferrals deferrals in a row.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil || d <= 0 {
 		return err
@@ -420,7 +403,7 @@ func RetryAfter(err error, d time.Duration) error {
 	return &retryAfterError{err: err, after: d}
 }
 
-type registered struct {
-	Job
-	window window
-}
+// ErrInvalidArgument matches an operation's bad range or limit, or a slot
+// the job does not have (not a fire of its schedule, or outside its
+// StartAt/EndAt window), or a nil context.
+var ErrInvalidArgument = errors.New("scheduler: invalid argument")

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/holdfast-go/holdfast/lease"
@@ -108,25 +107,34 @@ func checkRequest(u *unit, req claimReq) (ledger.BeginRequest, bool) {
 	return ledger.BeginRequest{Slot: ledger.Slot{Job: u.job.Name, At: req.fire.At, Partition: u.partition}}, true
 }
 
-// finishRelease records outcome o of attempt n of slot under h and
-// releases h's lease, in one step of the joined ledger. When the lease was
-// released before (shutdown past the grace period released it), only the
-// outcome is recorded. It returns the ledger's error.
-func (s *Scheduler) finishRelease(ctx context.Context, h hold, slot ledger.Slot, n int, o ledger.Outcome) error {
-	var ferr error
-	ran := false
-	err := h.l.ReleaseWith(ctx, func(ctx context.Context, held lease.Held) error {
-		ran = true
-		var rerr error
-		ferr, rerr = s.joiner.FinishRelease(ctx, s.cfg.Leases.Backend(), held, slot, h.fence, n, o, s.clock.Now())
-		return rerr
-	})
-	if !ran {
-		return s.cfg.Ledger.Finish(ctx, slot, h.fence, n, o, s.clock.Now())
+// fastBeginAll makes the ClearBeginner requests of the fires of chunk whose
+// leases were won, in one call (one round trip on the Redis ledger), and
+// returns the answers by index (nil where none was asked). Once claiming
+// stopped it begins nothing.
+func (s *Scheduler) fastBeginAll(chunk []*entry, leases []*lease.Lease) []*ledger.BeginResult {
+	pre := make([]*ledger.BeginResult, len(chunk))
+	cb, ok := s.cfg.Ledger.(ledger.ClearBeginner)
+	if !ok || s.life.claim.Err() != nil {
+		return pre
 	}
-	if ferr == nil && err != nil && !errors.Is(err, lease.ErrNotHeld) {
-		// No answer from the one script: the outcome may not be recorded.
-		ferr = err
+	now := s.clock.Now()
+	var reqs []ledger.BeginRequest
+	var at []int
+	for i, e := range chunk {
+		if leases[i] == nil {
+			continue
+		}
+		if req, ok := s.fastRequest(e.u, e.req, now); ok {
+			req.Fence = s.newHold(e.u, leases[i]).fence
+			reqs = append(reqs, req)
+			at = append(at, i)
+		}
 	}
-	return ferr
+	if len(reqs) == 0 {
+		return pre
+	}
+	for j, res := range cb.BeginIfClear(s.life.run, reqs, now) {
+		pre[at[j]] = &res
+	}
+	return pre
 }

@@ -27,8 +27,8 @@ func FuzzJobNameAndPartition(f *testing.F) {
 		{"daily-settlement", ""}, {"settle", "eu"}, {"", ""}, {"a|b", ""}, {"a", "{x}"},
 		{"job:with:colons", "p:q"}, {"ü€", "𝄞"}, {"\x00", ""}, {"a\nb", ""},
 		{" ", ""}, {"settle", " "}, {"settle\u200b", ""}, {"settle", "eu\u200b"}, {"settle", "\u202eue"}, {"\u3000", ""},
-		{strings.Repeat("j", scheduler.MaxJobNameLen), strings.Repeat("p", scheduler.MaxPartitionLen)},
-		{strings.Repeat("j", scheduler.MaxJobNameLen+1), ""}, {"j", strings.Repeat("p", scheduler.MaxPartitionLen+1)},
+		{strings.Repeat("j", ledger.MaxJobNameLen), strings.Repeat("p", ledger.MaxPartitionLen)},
+		{strings.Repeat("j", ledger.MaxJobNameLen+1), ""}, {"j", strings.Repeat("p", ledger.MaxPartitionLen+1)},
 	} {
 		f.Add(seed[0], seed[1])
 	}

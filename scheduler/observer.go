@@ -1,8 +1,9 @@
 package scheduler
 
 import (
-	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"time"
+
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Observer receives measurements from a Scheduler; package
@@ -32,21 +33,26 @@ type Observer interface {
 	// LedgerError is called when a store failed a claim: a ledger call
 	// or a lease acquisition returned an error of its own (Redis or
 	// Postgres down, a timeout), not a refusal (a stale token, a done
-	// slot, a held lease) nor the end of a context. op names the call, one
-	// of the Op constants: state, begin, heartbeat, finish, skip (ledger
-	// calls) or claim (the job's or slot's lease). The same event is
-	// logged at Warn or Error.
+	// slot, a held lease) nor the end of a context. op names the call:
+	// "state", "begin", "heartbeat", "finish", "skip" (the ledger.Ledger
+	// method) or "claim" (the job's or slot's lease), a fixed set fit for
+	// a metric label. The same event is logged at Warn or Error.
 	LedgerError(job, op string)
+	// LedgerReset is called once per reset of the ledger a replica finds
+	// for one (job, partition) (the event ledger_reset; see
+	// docs/guarantees.md): scheduler/schedprom counts it in
+	// job_ledger_reset_total{job}.
+	LedgerReset(job string)
 }
 
 // The op values of Observer.LedgerError.
 const (
-	OpState     = "state"
-	OpBegin     = "begin"
-	OpHeartbeat = "heartbeat"
-	OpFinish    = "finish"
-	OpSkip      = "skip"
-	OpClaim     = "claim"
+	opState     = "state"
+	opBegin     = "begin"
+	opHeartbeat = "heartbeat"
+	opFinish    = "finish"
+	opSkip      = "skip"
+	opClaim     = "claim"
 )
 
 type nopObserver struct{}
@@ -58,3 +64,4 @@ func (nopObserver) StaleRejected(string)                                        
 func (nopObserver) SlotSkipped(string, ledger.Status)                            {}
 func (nopObserver) RunFailed(string, ledger.ErrorClass, bool)                    {}
 func (nopObserver) LedgerError(string, string)                                   {}
+func (nopObserver) LedgerReset(string)                                           {}

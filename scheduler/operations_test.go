@@ -202,7 +202,7 @@ func TestOperationsRejectBadTargets(t *testing.T) {
 			require.ErrorIs(t, err, ErrUnknownJob)
 		}
 		_, err := sched.Backfill(ctx, "regional", "eu", now.Add(-2*time.Hour), now, "too much")
-		require.ErrorIs(t, err, ErrInvalidArgument, "more than MaxBackfill slots")
+		require.ErrorIs(t, err, ErrInvalidArgument, "more than maxBackfill slots")
 		require.ErrorIs(t, sched.Pause(ctx, "nope"), ErrUnknownJob)
 		require.ErrorIs(t, sched.Resume(ctx, "nope"), ErrUnknownJob)
 
@@ -369,15 +369,15 @@ func TestRedisDataLossDoesNotRerunForgottenSlots(t *testing.T) {
 	})
 }
 
-// A job name and a partition at their longest (MaxJobNameLen,
-// MaxPartitionLen) give a Slot.Key of 270 bytes; the run's
+// A job name and a partition at their longest (ledger.MaxJobNameLen,
+// ledger.MaxPartitionLen) give a Slot.Key of 270 bytes; the run's
 // IdempotencyKey stays within httpfence.MaxKeyLen, so the HTTP sink takes
 // it (ledger.Slot.IdempotencyKey).
 func TestLongNamesGiveAnIdempotencyKeyTheHTTPSinkTakes(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
 		at := past(1, 0)[0]
-		name, partition := strings.Repeat("j", MaxJobNameLen), strings.Repeat("p", MaxPartitionLen)
+		name, partition := strings.Repeat("j", ledger.MaxJobNameLen), strings.Repeat("p", ledger.MaxPartitionLen)
 		var log runLog
 		sched := s.replica(t)
 		require.NoError(t, sched.Register(Job{

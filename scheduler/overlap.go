@@ -54,7 +54,7 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 		case errors.Is(err, errSlotLeaseUnbegun):
 			reason, level = "slot_lease_held_unbegun", slog.LevelInfo
 		case !errors.Is(err, context.Canceled):
-			s.obs.LedgerError(u.job.Name, OpClaim)
+			s.obs.LedgerError(u.job.Name, opClaim)
 		}
 		s.log.LogAttrs(s.life.claim, level, "job_claim_skipped", slog.String("job", u.job.Name),
 			slog.String("partition", u.partition), slog.Time("slot", f.At), slog.String("reason", reason), slog.Any("error", err))

@@ -37,15 +37,15 @@ import (
 // before the ledger's horizon are never looked at: a store that lost its
 // data may have run them.
 
-// MaxLateness bounds how late a slot may be planned and still count as on
+// maxLateness bounds how late a slot may be planned and still count as on
 // time (5 s): a slot planned later than the smaller of this and its
 // schedule's interval came due while the replica could not act, and
 // follows the job's missed-slot policy as after a restart.
-const MaxLateness = 5 * time.Second
+const maxLateness = 5 * time.Second
 
 // maxGapRecords bounds how many slots older than CatchUpWindow one claim
-// records skipped (1000, MaxBackfill: one Backfill can ask for all of them).
-const maxGapRecords = MaxBackfill
+// records skipped (1000, maxBackfill: one Backfill can ask for all of them).
+const maxGapRecords = maxBackfill
 
 // step is one thing a claim does for a slot: run it, or record it skipped
 // or missed.
@@ -86,12 +86,12 @@ type plan struct {
 }
 
 // lateAfter is how long after its time a slot may be planned and still be
-// on time: the smaller of MaxLateness and the schedule's interval there.
+// on time: the smaller of maxLateness and the schedule's interval there.
 func (w window) lateAfter(at time.Time) time.Duration {
-	if iv := w.interval(at); iv > 0 && iv < MaxLateness {
+	if iv := w.interval(at); iv > 0 && iv < maxLateness {
 		return iv
 	}
-	return MaxLateness
+	return maxLateness
 }
 
 // planClaim lists what a claim of one (job, partition) does now, oldest
@@ -255,3 +255,6 @@ func overlapSteps(policy OverlapPolicy, overlapped []cron.Fire) []step {
 	}
 	return steps
 }
+
+// maxBackfill bounds how many slots one Backfill asks for (1000).
+const maxBackfill = 1000

@@ -175,7 +175,7 @@ func TestPlanClaimBoundsTheRecordedGap(t *testing.T) {
 	require.Equal(t, 2*3600-60-1-maxGapRecords, p.unrecorded)
 	require.Equal(t, last.Add(time.Second), p.first)
 	require.Equal(t, now.Add(-time.Minute-time.Duration(maxGapRecords+1)*time.Second), p.last)
-	require.Equal(t, 60-DefaultMaxCatchUp+1, missed, "MaxCatchUp bounds the catch-up within the window")
+	require.Equal(t, 60-defaultMaxCatchUp+1, missed, "MaxCatchUp bounds the catch-up within the window")
 }
 
 func TestWindowLateAfter(t *testing.T) {
@@ -183,7 +183,7 @@ func TestWindowLateAfter(t *testing.T) {
 	for spec, want := range map[string]time.Duration{
 		"* * * * * *":   time.Second,
 		"*/3 * * * * *": 3 * time.Second,
-		"* * * * *":     MaxLateness,
+		"* * * * *":     maxLateness,
 		"@every 2s":     2 * time.Second,
 	} {
 		job := planJob(t, Job{Spec: spec})

@@ -21,7 +21,7 @@ import (
 // be recorded or in another holder's hands (sure: a scheduled fire whose
 // claim found the lease held counts, its holder answers for it). A State
 // whose horizon moved, or whose last slot went back behind recorded, is a
-// reset: logged ledger_reset, counted (ResetObserver), and the slots after
+// reset: logged ledger_reset, counted (Observer.LedgerReset), and the slots after
 // sure, up to now, are planned as after any downtime: the claim plans as if
 // the ledger's last slot were sure and its horizon the one before the
 // loss, so they run per Job.Missed within CatchUpWindow or are recorded
@@ -39,30 +39,6 @@ import (
 // The memory lives in process: a replica that restarts during the loss
 // knows nothing, and a loss no replica saw (every replica restarted) is
 // not found. See docs/guarantees.md.
-
-// ResetObserver is an optional Observer interface: LedgerReset is called
-// once per reset of the ledger a replica finds for one (job, partition)
-// (the event ledger_reset). scheduler/schedprom implements it
-// (job_ledger_reset_total{job}).
-type ResetObserver interface {
-	LedgerReset(job string)
-}
-
-// ledgerMemory is what a replica saw of one unit's ledger, guarded by
-// unit.mu.
-type ledgerMemory struct {
-	horizon  time.Time // the horizon the last State read showed (zero: none yet)
-	recorded time.Time // the latest slot the ledger showed (State.Last) or this replica wrote
-	sure     time.Time // recorded, or a scheduled fire whose claim found the lease held
-	doubt    bool      // a claim failed on a store error since the last complete plan
-	// failedFrom is the earliest slot whose claim failed on a store error
-	// since the last complete plan (zero: none, or a wake-up failed).
-	failedFrom time.Time
-	// gapFrom, when not zero, is sure when a reset was found, not yet
-	// carried out: plans read it as the ledger's last slot, and
-	// gapHorizon (the horizon before the reset) as its horizon.
-	gapFrom, gapHorizon time.Time
-}
 
 // gapStart is where the gap of a reset found now starts (its slots are
 // after it): sure, or just before the earliest slot whose claim failed
@@ -118,9 +94,7 @@ func (s *Scheduler) readState(u *unit, st ledger.State, now time.Time) (ledger.S
 		// Logged after the unit's lock is released: a slow handler holds
 		// up no claim.
 		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "ledger_reset", found...)
-		if ro, ok := s.obs.(ResetObserver); ok {
-			ro.LedgerReset(u.job.Name)
-		}
+		s.obs.LedgerReset(u.job.Name)
 	}
 	return st, gapFrom
 }

@@ -128,7 +128,7 @@ func (l *lossyLedger) List(ctx context.Context, job, partition string, from, to 
 	return m.List(ctx, job, partition, from, to, limit)
 }
 
-// resetCounter is an Observer that counts LedgerReset (ResetObserver).
+// resetCounter is an Observer that counts LedgerReset.
 type resetCounter struct {
 	nopObserver
 	resets atomic.Int64

@@ -10,18 +10,18 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// PruneLease is the lease under which one replica prunes the ledger
+// pruneLease is the lease under which one replica prunes the ledger
 // (Options.Retention). No job's lease can have this name: job names may
 // not hold '@'.
-const PruneLease = "@holdfast-prune"
+const pruneLease = "@holdfast-prune"
 
 // pruneLeaseTTL is the prune lease's TTL; the lease's keep-alive renews it
 // while a Prune runs.
 const pruneLeaseTTL = time.Minute
 
-// PruneInterval is how often a Scheduler with Options.Retention r prunes:
+// pruneInterval is how often a Scheduler with Options.Retention r prunes:
 // r/10, at least a minute and at most an hour.
-func PruneInterval(r time.Duration) time.Duration {
+func pruneInterval(r time.Duration) time.Duration {
 	return min(max(r/10, time.Minute), time.Hour)
 }
 
@@ -40,10 +40,10 @@ func checkRetention(cfg Options) error {
 	return nil
 }
 
-// pruneLoop prunes every PruneInterval until claiming stops; Start starts
+// pruneLoop prunes every pruneInterval until claiming stops; Start starts
 // it and Stop waits for it (s.wg).
 func (s *Scheduler) pruneLoop() {
-	every := PruneInterval(s.cfg.Retention)
+	every := pruneInterval(s.cfg.Retention)
 	t := s.clock.NewTimer(every)
 	defer t.Stop()
 	for {
@@ -57,9 +57,9 @@ func (s *Scheduler) pruneLoop() {
 	}
 }
 
-// prune runs one Prune under PruneLease, if no other replica holds it.
+// prune runs one Prune under pruneLease, if no other replica holds it.
 func (s *Scheduler) prune() {
-	l, err := s.cfg.Leases.TryAcquire(s.life.claim, PruneLease, pruneLeaseTTL)
+	l, err := s.cfg.Leases.TryAcquire(s.life.claim, pruneLease, pruneLeaseTTL)
 	if err != nil {
 		return // another replica prunes, or the lease store fails: the next tick tries again
 	}

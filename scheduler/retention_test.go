@@ -15,7 +15,7 @@ import (
 )
 
 // Options.Retention prunes done slots older than Retention every
-// PruneInterval, and keeps the pair's latest slot.
+// pruneInterval, and keeps the pair's latest slot.
 func TestRetentionPrunesDoneSlotsPeriodically(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *setup) {
 		ctx := t.Context()
@@ -31,7 +31,7 @@ func TestRetentionPrunesDoneSlotsPeriodically(t *testing.T) {
 		require.NoError(t, sched.Start(ctx))
 
 		testwait.Until(t, 10*time.Second, "the old slot pruned", func() bool {
-			clk.Advance(PruneInterval(24 * time.Hour)) // the loop's timer may start after an Advance: tick again
+			clk.Advance(pruneInterval(24 * time.Hour)) // the loop's timer may start after an Advance: tick again
 			_, found, err := s.ledger.Get(ctx, old)
 			require.NoError(t, err)
 			return !found
@@ -55,7 +55,7 @@ func TestRetentionNeedsAPrunerAndIsNotNegative(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = New(Options{Leases: leases, Ledger: ledgertest.NewMemory(), Retention: time.Hour})
 	require.NoError(t, err)
-	require.Equal(t, time.Minute, PruneInterval(time.Second))
-	require.Equal(t, time.Hour, PruneInterval(30*24*time.Hour))
-	require.Equal(t, 6*time.Minute, PruneInterval(time.Hour))
+	require.Equal(t, time.Minute, pruneInterval(time.Second))
+	require.Equal(t, time.Hour, pruneInterval(30*24*time.Hour))
+	require.Equal(t, 6*time.Minute, pruneInterval(time.Hour))
 }

@@ -161,3 +161,8 @@ func (w window) prev(at time.Time) time.Time {
 	}
 	return time.Time{}
 }
+
+type registered struct {
+	Job
+	window window
+}

@@ -3,188 +3,18 @@ package scheduler
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/holdfast-go/holdfast/clock"
-	"github.com/holdfast-go/holdfast/internal/redact"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
-
-// ErrInvalidOptions matches every Options that New rejects.
-var ErrInvalidOptions = errors.New("scheduler: invalid options")
-
-// ErrNotCreated is returned by the methods of a nil Scheduler, or of one
-// not made by New (a zero Scheduler{}).
-var ErrNotCreated = errors.New("scheduler: not created with New")
-
-// DefaultMaxConcurrentClaims bounds the claims (and runs) one Scheduler
-// works on at once (64).
-const DefaultMaxConcurrentClaims = 64
-
-// Options configures a Scheduler.
-type Options struct {
-	// Leases acquires the job leases. Required.
-	Leases *lease.Client
-	// Ledger records runs. Required; redisledger.New gives the default
-	// store, pgledger.New a Postgres one (packages under
-	// scheduler/ledger).
-	Ledger ledger.Ledger
-	// Logger receives job_claimed, job_claim_skipped, job_run_finished,
-	// slot_skipped, slots_unrecorded, clock_stepped, clock_jumped,
-	// ledger_reset and stale_token_rejected events. Default: discard.
-	Logger *slog.Logger
-	// Observer receives measurements (see scheduler/schedprom).
-	Observer Observer
-	// MaxConcurrentClaims bounds how many (job, partition) claims run at
-	// once on this replica. Default DefaultMaxConcurrentClaims.
-	MaxConcurrentClaims int
-	// Clock is the time source of every decision: slot timers, lateness,
-	// retry times, heartbeats, Job.Timeout, and the now passed to every
-	// ledger call. Default clock.Real() (which follows testing/synctest).
-	// Tests pass a *clock.Fake to step the wall clock, freeze time or skew
-	// replicas. The lease's own trust window stays on the real clock
-	// (lease.Client). A typed nil is refused (ErrInvalidOptions).
-	Clock clock.Clock
-	// Jitter is the random source of the retry backoff's jitter. Default:
-	// a PCG seeded at random. Tests pass rand.NewPCG(1, 2) for repeatable
-	// retry times.
-	Jitter rand.Source
-	// Retention, when positive, prunes the ledger while the Scheduler
-	// runs: every PruneInterval(Retention) one replica (the holder of the
-	// lease PruneLease) calls ledger.Pruner's Prune with a cutoff of now
-	// minus Retention. The Ledger must implement ledger.Pruner
-	// (ErrInvalidOptions otherwise). Prune keeps what catch-up reads (open
-	// slots, each pair's latest slot, horizons, fences), so Retention may
-	// be shorter than a CatchUpWindow; it bounds how long operators see
-	// done records. 0 (the default) prunes nothing: call Prune yourself
-	// (`holdfast prune`, a cron job). Negative is refused.
-	Retention time.Duration
-	// Holder is this replica's holder label: recorded with every attempt
-	// it begins (ledger.Attempt.Holder) and logged with its job events,
-	// so views (the admin API, the console, holdfast runs) and logs tell
-	// which replica ran a slot without showing the lease owner, which is
-	// a write capability (see fence.OwnerID). Default: the Leases
-	// client's label (lease.Options.Holder) when it has one, else the
-	// host name (os.Hostname, read once by New; none when it fails or is
-	// not a valid label). lease.CheckHolder's rules apply
-	// (ErrInvalidOptions). The leases themselves show the Leases
-	// client's label: give lease.Options.Holder the same value.
-	Holder string
-	// Redact masks secrets in the text of a failed job's error at the one
-	// place it becomes text, before anything stores or shows it: the
-	// error the ledger stores (so the admin API, the console and `holdfast
-	// runs` show it masked) and the job_run_finished event's error
-	// attribute. Runs and Record apply it again to what they read, for
-	// records stored before it was set or by a replica that lacks it, so
-	// it must leave its own output unchanged. Default DefaultRedact (URL
-	// passwords, password=/token:/"api_key":"..." values, Bearer
-	// credentials). Wrap DefaultRedact to mask more; pass a function
-	// that returns its argument to store errors as they are.
-	Redact func(string) string
-}
-
-// DefaultRedact is the default Options.Redact: it masks the password of a
-// URL's userinfo, any scheme (postgres://user:s3cret@db becomes
-// postgres://user:***@db, redis://:s3cret@h becomes redis://:***@h), the
-// value of a key naming a secret (password, passwd, pwd, secret, token,
-// api_key or apikey, access_key, private_key, credential, authorization;
-// any case; as k=v, k: v, "k":"v") and a Bearer credential, with "***".
-// It is a best effort over free text: a secret in a form it does not know
-// passes through, so jobs should not put secrets in their errors.
-func DefaultRedact(s string) string { return redact.String(s) }
-
-// Scheduler turns cron ticks into slots and runs each slot once, under the
-// lease of its (job, partition), recording every attempt in the ledger.
-// Create it with New, Register jobs, then Start; Stop drains it.
-type Scheduler struct {
-	cfg Options
-	log *slog.Logger
-	obs Observer
-
-	clock  clock.Clock
-	randMu sync.Mutex
-	rand   *rand.Rand
-
-	mu      sync.Mutex
-	jobs    map[string]*registered
-	units   map[unitKey]*unit
-	order   []*unit
-	started bool
-	queue   entryHeap
-	wake    chan struct{}
-	woken   bool         // the queue changed since the dispatcher last read it
-	parked  parkedAt     // the dispatcher's current sleep (zero: awake)
-	active  atomic.Int64 // units with a claim running, OverlapAllow runs, the recovery at Start
-	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
-
-	// resetCheckOff turns the finding of a ledger reset off (reset.go):
-	// a test hook, for the negative control of the data-loss tests.
-	resetCheckOff bool
-
-	joiner  ledger.LeaseJoiner // the ledger, when it joins the leases' backend; else nil
-	grouped bool               // the joiner marks claim groups (ledger.ClaimGroupMarker)
-
-	sem         chan struct{}
-	life        lifetime
-	claimCancel context.CancelFunc // stops claiming
-	runCancel   context.CancelFunc // cancels running jobs
-	wg          sync.WaitGroup
-	stopOnce    sync.Once
-	stopped     chan struct{}
-}
-
-// lifetime holds the two contexts of a started Scheduler (both
-// context.Background before Start): claim ends when claiming stops (Stop,
-// or Start's ctx ends); run ends when running attempts must stop (Stop's
-// grace period ran out). Set once by Start, before any goroutine.
-type lifetime struct {
-	claim, run context.Context
-}
-
-// parkedAt is a sleep of the dispatcher: from at, for wait, on timer.
-type parkedAt struct {
-	at    time.Time
-	wait  time.Duration
-	timer clock.Timer
-}
-
-type unitKey struct{ job, partition string }
-
-// unit is one (job, partition): one lease, one line of slots.
-type unit struct {
-	job       *registered
-	partition string
-	lease     string
-	queued    *entry // the unit's next scheduled fire in the queue, guarded by Scheduler.mu
-	// retryQueued: a retryClaim wake-up of the unit is in the queue,
-	// guarded by Scheduler.mu.
-	retryQueued bool
-
-	// seen is the latest scheduled fire whose claim started (Start's
-	// time before the first), guarded by Scheduler.mu: a slot at or before
-	// it that nobody began when a claim starts was missed.
-	seen time.Time
-	mu   sync.Mutex
-	// mem is what this replica saw of the unit's ledger (reset.go),
-	// guarded by mu.
-	mem     ledgerMemory
-	busy    bool // a claim is running
-	again   bool // a fire or wake-up arrived while busy
-	pending cron.Fire
-	// pendingAfterError: a retry after an error arrived while busy; the
-	// claim of pending carries claimReq.afterError.
-	pendingAfterError bool
-}
 
 // New returns a Scheduler. It returns an error matching ErrInvalidOptions
 // when Leases or Ledger is nil (a typed nil pointer too), Holder is not a
@@ -213,7 +43,7 @@ func New(cfg Options) (*Scheduler, error) {
 		cfg.Holder = defaultHolder(cfg.Leases)
 	}
 	if cfg.MaxConcurrentClaims == 0 {
-		cfg.MaxConcurrentClaims = DefaultMaxConcurrentClaims
+		cfg.MaxConcurrentClaims = defaultMaxConcurrentClaims
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -357,17 +187,17 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	return nil
 }
 
-// InterruptWait bounds how long Stop waits, after its grace period, for
+// interruptWait bounds how long Stop waits, after its grace period, for
 // canceled attempts to return and be recorded (5 s).
-const InterruptWait = 5 * time.Second
+const interruptWait = 5 * time.Second
 
 // Stop shuts down gracefully: it stops claiming, lets running attempts
 // finish until ctx ends, then cancels them (context cause ErrShutdown;
 // they are recorded failed with ClassInterrupted and retried at a later
 // claim) and releases their leases, releases every other lease and waits
 // for every goroutine. A job function that ignores its ctx cannot be
-// stopped: Stop then returns ctx's error at most InterruptWait after ctx
-// ended, leaving that attempt running; call Stop again to wait for it.
+// stopped: Stop then returns ctx's error at most 5 s after ctx ended,
+// leaving that attempt running; call Stop again to wait for it.
 // Stop is safe to call twice; called before Start it makes a later Start
 // return ErrStarted. It returns ctx's error when the grace period ran out.
 func (s *Scheduler) Stop(ctx context.Context) error {
@@ -399,6 +229,6 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.runCancel()
-	clock.Sleep(s.clock, InterruptWait, s.stopped)
+	clock.Sleep(s.clock, interruptWait, s.stopped)
 	return ctx.Err()
 }

@@ -465,7 +465,7 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"NameNotUTF8", func(j *Job) { j.Name = "bad\xffname" }, []error{ErrInvalidJob}},
 			{"NameWithNUL", func(j *Job) { j.Name = "bad\x00name" }, []error{ErrInvalidJob}},
 			{"PartitionWithNewline", func(j *Job) { j.Partitions = []string{"eu\n"} }, []error{ErrInvalidJob}},
-			{"OversizedName", func(j *Job) { j.Name = strings.Repeat("x", MaxJobNameLen+1) }, []error{ErrInvalidJob}},
+			{"OversizedName", func(j *Job) { j.Name = strings.Repeat("x", ledger.MaxJobNameLen+1) }, []error{ErrInvalidJob}},
 			{"OpenBrace", func(j *Job) { j.Name = "a{b" }, []error{ErrInvalidJob}},
 			{"CloseBrace", func(j *Job) { j.Name = "a}b" }, []error{ErrInvalidJob}},
 			{"Pipe", func(j *Job) { j.Name = "a|b" }, []error{ErrInvalidJob}},
@@ -490,11 +490,11 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"LeaseTTLBelowLeaseMinimum", func(j *Job) { j.LeaseTTL = lease.MinTTL - 1 }, []error{ErrInvalidJob}},
 			{"UnknownOverlapPolicy", func(j *Job) { j.Overlap = OverlapAllow + 1 }, []error{ErrInvalidJob}},
 			{"NameAndPartitionTooLongForPerSlotLeases", func(j *Job) {
-				j.Name, j.Partitions, j.Overlap = strings.Repeat("n", MaxJobNameLen), []string{strings.Repeat("p", MaxPartitionLen)}, OverlapAllow
+				j.Name, j.Partitions, j.Overlap = strings.Repeat("n", ledger.MaxJobNameLen), []string{strings.Repeat("p", ledger.MaxPartitionLen)}, OverlapAllow
 			}, []error{ErrInvalidJob}},
 			{"UnknownMissedPolicy", func(j *Job) { j.Missed = MissedManual + 1 }, []error{ErrInvalidJob}},
 			{"EmptyPartitionAmongSeveral", func(j *Job) { j.Partitions = []string{"eu", ""} }, []error{ErrInvalidJob}},
-			{"OversizedPartition", func(j *Job) { j.Partitions = []string{strings.Repeat("p", MaxPartitionLen+1)} }, []error{ErrInvalidJob}},
+			{"OversizedPartition", func(j *Job) { j.Partitions = []string{strings.Repeat("p", ledger.MaxPartitionLen+1)} }, []error{ErrInvalidJob}},
 			{"PartitionWithBrace", func(j *Job) { j.Partitions = []string{"e{u"} }, []error{ErrInvalidJob}},
 			{"PartitionWithPipe", func(j *Job) { j.Partitions = []string{"e|u"} }, []error{ErrInvalidJob}},
 			// A partition "p@5" would hold the lease of partition p's slot at
@@ -582,7 +582,7 @@ func TestRegisterDefaultsAndWarnings(t *testing.T) {
 		require.NoError(t, sched.Register(Job{Name: "slow-retries", Spec: yearly, Run: run, RetryBackoff: time.Hour}))
 		require.Equal(t, time.Hour, sched.jobs["slow-retries"].RetryMaxBackoff, "the default cap is raised to RetryBackoff")
 		require.NoError(t, sched.Register(Job{Name: "default-retries", Spec: yearly, Run: run}))
-		require.Equal(t, DefaultRetryMaxBackoff, sched.jobs["default-retries"].RetryMaxBackoff)
+		require.Equal(t, defaultRetryMaxBackoff, sched.jobs["default-retries"].RetryMaxBackoff)
 
 		endAt := time.Now().Add(-time.Hour).Truncate(time.Second)
 		require.NoError(t, sched.Register(Job{Name: "ended", Spec: everySecond, Run: run, EndAt: endAt}))

@@ -50,7 +50,7 @@ func TestSlowJoinedClaimIsRetriedPastItsOwnClaimMarker(t *testing.T) {
 	})
 
 	// A slot every 5 s: the retry comes within the slot's lateness bound
-	// (min(interval, MaxLateness) = 5 s), so it is claimed on the fast
+	// (min(interval, maxLateness) = 5 s), so it is claimed on the fast
 	// path, in a claim group (a later one is planned without a group). The
 	// window starts a slot before the two the test runs (which is before
 	// the ledger's horizon, never run), so both have a fire before them.
@@ -88,7 +88,7 @@ func TestSlowJoinedClaimIsRetriedPastItsOwnClaimMarker(t *testing.T) {
 	// grants come too late and are undone; its script has begun the slot
 	// and set its group's marker (for 2 s) by then. The retry, a second
 	// later (3.5 s after the fire: within the slot's lateness bound,
-	// min(interval, MaxLateness) = 5 s), comes while the marker is there.
+	// min(interval, maxLateness) = 5 s), comes while the marker is there.
 	sent := p.Received(faultproxy.Upstream)
 	p.Stall()
 	testwait.Until(t, 10*time.Second, "the second slot's claim sent", func() bool {

@@ -116,7 +116,7 @@ func TestFakeTimeSlowGrantIsRetried(t *testing.T) {
 		onTime, late := newGated(r), newGated(r)
 		// The 10:00 fire and its first retry are refused.
 		onTimeEvents := replica(2, scheduler.Job{Name: "hourly", Spec: "0 * * * *", Missed: scheduler.MissedSkip, Run: onTime.run})
-		// Refused until 10:00:07, past MaxLateness (5 s).
+		// Refused until 10:00:07, past maxLateness (5 s).
 		lateEvents := replica(8, scheduler.Job{Name: "refused", Spec: "0 * * * *", Missed: scheduler.MissedSkip, Run: late.run})
 		r.tick(12*time.Second, 250*time.Millisecond) // to 10:00:11
 

@@ -105,7 +105,7 @@ func backfillCommand() command {
 	return opCommand(command{
 		name: "backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range again",
 		help: `Asks the service to run again every slot of JOB with --from <= slot < --to
-(at most 1000, scheduler.MaxBackfill), as retry does for one: each slot gets a new
+(at most 1000), as retry does for one: each slot gets a new
 attempt, succeeded ones included; running slots are left alone. The effects
 are fenced per slot: each attempt writes with its own lease's fencing token
 and the slot's idempotency key, so a sink keyed by them can apply a slot once.

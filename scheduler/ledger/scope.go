@@ -25,6 +25,15 @@ const (
 	SlotSep = "@"
 )
 
+// Limits of the names every store keeps (one limit for every store; the
+// scheduler refuses longer ones at Register).
+const (
+	// MaxJobNameLen is the longest job name in bytes (200).
+	MaxJobNameLen = 200
+	// MaxPartitionLen is the longest partition key in bytes (48).
+	MaxPartitionLen = 48
+)
+
 // UnitScope is the name of the lease of one (job, partition), the scope
 // of its fence: job alone for the "" partition, else "<job>|<partition>".
 // Every lease holder of the pair plans and runs its slots under it

@@ -79,11 +79,11 @@ func TestObserverCountsLedgerErrorsAndFinalFailures(t *testing.T) {
 	errs := func(op string) float64 {
 		return value(t, obs, "holdfast_job_ledger_errors_total", map[string]string{"job": "flaky", "op": op})
 	}
-	testwait.Until(t, 10*time.Second, "a State error counted", func() bool { return errs(scheduler.OpState) >= 1 })
-	require.Zero(t, errs(scheduler.OpFinish))
+	testwait.Until(t, 10*time.Second, "a State error counted", func() bool { return errs("state") >= 1 })
+	require.Zero(t, errs("finish"))
 
 	l.set(false, true)
-	testwait.Until(t, 10*time.Second, "a Finish error counted", func() bool { return errs(scheduler.OpFinish) >= 1 })
+	testwait.Until(t, 10*time.Second, "a Finish error counted", func() bool { return errs("finish") >= 1 })
 
 	l.set(false, false)
 	final := map[string]string{"job": "flaky", "class": string(ledger.ClassPermanent), "final": "true"}

@@ -9,14 +9,14 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/schedprom"
 )
 
-// A ledger reset a replica finds (scheduler.ResetObserver) shows in
+// A ledger reset a replica finds (scheduler.Observer.LedgerReset) shows in
 // job_ledger_reset_total{job}, the metric the HoldfastLedgerReset alert
 // reads.
 func TestObserverCountsLedgerResets(t *testing.T) {
 	t.Parallel()
 	obs, err := schedprom.New(schedprom.Options{})
 	require.NoError(t, err)
-	var ro scheduler.ResetObserver = obs
+	var ro scheduler.Observer = obs
 	ro.LedgerReset("settle")
 	ro.LedgerReset("settle")
 	ro.LedgerReset("report")

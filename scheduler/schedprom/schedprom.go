@@ -21,7 +21,7 @@
 //	job_ledger_errors_total{job,op}          store errors of claims: op state | begin | heartbeat |
 //	                                         finish | skip (ledger) | claim (lease acquisition)
 //	job_ledger_reset_total{job}              ledger resets a replica found: the store lost its data
-//	                                         (event ledger_reset; scheduler.ResetObserver)
+//	                                         (event ledger_reset; Observer.LedgerReset)
 //
 // job_ledger_errors_total is how a Redis or Postgres outage shows, besides
 // the Warn and Error logs: a claim that cannot read or write the ledger
@@ -68,10 +68,7 @@ type Observer struct {
 	resets      *prometheus.CounterVec
 }
 
-var (
-	_ scheduler.Observer      = (*Observer)(nil)
-	_ scheduler.ResetObserver = (*Observer)(nil)
-)
+var _ scheduler.Observer = (*Observer)(nil)
 
 // New returns an Observer; register it with a prometheus.Registerer. It
 // returns an error matching ErrInvalidOptions for buckets that do not
@@ -175,5 +172,5 @@ func (o *Observer) RunFailed(job string, class ledger.ErrorClass, final bool) {
 // LedgerError implements scheduler.Observer.
 func (o *Observer) LedgerError(job, op string) { o.ledgerErrs.WithLabelValues(job, op).Inc() }
 
-// LedgerReset implements scheduler.ResetObserver.
+// LedgerReset implements scheduler.Observer.
 func (o *Observer) LedgerReset(job string) { o.resets.WithLabelValues(job).Inc() }

@@ -274,8 +274,8 @@ var ErrInFlight = errors.New("httpfence: request with this idempotency key in fl
 // InFlightError is RoundTrip's error for an in-flight answer it did not
 // wait out (see Transport): another request holds the key at the server,
 // whose lock ends in about Wait. It matches ErrInFlight; its RetryAfter
-// method makes it a scheduler.Deferral: the scheduler's attempt comes back
-// after Wait without counting a failure.
+// method makes it a deferral (see scheduler.RetryAfter): the scheduler's
+// attempt comes back after Wait without counting a failure.
 type InFlightError struct {
 	URL string
 	// Wait is the server's Retry-After: the lock's remaining time, in

@@ -203,7 +203,7 @@
 //     seconds); the Transport waits it out within MaxInFlightWait (keep it
 //     above LockTTL) and the request's deadline, or returns an
 //     *InFlightError whose RetryAfter the scheduler defers to without
-//     counting a failure (scheduler.Deferral).
+//     counting a failure (see scheduler.RetryAfter).
 //
 // # Non-guarantees
 //

@@ -12,7 +12,6 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/safe"
-	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -79,8 +78,8 @@ var _ ledger.Ledger = (*Ledger)(nil)
 // error matching ErrInvalidOptions for a nil db (a nil *pgxpool.Pool too)
 // or an invalid schema name. New does not touch the database: run Migrate
 // once before the first call. Keys are bounded as the scheduler bounds
-// them: job names by scheduler.MaxJobNameLen, partitions by
-// scheduler.MaxPartitionLen (one limit for every store).
+// them: job names by ledger.MaxJobNameLen, partitions by
+// ledger.MaxPartitionLen (one limit for every store).
 func New(db DB, cfg Options) (*Ledger, error) {
 	if safe.IsNil(db) {
 		return nil, fmt.Errorf("%w: nil DB", ErrInvalidOptions)
@@ -213,12 +212,12 @@ func validateKey(job, partition string) error {
 	switch {
 	case job == "":
 		return fmt.Errorf("%w: empty job name", ErrInvalidArgument)
-	case len(job) > scheduler.MaxJobNameLen:
-		return fmt.Errorf("%w: job name of %d bytes, limit %d", ErrInvalidArgument, len(job), scheduler.MaxJobNameLen)
+	case len(job) > ledger.MaxJobNameLen:
+		return fmt.Errorf("%w: job name of %d bytes, limit %d", ErrInvalidArgument, len(job), ledger.MaxJobNameLen)
 	case !validText(job):
 		return fmt.Errorf("%w: job name %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, job)
-	case len(partition) > scheduler.MaxPartitionLen:
-		return fmt.Errorf("%w: partition of %d bytes, limit %d", ErrInvalidArgument, len(partition), scheduler.MaxPartitionLen)
+	case len(partition) > ledger.MaxPartitionLen:
+		return fmt.Errorf("%w: partition of %d bytes, limit %d", ErrInvalidArgument, len(partition), ledger.MaxPartitionLen)
 	case !validText(partition):
 		return fmt.Errorf("%w: partition %q: not valid UTF-8 or holds a NUL byte", ErrInvalidArgument, partition)
 	}

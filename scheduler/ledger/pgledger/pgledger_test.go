@@ -14,7 +14,6 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
-	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
@@ -154,11 +153,11 @@ func TestInvalidArguments(t *testing.T) {
 	for name, call := range map[string]func() error{
 		"empty job": func() error { _, _, err := l.Begin(ctx, ledger.Slot{At: at}, ok, 3, at); return err },
 		"long job": func() error {
-			_, _, err := l.Begin(ctx, ledger.Slot{Job: strings.Repeat("j", scheduler.MaxJobNameLen+1), At: at}, ok, 3, at)
+			_, _, err := l.Begin(ctx, ledger.Slot{Job: strings.Repeat("j", ledger.MaxJobNameLen+1), At: at}, ok, 3, at)
 			return err
 		},
-		"partition longer than scheduler.MaxPartitionLen": func() error {
-			_, err := l.State(ctx, "settle", strings.Repeat("p", scheduler.MaxPartitionLen+1), at, time.Now())
+		"partition longer than ledger.MaxPartitionLen": func() error {
+			_, err := l.State(ctx, "settle", strings.Repeat("p", ledger.MaxPartitionLen+1), at, time.Now())
 			return err
 		},
 		"NUL in partition": func() error {
@@ -186,8 +185,8 @@ func TestInvalidArguments(t *testing.T) {
 	} {
 		require.ErrorIs(t, call(), pgledger.ErrInvalidArgument, name)
 	}
-	_, err = l.State(ctx, "settle", strings.Repeat("p", scheduler.MaxPartitionLen), at, time.Now())
-	require.NoError(t, err, "a partition of scheduler.MaxPartitionLen bytes")
+	_, err = l.State(ctx, "settle", strings.Repeat("p", ledger.MaxPartitionLen), at, time.Now())
+	require.NoError(t, err, "a partition of ledger.MaxPartitionLen bytes")
 	var nilCtx context.Context
 	require.ErrorIs(t, l.Migrate(nilCtx), ledger.ErrNilContext) // the other methods: ledgertest's NilContext case
 	_, found, err := l.Get(ctx, slot)

@@ -58,7 +58,7 @@ func (l *Ledger) MarksClaimGroups() bool { return !l.cluster }
 // maxMarkerTTL bounds a claim marker's TTL (5 s): the time within which
 // a unit whose holder lost its lease waits for its next claim (the next
 // fire, a wake-up) rather than the next replica's try. The scheduler
-// begins a slot in its claim only within min(interval, MaxLateness = 5 s)
+// begins a slot in its claim only within min(interval, 5 s)
 // of it, and later claims of the same fire (CheckOnly) are rare.
 const maxMarkerTTL = 5 * time.Second
 

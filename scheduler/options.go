@@ -1,0 +1,93 @@
+package scheduler
+
+import (
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/internal/redact"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// ErrInvalidOptions matches every Options that New rejects.
+var ErrInvalidOptions = errors.New("scheduler: invalid options")
+
+// defaultMaxConcurrentClaims bounds the claims (and runs) one Scheduler
+// works on at once (64).
+const defaultMaxConcurrentClaims = 64
+
+// Options configures a Scheduler.
+type Options struct {
+	// Leases acquires the job leases. Required.
+	Leases *lease.Client
+	// Ledger records runs. Required; redisledger.New gives the default
+	// store, pgledger.New a Postgres one (packages under
+	// scheduler/ledger).
+	Ledger ledger.Ledger
+	// Logger receives job_claimed, job_claim_skipped, job_run_finished,
+	// slot_skipped, slots_unrecorded, clock_stepped, clock_jumped,
+	// ledger_reset and stale_token_rejected events. Default: discard.
+	Logger *slog.Logger
+	// Observer receives measurements (see scheduler/schedprom).
+	Observer Observer
+	// MaxConcurrentClaims bounds how many (job, partition) claims run at
+	// once on this replica. Default 64.
+	MaxConcurrentClaims int
+	// Clock is the time source of every decision: slot timers, lateness,
+	// retry times, heartbeats, Job.Timeout, and the now passed to every
+	// ledger call. Default clock.Real() (which follows testing/synctest).
+	// Tests pass a *clock.Fake to step the wall clock, freeze time or skew
+	// replicas. The lease's own trust window stays on the real clock
+	// (lease.Client). A typed nil is refused (ErrInvalidOptions).
+	Clock clock.Clock
+	// Jitter is the random source of the retry backoff's jitter. Default:
+	// a PCG seeded at random. Tests pass rand.NewPCG(1, 2) for repeatable
+	// retry times.
+	Jitter rand.Source
+	// Retention, when positive, prunes the ledger while the Scheduler
+	// runs: every Retention/10 (at least a minute, at most an hour) one
+	// replica (the holder of the lease "@holdfast-prune", a name no job
+	// can have) calls ledger.Pruner's Prune with a cutoff of now minus
+	// Retention. The Ledger must implement ledger.Pruner
+	// (ErrInvalidOptions otherwise). Prune keeps what catch-up reads (open
+	// slots, each pair's latest slot, horizons, fences), so Retention may
+	// be shorter than a CatchUpWindow; it bounds how long operators see
+	// done records. 0 (the default) prunes nothing: call Prune yourself
+	// (`holdfast prune`, a cron job). Negative is refused.
+	Retention time.Duration
+	// Holder is this replica's holder label: recorded with every attempt
+	// it begins (ledger.Attempt.Holder) and logged with its job events,
+	// so views (the admin API, the console, holdfast runs) and logs tell
+	// which replica ran a slot without showing the lease owner, which is
+	// a write capability (see fence.OwnerID). Default: the Leases
+	// client's label (lease.Options.Holder) when it has one, else the
+	// host name (os.Hostname, read once by New; none when it fails or is
+	// not a valid label). lease.CheckHolder's rules apply
+	// (ErrInvalidOptions). The leases themselves show the Leases
+	// client's label: give lease.Options.Holder the same value.
+	Holder string
+	// Redact masks secrets in the text of a failed job's error at the one
+	// place it becomes text, before anything stores or shows it: the
+	// error the ledger stores (so the admin API, the console and `holdfast
+	// runs` show it masked) and the job_run_finished event's error
+	// attribute. Runs and Record apply it again to what they read, for
+	// records stored before it was set or by a replica that lacks it, so
+	// it must leave its own output unchanged. Default DefaultRedact (URL
+	// passwords, password=/token:/"api_key":"..." values, Bearer
+	// credentials). Wrap DefaultRedact to mask more; pass a function
+	// that returns its argument to store errors as they are.
+	Redact func(string) string
+}
+
+// DefaultRedact is the default Options.Redact: it masks the password of a
+// URL's userinfo, any scheme (postgres://user:s3cret@db becomes
+// postgres://user:***@db, redis://:s3cret@h becomes redis://:***@h), the
+// value of a key naming a secret (password, passwd, pwd, secret, token,
+// api_key or apikey, access_key, private_key, credential, authorization;
+// any case; as k=v, k: v, "k":"v") and a Bearer credential, with "***".
+// It is a best effort over free text: a secret in a form it does not know
+// passes through, so jobs should not put secrets in their errors.
+func DefaultRedact(s string) string { return redact.String(s) }
