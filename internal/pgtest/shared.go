@@ -112,7 +112,14 @@ func (s *Shared) Pool(t testing.TB) *pgxpool.Pool {
 // schema (if anything created it) when the test ends.
 func (s *Shared) Schema(t testing.TB, prefix string) string {
 	t.Helper()
-	pool := s.Pool(t)
+	return Schema(t, s.Pool(t), prefix)
+}
+
+// Schema returns a fresh schema name starting with prefix and drops the
+// schema (if anything created it) on pool when the test ends: register it
+// after the pool's close, so that it runs first.
+func Schema(t testing.TB, pool *pgxpool.Pool, prefix string) string {
+	t.Helper()
 	schema := fmt.Sprintf("%s%016x", prefix, rand.Uint64())
 	t.Cleanup(func() {
 		// t.Context is already canceled when cleanups run.
@@ -123,6 +130,29 @@ func (s *Shared) Schema(t testing.TB, prefix string) string {
 		}
 	})
 	return schema
+}
+
+// OwnPool returns a pool of the test's own at URL(), closed when the test
+// ends, for a test that must not share the package's pool (its own size,
+// runtime parameters or tracer: configure, if not nil, adjusts the config
+// before the pool is made). It fails the test when PostgreSQL does not
+// answer (Require), or skips it with HOLDFAST_SKIP_INTEGRATION=1.
+func OwnPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	Require(t)
+	cfg, err := pgxpool.ParseConfig(URL())
+	if err != nil {
+		t.Fatalf("pgtest: DATABASE_URL: %v", err)
+	}
+	if configure != nil {
+		configure(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("pgtest: pool at %s: %v", URL(), err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // Main runs the package's tests, closes the shared pool (its health-check
