@@ -3,7 +3,6 @@ package scheduler
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/redact"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
@@ -21,11 +21,11 @@ import (
 )
 
 // ErrInvalidOptions matches every Options that New rejects.
-var ErrInvalidOptions = errors.New("scheduler: invalid options")
+var ErrInvalidOptions = fmt.Errorf("scheduler: %w", errfamily.ErrInvalidOptions)
 
 // ErrNotCreated is returned by the methods of a nil Scheduler, or of one
 // not made by New (a zero Scheduler{}).
-var ErrNotCreated = errors.New("scheduler: not created with New")
+var ErrNotCreated = fmt.Errorf("scheduler: %w", errfamily.ErrNotCreated)
 
 // DefaultMaxConcurrentClaims bounds the claims (and runs) one Scheduler
 // works on at once (64).
