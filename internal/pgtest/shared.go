@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -172,4 +173,18 @@ func Main(m *testing.M, s *Shared) {
 		}
 	}
 	os.Exit(code)
+}
+
+// WaitForLock waits (up to 10 s, polling every 5 ms) until the backend
+// with pid waits on a lock, as a writer blocked behind another
+// transaction's row lock does, and fails the test with what when it never
+// does.
+func WaitForLock(t testing.TB, pool *pgxpool.Pool, pid uint32, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := pool.QueryRow(context.Background(),
+			`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, 5*time.Millisecond, what)
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -535,12 +534,7 @@ func TestCheckWaitsForConcurrentWriter(t *testing.T) {
 			<-finished
 		}()
 
-		require.Eventually(t, func() bool {
-			var waiting bool
-			err := b.pool.QueryRow(ctx,
-				`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
-			return err == nil && waiting
-		}, 10*time.Second, 5*time.Millisecond, "the older writer never waited on the guard row")
+		pgtest.WaitForLock(t, b.pool, pid, "the older writer never waited on the guard row")
 
 		if commitNewer {
 			require.NoError(t, newer.Commit(ctx))

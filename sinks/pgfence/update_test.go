@@ -6,7 +6,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
@@ -270,12 +270,7 @@ func TestFencedUpdateWaitsForConcurrentWriter(t *testing.T) {
 			newer.Rollback(context.Background()) //nolint:errcheck // unblocks older on failure
 			<-finished
 		}()
-		require.Eventually(t, func() bool {
-			var waiting bool
-			err := tb.pool.QueryRow(ctx,
-				`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
-			return err == nil && waiting
-		}, 10*time.Second, 5*time.Millisecond, "the older writer never waited for the row")
+		pgtest.WaitForLock(t, tb.pool, pid, "the older writer never waited for the row")
 
 		if commitNewer {
 			require.NoError(t, newer.Commit(ctx))
