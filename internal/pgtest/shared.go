@@ -188,3 +188,15 @@ func WaitForLock(t testing.TB, pool *pgxpool.Pool, pid uint32, what string) {
 		return err == nil && waiting
 	}, 10*time.Second, 5*time.Millisecond, what)
 }
+
+// EachIsolation runs run as a parallel subtest of t, named after the
+// level, once per level of Isolations.
+func EachIsolation(t *testing.T, run func(t *testing.T, isolation string)) {
+	t.Helper()
+	for _, iso := range Isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			run(t, iso)
+		})
+	}
+}

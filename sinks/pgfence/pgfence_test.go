@@ -372,12 +372,9 @@ func TestNewValidatesConfig(t *testing.T) {
 // again ("column already exists").
 func TestMigrateConcurrentlyIsIdempotent(t *testing.T) {
 	t.Parallel()
-	for _, iso := range pgtest.Isolations {
-		t.Run(iso, func(t *testing.T) {
-			t.Parallel()
-			testMigrateConcurrently(t, shared.PoolAt(t, iso))
-		})
-	}
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		testMigrateConcurrently(t, shared.PoolAt(t, iso))
+	})
 }
 
 func testMigrateConcurrently(t *testing.T, pool *pgxpool.Pool) {
