@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 )
@@ -30,12 +31,12 @@ var (
 	ErrNilClient = errors.New("election: nil lease client")
 	// ErrInvalidOptions is returned by New for out-of-range Options, and
 	// for a lease client whose backend is no *lease.RedisBackend.
-	ErrInvalidOptions = errors.New("election: invalid options")
+	ErrInvalidOptions = fmt.Errorf("election: %w", errfamily.ErrInvalidOptions)
 	// ErrNoLeader is returned by Leader when no candidate leads.
 	ErrNoLeader = errors.New("election: no leader")
 	// ErrNotCreated is returned by the methods of a nil Election, or of
 	// one not made by New (a zero Election{}).
-	ErrNotCreated = errors.New("election: not created with New")
+	ErrNotCreated = fmt.Errorf("election: %w", errfamily.ErrNotCreated)
 )
 
 // ready refuses an Election not made by New, and a nil ctx

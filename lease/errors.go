@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 )
 
 // Errors for bad input. They are returned before any I/O.
@@ -21,13 +23,13 @@ var (
 	// ErrInvalidTTL is returned for a TTL below MinTTL.
 	ErrInvalidTTL = errors.New("lease: invalid TTL")
 	// ErrInvalidOptions is returned by New for out-of-range Options.
-	ErrInvalidOptions = errors.New("lease: invalid options")
+	ErrInvalidOptions = fmt.Errorf("lease: %w", errfamily.ErrInvalidOptions)
 	// ErrNotCreated is returned by the methods of a nil Client, or of one
 	// not made by New or NewWithBackend (a zero Client{}).
-	ErrNotCreated = errors.New("lease: client not created with New")
+	ErrNotCreated = fmt.Errorf("lease: client %w", errfamily.ErrNotCreated)
 	// ErrNilContext is returned for a nil context.Context: pass
 	// context.Background() (or context.TODO()) when there is none.
-	ErrNilContext = errors.New("lease: nil context")
+	ErrNilContext = fmt.Errorf("lease: %w", errfamily.ErrNilContext)
 )
 
 // Errors for lease states.

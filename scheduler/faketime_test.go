@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -216,21 +215,8 @@ func (r *rig) statuses(job string, from, to time.Time, step time.Duration) map[t
 // pool of its own closed (before the leak check) when the test ends.
 func pgLedger(t *testing.T) ledger.Ledger {
 	t.Helper()
-	if os.Getenv("HOLDFAST_SKIP_INTEGRATION") == "1" {
-		t.Skip("HOLDFAST_SKIP_INTEGRATION=1")
-	}
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	require.NoError(t, err)
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	schema := fmt.Sprintf("sched_fake_%016x", rand.Uint64())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-	})
+	pool := pgtest.OwnPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 4 })
+	schema := pgtest.Schema(t, pool, "sched_fake_")
 	l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, l.Migrate(t.Context()))

@@ -1,19 +1,20 @@
 package scheduler
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/redact"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // ErrInvalidOptions matches every Options that New rejects.
-var ErrInvalidOptions = errors.New("scheduler: invalid options")
+var ErrInvalidOptions = fmt.Errorf("scheduler: %w", errfamily.ErrInvalidOptions)
 
 // defaultMaxConcurrentClaims bounds the claims (and runs) one Scheduler
 // works on at once (64).

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -22,7 +22,7 @@ import (
 
 // ErrNotCreated is returned by the methods of a nil Scheduler, or of one
 // not made by New (a zero Scheduler{}).
-var ErrNotCreated = errors.New("scheduler: not created with New")
+var ErrNotCreated = fmt.Errorf("scheduler: %w", errfamily.ErrNotCreated)
 
 // Scheduler turns cron ticks into slots and runs each slot once, under the
 // lease of its (job, partition), recording every attempt in the ledger.

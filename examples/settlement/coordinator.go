@@ -55,256 +55,383 @@ type replicaProc struct {
 	cmd *exec.Cmd
 }
 
-// runDemo starts the replicas, freezes the holder of the victim slot past
-// its TTL, resumes it once another replica wrote with a newer token, and
-// prints what the sink recorded. It returns the tally.
+// runDemo tells the story in four screens: setup (the services and the
+// ledger), the replicas, the fault (a replica frozen or killed in its run
+// of the victim slot, resumed once another wrote with a newer token) and
+// the summary of what the sink recorded. It returns the tally.
 func runDemo(ctx context.Context, cfg demoConfig) (tally, error) {
-	out := cfg.Out
-	redisURL, pgURL := os.Getenv("REDIS_URL"), os.Getenv("DATABASE_URL")
-	pgOnly := cfg.Backend == backendPostgres
-	switch {
-	case pgOnly && pgURL == "":
-		return tally{}, errors.New("-backend postgres: set DATABASE_URL")
-	case !pgOnly && (redisURL == "") != (pgURL == ""):
-		return tally{}, errors.New("set both REDIS_URL and DATABASE_URL for real mode, or neither for embedded mode")
+	d := &demo{cfg: cfg, out: cfg.Out}
+	defer d.close()
+	if err := d.setup(ctx); err != nil {
+		return tally{}, err
 	}
-	id := randomID()
-	rc := replicaConfig{
-		Prefix: "holdfast-demo:" + id + ":", Schema: "holdfast_demo_" + id,
-		Slots: cfg.Slots, TTL: cfg.TTL, Work: cfg.Work, Unfenced: cfg.Unfenced,
+	if err := d.startReplicas(); err != nil {
+		return tally{}, err
 	}
-	var (
-		sink store
-		ldg  ledger.Ledger // the coordinator reads the replicas' ledger
-	)
-	if pgOnly {
-		fmt.Fprintf(out, "mode: postgres alone (PostgreSQL %s: leases, ledger and sink in schema %s; no Redis)\n", redactURL(pgURL), rc.Schema)
-		pg, err := openPG(ctx, pgURL, rc.Schema, cfg.Unfenced)
-		if err != nil {
-			return tally{}, err
-		}
-		defer pg.Close()
-		if err := pg.migrate(ctx); err != nil {
-			return tally{}, err
-		}
-		defer func() { _ = pg.dropSchema(context.WithoutCancel(ctx)) }()
-		if err := migrateScheduling(ctx, pg); err != nil {
-			return tally{}, err
-		}
-		if _, ldg, err = pgScheduling(pg, nil); err != nil {
-			return tally{}, err
-		}
-		sink, rc.Backend, rc.PGURL = pg, backendPostgres, pgURL
-	} else if redisURL != "" {
-		fmt.Fprintf(out, "mode: real (Redis %s, PostgreSQL %s)\n", redactURL(redisURL), redactURL(pgURL))
-		pg, err := openPG(ctx, pgURL, rc.Schema, cfg.Unfenced)
-		if err != nil {
-			return tally{}, err
-		}
-		defer pg.Close()
-		if err := pg.migrate(ctx); err != nil {
-			return tally{}, err
-		}
-		defer func() { _ = pg.dropSchema(context.WithoutCancel(ctx)) }()
-		sink, rc.RedisURL, rc.PGURL = pg, redisURL, pgURL
-		defer func() { _ = deleteKeys(context.WithoutCancel(ctx), redisURL, rc.Prefix) }()
-	} else {
-		fmt.Fprintln(out, "mode: embedded (miniredis on loopback, in-memory fenced store; set REDIS_URL and DATABASE_URL for real services)")
-		mr := miniredis.NewMiniRedis()
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return tally{}, err
-		}
-		miniconf.Register(mr) // CONFIG GET answers as a default Redis: noeviction
-		defer mr.Close()
-		// miniredis expires keys only when told time has passed: drive its
-		// clock from ours, so lease TTLs run out as they would on Redis.
-		stopClock := driveClock(mr)
-		defer stopClock()
-		mem := &memStore{unfenced: cfg.Unfenced}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return tally{}, err
-		}
-		srv := &http.Server{Handler: mem.handler(), ReadHeaderTimeout: 5 * time.Second}
-		served := make(chan struct{})
-		go func() { defer close(served); _ = srv.Serve(ln) }()
-		defer func() { _ = srv.Close(); <-served }()
-		sink, rc.RedisURL, rc.StoreURL = mem, "redis://"+mr.Addr(), "http://"+ln.Addr().String()
-	}
-	if cfg.Unfenced {
-		fmt.Fprintln(out, "NEGATIVE CONTROL: the sink does not check fencing tokens")
-	}
-
-	// Slots start a little ahead so every replica is up for the first.
-	rc.Start = time.Now().Truncate(time.Second).Add(3 * time.Second)
-	slots := make([]time.Time, cfg.Slots)
-	for i := range slots {
-		slots[i] = rc.Start.Add(time.Duration(i) * time.Second).UTC()
-	}
-	victimSlot := slots[cfg.Victim]
-
-	exe, err := os.Executable()
+	w, err := d.watchFault(ctx)
 	if err != nil {
 		return tally{}, err
 	}
-	events := make(chan event, 256)
-	quit := make(chan struct{}) // readers drop what arrives after the demo ends
-	defer close(quit)
-	// The coordinator reads the replicas' ledger to tell a slot skipped by
-	// policy from a missed one, and to show the victim slot's attempts.
-	if ldg == nil {
-		lopts, err := redis.ParseURL(rc.RedisURL)
-		if err != nil {
-			return tally{}, err
+	d.stopReplicas()
+	t, err := d.summarize(ctx, w)
+	if err != nil {
+		return tally{}, err
+	}
+	if w.unfinished != nil {
+		unfinished := w.unfinished
+		if t.missed > 0 {
+			unfinished = fmt.Errorf("%w; slots with no accepted write: %v", unfinished, missedSlots(t, d.slots))
 		}
-		lrdb := redis.NewClient(lopts)
-		defer lrdb.Close()
-		if ldg, err = redisledger.New(lrdb, redisledger.Options{Prefix: rc.Prefix + "ledger:"}); err != nil {
-			return tally{}, err
+		fmt.Fprintln(d.out, "FAILED:", unfinished)
+		return t, unfinished
+	}
+	if cfg.Console {
+		if err := serveConsole(ctx, d.out, d.rc, d.sink); err != nil {
+			return t, fmt.Errorf("console: %w", err)
 		}
 	}
+	return t, nil
+}
 
-	var procs []*replicaProc
-	defer func() { stopReplicas(procs) }()
-	for i := range cfg.Replicas {
+// demo is one run of the scenario: its services, its replicas and the
+// cleanups that undo them.
+type demo struct {
+	cfg    demoConfig
+	out    io.Writer
+	rc     replicaConfig // what each replica is started with
+	sink   store
+	ldg    ledger.Ledger // the coordinator reads the replicas' ledger
+	slots  []time.Time
+	exe    string
+	events chan event
+	quit   chan struct{} // readers drop what arrives after the demo ends
+	procs  []*replicaProc
+	undo   []func() // run last first by close
+}
+
+// deferUndo adds a cleanup that close runs, the last added first.
+func (d *demo) deferUndo(f func()) { d.undo = append(d.undo, f) }
+
+// close runs the cleanups, the last added first.
+func (d *demo) close() {
+	for i := len(d.undo) - 1; i >= 0; i-- {
+		d.undo[i]()
+	}
+}
+
+// setup opens the services of the chosen mode (postgres alone, real Redis
+// and PostgreSQL, or embedded), plans the slots and opens the ledger the
+// coordinator reads to tell a slot skipped by policy from a missed one,
+// and to show the victim slot's attempts.
+func (d *demo) setup(ctx context.Context) error {
+	redisURL, pgURL := os.Getenv("REDIS_URL"), os.Getenv("DATABASE_URL")
+	pgOnly := d.cfg.Backend == backendPostgres
+	switch {
+	case pgOnly && pgURL == "":
+		return errors.New("-backend postgres: set DATABASE_URL")
+	case !pgOnly && (redisURL == "") != (pgURL == ""):
+		return errors.New("set both REDIS_URL and DATABASE_URL for real mode, or neither for embedded mode")
+	}
+	id := randomID()
+	d.rc = replicaConfig{
+		Prefix: "holdfast-demo:" + id + ":", Schema: "holdfast_demo_" + id,
+		Slots: d.cfg.Slots, TTL: d.cfg.TTL, Work: d.cfg.Work, Unfenced: d.cfg.Unfenced,
+	}
+	var err error
+	switch {
+	case pgOnly:
+		err = d.setupPostgres(ctx, pgURL)
+	case redisURL != "":
+		err = d.setupReal(ctx, redisURL, pgURL)
+	default:
+		err = d.setupEmbedded()
+	}
+	if err != nil {
+		return err
+	}
+	if d.cfg.Unfenced {
+		fmt.Fprintln(d.out, "NEGATIVE CONTROL: the sink does not check fencing tokens")
+	}
+	// Slots start a little ahead so every replica is up for the first.
+	d.rc.Start = time.Now().Truncate(time.Second).Add(3 * time.Second)
+	d.slots = make([]time.Time, d.cfg.Slots)
+	for i := range d.slots {
+		d.slots[i] = d.rc.Start.Add(time.Duration(i) * time.Second).UTC()
+	}
+	if d.exe, err = os.Executable(); err != nil {
+		return err
+	}
+	d.events, d.quit = make(chan event, 256), make(chan struct{})
+	d.deferUndo(func() { close(d.quit) })
+	if d.ldg == nil {
+		return d.openRedisLedger()
+	}
+	return nil
+}
+
+// setupPostgres: leases, ledger and sink in one PostgreSQL schema.
+func (d *demo) setupPostgres(ctx context.Context, pgURL string) error {
+	fmt.Fprintf(d.out, "mode: postgres alone (PostgreSQL %s: leases, ledger and sink in schema %s; no Redis)\n", redactURL(pgURL), d.rc.Schema)
+	pg, err := d.openSink(ctx, pgURL)
+	if err != nil {
+		return err
+	}
+	if err := migrateScheduling(ctx, pg); err != nil {
+		return err
+	}
+	if _, d.ldg, err = pgScheduling(pg, nil); err != nil {
+		return err
+	}
+	d.rc.Backend, d.rc.PGURL = backendPostgres, pgURL
+	return nil
+}
+
+// setupReal: leases and ledger on a real Redis, the sink on PostgreSQL.
+func (d *demo) setupReal(ctx context.Context, redisURL, pgURL string) error {
+	fmt.Fprintf(d.out, "mode: real (Redis %s, PostgreSQL %s)\n", redactURL(redisURL), redactURL(pgURL))
+	if _, err := d.openSink(ctx, pgURL); err != nil {
+		return err
+	}
+	d.rc.RedisURL, d.rc.PGURL = redisURL, pgURL
+	d.deferUndo(func() { _ = deleteKeys(context.WithoutCancel(ctx), redisURL, d.rc.Prefix) })
+	return nil
+}
+
+// openSink opens the PostgreSQL sink in the demo's schema and migrates it;
+// close drops the schema.
+func (d *demo) openSink(ctx context.Context, pgURL string) (*pgStore, error) {
+	pg, err := openPG(ctx, pgURL, d.rc.Schema, d.cfg.Unfenced)
+	if err != nil {
+		return nil, err
+	}
+	d.deferUndo(pg.Close)
+	if err := pg.migrate(ctx); err != nil {
+		return nil, err
+	}
+	d.deferUndo(func() { _ = pg.dropSchema(context.WithoutCancel(ctx)) })
+	d.sink = pg
+	return pg, nil
+}
+
+// setupEmbedded: miniredis on loopback and the in-memory fenced store
+// served over HTTP to the replicas.
+func (d *demo) setupEmbedded() error {
+	fmt.Fprintln(d.out, "mode: embedded (miniredis on loopback, in-memory fenced store; set REDIS_URL and DATABASE_URL for real services)")
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return err
+	}
+	miniconf.Register(mr) // CONFIG GET answers as a default Redis: noeviction
+	d.deferUndo(mr.Close)
+	// miniredis expires keys only when told time has passed: drive its
+	// clock from ours, so lease TTLs run out as they would on Redis.
+	d.deferUndo(driveClock(mr))
+	mem := &memStore{unfenced: d.cfg.Unfenced}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mem.handler(), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	d.deferUndo(func() { _ = srv.Close(); <-served })
+	d.sink, d.rc.RedisURL, d.rc.StoreURL = mem, "redis://"+mr.Addr(), "http://"+ln.Addr().String()
+	return nil
+}
+
+// openRedisLedger opens the replicas' Redis ledger for the coordinator.
+func (d *demo) openRedisLedger() error {
+	opts, err := redis.ParseURL(d.rc.RedisURL)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	d.deferUndo(func() { _ = rdb.Close() })
+	d.ldg, err = redisledger.New(rdb, redisledger.Options{Prefix: d.rc.Prefix + "ledger:"})
+	return err
+}
+
+// startReplicas starts the replica processes; close stops them.
+func (d *demo) startReplicas() error {
+	d.deferUndo(d.stopReplicas)
+	for i := range d.cfg.Replicas {
+		rc := d.rc
 		rc.ID = fmt.Sprintf("r%d", i+1)
-		p, err := startReplica(exe, rc, events, quit)
+		p, err := startReplica(d.exe, rc, d.events, d.quit)
 		if err != nil {
-			return tally{}, err
+			return err
 		}
-		procs = append(procs, p)
+		d.procs = append(d.procs, p)
 	}
-	fmt.Fprintf(out, "%d replicas run job daily-settlement every second for %d slots from %s; lease TTL %v\n",
-		cfg.Replicas, cfg.Slots, rc.Start.UTC().Format(time.TimeOnly), cfg.TTL)
+	fmt.Fprintf(d.out, "%d replicas run job daily-settlement every second for %d slots from %s; lease TTL %v\n",
+		d.cfg.Replicas, d.cfg.Slots, d.rc.Start.UTC().Format(time.TimeOnly), d.cfg.TTL)
+	return nil
+}
 
-	// The demo never hangs: past this bound it stops the replicas and
-	// prints what the sink has, with the reason it did not finish.
-	limit := cfg.Limit
+// stopReplicas stops the replicas still running (see stopReplicas).
+func (d *demo) stopReplicas() {
+	stopReplicas(d.procs)
+	d.procs = nil
+}
+
+// faultWatch is what the coordinator has seen of the fault.
+type faultWatch struct {
+	victim    *replicaProc // the holder of the victim slot, once it ran
+	token     fence.Token  // the victim's token for that slot
+	resumed   bool         // stop: the frozen victim was sent SIGCONT
+	settled   bool         // stop: the resumed victim made its late write
+	replicaOf map[fence.Token]string
+	// unfinished says what was still awaited when the bound passed.
+	unfinished error
+}
+
+// watchFault follows the replicas' events: it strikes the holder of the
+// victim slot, resumes a frozen one once another replica wrote with a
+// newer token, and returns when every slot is accounted for. The demo
+// never hangs: past the bound (cfg.Limit, default the slots + 35 s) it
+// returns with unfinished set.
+func (d *demo) watchFault(ctx context.Context) (*faultWatch, error) {
+	w := &faultWatch{settled: d.cfg.Fault != "stop", replicaOf: map[fence.Token]string{}}
+	limit := d.cfg.Limit
 	if limit <= 0 {
-		limit = time.Duration(cfg.Slots)*time.Second + 35*time.Second
+		limit = time.Duration(d.cfg.Slots)*time.Second + 35*time.Second
 	}
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	poll := time.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
-	var (
-		victim      *replicaProc
-		victimToken fence.Token
-		resumed     bool
-		settled     = cfg.Fault != "stop" // stop: wait for the late write too
-		replicaOf   = map[fence.Token]string{}
-		unfinished  error // set when the bound passed first
-	)
-wait:
 	for {
 		select {
 		case <-ctx.Done():
-			return tally{}, ctx.Err()
+			return nil, ctx.Err()
 		case <-deadline.C:
-			unfinished = fmt.Errorf("demo did not finish within %v: %s", limit, pending(victim != nil, resumed, settled, cfg.Fault))
-			break wait
-		case ev := <-events:
-			if ev.Ev == "run" {
-				replicaOf[ev.Token] = ev.Replica
-			}
-			switch {
-			case ev.Ev == "run" && victim == nil && cfg.Fault != "none" && ev.Slot.Equal(victimSlot):
-				victim, victimToken = findProc(procs, ev.Replica), ev.Token
-				if cfg.Fault == "kill" {
-					if err := victim.kill(); err != nil {
-						return tally{}, err
-					}
-					fmt.Fprintf(out, "killed %s (SIGKILL) in its run of slot %d, token %d; restarting it\n", ev.Replica, cfg.Victim+1, ev.Token)
-					rc.ID = victim.id
-					p, err := startReplica(exe, rc, events, quit)
-					if err != nil {
-						return tally{}, err
-					}
-					*victim = *p
-					continue
-				}
-				if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-					return tally{}, err
-				}
-				fmt.Fprintf(out, "froze %s (SIGSTOP) in its run of slot %d, token %d: a stop-the-world pause past the %v TTL\n",
-					ev.Replica, cfg.Victim+1, ev.Token, cfg.TTL)
-			case ev.Ev == "log":
-				fmt.Fprintf(out, "  %s | %s\n", ev.Replica, ev.Result)
-			case ev.Ev == "write" && cfg.Fault == "stop" && victim != nil && ev.Replica == victim.id && ev.Token == victimToken:
-				settled = true
-				fmt.Fprintf(out, "%s resumed and made its late write with token %d: %s\n", ev.Replica, ev.Token, ev.Result)
+			w.unfinished = fmt.Errorf("demo did not finish within %v: %s", limit, pending(w.victim != nil, w.resumed, w.settled, d.cfg.Fault))
+			return w, nil
+		case ev := <-d.events:
+			if err := d.onEvent(w, ev); err != nil {
+				return nil, err
 			}
 		case <-poll.C:
 		}
-		if cfg.Fault == "stop" && victim != nil && !resumed {
-			sctx, cancel := context.WithTimeout(ctx, sinkTimeout)
-			cur, err := sink.MaxToken(sctx)
-			cancel()
-			if err != nil {
-				return tally{}, err
-			}
-			if cur > victimToken {
-				fmt.Fprintf(out, "another replica took over and wrote with token %d; resuming %s (SIGCONT)\n", cur, victim.id)
-				if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-					return tally{}, err
-				}
-				resumed = true
-			}
+		if err := d.resumeIfOvertaken(ctx, w); err != nil {
+			return nil, err
 		}
-		if settled && time.Now().After(slots[len(slots)-1]) {
-			t, err := tallyNow(ctx, sink, ldg, slots)
-			if err != nil {
-				return tally{}, err
-			}
-			if t.missed == 0 {
-				break wait
-			}
+		if done, err := d.allAccounted(ctx, w); err != nil || done {
+			return w, err
 		}
 	}
-	stopReplicas(procs)
-	procs = nil
+}
 
+// onEvent handles one replica event: the victim slot's run meets the
+// fault, log lines are shown, and the victim's late write settles it.
+func (d *demo) onEvent(w *faultWatch, ev event) error {
+	switch {
+	case ev.Ev == "run":
+		w.replicaOf[ev.Token] = ev.Replica
+		if w.victim == nil && d.cfg.Fault != "none" && ev.Slot.Equal(d.slots[d.cfg.Victim]) {
+			return d.strike(w, ev)
+		}
+	case ev.Ev == "log":
+		fmt.Fprintf(d.out, "  %s | %s\n", ev.Replica, ev.Result)
+	case ev.Ev == "write" && d.cfg.Fault == "stop" && w.victim != nil && ev.Replica == w.victim.id && ev.Token == w.token:
+		w.settled = true
+		fmt.Fprintf(d.out, "%s resumed and made its late write with token %d: %s\n", ev.Replica, ev.Token, ev.Result)
+	}
+	return nil
+}
+
+// strike freezes (SIGSTOP) the replica in its run of the victim slot, or
+// kills it (SIGKILL) and starts it again.
+func (d *demo) strike(w *faultWatch, ev event) error {
+	w.victim, w.token = findProc(d.procs, ev.Replica), ev.Token
+	if d.cfg.Fault == "kill" {
+		if err := w.victim.kill(); err != nil {
+			return err
+		}
+		fmt.Fprintf(d.out, "killed %s (SIGKILL) in its run of slot %d, token %d; restarting it\n", ev.Replica, d.cfg.Victim+1, ev.Token)
+		rc := d.rc
+		rc.ID = w.victim.id
+		p, err := startReplica(d.exe, rc, d.events, d.quit)
+		if err != nil {
+			return err
+		}
+		*w.victim = *p
+		return nil
+	}
+	if err := w.victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "froze %s (SIGSTOP) in its run of slot %d, token %d: a stop-the-world pause past the %v TTL\n",
+		ev.Replica, d.cfg.Victim+1, ev.Token, d.cfg.TTL)
+	return nil
+}
+
+// resumeIfOvertaken sends SIGCONT to the frozen victim once the sink holds
+// a newer token than the victim's: another replica took over.
+func (d *demo) resumeIfOvertaken(ctx context.Context, w *faultWatch) error {
+	if d.cfg.Fault != "stop" || w.victim == nil || w.resumed {
+		return nil
+	}
 	sctx, cancel := context.WithTimeout(ctx, sinkTimeout)
-	rep, err := sink.Report(sctx)
+	cur, err := d.sink.MaxToken(sctx)
+	cancel()
+	if err != nil || cur <= w.token {
+		return err
+	}
+	fmt.Fprintf(d.out, "another replica took over and wrote with token %d; resuming %s (SIGCONT)\n", cur, w.victim.id)
+	if err := w.victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	w.resumed = true
+	return nil
+}
+
+// allAccounted reports whether the fault has settled, the last slot has
+// passed and every slot has an accepted write or a skip by policy.
+func (d *demo) allAccounted(ctx context.Context, w *faultWatch) (bool, error) {
+	if !w.settled || !time.Now().After(d.slots[len(d.slots)-1]) {
+		return false, nil
+	}
+	t, err := tallyNow(ctx, d.sink, d.ldg, d.slots)
+	if err != nil {
+		return false, err
+	}
+	return t.missed == 0, nil
+}
+
+// summarize prints the sink's table, the slots the ledger skipped by
+// policy, the victim slot's attempts and the summary line, and returns
+// the tally.
+func (d *demo) summarize(ctx context.Context, w *faultWatch) (tally, error) {
+	sctx, cancel := context.WithTimeout(ctx, sinkTimeout)
+	rep, err := d.sink.Report(sctx)
 	cancel()
 	if err != nil {
 		return tally{}, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, sinkTimeout)
-	skipped, err := skippedSlots(lctx, ldg, rep, slots)
+	skipped, err := skippedSlots(lctx, d.ldg, rep, d.slots)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(out, "ledger: unreadable: %v\n", err)
+		fmt.Fprintf(d.out, "ledger: unreadable: %v\n", err)
 	}
-	t := measure(rep, slots, skipped)
-	printTable(out, rep, slots)
-	for i, s := range slots {
+	t := measure(rep, d.slots, skipped)
+	printTable(d.out, rep, d.slots)
+	for i, s := range d.slots {
 		if why, ok := t.skippedBy[s]; ok {
-			fmt.Fprintf(out, "ledger: slot %d skipped by policy, reason %s (it came due while a run of the job was in progress)\n", i+1, why)
+			fmt.Fprintf(d.out, "ledger: slot %d skipped by policy, reason %s (it came due while a run of the job was in progress)\n", i+1, why)
 		}
 	}
-	if cfg.Fault != "none" {
+	if d.cfg.Fault != "none" {
 		actx, cancel := context.WithTimeout(ctx, sinkTimeout)
-		err := printAttempts(actx, out, ldg, victimSlot, cfg.Victim+1, replicaOf)
+		err := printAttempts(actx, d.out, d.ldg, d.slots[d.cfg.Victim], d.cfg.Victim+1, w.replicaOf)
 		cancel()
 		if err != nil {
-			fmt.Fprintf(out, "ledger: slot %d unreadable: %v\n", cfg.Victim+1, err)
+			fmt.Fprintf(d.out, "ledger: slot %d unreadable: %v\n", d.cfg.Victim+1, err)
 		}
 	}
-	fmt.Fprintf(out, "summary: slots=%d ran_once=%d skipped=%d duplicates=%d missed=%d stale_rejected=%d\n",
+	fmt.Fprintf(d.out, "summary: slots=%d ran_once=%d skipped=%d duplicates=%d missed=%d stale_rejected=%d\n",
 		t.slots, t.ranOnce, t.skipped, t.duplicates, t.missed, t.staleRejected)
-	if unfinished != nil {
-		if t.missed > 0 {
-			unfinished = fmt.Errorf("%w; slots with no accepted write: %v", unfinished, missedSlots(t, slots))
-		}
-		fmt.Fprintln(out, "FAILED:", unfinished)
-		return t, unfinished
-	}
-	if cfg.Console {
-		if err := serveConsole(ctx, out, rc, sink); err != nil {
-			return t, fmt.Errorf("console: %w", err)
-		}
-	}
 	return t, nil
 }
 

@@ -114,26 +114,7 @@ func runReplica(cfg replicaConfig) error {
 		LeaseTTL: cfg.TTL,
 		StartAt:  cfg.Start,
 		EndAt:    cfg.Start.Add(time.Duration(cfg.Slots) * time.Second),
-		Run: func(ctx context.Context, run scheduler.Run) error {
-			out.emit(event{Ev: "run", Replica: cfg.ID, Slot: run.At, Token: run.Token, Attempt: run.Attempt})
-			// The settlement is computed here. This job deliberately does not
-			// look at ctx before its write: a pause (GC, VM freeze, SIGSTOP)
-			// can land between any check and the write, so only the sink's
-			// token check makes the write safe.
-			<-time.After(cfg.Work)
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			err := sink.Write(wctx, run.At, cfg.ID, run.Holder())
-			result := "accepted"
-			switch {
-			case errors.Is(err, fence.ErrStaleToken):
-				result = "stale"
-			case err != nil:
-				result = "error: " + err.Error()
-			}
-			out.emit(event{Ev: "write", Replica: cfg.ID, Slot: run.At, Token: run.Token, Attempt: run.Attempt, Result: result})
-			return err
-		},
+		Run:      settle(cfg, sink, out),
 	})
 	if err != nil {
 		return err
@@ -149,6 +130,32 @@ func runReplica(cfg replicaConfig) error {
 		return fmt.Errorf("replica %s: stop: %w", cfg.ID, err)
 	}
 	return nil
+}
+
+// settle is the daily-settlement job of one replica: it reports the run,
+// computes the settlement (cfg.Work) and writes it to the sink with the
+// run's fence, reporting the sink's answer.
+func settle(cfg replicaConfig, sink store, out *emitter) func(context.Context, scheduler.Run) error {
+	return func(ctx context.Context, run scheduler.Run) error {
+		out.emit(event{Ev: "run", Replica: cfg.ID, Slot: run.At, Token: run.Token, Attempt: run.Attempt})
+		// The settlement is computed here. This job deliberately does not
+		// look at ctx before its write: a pause (GC, VM freeze, SIGSTOP)
+		// can land between any check and the write, so only the sink's
+		// token check makes the write safe.
+		<-time.After(cfg.Work)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		err := sink.Write(wctx, run.At, cfg.ID, run.Holder())
+		result := "accepted"
+		switch {
+		case errors.Is(err, fence.ErrStaleToken):
+			result = "stale"
+		case err != nil:
+			result = "error: " + err.Error()
+		}
+		out.emit(event{Ev: "write", Replica: cfg.ID, Slot: run.At, Token: run.Token, Attempt: run.Attempt, Result: result})
+		return err
+	}
 }
 
 // holderLabel is the replica's holder label (lease and scheduler

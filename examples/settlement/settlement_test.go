@@ -51,6 +51,19 @@ func requireEverySlotOnce(t *testing.T, got summary, slots int, out string) {
 	require.Equal(t, got.skipped, strings.Count(out, "skipped by policy, reason overlap"), out)
 }
 
+// requireFrozenHolderRejected checks a run of the default scenario (10
+// slots, the holder of slot 3 frozen past its TTL) in mode: it ended
+// cleanly, every slot ran once, the frozen holder's late write was
+// rejected, and the ledger shows the takeover of slot 3.
+func requireFrozenHolderRejected(t *testing.T, mode string, got summary, out string, err error) {
+	t.Helper()
+	require.NoError(t, err, out)
+	require.Contains(t, out, "mode: "+mode)
+	requireEverySlotOnce(t, got, 10, out)
+	require.Equal(t, 1, got.staleRejected, out)
+	require.Regexp(t, `ledger: slot 3 succeeded, attempt 1 abandoned by r\d, attempt 2 succeeded by r\d`, out)
+}
+
 // runDemoBinary runs the demo with env and returns its summary line's
 // figures and its whole output.
 func runDemoBinary(t *testing.T, bin string, env []string, args ...string) (summary, string, error) {
@@ -80,11 +93,7 @@ func TestDemo(t *testing.T) {
 	t.Run("RealServicesRunEverySlotOnceAndRejectTheFrozenHolder", func(t *testing.T) {
 		t.Parallel()
 		got, out, err := runDemoBinary(t, bin, realEnv(t))
-		require.NoError(t, err, out)
-		require.Contains(t, out, "mode: real")
-		requireEverySlotOnce(t, got, 10, out)
-		require.Equal(t, 1, got.staleRejected, out)
-		require.Regexp(t, `ledger: slot 3 succeeded, attempt 1 abandoned by r\d, attempt 2 succeeded by r\d`, out)
+		requireFrozenHolderRejected(t, "real", got, out, err)
 	})
 	// Leases (lease/pglease), ledger (scheduler/ledger/pgledger) and sink
 	// (sinks/pgfence) on PostgreSQL alone: REDIS_URL points nowhere, so a
@@ -93,19 +102,12 @@ func TestDemo(t *testing.T) {
 		t.Parallel()
 		pgtest.Require(t)
 		got, out, err := runDemoBinary(t, bin, []string{"REDIS_URL=redis://127.0.0.1:1/0", "DATABASE_URL=" + pgtest.URL()}, "-backend", "postgres")
-		require.NoError(t, err, out)
-		require.Contains(t, out, "mode: postgres alone")
-		requireEverySlotOnce(t, got, 10, out)
-		require.Equal(t, 1, got.staleRejected, out)
-		require.Regexp(t, `ledger: slot 3 succeeded, attempt 1 abandoned by r\d, attempt 2 succeeded by r\d`, out)
+		requireFrozenHolderRejected(t, "postgres alone", got, out, err)
 	})
 	t.Run("EmbeddedModeNeedsNoServices", func(t *testing.T) {
 		t.Parallel()
 		got, out, err := runDemoBinary(t, bin, []string{"REDIS_URL=", "DATABASE_URL="})
-		require.NoError(t, err, out)
-		require.Contains(t, out, "mode: embedded")
-		requireEverySlotOnce(t, got, 10, out)
-		require.Equal(t, 1, got.staleRejected, out)
+		requireFrozenHolderRejected(t, "embedded", got, out, err)
 	})
 	// Five replica processes, 64 one-second slots; the holder of slot 20 is
 	// killed mid-run and restarted: the slot is found abandoned and run

@@ -55,3 +55,17 @@ ORDER BY 1`, schema)
 	require.NotEmpty(t, out, "schema %s has no tables", schema)
 	return out
 }
+
+// MigrationsMatch checks a store's exported migrations as a DBA would use
+// them: files holds exactly names (in order); applied by hand in byHand,
+// twice (they are idempotent, as Migrate is), they give the tables the
+// store's Migrate created in migrated.
+func MigrationsMatch(t testing.TB, pool *pgxpool.Pool, files fs.FS, names []string, migrated, byHand string) {
+	t.Helper()
+	got, err := fs.Glob(files, "*")
+	require.NoError(t, err)
+	require.Equal(t, names, got)
+	ApplyFiles(t, pool, files)
+	ApplyFiles(t, pool, files)
+	require.Equal(t, Columns(t, pool, migrated), Columns(t, pool, byHand))
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -112,7 +113,14 @@ func (s *Shared) Pool(t testing.TB) *pgxpool.Pool {
 // schema (if anything created it) when the test ends.
 func (s *Shared) Schema(t testing.TB, prefix string) string {
 	t.Helper()
-	pool := s.Pool(t)
+	return Schema(t, s.Pool(t), prefix)
+}
+
+// Schema returns a fresh schema name starting with prefix and drops the
+// schema (if anything created it) on pool when the test ends: register it
+// after the pool's close, so that it runs first.
+func Schema(t testing.TB, pool *pgxpool.Pool, prefix string) string {
+	t.Helper()
 	schema := fmt.Sprintf("%s%016x", prefix, rand.Uint64())
 	t.Cleanup(func() {
 		// t.Context is already canceled when cleanups run.
@@ -123,6 +131,29 @@ func (s *Shared) Schema(t testing.TB, prefix string) string {
 		}
 	})
 	return schema
+}
+
+// OwnPool returns a pool of the test's own at URL(), closed when the test
+// ends, for a test that must not share the package's pool (its own size,
+// runtime parameters or tracer: configure, if not nil, adjusts the config
+// before the pool is made). It fails the test when PostgreSQL does not
+// answer (Require), or skips it with HOLDFAST_SKIP_INTEGRATION=1.
+func OwnPool(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	Require(t)
+	cfg, err := pgxpool.ParseConfig(URL())
+	if err != nil {
+		t.Fatalf("pgtest: DATABASE_URL: %v", err)
+	}
+	if configure != nil {
+		configure(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("pgtest: pool at %s: %v", URL(), err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // Main runs the package's tests, closes the shared pool (its health-check
@@ -142,4 +173,30 @@ func Main(m *testing.M, s *Shared) {
 		}
 	}
 	os.Exit(code)
+}
+
+// WaitForLock waits (up to 10 s, polling every 5 ms) until the backend
+// with pid waits on a lock, as a writer blocked behind another
+// transaction's row lock does, and fails the test with what when it never
+// does.
+func WaitForLock(t testing.TB, pool *pgxpool.Pool, pid uint32, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := pool.QueryRow(context.Background(),
+			`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, 5*time.Millisecond, what)
+}
+
+// EachIsolation runs run as a parallel subtest of t, named after the
+// level, once per level of Isolations.
+func EachIsolation(t *testing.T, run func(t *testing.T, isolation string)) {
+	t.Helper()
+	for _, iso := range Isolations {
+		t.Run(iso, func(t *testing.T) {
+			t.Parallel()
+			run(t, iso)
+		})
+	}
 }

@@ -20,27 +20,24 @@ func TestMain(m *testing.M) { pgtest.Main(m, &shared) }
 // Batch and Tx name READ COMMITTED whatever the connection's default.
 func TestBatchAndTxRunAtReadCommittedWhateverTheDefault(t *testing.T) {
 	t.Parallel()
-	for _, iso := range pgtest.Isolations {
-		t.Run(iso, func(t *testing.T) {
-			t.Parallel()
-			pool := shared.PoolAt(t, iso)
-			var level string
-			require.NoError(t, pool.QueryRow(t.Context(), `SHOW transaction_isolation`).Scan(&level))
-			require.Equal(t, iso, level, "a statement alone runs at the default")
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		pool := shared.PoolAt(t, iso)
+		var level string
+		require.NoError(t, pool.QueryRow(t.Context(), `SHOW transaction_isolation`).Scan(&level))
+		require.Equal(t, iso, level, "a statement alone runs at the default")
 
-			level = ""
-			require.NoError(t, pgtx.Batch(t.Context(), pool, func(b *pgx.Batch) {
-				b.Queue(`SHOW transaction_isolation`).QueryRow(func(row pgx.Row) error { return row.Scan(&level) })
-			}))
-			require.Equal(t, "read committed", level)
+		level = ""
+		require.NoError(t, pgtx.Batch(t.Context(), pool, func(b *pgx.Batch) {
+			b.Queue(`SHOW transaction_isolation`).QueryRow(func(row pgx.Row) error { return row.Scan(&level) })
+		}))
+		require.Equal(t, "read committed", level)
 
-			level = ""
-			require.NoError(t, pgtx.Tx(t.Context(), pool, func(tx pgx.Tx) error {
-				return tx.QueryRow(t.Context(), `SHOW transaction_isolation`).Scan(&level)
-			}))
-			require.Equal(t, "read committed", level)
-		})
-	}
+		level = ""
+		require.NoError(t, pgtx.Tx(t.Context(), pool, func(tx pgx.Tx) error {
+			return tx.QueryRow(t.Context(), `SHOW transaction_isolation`).Scan(&level)
+		}))
+		require.Equal(t, "read committed", level)
+	})
 }
 
 // A statement that fails in a Batch rolls the transaction back, and the

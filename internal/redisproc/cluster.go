@@ -2,6 +2,7 @@ package redisproc
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,13 +27,69 @@ type Cluster struct {
 // every other. The nodes are killed when the test ends.
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
+	bin := binary(t)
+	c, err := startCluster(masters, func(build func(port int, dir string) ([]string, error)) (*Server, error) {
+		n, err := launchIn(bin, t.TempDir(), "cluster node", build)
+		if err == nil {
+			t.Cleanup(n.stop)
+		}
+		return n, err
+	})
+	if err != nil {
+		t.Fatalf("redisproc: %v", err)
+	}
+	return c
+}
+
+// LaunchCluster starts a Cluster as StartCluster does, for a program that
+// is not a test (the bench commands), returning its errors. The caller ends
+// it with Close, also after an error (c is then nil: the nodes started are
+// already closed).
+func LaunchCluster(masters int) (*Cluster, error) {
+	bin, err := lookBinary()
+	if err != nil {
+		return nil, fmt.Errorf("redisproc: redis-server not found: %w", err)
+	}
+	var started []*Server
+	c, err := startCluster(masters, func(build func(port int, dir string) ([]string, error)) (*Server, error) {
+		dir, err := os.MkdirTemp("", "redisproc-")
+		if err != nil {
+			return nil, err
+		}
+		n, err := launchIn(bin, dir, "cluster node", build)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		n.ownDir = true
+		started = append(started, n)
+		return n, nil
+	})
+	if err != nil {
+		for _, n := range started {
+			n.Close()
+		}
+		return nil, fmt.Errorf("redisproc: %w", err)
+	}
+	return c, nil
+}
+
+// Close kills every node and removes the directories LaunchCluster made.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		n.Close()
+	}
+}
+
+// startCluster is StartCluster with launch starting each node.
+func startCluster(masters int, launch func(build func(port int, dir string) ([]string, error)) (*Server, error)) (*Cluster, error) {
 	if masters < 1 {
-		t.Fatalf("redisproc: StartCluster: %d masters", masters)
+		return nil, fmt.Errorf("StartCluster: %d masters", masters)
 	}
 	c := &Cluster{}
 	busPorts := make([]int, masters)
 	for i := range masters {
-		n := launch(t, "cluster node", func(port int, dir string) ([]string, error) {
+		n, err := launch(func(port int, dir string) ([]string, error) {
 			// The bus port is picked too: the default, port+10000, may
 			// be taken or in the ephemeral range.
 			bus, err := freePort()
@@ -48,6 +105,9 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 				"--cluster-node-timeout", "5000",
 			), nil
 		})
+		if err != nil {
+			return nil, err
+		}
 		from := i * 16384 / masters
 		to := (i+1)*16384/masters - 1
 		c.Nodes = append(c.Nodes, n)
@@ -66,10 +126,10 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 		// Distinct config epochs up front, as redis-cli --cluster create
 		// does, so no epoch collision has to be resolved later.
 		if err := rdb.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
-			t.Fatalf("redisproc: cluster node %s: SET-CONFIG-EPOCH: %v", c.Addrs[i], err)
+			return nil, fmt.Errorf("cluster node %s: SET-CONFIG-EPOCH: %w", c.Addrs[i], err)
 		}
 		if err := rdb.ClusterAddSlotsRange(ctx, c.Slots[i][0], c.Slots[i][1]).Err(); err != nil {
-			t.Fatalf("redisproc: cluster node %s: ADDSLOTSRANGE: %v", c.Addrs[i], err)
+			return nil, fmt.Errorf("cluster node %s: ADDSLOTSRANGE: %w", c.Addrs[i], err)
 		}
 	}
 	// Every node meets every other, so no node has to learn of the others
@@ -82,12 +142,12 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 			}
 			// CLUSTER MEET ip port cluster-bus-port (Redis 7+).
 			if err := rdb.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", n.Port(), busPorts[j]).Err(); err != nil {
-				t.Fatalf("redisproc: CLUSTER MEET %s from %s: %v", n.Addr(), c.Addrs[i], err)
+				return nil, fmt.Errorf("CLUSTER MEET %s from %s: %w", n.Addr(), c.Addrs[i], err)
 			}
 		}
 	}
 	for i, rdb := range admins {
-		waitFor(t, ClusterTimeout, "cluster node "+c.Addrs[i]+" ready", func() error {
+		err := waitErr(ClusterTimeout, "cluster node "+c.Addrs[i]+" ready", func() error {
 			ctx, cancel := adminCtx()
 			defer cancel()
 			info, err := rdb.ClusterInfo(ctx).Result()
@@ -118,8 +178,11 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 			}
 			return nil
 		})
+		if err != nil {
+			return nil, err
+		}
 	}
-	return c
+	return c, nil
 }
 
 // Client returns a go-redis Cluster client of the nodes, closed when the

@@ -1,6 +1,9 @@
 // Package redisproc starts and controls test-owned redis-server and
 // redis-sentinel processes, for tests that need real faults: kill, restart
-// without persistence, SIGSTOP, Cluster, Sentinel failover.
+// without persistence, SIGSTOP, Cluster, Sentinel failover. Launch and
+// LaunchCluster start the same servers for programs that are not tests
+// (the bench commands), returning errors; their caller ends them with
+// Close.
 //
 // # Processes
 //
@@ -74,6 +77,8 @@ type Server struct {
 	log  string
 	port int
 	args []string // argv after the binary, fixed for Restart
+	// ownDir: dir was made by Launch, and Close removes it.
+	ownDir bool
 
 	mu   sync.Mutex
 	proc *proc // nil while killed
@@ -106,37 +111,77 @@ func serverArgs(port int, dir string) []string {
 }
 
 // launch starts a process whose argv build returns for a port and the
-// process directory, retrying with another port when the chosen one was
-// taken in the meantime.
+// process directory (a t.TempDir()), and kills it when the test ends.
 func launch(t testing.TB, kind string, build func(port int, dir string) ([]string, error)) *Server {
 	t.Helper()
 	bin := binary(t)
-	dir := t.TempDir()
+	s, err := launchIn(bin, t.TempDir(), kind, build)
+	if err != nil {
+		t.Fatalf("redisproc: %v", err)
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// Launch starts a redis-server as Start does, for a program that is not a
+// test (the bench commands): in a fresh directory under os.TempDir(),
+// returning its errors. The caller ends it with Close.
+func Launch(args ...string) (*Server, error) {
+	bin, err := lookBinary()
+	if err != nil {
+		return nil, fmt.Errorf("redisproc: redis-server not found: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "redisproc-")
+	if err != nil {
+		return nil, fmt.Errorf("redisproc: %w", err)
+	}
+	s, err := launchIn(bin, dir, "redis", func(port int, dir string) ([]string, error) {
+		return append(serverArgs(port, dir), args...), nil
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("redisproc: %w", err)
+	}
+	s.ownDir = true
+	return s, nil
+}
+
+// Close kills the process (SIGKILL), waits for it, and removes the
+// directory Launch made. It may be called twice.
+func (s *Server) Close() {
+	s.stop()
+	if s.ownDir {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// launchIn starts a process in dir whose argv build returns for a port and
+// dir, retrying with another port when the chosen one was taken in the
+// meantime.
+func launchIn(bin, dir, kind string, build func(port int, dir string) ([]string, error)) (*Server, error) {
 	s := &Server{bin: bin, dir: dir}
 	var lastErr error
 	for range 10 {
 		port, err := freePort()
 		if err != nil {
-			t.Fatalf("redisproc: %v", err)
+			return nil, err
 		}
 		args, err := build(port, dir)
 		if err != nil {
-			t.Fatalf("redisproc: %v", err)
+			return nil, err
 		}
 		s.port, s.args, s.log = port, args, logPath(dir, args)
 		p, err := s.spawn()
 		if err == nil {
 			s.proc = p
-			t.Cleanup(s.stop)
-			return s
+			return s, nil
 		}
 		lastErr = err
 		if !errors.Is(err, errAddrInUse) {
 			break
 		}
 	}
-	t.Fatalf("redisproc: start %s: %v", kind, lastErr)
-	return nil
+	return nil, fmt.Errorf("start %s: %w", kind, lastErr)
 }
 
 // logPath finds the log file in the arguments or the config file.
@@ -338,17 +383,26 @@ func binary(t testing.TB) string {
 	if os.Getenv("HOLDFAST_SKIP_INTEGRATION") == "1" {
 		t.Skip("redisproc: HOLDFAST_SKIP_INTEGRATION=1")
 	}
-	bin, err := exec.LookPath("redis-server")
+	bin, err := lookBinary()
 	if err != nil {
-		if _, serr := os.Stat("/usr/bin/redis-server"); serr == nil {
-			return "/usr/bin/redis-server"
-		}
 		if os.Getenv(EnvRequire) == "1" {
 			t.Fatalf("redisproc: redis-server not found (%v) and %s=1", err, EnvRequire)
 		}
 		t.Skipf("redisproc: redis-server not installed (install redis-server, or run scripts/services.sh; set %s=1 to fail instead)", EnvRequire)
 	}
 	return bin
+}
+
+// lookBinary returns redis-server from PATH, or /usr/bin/redis-server.
+func lookBinary() (string, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if _, serr := os.Stat("/usr/bin/redis-server"); serr == nil {
+			return "/usr/bin/redis-server", nil
+		}
+		return "", err
+	}
+	return bin, nil
 }
 
 // Ports are picked at random below the ephemeral range, where the kernel
@@ -395,13 +449,22 @@ func stopPolling(err error) error { return testwait.Stop(err) }
 // waitFor is poll that fails the test, with the logs of servers.
 func waitFor(t testing.TB, limit time.Duration, what string, check func() error, servers ...*Server) {
 	t.Helper()
-	if err := poll(limit, check); err != nil {
-		var logs strings.Builder
-		for _, s := range servers {
-			fmt.Fprintf(&logs, "\n--- log of %s:\n%s", s.Addr(), s.LogTail())
-		}
-		t.Fatalf("redisproc: %s: %v%s", what, err, logs.String())
+	if err := waitErr(limit, what, check, servers...); err != nil {
+		t.Fatalf("redisproc: %v", err)
 	}
+}
+
+// waitErr is poll whose error names what and carries the logs of servers.
+func waitErr(limit time.Duration, what string, check func() error, servers ...*Server) error {
+	err := poll(limit, check)
+	if err == nil {
+		return nil
+	}
+	var logs strings.Builder
+	for _, s := range servers {
+		fmt.Fprintf(&logs, "\n--- log of %s:\n%s", s.Addr(), s.LogTail())
+	}
+	return fmt.Errorf("%s: %w%s", what, err, logs.String())
 }
 
 // adminCtx bounds one administrative command.

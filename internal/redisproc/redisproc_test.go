@@ -183,3 +183,45 @@ func requireNoAnswer(t *testing.T, addr string) {
 	var op *net.OpError
 	require.True(t, errors.As(err, &op), "nothing must listen on %s, dial: %v", addr, err)
 }
+
+// Launch and LaunchCluster serve programs that are not tests (the bench
+// commands): Close kills the processes and removes their directories.
+func TestLaunchServesUntilCloseRemovesItsDirectory(t *testing.T) {
+	t.Parallel()
+	redisproc.Start(t) // skips like every test here when redis-server is missing
+	srv, err := redisproc.Launch("--maxmemory", "64mb")
+	require.NoError(t, err)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	require.NoError(t, rdb.Set(ctx, "k", "v", 0).Err())
+	got, err := rdb.ConfigGet(ctx, "maxmemory").Result()
+	require.NoError(t, err)
+	require.Equal(t, "67108864", got["maxmemory"])
+	require.DirExists(t, srv.Dir())
+
+	srv.Close()
+	require.NoDirExists(t, srv.Dir())
+	_, err = net.DialTimeout("tcp", srv.Addr(), time.Second)
+	require.Error(t, err)
+	srv.Close() // twice is fine
+}
+
+func TestLaunchClusterServesEverySlotUntilClose(t *testing.T) {
+	t.Parallel()
+	redisproc.Start(t)
+	c, err := redisproc.LaunchCluster(2)
+	require.NoError(t, err)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+	defer rdb.Close()
+	ctx := context.Background()
+	for i := range 20 {
+		require.NoError(t, rdb.Set(ctx, fmt.Sprint("k", i), i, 0).Err())
+	}
+	c.Close()
+	for _, n := range c.Nodes {
+		require.NoDirExists(t, n.Dir())
+	}
+	_, err = redisproc.LaunchCluster(0)
+	require.Error(t, err)
+}

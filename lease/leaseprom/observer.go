@@ -7,12 +7,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
 // ErrInvalidOptions is returned by New for buckets that do not strictly
 // increase.
-var ErrInvalidOptions = errors.New("leaseprom: invalid options")
+var ErrInvalidOptions = fmt.Errorf("leaseprom: %w", errfamily.ErrInvalidOptions)
 
 // DefaultNamespace starts every metric name unless Options.Namespace is set.
 const DefaultNamespace = "holdfast"

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
@@ -256,6 +257,7 @@ func TestNewRefusesBucketsThatDoNotIncrease(t *testing.T) {
 	t.Parallel()
 	_, err := leaseprom.New(leaseprom.Options{Buckets: []float64{0.1, 0.1}})
 	require.ErrorIs(t, err, leaseprom.ErrInvalidOptions)
+	require.ErrorIs(t, err, errfamily.ErrInvalidOptions) // the family's member (internal/errfamily)
 }
 
 // On a Redis allowed to evict (lease.Eviction.AllowEviction), the keys it

@@ -26,12 +26,9 @@ import (
 // lease.Notifier: waiters poll (see the package documentation).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	for _, iso := range pgtest.Isolations {
-		t.Run(iso, func(t *testing.T) {
-			t.Parallel()
-			leasetest.Exercise(t, func(t *testing.T) leasetest.Store { return pgStore(t, iso) })
-		})
-	}
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		leasetest.Exercise(t, func(t *testing.T) leasetest.Store { return pgStore(t, iso) })
+	})
 }
 
 // pgStore describes the Backend, its connections at isolation, to the

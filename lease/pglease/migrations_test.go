@@ -1,7 +1,6 @@
 package pglease_test
 
 import (
-	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,12 +21,7 @@ func TestExportedMigrationsGiveMigratesTables(t *testing.T) {
 
 	files, err := pglease.Migrations(pglease.Options{Schema: byHand})
 	require.NoError(t, err)
-	names, err := fs.Glob(files, "*")
-	require.NoError(t, err)
-	require.Equal(t, []string{"001_leases.up.sql", "002_leases_holder.up.sql"}, names)
-	pgtest.ApplyFiles(t, pool, files)
-	pgtest.ApplyFiles(t, pool, files)
-	require.Equal(t, pgtest.Columns(t, pool, migrated), pgtest.Columns(t, pool, byHand))
+	pgtest.MigrationsMatch(t, pool, files, []string{"001_leases.up.sql", "002_leases_holder.up.sql"}, migrated, byHand)
 
 	_, err = pglease.Migrations(pglease.Options{Schema: "Bad"})
 	require.ErrorIs(t, err, pglease.ErrInvalidOptions)

@@ -3,7 +3,6 @@ package pglease
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
@@ -27,7 +27,7 @@ const DefaultSchema = "holdfast"
 
 // ErrInvalidOptions is returned by New for a nil DB or a Options.Schema that
 // is not a lower-case SQL identifier; match it with errors.Is.
-var ErrInvalidOptions = errors.New("pglease: invalid options")
+var ErrInvalidOptions = fmt.Errorf("pglease: %w", errfamily.ErrInvalidOptions)
 
 // DB is what the backend needs from a database: batches (each statement
 // of the backend is sent as BEGIN ISOLATION LEVEL READ COMMITTED, the

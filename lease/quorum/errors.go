@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -14,7 +15,7 @@ var (
 	// number (at least 3) of distinct, non-nil clients.
 	ErrInvalidMasters = errors.New("quorum: want an odd number >= 3 of distinct, non-nil masters")
 	// ErrInvalidOptions is returned by New for out-of-range Options.
-	ErrInvalidOptions = errors.New("quorum: invalid options")
+	ErrInvalidOptions = fmt.Errorf("quorum: %w", errfamily.ErrInvalidOptions)
 )
 
 // Errors for the states of a quorum operation.

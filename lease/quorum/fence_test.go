@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -31,17 +30,9 @@ type sink struct {
 
 func newSink(t *testing.T) *sink {
 	t.Helper()
-	pgtest.Require(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.URL())
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	schema := fmt.Sprintf("quorum_test_%016x", rand.Uint64())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-	})
+	pool := pgtest.OwnPool(t, nil)
+	schema := pgtest.Schema(t, pool, "quorum_test_")
 	guard, err := pgfence.New(pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, guard.Migrate(ctx, pool))

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
@@ -52,6 +53,7 @@ func TestNewRefusesBadMastersAndOptions(t *testing.T) {
 	} {
 		_, err := quorum.New(clients[:3], opts)
 		require.ErrorIs(t, err, quorum.ErrInvalidOptions, "%+v", opts)
+		require.ErrorIs(t, err, errfamily.ErrInvalidOptions, "the family's member (internal/errfamily)")
 	}
 	b, err := quorum.New(clients[:5], quorum.Options{})
 	require.NoError(t, err)

@@ -8,6 +8,8 @@ import (
 	"unicode"
 
 	rcron "github.com/robfig/cron/v3"
+
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 )
 
 // MaxSpecLen is the longest spec Parse accepts, in bytes.
@@ -30,7 +32,7 @@ var (
 	// different zones (compared as strings: aliases conflict too).
 	ErrZoneConflict = errors.New("cron: zone conflict between options and spec")
 	// ErrInvalidOptions: Options.Gap or Options.Fold is out of range.
-	ErrInvalidOptions = errors.New("cron: invalid options")
+	ErrInvalidOptions = fmt.Errorf("cron: %w", errfamily.ErrInvalidOptions)
 )
 
 // ParseError is the error Parse returns. It matches its Kind (one of

@@ -3,9 +3,11 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 )
 
 // Slot identifies one scheduled execution: the job, the scheduled instant
@@ -114,7 +116,7 @@ var (
 	// ErrNilContext is returned, wrapped, by every method of redisledger's,
 	// pgledger's and ledgertest.Memory's ledgers called with a nil
 	// context, before the store is touched.
-	ErrNilContext = errors.New("ledger: nil context")
+	ErrNilContext = fmt.Errorf("ledger: %w", errfamily.ErrNilContext)
 )
 
 // Pruner is an optional Ledger interface: retention. Prune deletes the

@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -52,7 +53,7 @@ var ErrForbidden = errors.New("schedhttp: admin request forbidden")
 var ErrUnauthenticated = errors.New("schedhttp: admin request unauthenticated")
 
 // ErrInvalidOptions is returned by New for a nil Scheduler.
-var ErrInvalidOptions = errors.New("schedhttp: invalid options")
+var ErrInvalidOptions = fmt.Errorf("schedhttp: %w", errfamily.ErrInvalidOptions)
 
 // Options configures the admin handler. The zero value is valid.
 type Options struct {

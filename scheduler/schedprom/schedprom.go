@@ -29,20 +29,20 @@
 package schedprom
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // ErrInvalidOptions is returned by New for buckets that do not strictly
 // increase.
-var ErrInvalidOptions = errors.New("schedprom: invalid options")
+var ErrInvalidOptions = fmt.Errorf("schedprom: %w", errfamily.ErrInvalidOptions)
 
 // Options configure an Observer. The zero value is valid.
 type Options struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
@@ -130,4 +131,5 @@ func TestNewRefusesBucketsThatDoNotIncrease(t *testing.T) {
 	t.Parallel()
 	_, err := schedprom.New(schedprom.Options{LagBuckets: []float64{2, 1}})
 	require.ErrorIs(t, err, schedprom.ErrInvalidOptions)
+	require.ErrorIs(t, err, errfamily.ErrInvalidOptions) // the family's member (internal/errfamily)
 }

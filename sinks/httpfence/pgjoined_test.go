@@ -49,15 +49,11 @@ func (*statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndDa
 // test's own whose statements are counted.
 func joinedStores(t *testing.T) (*pgstore.Store, *pgstore.Fence, *statements, *pgxpool.Pool) {
 	t.Helper()
-	testPool(t) // skips or fails when PostgreSQL is unreachable
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	require.NoError(t, err)
 	count := &statements{}
-	cfg.ConnConfig.Tracer = count
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pgtest.OwnPool(t, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.Tracer = count
+		cfg.MaxConns = 4
+	})
 	schema := newSchema(t)
 	st, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)

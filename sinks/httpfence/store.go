@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 )
 
 // Store keeps one record per idempotency key: in flight (a handler is
@@ -168,9 +169,9 @@ var ErrInvalidFencing = errors.New("httpfence: fencing not accepted by the store
 
 // ErrInvalidOptions is returned by constructors for a configuration they
 // cannot use; the message names the field.
-var ErrInvalidOptions = errors.New("httpfence: invalid options")
+var ErrInvalidOptions = fmt.Errorf("httpfence: %w", errfamily.ErrInvalidOptions)
 
 // ErrNilContext is returned, wrapped, by the methods of MemoryStore,
 // redisstore.Store and pgstore.Store called with a nil context, before
 // the store is touched.
-var ErrNilContext = errors.New("httpfence: nil context")
+var ErrNilContext = fmt.Errorf("httpfence: %w", errfamily.ErrNilContext)

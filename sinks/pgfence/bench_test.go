@@ -68,19 +68,10 @@ INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) 
 // closed when the benchmark ends.
 func benchPool(b *testing.B) *pgxpool.Pool {
 	b.Helper()
-	testPool(b) // fails or skips when PostgreSQL is unreachable
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = 20
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	return pool
+	return pgtest.OwnPool(b, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 20
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	})
 }
 
 // runWorkers runs b.N calls of op spread over n goroutines, each with its

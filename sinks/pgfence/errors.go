@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/holdfast-go/holdfast/fence"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 )
 
 // Errors that report bad input. They are returned before the database is
@@ -16,7 +18,7 @@ var (
 	// Current, FencedUpdate and FencedUpsert given a nil database or
 	// transaction (a nil interface or a typed nil such as a nil
 	// *pgxpool.Pool) or a nil context.
-	ErrInvalidOptions = errors.New("pgfence: invalid options")
+	ErrInvalidOptions = fmt.Errorf("pgfence: %w", errfamily.ErrInvalidOptions)
 
 	// ErrInvalidResource is returned for an empty resource, one longer than
 	// MaxResourceLen bytes, or one that is not valid UTF-8 or holds a NUL byte.
@@ -37,7 +39,7 @@ var (
 
 	// ErrNotCreated is returned by the methods of a Guard that was not made
 	// by New (a nil or zero Guard).
-	ErrNotCreated = errors.New("pgfence: guard not created with New")
+	ErrNotCreated = fmt.Errorf("pgfence: guard %w", errfamily.ErrNotCreated)
 
 	// ErrInvalidIdentifier is returned by FencedUpdate and FencedUpsert for
 	// a table name, key column or set column that is empty, not valid UTF-8

@@ -1,7 +1,6 @@
 package pgfence_test
 
 import (
-	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,12 +21,7 @@ func TestExportedMigrationsGiveMigratesTables(t *testing.T) {
 
 	files, err := pgfence.Migrations(pgfence.Options{Schema: byHand, Table: "guard"})
 	require.NoError(t, err)
-	names, err := fs.Glob(files, "*")
-	require.NoError(t, err)
-	require.Equal(t, []string{"001_fence_guard.up.sql", "002_fence_guard_scope.up.sql"}, names)
-	pgtest.ApplyFiles(t, pool, files)
-	pgtest.ApplyFiles(t, pool, files)
-	require.Equal(t, pgtest.Columns(t, pool, migrated), pgtest.Columns(t, pool, byHand))
+	pgtest.MigrationsMatch(t, pool, files, []string{"001_fence_guard.up.sql", "002_fence_guard_scope.up.sql"}, migrated, byHand)
 
 	_, err = pgfence.Migrations(pgfence.Options{Table: "Bad"})
 	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)

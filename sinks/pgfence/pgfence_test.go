@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -373,12 +372,9 @@ func TestNewValidatesConfig(t *testing.T) {
 // again ("column already exists").
 func TestMigrateConcurrentlyIsIdempotent(t *testing.T) {
 	t.Parallel()
-	for _, iso := range pgtest.Isolations {
-		t.Run(iso, func(t *testing.T) {
-			t.Parallel()
-			testMigrateConcurrently(t, shared.PoolAt(t, iso))
-		})
-	}
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		testMigrateConcurrently(t, shared.PoolAt(t, iso))
+	})
 }
 
 func testMigrateConcurrently(t *testing.T, pool *pgxpool.Pool) {
@@ -505,6 +501,49 @@ func TestUnguardedRaceIsCaughtByChecker(t *testing.T) {
 	t.Logf("checker, as expected: %v", violation)
 }
 
+// writeBehindNewer races an older holder's write against a newer one's
+// open transaction: newer runs in one transaction, then older in another,
+// which must wait on the newer one's lock (what: the failure message when
+// it never does); the newer transaction then commits (commitNewer) or
+// rolls back, and older's error is returned, its transaction committed
+// when it succeeded.
+func writeBehindNewer(t *testing.T, pool *pgxpool.Pool, what string, commitNewer bool, newer, older func(context.Context, pgx.Tx) error) error {
+	t.Helper()
+	ctx := t.Context()
+	newerTx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer newerTx.Rollback(context.Background()) //nolint:errcheck // no-op after Commit
+	require.NoError(t, newer(ctx, newerTx))
+
+	olderTx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer olderTx.Rollback(context.Background()) //nolint:errcheck // test cleanup
+	pid := olderTx.Conn().PgConn().PID()
+
+	var olderErr error
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		olderErr = older(ctx, olderTx)
+	}()
+	defer func() { // on failure too: end newer, which unblocks older
+		newerTx.Rollback(context.Background()) //nolint:errcheck // no-op after Commit
+		<-finished
+	}()
+	pgtest.WaitForLock(t, pool, pid, what)
+
+	if commitNewer {
+		require.NoError(t, newerTx.Commit(ctx))
+	} else {
+		require.NoError(t, newerTx.Rollback(ctx))
+	}
+	<-finished
+	if olderErr == nil {
+		require.NoError(t, olderTx.Commit(ctx))
+	}
+	return olderErr
+}
+
 func TestCheckWaitsForConcurrentWriter(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -513,42 +552,13 @@ func TestCheckWaitsForConcurrentWriter(t *testing.T) {
 	// holder, resumed from a pause, checks with a smaller token. The old one
 	// must wait, then get the answer the newer one's outcome dictates.
 	run := func(t *testing.T, resource string, commitNewer bool) error {
-		ctx := t.Context()
-		newer, err := b.pool.Begin(ctx)
-		require.NoError(t, err)
-		defer newer.Rollback(context.Background()) //nolint:errcheck // no-op after Commit
-		require.NoError(t, b.guard.Check(ctx, newer, resource, fence.Holder{Token: 50, Owner: "newer"}))
-
-		older, err := b.pool.Begin(ctx)
-		require.NoError(t, err)
-		defer older.Rollback(context.Background()) //nolint:errcheck // test cleanup
-		pid := older.Conn().PgConn().PID()
-
-		var olderErr error
-		finished := make(chan struct{})
-		go func() {
-			defer close(finished)
-			olderErr = b.guard.Check(ctx, older, resource, fence.Holder{Token: 40, Owner: "older"})
-		}()
-		defer func() { // on failure too: end newer, which unblocks older
-			newer.Rollback(context.Background()) //nolint:errcheck // no-op after Commit
-			<-finished
-		}()
-
-		require.Eventually(t, func() bool {
-			var waiting bool
-			err := b.pool.QueryRow(ctx,
-				`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
-			return err == nil && waiting
-		}, 10*time.Second, 5*time.Millisecond, "the older writer never waited on the guard row")
-
-		if commitNewer {
-			require.NoError(t, newer.Commit(ctx))
-		} else {
-			require.NoError(t, newer.Rollback(ctx))
-		}
-		<-finished
-		return olderErr
+		return writeBehindNewer(t, b.pool, "the older writer never waited on the guard row", commitNewer,
+			func(ctx context.Context, tx pgx.Tx) error {
+				return b.guard.Check(ctx, tx, resource, fence.Holder{Token: 50, Owner: "newer"})
+			},
+			func(ctx context.Context, tx pgx.Tx) error {
+				return b.guard.Check(ctx, tx, resource, fence.Holder{Token: 40, Owner: "older"})
+			})
 	}
 
 	t.Run("NewerCommitsOlderRefused", func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -250,43 +249,13 @@ func TestFencedUpdateWaitsForConcurrentWriter(t *testing.T) {
 			tb.insert(t, id)
 			require.NoError(t, pgfence.FencedUpdate(ctx, tb.pool, tb.row(id), nil, fence.Holder{Token: 10, Owner: "first"}))
 		}
-		newer, err := tb.pool.Begin(ctx)
-		require.NoError(t, err)
-		defer newer.Rollback(context.Background()) //nolint:errcheck // no-op after Commit
-		require.NoError(t, write(ctx, newer, tb.row(id), map[string]any{"value": "newer"}, fence.Holder{Token: 50, Owner: "newer"}))
-
-		older, err := tb.pool.Begin(ctx)
-		require.NoError(t, err)
-		defer older.Rollback(context.Background()) //nolint:errcheck // test cleanup
-		pid := older.Conn().PgConn().PID()
-
-		var olderErr error
-		finished := make(chan struct{})
-		go func() {
-			defer close(finished)
-			olderErr = write(ctx, older, tb.row(id), map[string]any{"value": "older"}, fence.Holder{Token: 40, Owner: "older"})
-		}()
-		defer func() {
-			newer.Rollback(context.Background()) //nolint:errcheck // unblocks older on failure
-			<-finished
-		}()
-		require.Eventually(t, func() bool {
-			var waiting bool
-			err := tb.pool.QueryRow(ctx,
-				`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
-			return err == nil && waiting
-		}, 10*time.Second, 5*time.Millisecond, "the older writer never waited for the row")
-
-		if commitNewer {
-			require.NoError(t, newer.Commit(ctx))
-		} else {
-			require.NoError(t, newer.Rollback(ctx))
-		}
-		<-finished
-		if olderErr == nil {
-			require.NoError(t, older.Commit(ctx))
-		}
-		return olderErr
+		return writeBehindNewer(t, tb.pool, "the older writer never waited for the row", commitNewer,
+			func(ctx context.Context, tx pgx.Tx) error {
+				return write(ctx, tx, tb.row(id), map[string]any{"value": "newer"}, fence.Holder{Token: 50, Owner: "newer"})
+			},
+			func(ctx context.Context, tx pgx.Tx) error {
+				return write(ctx, tx, tb.row(id), map[string]any{"value": "older"}, fence.Holder{Token: 40, Owner: "older"})
+			})
 	}
 
 	for _, upsert := range []bool{false, true} {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 )
 
@@ -37,13 +38,13 @@ var (
 	ErrInvalidClient = errors.New("redisfence: nil redis client")
 
 	// ErrInvalidOptions is returned by NewWithOptions for bad Options.
-	ErrInvalidOptions = errors.New("redisfence: invalid options")
+	ErrInvalidOptions = fmt.Errorf("redisfence: %w", errfamily.ErrInvalidOptions)
 
 	// ErrNotCreated is returned by the methods of a Writer not made by New.
-	ErrNotCreated = errors.New("redisfence: writer not created with New")
+	ErrNotCreated = fmt.Errorf("redisfence: writer %w", errfamily.ErrNotCreated)
 
 	// ErrNilContext is returned for a nil context.Context.
-	ErrNilContext = errors.New("redisfence: nil context")
+	ErrNilContext = fmt.Errorf("redisfence: %w", errfamily.ErrNilContext)
 
 	// ErrUnexpectedReply is returned when a script answers in a shape this
 	// package does not know: a server or proxy that changed the reply.

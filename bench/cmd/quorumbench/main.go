@@ -39,6 +39,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/quorum"
 )
@@ -79,13 +80,13 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 	}
 	addrs := splitAddrs(cfg.masters)
 	if len(addrs) == 0 {
-		servers, err := startServers(cfg.nodes)
-		defer stopServers(servers)
-		if err != nil {
-			return err
-		}
-		for _, s := range servers {
-			addrs = append(addrs, s.addr)
+		for range cfg.nodes {
+			s, err := redisproc.Launch()
+			if err != nil {
+				return fmt.Errorf("%w (install redis-server, or pass -masters)", err)
+			}
+			defer s.Close()
+			addrs = append(addrs, s.Addr())
 		}
 	}
 	ctx := context.Background()

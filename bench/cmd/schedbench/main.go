@@ -40,6 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/bench"
+	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
@@ -286,11 +287,11 @@ func singleTarget() (target, func(), error) {
 	url := os.Getenv("REDIS_URL")
 	stop := func() {}
 	if url == "" {
-		s, err := startServer()
+		s, err := redisproc.Launch()
 		if err != nil {
-			return target{}, nil, err
+			return target{}, nil, fmt.Errorf("%w (install redis-server, or set REDIS_URL)", err)
 		}
-		url, stop = "redis://"+s.addr+"/0", s.stop
+		url, stop = "redis://"+s.Addr()+"/0", s.Close
 	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
@@ -309,28 +310,21 @@ func singleTarget() (target, func(), error) {
 
 // clusterTarget is a Redis Cluster of masters this command starts.
 func clusterTarget(masters int) (target, func(), error) {
-	nodes, err := startCluster(masters)
-	stop := func() {
-		for _, n := range nodes {
-			n.stop()
-		}
-	}
+	c, err := redisproc.LaunchCluster(masters)
 	if err != nil {
-		stop()
 		return target{}, nil, err
 	}
-	var addrs []string
+	addrs := c.Addrs
 	var servers []*redis.Options
-	for _, n := range nodes {
-		addrs = append(addrs, n.addr)
-		servers = append(servers, &redis.Options{Addr: n.addr})
+	for _, addr := range addrs {
+		servers = append(servers, &redis.Options{Addr: addr})
 	}
 	return target{
 		client: func(pool int) redis.UniversalClient {
 			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: pool})
 		},
 		servers: servers,
-	}, stop, nil
+	}, c.Close, nil
 }
 
 // result is one run of holdfast's case.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
@@ -17,7 +18,7 @@ import (
 var (
 	// ErrInvalidOptions is returned by New for a nil database or a
 	// Options.Schema that is not a lower-case SQL identifier.
-	ErrInvalidOptions = errors.New("pgledger: invalid options")
+	ErrInvalidOptions = fmt.Errorf("pgledger: %w", errfamily.ErrInvalidOptions)
 
 	// ErrInvalidArgument is returned for an empty or oversized job name,
 	// an oversized partition, an empty owner, a token above math.MaxInt64,
@@ -28,7 +29,7 @@ var (
 
 	// ErrNotCreated is returned by the methods of a Ledger that was not
 	// made by New (a nil or zero Ledger).
-	ErrNotCreated = errors.New("pgledger: ledger not created with New")
+	ErrNotCreated = fmt.Errorf("pgledger: ledger %w", errfamily.ErrNotCreated)
 )
 
 // ErrRetryable matches a database error after which the call may simply be

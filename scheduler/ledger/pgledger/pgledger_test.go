@@ -25,12 +25,9 @@ import (
 // default_transaction_isolation on the ledger's connections).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	for _, iso := range pgtest.Isolations {
-		t.Run(iso, func(t *testing.T) {
-			t.Parallel()
-			ledgertest.Exercise(t, func(t *testing.T) ledger.Ledger { return newLedgerOn(t, shared.PoolAt(t, iso)) })
-		})
-	}
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		ledgertest.Exercise(t, func(t *testing.T) ledger.Ledger { return newLedgerOn(t, shared.PoolAt(t, iso)) })
+	})
 }
 
 // TestConformanceSharedSchema runs the suite with every subtest on one
@@ -65,12 +62,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // on one advisory lock instead of racing on the catalogs.
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	t.Parallel()
-	for _, iso := range pgtest.Isolations {
-		t.Run(iso, func(t *testing.T) {
-			t.Parallel()
-			testMigrateConcurrently(t, shared.PoolAt(t, iso))
-		})
-	}
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		testMigrateConcurrently(t, shared.PoolAt(t, iso))
+	})
 }
 
 func testMigrateConcurrently(t *testing.T, pool *pgxpool.Pool) {

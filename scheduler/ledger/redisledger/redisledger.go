@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/leaselua"
 	"github.com/holdfast-go/holdfast/internal/luascript"
@@ -44,7 +45,7 @@ type Options struct {
 type Eviction = redispolicy.Options
 
 // ErrInvalidOptions is returned by New for a nil client or a bad prefix.
-var ErrInvalidOptions = errors.New("redisledger: invalid options")
+var ErrInvalidOptions = fmt.Errorf("redisledger: %w", errfamily.ErrInvalidOptions)
 
 // Errors of the eviction-policy check and of a full Redis, the same values
 // as lease's (lease.ErrEvictionPolicy, ...).
