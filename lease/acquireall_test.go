@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -114,7 +115,7 @@ func TestTryAcquireAllRecoversFromNoScript(t *testing.T) {
 }
 
 // noBatch hides the built-in backend's AcquireAll.
-type noBatch struct{ Backend }
+type noBatch struct{ leasedriver.Backend }
 
 // A backend without batches answers TryAcquireAll one acquisition at a
 // time, with the same results.
@@ -155,6 +156,6 @@ func TestAcquireSentTwiceByOneOwnerAnswersItsToken(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, g3.Acquired)
 		require.Greater(t, g3.Remaining, time.Duration(0))
-		require.NoError(t, b.Release(ctx, Held{Name: "resent", Owner: "owner-a", TTL: 5 * time.Second}))
+		require.NoError(t, b.Release(ctx, leasedriver.Held{Name: "resent", Owner: "owner-a", TTL: 5 * time.Second}))
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/internal/retry"
 	"github.com/holdfast-go/holdfast/internal/safe"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // Client acquires leases on one Backend (New: a Redis deployment, a single
@@ -24,7 +25,7 @@ import (
 // no store: the Backend owns keys, scripts and hand-off. It is safe for
 // concurrent use.
 type Client struct {
-	b      Backend
+	b      leasedriver.Backend
 	opts   Options // opts.Holder is the backend's label (Labeled)
 	log    *slog.Logger
 	keeper *keeper
@@ -55,7 +56,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 // label is the backend's too (Labeled: RedisOptions.Holder,
 // pglease.Options.Holder): a non-empty Options.Holder other than the
 // backend's is refused with ErrInvalidOptions.
-func NewWithBackend(b Backend, opts Options) (*Client, error) {
+func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
 	if safe.IsNil(b) {
 		return nil, fmt.Errorf("%w: NewWithBackend got a nil backend", ErrNilClient)
 	}
@@ -69,7 +70,7 @@ func NewWithBackend(b Backend, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: Prefix %q: the backend's keys are its own (RedisOptions.Prefix, quorum.Options.Prefix)", ErrInvalidOptions, opts.Prefix)
 	}
 	label := ""
-	if lb, ok := b.(Labeled); ok {
+	if lb, ok := b.(leasedriver.Labeled); ok {
 		label = lb.HolderLabel()
 	}
 	if opts.Holder != "" && opts.Holder != label {
@@ -88,7 +89,7 @@ func NewWithBackend(b Backend, opts Options) (*Client, error) {
 // Backend returns the backend the Client stores its leases in: the
 // *RedisBackend of a Client made by New (its Keys and Redis), the one
 // passed to NewWithBackend otherwise.
-func (c *Client) Backend() Backend {
+func (c *Client) Backend() leasedriver.Backend {
 	if c == nil {
 		return nil
 	}
@@ -188,7 +189,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	// that its release notifies. Without a Notifier (or pub/sub refused by
 	// a proxy), poll.
 	var released <-chan struct{}
-	if n, ok := c.b.(Notifier); ok {
+	if n, ok := c.b.(leasedriver.Notifier); ok {
 		if ch, stop, err := n.Released(ctx, name); err == nil {
 			defer stop()
 			released = ch
@@ -255,11 +256,11 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 // as in TryAcquire. A scheduler claiming many (job, partition) leases at a
 // second's boundary uses it.
 func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Duration, opts ...AcquireOption) (leases []*Lease, errs []error) {
-	acquire := func(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error) {
-		if ba, ok := c.b.(BatchAcquirer); ok {
+	acquire := func(ctx context.Context, reqs []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error) {
+		if ba, ok := c.b.(leasedriver.BatchAcquirer); ok {
 			return ba.AcquireAll(ctx, reqs)
 		}
-		grants, errs := make([]Grant, len(reqs)), make([]error, len(reqs))
+		grants, errs := make([]leasedriver.Grant, len(reqs)), make([]error, len(reqs))
 		for j, r := range reqs {
 			grants[j], errs[j] = c.b.Acquire(ctx, r.Name, r.Owner, r.TTL)
 		}
@@ -282,7 +283,7 @@ func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Dur
 // called once, at most, and not at all when no name is valid. Grants
 // answered too late for their trust window are undone with c's backend,
 // as in TryAcquireAll.
-func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time.Duration, acquire func(context.Context, []AcquireRequest) ([]Grant, []error), opts ...AcquireOption) (leases []*Lease, errs []error) {
+func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time.Duration, acquire func(context.Context, []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error), opts ...AcquireOption) (leases []*Lease, errs []error) {
 	leases, errs = make([]*Lease, len(names)), make([]error, len(names))
 	err := c.ready(ctx)
 	if err == nil {
@@ -294,7 +295,7 @@ func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time
 		}
 		return leases, errs
 	}
-	reqs := make([]AcquireRequest, 0, len(names))
+	reqs := make([]leasedriver.AcquireRequest, 0, len(names))
 	at := make([]int, 0, len(names)) // reqs[j] answers names[at[j]]
 	for i, name := range names {
 		if errs[i] = validateName(name); errs[i] != nil {
@@ -305,7 +306,7 @@ func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time
 			errs[i] = err
 			continue
 		}
-		reqs = append(reqs, AcquireRequest{Name: name, Owner: owner, TTL: ttl})
+		reqs = append(reqs, leasedriver.AcquireRequest{Name: name, Owner: owner, TTL: ttl})
 		at = append(at, i)
 	}
 	if len(reqs) == 0 {
@@ -317,11 +318,11 @@ func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time
 	cfg := newAcquireConfig(opts)
 	if took >= ttl-Drift(ttl) {
 		// The whole batch came too late: undo its grants together.
-		var undo []Held
+		var undo []leasedriver.Held
 		for j, r := range reqs {
 			if gerrs[j] == nil && grants[j].Acquired {
 				c.opts.Observer.ObserveAcquire(r.Name, OutcomeSlow, took)
-				undo = append(undo, Held{Name: r.Name, Owner: r.Owner, TTL: ttl, Handle: grants[j].Handle})
+				undo = append(undo, leasedriver.Held{Name: r.Name, Owner: r.Owner, TTL: ttl, Handle: grants[j].Handle})
 				errs[at[j]] = c.slow(ctx, r.Name, r.Owner, ttl, took)
 				continue
 			}
@@ -344,8 +345,8 @@ func (c *Client) try(ctx context.Context, cfg acquireConfig, name string, ttl ti
 		return nil, err
 	}
 	start := time.Now()
-	var g Grant
-	if wa, ok := c.b.(WaitingAcquirer); ok && waiting {
+	var g leasedriver.Grant
+	if wa, ok := c.b.(leasedriver.WaitingAcquirer); ok && waiting {
 		g, err = wa.AcquireWaiting(ctx, name, owner, ttl, c.flagTTL())
 	} else {
 		g, err = c.b.Acquire(ctx, name, owner, ttl)
@@ -367,7 +368,7 @@ func (c *Client) flagTTL() time.Duration {
 // granted turns the answer to an acquisition sent at start into a Lease or
 // an error. A grant answered at or after the end of its trust window is
 // undone: its token is never handed out.
-func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g Grant, err error) (*Lease, error) {
+func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g leasedriver.Grant, err error) (*Lease, error) {
 	if errors.Is(err, ErrNotTried) {
 		return nil, err
 	}
@@ -385,7 +386,7 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 	}
 	if took >= ttl-Drift(ttl) {
 		c.opts.Observer.ObserveAcquire(name, OutcomeSlow, took)
-		c.undo(ctx, Held{Name: name, Owner: owner, TTL: ttl, Handle: g.Handle})
+		c.undo(ctx, leasedriver.Held{Name: name, Owner: owner, TTL: ttl, Handle: g.Handle})
 		return nil, c.slow(ctx, name, owner, ttl, took)
 	}
 	c.opts.Observer.ObserveAcquire(name, OutcomeAcquired, took)
@@ -411,7 +412,7 @@ func (c *Client) slow(ctx context.Context, name, owner string, ttl, took time.Du
 // holds its owner, on a best effort: the caller may have gone (ctx ended),
 // so it runs without ctx's cancellation, bounded by the TTL (the key is
 // gone by then anyway).
-func (c *Client) undo(ctx context.Context, h Held) {
+func (c *Client) undo(ctx context.Context, h leasedriver.Held) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.TTL)
 	defer cancel()
 	_ = c.b.Release(rctx, h)
@@ -419,11 +420,11 @@ func (c *Client) undo(ctx context.Context, h Held) {
 
 // undoAll is undo for the grants of a batch: one call to a
 // BatchReleaser, one Release after another on other backends.
-func (c *Client) undoAll(ctx context.Context, hs []Held) {
+func (c *Client) undoAll(ctx context.Context, hs []leasedriver.Held) {
 	if len(hs) == 0 {
 		return
 	}
-	if br, ok := c.b.(BatchReleaser); ok {
+	if br, ok := c.b.(leasedriver.BatchReleaser); ok {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hs[0].TTL)
 		defer cancel()
 		_ = br.ReleaseAll(rctx, hs)

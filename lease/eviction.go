@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // Eviction configures how the Redis backend treats a Redis that may evict
@@ -59,13 +60,6 @@ var (
 // TTL held.
 const EvictionPollInterval = time.Second
 
-// EvictionCounter is an optional Backend interface: Evictions returns how
-// many keys the store evicted since the previous call, 0 without I/O on a
-// store that keeps every key. RedisBackend implements it.
-type EvictionCounter interface {
-	Evictions(ctx context.Context) (int64, error)
-}
-
 // EvictionObserver is an optional Observer interface: ObserveEvictions is
 // called with the number of keys Redis evicted since the previous report
 // (> 0), by a Client whose backend runs on an evicting Redis
@@ -86,7 +80,7 @@ type evictions struct {
 // when evictions were last seen (zero: never): a lease found not held
 // within its TTL of that was most likely evicted.
 func (c *Client) watchEvictions(ctx context.Context, now bool) time.Time {
-	ec, ok := c.b.(EvictionCounter)
+	ec, ok := c.b.(leasedriver.EvictionCounter)
 	if !ok {
 		return time.Time{}
 	}

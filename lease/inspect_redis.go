@@ -11,9 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
-var _ Inspector = (*RedisBackend)(nil)
+var _ leasedriver.Inspector = (*RedisBackend)(nil)
 
 // scanCount is the COUNT hint of List's SCAN calls: keys examined per call.
 const scanCount = 1000
@@ -23,10 +24,10 @@ const scanCount = 1000
 // (scripts/inspect.lua) in one round trip. The keys share the name's hash
 // tag, so this works on a Cluster too. Keys under the prefix that are not
 // a lease's (another store's prefix) give ErrInvalidOptions.
-func (b *RedisBackend) Inspect(ctx context.Context, name string) (Info, error) {
+func (b *RedisBackend) Inspect(ctx context.Context, name string) (leasedriver.Info, error) {
 	k, err := b.Keys(name)
 	if err != nil {
-		return Info{}, err
+		return leasedriver.Info{}, err
 	}
 	cmd := inspectScript.Run(ctx, b.rdb, []string{k.Lease, k.Fence, k.Waiting, k.Holder})
 	return b.parseInspect(name, cmd)
@@ -42,7 +43,7 @@ func (b *RedisBackend) Inspect(ctx context.Context, name string) (Info, error) {
 // ErrInvalidOptions. The prefix is matched literally: its glob characters
 // (* ? [ ] \) are escaped. The SCAN guarantees apply: a key present for the
 // whole scan is found, one created or deleted during it may or may not be.
-func (b *RedisBackend) List(ctx context.Context, match string, limit int) ([]Info, error) {
+func (b *RedisBackend) List(ctx context.Context, match string, limit int) ([]leasedriver.Info, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: List limit %d, at least 1", ErrInvalidOptions, limit)
 	}
@@ -110,9 +111,9 @@ func (b *RedisBackend) nameOf(key string) (string, bool) {
 
 // inspectAll runs Inspect's script for every name in one pipeline (routed
 // per slot on a Cluster).
-func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, error) {
+func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]leasedriver.Info, error) {
 	if len(names) == 0 {
-		return []Info{}, nil
+		return []leasedriver.Info{}, nil
 	}
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(names))
@@ -121,7 +122,7 @@ func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, 
 		cmds[i] = inspectScript.Queue(ctx, pipe, inspectScript.Prepared([]string{k.Lease, k.Fence, k.Waiting, k.Holder}))
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
-	infos := make([]Info, len(names))
+	infos := make([]leasedriver.Info, len(names))
 	replies := inspectScript.Replies()
 	for i, cmd := range cmds {
 		info, err := b.parseInspect(names[i], replies.Fallback(ctx, b.rdb, cmd))
@@ -138,17 +139,17 @@ func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, 
 // WRONGTYPE answer means the keys under the prefix are not a lease's (the
 // prefix of another store, such as the scheduler's ledger): reported as
 // ErrInvalidOptions, naming the prefix.
-func (b *RedisBackend) parseInspect(name string, cmd *redis.Cmd) (Info, error) {
+func (b *RedisBackend) parseInspect(name string, cmd *redis.Cmd) (leasedriver.Info, error) {
 	vals, err := cmd.Slice()
 	if err != nil && strings.Contains(err.Error(), "WRONGTYPE") { // a script's error may wrap it
-		return Info{}, fmt.Errorf("%w: inspect %q: the keys under prefix %q are not leases (is it another store's prefix, such as the scheduler ledger's?): %w",
+		return leasedriver.Info{}, fmt.Errorf("%w: inspect %q: the keys under prefix %q are not leases (is it another store's prefix, such as the scheduler ledger's?): %w",
 			ErrInvalidOptions, name, b.prefix, err)
 	}
 	if err != nil {
-		return Info{}, fmt.Errorf("lease: inspect %q: %w", name, err)
+		return leasedriver.Info{}, fmt.Errorf("lease: inspect %q: %w", name, err)
 	}
 	if len(vals) != 5 {
-		return Info{}, fmt.Errorf("lease: inspect %q: reply of %d values, want 5", name, len(vals))
+		return leasedriver.Info{}, fmt.Errorf("lease: inspect %q: reply of %d values, want 5", name, len(vals))
 	}
 	owner, _ := vals[0].(string)
 	pttl, _ := vals[1].(int64)
@@ -157,9 +158,9 @@ func (b *RedisBackend) parseInspect(name string, cmd *redis.Cmd) (Info, error) {
 	holder, _ := vals[4].(string)
 	token, err := fence.ParseToken(tokenText)
 	if err != nil {
-		return Info{}, fmt.Errorf("lease: inspect %q: fence counter: %w", name, err)
+		return leasedriver.Info{}, fmt.Errorf("lease: inspect %q: fence counter: %w", name, err)
 	}
-	info := Info{Name: name, Token: token, Waiting: waiting == 1}
+	info := leasedriver.Info{Name: name, Token: token, Waiting: waiting == 1}
 	if owner != "" {
 		info.Held, info.OwnerID, info.Holder = true, fence.OwnerID(owner), holder
 		info.TTL = time.Duration(max(pttl, 0)) * time.Millisecond

@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // setup is the per-test bundle: a client over one backend, the raw Redis
@@ -244,17 +245,17 @@ func TestEndedLifetimeContextLosesTheLeaseAtOnce(t *testing.T) {
 // first try, and whose later tries hang until their context ends.
 type heldThenHung struct{ tries atomic.Int32 }
 
-func (b *heldThenHung) Acquire(ctx context.Context, _, _ string, _ time.Duration) (Grant, error) {
+func (b *heldThenHung) Acquire(ctx context.Context, _, _ string, _ time.Duration) (leasedriver.Grant, error) {
 	if b.tries.Add(1) == 1 {
-		return Grant{Remaining: time.Millisecond}, nil
+		return leasedriver.Grant{Remaining: time.Millisecond}, nil
 	}
 	<-ctx.Done()
-	return Grant{}, ctx.Err()
+	return leasedriver.Grant{}, ctx.Err()
 }
-func (b *heldThenHung) Renew(_ context.Context, batch []Held) []error {
+func (b *heldThenHung) Renew(_ context.Context, batch []leasedriver.Held) []error {
 	return make([]error, len(batch))
 }
-func (b *heldThenHung) Release(context.Context, Held) error { return nil }
+func (b *heldThenHung) Release(context.Context, leasedriver.Held) error { return nil }
 
 // Issue 11, part 7 (TestConformance/AcquireGivesUpWhenContextEnds on the
 // quorum backend under load): when ctx ended while a try was on its way,

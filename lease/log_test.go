@@ -69,7 +69,7 @@ func TestLogsOwnerIDAndHolderNeverTheOwner(t *testing.T) {
 }
 
 // The holder label is the backend's: NewWithBackend takes it from the
-// backend (lease.Labeled) and refuses a different one; labels that could
+// backend (leasedriver.Labeled) and refuses a different one; labels that could
 // pass for another in a view are refused.
 func TestHolderLabelOptions(t *testing.T) {
 	t.Parallel()

@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/luascript"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // RedisOptions configure a RedisBackend. The zero value is valid.
@@ -124,7 +125,7 @@ func (b *RedisBackend) CheckPolicy(ctx context.Context) error { return b.policy.
 // that may evict keys; 0 without I/O otherwise.
 func (b *RedisBackend) Evictions(ctx context.Context) (int64, error) { return b.policy.Evictions(ctx) }
 
-var _ Labeled = (*RedisBackend)(nil)
+var _ leasedriver.Labeled = (*RedisBackend)(nil)
 
 // HolderLabel implements Labeled: RedisOptions.Holder.
 func (b *RedisBackend) HolderLabel() string { return b.holder }
@@ -211,24 +212,24 @@ func (b *RedisBackend) newHandle(name, owner string, ttl time.Duration) *redisHa
 
 // handle returns the handle of a held lease, building it when the Held
 // carries none (an acquisition of another Client, or another backend's).
-func (b *RedisBackend) handle(h Held) *redisHandle {
+func (b *RedisBackend) handle(h leasedriver.Held) *redisHandle {
 	if rh, ok := h.Handle.(*redisHandle); ok && rh.owner == h.Owner && rh.name == h.Name {
 		return rh
 	}
 	return b.newHandle(h.Name, h.Owner, h.TTL)
 }
 
-func (b *RedisBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
+func (b *RedisBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
 	h := b.newHandle(name, owner, ttl)
 	return b.acquire(ctx, h, ttl, h.acquireArgs[:])
 }
 
-var _ WaitingAcquirer = (*RedisBackend)(nil)
+var _ leasedriver.WaitingAcquirer = (*RedisBackend)(nil)
 
 // AcquireWaiting implements WaitingAcquirer: Acquire, flagging a held
 // lease as waited for (acquire.lua's KEYS[3]) for flagTTL, so that its
 // release publishes.
-func (b *RedisBackend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (Grant, error) {
+func (b *RedisBackend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (leasedriver.Grant, error) {
 	h := b.newHandle(name, owner, ttl)
 	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
 	// evalsha sha 3 lease fence waiting owner ttl label flagTTL
@@ -236,12 +237,12 @@ func (b *RedisBackend) AcquireWaiting(ctx context.Context, name, owner string, t
 	return b.acquire(ctx, h, ttl, args[:])
 }
 
-func (b *RedisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Duration, args []any) (Grant, error) {
+func (b *RedisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Duration, args []any) (leasedriver.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return Grant{}, err // nothing sent, nothing to undo
+		return leasedriver.Grant{}, err // nothing sent, nothing to undo
 	}
 	if err := b.policy.Check(ctx); err != nil {
-		return Grant{}, err // nothing sent, nothing to undo
+		return leasedriver.Grant{}, err // nothing sent, nothing to undo
 	}
 	// One integer, not an array: the reply costs no slices.
 	res, err := acquireScript.RunPrepared(ctx, b.auto, args).Int64()
@@ -250,18 +251,18 @@ func (b *RedisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Dur
 		// the call was on the wire): a key left with this owner would
 		// block every other owner until its TTL.
 		b.undo(ctx, []*redisHandle{h}, ttl)
-		return Grant{}, redispolicy.MemoryFull(err)
+		return leasedriver.Grant{}, redispolicy.MemoryFull(err)
 	}
 	if res <= 0 {
-		return Grant{Remaining: time.Duration(-res) * time.Millisecond}, nil
+		return leasedriver.Grant{Remaining: time.Duration(-res) * time.Millisecond}, nil
 	}
 	if err := b.waitReplicas(ctx, h, ttl); err != nil {
-		return Grant{}, err
+		return leasedriver.Grant{}, err
 	}
-	return Grant{Acquired: true, Token: fence.Token(res), Handle: h}, nil
+	return leasedriver.Grant{Acquired: true, Token: fence.Token(res), Handle: h}, nil
 }
 
-var _ BatchAcquirer = (*RedisBackend)(nil)
+var _ leasedriver.BatchAcquirer = (*RedisBackend)(nil)
 
 // AcquireAll implements BatchAcquirer: one pipeline of acquire scripts.
 // Commands the server refused with NOSCRIPT (a node that lost its script
@@ -269,13 +270,13 @@ var _ BatchAcquirer = (*RedisBackend)(nil)
 // Should go-redis re-send the pipeline (a lost reply, TRYAGAIN on a
 // Cluster), the acquire script answers an acquisition it already granted
 // to the same owner with the same token.
-func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error) {
+func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error) {
 	if err := b.policy.Check(ctx); err != nil {
 		errs := make([]error, len(reqs))
 		for i := range errs {
 			errs[i] = err
 		}
-		return make([]Grant, len(reqs)), errs
+		return make([]leasedriver.Grant, len(reqs)), errs
 	}
 	handles := make([]*redisHandle, len(reqs))
 	cmds := make([]*redis.Cmd, len(reqs))
@@ -286,7 +287,7 @@ func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
-	grants, errs := make([]Grant, len(reqs)), make([]error, len(reqs))
+	grants, errs := make([]leasedriver.Grant, len(reqs)), make([]error, len(reqs))
 	var failed []*redisHandle
 	var ttl time.Duration
 	replies := acquireScript.Replies()
@@ -298,13 +299,13 @@ func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 			failed = append(failed, handles[i])
 			ttl = max(ttl, reqs[i].TTL)
 		case res <= 0:
-			grants[i] = Grant{Remaining: time.Duration(-res) * time.Millisecond}
+			grants[i] = leasedriver.Grant{Remaining: time.Duration(-res) * time.Millisecond}
 		default:
 			if err := b.waitReplicas(ctx, handles[i], reqs[i].TTL); err != nil {
 				errs[i] = err
 				continue
 			}
-			grants[i] = Grant{Acquired: true, Token: fence.Token(res), Handle: handles[i]}
+			grants[i] = leasedriver.Grant{Acquired: true, Token: fence.Token(res), Handle: handles[i]}
 		}
 	}
 	b.undo(ctx, failed, ttl) // as in acquire
@@ -338,7 +339,7 @@ func (b *RedisBackend) undo(ctx context.Context, hs []*redisHandle, ttl time.Dur
 	}
 }
 
-func (b *RedisBackend) Renew(ctx context.Context, batch []Held) []error {
+func (b *RedisBackend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
 	if len(batch) == 1 {
 		// Lease.Renew: a plain call costs half the allocations of a
 		// pipeline of one.
@@ -372,7 +373,7 @@ func (b *RedisBackend) Renew(ctx context.Context, batch []Held) []error {
 	return errs
 }
 
-func (b *RedisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd, error) {
+func (b *RedisBackend) pipeline(ctx context.Context, batch []leasedriver.Held) ([]*redis.Cmd, error) {
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, h := range batch {
@@ -383,7 +384,7 @@ func (b *RedisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd
 	return cmds, err
 }
 
-func (b *RedisBackend) Release(ctx context.Context, h Held) error {
+func (b *RedisBackend) Release(ctx context.Context, h leasedriver.Held) error {
 	n, err := releaseScript.RunPrepared(ctx, b.auto, b.handle(h).releaseArgs[:]).Int64()
 	if err != nil {
 		return err
@@ -417,12 +418,12 @@ func (b *RedisBackend) Released(ctx context.Context, name string) (<-chan struct
 	return out, func() { _ = sub.Close(); <-done }, nil
 }
 
-var _ Notifier = (*RedisBackend)(nil)
+var _ leasedriver.Notifier = (*RedisBackend)(nil)
 
-var _ BatchReleaser = (*RedisBackend)(nil)
+var _ leasedriver.BatchReleaser = (*RedisBackend)(nil)
 
 // ReleaseAll implements BatchReleaser: one pipeline of release scripts.
-func (b *RedisBackend) ReleaseAll(ctx context.Context, batch []Held) []error {
+func (b *RedisBackend) ReleaseAll(ctx context.Context, batch []leasedriver.Held) []error {
 	errs := make([]error, len(batch))
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
@@ -500,6 +501,6 @@ func (b *RedisBackend) Joinable(rdb redis.UniversalClient) bool {
 // Granted returns the Grant of an acquisition of the lease called name by
 // owner, for ttl, that a joined script (Joinable) took with token: its
 // Handle prepares the renewals and the release as Acquire's does.
-func (b *RedisBackend) Granted(name, owner string, ttl time.Duration, token fence.Token) Grant {
-	return Grant{Acquired: true, Token: token, Handle: b.newHandle(name, owner, ttl)}
+func (b *RedisBackend) Granted(name, owner string, ttl time.Duration, token fence.Token) leasedriver.Grant {
+	return leasedriver.Grant{Acquired: true, Token: token, Handle: b.newHandle(name, owner, ttl)}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
@@ -54,7 +55,7 @@ func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRe
 }
 
 // ClaimAll counts the slots the joined claim began as BeginIfClear would.
-func (c *countingLedger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
+func (c *countingLedger) ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
 	out, err := c.Ledger.ClaimAll(ctx, leases, reqs, limit, now)
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -64,13 +65,13 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 		}
 	}
 	began := make(map[string]*ledger.BeginResult, len(begins))
-	acquire := func(ctx context.Context, reqs []lease.AcquireRequest) ([]lease.Grant, []error) {
+	acquire := func(ctx context.Context, reqs []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error) {
 		creqs := make([]ledger.ClaimRequest, len(reqs))
 		for i, r := range reqs {
 			creqs[i] = begins[r.Name]
 			creqs[i].Lease = r
 		}
-		grants, gerrs := make([]lease.Grant, len(reqs)), make([]error, len(reqs))
+		grants, gerrs := make([]leasedriver.Grant, len(reqs)), make([]error, len(reqs))
 		res, err := s.joiner.ClaimAll(ctx, s.cfg.Leases.Backend(), creqs, places, now)
 		for i := range reqs {
 			if err != nil {
@@ -115,7 +116,7 @@ func checkRequest(u *unit, req claimReq) (ledger.BeginRequest, bool) {
 func (s *Scheduler) finishRelease(ctx context.Context, h hold, slot ledger.Slot, n int, o ledger.Outcome) error {
 	var ferr error
 	ran := false
-	err := h.l.ReleaseWith(ctx, func(ctx context.Context, held lease.Held) error {
+	err := h.l.ReleaseWith(ctx, func(ctx context.Context, held leasedriver.Held) error {
 		ran = true
 		var rerr error
 		ferr, rerr = s.joiner.FinishRelease(ctx, s.cfg.Leases.Backend(), held, slot, h.fence, n, o, s.clock.Now())

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
@@ -258,7 +259,7 @@ func leaseError(err error) error {
 
 // leaseJSON is info in the admin API's shape, so that -o json reads the
 // same from Redis and from the admin handler.
-func leaseJSON(info lease.Info) schedhttp.LeaseJSON {
+func leaseJSON(info leasedriver.Info) schedhttp.LeaseJSON {
 	return schedhttp.LeaseJSON{
 		Name: info.Name, Held: info.Held, OwnerID: info.OwnerID, Holder: info.Holder, TTLMS: info.TTL.Milliseconds(),
 		Token: info.Token, Waiting: info.Waiting,

@@ -6,12 +6,12 @@
 //
 // # A lease backend in memory
 //
-// NewMemoryBackend returns a lease.Backend that keeps its leases in a map:
+// NewMemoryBackend returns a leasedriver.Backend that keeps its leases in a map:
 // pass it to lease.NewWithBackend and the code under test takes, renews,
 // waits for and loses leases as over Redis, without a server. TTLs run on
 // the clock.Clock it is given (a clock.Fake moves them with Advance),
 // tokens strictly increase per name, a release wakes waiters
-// (lease.Notifier), Expire frees a lease at once and Holder tells who holds
+// (leasedriver.Notifier), Expire frees a lease at once and Holder tells who holds
 // it. It passes Exercise. See ExampleNewMemoryBackend.
 //
 // # Faults
@@ -52,7 +52,7 @@
 // holdfast (ledgertest.Exercise, sinktest.Exercise). RedisBackend returns
 // the newStore of the built-in Redis backend over a deployment of yours
 // (a single server, Sentinel, Cluster, a proxy, a Redis-compatible
-// server); any other lease.Backend is described by a Store of its own:
+// server); any other leasedriver.Backend is described by a Store of its own:
 //
 //	func TestLeaseOnOurCluster(t *testing.T) {
 //		leasetest.Exercise(t, leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
 
@@ -74,8 +75,8 @@ func TestMemoryBackendExpiresByItsClock(t *testing.T) {
 	clk.Advance(40 * time.Second) // the TTL has passed
 	owner, _ = b.Holder("job")
 	require.Empty(t, owner)
-	held := lease.Held{Name: "job", Owner: "a", TTL: time.Minute}
-	require.ErrorIs(t, b.Renew(ctx, []lease.Held{held})[0], lease.ErrNotHeld)
+	held := leasedriver.Held{Name: "job", Owner: "a", TTL: time.Minute}
+	require.ErrorIs(t, b.Renew(ctx, []leasedriver.Held{held})[0], lease.ErrNotHeld)
 	require.ErrorIs(t, b.Release(ctx, held), lease.ErrNotHeld)
 	g2, err := b.Acquire(ctx, "job", "b", time.Minute)
 	require.NoError(t, err)
@@ -99,7 +100,7 @@ func TestMemoryBackendNotifiesReleases(t *testing.T) {
 
 	_, err = b.Acquire(ctx, "job", "a", time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, lease.Held{Name: "job", Owner: "a", TTL: time.Minute}))
+	require.NoError(t, b.Release(ctx, leasedriver.Held{Name: "job", Owner: "a", TTL: time.Minute}))
 	requireSignaled(t, job, true, "release of job")
 	requireSignaled(t, other, false, "release of job, listener of other")
 

@@ -23,7 +23,7 @@ import (
 // (pgtest.Isolations, set as default_transaction_isolation on the
 // backends' connections). Every Client gets a Backend of its own over one
 // pool, as replicas would over their own pools. The backend is no
-// lease.Notifier: waiters poll (see the package documentation).
+// leasedriver.Notifier: waiters poll (see the package documentation).
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, iso := range pgtest.Isolations {

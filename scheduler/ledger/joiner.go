@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // LeaseJoiner is an optional Ledger interface for a ledger that can take
@@ -36,8 +36,8 @@ import (
 // lease.ErrNotHeld, a store error). A ledger that cannot join the two
 // makes them one after the other.
 type LeaseJoiner interface {
-	ClaimAll(ctx context.Context, leases lease.Backend, reqs []ClaimRequest, limit int, now time.Time) ([]ClaimResult, error)
-	FinishRelease(ctx context.Context, leases lease.Backend, h lease.Held, s Slot, f Fence, attempt int, o Outcome, now time.Time) (finishErr, releaseErr error)
+	ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs []ClaimRequest, limit int, now time.Time) ([]ClaimResult, error)
+	FinishRelease(ctx context.Context, leases leasedriver.Backend, h leasedriver.Held, s Slot, f Fence, attempt int, o Outcome, now time.Time) (finishErr, releaseErr error)
 }
 
 // ErrNotJoinable is returned by LeaseJoiner.ClaimAll for a lease backend
@@ -59,7 +59,7 @@ var ErrNotJoinable = errors.New("ledger: the lease backend cannot be joined to t
 // for a fire it must plan (a late one, whose missed-slot policy decides):
 // a replica that comes after the slot's run then pays a read, not a claim.
 type ClaimRequest struct {
-	Lease     lease.AcquireRequest
+	Lease     leasedriver.AcquireRequest
 	Begin     *BeginRequest
 	CheckOnly bool
 }
@@ -68,7 +68,7 @@ type ClaimRequest struct {
 // Acquire answers, and Begin, when a begin was asked for and the lease
 // taken, as BeginIfClear answers it (nil otherwise).
 type ClaimResult struct {
-	Grant lease.Grant
+	Grant leasedriver.Grant
 	Err   error
 	Begin *BeginResult
 }

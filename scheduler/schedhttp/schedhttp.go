@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -87,7 +88,7 @@ type Options struct {
 	TrustedOrigins []string
 	// Leases serves GET /leases (for example the lease.RedisBackend the
 	// scheduler's leases use). Default nil: GET /leases answers 404.
-	Leases lease.Inspector
+	Leases leasedriver.Inspector
 	// MaxBodyBytes bounds request bodies. Default 64 KiB.
 	MaxBodyBytes int64
 	// Logger receives admin_request_forbidden and admin_request_failed.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
@@ -36,14 +37,14 @@ func TestLedgerChecksTheEvictionPolicy(t *testing.T) {
 
 		b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{})
 		require.NoError(t, err)
-		_, err = l.ClaimAll(t.Context(), b, []ledger.ClaimRequest{{Lease: lease.AcquireRequest{Name: "settle", Owner: "o", TTL: time.Second}}}, 0, at)
+		_, err = l.ClaimAll(t.Context(), b, []ledger.ClaimRequest{{Lease: leasedriver.AcquireRequest{Name: "settle", Owner: "o", TTL: time.Second}}}, 0, at)
 		require.ErrorIs(t, err, redisledger.ErrEvictionPolicy)
 
 		allowed, err := redisledger.New(rdb, redisledger.Options{Eviction: redisledger.Eviction{AllowEviction: true}})
 		require.NoError(t, err)
 		_, _, err = allowed.Begin(t.Context(), slot, f, 3, at)
 		require.NoError(t, err)
-		_, err = allowed.ClaimAll(t.Context(), b, []ledger.ClaimRequest{{Lease: lease.AcquireRequest{Name: "settle", Owner: "o", TTL: time.Second}}}, 0, at)
+		_, err = allowed.ClaimAll(t.Context(), b, []ledger.ClaimRequest{{Lease: leasedriver.AcquireRequest{Name: "settle", Owner: "o", TTL: time.Second}}}, 0, at)
 		require.ErrorIs(t, err, lease.ErrEvictionPolicy, "the lease backend was not allowed")
 	})
 	t.Run("MemoryFull", func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -46,7 +47,7 @@ import (
 // lease, which may have been taken, released on a best effort (and its
 // slot, which may have been begun, is found abandoned by the next claim,
 // as after a crash between Begin and the run).
-func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
+func (l *Ledger) ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
 	if ctx == nil {
 		return nil, nilContext("ClaimAll")
 	}
@@ -118,7 +119,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 		cmds[g] = claimAllScript.Queue(ctx, pipe, claimAllScript.Prepared(keys, args...))
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
-	var undo []lease.Held
+	var undo []leasedriver.Held
 	replies := claimAllScript.Replies()
 	for g, idx := range groups {
 		vals, err := replies.Fallback(ctx, l.rdb, cmds[g]).Slice()
@@ -129,7 +130,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 			if err != nil {
 				out[i].Err = redispolicy.MemoryFull(err)
 				r := reqs[i].Lease
-				undo = append(undo, lease.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL})
+				undo = append(undo, leasedriver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL})
 				continue
 			}
 			out[i] = l.claimResult(b, reqs[i], vals[4*j:4*j+4], paused)
@@ -263,7 +264,7 @@ func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []a
 	}
 	switch tok := v[0].(type) {
 	case int64: // held: minus the remaining TTL
-		res.Grant = lease.Grant{Remaining: time.Duration(-tok) * time.Millisecond}
+		res.Grant = leasedriver.Grant{Remaining: time.Duration(-tok) * time.Millisecond}
 		return res
 	case string:
 		t, err := fence.ParseToken(tok)
@@ -290,7 +291,7 @@ func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []a
 		*bg = ledger.BeginResult{Attempt: int(a), Left: int(left), Clear: true}
 	case code == 4:
 		// Done: the script released the lease, unused.
-		res.Grant = lease.Grant{}
+		res.Grant = leasedriver.Grant{}
 		*bg = ledger.BeginResult{Clear: true, Err: ledger.ErrSlotDone}
 	default:
 		var cur fence.Token
@@ -312,7 +313,7 @@ func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []a
 // finishErr is Finish's error; releaseErr is b.Release's (nil,
 // lease.ErrNotHeld, or a Redis error, which the finish shares when they
 // ran in one script).
-func (l *Ledger) FinishRelease(ctx context.Context, leases lease.Backend, h lease.Held, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) (finishErr, releaseErr error) {
+func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, h leasedriver.Held, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) (finishErr, releaseErr error) {
 	if ctx == nil {
 		return nilContext("FinishRelease"), nilContext("FinishRelease")
 	}
