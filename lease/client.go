@@ -266,24 +266,13 @@ func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Dur
 		}
 		return grants, errs
 	}
-	return c.TryAcquireAllWith(ctx, names, ttl, acquire, opts...)
+	return c.tryAcquireAllWith(ctx, names, ttl, acquire, opts...)
 }
 
-// TryAcquireAllWith is TryAcquireAll with the batch's acquisitions made by
-// acquire instead of the backend's AcquireAll: a caller that takes the
-// leases in the same script as writes of its own (the scheduler's Redis
-// ledger begins each slot in the script that takes its lease, see
-// RedisBackend.Joinable) gets them back as Leases of c, renewed, released
-// and lost as any other. acquire gets one request per valid name (the
-// owners drawn here) and must answer each as c's backend's Acquire would,
-// on c's backend's store and keys (RedisBackend.Granted builds a grant of
-// the built-in backend), with one Grant and one error per request (an
-// error matching ErrNotTried for an acquisition it did not make, which
-// the name is then answered with); it is
-// called once, at most, and not at all when no name is valid. Grants
-// answered too late for their trust window are undone with c's backend,
-// as in TryAcquireAll.
-func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time.Duration, acquire func(context.Context, []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error), opts ...AcquireOption) (leases []*Lease, errs []error) {
+// tryAcquireAllWith is TryAcquireAll with the batch's acquisitions made
+// by acquire instead of the backend's AcquireAll: lease/leasejoin's
+// TryAcquireAll, which documents it.
+func (c *Client) tryAcquireAllWith(ctx context.Context, names []string, ttl time.Duration, acquire func(context.Context, []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error), opts ...AcquireOption) (leases []*Lease, errs []error) {
 	leases, errs = make([]*Lease, len(names)), make([]error, len(names))
 	err := c.ready(ctx)
 	if err == nil {

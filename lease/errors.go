@@ -35,7 +35,7 @@ var (
 	// ErrNotAcquired matches every *NotAcquiredError: the lease is held by
 	// another owner.
 	ErrNotAcquired = errors.New("lease: not acquired, held by another owner")
-	// ErrNotTried answers a name of TryAcquireAllWith whose acquisition
+	// ErrNotTried answers a name of leasejoin.TryAcquireAll whose acquisition
 	// its acquire function did not make (it took as many leases as its
 	// caller could use and found this one free): nothing was taken, and
 	// nothing is logged or observed for it.

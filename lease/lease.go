@@ -269,20 +269,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l == nil || l.c == nil {
 		return ErrNotHeld
 	}
-	return l.ReleaseWith(ctx, l.c.b.Release)
+	return l.releaseWith(ctx, l.c.b.Release)
 }
 
-// ReleaseWith is Release with the key deleted by release instead of the
-// backend's Release: a caller that gives the lease back in the same script
-// as a write of its own (the scheduler's Redis ledger records a run's end
-// and releases its lease in one round trip) ends the lease as Release
-// does, keep-alive stopped first. release must answer as the backend's
-// Release would (nil, ErrNotHeld, another error) for h, this lease. It
-// runs at most once per answer, as Release's compare-and-delete does: not
-// at all when the lease was released before (ReleaseWith then returns
-// that answer), again on a later call after an error without an answer.
-// Errors as Release's.
-func (l *Lease) ReleaseWith(ctx context.Context, release func(ctx context.Context, h leasedriver.Held) error) error {
+// releaseWith is Release with the key deleted by release instead of the
+// backend's Release: lease/leasejoin's Release, which documents it.
+func (l *Lease) releaseWith(ctx context.Context, release func(ctx context.Context, h leasedriver.Held) error) error {
 	if l == nil || l.c == nil {
 		return ErrNotHeld
 	}

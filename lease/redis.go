@@ -490,7 +490,7 @@ func (b *RedisBackend) wait(ctx context.Context, leaseKey string, want int) (int
 // Joinable reports whether a script of another package sent through rdb
 // may take and give back b's leases itself, in the same round trip as its
 // own writes, with internal/leaselua's functions on the keys of Keys
-// (Client.TryAcquireAllWith, Lease.ReleaseWith): rdb is the very client b
+// (leasejoin.TryAcquireAll, leasejoin.Release): rdb is the very client b
 // sends through (so the keys are on the same Redis), and b waits for no
 // replica acknowledgement (RedisOptions.ReplicaAck), which such a script
 // cannot give.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -85,7 +86,7 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 		}
 		return grants, gerrs
 	}
-	leases, errs = s.cfg.Leases.TryAcquireAllWith(s.leaseCtx(), names, ttl, acquire)
+	leases, errs = leasejoin.TryAcquireAll(s.leaseCtx(), s.cfg.Leases, names, ttl, acquire)
 	pre = make([]*ledger.BeginResult, len(chunk))
 	for i, e := range chunk {
 		if errs[i] == nil {
@@ -116,7 +117,7 @@ func checkRequest(u *unit, req claimReq) (ledger.BeginRequest, bool) {
 func (s *Scheduler) finishRelease(ctx context.Context, h hold, slot ledger.Slot, n int, o ledger.Outcome) error {
 	var ferr error
 	ran := false
-	err := h.l.ReleaseWith(ctx, func(ctx context.Context, held leasedriver.Held) error {
+	err := leasejoin.Release(ctx, h.l, func(ctx context.Context, held leasedriver.Held) error {
 		ran = true
 		var rerr error
 		ferr, rerr = s.joiner.FinishRelease(ctx, s.cfg.Leases.Backend(), held, slot, h.fence, n, o, s.clock.Now())
