@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -144,7 +145,7 @@ func TestAcquireSentTwiceByOneOwnerAnswersItsToken(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
 		ctx := context.Background()
-		b := s.client.b.(*RedisBackend)
+		b := s.client.b.(*redislease.Backend)
 		g1, err := b.Acquire(ctx, "resent", "owner-a", 5*time.Second)
 		require.NoError(t, err)
 		require.True(t, g1.Acquired)

@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // acquireMany takes n leases over 16 goroutines.
@@ -166,12 +167,12 @@ func TestReplicaAckFailsWithoutReplicasAndReleases(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Real(t)
 	prefix := redistest.Prefix(t, rdb)
-	c, err := New(rdb, Options{Prefix: prefix, ReplicaAck: ReplicaAck{Replicas: 1, Timeout: 20 * time.Millisecond}})
+	c, err := New(rdb, Options{Prefix: prefix, ReplicaAck: redislease.ReplicaAck{Replicas: 1, Timeout: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	_, err = c.TryAcquire(context.Background(), "acked", time.Minute)
-	var nre *NotReplicatedError
+	var nre *redislease.NotReplicatedError
 	require.ErrorAs(t, err, &nre)
-	require.ErrorIs(t, err, ErrNotReplicated)
+	require.ErrorIs(t, err, redislease.ErrNotReplicated)
 	require.Equal(t, 1, nre.Want)
 	require.Equal(t, 0, nre.Got)
 	leaseKey, _ := KeysOf(c, "acked")

@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/retry"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // Client acquires leases on one Backend (New: a Redis deployment, a single
@@ -32,28 +33,28 @@ type Client struct {
 	ev     evictions // evictions seen (Eviction.AllowEviction)
 }
 
-// New returns a Client over rdb: NewWithBackend on NewRedisBackend(rdb,
-// RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction:
+// New returns a Client over rdb: NewWithBackend on redislease.NewBackend(rdb,
+// redislease.Options{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction:
 // opts.Eviction, Holder: opts.Holder}). It returns ErrNilClient for a nil
 // rdb and an error matching ErrInvalidOptions for bad options. It sends
 // nothing: the Redis eviction policy is read before the first acquisition
 // (Options.Eviction).
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
-	b, err := NewRedisBackend(rdb, RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction: opts.Eviction, Holder: opts.Holder})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction: opts.Eviction, Holder: opts.Holder})
 	if err != nil {
 		return nil, err
 	}
-	opts.Prefix, opts.ReplicaAck, opts.Eviction = "", ReplicaAck{}, Eviction{}
+	opts.Prefix, opts.ReplicaAck, opts.Eviction = "", redislease.ReplicaAck{}, redislease.Eviction{}
 	return NewWithBackend(b, opts)
 }
 
-// NewWithBackend returns a Client over b, such as a *RedisBackend, or
+// NewWithBackend returns a Client over b, such as a *redislease.Backend, or
 // lease/quorum's or lease/pglease's. Options.Prefix and ReplicaAck are
-// the Redis backend's (New passes them on; RedisOptions sets them for
-// NewRedisBackend) and are refused here, since the backend owns its keys
+// the Redis backend's (New passes them on; redislease.Options sets them for
+// redislease.NewBackend) and are refused here, since the backend owns its keys
 // (quorum.Options.Prefix, pglease's table): ErrNilClient for a nil
 // backend, ErrInvalidOptions for a Prefix or a ReplicaAck. The holder
-// label is the backend's too (Labeled: RedisOptions.Holder,
+// label is the backend's too (Labeled: redislease.Options.Holder,
 // pglease.Options.Holder): a non-empty Options.Holder other than the
 // backend's is refused with ErrInvalidOptions.
 func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
@@ -61,20 +62,20 @@ func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: NewWithBackend got a nil backend", ErrNilClient)
 	}
 	if opts.ReplicaAck.Replicas > 0 {
-		return nil, fmt.Errorf("%w: ReplicaAck is the Redis backend's (RedisOptions)", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: ReplicaAck is the Redis backend's (redislease.Options)", ErrInvalidOptions)
 	}
-	if opts.Eviction != (Eviction{}) {
-		return nil, fmt.Errorf("%w: Eviction is the Redis backend's (RedisOptions)", ErrInvalidOptions)
+	if opts.Eviction != (redislease.Eviction{}) {
+		return nil, fmt.Errorf("%w: Eviction is the Redis backend's (redislease.Options)", ErrInvalidOptions)
 	}
 	if opts.Prefix != "" {
-		return nil, fmt.Errorf("%w: Prefix %q: the backend's keys are its own (RedisOptions.Prefix, quorum.Options.Prefix)", ErrInvalidOptions, opts.Prefix)
+		return nil, fmt.Errorf("%w: Prefix %q: the backend's keys are its own (redislease.Options.Prefix, quorum.Options.Prefix)", ErrInvalidOptions, opts.Prefix)
 	}
 	label := ""
 	if lb, ok := b.(leasedriver.Labeled); ok {
 		label = lb.HolderLabel()
 	}
 	if opts.Holder != "" && opts.Holder != label {
-		return nil, fmt.Errorf("%w: Holder %q: the backend stores its own holder label (%q; RedisOptions.Holder, pglease.Options.Holder)", ErrInvalidOptions, opts.Holder, label)
+		return nil, fmt.Errorf("%w: Holder %q: the backend stores its own holder label (%q; redislease.Options.Holder, pglease.Options.Holder)", ErrInvalidOptions, opts.Holder, label)
 	}
 	opts.Holder = label
 	opts = opts.withDefaults()
@@ -87,7 +88,7 @@ func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
 }
 
 // Backend returns the backend the Client stores its leases in: the
-// *RedisBackend of a Client made by New (its Keys and Redis), the one
+// *redislease.Backend of a Client made by New (its Keys and Redis), the one
 // passed to NewWithBackend otherwise.
 func (c *Client) Backend() leasedriver.Backend {
 	if c == nil {
@@ -137,7 +138,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	if err := validateName(name); err != nil {
+	if err := leasedriver.CheckName(name); err != nil {
 		return nil, err
 	}
 	if err := validateTTL(ttl); err != nil {
@@ -173,7 +174,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	if err := validateName(name); err != nil {
+	if err := leasedriver.CheckName(name); err != nil {
 		return nil, err
 	}
 	if err := validateTTL(ttl); err != nil {
@@ -287,7 +288,7 @@ func (c *Client) tryAcquireAllWith(ctx context.Context, names []string, ttl time
 	reqs := make([]leasedriver.AcquireRequest, 0, len(names))
 	at := make([]int, 0, len(names)) // reqs[j] answers names[at[j]]
 	for i, name := range names {
-		if errs[i] = validateName(name); errs[i] != nil {
+		if errs[i] = leasedriver.CheckName(name); errs[i] != nil {
 			continue
 		}
 		owner, err := newOwner()
@@ -358,7 +359,7 @@ func (c *Client) flagTTL() time.Duration {
 // an error. A grant answered at or after the end of its trust window is
 // undone: its token is never handed out.
 func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g leasedriver.Grant, err error) (*Lease, error) {
-	if errors.Is(err, ErrNotTried) {
+	if errors.Is(err, leasedriver.ErrNotTried) {
 		return nil, err
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // newStore is the argument of leasetest.Exercise.
@@ -49,7 +50,7 @@ func TestConformance(t *testing.T) {
 			sentinel := redisproc.StartSentinel(t)
 			return leasetest.RedisBackend(
 				func(t *testing.T) redis.UniversalClient { return sentinel.Client(t) },
-				func(o *lease.Options) { o.ReplicaAck = lease.ReplicaAck{Replicas: 1, Timeout: 2 * time.Second} })
+				func(o *lease.Options) { o.ReplicaAck = redislease.ReplicaAck{Replicas: 1, Timeout: 2 * time.Second} })
 		},
 	}
 	// The shared real Redis (REDIS_URL) and a plain miniredis, whose

@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // setup is the per-test bundle: a client over one backend, the raw Redis
@@ -90,14 +91,14 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOptions)
 
 	// NewWithBackend: the backend owns its keys and replication.
-	b, err := NewRedisBackend(rdb, RedisOptions{})
+	b, err := redislease.NewBackend(rdb, redislease.Options{})
 	require.NoError(t, err)
 	_, err = NewWithBackend(nil, Options{})
 	require.ErrorIs(t, err, ErrNilClient)
 	require.ErrorContains(t, err, "nil backend")
 	_, err = NewWithBackend(b, Options{Prefix: "app:"})
 	require.ErrorIs(t, err, ErrInvalidOptions, "a Prefix is the backend's")
-	_, err = NewWithBackend(b, Options{ReplicaAck: ReplicaAck{Replicas: 1}})
+	_, err = NewWithBackend(b, Options{ReplicaAck: redislease.ReplicaAck{Replicas: 1}})
 	require.ErrorIs(t, err, ErrInvalidOptions, "a ReplicaAck is the Redis backend's")
 	_, err = NewWithBackend(b, Options{})
 	require.NoError(t, err)

@@ -38,7 +38,7 @@ func joinerOf(cfg Options) ledger.LeaseJoiner {
 // acquireAll takes at most places of the leases of chunk (names) for ttl
 // and makes the fast requests of their fires: in one call of a joined
 // ledger, which tries the units in order until it took places leases
-// and tells of the rest which ones are held (lease.ErrNotTried for the
+// and tells of the rest which ones are held (leasedriver.ErrNotTried for the
 // others); else a batch acquisition of the first places and one
 // BeginIfClear call for the leases won (fastBeginAll), the rest not
 // tried. pre[i] is the ledger's answer to chunk[i]'s fast request (nil:
@@ -47,7 +47,7 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 	if s.joiner == nil {
 		leases, errs = make([]*lease.Lease, len(chunk)), make([]error, len(chunk))
 		for i := places; i < len(chunk); i++ {
-			errs[i] = lease.ErrNotTried
+			errs[i] = leasedriver.ErrNotTried
 		}
 		l, e := s.cfg.Leases.TryAcquireAll(s.leaseCtx(), names[:places], ttl)
 		copy(leases, l)

@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redact"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -76,7 +77,7 @@ type Options struct {
 	// a write capability (see fence.OwnerID). Default: the Leases
 	// client's label (lease.Options.Holder) when it has one, else the
 	// host name (os.Hostname, read once by New; none when it fails or is
-	// not a valid label). lease.CheckHolder's rules apply
+	// not a valid label). leasedriver.CheckHolder's rules apply
 	// (ErrInvalidOptions). The leases themselves show the Leases
 	// client's label: give lease.Options.Holder the same value.
 	Holder string
@@ -206,7 +207,7 @@ func New(cfg Options) (*Scheduler, error) {
 	if cfg.MaxConcurrentClaims < 0 {
 		return nil, fmt.Errorf("%w: negative MaxConcurrentClaims", ErrInvalidOptions)
 	}
-	if err := lease.CheckHolder(cfg.Holder); err != nil {
+	if err := leasedriver.CheckHolder(cfg.Holder); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if cfg.Holder == "" {
@@ -249,7 +250,7 @@ func defaultHolder(leases *lease.Client) string {
 		return label
 	}
 	host, err := os.Hostname()
-	if err != nil || lease.CheckHolder(host) != nil {
+	if err != nil || leasedriver.CheckHolder(host) != nil {
 		return ""
 	}
 	return host

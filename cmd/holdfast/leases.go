@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
@@ -80,7 +81,7 @@ Examples:
 		var match string
 		var limit int
 		fs := a.flagSet(c)
-		fs.StringVar(&lf.prefix, "prefix", lease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		fs.StringVar(&lf.prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
 		fs.StringVar(&match, "match", "", "`glob` over lease names (default all)")
 		fs.IntVar(&limit, "limit", 1000, "at most `N` leases, the first by name")
 		if _, err := a.parse(fs, args, 0); err != nil {
@@ -119,7 +120,7 @@ Examples:
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var lf leaseFlags
 		fs := a.flagSet(c)
-		fs.StringVar(&lf.prefix, "prefix", lease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		fs.StringVar(&lf.prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
 		pos, err := a.parse(fs, args, 1)
 		if err != nil {
 			return err
@@ -233,7 +234,7 @@ func (a *app) inspectLease(ctx context.Context, prefix, name string) (schedhttp.
 	return leaseJSON(info), nil
 }
 
-func (a *app) leaseBackend(prefix string) (*lease.RedisBackend, func(), error) {
+func (a *app) leaseBackend(prefix string) (*redislease.Backend, func(), error) {
 	if a.conn.redis == "" {
 		return nil, nil, usagef("%v", errNoAdmin)
 	}
@@ -241,7 +242,7 @@ func (a *app) leaseBackend(prefix string) (*lease.RedisBackend, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, leaseError(err)

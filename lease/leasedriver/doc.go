@@ -7,11 +7,15 @@
 //
 // Users of leases need none of it: they hold a lease.Client made by
 // lease.New (on Redis) or lease.NewWithBackend. A package that stores
-// leases somewhere (lease.RedisBackend, lease/pglease, lease/quorum,
+// leases somewhere (redislease.Backend, lease/pglease, lease/quorum,
 // leasetest's memory backend) implements Backend and passes the
 // conformance suite lease/leasetest.Exercise, as riverqueue/river's drivers
 // implement riverdriver and pass riverdrivertest.
 //
-// The errors a backend returns (lease.ErrNotHeld, lease.ErrNotTried, ...)
-// are package lease's, so that users match them there.
+// The errors a backend returns or checks (ErrNotHeld, ErrInvalidName,
+// ErrInvalidOptions, ErrNilClient) are defined here and named by package
+// lease too (lease.ErrNotHeld is ErrNotHeld), where users match them;
+// CheckName and CheckHolder are the name and holder-label rules both
+// apply. ErrNotTried is the answer of a joined acquisition
+// (lease/leasejoin) that was not made.
 package leasedriver

@@ -8,8 +8,8 @@ import (
 )
 
 // Backend stores leases for a lease.Client. lease.New builds a Client on
-// the Redis backend (lease.RedisBackend); lease.NewWithBackend takes any,
-// such as a lease.RedisBackend built with lease.NewRedisBackend, the Redlock quorum backend of
+// the Redis backend (redislease.Backend); lease.NewWithBackend takes any,
+// such as a redislease.Backend built with redislease.NewBackend, the Redlock quorum backend of
 // package lease/quorum or the PostgreSQL backend of lease/pglease. The
 // Client knows no store: keys, scripts, statements and hand-off belong to
 // the Backend. Every Backend must pass lease/leasetest.Exercise.
@@ -30,8 +30,8 @@ type Backend interface {
 
 // Labeled is an optional Backend interface: HolderLabel returns the holder
 // label (lease.Options.Holder) the backend stores beside every lease it grants,
-// for the lease views to show in place of the owner. lease.RedisBackend
-// (lease.RedisOptions.Holder) and lease/pglease (pglease.Options.Holder) implement it; a
+// for the lease views to show in place of the owner. redislease.Backend
+// (redislease.Options.Holder) and lease/pglease (pglease.Options.Holder) implement it; a
 // backend without it stores no label.
 type Labeled interface {
 	HolderLabel() string
@@ -40,7 +40,7 @@ type Labeled interface {
 // Notifier is an optional Backend interface: Released returns a channel
 // that receives when the lease called name is released, and a function to
 // stop listening. A waiting Acquire uses it to wake up at once; without it,
-// Acquire polls on the holder's remaining TTL. lease.RedisBackend notifies a
+// Acquire polls on the holder's remaining TTL. redislease.Backend notifies a
 // release when a waiting Acquire flagged the lease (WaitingAcquirer), so
 // that a release nobody waits for publishes nothing; a notification missed
 // (a flag lost in a failover or a FLUSHALL) costs a waiter no more than
@@ -106,7 +106,7 @@ type Held struct {
 
 // EvictionCounter is an optional Backend interface: Evictions returns how
 // many keys the store evicted since the previous call, 0 without I/O on a
-// store that keeps every key. lease.RedisBackend implements it.
+// store that keeps every key. redislease.Backend implements it.
 type EvictionCounter interface {
 	Evictions(ctx context.Context) (int64, error)
 }

@@ -34,7 +34,7 @@ type Info struct {
 }
 
 // Inspector is the read-only view of leases for operators (the holdfast
-// CLI, the admin handler's console). It never changes a lease. lease.RedisBackend
+// CLI, the admin handler's console). It never changes a lease. redislease.Backend
 // implements it.
 type Inspector interface {
 	// Inspect returns the Info of name; a name never acquired is not an

@@ -2,7 +2,7 @@
 // own scripts, in the same round trip as writes of its own: the
 // scheduler's Redis ledger begins each slot in the script that takes its
 // lease, and records a run's end in the script that releases it (see
-// lease.RedisBackend.Joinable). It hands such acquisitions to a
+// redislease.Backend.Joinable). It hands such acquisitions to a
 // lease.Client as Leases of that Client, renewed, released and lost as any
 // other, and ends a Lease by such a release. Users of leases need none of
 // it: it is an SPI hook, kept off the user types.
@@ -23,9 +23,9 @@ import (
 // of c, renewed, released and lost as any other. acquire gets one request
 // per valid name (the owners drawn by c) and must answer each as c's
 // backend's Acquire would, on c's backend's store and keys
-// (lease.RedisBackend.Granted builds a grant of the Redis backend), with
+// (redislease.Backend.Granted builds a grant of the Redis backend), with
 // one Grant and one error per request (an error matching
-// lease.ErrNotTried for an acquisition it did not make, which the name is
+// leasedriver.ErrNotTried for an acquisition it did not make, which the name is
 // then answered with); it is called once, at most, and not at all when no
 // name is valid. Grants answered too late for their trust window are
 // undone with c's backend, as in TryAcquireAll. leases[i] and errs[i]

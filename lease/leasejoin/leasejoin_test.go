@@ -30,7 +30,7 @@ func TestJoinedAcquisitionsAreLeasesOfTheClient(t *testing.T) {
 		got = reqs
 		grants, errs := make([]leasedriver.Grant, len(reqs)), make([]error, len(reqs))
 		grants[0], errs[0] = b.Acquire(ctx, reqs[0].Name, reqs[0].Owner, reqs[0].TTL)
-		errs[1] = lease.ErrNotTried
+		errs[1] = leasedriver.ErrNotTried
 		return grants, errs
 	}
 	leases, errs := leasejoin.TryAcquireAll(ctx, c, []string{"a", "b", "{bad}"}, time.Minute, acquire)
@@ -40,7 +40,7 @@ func TestJoinedAcquisitionsAreLeasesOfTheClient(t *testing.T) {
 	require.NoError(t, errs[0])
 	require.Equal(t, "a", leases[0].Name())
 	require.Equal(t, got[0].Owner, leases[0].Owner())
-	require.ErrorIs(t, errs[1], lease.ErrNotTried)
+	require.ErrorIs(t, errs[1], leasedriver.ErrNotTried)
 	require.Nil(t, leases[1])
 	require.ErrorIs(t, errs[2], lease.ErrInvalidName)
 

@@ -76,11 +76,11 @@ func NewMemoryBackend(clk clock.Clock) *MemoryBackend {
 
 // WithHolder returns a view of m's leases (the same leases, tokens and
 // waiters) whose acquisitions store the holder label label, as
-// lease.RedisOptions.Holder does: pass it to lease.NewWithBackend. It
+// redislease.Options.Holder does: pass it to lease.NewWithBackend. It
 // returns an error matching lease.ErrInvalidOptions for a label
-// lease.CheckHolder refuses.
+// leasedriver.CheckHolder refuses.
 func (m *MemoryBackend) WithHolder(label string) (*MemoryBackend, error) {
-	if err := lease.CheckHolder(label); err != nil {
+	if err := leasedriver.CheckHolder(label); err != nil {
 		return nil, err
 	}
 	return &MemoryBackend{memoryLeases: m.memoryLeases, label: label}, nil

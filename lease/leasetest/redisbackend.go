@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // RedisBackend returns the newStore of Exercise for lease's built-in
@@ -40,7 +41,7 @@ func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure f
 		t.Cleanup(func() { deleteUnder(rdb, prefix) })
 		keys, err := lease.New(rdb, lease.Options{Prefix: prefix})
 		require.NoError(t, err)
-		rb, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix})
+		rb, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
 		require.NoError(t, err)
 		return Store{
 			NewClient: func(t *testing.T, opts lease.Options) *lease.Client {

@@ -51,7 +51,7 @@ type Options struct {
 	// Holder is the holder label (lease.Options.Holder: the replica's
 	// name) stored in the row's holder column with each acquisition, in
 	// the same statement, for views to show in place of the owner.
-	// Default "" (none). lease.CheckHolder's rules apply.
+	// Default "" (none). leasedriver.CheckHolder's rules apply.
 	Holder string
 }
 
@@ -76,7 +76,7 @@ var (
 // New returns a Backend over db with its table in cfg.Schema. It returns
 // an error matching ErrInvalidOptions for a nil db (a nil *pgxpool.Pool
 // too) or an invalid schema, and one matching lease.ErrInvalidOptions for
-// a Holder lease.CheckHolder refuses. New does not touch the database: run Migrate
+// a Holder leasedriver.CheckHolder refuses. New does not touch the database: run Migrate
 // once before the first lease.
 func New(db DB, cfg Options) (*Backend, error) {
 	if safe.IsNil(db) {
@@ -88,7 +88,7 @@ func New(db DB, cfg Options) (*Backend, error) {
 	if !identifierRE.MatchString(cfg.Schema) {
 		return nil, fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidOptions, cfg.Schema, identifierRE)
 	}
-	if err := lease.CheckHolder(cfg.Holder); err != nil {
+	if err := leasedriver.CheckHolder(cfg.Holder); err != nil {
 		return nil, err
 	}
 	return &Backend{db: db, schema: cfg.Schema, holder: cfg.Holder, sql: newQueries(pgx.Identifier{cfg.Schema, "leases"}.Sanitize())}, nil

@@ -116,7 +116,7 @@ func (b *Backend) Quorum() int { return b.quorum }
 
 // Keys returns the keys of the lease called name on every master: the lock
 // key (value: owner) and the fence counter. They are the Lease and Fence
-// keys lease.RedisBackend.Keys returns for the same prefix.
+// keys redislease.Backend.Keys returns for the same prefix.
 func (b *Backend) Keys(name string) (leaseKey, fenceKey string) {
 	leaseKey = b.opts.Prefix + "{" + name + "}"
 	return leaseKey, leaseKey + fenceSuffix

@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/quorum"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 func TestNewRefusesBadMastersAndOptions(t *testing.T) {
@@ -59,7 +60,7 @@ func TestNewRefusesBadMastersAndOptions(t *testing.T) {
 	require.Equal(t, 5, b.Nodes())
 	require.Equal(t, 3, b.Quorum())
 	leaseKey, fenceKey := b.Keys("job")
-	require.Equal(t, lease.DefaultPrefix+"{job}", leaseKey, "the keys of the single-Redis backend")
+	require.Equal(t, redislease.DefaultPrefix+"{job}", leaseKey, "the keys of the single-Redis backend")
 	require.Equal(t, leaseKey+":fence", fenceKey)
 }
 

@@ -11,7 +11,7 @@ import (
 // LeaseJoiner is an optional Ledger interface for a ledger that can take
 // and give back the scheduler's unit leases in the same round trip as its
 // own transitions, on a lease backend it shares a store with
-// (redisledger on lease.RedisBackend over the same client). The scheduler
+// (redisledger on redislease.Backend over the same client). The scheduler
 // uses it, when the lease Client's backend is joinable, for the slots due
 // on time: one call takes a batch of leases and begins each slot under its
 // lease where nothing else is due (ClearBeginner's rule), and a run's end
@@ -22,7 +22,7 @@ import (
 // join; called with no requests, it only tells, without I/O. It takes at
 // most limit leases (limit > 0), in request order: once it took limit,
 // a later request whose lease is held is answered as held, and one whose
-// lease is free is not tried (Err matching lease.ErrNotTried), so that a
+// lease is free is not tried (Err matching leasedriver.ErrNotTried), so that a
 // caller with few places to run claims asks for many units in one call
 // and learns which ones others hold. A lease is taken as the backend's Acquire takes it, and a slot is
 // begun only under a lease the same call took, fenced with its token (the

@@ -338,7 +338,7 @@ func TestConsoleAndOpenAPIAreServedWithoutTheAuthorizer(t *testing.T) {
 	get(t, h, "/jobs", http.StatusForbidden, nil)
 }
 
-// GET /leases over lease.RedisBackend on the real Redis: a held lease
+// GET /leases over redislease.Backend on the real Redis: a held lease
 // with its holder label, owner id, TTL and token (never its owner), a
 // released one with its counter.
 func TestAdminAPILeasesOnRedis(t *testing.T) {

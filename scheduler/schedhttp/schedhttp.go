@@ -86,7 +86,7 @@ type Options struct {
 	// console served from another host. Default none. A malformed origin
 	// is refused by New (ErrInvalidOptions).
 	TrustedOrigins []string
-	// Leases serves GET /leases (for example the lease.RedisBackend the
+	// Leases serves GET /leases (for example the redislease.Backend the
 	// scheduler's leases use). Default nil: GET /leases answers 404.
 	Leases leasedriver.Inspector
 	// MaxBodyBytes bounds request bodies. Default 64 KiB.

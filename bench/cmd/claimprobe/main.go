@@ -26,8 +26,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/bench"
-	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
@@ -62,7 +62,7 @@ func main() {
 	ctx := context.Background()
 	rdb := redis.NewClient(opts)
 	prefix := fmt.Sprintf("probe%d:", time.Now().UnixNano()%100000)
-	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix + "lease:"})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix + "lease:"})
 	if err != nil {
 		fail(err)
 	}

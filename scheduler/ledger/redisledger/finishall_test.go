@@ -15,8 +15,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/testwait"
-	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -69,7 +69,7 @@ func (g *scriptGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // claimed claims the slot at of jobs[i] for owner, one lease each, and
 // returns the grants.
-func claimed(t *testing.T, s *setup, b *lease.RedisBackend, jobs []string, at time.Time, owner string) []ledger.ClaimResult {
+func claimed(t *testing.T, s *setup, b *redislease.Backend, jobs []string, at time.Time, owner string) []ledger.ClaimResult {
 	t.Helper()
 	reqs := make([]ledger.ClaimRequest, len(jobs))
 	for i, job := range jobs {

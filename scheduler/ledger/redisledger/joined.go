@@ -11,6 +11,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -20,13 +21,13 @@ import (
 // where finish and release took one each, and on a single server (or
 // Sentinel) one script answers a whole batch of units, so a replica that
 // finds the leases held pays a few commands per unit, not a script call.
-// They need the leases on the ledger's own client (lease.RedisBackend's
+// They need the leases on the ledger's own client (redislease.Backend's
 // Joinable); the ledger's hash tag is the unit lease's name, so on Cluster
 // a unit's lease and records share a slot and each unit is one script.
 
-// ClaimAll implements ledger.LeaseJoiner on a *lease.RedisBackend over
+// ClaimAll implements ledger.LeaseJoiner on a *redislease.Backend over
 // the ledger's own client, without replica acknowledgements
-// (lease.RedisBackend.Joinable), and returns ledger.ErrNotJoinable for any
+// (redislease.Backend.Joinable), and returns ledger.ErrNotJoinable for any
 // other. It takes the leases of reqs with the backend's keys and begins
 // the slots asked for, each in the script that took its lease
 // (claimall.lua): one script for all of reqs on a single server or
@@ -51,7 +52,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs 
 	if ctx == nil {
 		return nil, nilContext("ClaimAll")
 	}
-	b, ok := leases.(*lease.RedisBackend)
+	b, ok := leases.(*redislease.Backend)
 	if !ok || !b.Joinable(l.rdb) {
 		return nil, ledger.ErrNotJoinable
 	}
@@ -80,7 +81,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs 
 		// after it are not tried.
 		for i := range reqs {
 			if limit > 0 && i >= limit {
-				out[i].Err = lease.ErrNotTried
+				out[i].Err = leasedriver.ErrNotTried
 				continue
 			}
 			groups = append(groups, []int{i})
@@ -181,7 +182,7 @@ func (l *Ledger) skipMarked(ctx context.Context, reqs []ledger.ClaimRequest, pau
 
 // claimCommand builds the keys and arguments of claimall.lua for the
 // requests idx of reqs.
-func (l *Ledger) claimCommand(b *lease.RedisBackend, reqs []ledger.ClaimRequest, idx []int, paused map[string]bool, now time.Time) (keys []string, args []any, err error) {
+func (l *Ledger) claimCommand(b *redislease.Backend, reqs []ledger.ClaimRequest, idx []int, paused map[string]bool, now time.Time) (keys []string, args []any, err error) {
 	args = append(args, millis(now), 0, len(idx)) // no limit: one unit per script on Cluster
 	for _, i := range idx {
 		r := reqs[i]
@@ -251,11 +252,11 @@ func (l *Ledger) pausedJobs(ctx context.Context, reqs []ledger.ClaimRequest) (ma
 }
 
 // claimResult reads one unit's 4 values of the claim script's reply.
-func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []any, paused map[string]bool) ledger.ClaimResult {
+func (l *Ledger) claimResult(b *redislease.Backend, r ledger.ClaimRequest, v []any, paused map[string]bool) ledger.ClaimResult {
 	var res ledger.ClaimResult
 	switch code, _ := v[1].(int64); {
 	case code == 5:
-		res.Err = lease.ErrNotTried
+		res.Err = leasedriver.ErrNotTried
 		return res
 	case code == 4 && r.Begin != nil && v[0] == int64(0):
 		// Done, read before the lease, which was not taken.
@@ -306,7 +307,7 @@ func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []a
 
 // FinishRelease implements ledger.LeaseJoiner: Finish of attempt under f
 // and the release of the lease h of leases, in one script
-// (finishrelease.lua) when leases is a *lease.RedisBackend joinable to the
+// (finishrelease.lua) when leases is a *redislease.Backend joinable to the
 // ledger's client and f is h's fence of the unit scope (its Scope h.Name,
 // ledger.UnitScope of s, its Owner h.Owner); otherwise Finish, then the
 // backend's Release. The release is made whether or not the finish was accepted.
@@ -317,7 +318,7 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, 
 	if ctx == nil {
 		return nilContext("FinishRelease"), nilContext("FinishRelease")
 	}
-	b, ok := leases.(*lease.RedisBackend)
+	b, ok := leases.(*redislease.Backend)
 	if !ok || !b.Joinable(l.rdb) || f.Scope != h.Name || f.Owner != h.Owner || f.Scope != ledger.UnitScope(s.Job, s.Partition) || f.Planner != nil {
 		finishErr = l.Finish(ctx, s, f, attempt, o, now)
 		return finishErr, leases.Release(ctx, h)

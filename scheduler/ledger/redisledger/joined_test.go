@@ -9,15 +9,15 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redistest"
-	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // joinedSetup is a ledger and a lease backend on the same client.
-func joinedSetup(t *testing.T, s *setup) *lease.RedisBackend {
+func joinedSetup(t *testing.T, s *setup) *redislease.Backend {
 	t.Helper()
-	b, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: redistest.Prefix(t, s.rdb) + "lease:", Holder: "replica-a"})
+	b, err := redislease.NewBackend(s.rdb, redislease.Options{Prefix: redistest.Prefix(t, s.rdb) + "lease:", Holder: "replica-a"})
 	require.NoError(t, err)
 	return b
 }
@@ -175,7 +175,7 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 			require.True(t, res[0].Grant.Acquired)
 			require.NoError(t, res[1].Err)
 			require.False(t, res[1].Grant.Acquired, "held, told as held")
-			require.ErrorIs(t, res[2].Err, lease.ErrNotTried)
+			require.ErrorIs(t, res[2].Err, leasedriver.ErrNotTried)
 			require.Equal(t, ledger.Status(""), s.status("b", "", later))
 		})
 	})

@@ -73,7 +73,7 @@ func console(t *testing.T) (url string, sched *scheduler.Scheduler, stuck *lease
 		cancel()
 	})
 	inspector, ok := leases.Backend().(leasedriver.Inspector)
-	require.True(t, ok, "lease.RedisBackend is an Inspector")
+	require.True(t, ok, "redislease.Backend is an Inspector")
 	admin, err := schedhttp.New(sched, schedhttp.Options{Leases: inspector,
 		Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
 			if r.Header.Get("Authorization") != "Bearer "+token {

@@ -1,4 +1,4 @@
-package lease_test
+package redislease_test
 
 import (
 	"context"
@@ -17,19 +17,20 @@ import (
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // inspectSetup is one backend under a prefix of its own.
 type inspectSetup struct {
 	rdb    redis.UniversalClient
 	prefix string
-	b      *lease.RedisBackend // labelled "replica-a"
+	b      *redislease.Backend // labelled "replica-a"
 }
 
 func newInspectSetup(t *testing.T, rdb redis.UniversalClient) inspectSetup {
 	t.Helper()
 	prefix := redistest.Prefix(t, rdb)
-	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix, Holder: "replica-a"})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix, Holder: "replica-a"})
 	require.NoError(t, err)
 	return inspectSetup{rdb: rdb, prefix: prefix, b: b}
 }
@@ -93,7 +94,7 @@ func exerciseInspect(t *testing.T, s inspectSetup) {
 	t.Run("HolderLabelIsTheCurrentHolders", func(t *testing.T) {
 		s.acquire(t, "relabelled", "owner-5", time.Minute)
 		require.NoError(t, s.b.Release(ctx, leasedriver.Held{Name: "relabelled", Owner: "owner-5", TTL: time.Minute}))
-		unlabelled, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: s.prefix})
+		unlabelled, err := redislease.NewBackend(s.rdb, redislease.Options{Prefix: s.prefix})
 		require.NoError(t, err)
 		g, err := unlabelled.Acquire(ctx, "relabelled", "owner-6", time.Minute)
 		require.NoError(t, err)
@@ -134,7 +135,7 @@ func TestRedisBackendInspectOtherStoresPrefix(t *testing.T) {
 			t.Parallel()
 			rdb := be.New(t)
 			prefix := redistest.Prefix(t, rdb)
-			b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix})
+			b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
 			require.NoError(t, err)
 			k, err := b.Keys("settle")
 			require.NoError(t, err)
@@ -278,7 +279,7 @@ func TestRedisBackendListGlobPrefix(t *testing.T) {
 			rdb := be.New(t)
 			base := redistest.Prefix(t, rdb)
 			for _, p := range []string{`app[prod]:`, `a*b?:`, `back\slash:`, `[^x]-]:`} {
-				b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: base + p})
+				b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: base + p})
 				require.NoError(t, err)
 				s := inspectSetup{rdb: rdb, b: b}
 				g := s.acquire(t, "job-1", "owner-1", time.Minute)
