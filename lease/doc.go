@@ -30,7 +30,7 @@
 // pub/sub hand-off to waiters and the replica acknowledgements (WAIT).
 // lease/quorum (Redlock over several masters) and lease/pglease
 // (PostgreSQL) are other backends; every backend passes
-// lease/leasetest.Exercise. This package imports go-redis for that
+// lease/leasedriver/leasedrivertest.Exercise. This package imports go-redis for that
 // shortcut, and no database driver.
 //
 // # Keys and scripts

@@ -72,7 +72,7 @@ func release(t *testing.T, l *Lease) {
 
 // The lease contract (racing acquirers, token order, non-owner renew and
 // release, release, keep-alive, a deleted key, the lifetime and acquire
-// contexts, waiting, bad input) is checked by leasetest.Exercise, which
+// contexts, waiting, bad input) is checked by leasedrivertest.Exercise, which
 // TestConformance runs on real Redis, miniredis and the other
 // deployments. The tests below check what the suite does not: the Redis
 // backend's own properties, and the Client on hand-made backends.

@@ -163,7 +163,7 @@ func requireLeaseOutcome(t *testing.T, err error) {
 // exerciseTopology runs what the Redis backend must do on every node of a
 // deployment, each check on names spread over its masters. The lease
 // contract itself (racing acquirers, token order, keep-alive, ...) is
-// leasetest.Exercise's, which TestConformance runs on a Cluster and on a
+// leasedrivertest.Exercise's, which TestConformance runs on a Cluster and on a
 // Sentinel deployment.
 func exerciseTopology(t *testing.T, top topology) {
 	ctx := context.Background()

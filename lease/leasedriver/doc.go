@@ -9,7 +9,7 @@
 // lease.New (on Redis) or lease.NewWithBackend. A package that stores
 // leases somewhere (redislease.Backend, lease/pglease, lease/quorum,
 // leasetest's memory backend) implements Backend and passes the
-// conformance suite lease/leasetest.Exercise, as riverqueue/river's drivers
+// conformance suite lease/leasedriver/leasedrivertest.Exercise, as riverqueue/river's drivers
 // implement riverdriver and pass riverdrivertest.
 //
 // The errors a backend returns or checks (ErrNotHeld, ErrInvalidName,

@@ -12,7 +12,7 @@ import (
 // such as a redislease.Backend built with redislease.NewBackend, the Redlock quorum backend of
 // package lease/quorum or the PostgreSQL backend of lease/pglease. The
 // Client knows no store: keys, scripts, statements and hand-off belong to
-// the Backend. Every Backend must pass lease/leasetest.Exercise.
+// the Backend. Every Backend must pass lease/leasedriver/leasedrivertest.Exercise.
 type Backend interface {
 	// Acquire takes the lease called name for owner and ttl if it is free,
 	// issuing a token strictly greater than every token issued before for

@@ -10,6 +10,7 @@ import (
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasedriver/leasedrivertest"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
 
@@ -17,10 +18,10 @@ import (
 // Clients share it (each through a WithHolder view of its label), Expire
 // is MemoryBackend.Expire, Inspect MemoryBackend.Holder, HolderLabel
 // MemoryBackend.Label, Commands MemoryBackend.Calls.
-func memoryStore(clk clock.Clock) func(t *testing.T) leasetest.Store {
-	return func(t *testing.T) leasetest.Store {
+func memoryStore(clk clock.Clock) func(t *testing.T) leasedrivertest.Store {
+	return func(t *testing.T) leasedrivertest.Store {
 		b := leasetest.NewMemoryBackend(clk)
-		return leasetest.Store{
+		return leasedrivertest.Store{
 			NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
 				t.Helper()
 				view, err := b.WithHolder(opts.Holder)
@@ -49,7 +50,7 @@ func memoryStore(clk clock.Clock) func(t *testing.T) leasetest.Store {
 // contract, on the real clock (the Client's timers are real ones).
 func TestMemoryBackendConformance(t *testing.T) {
 	t.Parallel()
-	leasetest.Exercise(t, memoryStore(clock.Real()))
+	leasedrivertest.Exercise(t, memoryStore(clock.Real()))
 }
 
 // A fake clock expires a lease nobody renews: tokens keep increasing, a

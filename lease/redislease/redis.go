@@ -111,7 +111,7 @@ func NewBackend(rdb redis.UniversalClient, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	return &Backend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck,
-		policy: redispolicy.New(rdb, opts.Eviction, "lease.Options.Eviction (Options.Eviction)"),
+		policy: redispolicy.New(rdb, opts.Eviction, "lease.Options.Eviction (redislease.Options.Eviction)"),
 		holder: opts.Holder, label: opts.Holder}, nil
 }
 

@@ -1,4 +1,4 @@
-package leasetest
+package leasedrivertest
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
@@ -65,7 +66,7 @@ func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure f
 				return c
 			},
 			Expire: func(ctx context.Context, name string) error {
-				return ForceExpire(ctx, rdb, keys, name)
+				return leasetest.ForceExpire(ctx, rdb, keys, name)
 			},
 			Inspect: func(ctx context.Context, name string) (string, time.Duration, error) {
 				k, err := rb.Keys(name)

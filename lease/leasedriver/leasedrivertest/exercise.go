@@ -1,4 +1,4 @@
-package leasetest
+package leasedrivertest
 
 import (
 	"context"
