@@ -54,7 +54,7 @@ type Options struct {
 	// refuses it.
 	ReplicaAck redislease.ReplicaAck
 	// Eviction configures the eviction-policy check of the Redis backend
-	// New builds (see redislease.Options.Eviction and Eviction): by default a
+	// New builds (see redislease.Options.Eviction and redislease.Eviction): by default a
 	// Redis that may evict keys is refused. NewWithBackend refuses it.
 	Eviction redislease.Eviction
 	// Holder is the holder label: the replica's name (a hostname, a pod
