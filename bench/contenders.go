@@ -167,7 +167,7 @@ func (c *Ideal) Worker(key string) Worker {
 
 // idealFloorAcquire is the ideal's acquire script with holdfast's clock
 // floor on the token: max(last token + 1, server TIME in µs), written to
-// the counter in one SET ... GET (see lease/scripts/acquire.lua). It costs
+// the counter in one SET ... GET (see lease/redislease/scripts/acquire.lua). It costs
 // the server the one TIME command more that holdfast's script pays.
 var idealFloorAcquire = redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local now = redis.call('TIME')

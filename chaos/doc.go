@@ -72,7 +72,7 @@
 //     with exactly one effect.
 //   - redis-evict (TestEvictedHeldLeaseWithAllowEviction): Redis
 //     (maxmemory, volatile-ttl) evicts a held lease's key on clients that
-//     opted in with lease.Eviction.AllowEviction; a competitor takes the
+//     opted in with redislease.Eviction.AllowEviction; a competitor takes the
 //     lease; the evicted holder's late write must be refused by pgfence,
 //     and its loss must name the eviction (lease.ErrEvicted).
 package chaos

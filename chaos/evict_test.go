@@ -11,12 +11,13 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // TestEvictedHeldLeaseWithAllowEviction: Redis evicts a held lease's key
 // (maxmemory with volatile-ttl: the lease key is the only key with a TTL,
 // so it goes first; every volatile-* and allkeys-* policy can do the same),
-// on clients that opted in with lease.Eviction.AllowEviction. A competitor
+// on clients that opted in with redislease.Eviction.AllowEviction. A competitor
 // takes the lease while the holder still believes it holds it (both_held
 // counts those trials), writes, and then the evicted holder's late write
 // must be refused by the sink's fence (violations: stale writes accepted);
@@ -31,7 +32,7 @@ func TestEvictedHeldLeaseWithAllowEviction(t *testing.T) {
 	s, pool := newSink(t, "chaos_evict_")
 	srv := redisproc.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl")
 	newClient := func() *lease.Client {
-		c, err := lease.New(srv.Client(t, fastClient), lease.Options{Prefix: "chaos:", Eviction: lease.Eviction{AllowEviction: true}})
+		c, err := lease.New(srv.Client(t, fastClient), lease.Options{Prefix: "chaos:", Eviction: redislease.Eviction{AllowEviction: true}})
 		require.NoError(t, err)
 		return c
 	}

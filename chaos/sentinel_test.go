@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // failoverCounts are the figures of one ReplicaAck setting.
@@ -77,9 +78,9 @@ func failoverTrial(t *testing.T, s *sink, pool beginnerDB, i int, ackOn bool) (t
 	opts := func(o *redis.FailoverOptions) {
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
 	}
-	ack := lease.ReplicaAck{}
+	ack := redislease.ReplicaAck{}
 	if ackOn {
-		ack = lease.ReplicaAck{Replicas: 1, Timeout: 200 * time.Millisecond}
+		ack = redislease.ReplicaAck{Replicas: 1, Timeout: 200 * time.Millisecond}
 	}
 	ca, err := lease.New(sn.Client(t, opts), lease.Options{Prefix: "chaos:", ReplicaAck: ack})
 	require.NoError(t, err)
@@ -98,7 +99,7 @@ func failoverTrial(t *testing.T, s *sink, pool beginnerDB, i int, ackOn bool) (t
 	backlog(t, sn.Primary().Client(t), 24<<20)
 	la, err := tryAcquire(ctx, ca, lname, ttl)
 	if ackOn {
-		require.ErrorIs(t, err, lease.ErrNotReplicated, "the stalled replica cannot acknowledge")
+		require.ErrorIs(t, err, redislease.ErrNotReplicated, "the stalled replica cannot acknowledge")
 		refused = true
 	} else {
 		require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // Defaults for Options.
@@ -30,7 +31,7 @@ var (
 	// ErrNilClient is returned by New for a nil *lease.Client.
 	ErrNilClient = errors.New("election: nil lease client")
 	// ErrInvalidOptions is returned by New for out-of-range Options, and
-	// for a lease client whose backend is no *lease.RedisBackend.
+	// for a lease client whose backend is no *redislease.Backend.
 	ErrInvalidOptions = fmt.Errorf("election: %w", errfamily.ErrInvalidOptions)
 	// ErrNoLeader is returned by Leader when no candidate leads.
 	ErrNoLeader = errors.New("election: no leader")
@@ -83,9 +84,9 @@ func (o Options) validate() error {
 }
 
 // Election is one named election on a lease.Client on the Redis backend
-// (lease.New, or lease.NewWithBackend with a *lease.RedisBackend): the
+// (lease.New, or lease.NewWithBackend with a *redislease.Backend): the
 // leader record lives beside the lease's keys, in the layout the backend
-// gives (lease.RedisBackend.Keys). Candidates in any number of processes
+// gives (redislease.Backend.Keys). Candidates in any number of processes
 // that use the same name, key prefix and Redis take part in the same
 // election. It is safe for concurrent use.
 type Election struct {
@@ -99,16 +100,16 @@ type Election struct {
 
 // New returns the election called name on c. The lease it campaigns for
 // is called name too. Errors: ErrNilClient; an error matching
-// lease.ErrInvalidName for a bad name (as lease.RedisBackend.Keys checks
+// lease.ErrInvalidName for a bad name (as redislease.Backend.Keys checks
 // it); ErrInvalidOptions for a Client on another backend than
-// *lease.RedisBackend or out-of-range options; lease.ErrInvalidTTL.
+// *redislease.Backend or out-of-range options; lease.ErrInvalidTTL.
 func New(c *lease.Client, name string, opts Options) (*Election, error) {
 	if c == nil {
 		return nil, ErrNilClient
 	}
-	rb, ok := c.Backend().(*lease.RedisBackend)
+	rb, ok := c.Backend().(*redislease.Backend)
 	if !ok {
-		return nil, fmt.Errorf("%w: the lease client's backend is %T, not *lease.RedisBackend", ErrInvalidOptions, c.Backend())
+		return nil, fmt.Errorf("%w: the lease client's backend is %T, not *redislease.Backend", ErrInvalidOptions, c.Backend())
 	}
 	keys, err := rb.Keys(name)
 	if err != nil {

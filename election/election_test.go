@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
 
@@ -333,19 +334,19 @@ func TestNewOnAnotherBackendIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, "election_test.otherBackend")
 }
 
-// otherBackend is a lease.Backend that is not the Redis one; New never
+// otherBackend is a leasedriver.Backend that is not the Redis one; New never
 // calls it.
 type otherBackend struct{}
 
-func (otherBackend) Acquire(context.Context, string, string, time.Duration) (lease.Grant, error) {
-	return lease.Grant{}, errors.New("not called")
+func (otherBackend) Acquire(context.Context, string, string, time.Duration) (leasedriver.Grant, error) {
+	return leasedriver.Grant{}, errors.New("not called")
 }
 
-func (otherBackend) Renew(_ context.Context, batch []lease.Held) []error {
+func (otherBackend) Renew(_ context.Context, batch []leasedriver.Held) []error {
 	return make([]error, len(batch))
 }
 
-func (otherBackend) Release(context.Context, lease.Held) error { return nil }
+func (otherBackend) Release(context.Context, leasedriver.Held) error { return nil }
 
 func TestNewRejectsBadInput(t *testing.T) {
 	t.Parallel()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -114,7 +116,7 @@ func TestTryAcquireAllRecoversFromNoScript(t *testing.T) {
 }
 
 // noBatch hides the built-in backend's AcquireAll.
-type noBatch struct{ Backend }
+type noBatch struct{ leasedriver.Backend }
 
 // A backend without batches answers TryAcquireAll one acquisition at a
 // time, with the same results.
@@ -143,7 +145,7 @@ func TestAcquireSentTwiceByOneOwnerAnswersItsToken(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
 		ctx := context.Background()
-		b := s.client.b.(*RedisBackend)
+		b := s.client.b.(*redislease.Backend)
 		g1, err := b.Acquire(ctx, "resent", "owner-a", 5*time.Second)
 		require.NoError(t, err)
 		require.True(t, g1.Acquired)
@@ -155,6 +157,6 @@ func TestAcquireSentTwiceByOneOwnerAnswersItsToken(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, g3.Acquired)
 		require.Greater(t, g3.Remaining, time.Duration(0))
-		require.NoError(t, b.Release(ctx, Held{Name: "resent", Owner: "owner-a", TTL: 5 * time.Second}))
+		require.NoError(t, b.Release(ctx, leasedriver.Held{Name: "resent", Owner: "owner-a", TTL: 5 * time.Second}))
 	})
 }

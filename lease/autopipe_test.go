@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast-go/holdfast/lease/internal/testhooks"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -44,7 +45,7 @@ func TestAutoPipeUnderLoad(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		require.True(t, s.client.b.(*RedisBackend).auto.Idle(), "no batch on the wire, none waiting")
+		require.True(t, testhooks.RedisIdle(s.client.b), "no batch on the wire, none waiting")
 		keys, err := s.rdb.Keys(ctx, s.prefix+"*").Result()
 		require.NoError(t, err)
 		for _, k := range keys {
@@ -103,7 +104,7 @@ func TestAutoPipeCallersLeavingMidBatch(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		require.True(t, s.client.b.(*RedisBackend).auto.Idle(), "nothing on the wire, nothing waiting")
+		require.True(t, testhooks.RedisIdle(s.client.b), "nothing on the wire, nothing waiting")
 		keys, err := s.rdb.Keys(ctx, s.prefix+"*").Result()
 		require.NoError(t, err)
 		for _, k := range keys {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // acquireMany takes n leases over 16 goroutines.
@@ -165,12 +167,12 @@ func TestReplicaAckFailsWithoutReplicasAndReleases(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Real(t)
 	prefix := redistest.Prefix(t, rdb)
-	c, err := New(rdb, Options{Prefix: prefix, ReplicaAck: ReplicaAck{Replicas: 1, Timeout: 20 * time.Millisecond}})
+	c, err := New(rdb, Options{Prefix: prefix, ReplicaAck: redislease.ReplicaAck{Replicas: 1, Timeout: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	_, err = c.TryAcquire(context.Background(), "acked", time.Minute)
-	var nre *NotReplicatedError
+	var nre *redislease.NotReplicatedError
 	require.ErrorAs(t, err, &nre)
-	require.ErrorIs(t, err, ErrNotReplicated)
+	require.ErrorIs(t, err, redislease.ErrNotReplicated)
 	require.Equal(t, 1, nre.Want)
 	require.Equal(t, 0, nre.Got)
 	leaseKey, _ := KeysOf(c, "acked")
@@ -210,7 +212,7 @@ func TestReleaseNobodyWaitsForPublishesNothing(t *testing.T) {
 		// flag with the lease key.
 		second, err := s.client.TryAcquire(ctx, "quiet", time.Minute)
 		require.NoError(t, err)
-		g, err := s.client.b.(WaitingAcquirer).AcquireWaiting(ctx, "quiet", "waiter", time.Minute, 2*time.Minute)
+		g, err := s.client.b.(leasedriver.WaitingAcquirer).AcquireWaiting(ctx, "quiet", "waiter", time.Minute, 2*time.Minute)
 		require.NoError(t, err)
 		require.False(t, g.Acquired)
 		require.Greater(t, g.Remaining, 50*time.Second, "the holder's remaining TTL")
@@ -258,7 +260,7 @@ func TestAWaiterNeverShortensAnotherWaitersFlag(t *testing.T) {
 		testwait.Until(t, 5*time.Second, "the slow waiter flagged the lease", func() bool { return flag() > time.Minute })
 
 		// The fast waiter's try, as its blocked Acquire makes it.
-		g, err := fast.b.(WaitingAcquirer).AcquireWaiting(ctx, "mixed", "fast", time.Minute, fast.flagTTL())
+		g, err := fast.b.(leasedriver.WaitingAcquirer).AcquireWaiting(ctx, "mixed", "fast", time.Minute, fast.flagTTL())
 		require.NoError(t, err)
 		require.False(t, g.Acquired)
 		require.Greater(t, flag(), time.Minute, "the fast waiter's try shortened the flag")

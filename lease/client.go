@@ -15,6 +15,8 @@ import (
 	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/internal/retry"
 	"github.com/holdfast-go/holdfast/internal/safe"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // Client acquires leases on one Backend (New: a Redis deployment, a single
@@ -24,56 +26,56 @@ import (
 // no store: the Backend owns keys, scripts and hand-off. It is safe for
 // concurrent use.
 type Client struct {
-	b      Backend
+	b      leasedriver.Backend
 	opts   Options // opts.Holder is the backend's label (Labeled)
 	log    *slog.Logger
 	keeper *keeper
 	ev     evictions // evictions seen (Eviction.AllowEviction)
 }
 
-// New returns a Client over rdb: NewWithBackend on NewRedisBackend(rdb,
-// RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction:
+// New returns a Client over rdb: NewWithBackend on redislease.NewBackend(rdb,
+// redislease.Options{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction:
 // opts.Eviction, Holder: opts.Holder}). It returns ErrNilClient for a nil
 // rdb and an error matching ErrInvalidOptions for bad options. It sends
 // nothing: the Redis eviction policy is read before the first acquisition
 // (Options.Eviction).
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
-	b, err := NewRedisBackend(rdb, RedisOptions{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction: opts.Eviction, Holder: opts.Holder})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction: opts.Eviction, Holder: opts.Holder})
 	if err != nil {
 		return nil, err
 	}
-	opts.Prefix, opts.ReplicaAck, opts.Eviction = "", ReplicaAck{}, Eviction{}
+	opts.Prefix, opts.ReplicaAck, opts.Eviction = "", redislease.ReplicaAck{}, redislease.Eviction{}
 	return NewWithBackend(b, opts)
 }
 
-// NewWithBackend returns a Client over b, such as a *RedisBackend, or
+// NewWithBackend returns a Client over b, such as a *redislease.Backend, or
 // lease/quorum's or lease/pglease's. Options.Prefix and ReplicaAck are
-// the Redis backend's (New passes them on; RedisOptions sets them for
-// NewRedisBackend) and are refused here, since the backend owns its keys
+// the Redis backend's (New passes them on; redislease.Options sets them for
+// redislease.NewBackend) and are refused here, since the backend owns its keys
 // (quorum.Options.Prefix, pglease's table): ErrNilClient for a nil
 // backend, ErrInvalidOptions for a Prefix or a ReplicaAck. The holder
-// label is the backend's too (Labeled: RedisOptions.Holder,
+// label is the backend's too (Labeled: redislease.Options.Holder,
 // pglease.Options.Holder): a non-empty Options.Holder other than the
 // backend's is refused with ErrInvalidOptions.
-func NewWithBackend(b Backend, opts Options) (*Client, error) {
+func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
 	if safe.IsNil(b) {
 		return nil, fmt.Errorf("%w: NewWithBackend got a nil backend", ErrNilClient)
 	}
 	if opts.ReplicaAck.Replicas > 0 {
-		return nil, fmt.Errorf("%w: ReplicaAck is the Redis backend's (RedisOptions)", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: ReplicaAck is the Redis backend's (redislease.Options)", ErrInvalidOptions)
 	}
-	if opts.Eviction != (Eviction{}) {
-		return nil, fmt.Errorf("%w: Eviction is the Redis backend's (RedisOptions)", ErrInvalidOptions)
+	if opts.Eviction != (redislease.Eviction{}) {
+		return nil, fmt.Errorf("%w: Eviction is the Redis backend's (redislease.Options)", ErrInvalidOptions)
 	}
 	if opts.Prefix != "" {
-		return nil, fmt.Errorf("%w: Prefix %q: the backend's keys are its own (RedisOptions.Prefix, quorum.Options.Prefix)", ErrInvalidOptions, opts.Prefix)
+		return nil, fmt.Errorf("%w: Prefix %q: the backend's keys are its own (redislease.Options.Prefix, quorum.Options.Prefix)", ErrInvalidOptions, opts.Prefix)
 	}
 	label := ""
-	if lb, ok := b.(Labeled); ok {
+	if lb, ok := b.(leasedriver.Labeled); ok {
 		label = lb.HolderLabel()
 	}
 	if opts.Holder != "" && opts.Holder != label {
-		return nil, fmt.Errorf("%w: Holder %q: the backend stores its own holder label (%q; RedisOptions.Holder, pglease.Options.Holder)", ErrInvalidOptions, opts.Holder, label)
+		return nil, fmt.Errorf("%w: Holder %q: the backend stores its own holder label (%q; redislease.Options.Holder, pglease.Options.Holder)", ErrInvalidOptions, opts.Holder, label)
 	}
 	opts.Holder = label
 	opts = opts.withDefaults()
@@ -86,9 +88,9 @@ func NewWithBackend(b Backend, opts Options) (*Client, error) {
 }
 
 // Backend returns the backend the Client stores its leases in: the
-// *RedisBackend of a Client made by New (its Keys and Redis), the one
+// *redislease.Backend of a Client made by New (its Keys and Redis), the one
 // passed to NewWithBackend otherwise.
-func (c *Client) Backend() Backend {
+func (c *Client) Backend() leasedriver.Backend {
 	if c == nil {
 		return nil
 	}
@@ -136,7 +138,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	if err := validateName(name); err != nil {
+	if err := leasedriver.CheckName(name); err != nil {
 		return nil, err
 	}
 	if err := validateTTL(ttl); err != nil {
@@ -172,7 +174,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
-	if err := validateName(name); err != nil {
+	if err := leasedriver.CheckName(name); err != nil {
 		return nil, err
 	}
 	if err := validateTTL(ttl); err != nil {
@@ -188,7 +190,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	// that its release notifies. Without a Notifier (or pub/sub refused by
 	// a proxy), poll.
 	var released <-chan struct{}
-	if n, ok := c.b.(Notifier); ok {
+	if n, ok := c.b.(leasedriver.Notifier); ok {
 		if ch, stop, err := n.Released(ctx, name); err == nil {
 			defer stop()
 			released = ch
@@ -255,34 +257,23 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 // as in TryAcquire. A scheduler claiming many (job, partition) leases at a
 // second's boundary uses it.
 func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Duration, opts ...AcquireOption) (leases []*Lease, errs []error) {
-	acquire := func(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error) {
-		if ba, ok := c.b.(BatchAcquirer); ok {
+	acquire := func(ctx context.Context, reqs []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error) {
+		if ba, ok := c.b.(leasedriver.BatchAcquirer); ok {
 			return ba.AcquireAll(ctx, reqs)
 		}
-		grants, errs := make([]Grant, len(reqs)), make([]error, len(reqs))
+		grants, errs := make([]leasedriver.Grant, len(reqs)), make([]error, len(reqs))
 		for j, r := range reqs {
 			grants[j], errs[j] = c.b.Acquire(ctx, r.Name, r.Owner, r.TTL)
 		}
 		return grants, errs
 	}
-	return c.TryAcquireAllWith(ctx, names, ttl, acquire, opts...)
+	return c.tryAcquireAllWith(ctx, names, ttl, acquire, opts...)
 }
 
-// TryAcquireAllWith is TryAcquireAll with the batch's acquisitions made by
-// acquire instead of the backend's AcquireAll: a caller that takes the
-// leases in the same script as writes of its own (the scheduler's Redis
-// ledger begins each slot in the script that takes its lease, see
-// RedisBackend.Joinable) gets them back as Leases of c, renewed, released
-// and lost as any other. acquire gets one request per valid name (the
-// owners drawn here) and must answer each as c's backend's Acquire would,
-// on c's backend's store and keys (RedisBackend.Granted builds a grant of
-// the built-in backend), with one Grant and one error per request (an
-// error matching ErrNotTried for an acquisition it did not make, which
-// the name is then answered with); it is
-// called once, at most, and not at all when no name is valid. Grants
-// answered too late for their trust window are undone with c's backend,
-// as in TryAcquireAll.
-func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time.Duration, acquire func(context.Context, []AcquireRequest) ([]Grant, []error), opts ...AcquireOption) (leases []*Lease, errs []error) {
+// tryAcquireAllWith is TryAcquireAll with the batch's acquisitions made
+// by acquire instead of the backend's AcquireAll: lease/leasejoin's
+// TryAcquireAll, which documents it.
+func (c *Client) tryAcquireAllWith(ctx context.Context, names []string, ttl time.Duration, acquire func(context.Context, []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error), opts ...AcquireOption) (leases []*Lease, errs []error) {
 	leases, errs = make([]*Lease, len(names)), make([]error, len(names))
 	err := c.ready(ctx)
 	if err == nil {
@@ -294,10 +285,10 @@ func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time
 		}
 		return leases, errs
 	}
-	reqs := make([]AcquireRequest, 0, len(names))
+	reqs := make([]leasedriver.AcquireRequest, 0, len(names))
 	at := make([]int, 0, len(names)) // reqs[j] answers names[at[j]]
 	for i, name := range names {
-		if errs[i] = validateName(name); errs[i] != nil {
+		if errs[i] = leasedriver.CheckName(name); errs[i] != nil {
 			continue
 		}
 		owner, err := newOwner()
@@ -305,7 +296,7 @@ func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time
 			errs[i] = err
 			continue
 		}
-		reqs = append(reqs, AcquireRequest{Name: name, Owner: owner, TTL: ttl})
+		reqs = append(reqs, leasedriver.AcquireRequest{Name: name, Owner: owner, TTL: ttl})
 		at = append(at, i)
 	}
 	if len(reqs) == 0 {
@@ -317,11 +308,11 @@ func (c *Client) TryAcquireAllWith(ctx context.Context, names []string, ttl time
 	cfg := newAcquireConfig(opts)
 	if took >= ttl-Drift(ttl) {
 		// The whole batch came too late: undo its grants together.
-		var undo []Held
+		var undo []leasedriver.Held
 		for j, r := range reqs {
 			if gerrs[j] == nil && grants[j].Acquired {
 				c.opts.Observer.ObserveAcquire(r.Name, OutcomeSlow, took)
-				undo = append(undo, Held{Name: r.Name, Owner: r.Owner, TTL: ttl, Handle: grants[j].Handle})
+				undo = append(undo, leasedriver.Held{Name: r.Name, Owner: r.Owner, TTL: ttl, Handle: grants[j].Handle})
 				errs[at[j]] = c.slow(ctx, r.Name, r.Owner, ttl, took)
 				continue
 			}
@@ -344,8 +335,8 @@ func (c *Client) try(ctx context.Context, cfg acquireConfig, name string, ttl ti
 		return nil, err
 	}
 	start := time.Now()
-	var g Grant
-	if wa, ok := c.b.(WaitingAcquirer); ok && waiting {
+	var g leasedriver.Grant
+	if wa, ok := c.b.(leasedriver.WaitingAcquirer); ok && waiting {
 		g, err = wa.AcquireWaiting(ctx, name, owner, ttl, c.flagTTL())
 	} else {
 		g, err = c.b.Acquire(ctx, name, owner, ttl)
@@ -367,8 +358,8 @@ func (c *Client) flagTTL() time.Duration {
 // granted turns the answer to an acquisition sent at start into a Lease or
 // an error. A grant answered at or after the end of its trust window is
 // undone: its token is never handed out.
-func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g Grant, err error) (*Lease, error) {
-	if errors.Is(err, ErrNotTried) {
+func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner string, ttl time.Duration, start time.Time, took time.Duration, g leasedriver.Grant, err error) (*Lease, error) {
+	if errors.Is(err, leasedriver.ErrNotTried) {
 		return nil, err
 	}
 	if err != nil {
@@ -385,7 +376,7 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 	}
 	if took >= ttl-Drift(ttl) {
 		c.opts.Observer.ObserveAcquire(name, OutcomeSlow, took)
-		c.undo(ctx, Held{Name: name, Owner: owner, TTL: ttl, Handle: g.Handle})
+		c.undo(ctx, leasedriver.Held{Name: name, Owner: owner, TTL: ttl, Handle: g.Handle})
 		return nil, c.slow(ctx, name, owner, ttl, took)
 	}
 	c.opts.Observer.ObserveAcquire(name, OutcomeAcquired, took)
@@ -411,7 +402,7 @@ func (c *Client) slow(ctx context.Context, name, owner string, ttl, took time.Du
 // holds its owner, on a best effort: the caller may have gone (ctx ended),
 // so it runs without ctx's cancellation, bounded by the TTL (the key is
 // gone by then anyway).
-func (c *Client) undo(ctx context.Context, h Held) {
+func (c *Client) undo(ctx context.Context, h leasedriver.Held) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.TTL)
 	defer cancel()
 	_ = c.b.Release(rctx, h)
@@ -419,11 +410,11 @@ func (c *Client) undo(ctx context.Context, h Held) {
 
 // undoAll is undo for the grants of a batch: one call to a
 // BatchReleaser, one Release after another on other backends.
-func (c *Client) undoAll(ctx context.Context, hs []Held) {
+func (c *Client) undoAll(ctx context.Context, hs []leasedriver.Held) {
 	if len(hs) == 0 {
 		return
 	}
-	if br, ok := c.b.(BatchReleaser); ok {
+	if br, ok := c.b.(leasedriver.BatchReleaser); ok {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hs[0].TTL)
 		defer cancel()
 		_ = br.ReleaseAll(rctx, hs)

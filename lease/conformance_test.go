@@ -9,13 +9,15 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver/leasedrivertest"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
-// newStore is the argument of leasetest.Exercise.
-type newStore = func(t *testing.T) leasetest.Store
+// newStore is the argument of leasedrivertest.Exercise.
+type newStore = func(t *testing.T) leasedrivertest.Store
 
-// TestConformance runs the lease contract (leasetest.Exercise) on every
+// TestConformance runs the lease contract (leasedrivertest.Exercise) on every
 // kind of Redis deployment lease supports, the deployments and their
 // checks in parallel.
 //
@@ -27,7 +29,7 @@ func TestConformance(t *testing.T) {
 		// miniredis with its clock driven by the wall clock, so that keys
 		// expire as on Redis.
 		"miniredis-driven-clock": func(*testing.T) newStore {
-			return leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient {
+			return leasedrivertest.RedisBackend(func(t *testing.T) redis.UniversalClient {
 				rdb, mr := leasetest.NewMiniredisClient(t)
 				leasetest.DriveClock(t, mr)
 				return rdb
@@ -37,7 +39,7 @@ func TestConformance(t *testing.T) {
 		// tag only.
 		"cluster": func(t *testing.T) newStore {
 			cluster := redisproc.StartCluster(t, 3)
-			return leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient { return cluster.Client(t) }, nil)
+			return leasedrivertest.RedisBackend(func(t *testing.T) redis.UniversalClient { return cluster.Client(t) }, nil)
 		},
 		// A Sentinel-managed primary with one replica, which acknowledges
 		// every acquire (WAIT). The replica is given 2 s: the default
@@ -47,17 +49,17 @@ func TestConformance(t *testing.T) {
 		// The checks are about the lease, not about replication latency.
 		"sentinel": func(t *testing.T) newStore {
 			sentinel := redisproc.StartSentinel(t)
-			return leasetest.RedisBackend(
+			return leasedrivertest.RedisBackend(
 				func(t *testing.T) redis.UniversalClient { return sentinel.Client(t) },
-				func(o *lease.Options) { o.ReplicaAck = lease.ReplicaAck{Replicas: 1, Timeout: 2 * time.Second} })
+				func(o *lease.Options) { o.ReplicaAck = redislease.ReplicaAck{Replicas: 1, Timeout: 2 * time.Second} })
 		},
 	}
 	// The shared real Redis (REDIS_URL) and a plain miniredis, whose
 	// keys expire only when told (NoExpiry).
 	for _, b := range redistest.Backends() {
 		backends[b.Name] = func(*testing.T) newStore {
-			newStore := leasetest.RedisBackend(func(t *testing.T) redis.UniversalClient { return b.New(t) }, nil)
-			return func(t *testing.T) leasetest.Store {
+			newStore := leasedrivertest.RedisBackend(func(t *testing.T) redis.UniversalClient { return b.New(t) }, nil)
+			return func(t *testing.T) leasedrivertest.Store {
 				s := newStore(t)
 				s.NoExpiry = b.Name == "miniredis"
 				return s
@@ -67,7 +69,7 @@ func TestConformance(t *testing.T) {
 	for name, backend := range backends {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			leasetest.Exercise(t, backend(t))
+			leasedrivertest.Exercise(t, backend(t))
 		})
 	}
 }

@@ -20,16 +20,18 @@
 //
 // # Backends
 //
-// The Client knows no store: it talks to a Backend (Acquire, batched
-// Renew, Release, optional Notifier, WaitingAcquirer, BatchAcquirer and
-// BatchReleaser). New(rdb, opts) is the shortcut for NewWithBackend on
-// NewRedisBackend: the RedisBackend owns the key prefix, the key layout
-// (RedisBackend.Keys, for a package that keeps keys beside the lease's,
-// as election does), the Lua scripts, the pub/sub hand-off to waiters and
-// the replica acknowledgements (WAIT). lease/quorum (Redlock over several
-// masters) and lease/pglease (PostgreSQL) are other backends; every
-// backend passes lease/leasetest.Exercise. This package imports go-redis
-// for RedisBackend, and no database driver.
+// The Client knows no store: it talks to a leasedriver.Backend (Acquire,
+// batched Renew, Release, optional Notifier, WaitingAcquirer, BatchAcquirer
+// and BatchReleaser: the SPI lives in lease/leasedriver, so this package
+// holds the user API). New(rdb, opts) is the shortcut for NewWithBackend
+// on redislease.NewBackend: the Redis backend of lease/redislease owns the
+// key prefix, the key layout (redislease.Backend.Keys, for a package that
+// keeps keys beside the lease's, as election does), the Lua scripts, the
+// pub/sub hand-off to waiters and the replica acknowledgements (WAIT).
+// lease/quorum (Redlock over several masters) and lease/pglease
+// (PostgreSQL) are other backends; every backend passes
+// lease/leasedriver/leasedrivertest.Exercise. This package imports go-redis for that
+// shortcut, and no database driver.
 //
 // # Keys and scripts
 //
@@ -41,12 +43,13 @@
 // views show in place of the owner (a write capability: Info carries only
 // fence.OwnerID of it); the hash tag keeps them in one
 // Cluster slot, so CROSSSLOT cannot happen. Acquire, renew and release are
-// one Lua script each (scripts/*.lua), run with EVALSHA and an EVAL fallback
+// one Lua script each (lease/redislease/scripts/*.lua), run with EVALSHA and an EVAL fallback
 // on NOSCRIPT. Renew and release act only while the key holds our owner and
 // never re-create an expired key; only acquire issues tokens.
 //
-// Operators read leases through Inspector, which RedisBackend implements:
-// Inspect reads one name's keys with a read-only script (scripts/inspect.lua),
+// Operators read leases through leasedriver.Inspector, which
+// redislease.Backend implements: Inspect reads one name's keys with a
+// read-only script (redislease/scripts/inspect.lua),
 // List SCANs every master for lease and fence keys. Neither changes a lease.
 //
 // # State model

@@ -6,24 +6,25 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/internal/errfamily"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // Errors for bad input. They are returned before any I/O.
 var (
-	// ErrNilClient is returned by New and NewRedisBackend for a nil Redis
+	// ErrNilClient is returned by New and redislease.NewBackend for a nil Redis
 	// client (and by NewWithBackend for a nil backend). It matches
 	// ErrInvalidOptions too, as every other refusal of New does.
-	ErrNilClient = fmt.Errorf("%w: nil redis client", ErrInvalidOptions)
+	ErrNilClient = leasedriver.ErrNilClient
 	// ErrInvalidName is returned for an empty or oversized lease name, one
 	// that holds a '{' or '}' (they would break the Cluster hash tag), one
 	// that is not UTF-8 without control (Unicode Cc) or format (Cf: U+200B,
 	// U+202E, ...) characters, or one of white space alone: names that
 	// would look like other names, or like nothing, to an operator.
-	ErrInvalidName = errors.New("lease: invalid lease name")
+	ErrInvalidName = leasedriver.ErrInvalidName
 	// ErrInvalidTTL is returned for a TTL below MinTTL.
 	ErrInvalidTTL = errors.New("lease: invalid TTL")
 	// ErrInvalidOptions is returned by New for out-of-range Options.
-	ErrInvalidOptions = fmt.Errorf("lease: %w", errfamily.ErrInvalidOptions)
+	ErrInvalidOptions = leasedriver.ErrInvalidOptions
 	// ErrNotCreated is returned by the methods of a nil Client, or of one
 	// not made by New or NewWithBackend (a zero Client{}).
 	ErrNotCreated = fmt.Errorf("lease: client %w", errfamily.ErrNotCreated)
@@ -37,15 +38,10 @@ var (
 	// ErrNotAcquired matches every *NotAcquiredError: the lease is held by
 	// another owner.
 	ErrNotAcquired = errors.New("lease: not acquired, held by another owner")
-	// ErrNotTried answers a name of TryAcquireAllWith whose acquisition
-	// its acquire function did not make (it took as many leases as its
-	// caller could use and found this one free): nothing was taken, and
-	// nothing is logged or observed for it.
-	ErrNotTried = errors.New("lease: acquisition not tried")
 	// ErrNotHeld is returned by Renew and Release, and is the cause of a
 	// loss, when the key no longer holds our owner: it expired, was
 	// deleted, or was taken by someone else.
-	ErrNotHeld = errors.New("lease: not held")
+	ErrNotHeld = leasedriver.ErrNotHeld
 	// ErrLost matches every *LostError, the cause of a canceled
 	// Lease.Context.
 	ErrLost = errors.New("lease: lost")
@@ -85,25 +81,6 @@ func (e *SlowAcquireError) Error() string {
 
 // Is makes errors.Is(err, ErrSlowAcquire) true.
 func (e *SlowAcquireError) Is(target error) bool { return target == ErrSlowAcquire }
-
-// ErrNotReplicated matches every *NotReplicatedError.
-var ErrNotReplicated = errors.New("lease: acquire not acknowledged by enough replicas")
-
-// NotReplicatedError reports an acquire that fewer replicas than
-// Options.ReplicaAck.Replicas acknowledged in time. The lease was released.
-type NotReplicatedError struct {
-	Name      string
-	Want, Got int
-}
-
-// Error implements error.
-func (e *NotReplicatedError) Error() string {
-	// The Client wraps it as `lease "<name>": acquire: ...`.
-	return fmt.Sprintf("acknowledged by %d replicas, want %d", e.Got, e.Want)
-}
-
-// Is makes errors.Is(err, ErrNotReplicated) true.
-func (e *NotReplicatedError) Is(target error) bool { return target == ErrNotReplicated }
 
 // NotAcquiredError reports a lease held by another owner. It matches
 // ErrNotAcquired.

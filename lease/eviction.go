@@ -8,63 +8,20 @@ import (
 	"sync"
 	"time"
 
-	"github.com/holdfast-go/holdfast/internal/redispolicy"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
-// Eviction configures how the Redis backend treats a Redis that may evict
-// keys (RedisOptions.Eviction, Options.Eviction). The zero value reads
-// maxmemory-policy with CONFIG GET before the first acquisition and
-// refuses a Redis that may evict keys (ErrEvictionPolicy) or whose
-// policy cannot be read (ErrEvictionPolicyUnknown). Fields:
-//
-//   - Policy declares maxmemory-policy where CONFIG GET is refused
-//     (managed Redis): "noeviction", or any other Redis policy name,
-//     which counts as evicting. Default "": read it.
-//   - AllowEviction runs on a Redis that may evict keys: the Client then
-//     counts evictions (INFO stats evicted_keys) on its renewal passes, at
-//     most once per EvictionPollInterval, logs redis_evictions, tells an
-//     EvictionObserver, and a lease whose key was evicted is lost with a
-//     cause matching both ErrNotHeld and ErrEvicted (a Redis that refuses
-//     INFO too runs with nothing counted). Default false.
-//
-// It is shared by the Redis ledger and the Redis sinks (redisledger,
-// redisfence, redisstore), which take the same type.
-type Eviction = redispolicy.Options
-
-// Errors of the eviction-policy check, the same values as those of
-// scheduler/ledger/redisledger, sinks/redisfence and
-// sinks/httpfence/redisstore.
-var (
-	// ErrEvictionPolicy is returned by the first acquisitions on a Redis
-	// that may evict keys (maxmemory set and maxmemory-policy not
-	// noeviction) without Eviction.AllowEviction. Its text says what to
-	// set.
-	ErrEvictionPolicy = redispolicy.ErrEvictionPolicy
-	// ErrEvictionPolicyUnknown is returned by the first acquisitions on a
-	// Redis that refuses CONFIG GET (managed Redis) when Eviction.Policy
-	// does not declare the policy.
-	ErrEvictionPolicyUnknown = redispolicy.ErrPolicyUnknown
-	// ErrRedisMemoryFull matches an acquisition Redis refused with OOM:
-	// its memory is full and its policy (noeviction) frees none.
-	ErrRedisMemoryFull = redispolicy.ErrMemoryFull
-	// ErrEvicted is joined to ErrNotHeld in the cause of a lease lost
-	// while Redis was seen evicting keys (Eviction.AllowEviction): its key
-	// was most likely evicted.
-	ErrEvicted = errors.New("lease: Redis evicted keys while the lease was held (maxmemory-policy)")
-)
+// ErrEvicted is joined to ErrNotHeld in the cause of a lease lost while
+// Redis was seen evicting keys (redislease.Eviction.AllowEviction): its
+// key was most likely evicted.
+var ErrEvicted = errors.New("lease: Redis evicted keys while the lease was held (maxmemory-policy)")
 
 // EvictionPollInterval is the least time between two reads of Redis's
 // eviction counter by a Client (1 s). It is read on renewal passes, so
 // with long TTLs less often: at most every RenewInterval of the shortest
 // TTL held.
 const EvictionPollInterval = time.Second
-
-// EvictionCounter is an optional Backend interface: Evictions returns how
-// many keys the store evicted since the previous call, 0 without I/O on a
-// store that keeps every key. RedisBackend implements it.
-type EvictionCounter interface {
-	Evictions(ctx context.Context) (int64, error)
-}
 
 // EvictionObserver is an optional Observer interface: ObserveEvictions is
 // called with the number of keys Redis evicted since the previous report
@@ -86,11 +43,11 @@ type evictions struct {
 // when evictions were last seen (zero: never): a lease found not held
 // within its TTL of that was most likely evicted.
 func (c *Client) watchEvictions(ctx context.Context, now bool) time.Time {
-	ec, ok := c.b.(EvictionCounter)
+	ec, ok := c.b.(leasedriver.EvictionCounter)
 	if !ok {
 		return time.Time{}
 	}
-	if rb, ok := c.b.(*RedisBackend); ok && !rb.policy.Evicting() {
+	if rb, ok := c.b.(*redislease.Backend); ok && !rb.Evicting() {
 		return time.Time{}
 	}
 	c.ev.mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // The eviction-policy check runs before the first acquisition: a Redis
@@ -25,17 +26,17 @@ func TestEvictionPolicyIsCheckedBeforeTheFirstAcquisition(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		args    []string
-		opts    lease.Eviction
+		opts    redislease.Eviction
 		wantErr error
 	}{
-		{"AllKeysLRUIsRefused", []string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"}, lease.Eviction{}, lease.ErrEvictionPolicy},
-		{"VolatileTTLIsRefused", []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"}, lease.Eviction{}, lease.ErrEvictionPolicy},
-		{"NoEvictionIsAccepted", []string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction"}, lease.Eviction{}, nil},
-		{"NoMaxMemoryEvictsNothing", []string{"--maxmemory", "0", "--maxmemory-policy", "allkeys-lru"}, lease.Eviction{}, nil},
-		{"AllowEvictionRunsAnyway", []string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"}, lease.Eviction{AllowEviction: true}, nil},
-		{"ConfigRefusedIsUnknown", []string{"--rename-command", "CONFIG", ""}, lease.Eviction{}, lease.ErrEvictionPolicyUnknown},
-		{"ConfigRefusedDeclaredNoEviction", []string{"--rename-command", "CONFIG", ""}, lease.Eviction{Policy: "noeviction"}, nil},
-		{"ConfigRefusedDeclaredEvicting", []string{"--rename-command", "CONFIG", ""}, lease.Eviction{Policy: "volatile-lru"}, lease.ErrEvictionPolicy},
+		{"AllKeysLRUIsRefused", []string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"}, redislease.Eviction{}, redislease.ErrEvictionPolicy},
+		{"VolatileTTLIsRefused", []string{"--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl"}, redislease.Eviction{}, redislease.ErrEvictionPolicy},
+		{"NoEvictionIsAccepted", []string{"--maxmemory", "64mb", "--maxmemory-policy", "noeviction"}, redislease.Eviction{}, nil},
+		{"NoMaxMemoryEvictsNothing", []string{"--maxmemory", "0", "--maxmemory-policy", "allkeys-lru"}, redislease.Eviction{}, nil},
+		{"AllowEvictionRunsAnyway", []string{"--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"}, redislease.Eviction{AllowEviction: true}, nil},
+		{"ConfigRefusedIsUnknown", []string{"--rename-command", "CONFIG", ""}, redislease.Eviction{}, redislease.ErrEvictionPolicyUnknown},
+		{"ConfigRefusedDeclaredNoEviction", []string{"--rename-command", "CONFIG", ""}, redislease.Eviction{Policy: "noeviction"}, nil},
+		{"ConfigRefusedDeclaredEvicting", []string{"--rename-command", "CONFIG", ""}, redislease.Eviction{Policy: "volatile-lru"}, redislease.ErrEvictionPolicy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -66,10 +67,10 @@ func TestEvictionPolicyIsCheckedBeforeTheFirstAcquisition(t *testing.T) {
 				require.ErrorIs(t, err, tc.wantErr)
 			}
 			switch tc.wantErr {
-			case lease.ErrEvictionPolicy:
+			case redislease.ErrEvictionPolicy:
 				require.ErrorContains(t, last, "CONFIG SET maxmemory-policy noeviction")
 				require.ErrorContains(t, last, "AllowEviction")
-			case lease.ErrEvictionPolicyUnknown:
+			case redislease.ErrEvictionPolicyUnknown:
 				require.ErrorContains(t, last, "lease.Options.Eviction")
 				require.ErrorContains(t, last, ".Policy")
 			}
@@ -82,9 +83,9 @@ func TestEvictionPolicyIsCheckedBeforeTheFirstAcquisition(t *testing.T) {
 func TestEvictionPolicyDeclaredMustBeARedisPolicy(t *testing.T) {
 	t.Parallel()
 	srv := redisproc.Start(t)
-	_, err := lease.New(srv.Client(t), lease.Options{Eviction: lease.Eviction{Policy: "no-eviction"}})
+	_, err := lease.New(srv.Client(t), lease.Options{Eviction: redislease.Eviction{Policy: "no-eviction"}})
 	require.ErrorIs(t, err, lease.ErrInvalidOptions)
-	_, err = lease.NewWithBackend(leasetest.NewMemoryBackend(nil), lease.Options{Eviction: lease.Eviction{AllowEviction: true}})
+	_, err = lease.NewWithBackend(leasetest.NewMemoryBackend(nil), lease.Options{Eviction: redislease.Eviction{AllowEviction: true}})
 	require.ErrorIs(t, err, lease.ErrInvalidOptions)
 }
 
@@ -101,7 +102,7 @@ func TestAllowEvictionReportsAnEvictedLease(t *testing.T) {
 	logs := &syncBuffer{}
 	obs := &evictionObserver{}
 	c, err := lease.New(rdb, lease.Options{
-		Eviction: lease.Eviction{AllowEviction: true},
+		Eviction: redislease.Eviction{AllowEviction: true},
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
 		Observer: obs,
 	})
@@ -137,7 +138,7 @@ func TestMemoryFullAcquireSaysSo(t *testing.T) {
 	require.NoError(t, err)
 	srv.Squeeze(t)
 	_, err = c.TryAcquire(t.Context(), "settle", 3*time.Second)
-	require.ErrorIs(t, err, lease.ErrRedisMemoryFull)
+	require.ErrorIs(t, err, redislease.ErrRedisMemoryFull)
 	require.ErrorContains(t, err, "redis memory is full")
 	require.ErrorContains(t, err, "OOM command not allowed")
 
@@ -181,7 +182,7 @@ func TestRenewOfAnEvictedLeaseSaysSo(t *testing.T) {
 	t.Parallel()
 	srv := redisproc.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl")
 	rdb := srv.Client(t)
-	c, err := lease.New(rdb, lease.Options{Eviction: lease.Eviction{AllowEviction: true}})
+	c, err := lease.New(rdb, lease.Options{Eviction: redislease.Eviction{AllowEviction: true}})
 	require.NoError(t, err)
 	// A long TTL: the keeper does not renew during the test.
 	l, err := c.TryAcquire(t.Context(), "settle", time.Minute)

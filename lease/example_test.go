@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // Two replicas want the same lease: one gets it with a fencing token, the
@@ -23,7 +24,7 @@ func Example() {
 	// A Redis that may evict keys is refused. miniredis never evicts but,
 	// like many managed Redis services, refuses CONFIG GET: declare its
 	// policy.
-	client, _ := lease.New(rdb, lease.Options{Eviction: lease.Eviction{Policy: "noeviction"}})
+	client, _ := lease.New(rdb, lease.Options{Eviction: redislease.Eviction{Policy: "noeviction"}})
 	ctx := context.Background()
 
 	l, err := client.TryAcquire(ctx, "daily-settlement", 30*time.Second)

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/internal/miniconf"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -203,7 +204,7 @@ func TestSlowAcquireIsRefusedByAcquireAndTryAcquireAll(t *testing.T) {
 		// Without the backend's Notifier: its subscription's socket read
 		// would keep the bubble's clock from advancing. The waits are
 		// then the backoff's timers.
-		waiter, err := NewWithBackend(struct{ Backend }{c.b}, Options{})
+		waiter, err := NewWithBackend(struct{ leasedriver.Backend }{c.b}, Options{})
 		require.NoError(t, err)
 		var tries atomic.Int64
 		hook.acquireReply = func() {

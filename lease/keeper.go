@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/internal/logattr"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // keeper renews every lease of one Client in batches: one pipeline of
@@ -233,7 +234,7 @@ func (k *keeper) renewChunk(chunk []*Lease) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	batch := make([]Held, len(chunk))
+	batch := make([]leasedriver.Held, len(chunk))
 	for i, l := range chunk {
 		batch[i] = l.held()
 	}

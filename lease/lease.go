@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/safe"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // Lease is one acquisition of a named lease. The Client's keep-alive renews
@@ -48,7 +49,7 @@ type Lease struct {
 // of a short lease never ask), already canceled if the lease ended by then.
 // parent is the acquire call's context (values only); lifetime, when not
 // nil, ends the lease (WithLifetime).
-func newLease(parent, lifetime context.Context, c *Client, name, owner string, g Grant, ttl time.Duration, start time.Time) *Lease {
+func newLease(parent, lifetime context.Context, c *Client, name, owner string, g leasedriver.Grant, ttl time.Duration, start time.Time) *Lease {
 	l := &Lease{
 		c: c, name: name, owner: owner, token: g.Token, ttl: ttl, handle: g.Handle, parent: parent,
 		deadline:  start.Add(ttl - Drift(ttl)),
@@ -74,8 +75,8 @@ func newLease(parent, lifetime context.Context, c *Client, name, owner string, g
 }
 
 // held describes the lease to the backend.
-func (l *Lease) held() Held {
-	return Held{Name: l.name, Owner: l.owner, TTL: l.ttl, Handle: l.handle}
+func (l *Lease) held() leasedriver.Held {
+	return leasedriver.Held{Name: l.name, Owner: l.owner, TTL: l.ttl, Handle: l.handle}
 }
 
 // Name returns the lease name.
@@ -200,7 +201,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return ErrNilContext
 	}
 	start := time.Now()
-	err := l.c.b.Renew(ctx, []Held{l.held()})[0]
+	err := l.c.b.Renew(ctx, []leasedriver.Held{l.held()})[0]
 	l.c.opts.Observer.ObserveRenew(l.name, err, time.Since(start))
 	if errors.Is(err, ErrNotHeld) {
 		cause := notHeldCause(l.c.watchEvictions(ctx, true), l.ttl)
@@ -268,20 +269,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l == nil || l.c == nil {
 		return ErrNotHeld
 	}
-	return l.ReleaseWith(ctx, l.c.b.Release)
+	return l.releaseWith(ctx, l.c.b.Release)
 }
 
-// ReleaseWith is Release with the key deleted by release instead of the
-// backend's Release: a caller that gives the lease back in the same script
-// as a write of its own (the scheduler's Redis ledger records a run's end
-// and releases its lease in one round trip) ends the lease as Release
-// does, keep-alive stopped first. release must answer as the backend's
-// Release would (nil, ErrNotHeld, another error) for h, this lease. It
-// runs at most once per answer, as Release's compare-and-delete does: not
-// at all when the lease was released before (ReleaseWith then returns
-// that answer), again on a later call after an error without an answer.
-// Errors as Release's.
-func (l *Lease) ReleaseWith(ctx context.Context, release func(ctx context.Context, h Held) error) error {
+// releaseWith is Release with the key deleted by release instead of the
+// backend's Release: lease/leasejoin's Release, which documents it.
+func (l *Lease) releaseWith(ctx context.Context, release func(ctx context.Context, h leasedriver.Held) error) error {
 	if l == nil || l.c == nil {
 		return ErrNotHeld
 	}
@@ -298,7 +291,7 @@ func (l *Lease) ReleaseWith(ctx context.Context, release func(ctx context.Contex
 // releaseKey runs the compare-and-delete once: concurrent calls wait for
 // the one in flight (or for their ctx), and once the backend answered,
 // every call returns that answer.
-func (l *Lease) releaseKey(ctx context.Context, release func(context.Context, Held) error) error {
+func (l *Lease) releaseKey(ctx context.Context, release func(context.Context, leasedriver.Held) error) error {
 	l.mu.Lock()
 	for l.releasing {
 		if l.releaseDone == nil {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // setup is the per-test bundle: a client over one backend, the raw Redis
@@ -70,7 +72,7 @@ func release(t *testing.T, l *Lease) {
 
 // The lease contract (racing acquirers, token order, non-owner renew and
 // release, release, keep-alive, a deleted key, the lifetime and acquire
-// contexts, waiting, bad input) is checked by leasetest.Exercise, which
+// contexts, waiting, bad input) is checked by leasedrivertest.Exercise, which
 // TestConformance runs on real Redis, miniredis and the other
 // deployments. The tests below check what the suite does not: the Redis
 // backend's own properties, and the Client on hand-made backends.
@@ -89,14 +91,14 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOptions)
 
 	// NewWithBackend: the backend owns its keys and replication.
-	b, err := NewRedisBackend(rdb, RedisOptions{})
+	b, err := redislease.NewBackend(rdb, redislease.Options{})
 	require.NoError(t, err)
 	_, err = NewWithBackend(nil, Options{})
 	require.ErrorIs(t, err, ErrNilClient)
 	require.ErrorContains(t, err, "nil backend")
 	_, err = NewWithBackend(b, Options{Prefix: "app:"})
 	require.ErrorIs(t, err, ErrInvalidOptions, "a Prefix is the backend's")
-	_, err = NewWithBackend(b, Options{ReplicaAck: ReplicaAck{Replicas: 1}})
+	_, err = NewWithBackend(b, Options{ReplicaAck: redislease.ReplicaAck{Replicas: 1}})
 	require.ErrorIs(t, err, ErrInvalidOptions, "a ReplicaAck is the Redis backend's")
 	_, err = NewWithBackend(b, Options{})
 	require.NoError(t, err)
@@ -244,17 +246,17 @@ func TestEndedLifetimeContextLosesTheLeaseAtOnce(t *testing.T) {
 // first try, and whose later tries hang until their context ends.
 type heldThenHung struct{ tries atomic.Int32 }
 
-func (b *heldThenHung) Acquire(ctx context.Context, _, _ string, _ time.Duration) (Grant, error) {
+func (b *heldThenHung) Acquire(ctx context.Context, _, _ string, _ time.Duration) (leasedriver.Grant, error) {
 	if b.tries.Add(1) == 1 {
-		return Grant{Remaining: time.Millisecond}, nil
+		return leasedriver.Grant{Remaining: time.Millisecond}, nil
 	}
 	<-ctx.Done()
-	return Grant{}, ctx.Err()
+	return leasedriver.Grant{}, ctx.Err()
 }
-func (b *heldThenHung) Renew(_ context.Context, batch []Held) []error {
+func (b *heldThenHung) Renew(_ context.Context, batch []leasedriver.Held) []error {
 	return make([]error, len(batch))
 }
-func (b *heldThenHung) Release(context.Context, Held) error { return nil }
+func (b *heldThenHung) Release(context.Context, leasedriver.Held) error { return nil }
 
 // Issue 11, part 7 (TestConformance/AcquireGivesUpWhenContextEnds on the
 // quorum backend under load): when ctx ended while a try was on its way,

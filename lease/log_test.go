@@ -13,6 +13,8 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // A JSON handler prints slog.Duration as integer nanoseconds
@@ -69,12 +71,12 @@ func TestLogsOwnerIDAndHolderNeverTheOwner(t *testing.T) {
 }
 
 // The holder label is the backend's: NewWithBackend takes it from the
-// backend (lease.Labeled) and refuses a different one; labels that could
+// backend (leasedriver.Labeled) and refuses a different one; labels that could
 // pass for another in a view are refused.
 func TestHolderLabelOptions(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Mini(t)
-	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Holder: "replica-a"})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Holder: "replica-a"})
 	require.NoError(t, err)
 	c, err := lease.NewWithBackend(b, lease.Options{})
 	require.NoError(t, err)
@@ -84,12 +86,12 @@ func TestHolderLabelOptions(t *testing.T) {
 	_, err = lease.NewWithBackend(b, lease.Options{Holder: "replica-b"})
 	require.ErrorIs(t, err, lease.ErrInvalidOptions)
 
-	for _, bad := range []string{" ", "\t", "a\nb", "x\u200by", "x\u202ey", "bad\xff", strings.Repeat("x", lease.MaxHolderLen+1)} {
-		require.ErrorIs(t, lease.CheckHolder(bad), lease.ErrInvalidOptions, "%q", bad)
+	for _, bad := range []string{" ", "\t", "a\nb", "x\u200by", "x\u202ey", "bad\xff", strings.Repeat("x", leasedriver.MaxHolderLen+1)} {
+		require.ErrorIs(t, leasedriver.CheckHolder(bad), lease.ErrInvalidOptions, "%q", bad)
 		_, err := lease.New(rdb, lease.Options{Holder: bad})
 		require.ErrorIs(t, err, lease.ErrInvalidOptions, "%q", bad)
 	}
 	for _, good := range []string{"", "replica-a", "pod-7f9c/eu-west-1", "ü€ 𝄞"} {
-		require.NoError(t, lease.CheckHolder(good), "%q", good)
+		require.NoError(t, leasedriver.CheckHolder(good), "%q", good)
 	}
 }

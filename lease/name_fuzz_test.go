@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // FuzzLeaseName: any name either is refused with lease.ErrInvalidName
@@ -36,7 +37,7 @@ func FuzzLeaseName(f *testing.F) {
 				"refused a valid name %q: %v", name, err)
 			return
 		}
-		keys, err := c.Backend().(*lease.RedisBackend).Keys(name)
+		keys, err := c.Backend().(*redislease.Backend).Keys(name)
 		require.NoError(t, err)
 		leaseKey := keys.Lease
 		require.Equal(t, "fuzz:{"+name+"}", leaseKey)

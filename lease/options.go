@@ -4,17 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode"
 
-	"github.com/holdfast-go/holdfast/internal/safe"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // Defaults for Options and limits on input.
 const (
-	// DefaultPrefix starts every key the client writes.
-	DefaultPrefix = "holdfast:lease:"
 	// DefaultRetryMax caps the wait between two attempts of a blocked
 	// Acquire (1 s).
 	DefaultRetryMax = time.Second
@@ -23,10 +20,9 @@ const (
 	DefaultRetryMin = 5 * time.Millisecond
 	// MinTTL is the shortest TTL a lease may have (10 ms).
 	MinTTL = 10 * time.Millisecond
-	// MaxNameLen is the longest lease name in bytes.
-	MaxNameLen = 256
-	// MaxHolderLen is the longest holder label (Options.Holder) in bytes.
-	MaxHolderLen = 256
+	// MaxNameLen is the longest lease name in bytes
+	// (leasedriver.MaxNameLen).
+	MaxNameLen = leasedriver.MaxNameLen
 	// DefaultBatchSize is how many leases one renewal round trip carries.
 	DefaultBatchSize = 1000
 )
@@ -35,7 +31,7 @@ const (
 // default.
 type Options struct {
 	// Prefix starts every key of the Redis backend New builds
-	// (RedisOptions.Prefix). Default DefaultPrefix. It must not hold '{'
+	// (redislease.Options.Prefix). Default redislease.DefaultPrefix. It must not hold '{'
 	// or '}': the lease name is the Cluster hash tag. NewWithBackend
 	// refuses it: its backend's keys are the backend's own.
 	Prefix string
@@ -54,33 +50,25 @@ type Options struct {
 	// trip (a pipeline). Default DefaultBatchSize (1000).
 	BatchSize int
 	// ReplicaAck configures the replica acknowledgements of the Redis
-	// backend New builds (see RedisOptions.ReplicaAck). NewWithBackend
+	// backend New builds (see redislease.Options.ReplicaAck). NewWithBackend
 	// refuses it.
-	ReplicaAck ReplicaAck
+	ReplicaAck redislease.ReplicaAck
 	// Eviction configures the eviction-policy check of the Redis backend
-	// New builds (see RedisOptions.Eviction and Eviction): by default a
+	// New builds (see redislease.Options.Eviction and redislease.Eviction): by default a
 	// Redis that may evict keys is refused. NewWithBackend refuses it.
-	Eviction Eviction
+	Eviction redislease.Eviction
 	// Holder is the holder label: the replica's name (a hostname, a pod
 	// name), stored beside every lease the Client takes and shown by the
 	// lease views (Inspector, the admin API's /leases, holdfast leases)
 	// and in the Client's log events, where the owner is not: the owner is
 	// a write capability (see fence.OwnerID). It is a label for people,
 	// not an identity: nothing checks it, and several replicas may share
-	// one. At most MaxHolderLen bytes of UTF-8 without control or format
+	// one. At most leasedriver.MaxHolderLen bytes of UTF-8 without control or format
 	// characters. Default "" (no label). New passes it to the Redis
-	// backend (RedisOptions.Holder); NewWithBackend takes the backend's
-	// own (RedisOptions.Holder, pglease.Options.Holder) and refuses a
+	// backend (redislease.Options.Holder); NewWithBackend takes the backend's
+	// own (redislease.Options.Holder, pglease.Options.Holder) and refuses a
 	// different one here.
 	Holder string
-}
-
-// ReplicaAck configures RedisOptions.ReplicaAck (Options.ReplicaAck).
-type ReplicaAck struct {
-	// Replicas is how many replicas must acknowledge; 0 disables.
-	Replicas int
-	// Timeout bounds the wait. Default 100 ms.
-	Timeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -149,43 +137,6 @@ func WithLifetime(ctx context.Context) AcquireOption {
 		}
 	}
 }
-
-func validateName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidName)
-	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidName, len(name), MaxNameLen)
-	case strings.ContainsAny(name, "{}"):
-		return fmt.Errorf("%w: %q holds '{' or '}'", ErrInvalidName, name)
-	case !safe.Printable(name):
-		return fmt.Errorf("%w: %q is not UTF-8 without control or format characters", ErrInvalidName, name)
-	case safe.Blank(name):
-		return fmt.Errorf("%w: %q is blank", ErrInvalidName, name)
-	}
-	return nil
-}
-
-// CheckHolder returns an error matching ErrInvalidOptions unless label is
-// a valid holder label (Options.Holder): at most MaxHolderLen bytes of
-// UTF-8 without control or format characters, so that a label cannot pass
-// for another in a view. "" (no label) is valid. Backends that store the
-// label check it with this function.
-func CheckHolder(label string) error {
-	switch {
-	case len(label) > MaxHolderLen:
-		return fmt.Errorf("%w: Holder of %d bytes, at most %d", ErrInvalidOptions, len(label), MaxHolderLen)
-	case label != "" && strings.TrimSpace(label) == "":
-		return fmt.Errorf("%w: Holder %q is blank", ErrInvalidOptions, label)
-	case !safe.Printable(label) || strings.ContainsFunc(label, isFormat):
-		return fmt.Errorf("%w: Holder %q is not UTF-8 without control or format characters", ErrInvalidOptions, label)
-	}
-	return nil
-}
-
-// isFormat reports a format character (Unicode Cf: zero-width space,
-// right-to-left override, ...), which would let one label look like another.
-func isFormat(r rune) bool { return unicode.Is(unicode.Cf, r) }
 
 func validateTTL(ttl time.Duration) error {
 	if ttl < MinTTL {

@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // topology is what the shared lease checks need from a deployment: a
@@ -93,7 +94,7 @@ func TestLeasesOnSentinel(t *testing.T) {
 	t.Run("FailoverKeepsTokensIncreasing", func(t *testing.T) {
 		ctx := context.Background()
 		// ReplicaAck: the acquire returns once the replica has the key.
-		c, err := lease.New(rdb, lease.Options{Prefix: procPrefix, ReplicaAck: lease.ReplicaAck{Replicas: 1, Timeout: time.Second}})
+		c, err := lease.New(rdb, lease.Options{Prefix: procPrefix, ReplicaAck: redislease.ReplicaAck{Replicas: 1, Timeout: time.Second}})
 		require.NoError(t, err)
 		old, err := c.TryAcquire(ctx, "failover", 5*time.Second)
 		require.NoError(t, err)
@@ -162,7 +163,7 @@ func requireLeaseOutcome(t *testing.T, err error) {
 // exerciseTopology runs what the Redis backend must do on every node of a
 // deployment, each check on names spread over its masters. The lease
 // contract itself (racing acquirers, token order, keep-alive, ...) is
-// leasetest.Exercise's, which TestConformance runs on a Cluster and on a
+// leasedrivertest.Exercise's, which TestConformance runs on a Cluster and on a
 // Sentinel deployment.
 func exerciseTopology(t *testing.T, top topology) {
 	ctx := context.Background()

@@ -11,6 +11,8 @@ import (
 	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/internal/retry"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -417,7 +419,7 @@ func (s *Scheduler) ledgerRefused(ctx context.Context, slot ledger.Slot, step st
 func (s *Scheduler) finishRelease(ctx context.Context, h hold, slot ledger.Slot, n int, o ledger.Outcome) error {
 	var ferr error
 	ran := false
-	err := h.l.ReleaseWith(ctx, func(ctx context.Context, held lease.Held) error {
+	err := leasejoin.Release(ctx, h.l, func(ctx context.Context, held leasedriver.Held) error {
 		ran = true
 		var rerr error
 		ferr, rerr = s.joiner.FinishRelease(ctx, s.cfg.Leases.Backend(), held, slot, h.fence, n, o, s.clock.Now())

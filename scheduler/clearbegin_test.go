@@ -12,6 +12,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
@@ -54,7 +56,7 @@ func (c *countingLedger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRe
 }
 
 // ClaimAll counts the slots the joined claim began as BeginIfClear would.
-func (c *countingLedger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
+func (c *countingLedger) ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
 	out, err := c.Ledger.ClaimAll(ctx, leases, reqs, limit, now)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -201,7 +203,7 @@ func TestLateClaimOfADoneSlotTakesNoLease(t *testing.T) {
 			leases, errs, pre := sched.acquireAll([]*entry{e}, []string{u.lease}, 1, u.job.LeaseTTL)
 			return leases[0], pre[0], errs[0]
 		}
-		backend, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: s.leasePrefix})
+		backend, err := redislease.NewBackend(s.rdb, redislease.Options{Prefix: s.leasePrefix})
 		require.NoError(t, err)
 		tokens := func() string {
 			k, err := backend.Keys(ledger.UnitScope("late", ""))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/internal/logattr"
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -295,7 +295,7 @@ func (s *Scheduler) claimBatches(ttl time.Duration, groups [][]*entry) {
 					defer func() { <-s.sem }()
 					s.unitLoop(e, &h, p)
 				})
-			case errors.Is(errs[i], lease.ErrNotTried):
+			case errors.Is(errs[i], leasedriver.ErrNotTried):
 				untried = append(untried, i)
 			default:
 				lost = append(lost, i)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
@@ -27,7 +28,7 @@ func TestHolderLabelOfAttempts(t *testing.T) {
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name   string
-		lb     lease.Backend
+		lb     leasedriver.Backend
 		holder string
 		want   string
 	}{

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -35,7 +37,7 @@ func joinerOf(cfg Options) ledger.LeaseJoiner {
 // acquireAll takes at most places of the leases of chunk (names) for ttl
 // and makes the fast requests of their fires: in one call of a joined
 // ledger, which tries the units in order until it took places leases
-// and tells of the rest which ones are held (lease.ErrNotTried for the
+// and tells of the rest which ones are held (leasedriver.ErrNotTried for the
 // others); else a batch acquisition of the first places and one
 // BeginIfClear call for the leases won (fastBeginAll), the rest not
 // tried. pre[i] is the ledger's answer to chunk[i]'s fast request (nil:
@@ -44,7 +46,7 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 	if s.joiner == nil {
 		leases, errs = make([]*lease.Lease, len(chunk)), make([]error, len(chunk))
 		for i := places; i < len(chunk); i++ {
-			errs[i] = lease.ErrNotTried
+			errs[i] = leasedriver.ErrNotTried
 		}
 		l, e := s.cfg.Leases.TryAcquireAll(s.leaseCtx(), names[:places], ttl)
 		copy(leases, l)
@@ -63,13 +65,13 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 		}
 	}
 	began := make(map[string]*ledger.BeginResult, len(begins))
-	acquire := func(ctx context.Context, reqs []lease.AcquireRequest) ([]lease.Grant, []error) {
+	acquire := func(ctx context.Context, reqs []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error) {
 		creqs := make([]ledger.ClaimRequest, len(reqs))
 		for i, r := range reqs {
 			creqs[i] = begins[r.Name]
 			creqs[i].Lease = r
 		}
-		grants, gerrs := make([]lease.Grant, len(reqs)), make([]error, len(reqs))
+		grants, gerrs := make([]leasedriver.Grant, len(reqs)), make([]error, len(reqs))
 		res, err := s.joiner.ClaimAll(ctx, s.cfg.Leases.Backend(), creqs, places, now)
 		for i := range reqs {
 			if err != nil {
@@ -83,7 +85,7 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 		}
 		return grants, gerrs
 	}
-	leases, errs = s.cfg.Leases.TryAcquireAllWith(s.leaseCtx(), names, ttl, acquire)
+	leases, errs = leasejoin.TryAcquireAll(s.leaseCtx(), s.cfg.Leases, names, ttl, acquire)
 	pre = make([]*ledger.BeginResult, len(chunk))
 	for i, e := range chunk {
 		if errs[i] == nil {

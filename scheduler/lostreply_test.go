@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -31,12 +32,12 @@ type lostReplies struct {
 	granted atomic.Int64         // orphans made
 }
 
-func (b *lostReplies) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Grant, error) {
+func (b *lostReplies) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
 	b.mu.Lock()
 	if until, ok := b.orphans[name]; ok {
 		if left := until.Sub(b.clk.Now()); left > 0 {
 			b.mu.Unlock()
-			return lease.Grant{Remaining: left}, nil
+			return leasedriver.Grant{Remaining: left}, nil
 		}
 		delete(b.orphans, name)
 	}
@@ -53,7 +54,7 @@ func (b *lostReplies) Acquire(ctx context.Context, name, owner string, ttl time.
 		b.mu.Unlock()
 		b.granted.Add(1)
 	}
-	return lease.Grant{}, errors.New("i/o timeout (test): the reply was lost")
+	return leasedriver.Grant{}, errors.New("i/o timeout (test): the reply was lost")
 }
 
 // A scheduled claim whose acquisition failed, but took the lease on the

@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -36,7 +37,7 @@ func New(cfg Options) (*Scheduler, error) {
 	if cfg.MaxConcurrentClaims < 0 {
 		return nil, fmt.Errorf("%w: negative MaxConcurrentClaims", ErrInvalidOptions)
 	}
-	if err := lease.CheckHolder(cfg.Holder); err != nil {
+	if err := leasedriver.CheckHolder(cfg.Holder); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if cfg.Holder == "" {
@@ -79,7 +80,7 @@ func defaultHolder(leases *lease.Client) string {
 		return label
 	}
 	host, err := os.Hostname()
-	if err != nil || lease.CheckHolder(host) != nil {
+	if err != nil || leasedriver.CheckHolder(host) != nil {
 		return ""
 	}
 	return host

@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
@@ -151,7 +152,7 @@ func (h eventHandler) Handle(_ context.Context, r slog.Record) error {
 // token counter.
 func (s *setup) leaseKeys(t *testing.T, job, partition string) (leaseKey, fenceKey string) {
 	t.Helper()
-	b, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: s.leasePrefix})
+	b, err := redislease.NewBackend(s.rdb, redislease.Options{Prefix: s.leasePrefix})
 	require.NoError(t, err)
 	k, err := b.Keys(ledger.UnitScope(job, partition))
 	require.NoError(t, err)

@@ -12,11 +12,12 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
-// slowGrants is a lease.Backend in memory whose next slow acquisitions
+// slowGrants is a leasedriver.Backend in memory whose next slow acquisitions
 // are refused as a backend refuses a grant that came too late
 // (lease.SlowAcquireError), as a loaded Redis makes them. Leases never
 // expire: the fake-time tests take milliseconds of real time.
@@ -32,21 +33,21 @@ func newSlowGrants() *slowGrants {
 	return &slowGrants{tokens: map[string]fence.Token{}, holders: map[string]string{}}
 }
 
-func (b *slowGrants) Acquire(_ context.Context, name, owner string, ttl time.Duration) (lease.Grant, error) {
+func (b *slowGrants) Acquire(_ context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
 	if b.slow.Add(-1) >= 0 {
-		return lease.Grant{}, &lease.SlowAcquireError{Name: name, Took: ttl, TTL: ttl}
+		return leasedriver.Grant{}, &lease.SlowAcquireError{Name: name, Took: ttl, TTL: ttl}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if h, ok := b.holders[name]; ok && h != owner {
-		return lease.Grant{Remaining: ttl}, nil
+		return leasedriver.Grant{Remaining: ttl}, nil
 	}
 	b.tokens[name]++
 	b.holders[name] = owner
-	return lease.Grant{Acquired: true, Token: b.tokens[name]}, nil
+	return leasedriver.Grant{Acquired: true, Token: b.tokens[name]}, nil
 }
 
-func (b *slowGrants) Renew(_ context.Context, batch []lease.Held) []error {
+func (b *slowGrants) Renew(_ context.Context, batch []leasedriver.Held) []error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	errs := make([]error, len(batch))
@@ -58,7 +59,7 @@ func (b *slowGrants) Renew(_ context.Context, batch []lease.Held) []error {
 	return errs
 }
 
-func (b *slowGrants) Release(_ context.Context, h lease.Held) error {
+func (b *slowGrants) Release(_ context.Context, h leasedriver.Held) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.holders[h.Name] != h.Owner {

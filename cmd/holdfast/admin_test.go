@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
@@ -79,7 +80,7 @@ func newService(t *testing.T) *service {
 			return nil
 		},
 	}))
-	inspector, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: leasePrefix})
+	inspector, err := redislease.NewBackend(rdb, redislease.Options{Prefix: leasePrefix})
 	require.NoError(t, err)
 	h, err := schedhttp.New(s, schedhttp.Options{
 		Leases: inspector,

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
 )
@@ -71,7 +71,7 @@ Examples:
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var prefix string
 		fs := a.flagSet(c)
-		fs.StringVar(&prefix, "prefix", lease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		fs.StringVar(&prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
 		pos, err := a.parse(fs, args, 1)
 		if err != nil {
 			return err

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
 )
@@ -92,7 +92,7 @@ Examples:
 		fs.StringVar(&f.actor, "actor", "", "who, for the audit event (default $USER)")
 		fs.Uint64Var(&f.expect, "expect", 0, "reset only while the fence holds this `token` (default: the token read first)")
 		fs.BoolVar(&f.force, "force", false, "reset a fence in active use")
-		fs.StringVar(&f.prefix, "prefix", lease.DefaultPrefix, "lease key `prefix`, for the held-lease check (lease.Options.Prefix)")
+		fs.StringVar(&f.prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix`, for the held-lease check (lease.Options.Prefix)")
 		if kind == "pg" {
 			fs.StringVar(&f.schema, "schema", pgfence.DefaultSchema, "the guard table's `schema`")
 			fs.StringVar(&f.table, "table", pgfence.DefaultTable, "the guard `table`")

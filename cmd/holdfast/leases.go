@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
@@ -79,7 +81,7 @@ Examples:
 		var match string
 		var limit int
 		fs := a.flagSet(c)
-		fs.StringVar(&lf.prefix, "prefix", lease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		fs.StringVar(&lf.prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
 		fs.StringVar(&match, "match", "", "`glob` over lease names (default all)")
 		fs.IntVar(&limit, "limit", 1000, "at most `N` leases, the first by name")
 		if _, err := a.parse(fs, args, 0); err != nil {
@@ -118,7 +120,7 @@ Examples:
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var lf leaseFlags
 		fs := a.flagSet(c)
-		fs.StringVar(&lf.prefix, "prefix", lease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		fs.StringVar(&lf.prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
 		pos, err := a.parse(fs, args, 1)
 		if err != nil {
 			return err
@@ -232,7 +234,7 @@ func (a *app) inspectLease(ctx context.Context, prefix, name string) (schedhttp.
 	return leaseJSON(info), nil
 }
 
-func (a *app) leaseBackend(prefix string) (*lease.RedisBackend, func(), error) {
+func (a *app) leaseBackend(prefix string) (*redislease.Backend, func(), error) {
 	if a.conn.redis == "" {
 		return nil, nil, usagef("%v", errNoAdmin)
 	}
@@ -240,7 +242,7 @@ func (a *app) leaseBackend(prefix string) (*lease.RedisBackend, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, leaseError(err)
@@ -258,7 +260,7 @@ func leaseError(err error) error {
 
 // leaseJSON is info in the admin API's shape, so that -o json reads the
 // same from Redis and from the admin handler.
-func leaseJSON(info lease.Info) schedhttp.LeaseJSON {
+func leaseJSON(info leasedriver.Info) schedhttp.LeaseJSON {
 	return schedhttp.LeaseJSON{
 		Name: info.Name, Held: info.Held, OwnerID: info.OwnerID, Holder: info.Holder, TTLMS: info.TTL.Milliseconds(),
 		Token: info.Token, Waiting: info.Waiting,

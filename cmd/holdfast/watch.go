@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
@@ -45,7 +45,7 @@ Examples:
 		fs.StringVar(&f.partition, "partition", "", "the `partition` (default: all)")
 		fs.IntVar(&f.limit, "limit", 20, "follow the newest `N` runs")
 		fs.DurationVar(&interval, "interval", 2*time.Second, "the refresh `period`")
-		fs.StringVar(&prefix, "prefix", lease.DefaultPrefix, "lease key `prefix` (--redis only)")
+		fs.StringVar(&prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (--redis only)")
 		pos, err := a.parse(fs, args, 1)
 		if err != nil {
 			return err

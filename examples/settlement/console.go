@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
@@ -63,7 +64,7 @@ func serveConsole(ctx context.Context, out io.Writer, rc replicaConfig, sink sto
 			}
 			return nil
 		}}
-	if in, ok := leases.Backend().(lease.Inspector); ok {
+	if in, ok := leases.Backend().(leasedriver.Inspector); ok {
 		cfg.Leases = in
 	}
 	admin, err := schedhttp.New(s, cfg)

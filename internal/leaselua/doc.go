@@ -4,5 +4,5 @@
 // package's scripts and by scripts of other packages that take or give
 // back a lease in the same round trip as their own writes (the
 // scheduler's Redis ledger: claim a slot, finish it). Keys and their
-// layout are those of lease.RedisBackend.Keys.
+// layout are those of redislease.Backend.Keys.
 package leaselua

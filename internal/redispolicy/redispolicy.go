@@ -100,7 +100,7 @@ type PolicyError struct {
 	Policy    string
 	MaxMemory int64
 	// Option names the option that opts in or declares the policy, for
-	// the message ("lease.RedisOptions.Eviction").
+	// the message ("redislease.Options.Eviction").
 	Option string
 }
 
@@ -189,7 +189,7 @@ type Checker struct {
 }
 
 // New returns a Checker of rdb. option names the caller's option field in
-// messages ("lease.RedisOptions.Eviction"). It sends nothing.
+// messages ("redislease.Options.Eviction"). It sends nothing.
 func New(rdb redis.UniversalClient, opts Options, option string) *Checker {
 	return &Checker{rdb: rdb, opts: opts, option: option, sem: make(chan struct{}, 1)}
 }

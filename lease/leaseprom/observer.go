@@ -111,7 +111,7 @@ func New(opts Options) (*Observer, error) {
 		}),
 		redisEvicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: "lease", Name: "redis_evicted_keys_total",
-			Help: "Keys Redis evicted (INFO stats evicted_keys) while the observed clients held leases on a Redis allowed to evict (lease.Eviction.AllowEviction). Any increase means a lease may have been taken while its holder believed it held it.",
+			Help: "Keys Redis evicted (INFO stats evicted_keys) while the observed clients held leases on a Redis allowed to evict (redislease.Eviction.AllowEviction). Any increase means a lease may have been taken while its holder believed it held it.",
 		}),
 	}
 	// Export every label value from the start, so that rate() sees the

@@ -21,6 +21,7 @@ import (
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leaseprom"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // setup is the per-test bundle: an Observer registered on a registry of
@@ -260,7 +261,7 @@ func TestNewRefusesBucketsThatDoNotIncrease(t *testing.T) {
 	require.ErrorIs(t, err, errfamily.ErrInvalidOptions) // the family's member (internal/errfamily)
 }
 
-// On a Redis allowed to evict (lease.Eviction.AllowEviction), the keys it
+// On a Redis allowed to evict (redislease.Eviction.AllowEviction), the keys it
 // evicts while a lease is held are counted: here the held lease's own key
 // (volatile-ttl evicts only keys with a TTL, and the lease key is the
 // only one).
@@ -271,7 +272,7 @@ func TestRedisEvictionsAreCounted(t *testing.T) {
 	obs := newObserver(t, leaseprom.Options{})
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(obs))
-	c, err := lease.New(rdb, lease.Options{Observer: obs, Eviction: lease.Eviction{AllowEviction: true}})
+	c, err := lease.New(rdb, lease.Options{Observer: obs, Eviction: redislease.Eviction{AllowEviction: true}})
 	require.NoError(t, err)
 	l, err := c.TryAcquire(t.Context(), "settle", 3*time.Second)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/internal/testhooks"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // Freeze stops l as a stop-the-world pause would: its keep-alive stops
@@ -36,15 +37,15 @@ func Thaw(l *lease.Lease) {
 }
 
 // ErrNotRedis is returned by ForceExpire for a Client whose backend is no
-// *lease.RedisBackend.
-var ErrNotRedis = errors.New("leasetest: needs a Client on lease.RedisBackend")
+// *redislease.Backend.
+var ErrNotRedis = errors.New("leasetest: needs a Client on redislease.Backend")
 
 // ForceExpire deletes the key of the lease called name, as Redis expiring
 // it would: a new acquirer succeeds at once, and the holder, unless frozen,
 // is lost with lease.ErrNotHeld at its next renew (within
 // lease.RenewInterval of its TTL). Waiters blocked in Client.Acquire are
 // woken as by a release. The fence counter is kept, so the next token is
-// still larger. c must be on a *lease.RedisBackend (lease.New), which
+// still larger. c must be on a *redislease.Backend (lease.New), which
 // gives the keys; rdb must be a client of the Redis c uses (nil: the
 // backend's own).
 //
@@ -54,7 +55,7 @@ var ErrNotRedis = errors.New("leasetest: needs a Client on lease.RedisBackend")
 // is already gone. Errors: ErrNotRedis for a Client on another backend,
 // lease.ErrInvalidName for a bad name, Redis errors.
 func ForceExpire(ctx context.Context, rdb redis.UniversalClient, c *lease.Client, name string) error {
-	rb, ok := c.Backend().(*lease.RedisBackend)
+	rb, ok := c.Backend().(*redislease.Backend)
 	if !ok {
 		return fmt.Errorf("leasetest: expire %q: %w, not %T", name, ErrNotRedis, c.Backend())
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // newClient returns a lease Client over a fresh miniredis, the Redis
@@ -170,7 +171,7 @@ func TestKilledRedisEndsTheLeaseAtItsTrustWindow(t *testing.T) {
 // leaseKeyOf returns the lease key of name on a Client made by lease.New.
 func leaseKeyOf(t *testing.T, c *lease.Client, name string) string {
 	t.Helper()
-	rb, ok := c.Backend().(*lease.RedisBackend)
+	rb, ok := c.Backend().(*redislease.Backend)
 	require.True(t, ok, "a Client of lease.New")
 	k, err := rb.Keys(name)
 	require.NoError(t, err)

@@ -10,14 +10,15 @@ import (
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
-// MemoryBackend is a lease.Backend in memory, for unit tests of code that
+// MemoryBackend is a leasedriver.Backend in memory, for unit tests of code that
 // holds leases: no Redis, no network, the whole contract (it passes
 // Exercise). A lease is held until its TTL passes on the backend's clock,
 // tokens strictly increase per name (1, 2, 3, ...: never reused, also
 // across expiry and release), and a release wakes the waiters of a
-// blocked Client.Acquire (lease.Notifier). Clients sharing one
+// blocked Client.Acquire (leasedriver.Notifier). Clients sharing one
 // MemoryBackend compete for its leases as replicas do over one Redis.
 //
 // Give it a clock.Fake to expire leases by moving time (Fake.Advance), or
@@ -54,9 +55,9 @@ type memoryLease struct {
 }
 
 var (
-	_ lease.Backend  = (*MemoryBackend)(nil)
-	_ lease.Notifier = (*MemoryBackend)(nil)
-	_ lease.Labeled  = (*MemoryBackend)(nil)
+	_ leasedriver.Backend  = (*MemoryBackend)(nil)
+	_ leasedriver.Notifier = (*MemoryBackend)(nil)
+	_ leasedriver.Labeled  = (*MemoryBackend)(nil)
 )
 
 // NewMemoryBackend returns an empty MemoryBackend whose TTLs run on clk
@@ -75,17 +76,17 @@ func NewMemoryBackend(clk clock.Clock) *MemoryBackend {
 
 // WithHolder returns a view of m's leases (the same leases, tokens and
 // waiters) whose acquisitions store the holder label label, as
-// lease.RedisOptions.Holder does: pass it to lease.NewWithBackend. It
+// redislease.Options.Holder does: pass it to lease.NewWithBackend. It
 // returns an error matching lease.ErrInvalidOptions for a label
-// lease.CheckHolder refuses.
+// leasedriver.CheckHolder refuses.
 func (m *MemoryBackend) WithHolder(label string) (*MemoryBackend, error) {
-	if err := lease.CheckHolder(label); err != nil {
+	if err := leasedriver.CheckHolder(label); err != nil {
 		return nil, err
 	}
 	return &MemoryBackend{memoryLeases: m.memoryLeases, label: label}, nil
 }
 
-// HolderLabel implements lease.Labeled: the label of WithHolder, "" for
+// HolderLabel implements leasedriver.Labeled: the label of WithHolder, "" for
 // NewMemoryBackend's.
 func (m *MemoryBackend) HolderLabel() string { return m.label }
 
@@ -93,25 +94,25 @@ func (m *MemoryBackend) HolderLabel() string { return m.label }
 // its TTL passed, with the next token of name; otherwise it returns
 // Grant{Acquired: false} with the holder's remaining TTL. It fails only
 // when ctx has ended.
-func (m *MemoryBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Grant, error) {
+func (m *MemoryBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
 	m.calls.Add(1)
 	if err := ctx.Err(); err != nil {
-		return lease.Grant{}, err
+		return leasedriver.Grant{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.clk.Now()
 	if l, ok := m.live(name, now); ok {
-		return lease.Grant{Remaining: l.expires.Sub(now)}, nil
+		return leasedriver.Grant{Remaining: l.expires.Sub(now)}, nil
 	}
 	m.tokens[name]++
 	m.leases[name] = memoryLease{owner: owner, holder: m.label, expires: now.Add(ttl)}
-	return lease.Grant{Acquired: true, Token: m.tokens[name]}, nil
+	return leasedriver.Grant{Acquired: true, Token: m.tokens[name]}, nil
 }
 
 // Renew extends each lease of batch by its TTL from now if it still holds
 // its owner and its TTL has not passed; lease.ErrNotHeld otherwise.
-func (m *MemoryBackend) Renew(ctx context.Context, batch []lease.Held) []error {
+func (m *MemoryBackend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
 	m.calls.Add(1)
 	errs := make([]error, len(batch))
 	if err := ctx.Err(); err != nil {
@@ -137,7 +138,7 @@ func (m *MemoryBackend) Renew(ctx context.Context, batch []lease.Held) []error {
 
 // Release frees the lease if it still holds h's owner and its TTL has not
 // passed, and wakes its waiters; lease.ErrNotHeld otherwise.
-func (m *MemoryBackend) Release(ctx context.Context, h lease.Held) error {
+func (m *MemoryBackend) Release(ctx context.Context, h leasedriver.Held) error {
 	m.calls.Add(1)
 	if err := ctx.Err(); err != nil {
 		return err
@@ -154,7 +155,7 @@ func (m *MemoryBackend) Release(ctx context.Context, h lease.Held) error {
 
 // Released returns a channel that receives when the lease called name is
 // released (or expired with Expire), and a function to stop listening
-// (lease.Notifier). A lease whose TTL merely passes notifies nobody, as
+// (leasedriver.Notifier). A lease whose TTL merely passes notifies nobody, as
 // on Redis: waiters retry on the remaining TTL.
 func (m *MemoryBackend) Released(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	if err := ctx.Err(); err != nil {

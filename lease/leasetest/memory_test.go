@@ -9,6 +9,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasedriver/leasedrivertest"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
 
@@ -16,10 +18,10 @@ import (
 // Clients share it (each through a WithHolder view of its label), Expire
 // is MemoryBackend.Expire, Inspect MemoryBackend.Holder, HolderLabel
 // MemoryBackend.Label, Commands MemoryBackend.Calls.
-func memoryStore(clk clock.Clock) func(t *testing.T) leasetest.Store {
-	return func(t *testing.T) leasetest.Store {
+func memoryStore(clk clock.Clock) func(t *testing.T) leasedrivertest.Store {
+	return func(t *testing.T) leasedrivertest.Store {
 		b := leasetest.NewMemoryBackend(clk)
-		return leasetest.Store{
+		return leasedrivertest.Store{
 			NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
 				t.Helper()
 				view, err := b.WithHolder(opts.Holder)
@@ -48,7 +50,7 @@ func memoryStore(clk clock.Clock) func(t *testing.T) leasetest.Store {
 // contract, on the real clock (the Client's timers are real ones).
 func TestMemoryBackendConformance(t *testing.T) {
 	t.Parallel()
-	leasetest.Exercise(t, memoryStore(clock.Real()))
+	leasedrivertest.Exercise(t, memoryStore(clock.Real()))
 }
 
 // A fake clock expires a lease nobody renews: tokens keep increasing, a
@@ -74,8 +76,8 @@ func TestMemoryBackendExpiresByItsClock(t *testing.T) {
 	clk.Advance(40 * time.Second) // the TTL has passed
 	owner, _ = b.Holder("job")
 	require.Empty(t, owner)
-	held := lease.Held{Name: "job", Owner: "a", TTL: time.Minute}
-	require.ErrorIs(t, b.Renew(ctx, []lease.Held{held})[0], lease.ErrNotHeld)
+	held := leasedriver.Held{Name: "job", Owner: "a", TTL: time.Minute}
+	require.ErrorIs(t, b.Renew(ctx, []leasedriver.Held{held})[0], lease.ErrNotHeld)
 	require.ErrorIs(t, b.Release(ctx, held), lease.ErrNotHeld)
 	g2, err := b.Acquire(ctx, "job", "b", time.Minute)
 	require.NoError(t, err)
@@ -99,7 +101,7 @@ func TestMemoryBackendNotifiesReleases(t *testing.T) {
 
 	_, err = b.Acquire(ctx, "job", "a", time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, lease.Held{Name: "job", Owner: "a", TTL: time.Minute}))
+	require.NoError(t, b.Release(ctx, leasedriver.Held{Name: "job", Owner: "a", TTL: time.Minute}))
 	requireSignaled(t, job, true, "release of job")
 	requireSignaled(t, other, false, "release of job, listener of other")
 

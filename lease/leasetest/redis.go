@@ -15,7 +15,7 @@ import (
 // of it, ready for lease.New. Both are closed when the test ends. The
 // miniredis answers CONFIG GET maxmemory* as a default Redis does
 // (noeviction), so the lease's eviction-policy check passes (see
-// lease.Eviction).
+// redislease.Eviction).
 //
 // miniredis differs from Redis where leases care: key TTLs move only with
 // Miniredis.FastForward (call DriveClock to move them with the wall clock),

@@ -13,21 +13,21 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/lease"
-	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/leasedriver/leasedrivertest"
 	"github.com/holdfast-go/holdfast/lease/pglease"
 )
 
-// TestConformance runs the lease contract (leasetest.Exercise) on
+// TestConformance runs the lease contract (leasedrivertest.Exercise) on
 // lease.NewWithBackend over the Postgres Backend, each check in a schema
 // of its own, once per isolation level a database may default to
 // (pgtest.Isolations, set as default_transaction_isolation on the
 // backends' connections). Every Client gets a Backend of its own over one
 // pool, as replicas would over their own pools. The backend is no
-// lease.Notifier: waiters poll (see the package documentation).
+// leasedriver.Notifier: waiters poll (see the package documentation).
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
-		leasetest.Exercise(t, func(t *testing.T) leasetest.Store { return pgStore(t, iso) })
+		leasedrivertest.Exercise(t, func(t *testing.T) leasedrivertest.Store { return pgStore(t, iso) })
 	})
 }
 
@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 // expired), Expire sets its expiry to -infinity as the passing of its TTL
 // would, and Commands counts the round trips the Clients' backends made
 // (a batch is one).
-func pgStore(t *testing.T, isolation string) leasetest.Store {
+func pgStore(t *testing.T, isolation string) leasedrivertest.Store {
 	t.Helper()
 	pool := shared.Pool(t) // the suite's own reads and writes
 	schema := shared.Schema(t, "pglease_test_")
@@ -46,7 +46,7 @@ func pgStore(t *testing.T, isolation string) leasetest.Store {
 	require.NoError(t, b.Migrate(t.Context()))
 	table := pgx.Identifier{schema, "leases"}.Sanitize()
 	before := db.n.Load() // Migrate is not the Clients'
-	return leasetest.Store{
+	return leasedrivertest.Store{
 		NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
 			t.Helper()
 			b, err := pglease.New(db, pglease.Options{Schema: schema, Holder: opts.Holder})

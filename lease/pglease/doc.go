@@ -1,4 +1,4 @@
-// Package pglease is a lease.Backend on PostgreSQL: the leases of
+// Package pglease is a leasedriver.Backend on PostgreSQL: the leases of
 // package lease, their fencing tokens and their TTLs kept in one table, for
 // services that run Postgres and no Redis. With scheduler/ledger/pgledger and
 // sinks/pgfence, the scheduler runs on Postgres alone.
@@ -51,7 +51,7 @@
 //
 // # Hand-off
 //
-// The backend is no lease.Notifier: a waiting Acquire polls, retrying when
+// The backend is no leasedriver.Notifier: a waiting Acquire polls, retrying when
 // the holder's remaining TTL (returned by the failed try) runs out,
 // bounded by lease.Options.RetryMin and RetryMax. A release therefore
 // wakes no waiter at once; the next holder takes over within RetryMax of

@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // DefaultSchema holds the lease table when Options.Schema is "". It is
@@ -50,7 +51,7 @@ type Options struct {
 	// Holder is the holder label (lease.Options.Holder: the replica's
 	// name) stored in the row's holder column with each acquisition, in
 	// the same statement, for views to show in place of the owner.
-	// Default "" (none). lease.CheckHolder's rules apply.
+	// Default "" (none). leasedriver.CheckHolder's rules apply.
 	Holder string
 }
 
@@ -58,7 +59,7 @@ type Options struct {
 // pgfence. 63 bytes is NAMEDATALEN-1.
 var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// Backend is a lease.Backend in PostgreSQL; see the package documentation
+// Backend is a leasedriver.Backend in PostgreSQL; see the package documentation
 // for the model. It holds no goroutine and is safe for concurrent use.
 type Backend struct {
 	db     DB
@@ -68,14 +69,14 @@ type Backend struct {
 }
 
 var (
-	_ lease.Backend = (*Backend)(nil)
-	_ lease.Labeled = (*Backend)(nil)
+	_ leasedriver.Backend = (*Backend)(nil)
+	_ leasedriver.Labeled = (*Backend)(nil)
 )
 
 // New returns a Backend over db with its table in cfg.Schema. It returns
 // an error matching ErrInvalidOptions for a nil db (a nil *pgxpool.Pool
 // too) or an invalid schema, and one matching lease.ErrInvalidOptions for
-// a Holder lease.CheckHolder refuses. New does not touch the database: run Migrate
+// a Holder leasedriver.CheckHolder refuses. New does not touch the database: run Migrate
 // once before the first lease.
 func New(db DB, cfg Options) (*Backend, error) {
 	if safe.IsNil(db) {
@@ -87,13 +88,13 @@ func New(db DB, cfg Options) (*Backend, error) {
 	if !identifierRE.MatchString(cfg.Schema) {
 		return nil, fmt.Errorf("%w: Schema %q: want a lower-case SQL identifier matching %s", ErrInvalidOptions, cfg.Schema, identifierRE)
 	}
-	if err := lease.CheckHolder(cfg.Holder); err != nil {
+	if err := leasedriver.CheckHolder(cfg.Holder); err != nil {
 		return nil, err
 	}
 	return &Backend{db: db, schema: cfg.Schema, holder: cfg.Holder, sql: newQueries(pgx.Identifier{cfg.Schema, "leases"}.Sanitize())}, nil
 }
 
-// HolderLabel implements lease.Labeled: Options.Holder.
+// HolderLabel implements leasedriver.Labeled: Options.Holder.
 func (b *Backend) HolderLabel() string { return b.holder }
 
 // migrations holds the schema, one file per step, applied in name order.
@@ -142,7 +143,7 @@ func (b *Backend) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Acquire implements lease.Backend in one statement: the row is taken
+// Acquire implements leasedriver.Backend in one statement: the row is taken
 // when free or expired and its token raised in the same statement; when
 // held, the holder's remaining TTL comes back (rounded up to a ms).
 //
@@ -155,7 +156,7 @@ func (b *Backend) Migrate(ctx context.Context) error {
 // of competitors would make the holder's renewals fail until it lost the
 // lease. A serialization failure or deadlock left even so is retried
 // (pgtx.MaxAttempts attempts, jittered backoff, within ctx).
-func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Grant, error) {
+func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
 	var taken bool
 	var token, remainingMS int64
 	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
@@ -168,19 +169,19 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		// The statement may have committed (a reply lost, ctx ended on
 		// the wire): lease.Client undoes the acquisition with Release,
 		// which frees the row only if it holds this owner.
-		return lease.Grant{}, err
+		return leasedriver.Grant{}, err
 	case taken:
-		return lease.Grant{Acquired: true, Token: fence.Token(token)}, nil
+		return leasedriver.Grant{Acquired: true, Token: fence.Token(token)}, nil
 	default:
-		return lease.Grant{Remaining: time.Duration(remainingMS) * time.Millisecond}, nil
+		return leasedriver.Grant{Remaining: time.Duration(remainingMS) * time.Millisecond}, nil
 	}
 }
 
-// Renew implements lease.Backend: one statement for the whole batch.
+// Renew implements leasedriver.Backend: one statement for the whole batch.
 // Each lease is extended by its own TTL if its row still holds its owner
 // and has not expired; ErrNotHeld otherwise. A database error is every
 // lease's error.
-func (b *Backend) Renew(ctx context.Context, batch []lease.Held) []error {
+func (b *Backend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
 	errs := make([]error, len(batch))
 	names, owners, ttls := make([]string, len(batch)), make([]string, len(batch)), make([]int64, len(batch))
 	for i, h := range batch {
@@ -223,10 +224,10 @@ func (b *Backend) renewed(ctx context.Context, names, owners []string, ttls []in
 	return out, nil
 }
 
-// Release implements lease.Backend: the row is freed (owner ”, expiry
+// Release implements leasedriver.Backend: the row is freed (owner ”, expiry
 // -infinity; its token stays) if it holds h.Owner and has not expired;
 // ErrNotHeld otherwise.
-func (b *Backend) Release(ctx context.Context, h lease.Held) error {
+func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 	var tag pgconn.CommandTag
 	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
 		batch.Queue(b.sql.release, h.Name, h.Owner).Exec(func(t pgconn.CommandTag) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/pglease"
 )
 
@@ -42,12 +43,12 @@ func TestRenewNeverRecreatesAnExpiredLease(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, g.Acquired)
 	first := g.Token
-	held := lease.Held{Name: "job", Owner: "a", TTL: time.Minute}
-	require.Equal(t, []error{nil}, b.Renew(ctx, []lease.Held{held}))
+	held := leasedriver.Held{Name: "job", Owner: "a", TTL: time.Minute}
+	require.Equal(t, []error{nil}, b.Renew(ctx, []leasedriver.Held{held}))
 
 	_, err = shared.Pool(t).Exec(ctx, `UPDATE `+table+` SET expires_at = clock_timestamp() - interval '1 millisecond' WHERE name = 'job'`)
 	require.NoError(t, err)
-	require.Equal(t, []error{lease.ErrNotHeld}, b.Renew(ctx, []lease.Held{held}))
+	require.Equal(t, []error{lease.ErrNotHeld}, b.Renew(ctx, []leasedriver.Held{held}))
 	require.ErrorIs(t, b.Release(ctx, held), lease.ErrNotHeld)
 
 	g, err = b.Acquire(ctx, "job", "b", time.Minute)
@@ -100,7 +101,7 @@ func TestRenewAnswersEachLeaseOfABatch(t *testing.T) {
 	require.Greater(t, g.Remaining, 59*time.Second)
 	require.LessOrEqual(t, g.Remaining, time.Minute)
 
-	errs := b.Renew(ctx, []lease.Held{
+	errs := b.Renew(ctx, []leasedriver.Held{
 		{Name: "x", Owner: "a", TTL: time.Minute},
 		{Name: "y", Owner: "b", TTL: time.Minute}, // not b's
 		{Name: "z", Owner: "a", TTL: time.Minute}, // never taken

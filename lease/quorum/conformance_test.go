@@ -16,11 +16,11 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/lease"
-	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/leasedriver/leasedrivertest"
 	"github.com/holdfast-go/holdfast/lease/quorum"
 )
 
-// TestConformance runs the lease contract (leasetest.Exercise) on
+// TestConformance runs the lease contract (leasedrivertest.Exercise) on
 // lease.NewWithBackend over the quorum Backend, on 5 test-owned
 // redis-server processes. Each check gets its own key prefix and its own
 // clients of the 5 servers; every Client has its own Backend, as separate
@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 	for range 5 {
 		srvs = append(srvs, redisproc.Start(t))
 	}
-	leasetest.Exercise(t, func(t *testing.T) leasetest.Store { return quorumStore(t, srvs) })
+	leasedrivertest.Exercise(t, func(t *testing.T) leasedrivertest.Store { return quorumStore(t, srvs) })
 }
 
 // quorumStore describes the quorum Backend to the suite:
@@ -51,7 +51,7 @@ func TestConformance(t *testing.T) {
 //     tries on the first master). Each later failed try is then granted
 //     there and undone, a second round trip on that master alone, which
 //     is the backend working as designed, not a try costing two.
-func quorumStore(t *testing.T, srvs []*redisproc.Server) leasetest.Store {
+func quorumStore(t *testing.T, srvs []*redisproc.Server) leasedrivertest.Store {
 	t.Helper()
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
@@ -79,7 +79,7 @@ func quorumStore(t *testing.T, srvs []*redisproc.Server) leasetest.Store {
 	keys, err := quorum.New(rdbs, quorum.Options{Prefix: prefix})
 	require.NoError(t, err)
 	quorumOf := keys.Quorum()
-	return leasetest.Store{
+	return leasedrivertest.Store{
 		NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
 			t.Helper()
 			b, err := quorum.New(rdbs, quorum.Options{Prefix: prefix})

@@ -1,4 +1,4 @@
-// Package quorum is a lease.Backend over N independent Redis masters (the
+// Package quorum is a leasedriver.Backend over N independent Redis masters (the
 // Redlock model): a lease survives the loss of a minority of them, and
 // carries a fencing token that increases across holders as long as a
 // majority answers.
@@ -69,7 +69,7 @@
 //
 // Renew is redsync's Extend, Release its Unlock (whose compare-and-delete
 // also publishes on <prefix>{name}:released, so a waiting Acquire wakes at
-// once; Backend is a lease.Notifier). Both answer when a majority has: a
+// once; Backend is a leasedriver.Notifier). Both answer when a majority has: a
 // master that hangs does not delay them. The redsync Mutex of each
 // acquisition is kept for them and dropped on Release.
 //

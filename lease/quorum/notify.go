@@ -14,7 +14,7 @@ import (
 // when masters hang: a subscription has no read timeout of its own.
 const SubscribeWait = time.Second
 
-// Released implements lease.Notifier. It subscribes to the lease's release
+// Released implements leasedriver.Notifier. It subscribes to the lease's release
 // channel on every master and returns once enough subscriptions are
 // active that a release, which publishes on each master where it deleted
 // our key (a majority), reaches at least one of them: Nodes() - Quorum() +

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // Defaults for Options.
@@ -31,7 +31,7 @@ const (
 // default.
 type Options struct {
 	// Prefix starts every key, on every master. Default
-	// lease.DefaultPrefix, so a lease called name lives in the same keys
+	// redislease.DefaultPrefix, so a lease called name lives in the same keys
 	// as with the single-Redis backend: <prefix>{name} and
 	// <prefix>{name}:fence. It must not hold '{' or '}'.
 	Prefix string
@@ -79,7 +79,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Prefix == "" {
-		o.Prefix = lease.DefaultPrefix
+		o.Prefix = redislease.DefaultPrefix
 	}
 	if o.RenewParallelism == 0 {
 		o.RenewParallelism = DefaultRenewParallelism

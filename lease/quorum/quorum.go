@@ -14,9 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
-// Backend is a lease.Backend over N independent Redis masters: redsync's
+// Backend is a leasedriver.Backend over N independent Redis masters: redsync's
 // Redlock for the lock, a token issued by a majority, and the keep-alive,
 // loss signal and trust window of lease.Client on top. Build a Client on it
 // with lease.NewWithBackend. It is safe for concurrent use and starts no
@@ -47,8 +48,8 @@ type entry struct {
 }
 
 var (
-	_ lease.Backend  = (*Backend)(nil)
-	_ lease.Notifier = (*Backend)(nil)
+	_ leasedriver.Backend  = (*Backend)(nil)
+	_ leasedriver.Notifier = (*Backend)(nil)
 )
 
 // New returns a Backend over masters: independent Redis deployments (not
@@ -115,13 +116,13 @@ func (b *Backend) Quorum() int { return b.quorum }
 
 // Keys returns the keys of the lease called name on every master: the lock
 // key (value: owner) and the fence counter. They are the Lease and Fence
-// keys lease.RedisBackend.Keys returns for the same prefix.
+// keys redislease.Backend.Keys returns for the same prefix.
 func (b *Backend) Keys(name string) (leaseKey, fenceKey string) {
 	leaseKey = b.opts.Prefix + "{" + name + "}"
 	return leaseKey, leaseKey + fenceSuffix
 }
 
-// Acquire implements lease.Backend. It takes the lease on a majority of
+// Acquire implements leasedriver.Backend. It takes the lease on a majority of
 // the masters (redsync, one try, plus up to Options.SplitRetries when no
 // other owner was seen on a majority), issues the token (see the package
 // documentation), and refuses the acquisition when all of it took longer
@@ -132,12 +133,12 @@ func (b *Backend) Keys(name string) (leaseKey, fenceKey string) {
 // *SlowAcquireError when the acquisition was too slow to use (in both
 // cases the keys taken were released); ctx's error when it had ended
 // before the call.
-func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (lease.Grant, error) {
+func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
 		// The lock commands outlive redsync's context (see conn.SetNX):
 		// do not start them for a caller that has gone.
-		return lease.Grant{}, err
+		return leasedriver.Grant{}, err
 	}
 	leaseKey, _ := b.Keys(name)
 	m := b.newMutex(leaseKey, ttl, redsync.WithGenValueFunc(func() (string, error) { return owner, nil }))
@@ -160,16 +161,16 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		case v.granted >= b.quorum:
 			// A majority granted, but redsync found the try slower than
 			// its validity.
-			return lease.Grant{}, &SlowAcquireError{Name: name, Took: time.Since(start), Limit: ttl - lease.Drift(ttl)}
+			return leasedriver.Grant{}, &SlowAcquireError{Name: name, Took: time.Since(start), Limit: ttl - lease.Drift(ttl)}
 		case v.granted+v.refused < b.quorum:
-			return lease.Grant{}, b.noQuorum("acquire", v.granted+v.refused, v.granted, err)
+			return leasedriver.Grant{}, b.noQuorum("acquire", v.granted+v.refused, v.granted, err)
 		case try < b.opts.SplitRetries && !v.heldByMajority(b.quorum) && undone &&
 			b.settle(ctx, call, b.settleBy(start, ttl, decided)) && b.pause(ctx, try):
 			// Judged again on every master's reply, no other owner
 			// holds a majority either.
 			continue
 		default:
-			return lease.Grant{Remaining: v.remaining(b.quorum)}, nil
+			return leasedriver.Grant{Remaining: v.remaining(b.quorum)}, nil
 		}
 	}
 }

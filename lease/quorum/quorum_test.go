@@ -15,8 +15,10 @@ import (
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/quorum"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 func TestNewRefusesBadMastersAndOptions(t *testing.T) {
@@ -60,7 +62,7 @@ func TestNewRefusesBadMastersAndOptions(t *testing.T) {
 	require.Equal(t, 5, b.Nodes())
 	require.Equal(t, 3, b.Quorum())
 	leaseKey, fenceKey := b.Keys("job")
-	require.Equal(t, lease.DefaultPrefix+"{job}", leaseKey, "the keys of the single-Redis backend")
+	require.Equal(t, redislease.DefaultPrefix+"{job}", leaseKey, "the keys of the single-Redis backend")
 	require.Equal(t, leaseKey+":fence", fenceKey)
 }
 
@@ -77,7 +79,7 @@ func TestAcquireRaisesAMajorityOfCountersToTheToken(t *testing.T) {
 	warm := m.backend(t)
 	_, err := warm.Acquire(ctx, "warm-up", "w", time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, warm.Release(ctx, lease.Held{Name: "warm-up", Owner: "w"}))
+	require.NoError(t, warm.Release(ctx, leasedriver.Held{Name: "warm-up", Owner: "w"}))
 	raised := map[string]int64{}
 	far := time.Now().Add(time.Hour).UnixMicro()
 	for _, tc := range []struct {
@@ -121,7 +123,7 @@ func TestAcquireRaisesAMajorityOfCountersToTheToken(t *testing.T) {
 			}
 			require.GreaterOrEqual(t, atToken, b.Quorum(), "%s %d: a majority of counters is at the token", tc.name, i)
 			require.GreaterOrEqual(t, holding, b.Quorum(), "%s %d: a majority holds our key", tc.name, i)
-			require.NoError(t, b.Release(ctx, lease.Held{Name: name, Owner: owner}))
+			require.NoError(t, b.Release(ctx, leasedriver.Held{Name: name, Owner: owner}))
 			// Release returns once a majority deleted the key; the others
 			// follow.
 			testwait.Until(t, 5*time.Second, "released on every master", func() bool {
@@ -271,7 +273,7 @@ func TestRenewAndReleaseNeedAMajority(t *testing.T) {
 		})
 	}
 	renew := func(owner string) error {
-		return b.Renew(ctx, []lease.Held{{Name: "job", Owner: owner, TTL: time.Minute}})[0]
+		return b.Renew(ctx, []leasedriver.Held{{Name: "job", Owner: owner, TTL: time.Minute}})[0]
 	}
 	del := func(nodes ...int) {
 		for _, i := range nodes {
@@ -284,8 +286,8 @@ func TestRenewAndReleaseNeedAMajority(t *testing.T) {
 	require.NoError(t, renew("a"), "3 of 5 still ours")
 	del(2)
 	require.ErrorIs(t, renew("a"), lease.ErrNotHeld, "a majority is not ours")
-	require.ErrorIs(t, b.Release(ctx, lease.Held{Name: "job", Owner: "a"}), lease.ErrNotHeld)
-	require.ErrorIs(t, b.Release(ctx, lease.Held{Name: "job", Owner: "a"}), lease.ErrNotHeld, "unknown acquisitions are released by owner")
+	require.ErrorIs(t, b.Release(ctx, leasedriver.Held{Name: "job", Owner: "a"}), lease.ErrNotHeld)
+	require.ErrorIs(t, b.Release(ctx, leasedriver.Held{Name: "job", Owner: "a"}), lease.ErrNotHeld, "unknown acquisitions are released by owner")
 
 	acquire("b")
 	del(0)
@@ -299,7 +301,7 @@ func TestRenewAndReleaseNeedAMajority(t *testing.T) {
 	require.Equal(t, "renew", nq.Op)
 	require.Equal(t, 3, nq.Answered)
 	require.Equal(t, 2, nq.Agreed)
-	err = b.Release(ctx, lease.Held{Name: "job", Owner: "b"})
+	err = b.Release(ctx, leasedriver.Held{Name: "job", Owner: "b"})
 	require.ErrorIs(t, err, quorum.ErrNoQuorum)
 	require.ErrorAs(t, err, &nq)
 	require.Equal(t, "release", nq.Op)
@@ -354,7 +356,7 @@ func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
 	}
 	const ttl = 50 * time.Millisecond
 	type result struct {
-		g   lease.Grant
+		g   leasedriver.Grant
 		err error
 	}
 	got := make(chan result, 1)

@@ -11,13 +11,14 @@ import (
 	"github.com/go-redsync/redsync/v4"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
-// Renew implements lease.Backend: redsync Extend of each lease, up to
+// Renew implements leasedriver.Backend: redsync Extend of each lease, up to
 // Options.RenewParallelism at once. A lease is ErrNotHeld when a majority
 // of the masters say the key is not ours; *NoQuorumError (retryable) when
 // neither a majority extended it nor a majority refused.
-func (b *Backend) Renew(ctx context.Context, batch []lease.Held) []error {
+func (b *Backend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
 	errs := make([]error, len(batch))
 	workers := min(len(batch), b.opts.RenewParallelism)
 	if workers <= 1 {
@@ -41,7 +42,7 @@ func (b *Backend) Renew(ctx context.Context, batch []lease.Held) []error {
 	return errs
 }
 
-func (b *Backend) renew(ctx context.Context, h lease.Held) error {
+func (b *Backend) renew(ctx context.Context, h leasedriver.Held) error {
 	e := b.lookup(h.Name, h.Owner, h.TTL, false)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -52,11 +53,11 @@ func (b *Backend) renew(ctx context.Context, h lease.Held) error {
 	return b.verdict("renew", err)
 }
 
-// Release implements lease.Backend: redsync Unlock, whose delete script
+// Release implements leasedriver.Backend: redsync Unlock, whose delete script
 // also wakes the waiters subscribed on each master. ErrNotHeld when a
 // majority say the key is not ours; *NoQuorumError when neither a majority
 // deleted it nor a majority refused (the keys then expire with their TTL).
-func (b *Backend) Release(ctx context.Context, h lease.Held) error {
+func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 	// Unlock does not use the expiry: any valid TTL will do.
 	e := b.lookup(h.Name, h.Owner, lease.MinTTL, true)
 	if e.call != nil {

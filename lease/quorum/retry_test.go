@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/quorum"
 )
 
@@ -155,7 +156,7 @@ func TestRetryWaitsForTheFailedTryOnEveryMaster(t *testing.T) {
 	m.rdbs[4].AddHook(held4)
 
 	type result struct {
-		g   lease.Grant
+		g   leasedriver.Grant
 		err error
 	}
 	got := make(chan result, 1)

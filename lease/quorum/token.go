@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // maxToken bounds the tokens the scripts can issue exactly: Lua numbers
@@ -83,11 +84,11 @@ func (v votes) remaining(quorum int) time.Duration {
 // issue turns a redsync lock on a majority into a lease: the token is the
 // largest candidate of the masters that granted the lock (a majority),
 // then a majority of counters is raised to it, then the time is checked.
-func (b *Backend) issue(ctx context.Context, name, owner string, m *redsync.Mutex, call *acquireCall, v votes, start time.Time, ttl time.Duration) (lease.Grant, error) {
+func (b *Backend) issue(ctx context.Context, name, owner string, m *redsync.Mutex, call *acquireCall, v votes, start time.Time, ttl time.Duration) (leasedriver.Grant, error) {
 	t := v.maxCand
 	if v.granted < b.quorum || t <= 0 || t >= maxToken {
 		b.abandon(ctx, m, call)
-		return lease.Grant{}, errors.New("quorum: inconsistent acquire replies")
+		return leasedriver.Grant{}, errors.New("quorum: inconsistent acquire replies")
 	}
 	// Counters already at t: the master that issued it (and any that
 	// issued the same value). The others that granted are raised.
@@ -106,17 +107,17 @@ func (b *Backend) issue(ctx context.Context, name, owner string, m *redsync.Mute
 		raised, err := b.raise(ctx, name, t, targets)
 		if at += raised; at < b.quorum {
 			b.abandon(ctx, m, call)
-			return lease.Grant{}, b.noQuorum("raise", at, at, err)
+			return leasedriver.Grant{}, b.noQuorum("raise", at, at, err)
 		}
 	}
 	// The validity check comes after both token phases: a token is usable
 	// only while the keys that a majority granted are still alive.
 	if took, limit := time.Since(start), ttl-lease.Drift(ttl); took >= limit {
 		b.abandon(ctx, m, call)
-		return lease.Grant{}, &SlowAcquireError{Name: name, Took: took, Limit: limit}
+		return leasedriver.Grant{}, &SlowAcquireError{Name: name, Took: took, Limit: limit}
 	}
 	b.store(name, owner, m, call)
-	return lease.Grant{Acquired: true, Token: fence.Token(t)}, nil
+	return leasedriver.Grant{Acquired: true, Token: fence.Token(t)}, nil
 }
 
 // raise runs the raise script with token t on the targets in parallel and

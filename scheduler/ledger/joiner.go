@@ -5,13 +5,13 @@ import (
 	"errors"
 	"time"
 
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // LeaseJoiner is an optional Ledger interface for a ledger that can take
 // and give back the scheduler's unit leases in the same round trip as its
 // own transitions, on a lease backend it shares a store with
-// (redisledger on lease.RedisBackend over the same client). The scheduler
+// (redisledger on redislease.Backend over the same client). The scheduler
 // uses it, when the lease Client's backend is joinable, for the slots due
 // on time: one call takes a batch of leases and begins each slot under its
 // lease where nothing else is due (ClearBeginner's rule), and a run's end
@@ -22,7 +22,7 @@ import (
 // join; called with no requests, it only tells, without I/O. It takes at
 // most limit leases (limit > 0), in request order: once it took limit,
 // a later request whose lease is held is answered as held, and one whose
-// lease is free is not tried (Err matching lease.ErrNotTried), so that a
+// lease is free is not tried (Err matching leasedriver.ErrNotTried), so that a
 // caller with few places to run claims asks for many units in one call
 // and learns which ones others hold. A lease is taken as the backend's Acquire takes it, and a slot is
 // begun only under a lease the same call took, fenced with its token (the
@@ -36,8 +36,8 @@ import (
 // lease.ErrNotHeld, a store error). A ledger that cannot join the two
 // makes them one after the other.
 type LeaseJoiner interface {
-	ClaimAll(ctx context.Context, leases lease.Backend, reqs []ClaimRequest, limit int, now time.Time) ([]ClaimResult, error)
-	FinishRelease(ctx context.Context, leases lease.Backend, h lease.Held, s Slot, f Fence, attempt int, o Outcome, now time.Time) (finishErr, releaseErr error)
+	ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs []ClaimRequest, limit int, now time.Time) ([]ClaimResult, error)
+	FinishRelease(ctx context.Context, leases leasedriver.Backend, h leasedriver.Held, s Slot, f Fence, attempt int, o Outcome, now time.Time) (finishErr, releaseErr error)
 }
 
 // ErrNotJoinable is returned by LeaseJoiner.ClaimAll for a lease backend
@@ -59,7 +59,7 @@ var ErrNotJoinable = errors.New("ledger: the lease backend cannot be joined to t
 // for a fire it must plan (a late one, whose missed-slot policy decides):
 // a replica that comes after the slot's run then pays a read, not a claim.
 type ClaimRequest struct {
-	Lease     lease.AcquireRequest
+	Lease     leasedriver.AcquireRequest
 	Begin     *BeginRequest
 	CheckOnly bool
 }
@@ -68,7 +68,7 @@ type ClaimRequest struct {
 // Acquire answers, and Begin, when a begin was asked for and the lease
 // taken, as BeginIfClear answers it (nil otherwise).
 type ClaimResult struct {
-	Grant lease.Grant
+	Grant leasedriver.Grant
 	Err   error
 	Begin *BeginResult
 }

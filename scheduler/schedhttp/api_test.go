@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
@@ -266,19 +267,19 @@ func TestAdminAPIOperatorActionsAnswerSlots(t *testing.T) {
 }
 
 // fakeInspector answers List with its leases, filtered by a prefix glob.
-type fakeInspector struct{ leases []lease.Info }
+type fakeInspector struct{ leases []leasedriver.Info }
 
-func (f fakeInspector) Inspect(_ context.Context, name string) (lease.Info, error) {
+func (f fakeInspector) Inspect(_ context.Context, name string) (leasedriver.Info, error) {
 	for _, in := range f.leases {
 		if in.Name == name {
 			return in, nil
 		}
 	}
-	return lease.Info{Name: name}, nil
+	return leasedriver.Info{Name: name}, nil
 }
 
-func (f fakeInspector) List(_ context.Context, match string, limit int) ([]lease.Info, error) {
-	var out []lease.Info
+func (f fakeInspector) List(_ context.Context, match string, limit int) ([]leasedriver.Info, error) {
+	var out []leasedriver.Info
 	for _, in := range f.leases {
 		if len(out) < limit && (match == "" || strings.HasPrefix(in.Name, strings.TrimSuffix(match, "*"))) {
 			out = append(out, in)
@@ -294,7 +295,7 @@ func TestAdminAPILeases(t *testing.T) {
 
 	var asked []schedhttp.Action
 	h := seeded(t, ledgertest.NewMemory(), schedhttp.Options{
-		Leases: fakeInspector{leases: []lease.Info{
+		Leases: fakeInspector{leases: []leasedriver.Info{
 			{Name: "settle|a", Held: true, OwnerID: "32dc2ef24a48", Holder: "replica-a", TTL: 1234 * time.Millisecond, Token: bigToken},
 			{Name: "settle|b", Token: 7, Waiting: true},
 		}},
@@ -337,7 +338,7 @@ func TestConsoleAndOpenAPIAreServedWithoutTheAuthorizer(t *testing.T) {
 	get(t, h, "/jobs", http.StatusForbidden, nil)
 }
 
-// GET /leases over lease.RedisBackend on the real Redis: a held lease
+// GET /leases over redislease.Backend on the real Redis: a held lease
 // with its holder label, owner id, TTL and token (never its owner), a
 // released one with its counter.
 func TestAdminAPILeasesOnRedis(t *testing.T) {
@@ -345,7 +346,7 @@ func TestAdminAPILeasesOnRedis(t *testing.T) {
 	rdb := redistest.Real(t)
 	leases, err := lease.New(rdb, lease.Options{Prefix: redistest.Prefix(t, rdb), Holder: "replica-a"})
 	require.NoError(t, err)
-	inspector, ok := leases.Backend().(lease.Inspector)
+	inspector, ok := leases.Backend().(leasedriver.Inspector)
 	require.True(t, ok)
 	ctx := context.Background()
 	held, err := leases.TryAcquire(ctx, "settle|a", 30*time.Second)

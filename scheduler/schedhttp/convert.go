@@ -2,7 +2,7 @@ package schedhttp
 
 import (
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -43,7 +43,7 @@ func slotJSON(s ledger.Slot) SlotJSON {
 	return SlotJSON{Job: s.Job, Partition: s.Partition, Slot: Time{s.At}}
 }
 
-func leaseJSON(in lease.Info) LeaseJSON {
+func leaseJSON(in leasedriver.Info) LeaseJSON {
 	return LeaseJSON{Name: in.Name, Held: in.Held, OwnerID: in.OwnerID, Holder: in.Holder, TTLMS: in.TTL.Milliseconds(),
 		Token: in.Token, Waiting: in.Waiting}
 }

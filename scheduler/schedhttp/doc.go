@@ -5,7 +5,7 @@
 // that API (New). The API is built on the Scheduler's exported
 // operations alone (scheduler.Scheduler.Jobs, JobStatus, Runs, Record,
 // Retry, Trigger, Backfill, Pause, Resume) and, for the leases, a
-// lease.Inspector, so everything it does a service can do in its own
+// leasedriver.Inspector, so everything it does a service can do in its own
 // handler. Its bodies are the exported types of wire.go (JobJSON, RunJSON,
 // ...), which clients decode; GET /openapi.json describes it (OpenAPI
 // 3.1).

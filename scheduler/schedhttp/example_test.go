@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
@@ -14,8 +14,8 @@ import (
 // Mount the admin handler (API and console) under /admin/, allowing
 // operators with the ops token to do everything and anyone else nothing.
 func ExampleNew() {
-	var sched *scheduler.Scheduler // from scheduler.New, with its jobs registered
-	var inspector lease.Inspector  // the lease backend: leases.Backend().(lease.Inspector) on Redis
+	var sched *scheduler.Scheduler      // from scheduler.New, with its jobs registered
+	var inspector leasedriver.Inspector // the lease backend: leases.Backend().(leasedriver.Inspector) on Redis
 	logger := slog.Default()
 	admin, err := schedhttp.New(sched, schedhttp.Options{
 		Leases: inspector, // GET /leases and the console's leases view

@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -86,9 +87,9 @@ type Options struct {
 	// console served from another host. Default none. A malformed origin
 	// is refused by New (ErrInvalidOptions).
 	TrustedOrigins []string
-	// Leases serves GET /leases (for example the lease.RedisBackend the
+	// Leases serves GET /leases (for example the redislease.Backend the
 	// scheduler's leases use). Default nil: GET /leases answers 404.
-	Leases lease.Inspector
+	Leases leasedriver.Inspector
 	// MaxBodyBytes bounds request bodies. Default 64 KiB.
 	MaxBodyBytes int64
 	// Logger receives admin_request_forbidden and admin_request_failed.

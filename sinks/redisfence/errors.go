@@ -52,7 +52,7 @@ var (
 )
 
 // Errors of the eviction-policy check and of a full Redis, the same values
-// as lease's (lease.ErrEvictionPolicy, ...).
+// as lease's (redislease.ErrEvictionPolicy, ...).
 var (
 	// ErrEvictionPolicy is returned by the first writes on a Redis that
 	// may evict keys, without Options.Eviction.AllowEviction.

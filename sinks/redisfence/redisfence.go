@@ -43,12 +43,12 @@ type Options struct {
 	// before the first write) and refuses a Redis that may evict keys
 	// (ErrEvictionPolicy) or refuses CONFIG GET (ErrEvictionPolicyUnknown):
 	// an evicted fence key forgets the highest token, and a stale holder's
-	// write is then accepted once. See lease.Eviction for declaring the
+	// write is then accepted once. See redislease.Eviction for declaring the
 	// policy (managed Redis) or running anyway.
 	Eviction Eviction
 }
 
-// Eviction configures the eviction-policy check; it is lease.Eviction.
+// Eviction configures the eviction-policy check; it is redislease.Eviction.
 type Eviction = redispolicy.Options
 
 // New returns a Writer over client: a *redis.Client, *redis.ClusterClient,

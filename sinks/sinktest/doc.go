@@ -22,7 +22,7 @@
 // the sink to check (fresh, or sharing storage: each check writes
 // resources of its own); a check that needs an optional interface the sink
 // lacks is skipped with a message naming it. This is the shape of every
-// conformance suite of holdfast (leasetest.Exercise, ledgertest.Exercise).
+// conformance suite of holdfast (leasedrivertest.Exercise, ledgertest.Exercise).
 //
 // The checks: the rule case by case (first write, larger token, equal
 // token and owner, equal token and another owner, smaller token, token 0,

@@ -26,7 +26,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/bench"
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
@@ -61,7 +62,7 @@ func main() {
 	ctx := context.Background()
 	rdb := redis.NewClient(opts)
 	prefix := fmt.Sprintf("probe%d:", time.Now().UnixNano()%100000)
-	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix + "lease:"})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix + "lease:"})
 	if err != nil {
 		fail(err)
 	}
@@ -77,7 +78,7 @@ func main() {
 			job, part := fmt.Sprintf("job%03d", r), fmt.Sprintf("p%03d", i)
 			name := ledger.UnitScope(job, part)
 			out[i] = ledger.ClaimRequest{
-				Lease: lease.AcquireRequest{Name: name, Owner: owner, TTL: 10 * time.Second},
+				Lease: leasedriver.AcquireRequest{Name: name, Owner: owner, TTL: 10 * time.Second},
 				Begin: &ledger.BeginRequest{Slot: ledger.Slot{Job: job, Partition: part, At: at}, MaxAttempts: 1, Prev: time.Unix(0, 0), Since: at},
 			}
 		}
@@ -119,7 +120,7 @@ func main() {
 				fail(fmt.Errorf("unit %d not begun: %+v %+v", i, x, x.Begin))
 			}
 			go func() {
-				h := lease.Held{Name: a[i].Lease.Name, Owner: "owner-a", TTL: 10 * time.Second}
+				h := leasedriver.Held{Name: a[i].Lease.Name, Owner: "owner-a", TTL: 10 * time.Second}
 				f := ledger.Fence{Scope: a[i].Lease.Name, Token: x.Grant.Token, Owner: "owner-a"}
 				ferr, rerr := l.FinishRelease(ctx, b, h, a[i].Begin.Slot, f, 1, ledger.Outcome{Status: ledger.StatusSucceeded}, now)
 				if ferr != nil || rerr != nil {

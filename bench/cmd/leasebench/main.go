@@ -39,6 +39,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/bench"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 type config struct {
@@ -495,7 +496,7 @@ func handoff(ctx context.Context, rdb *redis.Client, opts *redis.Options, prefix
 		return 0, 0, err
 	}
 	const name = "handoff"
-	rb, ok := holder.Backend().(*lease.RedisBackend)
+	rb, ok := holder.Backend().(*redislease.Backend)
 	if !ok {
 		return 0, 0, fmt.Errorf("handoff: backend %T", holder.Backend())
 	}
@@ -504,7 +505,7 @@ func handoff(ctx context.Context, rdb *redis.Client, opts *redis.Options, prefix
 		return 0, 0, err
 	}
 	// The channel a release publishes on once a blocked Acquire flagged
-	// the lease (lease/scripts/release.lua): watching its subscriber count
+	// the lease (lease/redislease/scripts/release.lua): watching its subscriber count
 	// tells when the waiter listens; its next try flags the lease.
 	channel := keys.Released
 

@@ -8,7 +8,7 @@
 // the check's t, and returns the ledger to check (fresh, or shared: each
 // check works on a job name of its own); a check of an optional interface
 // the ledger does not implement is skipped with a message naming it. This
-// is the shape of every conformance suite of holdfast (leasetest.Exercise,
+// is the shape of every conformance suite of holdfast (leasedrivertest.Exercise,
 // sinktest.Exercise). The checks:
 //
 //   - attempts: Begin numbers attempts from 1; a Begin by another owner with

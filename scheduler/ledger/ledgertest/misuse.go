@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -63,7 +63,7 @@ func testNilContext(t *testing.T, x *fixture) {
 	if j, ok := x.raw.(ledger.LeaseJoiner); ok {
 		_, err := j.ClaimAll(nilCtx, nil, nil, 0, now)
 		refused("ClaimAll", err)
-		finishErr, releaseErr := j.FinishRelease(nilCtx, nil, lease.Held{}, s, h, 1, ledger.Outcome{Status: ledger.StatusSucceeded}, now)
+		finishErr, releaseErr := j.FinishRelease(nilCtx, nil, leasedriver.Held{}, s, h, 1, ledger.Outcome{Status: ledger.StatusSucceeded}, now)
 		refused("FinishRelease (finish)", finishErr)
 		refused("FinishRelease (release)", releaseErr)
 	}

@@ -9,7 +9,7 @@
 // # Joined transitions
 //
 // With the scheduler's leases on the ledger's own client
-// (lease.RedisBackend.Joinable), ClaimAll takes the unit leases of a batch
+// (redislease.Backend.Joinable), ClaimAll takes the unit leases of a batch
 // and begins each slot due on time under the token its script just
 // issued (one script per batch on a single server or Sentinel, one per
 // unit on Cluster), and FinishRelease records a run's outcome and releases

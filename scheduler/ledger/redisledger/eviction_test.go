@@ -7,7 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/redisproc"
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
@@ -29,22 +30,22 @@ func TestLedgerChecksTheEvictionPolicy(t *testing.T) {
 		require.NoError(t, err)
 		_, _, err = l.Begin(t.Context(), slot, f, 3, at)
 		require.ErrorIs(t, err, redisledger.ErrEvictionPolicy)
-		require.ErrorIs(t, err, lease.ErrEvictionPolicy, "one sentinel for every Redis part")
+		require.ErrorIs(t, err, redislease.ErrEvictionPolicy, "one sentinel for every Redis part")
 		require.ErrorContains(t, err, "redisledger.Options.Eviction")
 		require.ErrorIs(t, l.Skip(t.Context(), slot, f, ledger.StatusSkipped, "x", at), redisledger.ErrEvictionPolicy)
 		require.Zero(t, rdb.DBSize(t.Context()).Val(), "nothing written")
 
-		b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{})
+		b, err := redislease.NewBackend(rdb, redislease.Options{})
 		require.NoError(t, err)
-		_, err = l.ClaimAll(t.Context(), b, []ledger.ClaimRequest{{Lease: lease.AcquireRequest{Name: "settle", Owner: "o", TTL: time.Second}}}, 0, at)
+		_, err = l.ClaimAll(t.Context(), b, []ledger.ClaimRequest{{Lease: leasedriver.AcquireRequest{Name: "settle", Owner: "o", TTL: time.Second}}}, 0, at)
 		require.ErrorIs(t, err, redisledger.ErrEvictionPolicy)
 
 		allowed, err := redisledger.New(rdb, redisledger.Options{Eviction: redisledger.Eviction{AllowEviction: true}})
 		require.NoError(t, err)
 		_, _, err = allowed.Begin(t.Context(), slot, f, 3, at)
 		require.NoError(t, err)
-		_, err = allowed.ClaimAll(t.Context(), b, []ledger.ClaimRequest{{Lease: lease.AcquireRequest{Name: "settle", Owner: "o", TTL: time.Second}}}, 0, at)
-		require.ErrorIs(t, err, lease.ErrEvictionPolicy, "the lease backend was not allowed")
+		_, err = allowed.ClaimAll(t.Context(), b, []ledger.ClaimRequest{{Lease: leasedriver.AcquireRequest{Name: "settle", Owner: "o", TTL: time.Second}}}, 0, at)
+		require.ErrorIs(t, err, redislease.ErrEvictionPolicy, "the lease backend was not allowed")
 	})
 	t.Run("MemoryFull", func(t *testing.T) {
 		t.Parallel()

@@ -15,7 +15,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/testwait"
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -68,7 +69,7 @@ func (g *scriptGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // claimed claims the slot at of jobs[i] for owner, one lease each, and
 // returns the grants.
-func claimed(t *testing.T, s *setup, b *lease.RedisBackend, jobs []string, at time.Time, owner string) []ledger.ClaimResult {
+func claimed(t *testing.T, s *setup, b *redislease.Backend, jobs []string, at time.Time, owner string) []ledger.ClaimResult {
 	t.Helper()
 	reqs := make([]ledger.ClaimRequest, len(jobs))
 	for i, job := range jobs {
@@ -108,7 +109,7 @@ func TestFinishesOfConcurrentRunsAreJoined(t *testing.T) {
 		var wg sync.WaitGroup
 		finish := func(i int) {
 			defer wg.Done()
-			h := lease.Held{Name: jobs[i], Owner: "me", TTL: 10 * time.Second, Handle: res[i].Grant.Handle}
+			h := leasedriver.Held{Name: jobs[i], Owner: "me", TTL: 10 * time.Second, Handle: res[i].Grant.Handle}
 			f := ledger.Fence{Scope: jobs[i], Token: res[i].Grant.Token, Owner: "me"}
 			ferrs[i], rerrs[i] = s.ledger.FinishRelease(ctx, b, h, ledger.Slot{Job: jobs[i], At: at}, f, 1,
 				ledger.Outcome{Status: ledger.StatusSucceeded}, at.Add(time.Second))

@@ -10,6 +10,8 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -19,13 +21,13 @@ import (
 // where finish and release took one each, and on a single server (or
 // Sentinel) one script answers a whole batch of units, so a replica that
 // finds the leases held pays a few commands per unit, not a script call.
-// They need the leases on the ledger's own client (lease.RedisBackend's
+// They need the leases on the ledger's own client (redislease.Backend's
 // Joinable); the ledger's hash tag is the unit lease's name, so on Cluster
 // a unit's lease and records share a slot and each unit is one script.
 
-// ClaimAll implements ledger.LeaseJoiner on a *lease.RedisBackend over
+// ClaimAll implements ledger.LeaseJoiner on a *redislease.Backend over
 // the ledger's own client, without replica acknowledgements
-// (lease.RedisBackend.Joinable), and returns ledger.ErrNotJoinable for any
+// (redislease.Backend.Joinable), and returns ledger.ErrNotJoinable for any
 // other. It takes the leases of reqs with the backend's keys and begins
 // the slots asked for, each in the script that took its lease
 // (claimall.lua): one script for all of reqs on a single server or
@@ -46,11 +48,11 @@ import (
 // lease, which may have been taken, released on a best effort (and its
 // slot, which may have been begun, is found abandoned by the next claim,
 // as after a crash between Begin and the run).
-func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
+func (l *Ledger) ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time) ([]ledger.ClaimResult, error) {
 	if ctx == nil {
 		return nil, nilContext("ClaimAll")
 	}
-	b, ok := leases.(*lease.RedisBackend)
+	b, ok := leases.(*redislease.Backend)
 	if !ok || !b.Joinable(l.rdb) {
 		return nil, ledger.ErrNotJoinable
 	}
@@ -79,7 +81,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 		// after it are not tried.
 		for i := range reqs {
 			if limit > 0 && i >= limit {
-				out[i].Err = lease.ErrNotTried
+				out[i].Err = leasedriver.ErrNotTried
 				continue
 			}
 			groups = append(groups, []int{i})
@@ -118,7 +120,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 		cmds[g] = claimAllScript.Queue(ctx, pipe, claimAllScript.Prepared(keys, args...))
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
-	var undo []lease.Held
+	var undo []leasedriver.Held
 	replies := claimAllScript.Replies()
 	for g, idx := range groups {
 		vals, err := replies.Fallback(ctx, l.rdb, cmds[g]).Slice()
@@ -129,7 +131,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases lease.Backend, reqs []ledg
 			if err != nil {
 				out[i].Err = redispolicy.MemoryFull(err)
 				r := reqs[i].Lease
-				undo = append(undo, lease.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL})
+				undo = append(undo, leasedriver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL})
 				continue
 			}
 			out[i] = l.claimResult(b, reqs[i], vals[4*j:4*j+4], paused)
@@ -180,7 +182,7 @@ func (l *Ledger) skipMarked(ctx context.Context, reqs []ledger.ClaimRequest, pau
 
 // claimCommand builds the keys and arguments of claimall.lua for the
 // requests idx of reqs.
-func (l *Ledger) claimCommand(b *lease.RedisBackend, reqs []ledger.ClaimRequest, idx []int, paused map[string]bool, now time.Time) (keys []string, args []any, err error) {
+func (l *Ledger) claimCommand(b *redislease.Backend, reqs []ledger.ClaimRequest, idx []int, paused map[string]bool, now time.Time) (keys []string, args []any, err error) {
 	args = append(args, millis(now), 0, len(idx)) // no limit: one unit per script on Cluster
 	for _, i := range idx {
 		r := reqs[i]
@@ -250,11 +252,11 @@ func (l *Ledger) pausedJobs(ctx context.Context, reqs []ledger.ClaimRequest) (ma
 }
 
 // claimResult reads one unit's 4 values of the claim script's reply.
-func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []any, paused map[string]bool) ledger.ClaimResult {
+func (l *Ledger) claimResult(b *redislease.Backend, r ledger.ClaimRequest, v []any, paused map[string]bool) ledger.ClaimResult {
 	var res ledger.ClaimResult
 	switch code, _ := v[1].(int64); {
 	case code == 5:
-		res.Err = lease.ErrNotTried
+		res.Err = leasedriver.ErrNotTried
 		return res
 	case code == 4 && r.Begin != nil && v[0] == int64(0):
 		// Done, read before the lease, which was not taken.
@@ -263,7 +265,7 @@ func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []a
 	}
 	switch tok := v[0].(type) {
 	case int64: // held: minus the remaining TTL
-		res.Grant = lease.Grant{Remaining: time.Duration(-tok) * time.Millisecond}
+		res.Grant = leasedriver.Grant{Remaining: time.Duration(-tok) * time.Millisecond}
 		return res
 	case string:
 		t, err := fence.ParseToken(tok)
@@ -290,7 +292,7 @@ func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []a
 		*bg = ledger.BeginResult{Attempt: int(a), Left: int(left), Clear: true}
 	case code == 4:
 		// Done: the script released the lease, unused.
-		res.Grant = lease.Grant{}
+		res.Grant = leasedriver.Grant{}
 		*bg = ledger.BeginResult{Clear: true, Err: ledger.ErrSlotDone}
 	default:
 		var cur fence.Token
@@ -305,18 +307,18 @@ func (l *Ledger) claimResult(b *lease.RedisBackend, r ledger.ClaimRequest, v []a
 
 // FinishRelease implements ledger.LeaseJoiner: Finish of attempt under f
 // and the release of the lease h of leases, in one script
-// (finishrelease.lua) when leases is a *lease.RedisBackend joinable to the
+// (finishrelease.lua) when leases is a *redislease.Backend joinable to the
 // ledger's client and f is h's fence of the unit scope (its Scope h.Name,
 // ledger.UnitScope of s, its Owner h.Owner); otherwise Finish, then the
 // backend's Release. The release is made whether or not the finish was accepted.
 // finishErr is Finish's error; releaseErr is b.Release's (nil,
 // lease.ErrNotHeld, or a Redis error, which the finish shares when they
 // ran in one script).
-func (l *Ledger) FinishRelease(ctx context.Context, leases lease.Backend, h lease.Held, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) (finishErr, releaseErr error) {
+func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, h leasedriver.Held, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) (finishErr, releaseErr error) {
 	if ctx == nil {
 		return nilContext("FinishRelease"), nilContext("FinishRelease")
 	}
-	b, ok := leases.(*lease.RedisBackend)
+	b, ok := leases.(*redislease.Backend)
 	if !ok || !b.Joinable(l.rdb) || f.Scope != h.Name || f.Owner != h.Owner || f.Scope != ledger.UnitScope(s.Job, s.Partition) || f.Planner != nil {
 		finishErr = l.Finish(ctx, s, f, attempt, o, now)
 		return finishErr, leases.Release(ctx, h)

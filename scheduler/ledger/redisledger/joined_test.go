@@ -9,21 +9,22 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redistest"
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // joinedSetup is a ledger and a lease backend on the same client.
-func joinedSetup(t *testing.T, s *setup) *lease.RedisBackend {
+func joinedSetup(t *testing.T, s *setup) *redislease.Backend {
 	t.Helper()
-	b, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: redistest.Prefix(t, s.rdb) + "lease:", Holder: "replica-a"})
+	b, err := redislease.NewBackend(s.rdb, redislease.Options{Prefix: redistest.Prefix(t, s.rdb) + "lease:", Holder: "replica-a"})
 	require.NoError(t, err)
 	return b
 }
 
 func claimReq(job string, at time.Time, owner string) ledger.ClaimRequest {
 	return ledger.ClaimRequest{
-		Lease: lease.AcquireRequest{Name: ledger.UnitScope(job, ""), Owner: owner, TTL: 10 * time.Second},
+		Lease: leasedriver.AcquireRequest{Name: ledger.UnitScope(job, ""), Owner: owner, TTL: 10 * time.Second},
 		Begin: &ledger.BeginRequest{
 			Slot: ledger.Slot{Job: job, At: at}, Fence: ledger.Fence{Holder: "sched-a"},
 			MaxAttempts: 1, Prev: at.Add(-time.Second), Since: at.Add(-time.Hour),
@@ -81,7 +82,7 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 		})
 		t.Run("FinishReleaseEndsRunAndLease", func(t *testing.T) {
 			f := ledger.Fence{Scope: "free", Token: res[2].Grant.Token, Owner: "me"}
-			h := lease.Held{Name: "free", Owner: "me", TTL: 10 * time.Second, Handle: res[2].Grant.Handle}
+			h := leasedriver.Held{Name: "free", Owner: "me", TTL: 10 * time.Second, Handle: res[2].Grant.Handle}
 			ferr, rerr := s.ledger.FinishRelease(ctx, b, h, ledger.Slot{Job: "free", At: at}, f, 1,
 				ledger.Outcome{Status: ledger.StatusSucceeded}, now)
 			require.NoError(t, ferr)
@@ -90,7 +91,7 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 			g, err := b.Acquire(ctx, "free", "next", 10*time.Second)
 			require.NoError(t, err)
 			require.True(t, g.Acquired, "the lease was released")
-			require.NoError(t, b.Release(ctx, lease.Held{Name: "free", Owner: "next"}))
+			require.NoError(t, b.Release(ctx, leasedriver.Held{Name: "free", Owner: "next"}))
 		})
 		counter := func(name string) string {
 			k, err := b.Keys(name)
@@ -127,7 +128,7 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 			require.True(t, res[0].Grant.Acquired)
 			require.Equal(t, &ledger.BeginResult{}, res[0].Begin, "not clear: the caller plans")
 			require.Equal(t, ledger.Status(""), s.status("unbegun", "", at), "nothing begun")
-			require.NoError(t, b.Release(ctx, lease.Held{Name: "unbegun", Owner: "checker"}))
+			require.NoError(t, b.Release(ctx, leasedriver.Held{Name: "unbegun", Owner: "checker"}))
 		})
 		t.Run("RunningSlotOfAnotherHolderIsAnsweredHeld", func(t *testing.T) {
 			first, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{claimReq("running", at, "winner")}, 0, now)
@@ -174,7 +175,7 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 			require.True(t, res[0].Grant.Acquired)
 			require.NoError(t, res[1].Err)
 			require.False(t, res[1].Grant.Acquired, "held, told as held")
-			require.ErrorIs(t, res[2].Err, lease.ErrNotTried)
+			require.ErrorIs(t, res[2].Err, leasedriver.ErrNotTried)
 			require.Equal(t, ledger.Status(""), s.status("b", "", later))
 		})
 	})

@@ -21,7 +21,7 @@ import (
 // same script sets the group's marker, for the group's shortest lease TTL
 // (5 s at most: maxMarkerTTL).
 // A replica whose ClaimAll finds the marker of a group it is about to try
-// answers every unit of the group as held (lease.Grant with no token and
+// answers every unit of the group as held (leasedriver.Grant with no token and
 // Remaining 0, unknown) without trying them: one MGET for all the groups
 // of a call, not a script's work per unit.
 //

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -18,7 +18,7 @@ func unitReqs(job string, n int, at time.Time, owner string) []ledger.ClaimReque
 	for i := range reqs {
 		part := fmt.Sprintf("p%03d", i)
 		reqs[i] = ledger.ClaimRequest{
-			Lease: lease.AcquireRequest{Name: ledger.UnitScope(job, part), Owner: owner, TTL: 10 * time.Second},
+			Lease: leasedriver.AcquireRequest{Name: ledger.UnitScope(job, part), Owner: owner, TTL: 10 * time.Second},
 			Begin: &ledger.BeginRequest{
 				Slot:        ledger.Slot{Job: job, Partition: part, At: at},
 				MaxAttempts: 2, Prev: at.Add(-time.Second), Since: at.Add(-time.Hour),

@@ -36,19 +36,19 @@ type Options struct {
 	// before the first write) and refuses a Redis that may evict keys
 	// (ErrEvictionPolicy) or refuses CONFIG GET (ErrEvictionPolicyUnknown):
 	// an evicted record or fence loses a slot's history, and can let a
-	// succeeded slot run again. See lease.Eviction for declaring the
+	// succeeded slot run again. See redislease.Eviction for declaring the
 	// policy (managed Redis) or running anyway.
 	Eviction Eviction
 }
 
-// Eviction configures the eviction-policy check; it is lease.Eviction.
+// Eviction configures the eviction-policy check; it is redislease.Eviction.
 type Eviction = redispolicy.Options
 
 // ErrInvalidOptions is returned by New for a nil client or a bad prefix.
 var ErrInvalidOptions = fmt.Errorf("redisledger: %w", errfamily.ErrInvalidOptions)
 
 // Errors of the eviction-policy check and of a full Redis, the same values
-// as lease's (lease.ErrEvictionPolicy, ...).
+// as lease's (redislease.ErrEvictionPolicy, ...).
 var (
 	// ErrEvictionPolicy is returned by the first writes on a Redis that
 	// may evict keys, without Eviction.AllowEviction.

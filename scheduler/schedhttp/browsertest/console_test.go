@@ -23,6 +23,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
@@ -71,8 +72,8 @@ func console(t *testing.T) (url string, sched *scheduler.Scheduler, stuck *lease
 		require.NoError(t, sched.Stop(stop))
 		cancel()
 	})
-	inspector, ok := leases.Backend().(lease.Inspector)
-	require.True(t, ok, "lease.RedisBackend is an Inspector")
+	inspector, ok := leases.Backend().(leasedriver.Inspector)
+	require.True(t, ok, "redislease.Backend is an Inspector")
 	admin, err := schedhttp.New(sched, schedhttp.Options{Leases: inspector,
 		Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
 			if r.Header.Get("Authorization") != "Bearer "+token {
@@ -187,7 +188,7 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	require.Regexp(t, `\d+ ms`, jobRow, "the lag of the last success")
 	require.GreaterOrEqual(t, count(`td.cell[data-partition="stuck"][data-status="none"]`), 3,
 		"the stuck partition's slots show as a gap: no record")
-	require.Contains(t, text("#leases tbody"), "settle|good", "the unit leases, from the lease.Inspector")
+	require.Contains(t, text("#leases tbody"), "settle|good", "the unit leases, from the leasedriver.Inspector")
 	held := text(`#leases tr[data-lease="settle|stuck"]`)
 	require.Contains(t, held, "held")
 	require.Contains(t, held, "replica-other ("+fence.OwnerID(stuck.Owner())+")", "the holder label and owner id")

@@ -37,16 +37,16 @@ type Options struct {
 	// before the first write) and refuses a Redis that may evict keys
 	// (ErrEvictionPolicy) or refuses CONFIG GET (ErrEvictionPolicyUnknown):
 	// an evicted record runs a handler again, an evicted fence accepts a
-	// stale token once. See lease.Eviction for declaring the policy
+	// stale token once. See redislease.Eviction for declaring the policy
 	// (managed Redis) or running anyway.
 	Eviction Eviction
 }
 
-// Eviction configures the eviction-policy check; it is lease.Eviction.
+// Eviction configures the eviction-policy check; it is redislease.Eviction.
 type Eviction = redispolicy.Options
 
 // Errors of the eviction-policy check and of a full Redis, the same values
-// as lease's (lease.ErrEvictionPolicy, ...).
+// as lease's (redislease.ErrEvictionPolicy, ...).
 var (
 	// ErrEvictionPolicy is returned by the first writes on a Redis that
 	// may evict keys, without Options.Eviction.AllowEviction.

@@ -1,4 +1,4 @@
-package leasetest
+package leasedrivertest
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // RedisBackend returns the newStore of Exercise for lease's built-in
@@ -40,7 +42,7 @@ func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure f
 		t.Cleanup(func() { deleteUnder(rdb, prefix) })
 		keys, err := lease.New(rdb, lease.Options{Prefix: prefix})
 		require.NoError(t, err)
-		rb, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix})
+		rb, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
 		require.NoError(t, err)
 		return Store{
 			NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
@@ -64,7 +66,7 @@ func RedisBackend(newRedis func(t *testing.T) redis.UniversalClient, configure f
 				return c
 			},
 			Expire: func(ctx context.Context, name string) error {
-				return ForceExpire(ctx, rdb, keys, name)
+				return leasetest.ForceExpire(ctx, rdb, keys, name)
 			},
 			Inspect: func(ctx context.Context, name string) (string, time.Duration, error) {
 				k, err := rb.Keys(name)

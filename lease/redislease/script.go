@@ -1,4 +1,4 @@
-package lease
+package redislease
 
 import (
 	_ "embed"

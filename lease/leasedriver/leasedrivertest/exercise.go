@@ -1,4 +1,4 @@
-package leasetest
+package leasedrivertest
 
 import (
 	"context"
@@ -34,7 +34,7 @@ type Store struct {
 	Inspect func(ctx context.Context, name string) (owner string, ttl time.Duration, err error)
 	// HolderLabel returns the holder label stored with the held lease
 	// called name ("" when none or free), as the store's views show it
-	// (lease.Info.Holder). Optional: without it,
+	// (leasedriver.Info.Holder). Optional: without it,
 	// HolderLabelIsStoredWithTheLease is skipped.
 	HolderLabel func(ctx context.Context, name string) (string, error)
 	// Commands returns how many commands the store's Clients sent so far.
@@ -42,7 +42,7 @@ type Store struct {
 	// is not checked to reach no server.
 	Commands func() int64
 	// NoReleaseNotification is true for a store that does not wake
-	// waiters on release (its backend is no lease.Notifier): waiters then
+	// waiters on release (its backend is no leasedriver.Notifier): waiters then
 	// retry on the holder's remaining TTL, and WaiterIsWokenByRelease is
 	// skipped.
 	NoReleaseNotification bool

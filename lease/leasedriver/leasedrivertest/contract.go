@@ -1,4 +1,4 @@
-package leasetest
+package leasedrivertest
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasetest"
 )
 
 // contract lists the checks Exercise runs, in the order of the package
@@ -264,8 +265,8 @@ func unrenewedLeaseIsFreed(t *testing.T, e *env) {
 	c, other := e.client(t), e.client(t)
 	const ttl = 300 * time.Millisecond
 	start := time.Now()
-	a := held(t, TryAcquire(t, c, name, ttl))
-	Freeze(a)
+	a := held(t, leasetest.TryAcquire(t, c, name, ttl))
+	leasetest.Freeze(a)
 	var b *lease.Lease
 	testwait.Until(t, limit, "the unrenewed lease is freed", func() bool {
 		l, err := other.TryAcquire(ctx, name, longTTL)
@@ -279,7 +280,7 @@ func unrenewedLeaseIsFreed(t *testing.T, e *env) {
 	require.GreaterOrEqual(t, time.Since(start), ttl-lease.Drift(ttl), "freed before its TTL")
 	require.Greater(t, b.Token(), a.Token())
 	e.requireOwner(t, name, b.Owner(), "the new holder is stored")
-	Thaw(a)
+	leasetest.Thaw(a)
 	testwait.Done(t, a.Done(), limit, "loss of the thawed holder")
 	require.ErrorIs(t, a.Err(), lease.ErrExpired)
 	require.NoError(t, b.Release(ctx))
@@ -466,8 +467,8 @@ func frozenHolderIsLost(t *testing.T, e *env) {
 	name := "frozen"
 	c := e.client(t)
 	const ttl = 300 * time.Millisecond
-	a := held(t, TryAcquire(t, c, name, ttl))
-	Freeze(a)
+	a := held(t, leasetest.TryAcquire(t, c, name, ttl))
+	leasetest.Freeze(a)
 	testwait.Until(t, limit, "a's trust window passes", func() bool { return time.Now().After(a.Deadline()) })
 	require.NoError(t, a.Err(), "a frozen holder still believes it holds the lease")
 
@@ -477,7 +478,7 @@ func frozenHolderIsLost(t *testing.T, e *env) {
 	held(t, b)
 	require.Greater(t, b.Token(), a.Token())
 
-	Thaw(a)
+	leasetest.Thaw(a)
 	testwait.Done(t, a.Done(), limit, "loss of the thawed holder")
 	require.ErrorIs(t, a.Err(), lease.ErrExpired, "its window passed while frozen")
 	require.ErrorIs(t, a.Release(ctx), lease.ErrNotHeld)
@@ -555,13 +556,13 @@ func holderLabelIsStored(t *testing.T, e *env) {
 	require.Equal(t, "", none.HolderLabel())
 
 	name := "labelled"
-	l := held(t, TryAcquire(t, a, name, longTTL))
+	l := held(t, leasetest.TryAcquire(t, a, name, longTTL))
 	require.Equal(t, "replica-a", label(name), "the holder's label")
 	require.NoError(t, l.Release(ctx))
-	l = held(t, TryAcquire(t, b, name, longTTL))
+	l = held(t, leasetest.TryAcquire(t, b, name, longTTL))
 	require.Equal(t, "replica-b 🛰", label(name), "the next holder's label")
 	require.NoError(t, l.Release(ctx))
-	l = held(t, TryAcquire(t, none, name, longTTL))
+	l = held(t, leasetest.TryAcquire(t, none, name, longTTL))
 	require.Equal(t, "", label(name), "a holder without a label shows none, not the one before")
 	require.NoError(t, l.Release(ctx))
 

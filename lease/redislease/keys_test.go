@@ -1,4 +1,4 @@
-package lease_test
+package redislease_test
 
 import (
 	"strings"
@@ -8,15 +8,16 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 func TestRedisBackendKeysLayout(t *testing.T) {
 	t.Parallel()
-	b, err := lease.NewRedisBackend(redistest.Mini(t), lease.RedisOptions{Prefix: "p:"})
+	b, err := redislease.NewBackend(redistest.Mini(t), redislease.Options{Prefix: "p:"})
 	require.NoError(t, err)
 	k, err := b.Keys("job")
 	require.NoError(t, err)
-	require.Equal(t, lease.RedisKeys{
+	require.Equal(t, redislease.Keys{
 		Lease: "p:{job}", Fence: "p:{job}:fence", Waiting: "p:{job}:waiting", Holder: "p:{job}:holder", Released: "p:{job}:released",
 	}, k)
 	require.Equal(t, "p:{job}:leader", k.Tagged("leader"))
@@ -27,7 +28,7 @@ func TestRedisBackendKeysLayout(t *testing.T) {
 // TryAcquire does, instead of returning keys in different slots.
 func TestRedisBackendKeysRefuseNamesThatMoveTheHashTag(t *testing.T) {
 	t.Parallel()
-	b, err := lease.NewRedisBackend(redistest.Mini(t), lease.RedisOptions{})
+	b, err := redislease.NewBackend(redistest.Mini(t), redislease.Options{})
 	require.NoError(t, err)
 	for _, name := range []string{"a}b{c", "a{b}", "}", "{", "", strings.Repeat("x", lease.MaxNameLen+1),
 		"\x00", "a\nb", "tab\t", "del\x7f", "c1\u0085", "bad\xffutf8", " ", "\u3000", "eu\u200b", "\u202eue"} {
@@ -39,7 +40,7 @@ func TestRedisBackendKeysRefuseNamesThatMoveTheHashTag(t *testing.T) {
 		_, err := b.Keys(name)
 		require.NoError(t, err, "name %q", name)
 	}
-	_, err = lease.NewRedisBackend(redistest.Mini(t), lease.RedisOptions{Prefix: "a{"})
+	_, err = redislease.NewBackend(redistest.Mini(t), redislease.Options{Prefix: "a{"})
 	require.ErrorIs(t, err, lease.ErrInvalidOptions)
 }
 
@@ -63,7 +64,7 @@ func FuzzRedisBackendKeysShareTheNamesHashTag(f *testing.F) {
 	for _, s := range []string{"job", "a}b{c", "{x}", "a:b", "x}"} {
 		f.Add(s)
 	}
-	b, err := lease.NewRedisBackend(redistest.Mini(f), lease.RedisOptions{})
+	b, err := redislease.NewBackend(redistest.Mini(f), redislease.Options{})
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, name string) {
 		k, err := b.Keys(name)

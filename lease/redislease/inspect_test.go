@@ -1,4 +1,4 @@
-package lease_test
+package redislease_test
 
 import (
 	"context"
@@ -16,24 +16,26 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
 // inspectSetup is one backend under a prefix of its own.
 type inspectSetup struct {
 	rdb    redis.UniversalClient
 	prefix string
-	b      *lease.RedisBackend // labelled "replica-a"
+	b      *redislease.Backend // labelled "replica-a"
 }
 
 func newInspectSetup(t *testing.T, rdb redis.UniversalClient) inspectSetup {
 	t.Helper()
 	prefix := redistest.Prefix(t, rdb)
-	b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix, Holder: "replica-a"})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix, Holder: "replica-a"})
 	require.NoError(t, err)
 	return inspectSetup{rdb: rdb, prefix: prefix, b: b}
 }
 
-func (s inspectSetup) acquire(t *testing.T, name, owner string, ttl time.Duration) lease.Grant {
+func (s inspectSetup) acquire(t *testing.T, name, owner string, ttl time.Duration) leasedriver.Grant {
 	t.Helper()
 	g, err := s.b.Acquire(context.Background(), name, owner, ttl)
 	require.NoError(t, err)
@@ -69,14 +71,14 @@ func exerciseInspect(t *testing.T, s inspectSetup) {
 	t.Run("NeverAcquiredIsNotAnError", func(t *testing.T) {
 		info, err := s.b.Inspect(ctx, "never")
 		require.NoError(t, err)
-		require.Equal(t, lease.Info{Name: "never"}, info)
+		require.Equal(t, leasedriver.Info{Name: "never"}, info)
 	})
 	t.Run("ReleasedKeepsTheToken", func(t *testing.T) {
 		g := s.acquire(t, "released", "owner-2", time.Minute)
-		require.NoError(t, s.b.Release(ctx, lease.Held{Name: "released", Owner: "owner-2", TTL: time.Minute}))
+		require.NoError(t, s.b.Release(ctx, leasedriver.Held{Name: "released", Owner: "owner-2", TTL: time.Minute}))
 		info, err := s.b.Inspect(ctx, "released")
 		require.NoError(t, err)
-		require.Equal(t, lease.Info{Name: "released", Token: g.Token}, info)
+		require.Equal(t, leasedriver.Info{Name: "released", Token: g.Token}, info)
 	})
 	t.Run("WaitingFlag", func(t *testing.T) {
 		s.acquire(t, "waited", "owner-3", time.Minute)
@@ -91,15 +93,15 @@ func exerciseInspect(t *testing.T, s inspectSetup) {
 	})
 	t.Run("HolderLabelIsTheCurrentHolders", func(t *testing.T) {
 		s.acquire(t, "relabelled", "owner-5", time.Minute)
-		require.NoError(t, s.b.Release(ctx, lease.Held{Name: "relabelled", Owner: "owner-5", TTL: time.Minute}))
-		unlabelled, err := lease.NewRedisBackend(s.rdb, lease.RedisOptions{Prefix: s.prefix})
+		require.NoError(t, s.b.Release(ctx, leasedriver.Held{Name: "relabelled", Owner: "owner-5", TTL: time.Minute}))
+		unlabelled, err := redislease.NewBackend(s.rdb, redislease.Options{Prefix: s.prefix})
 		require.NoError(t, err)
 		g, err := unlabelled.Acquire(ctx, "relabelled", "owner-6", time.Minute)
 		require.NoError(t, err)
 		require.True(t, g.Acquired)
 		info, err := s.b.Inspect(ctx, "relabelled")
 		require.NoError(t, err)
-		require.Equal(t, lease.Info{Name: "relabelled", Held: true, OwnerID: fence.OwnerID("owner-6"), Token: g.Token}, zeroTTL(info),
+		require.Equal(t, leasedriver.Info{Name: "relabelled", Held: true, OwnerID: fence.OwnerID("owner-6"), Token: g.Token}, zeroTTL(info),
 			"the last holder had no label: none shown, not the one before")
 	})
 	t.Run("InvalidName", func(t *testing.T) {
@@ -114,14 +116,14 @@ func TestRedisBackendInspectExpired(t *testing.T) {
 	t.Parallel()
 	s := newInspectSetup(t, redistest.Real(t))
 	g := s.acquire(t, "expiring", "owner", 50*time.Millisecond)
-	var info lease.Info
+	var info leasedriver.Info
 	testwait.Until(t, 5*time.Second, "the lease expires", func() bool {
 		var err error
 		info, err = s.b.Inspect(context.Background(), "expiring")
 		require.NoError(t, err)
 		return !info.Held
 	})
-	require.Equal(t, lease.Info{Name: "expiring", Token: g.Token}, info)
+	require.Equal(t, leasedriver.Info{Name: "expiring", Token: g.Token}, info)
 }
 
 // A prefix whose keys are another store's (the scheduler ledger's hashes,
@@ -133,7 +135,7 @@ func TestRedisBackendInspectOtherStoresPrefix(t *testing.T) {
 			t.Parallel()
 			rdb := be.New(t)
 			prefix := redistest.Prefix(t, rdb)
-			b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: prefix})
+			b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
 			require.NoError(t, err)
 			k, err := b.Keys("settle")
 			require.NoError(t, err)
@@ -163,14 +165,14 @@ func TestRedisBackendList(t *testing.T) {
 // "job-".
 func exerciseList(t *testing.T, s inspectSetup, names []string) {
 	ctx := context.Background()
-	tokens := map[string]lease.Grant{}
+	tokens := map[string]leasedriver.Grant{}
 	for _, name := range names {
 		tokens[name] = s.acquire(t, name, "owner-"+name, time.Minute)
 	}
 	// A released lease is still listed (its fence counter remains); keys
 	// beside the lease's (election's leader record) add no name.
 	released := names[1]
-	require.NoError(t, s.b.Release(ctx, lease.Held{Name: released, Owner: "owner-" + released, TTL: time.Minute}))
+	require.NoError(t, s.b.Release(ctx, leasedriver.Held{Name: released, Owner: "owner-" + released, TTL: time.Minute}))
 	k, err := s.b.Keys(names[0])
 	require.NoError(t, err)
 	require.NoError(t, s.rdb.Set(ctx, k.Tagged("leader"), "x", time.Minute).Err())
@@ -180,9 +182,9 @@ func exerciseList(t *testing.T, s inspectSetup, names []string) {
 	require.Len(t, all, len(names))
 	for i, info := range all {
 		name := names[i] // names are given sorted
-		want := lease.Info{Name: name, Held: true, OwnerID: fence.OwnerID("owner-" + name), Holder: "replica-a", Token: tokens[name].Token}
+		want := leasedriver.Info{Name: name, Held: true, OwnerID: fence.OwnerID("owner-" + name), Holder: "replica-a", Token: tokens[name].Token}
 		if name == released {
-			want = lease.Info{Name: name, Token: tokens[name].Token}
+			want = leasedriver.Info{Name: name, Token: tokens[name].Token}
 		}
 		if want.Held {
 			require.Greater(t, info.TTL, 50*time.Second, name)
@@ -205,12 +207,12 @@ func exerciseList(t *testing.T, s inspectSetup, names []string) {
 	require.ErrorIs(t, err, lease.ErrInvalidOptions)
 }
 
-func zeroTTL(info lease.Info) lease.Info {
+func zeroTTL(info leasedriver.Info) leasedriver.Info {
 	info.TTL = 0
 	return info
 }
 
-func infoNames(infos []lease.Info) []string {
+func infoNames(infos []leasedriver.Info) []string {
 	out := make([]string, len(infos))
 	for i, info := range infos {
 		out[i] = info.Name
@@ -277,7 +279,7 @@ func TestRedisBackendListGlobPrefix(t *testing.T) {
 			rdb := be.New(t)
 			base := redistest.Prefix(t, rdb)
 			for _, p := range []string{`app[prod]:`, `a*b?:`, `back\slash:`, `[^x]-]:`} {
-				b, err := lease.NewRedisBackend(rdb, lease.RedisOptions{Prefix: base + p})
+				b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: base + p})
 				require.NoError(t, err)
 				s := inspectSetup{rdb: rdb, b: b}
 				g := s.acquire(t, "job-1", "owner-1", time.Minute)
@@ -290,7 +292,7 @@ func TestRedisBackendListGlobPrefix(t *testing.T) {
 				matched, err := b.List(ctx, "job-?", 100)
 				require.NoError(t, err, p)
 				require.Len(t, matched, 1, "prefix %q: the match is a glob", p)
-				require.Equal(t, lease.Info{Name: "job-1", Held: true, OwnerID: fence.OwnerID("owner-1"), Token: g.Token, TTL: matched[0].TTL}, matched[0])
+				require.Equal(t, leasedriver.Info{Name: "job-1", Held: true, OwnerID: fence.OwnerID("owner-1"), Token: g.Token, TTL: matched[0].TTL}, matched[0])
 				require.Positive(t, matched[0].TTL)
 			}
 		})

@@ -1,4 +1,4 @@
-package lease
+package redislease
 
 import (
 	"context"
@@ -14,10 +14,15 @@ import (
 	"github.com/holdfast-go/holdfast/internal/luascript"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
-// RedisOptions configure a RedisBackend. The zero value is valid.
-type RedisOptions struct {
+// DefaultPrefix starts every key of a Backend whose Options.Prefix is
+// empty.
+const DefaultPrefix = "holdfast:lease:"
+
+// Options configure a Backend. The zero value is valid.
+type Options struct {
 	// Prefix starts every key. Default DefaultPrefix. It must not hold
 	// '{' or '}': the lease name is the Cluster hash tag.
 	Prefix string
@@ -34,27 +39,27 @@ type RedisOptions struct {
 	// ErrEvictionPolicyUnknown; see Eviction for declaring the policy or
 	// running anyway.
 	Eviction Eviction
-	// Holder is the holder label (Options.Holder) the acquire script
-	// stores beside each lease it grants, in the key RedisKeys.Holder, in
+	// Holder is the holder label (lease.Options.Holder) the acquire script
+	// stores beside each lease it grants, in the key Keys.Holder, in
 	// the same round trip. Default "" (none; the key is deleted).
 	Holder string
 }
 
-// RedisBackend is the lease Backend on one Redis deployment: a single
+// Backend is the lease Backend on one Redis deployment: a single
 // server, a Sentinel-managed primary or a Cluster, through any
 // redis.UniversalClient. It owns the key layout (Keys), the scripts of
 // this package, a pipeline per renewal batch, the pub/sub hand-off to
 // waiters (Notifier, WaitingAcquirer) and the replica acknowledgements
-// (RedisOptions.ReplicaAck). New builds a Client on one; NewRedisBackend
-// builds one for NewWithBackend or for a package that keeps keys beside
+// (Options.ReplicaAck). lease.New builds a Client on one; NewBackend
+// builds one for lease.NewWithBackend or for a package that keeps keys beside
 // the lease's (election). It is safe for concurrent use.
-type RedisBackend struct {
+type Backend struct {
 	rdb    redis.UniversalClient
 	auto   *autopipe.Pipe // acquire and release calls, batched when concurrent
 	prefix string
 	ack    ReplicaAck
 	policy *redispolicy.Checker     // maxmemory-policy, read before the first acquisition
-	holder string                   // RedisOptions.Holder
+	holder string                   // Options.Holder
 	label  any                      // holder, boxed once for the acquire script's arguments
 	ttlArg atomic.Pointer[boxedTTL] // the last TTL argument built, reused by the next acquisition of that TTL
 }
@@ -67,7 +72,7 @@ type boxedTTL struct {
 }
 
 // ttlArgument returns ttl's argument (ms) as the scripts take it.
-func (b *RedisBackend) ttlArgument(ttl time.Duration) any {
+func (b *Backend) ttlArgument(ttl time.Duration) any {
 	ms := ttl.Milliseconds()
 	if p := b.ttlArg.Load(); p != nil && p.ms == ms {
 		return p.arg
@@ -77,65 +82,70 @@ func (b *RedisBackend) ttlArgument(ttl time.Duration) any {
 	return p.arg
 }
 
-// NewRedisBackend returns the backend over rdb. It returns ErrNilClient
+// NewBackend returns the backend over rdb. It returns lease.ErrNilClient
 // for a nil rdb (a typed nil pointer too) and an error matching
-// ErrInvalidOptions for a Prefix holding '{' or '}', a negative
+// lease.ErrInvalidOptions for a Prefix holding '{' or '}', a negative
 // ReplicaAck, an Eviction.Policy that is not a Redis policy or a Holder
-// that CheckHolder refuses. It starts no goroutine and sends nothing: the
+// that leasedriver.CheckHolder refuses. It starts no goroutine and sends nothing: the
 // eviction policy is read on the first acquisition.
-func NewRedisBackend(rdb redis.UniversalClient, opts RedisOptions) (*RedisBackend, error) {
+func NewBackend(rdb redis.UniversalClient, opts Options) (*Backend, error) {
 	if safe.IsNil(rdb) {
-		return nil, ErrNilClient
+		return nil, leasedriver.ErrNilClient
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(opts.Prefix, "{}") {
-		return nil, fmt.Errorf("%w: Prefix %q must not hold '{' or '}'", ErrInvalidOptions, opts.Prefix)
+		return nil, fmt.Errorf("%w: Prefix %q must not hold '{' or '}'", leasedriver.ErrInvalidOptions, opts.Prefix)
 	}
 	if opts.ReplicaAck.Replicas < 0 || opts.ReplicaAck.Timeout < 0 {
-		return nil, fmt.Errorf("%w: negative ReplicaAck", ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: negative ReplicaAck", leasedriver.ErrInvalidOptions)
 	}
 	if opts.ReplicaAck.Replicas > 0 && opts.ReplicaAck.Timeout == 0 {
 		opts.ReplicaAck.Timeout = 100 * time.Millisecond
 	}
 	if err := opts.Eviction.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		return nil, fmt.Errorf("%w: %w", leasedriver.ErrInvalidOptions, err)
 	}
-	if err := CheckHolder(opts.Holder); err != nil {
+	if err := leasedriver.CheckHolder(opts.Holder); err != nil {
 		return nil, err
 	}
-	return &RedisBackend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck,
-		policy: redispolicy.New(rdb, opts.Eviction, "lease.Options.Eviction (RedisOptions.Eviction)"),
+	return &Backend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck,
+		policy: redispolicy.New(rdb, opts.Eviction, "lease.Options.Eviction (redislease.Options.Eviction)"),
 		holder: opts.Holder, label: opts.Holder}, nil
 }
 
 // CheckPolicy reads the Redis's maxmemory-policy unless done before (see
-// RedisOptions.Eviction): nil when it keeps every key or eviction is
+// Options.Eviction): nil when it keeps every key or eviction is
 // allowed, an error matching ErrEvictionPolicy or
 // ErrEvictionPolicyUnknown when refused, or the read's I/O error. Every
 // acquisition calls it first; a package that takes leases in scripts of
 // its own (Joinable) calls it before them.
-func (b *RedisBackend) CheckPolicy(ctx context.Context) error { return b.policy.Check(ctx) }
+func (b *Backend) CheckPolicy(ctx context.Context) error { return b.policy.Check(ctx) }
 
 // Evictions implements EvictionCounter: the keys Redis evicted since the
 // previous call (INFO stats evicted_keys, over every master), read only
-// when RedisOptions.Eviction.AllowEviction let the backend run on a Redis
+// when Options.Eviction.AllowEviction let the backend run on a Redis
 // that may evict keys; 0 without I/O otherwise.
-func (b *RedisBackend) Evictions(ctx context.Context) (int64, error) { return b.policy.Evictions(ctx) }
+func (b *Backend) Evictions(ctx context.Context) (int64, error) { return b.policy.Evictions(ctx) }
 
-var _ Labeled = (*RedisBackend)(nil)
+var _ leasedriver.Labeled = (*Backend)(nil)
 
-// HolderLabel implements Labeled: RedisOptions.Holder.
-func (b *RedisBackend) HolderLabel() string { return b.holder }
+// HolderLabel implements Labeled: Options.Holder.
+func (b *Backend) HolderLabel() string { return b.holder }
+
+// Evicting reports whether the backend runs on a Redis that may evict
+// keys, allowed by Options.Eviction.AllowEviction: only then does the
+// Client read Evictions on its renewal passes.
+func (b *Backend) Evicting() bool { return b.policy.Evicting() }
 
 // Redis returns the client the backend sends its commands through.
-func (b *RedisBackend) Redis() redis.UniversalClient { return b.rdb }
+func (b *Backend) Redis() redis.UniversalClient { return b.rdb }
 
-// RedisKeys are the Redis keys of one lease. All carry the hash tag
+// Keys are the Redis keys of one lease. All carry the hash tag
 // {name}, so they live in one Cluster slot: a package keeping keys beside
 // the lease (election's leader record) puts them under Tagged.
-type RedisKeys struct {
+type Keys struct {
 	// Lease holds the owner (a string) while the lease is held, with the
 	// lease's TTL: Prefix + "{" + name + "}".
 	Lease string
@@ -145,7 +155,7 @@ type RedisKeys struct {
 	// Waiting is the flag a waiting Acquire sets so that the release
 	// publishes on Released: Lease + ":waiting".
 	Waiting string
-	// Holder holds the holder label (RedisOptions.Holder) of the last
+	// Holder holds the holder label (Options.Holder) of the last
 	// acquisition (a string, no TTL; absent when it had none): Lease +
 	// ":holder". Written by every acquisition in its own script (the
 	// acquire script builds it from Lease, in the same hash tag), so it
@@ -157,19 +167,19 @@ type RedisKeys struct {
 }
 
 // Tagged returns the key Lease + ":" + suffix, in the lease's hash slot.
-func (k RedisKeys) Tagged(suffix string) string { return k.Lease + ":" + suffix }
+func (k Keys) Tagged(suffix string) string { return k.Lease + ":" + suffix }
 
 // Keys returns the keys of the lease called name. The name is checked as
-// Client.TryAcquire checks it (ErrInvalidName for an empty name, one
-// longer than MaxNameLen, one holding '{' or '}', or one that is not
+// lease.Client.TryAcquire checks it (lease.ErrInvalidName for an empty name, one
+// longer than leasedriver.MaxNameLen, one holding '{' or '}', or one that is not
 // UTF-8 without control characters): a brace would move the hash tag,
 // and the keys of one lease would land in different slots.
-func (b *RedisBackend) Keys(name string) (RedisKeys, error) {
-	if err := validateName(name); err != nil {
-		return RedisKeys{}, err
+func (b *Backend) Keys(name string) (Keys, error) {
+	if err := leasedriver.CheckName(name); err != nil {
+		return Keys{}, err
 	}
 	lk := b.prefix + "{" + name + "}"
-	return RedisKeys{Lease: lk, Fence: lk + ":fence", Waiting: lk + ":waiting", Holder: lk + ":holder", Released: lk + ":released"}, nil
+	return Keys{Lease: lk, Fence: lk + ":fence", Waiting: lk + ":waiting", Holder: lk + ":holder", Released: lk + ":released"}, nil
 }
 
 // redisHandle is the built-in backend's Grant.Handle: the keys and
@@ -186,7 +196,7 @@ type redisHandle struct {
 	releaseArgs [6]any // evalsha sha 2 lease waiting owner
 }
 
-func (b *RedisBackend) newHandle(name, owner string, ttl time.Duration) *redisHandle {
+func (b *Backend) newHandle(name, owner string, ttl time.Duration) *redisHandle {
 	// One allocation for the three keys: the lease key is a prefix of the
 	// fence key, and the waiting flag follows it in the same string. The
 	// release channel and the holder label's key are built by the scripts
@@ -211,24 +221,24 @@ func (b *RedisBackend) newHandle(name, owner string, ttl time.Duration) *redisHa
 
 // handle returns the handle of a held lease, building it when the Held
 // carries none (an acquisition of another Client, or another backend's).
-func (b *RedisBackend) handle(h Held) *redisHandle {
+func (b *Backend) handle(h leasedriver.Held) *redisHandle {
 	if rh, ok := h.Handle.(*redisHandle); ok && rh.owner == h.Owner && rh.name == h.Name {
 		return rh
 	}
 	return b.newHandle(h.Name, h.Owner, h.TTL)
 }
 
-func (b *RedisBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
+func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
 	h := b.newHandle(name, owner, ttl)
 	return b.acquire(ctx, h, ttl, h.acquireArgs[:])
 }
 
-var _ WaitingAcquirer = (*RedisBackend)(nil)
+var _ leasedriver.WaitingAcquirer = (*Backend)(nil)
 
 // AcquireWaiting implements WaitingAcquirer: Acquire, flagging a held
 // lease as waited for (acquire.lua's KEYS[3]) for flagTTL, so that its
 // release publishes.
-func (b *RedisBackend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (Grant, error) {
+func (b *Backend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (leasedriver.Grant, error) {
 	h := b.newHandle(name, owner, ttl)
 	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
 	// evalsha sha 3 lease fence waiting owner ttl label flagTTL
@@ -236,12 +246,12 @@ func (b *RedisBackend) AcquireWaiting(ctx context.Context, name, owner string, t
 	return b.acquire(ctx, h, ttl, args[:])
 }
 
-func (b *RedisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Duration, args []any) (Grant, error) {
+func (b *Backend) acquire(ctx context.Context, h *redisHandle, ttl time.Duration, args []any) (leasedriver.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return Grant{}, err // nothing sent, nothing to undo
+		return leasedriver.Grant{}, err // nothing sent, nothing to undo
 	}
 	if err := b.policy.Check(ctx); err != nil {
-		return Grant{}, err // nothing sent, nothing to undo
+		return leasedriver.Grant{}, err // nothing sent, nothing to undo
 	}
 	// One integer, not an array: the reply costs no slices.
 	res, err := acquireScript.RunPrepared(ctx, b.auto, args).Int64()
@@ -250,18 +260,18 @@ func (b *RedisBackend) acquire(ctx context.Context, h *redisHandle, ttl time.Dur
 		// the call was on the wire): a key left with this owner would
 		// block every other owner until its TTL.
 		b.undo(ctx, []*redisHandle{h}, ttl)
-		return Grant{}, redispolicy.MemoryFull(err)
+		return leasedriver.Grant{}, redispolicy.MemoryFull(err)
 	}
 	if res <= 0 {
-		return Grant{Remaining: time.Duration(-res) * time.Millisecond}, nil
+		return leasedriver.Grant{Remaining: time.Duration(-res) * time.Millisecond}, nil
 	}
 	if err := b.waitReplicas(ctx, h, ttl); err != nil {
-		return Grant{}, err
+		return leasedriver.Grant{}, err
 	}
-	return Grant{Acquired: true, Token: fence.Token(res), Handle: h}, nil
+	return leasedriver.Grant{Acquired: true, Token: fence.Token(res), Handle: h}, nil
 }
 
-var _ BatchAcquirer = (*RedisBackend)(nil)
+var _ leasedriver.BatchAcquirer = (*Backend)(nil)
 
 // AcquireAll implements BatchAcquirer: one pipeline of acquire scripts.
 // Commands the server refused with NOSCRIPT (a node that lost its script
@@ -269,13 +279,13 @@ var _ BatchAcquirer = (*RedisBackend)(nil)
 // Should go-redis re-send the pipeline (a lost reply, TRYAGAIN on a
 // Cluster), the acquire script answers an acquisition it already granted
 // to the same owner with the same token.
-func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([]Grant, []error) {
+func (b *Backend) AcquireAll(ctx context.Context, reqs []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error) {
 	if err := b.policy.Check(ctx); err != nil {
 		errs := make([]error, len(reqs))
 		for i := range errs {
 			errs[i] = err
 		}
-		return make([]Grant, len(reqs)), errs
+		return make([]leasedriver.Grant, len(reqs)), errs
 	}
 	handles := make([]*redisHandle, len(reqs))
 	cmds := make([]*redis.Cmd, len(reqs))
@@ -286,7 +296,7 @@ func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
-	grants, errs := make([]Grant, len(reqs)), make([]error, len(reqs))
+	grants, errs := make([]leasedriver.Grant, len(reqs)), make([]error, len(reqs))
 	var failed []*redisHandle
 	var ttl time.Duration
 	replies := acquireScript.Replies()
@@ -298,13 +308,13 @@ func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 			failed = append(failed, handles[i])
 			ttl = max(ttl, reqs[i].TTL)
 		case res <= 0:
-			grants[i] = Grant{Remaining: time.Duration(-res) * time.Millisecond}
+			grants[i] = leasedriver.Grant{Remaining: time.Duration(-res) * time.Millisecond}
 		default:
 			if err := b.waitReplicas(ctx, handles[i], reqs[i].TTL); err != nil {
 				errs[i] = err
 				continue
 			}
-			grants[i] = Grant{Acquired: true, Token: fence.Token(res), Handle: handles[i]}
+			grants[i] = leasedriver.Grant{Acquired: true, Token: fence.Token(res), Handle: handles[i]}
 		}
 	}
 	b.undo(ctx, failed, ttl) // as in acquire
@@ -315,7 +325,7 @@ func (b *RedisBackend) AcquireAll(ctx context.Context, reqs []AcquireRequest) ([
 // where they hold the acquisition's owner (release.lua), in one round trip,
 // on a best effort: it runs without ctx's cancellation (the caller may
 // have gone), bounded by ttl (the keys are gone by then anyway).
-func (b *RedisBackend) undo(ctx context.Context, hs []*redisHandle, ttl time.Duration) {
+func (b *Backend) undo(ctx context.Context, hs []*redisHandle, ttl time.Duration) {
 	if len(hs) == 0 {
 		return
 	}
@@ -338,13 +348,13 @@ func (b *RedisBackend) undo(ctx context.Context, hs []*redisHandle, ttl time.Dur
 	}
 }
 
-func (b *RedisBackend) Renew(ctx context.Context, batch []Held) []error {
+func (b *Backend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
 	if len(batch) == 1 {
 		// Lease.Renew: a plain call costs half the allocations of a
 		// pipeline of one.
 		n, err := renewScript.RunPrepared(ctx, b.rdb, b.handle(batch[0]).renewArgs[:]).Int64()
 		if err == nil && n != 1 {
-			err = ErrNotHeld
+			err = leasedriver.ErrNotHeld
 		}
 		return []error{err}
 	}
@@ -366,13 +376,13 @@ func (b *RedisBackend) Renew(ctx context.Context, batch []Held) []error {
 		case cerr != nil:
 			errs[i] = cerr
 		case n != 1:
-			errs[i] = ErrNotHeld
+			errs[i] = leasedriver.ErrNotHeld
 		}
 	}
 	return errs
 }
 
-func (b *RedisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd, error) {
+func (b *Backend) pipeline(ctx context.Context, batch []leasedriver.Held) ([]*redis.Cmd, error) {
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, h := range batch {
@@ -383,20 +393,20 @@ func (b *RedisBackend) pipeline(ctx context.Context, batch []Held) ([]*redis.Cmd
 	return cmds, err
 }
 
-func (b *RedisBackend) Release(ctx context.Context, h Held) error {
+func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 	n, err := releaseScript.RunPrepared(ctx, b.auto, b.handle(h).releaseArgs[:]).Int64()
 	if err != nil {
 		return err
 	}
 	if n != 1 {
-		return ErrNotHeld
+		return leasedriver.ErrNotHeld
 	}
 	return nil
 }
 
 // Released subscribes to the lease's release channel; it returns once the
 // subscription is active, so a release after it is never missed.
-func (b *RedisBackend) Released(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+func (b *Backend) Released(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	sub := b.rdb.Subscribe(ctx, b.prefix+"{"+name+"}:released")
 	if _, err := sub.Receive(ctx); err != nil {
 		_ = sub.Close()
@@ -417,12 +427,12 @@ func (b *RedisBackend) Released(ctx context.Context, name string) (<-chan struct
 	return out, func() { _ = sub.Close(); <-done }, nil
 }
 
-var _ Notifier = (*RedisBackend)(nil)
+var _ leasedriver.Notifier = (*Backend)(nil)
 
-var _ BatchReleaser = (*RedisBackend)(nil)
+var _ leasedriver.BatchReleaser = (*Backend)(nil)
 
 // ReleaseAll implements BatchReleaser: one pipeline of release scripts.
-func (b *RedisBackend) ReleaseAll(ctx context.Context, batch []Held) []error {
+func (b *Backend) ReleaseAll(ctx context.Context, batch []leasedriver.Held) []error {
 	errs := make([]error, len(batch))
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
@@ -438,16 +448,16 @@ func (b *RedisBackend) ReleaseAll(ctx context.Context, batch []Held) []error {
 		case err != nil:
 			errs[i] = err
 		case n != 1:
-			errs[i] = ErrNotHeld
+			errs[i] = leasedriver.ErrNotHeld
 		}
 	}
 	return errs
 }
 
 // waitReplicas runs WAIT on the node that holds the lease key when
-// RedisOptions.ReplicaAck asks for it, and releases the lease (as undo
+// Options.ReplicaAck asks for it, and releases the lease (as undo
 // does) when fewer replicas acknowledged it.
-func (b *RedisBackend) waitReplicas(ctx context.Context, h *redisHandle, ttl time.Duration) error {
+func (b *Backend) waitReplicas(ctx context.Context, h *redisHandle, ttl time.Duration) error {
 	want := b.ack.Replicas
 	if want <= 0 {
 		return nil
@@ -463,7 +473,7 @@ func (b *RedisBackend) waitReplicas(ctx context.Context, h *redisHandle, ttl tim
 }
 
 // wait runs WAIT want on the node of leaseKey (its master on a Cluster).
-func (b *RedisBackend) wait(ctx context.Context, leaseKey string, want int) (int, error) {
+func (b *Backend) wait(ctx context.Context, leaseKey string, want int) (int, error) {
 	type waiter interface {
 		Wait(ctx context.Context, numReplicas int, timeout time.Duration) *redis.IntCmd
 	}
@@ -489,17 +499,17 @@ func (b *RedisBackend) wait(ctx context.Context, leaseKey string, want int) (int
 // Joinable reports whether a script of another package sent through rdb
 // may take and give back b's leases itself, in the same round trip as its
 // own writes, with internal/leaselua's functions on the keys of Keys
-// (Client.TryAcquireAllWith, Lease.ReleaseWith): rdb is the very client b
+// (leasejoin.TryAcquireAll, leasejoin.Release): rdb is the very client b
 // sends through (so the keys are on the same Redis), and b waits for no
-// replica acknowledgement (RedisOptions.ReplicaAck), which such a script
+// replica acknowledgement (Options.ReplicaAck), which such a script
 // cannot give.
-func (b *RedisBackend) Joinable(rdb redis.UniversalClient) bool {
+func (b *Backend) Joinable(rdb redis.UniversalClient) bool {
 	return b != nil && rdb == b.rdb && b.ack.Replicas == 0
 }
 
 // Granted returns the Grant of an acquisition of the lease called name by
 // owner, for ttl, that a joined script (Joinable) took with token: its
 // Handle prepares the renewals and the release as Acquire's does.
-func (b *RedisBackend) Granted(name, owner string, ttl time.Duration, token fence.Token) Grant {
-	return Grant{Acquired: true, Token: token, Handle: b.newHandle(name, owner, ttl)}
+func (b *Backend) Granted(name, owner string, ttl time.Duration, token fence.Token) leasedriver.Grant {
+	return leasedriver.Grant{Acquired: true, Token: token, Handle: b.newHandle(name, owner, ttl)}
 }

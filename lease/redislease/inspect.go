@@ -1,4 +1,4 @@
-package lease
+package redislease
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
-var _ Inspector = (*RedisBackend)(nil)
+var _ leasedriver.Inspector = (*Backend)(nil)
 
 // scanCount is the COUNT hint of List's SCAN calls: keys examined per call.
 const scanCount = 1000
@@ -23,10 +24,10 @@ const scanCount = 1000
 // (scripts/inspect.lua) in one round trip. The keys share the name's hash
 // tag, so this works on a Cluster too. Keys under the prefix that are not
 // a lease's (another store's prefix) give ErrInvalidOptions.
-func (b *RedisBackend) Inspect(ctx context.Context, name string) (Info, error) {
+func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, error) {
 	k, err := b.Keys(name)
 	if err != nil {
-		return Info{}, err
+		return leasedriver.Info{}, err
 	}
 	cmd := inspectScript.Run(ctx, b.rdb, []string{k.Lease, k.Fence, k.Waiting, k.Holder})
 	return b.parseInspect(name, cmd)
@@ -42,15 +43,15 @@ func (b *RedisBackend) Inspect(ctx context.Context, name string) (Info, error) {
 // ErrInvalidOptions. The prefix is matched literally: its glob characters
 // (* ? [ ] \) are escaped. The SCAN guarantees apply: a key present for the
 // whole scan is found, one created or deleted during it may or may not be.
-func (b *RedisBackend) List(ctx context.Context, match string, limit int) ([]Info, error) {
+func (b *Backend) List(ctx context.Context, match string, limit int) ([]leasedriver.Info, error) {
 	if limit < 1 {
-		return nil, fmt.Errorf("%w: List limit %d, at least 1", ErrInvalidOptions, limit)
+		return nil, fmt.Errorf("%w: List limit %d, at least 1", leasedriver.ErrInvalidOptions, limit)
 	}
 	if match == "" {
 		match = "*"
 	}
 	if strings.ContainsAny(match, "{}") {
-		return nil, fmt.Errorf("%w: List match %q must not hold '{' or '}'", ErrInvalidOptions, match)
+		return nil, fmt.Errorf("%w: List match %q must not hold '{' or '}'", leasedriver.ErrInvalidOptions, match)
 	}
 	names, err := b.scanNames(ctx, globEscape(b.prefix)+"{"+match+"}*", limit)
 	if err != nil {
@@ -68,7 +69,7 @@ func globEscape(s string) string {
 // scanNames returns the sorted, distinct lease names of the keys matching
 // pattern that are a lease key or a fence key, at most limit (the
 // smallest).
-func (b *RedisBackend) scanNames(ctx context.Context, pattern string, limit int) ([]string, error) {
+func (b *Backend) scanNames(ctx context.Context, pattern string, limit int) ([]string, error) {
 	set := nameSet{limit: limit, names: map[string]struct{}{}}
 	scan := func(ctx context.Context, node redis.Cmdable) error {
 		iter := node.Scan(ctx, 0, pattern, scanCount).Iterator()
@@ -96,13 +97,13 @@ func (b *RedisBackend) scanNames(ctx context.Context, pattern string, limit int)
 
 // nameOf returns the lease name of key when key is exactly a lease key or
 // a fence key of this backend's layout.
-func (b *RedisBackend) nameOf(key string) (string, bool) {
+func (b *Backend) nameOf(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, b.prefix+"{")
 	if !ok {
 		return "", false
 	}
 	name, suffix, ok := strings.Cut(rest, "}")
-	if !ok || (suffix != "" && suffix != ":fence") || validateName(name) != nil {
+	if !ok || (suffix != "" && suffix != ":fence") || leasedriver.CheckName(name) != nil {
 		return "", false
 	}
 	return name, true
@@ -110,9 +111,9 @@ func (b *RedisBackend) nameOf(key string) (string, bool) {
 
 // inspectAll runs Inspect's script for every name in one pipeline (routed
 // per slot on a Cluster).
-func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, error) {
+func (b *Backend) inspectAll(ctx context.Context, names []string) ([]leasedriver.Info, error) {
 	if len(names) == 0 {
-		return []Info{}, nil
+		return []leasedriver.Info{}, nil
 	}
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(names))
@@ -121,7 +122,7 @@ func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, 
 		cmds[i] = inspectScript.Queue(ctx, pipe, inspectScript.Prepared([]string{k.Lease, k.Fence, k.Waiting, k.Holder}))
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
-	infos := make([]Info, len(names))
+	infos := make([]leasedriver.Info, len(names))
 	replies := inspectScript.Replies()
 	for i, cmd := range cmds {
 		info, err := b.parseInspect(names[i], replies.Fallback(ctx, b.rdb, cmd))
@@ -138,17 +139,17 @@ func (b *RedisBackend) inspectAll(ctx context.Context, names []string) ([]Info, 
 // WRONGTYPE answer means the keys under the prefix are not a lease's (the
 // prefix of another store, such as the scheduler's ledger): reported as
 // ErrInvalidOptions, naming the prefix.
-func (b *RedisBackend) parseInspect(name string, cmd *redis.Cmd) (Info, error) {
+func (b *Backend) parseInspect(name string, cmd *redis.Cmd) (leasedriver.Info, error) {
 	vals, err := cmd.Slice()
 	if err != nil && strings.Contains(err.Error(), "WRONGTYPE") { // a script's error may wrap it
-		return Info{}, fmt.Errorf("%w: inspect %q: the keys under prefix %q are not leases (is it another store's prefix, such as the scheduler ledger's?): %w",
-			ErrInvalidOptions, name, b.prefix, err)
+		return leasedriver.Info{}, fmt.Errorf("%w: inspect %q: the keys under prefix %q are not leases (is it another store's prefix, such as the scheduler ledger's?): %w",
+			leasedriver.ErrInvalidOptions, name, b.prefix, err)
 	}
 	if err != nil {
-		return Info{}, fmt.Errorf("lease: inspect %q: %w", name, err)
+		return leasedriver.Info{}, fmt.Errorf("lease: inspect %q: %w", name, err)
 	}
 	if len(vals) != 5 {
-		return Info{}, fmt.Errorf("lease: inspect %q: reply of %d values, want 5", name, len(vals))
+		return leasedriver.Info{}, fmt.Errorf("lease: inspect %q: reply of %d values, want 5", name, len(vals))
 	}
 	owner, _ := vals[0].(string)
 	pttl, _ := vals[1].(int64)
@@ -157,9 +158,9 @@ func (b *RedisBackend) parseInspect(name string, cmd *redis.Cmd) (Info, error) {
 	holder, _ := vals[4].(string)
 	token, err := fence.ParseToken(tokenText)
 	if err != nil {
-		return Info{}, fmt.Errorf("lease: inspect %q: fence counter: %w", name, err)
+		return leasedriver.Info{}, fmt.Errorf("lease: inspect %q: fence counter: %w", name, err)
 	}
-	info := Info{Name: name, Token: token, Waiting: waiting == 1}
+	info := leasedriver.Info{Name: name, Token: token, Waiting: waiting == 1}
 	if owner != "" {
 		info.Held, info.OwnerID, info.Holder = true, fence.OwnerID(owner), holder
 		info.TTL = time.Duration(max(pttl, 0)) * time.Millisecond
