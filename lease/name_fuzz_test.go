@@ -20,7 +20,7 @@ import (
 // hash-tagged key, is acquired with a token, released, and acquired again
 // with a larger token.
 func FuzzLeaseName(f *testing.F) {
-	for _, seed := range []string{"daily-settlement", "", "a", "{x}", "job:2026-03-08T02:00:00Z:eu", "ü€𝄞", "\x00", strings.Repeat("n", lease.MaxNameLen), strings.Repeat("n", lease.MaxNameLen+1), "a}b", " ", "\u3000", "eu\u200b", "\u202eue"} {
+	for _, seed := range []string{"daily-settlement", "", "a", "{x}", "job:2026-03-08T02:00:00Z:eu", "ü€𝄞", "\x00", strings.Repeat("n", lease.MaxNameLen), strings.Repeat("n", lease.MaxNameLen+1), "a}b", " ", "\u3000", "eu\u200b", "\u202eue", "\u3164", "\u2800", "a\u034fb", "a\ufe0fb"} {
 		f.Add(seed)
 	}
 	rdb, mr := leasetest.NewMiniredisClient(f)
@@ -56,8 +56,10 @@ func FuzzLeaseName(f *testing.F) {
 }
 
 // printableName is the fuzz oracle's reading of the rule: valid UTF-8, no
-// control (Cc) or format (Cf) character, not white space alone.
+// control (Cc), format (Cf) or other default-ignorable character, not white
+// space (or the blank U+2800) alone.
 func printableName(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf) }) &&
-		strings.TrimFunc(s, unicode.IsSpace) != ""
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool {
+		return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
+	}) && strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '\u2800' }) != ""
 }

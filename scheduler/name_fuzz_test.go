@@ -19,7 +19,8 @@ import (
 
 // FuzzJobNameAndPartition: any job name and partition key is either
 // refused by Register with scheduler.ErrInvalidJob, or accepted (never a
-// blank one, nor one holding a control or format character), in which
+// blank one, nor one holding a control, format or default-ignorable
+// character), in which
 // case the slot's idempotency key carries both and the ledger answers for
 // the pair.
 func FuzzJobNameAndPartition(f *testing.F) {
@@ -27,6 +28,8 @@ func FuzzJobNameAndPartition(f *testing.F) {
 		{"daily-settlement", ""}, {"settle", "eu"}, {"", ""}, {"a|b", ""}, {"a", "{x}"},
 		{"job:with:colons", "p:q"}, {"ü€", "𝄞"}, {"\x00", ""}, {"a\nb", ""},
 		{" ", ""}, {"settle", " "}, {"settle\u200b", ""}, {"settle", "eu\u200b"}, {"settle", "\u202eue"}, {"\u3000", ""},
+		// The trial's blank-looking and invisible names (default-ignorable, U+2800).
+		{"\u3164", ""}, {"\u2800\u2800", ""}, {"\u115f", ""}, {"\uffa0", ""}, {"a\u034fb", ""}, {"settle", "a\u034fb"}, {"settle", "\u2800"},
 		{strings.Repeat("j", ledger.MaxJobNameLen), strings.Repeat("p", ledger.MaxPartitionLen)},
 		{strings.Repeat("j", ledger.MaxJobNameLen+1), ""}, {"j", strings.Repeat("p", ledger.MaxPartitionLen+1)},
 	} {
@@ -49,9 +52,11 @@ func FuzzJobNameAndPartition(f *testing.F) {
 			return
 		}
 		for _, v := range []string{name, partition} {
-			require.False(t, strings.TrimFunc(v, unicode.IsSpace) == "" && v != "", "accepted the blank name %q", v)
-			require.False(t, strings.ContainsFunc(v, func(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf) }),
-				"accepted %q, which holds a control or format character", v)
+			require.False(t, strings.TrimFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '\u2800' }) == "" && v != "",
+				"accepted the blank name %q", v)
+			require.False(t, strings.ContainsFunc(v, func(r rune) bool {
+				return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
+			}), "accepted %q, which holds a control, format or default-ignorable character", v)
 		}
 		require.ErrorIs(t, s.Register(job), scheduler.ErrDuplicateJob)
 		at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)

@@ -111,10 +111,14 @@ func (s *Scheduler) rememberState(u *unit, st ledger.State, now time.Time) (_ le
 		if from := m.gapStart(); m.gapFrom.IsZero() && !from.IsZero() {
 			m.gapFrom, m.gapHorizon = from, m.horizon
 		}
-		found = []slog.Attr{slog.String("job", u.job.Name), slog.String("partition", u.partition),
-			slog.Time("horizon_before", m.horizon), slog.Time("horizon", st.Horizon),
+		found = []slog.Attr{slog.String("job", u.job.Name), slog.String("partition", u.partition)}
+		for _, a := range []slog.Attr{slog.Time("horizon_before", m.horizon), slog.Time("horizon", st.Horizon),
 			slog.Time("last_recorded", m.recorded), slog.Time("last", st.Last),
-			slog.Time("after", m.gapFrom), slog.Time("until", now)}
+			slog.Time("after", m.gapFrom), slog.Time("until", now)} {
+			if !a.Value.Time().IsZero() { // a time not known is left out, not 0001-01-01
+				found = append(found, a)
+			}
+		}
 		m.recorded = st.Last
 	}
 	if !st.Horizon.IsZero() {

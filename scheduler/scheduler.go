@@ -144,9 +144,15 @@ func (s *Scheduler) add(job Job, sched *cron.Schedule) error {
 // (stored retries, abandoned attempts, missed slots): the recovery reads
 // the ledger first (a ledger.StatesReader in batches) and takes a unit's
 // lease only when there is something to do. It returns ErrStarted when
-// called twice.
+// called twice, and, before it claims anything, an error matching
+// lease.ErrEvictionPolicy (or lease.ErrEvictionPolicyUnknown) when the
+// lease backend's or the ledger's Redis may evict keys (see their
+// Options.Eviction).
 func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	if err := s.checkPolicies(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()

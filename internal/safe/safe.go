@@ -34,12 +34,16 @@ func JoinCtx(ctx context.Context, err error) error {
 }
 
 // Printable reports whether s is valid UTF-8 without control characters
-// (Unicode category Cc: NUL, newline, DEL, the C1 controls, ...) or format
+// (Unicode category Cc: NUL, newline, DEL, the C1 controls, ...), format
 // characters (category Cf: U+200B zero-width space, U+202E right-to-left
-// override, U+FEFF, the bidi isolates, ...): the rule of lease names, job
-// names and partitions, which travel into Redis keys, SQL text, logs and an
-// operator's terminal, where an invisible or reordering character would
-// make one name look like another. ASCII is checked byte by byte.
+// override, U+FEFF, the bidi isolates, ...) or other default-ignorable
+// characters (Unicode's Default_Ignorable_Code_Point: the Hangul fillers
+// U+115F, U+1160, U+3164 and U+FFA0, the combining grapheme joiner U+034F,
+// the variation selectors U+180B-U+180F, U+FE00-U+FE0F, ...): the rule of
+// lease names, job names, partitions and holder labels, which travel into
+// Redis keys, SQL text, logs and an operator's terminal, where an invisible
+// or reordering character would make one name look like another. ASCII is
+// checked byte by byte.
 func Printable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -58,7 +62,7 @@ func printableUTF8(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector) {
 			return false
 		}
 	}
@@ -66,8 +70,13 @@ func printableUTF8(s string) bool {
 }
 
 // Blank reports whether s is not empty and holds only white space
-// (unicode.IsSpace: " ", U+00A0, U+3000, ...): a name that shows as
-// nothing in a console or a terminal.
+// (unicode.IsSpace: " ", U+00A0, U+3000, ...) or the blank-looking U+2800
+// braille pattern blank: a name that shows as nothing in a console or a
+// terminal. (The blank-looking Hangul fillers are default-ignorable, which
+// Printable refuses.)
 func Blank(s string) bool {
-	return s != "" && strings.TrimFunc(s, unicode.IsSpace) == ""
+	return s != "" && strings.TrimFunc(s, blankRune) == ""
 }
+
+// blankRune reports whether r shows as empty space.
+func blankRune(r rune) bool { return unicode.IsSpace(r) || r == '\u2800' }

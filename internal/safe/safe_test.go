@@ -61,17 +61,20 @@ func TestPrintable(t *testing.T) {
 		require.True(t, safe.Printable(s), "%q", s)
 	}
 	for _, s := range []string{"\x00", "a\nb", "tab\t", "del\x7f", "c1\u0085", "bad\xffutf8", "ü\x00", "é\u009f",
-		"eu\u200b", "\u202eue", "\ufeffeu", "a\u2066b\u2069", "soft\u00adhyphen"} {
+		"eu\u200b", "\u202eue", "\ufeffeu", "a\u2066b\u2069", "soft\u00adhyphen",
+		// default-ignorable, outside Cf: the trial's blank job names and a\u034Fb.
+		"\u3164", "\u115f", "\u1160", "\uffa0", "a\u034fb", "a\u180bb", "a\u180cb", "a\u180db", "a\u180fb",
+		"a\ufe00b", "a\ufe0fb", "a\U000e0100b", "a\u17b4b", "a\u2065b", "a\ufff0b", "a\U000e0001b", "a\U000e0fffb"} {
 		require.False(t, safe.Printable(s), "%q", s)
 	}
 }
 
 func TestBlank(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{" ", "   ", "\t", "\u00a0", "\u3000", " \u2003 "} {
+	for _, s := range []string{" ", "   ", "\t", "\u00a0", "\u3000", " \u2003 ", "\u2800", "\u2800\u2800", " \u2800 "} {
 		require.True(t, safe.Blank(s), "%q", s)
 	}
-	for _, s := range []string{"", "a", " a ", "\u200b"} {
+	for _, s := range []string{"", "a", " a ", "\u200b", "\u2801", "a\u2800"} {
 		require.False(t, safe.Blank(s), "%q", s)
 	}
 }

@@ -75,7 +75,9 @@ type Options struct {
 	//     TrustedOrigins (net/http's CrossOriginProtection decides);
 	//   - a body that is not declared JSON (415): every action needs
 	//     "Content-Type: application/json", also those without parameters
-	//     (send {} or nothing). A form or text/plain body, which a page on
+	//     (send {} or an empty body, with that Content-Type all the same:
+	//     an empty POST without it is refused). A form, multipart or
+	//     text/plain body, which a page on
 	//     another site may send without a CORS preflight, is refused.
 	// Requests without Origin and Sec-Fetch-Site (curl, the holdfast CLI,
 	// other programs) are not browsers' and pass these checks. Reads (GET)
@@ -262,6 +264,9 @@ func (h *adminHandler) actionAllowed(w http.ResponseWriter, r *http.Request, act
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
+		if err == nil {
+			err = fmt.Errorf("media type %q is not application/json", mt)
+		}
 		w.Header().Set("Accept-Post", "application/json")
 		return refuse(http.StatusUnsupportedMediaType, "content_type", "actions take Content-Type: application/json", err)
 	}

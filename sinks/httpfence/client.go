@@ -26,8 +26,8 @@ const (
 	// DefaultBaseDelay is the backoff before the second attempt; it doubles
 	// per attempt, with jitter, up to MaxDelay.
 	DefaultBaseDelay = 100 * time.Millisecond
-	// DefaultMaxDelay caps every wait, backoff and Retry-After alike, but
-	// for the waits on in-flight answers (see DefaultMaxInFlightWait).
+	// DefaultMaxDelay caps every wait, backoff and Retry-After alike, the
+	// polls of a key in flight included (see DefaultMaxInFlightWait).
 	DefaultMaxDelay = 10 * time.Second
 	// DefaultMaxInFlightWait bounds the time one RoundTrip waits in all on
 	// in-flight answers (2 min): longer than the middleware's
@@ -85,11 +85,17 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 // In flight: a 409 whose RFC 9457 problem type ends in "/request-in-flight"
 // (what Middleware sends while another request holds the key, for
 // instance one whose server crashed mid-request, until the server's
-// Options.LockTTL frees the key) is not an attempt: RoundTrip waits its
-// Retry-After (the lock's remaining time; BaseDelay when absent) and
-// sends again, without counting it against MaxAttempts, as long as the
-// waits on in-flight answers stay within MaxInFlightWait in all and the
-// wait ends before the request context's deadline. Otherwise it closes the
+// Options.LockTTL frees the key, or a concurrent duplicate still running)
+// is not an attempt: RoundTrip polls, sending again without counting it
+// against MaxAttempts. Its Retry-After (the lock's remaining time) is the
+// upper bound of each wait, not the wait: the original request usually
+// ends long before its lock would, so RoundTrip waits the shorter of the
+// Retry-After and a jittered backoff of its own that starts at BaseDelay
+// and doubles per in-flight answer up to MaxDelay (100 ms, 200 ms, 400 ms,
+// ... with the defaults; each a draw between half and all of it). It
+// keeps polling as long as the waits on in-flight answers stay within
+// MaxInFlightWait in all and each wait ends before the request context's
+// deadline. Otherwise it closes the
 // answer and returns a nil response and an *InFlightError (matching
 // ErrInFlight) whose RetryAfter is the server's: a caller with a retry of
 // its own (the scheduler's, see scheduler.RetryAfter) comes back then
@@ -116,12 +122,12 @@ type Transport struct {
 	// BaseDelay is the backoff before the second attempt. 0:
 	// DefaultBaseDelay (100 ms).
 	BaseDelay time.Duration
-	// MaxDelay caps each wait but those on in-flight answers. 0:
+	// MaxDelay caps each wait, the polls of a key in flight included. 0:
 	// DefaultMaxDelay (10 s).
 	MaxDelay time.Duration
 	// MaxInFlightWait bounds the time one RoundTrip waits in all on
-	// in-flight answers, which are not counted as attempts; set it above
-	// the server's LockTTL. 0: DefaultMaxInFlightWait (2 min); -1: no
+	// in-flight answers (polling, see above), which are not counted as
+	// attempts; set it above the server's LockTTL. 0: DefaultMaxInFlightWait (2 min); -1: no
 	// wait, the first in-flight answer ends RoundTrip with an
 	// *InFlightError.
 	MaxInFlightWait time.Duration
@@ -186,6 +192,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	retryable := canResend(r)
 	maxAttempts := t.maxAttempts()
 	var inFlightWaited time.Duration // waits on in-flight answers, not attempts
+	polls := 0                       // in-flight answers so far
 	sent := false
 	for attempt := 1; ; attempt++ {
 		if sent { // every send after the first, in-flight answers' included
@@ -215,12 +222,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, stale
 			}
 			if retryable && readInFlight(resp) {
-				wait, ok := retryAfter(resp.Header.Get("Retry-After"), t.now())
-				if !ok || wait <= 0 {
-					wait = t.baseDelay()
+				lockLeft, ok := retryAfter(resp.Header.Get("Retry-After"), t.now())
+				if !ok || lockLeft <= 0 {
+					lockLeft = t.baseDelay()
 				}
 				drainClose(resp)
-				inFlight := &InFlightError{URL: r.URL.String(), Wait: wait}
+				inFlight := &InFlightError{URL: r.URL.String(), Wait: lockLeft}
+				// Poll: the lock's remaining time bounds the wait, the
+				// original usually ends far sooner.
+				polls++
+				wait := min(lockLeft, t.backoff(polls))
 				if !t.waitInFlight(ctx, inFlightWaited, wait) {
 					return nil, inFlight
 				}

@@ -77,6 +77,17 @@ func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
 	return ctx.Err()
 }
 
+// total is the sum of the waits so far: a fake clock's advance.
+func (s *sleeps) total() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sum time.Duration
+	for _, d := range s.d {
+		sum += d
+	}
+	return sum
+}
+
 func (s *sleeps) waits() []time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -485,10 +496,10 @@ func inFlight(secs string) answer {
 	}
 }
 
-// A key left locked by a server that crashed mid-request is answered
-// in-flight with the lock's remaining time: the Transport waits that out,
-// and those answers are not attempts (MaxAttempts 2 here, 3 in-flight
-// answers before the success).
+// A key in flight is answered 409 with the lock's remaining time: the
+// Transport polls (a backoff from BaseDelay, doubling, each a draw between
+// half and all of it) and those answers are not attempts (MaxAttempts 2
+// here, 3 in-flight answers before the success).
 func TestTransportWaitsOutAnInFlightKey(t *testing.T) {
 	t.Parallel()
 	s := newScripted(t, inFlight("37"), inFlight("37"), inFlight("2"), answer{status: http.StatusCreated, body: "done"})
@@ -505,14 +516,60 @@ func TestTransportWaitsOutAnInFlightKey(t *testing.T) {
 	for _, h := range hits {
 		require.Equal(t, hit{http.MethodPost, `"op-1"`, "7", `"a"`, []byte("payload")}, h, "every send with the same key and the whole body")
 	}
-	require.Equal(t, []time.Duration{37 * time.Second, 37 * time.Second, 2 * time.Second}, sl.waits(),
-		"each wait is the server's Retry-After, beyond MaxDelay (10 s)")
+	waits := sl.waits()
+	require.Len(t, waits, 3)
+	for i, w := range waits {
+		d := httpfence.DefaultBaseDelay << i
+		require.True(t, w >= d/2 && w <= d, "poll %d waited %v, want within [%v, %v]", i+1, w, d/2, d)
+	}
 }
 
-// An in-flight answer the Transport does not wait out (past
-// MaxInFlightWait, or past the request's deadline) ends RoundTrip with an
-// *InFlightError carrying the server's Retry-After, for the caller's own
-// retry (the scheduler's deferral).
+// TestTransportPollsAConcurrentDuplicate is the trial's case (4 requests
+// with one key: the duplicates waited the lock's whole 60 s): the
+// duplicate's first send meets the original in flight (Retry-After: 60);
+// the original completes meanwhile, and the duplicate gets the answer on
+// its first poll, after at most BaseDelay (100 ms), not 60 s.
+func TestTransportPollsAConcurrentDuplicate(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t, inFlight("60"), answer{status: http.StatusCreated, body: "done"})
+	client, sl := newClient(s.srv, &httpfence.Transport{})
+	req, err := http.NewRequestWithContext(fencedContext("op-1", 7, "a"), http.MethodPost, s.srv.URL, strings.NewReader("payload"))
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.Len(t, s.requests(), 2)
+	waits := sl.waits()
+	require.Len(t, waits, 1, "one poll")
+	require.LessOrEqual(t, waits[0], httpfence.DefaultBaseDelay, "the first poll comes after BaseDelay at most, not the lock's 60 s")
+	require.GreaterOrEqual(t, waits[0], httpfence.DefaultBaseDelay/2)
+}
+
+// TestTransportRetryAfterBoundsAPoll: the server's Retry-After is the
+// upper bound of each poll's wait (a lock ending in 1 s is polled after
+// 1 s, not after a longer backoff), and polls stay within MaxDelay.
+func TestTransportRetryAfterBoundsAPoll(t *testing.T) {
+	t.Parallel()
+	s := newScripted(t, inFlight("1"), inFlight("600"), answer{status: http.StatusCreated})
+	client, sl := newClient(s.srv, &httpfence.Transport{BaseDelay: 8 * time.Second, MaxDelay: 5 * time.Second, MaxInFlightWait: 20 * time.Minute})
+	req, err := http.NewRequestWithContext(fencedContext("op-1", 7, "a"), http.MethodPost, s.srv.URL, strings.NewReader("payload"))
+	require.NoError(t, err)
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	waits := sl.waits()
+	require.Len(t, waits, 2)
+	require.Equal(t, time.Second, waits[0], "Retry-After 1 s bounds the backoff")
+	require.True(t, waits[1] >= 2500*time.Millisecond && waits[1] <= 5*time.Second, "capped by MaxDelay: %v", waits[1])
+}
+
+// An in-flight answer the Transport does not wait out (its polls past
+// MaxInFlightWait in all, or past the request's deadline) ends RoundTrip
+// with an *InFlightError carrying the server's Retry-After, for the
+// caller's own retry (the scheduler's deferral). The clock advances by
+// the waits.
 func TestTransportReturnsInFlightErrorItDoesNotWaitOut(t *testing.T) {
 	t.Parallel()
 	now := time.Now() // the deadline below must lie ahead for the client too
@@ -520,18 +577,19 @@ func TestTransportReturnsInFlightErrorItDoesNotWaitOut(t *testing.T) {
 		name    string
 		tr      httpfence.Transport
 		timeout time.Duration // on the Transport's clock; 0: none
-		waits   []time.Duration
-		hits    int
+		bound   time.Duration // the waits' sum stays within; 0: no wait
 	}{
-		{name: "PastMaxInFlightWait", tr: httpfence.Transport{MaxInFlightWait: 100 * time.Second}, waits: []time.Duration{45 * time.Second, 45 * time.Second}, hits: 3},
-		{name: "NoWaitAtAll", tr: httpfence.Transport{MaxInFlightWait: -1}, hits: 1},
-		{name: "PastTheDeadline", tr: httpfence.Transport{}, timeout: 30 * time.Second, hits: 1},
+		{name: "PastMaxInFlightWait", tr: httpfence.Transport{MaxInFlightWait: 100 * time.Second}, bound: 100 * time.Second},
+		{name: "NoWaitAtAll", tr: httpfence.Transport{MaxInFlightWait: -1}},
+		{name: "PastTheDeadline", tr: httpfence.Transport{}, timeout: 30 * time.Second, bound: 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newScripted(t, inFlight("45"))
-			tc.tr.Now = func() time.Time { return now }
-			client, sl := newClient(s.srv, &tc.tr)
+			var sl *sleeps
+			tc.tr.Now = func() time.Time { return now.Add(sl.total()) }
+			var client *http.Client
+			client, sl = newClient(s.srv, &tc.tr)
 			ctx := fencedContext("op-1", 7, "a")
 			if tc.timeout > 0 {
 				var cancel context.CancelFunc
@@ -549,8 +607,17 @@ func TestTransportReturnsInFlightErrorItDoesNotWaitOut(t *testing.T) {
 			var deferral interface{ RetryAfter() time.Duration }
 			require.ErrorAs(t, err, &deferral, "the scheduler's deferral interface")
 			require.Equal(t, 45*time.Second, deferral.RetryAfter())
-			require.Equal(t, tc.waits, sl.waits())
-			require.Len(t, s.requests(), tc.hits)
+			waits := sl.waits()
+			require.Len(t, s.requests(), len(waits)+1, "a send after each wait")
+			if tc.bound == 0 {
+				require.Empty(t, waits)
+				return
+			}
+			require.LessOrEqual(t, sl.total(), tc.bound, "the polls stay within the bound")
+			require.Greater(t, sl.total(), tc.bound-httpfence.DefaultMaxDelay, "and poll until the next wait would pass it")
+			for _, w := range waits {
+				require.LessOrEqual(t, w, httpfence.DefaultMaxDelay)
+			}
 		})
 	}
 }

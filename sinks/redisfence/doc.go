@@ -45,11 +45,19 @@
 //	           {token:<scope>: "<decimal>", owner:<scope>: "<owner>"}  for any other
 //
 // <tag> is K's Redis Cluster hash tag (the text between K's first '{' and
-// the next '}', when not empty), or nothing when K has none. FencePrefix
-// ("holdfast:redisfence:") is reserved: a resource key, or any key of
-// Eval, that starts with it is refused with ErrReservedKey (matching
-// ErrInvalidKey) before Redis is contacted. So no resource is a fence key,
-// and no write, whatever its key, reaches a fence's state (a resource
+// the next '}', when not empty), or nothing when K has none. Namespace
+// ("holdfast:", which holds FencePrefix "holdfast:redisfence:" and the
+// default prefixes of holdfast's other Redis stores: lease
+// "holdfast:lease:", redisledger "holdfast:ledger:", httpfence's
+// redisstore "holdfast:idem:" and "holdfast:fence:") is reserved: a
+// resource key, or any key of Eval, that starts with it is refused with
+// ErrReservedKey (matching ErrInvalidKey) before Redis is contacted. A
+// deployment that gave one of those stores a prefix outside "holdfast:"
+// in the same Redis lists it in Options.Reserved (refused the same way);
+// keep holdfast's prefixes under "holdfast:" or list them there. Only a
+// key's own start counts, not its hash tag. So no resource is a fence key
+// or another store's key, and no write, whatever its key, reaches a
+// fence's, a lease's or a record's state (a resource
 // named "K:fence" is a resource like any other, with a fence of its own).
 // The encoding is injective: a tag never holds '}', so the first '}' after
 // the prefix ends it and the rest is K; two keys never share a fence key.

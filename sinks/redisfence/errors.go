@@ -13,16 +13,18 @@ import (
 // errors.Is. A token of 0 is refused with fence.ErrNoToken.
 var (
 	// ErrInvalidKey is returned for an empty key or key list, for a key
-	// in the fence key space (ErrReservedKey), and, on a
+	// in a reserved key space (ErrReservedKey), and, on a
 	// *redis.ClusterClient, for a resource key without a hash tag (see the
 	// package documentation, "Key layout").
 	ErrInvalidKey = errors.New("redisfence: invalid key")
 
-	// ErrReservedKey is returned for a key in the fence key space: one
-	// that starts with FencePrefix, where no resource (nor any key of
-	// Eval) may lie, so that no write reaches a fence's state. Errors
-	// matching it match ErrInvalidKey too.
-	ErrReservedKey = errors.New("redisfence: key in the reserved fence key space")
+	// ErrReservedKey is returned for a key in a reserved key space: one
+	// that starts with Namespace ("holdfast:", which holds FencePrefix and
+	// the default keys of holdfast's other stores) or a prefix of
+	// Options.Reserved, where no resource (nor any key of Eval) may lie,
+	// so that no write reaches a fence, lease, ledger or idempotency
+	// record. Errors matching it match ErrInvalidKey too.
+	ErrReservedKey = errors.New("redisfence: key in a reserved key space")
 
 	// ErrInvalidOwner is returned for an empty owner.
 	ErrInvalidOwner = errors.New("redisfence: invalid owner")

@@ -15,12 +15,20 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 )
 
+// Namespace starts the default keys of every holdfast store in Redis
+// (lease "holdfast:lease:", redisledger "holdfast:ledger:", httpfence's
+// redisstore "holdfast:idem:" and "holdfast:fence:") and FencePrefix. It is
+// reserved: a resource key (or any key of Eval) that starts with it is
+// refused with ErrReservedKey, so no write through a Writer reaches a fence,
+// a lease, a ledger record or an idempotency record. Stores given a prefix
+// outside it are protected only when listed in Options.Reserved.
+const Namespace = "holdfast:"
+
 // FencePrefix starts every fence key, the hash that holds a resource's
-// fence state, one fence per scope (see "Key layout"). It is reserved: a
-// resource key (or any key of Eval) that starts with it is refused with
-// ErrReservedKey, so no resource is a fence key and no write reaches a
+// fence state, one fence per scope (see "Key layout"). It lies in the
+// reserved Namespace, so no resource is a fence key and no write reaches a
 // fence's state.
-const FencePrefix = "holdfast:redisfence:"
+const FencePrefix = Namespace + "redisfence:"
 
 // KeepTTL, given to Set as the TTL, keeps the key's current time to live
 // (SET ... KEEPTTL). It equals redis.KeepTTL.
@@ -35,6 +43,7 @@ type Writer struct {
 	auto    *autopipe.Pipe // the scripts of concurrent writes, batched
 	cluster bool           // keys must carry a hash tag
 	policy  *redispolicy.Checker
+	reserve []string // Namespace and Options.Reserved
 }
 
 // Options configure a Writer (NewWithOptions). The zero value is valid.
@@ -46,6 +55,14 @@ type Options struct {
 	// write is then accepted once. See redislease.Eviction for declaring the
 	// policy (managed Redis) or running anyway.
 	Eviction Eviction
+
+	// Reserved lists further key prefixes no resource key (nor any key of
+	// Eval) may start with, refused with ErrReservedKey like Namespace:
+	// the prefixes of holdfast stores in the same Redis that were given
+	// one outside Namespace (lease.Options.Prefix,
+	// redisledger.Options.Prefix, redisstore's prefixes). Default: none
+	// (Namespace alone). An empty prefix is refused (ErrInvalidOptions).
+	Reserved []string
 }
 
 // Eviction configures the eviction-policy check; it is redislease.Eviction.
@@ -61,7 +78,8 @@ func New(client redis.UniversalClient) (*Writer, error) {
 }
 
 // NewWithOptions is New with options. It also returns an error matching
-// ErrInvalidOptions for an Eviction.Policy that is not a Redis policy. It
+// ErrInvalidOptions for an Eviction.Policy that is not a Redis policy or an
+// empty Reserved prefix. It
 // sends nothing: the eviction policy is read before the first write.
 func NewWithOptions(client redis.UniversalClient, opts Options) (*Writer, error) {
 	if client == nil || (reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil()) {
@@ -70,9 +88,16 @@ func NewWithOptions(client redis.UniversalClient, opts Options) (*Writer, error)
 	if err := opts.Eviction.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
+	reserve := []string{Namespace}
+	for _, p := range opts.Reserved {
+		if p == "" {
+			return nil, fmt.Errorf("%w: Reserved holds an empty prefix, which would refuse every key", ErrInvalidOptions)
+		}
+		reserve = append(reserve, p)
+	}
 	_, cluster := client.(*redis.ClusterClient)
 	return &Writer{client: client, auto: autopipe.New(client), cluster: cluster,
-		policy: redispolicy.New(client, opts.Eviction, "redisfence.Options.Eviction")}, nil
+		policy: redispolicy.New(client, opts.Eviction, "redisfence.Options.Eviction"), reserve: reserve}, nil
 }
 
 // checkPolicy reads the eviction policy unless done before.
@@ -180,7 +205,7 @@ func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, h fenc
 		return nil, fmt.Errorf("redisfence: Eval of %q: nil script, use NewScript", keys[0])
 	}
 	for _, k := range keys[1:] {
-		if err := reserved(k); err != nil {
+		if err := w.reserved(k); err != nil {
 			return nil, err
 		}
 	}
@@ -294,7 +319,7 @@ func (w *Writer) validateKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidKey)
 	}
-	if err := reserved(key); err != nil {
+	if err := w.reserved(key); err != nil {
 		return err
 	}
 	if w.cluster && hashTag(key) == "" {
@@ -304,10 +329,14 @@ func (w *Writer) validateKey(key string) error {
 	return nil
 }
 
-// reserved refuses a key in the fence key space.
-func reserved(key string) error {
-	if strings.HasPrefix(key, FencePrefix) {
-		return fmt.Errorf("%w: %w: %q starts with %q", ErrInvalidKey, ErrReservedKey, key, FencePrefix)
+// reserved refuses a key in a reserved key space: Namespace (holdfast's
+// stores, fences included) or a prefix of Options.Reserved. Only the key's
+// own start counts, not its hash tag.
+func (w *Writer) reserved(key string) error {
+	for _, p := range w.reserve {
+		if strings.HasPrefix(key, p) {
+			return fmt.Errorf("%w: %w: %q starts with %q", ErrInvalidKey, ErrReservedKey, key, p)
+		}
 	}
 	return nil
 }

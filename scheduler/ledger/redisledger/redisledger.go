@@ -168,6 +168,13 @@ func New(rdb redis.UniversalClient, opts Options) (*Ledger, error) {
 	return l, nil
 }
 
+// CheckPolicy reads the Redis's maxmemory-policy unless done before (see
+// Options.Eviction): nil when it keeps every key or eviction is allowed, an
+// error matching ErrEvictionPolicy or ErrEvictionPolicyUnknown when
+// refused, or the read's I/O error. Every write calls it first;
+// scheduler.Start calls it before it claims anything, to fail at once.
+func (l *Ledger) CheckPolicy(ctx context.Context) error { return l.checkPolicy(ctx) }
+
 // checkPolicy reads the eviction policy unless done before.
 func (l *Ledger) checkPolicy(ctx context.Context) error {
 	if err := l.policy.Check(ctx); err != nil {
