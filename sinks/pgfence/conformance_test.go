@@ -44,7 +44,7 @@ func (s guardSink) Write(ctx context.Context, resource string, t fence.Token, ow
 	})
 }
 
-// retrying runs the transaction write again while it fails with an error
+// retrying runs the transaction write (or a read) again while it fails with an error
 // IsRetryable matches, at most maxAttempts times: what the package
 // documentation asks of a caller.
 func retrying(write func() error) error {
@@ -64,9 +64,13 @@ func (s guardSink) Read(ctx context.Context, resource string) (string, fence.Tok
 		value string
 		token int64
 	)
-	err := s.b.pool.QueryRow(ctx, `SELECT
+	// Retried as the writes are: at a SERIALIZABLE default a lone SELECT
+	// can fail with 40001 too.
+	err := retrying(func() error {
+		return s.b.pool.QueryRow(ctx, `SELECT
 		coalesce((SELECT value FROM `+s.b.registers()+` WHERE resource = $1), ''),
 		coalesce((SELECT token FROM `+guard+` WHERE resource = $1 AND scope = $2), 0)`, resource, sinkScope).Scan(&value, &token)
+	})
 	return value, fence.Token(token), err
 }
 
@@ -164,8 +168,12 @@ func (s *rowSink) Read(ctx context.Context, resource string) (string, fence.Toke
 		value string
 		token int64
 	)
-	err := s.pool.QueryRow(ctx, `SELECT value, coalesce(fence_token, 0) FROM `+s.table.Sanitize()+` WHERE resource = $1`, resource).
-		Scan(&value, &token)
+	// Retried as the writes are: at a SERIALIZABLE default a lone SELECT
+	// can fail with 40001 too (read/write dependencies among transactions).
+	err := retrying(func() error {
+		return s.pool.QueryRow(ctx, `SELECT value, coalesce(fence_token, 0) FROM `+s.table.Sanitize()+` WHERE resource = $1`, resource).
+			Scan(&value, &token)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fence.None, nil
 	}
