@@ -50,7 +50,7 @@ func commands() []command {
 	return []command{
 		leasesCommand(), fenceCommand(), jobsCommand(), runsCommand(),
 		retryCommand(), triggerCommand(), backfillCommand(), pauseCommand(), resumeCommand(),
-		pruneCommand(), watchCommand(),
+		pruneCommand(), watchCommand(), versionCommand(),
 	}
 }
 
@@ -64,6 +64,9 @@ func (a *app) main(ctx context.Context, args []string) int {
 	if len(args) == 0 {
 		a.usage(a.stderr)
 		return exitUsage
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
 	}
 	args = commandFirst(args)
 	name := args[0]
