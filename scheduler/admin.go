@@ -192,7 +192,9 @@ func (s *Scheduler) Retry(ctx context.Context, job, partition string, at time.Ti
 
 // Trigger asks for an extra run of (job, partition) now, outside the
 // schedule: a slot at the current second, which runs even when the
-// schedule does not fire then, with reason recorded ("trigger: <reason>",
+// schedule does not fire then, with an identity and idempotency key of
+// its own (ErrTriggerTaken when that second is a slot of the schedule or
+// already has a run: Trigger never reruns one), with reason recorded ("trigger: <reason>",
 // "trigger" when reason is empty). It returns that slot. A trigger is an
 // operator's explicit request: the overlap policy does not apply to it (see
 // Job.Overlap). ErrUnknownJob; ErrInvalidArgument wrapped before the job's
@@ -210,8 +212,27 @@ func (s *Scheduler) Trigger(ctx context.Context, job, partition, reason string) 
 	if err := u.job.window.refuse(at); err != nil {
 		return ledger.Slot{}, err
 	}
-	return ledger.Slot{Job: job, At: at, Partition: partition}, s.request(ctx, u, at, withReason("trigger", reason))
+	slot := ledger.Slot{Job: job, At: at, Partition: partition}
+	// A trigger is a run of its own: the slot at a second the schedule
+	// fires, or one that already has a run, would share that run's
+	// identity and idempotency key (the downstream would replay the old
+	// response). Refuse it rather than run the old slot again.
+	if u.job.window.isSlot(at) {
+		return ledger.Slot{}, fmt.Errorf("%w: %w: %s is a slot of the schedule (use Retry to run it again)", ErrInvalidArgument, ErrTriggerTaken, at.Format(time.RFC3339))
+	}
+	if _, found, err := s.cfg.Ledger.Get(ctx, slot); err != nil {
+		return ledger.Slot{}, err
+	} else if found {
+		return ledger.Slot{}, fmt.Errorf("%w: %w: %s already has a run (use Retry to run it again)", ErrInvalidArgument, ErrTriggerTaken, at.Format(time.RFC3339))
+	}
+	return slot, s.request(ctx, u, at, withReason("trigger", reason))
 }
+
+// ErrTriggerTaken (wrapped with ErrInvalidArgument) is Trigger's answer
+// when the current second is a slot of the job's schedule or already has
+// a run: the trigger would share that slot's idempotency key, so it does
+// not run; trigger again a second later, or Retry the slot.
+var ErrTriggerTaken = errors.New("scheduler: trigger second is taken by a scheduled or earlier run")
 
 // Backfill asks for a run of every slot of (job, partition) with
 // from <= slot < to (at most 1000), as Retry does for one, reason

@@ -259,7 +259,9 @@
 // slot of the schedule (ErrInvalidArgument for a time that is not one), a
 // succeeded, failed or missed one alike, as the next attempt of the same
 // run, with the reason recorded ("retry: ..."); Trigger asks for an
-// extra slot at the current second ("trigger: ..."); Backfill asks for
+// extra slot at the current second ("trigger: ..."), a run of its own with
+// its own idempotency key (ErrTriggerTaken when that second is a fire of
+// the schedule or already has a run); Backfill asks for
 // every slot of a range, at most 1000 ("backfill: ..."). A
 // requested slot runs once, at once on this replica when it is started,
 // otherwise at the next claim of the unit on any replica: asked through a

@@ -491,3 +491,42 @@ func TestFakeTimeDST(t *testing.T) {
 		})
 	}
 }
+
+// A trigger is a run of its own (issue 37): at the second of a scheduled
+// slot that already succeeded it does not rerun that slot under its
+// idempotency key (it is refused, ErrTriggerTaken); a second later it
+// runs anew, under a key no scheduled slot has; a second trigger in that
+// same second is refused too.
+func TestFakeTimeTriggerNeverReplaysAScheduledSlot(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(10, 0, 29), func(t *testing.T, r *rig) {
+		g := newGated(r)
+		s := r.replica(0, scheduler.Job{Name: "every2", Spec: "*/2 * * * * *", Run: g.run})
+		ctx := context.Background()
+		r.tick(time.Second, time.Second) // 10:00:30, a slot of the schedule
+		require.Equal(t, []time.Time{utc(10, 0, 30)}, g.slots())
+		require.Equal(t, ledger.StatusSucceeded, r.record("every2", utc(10, 0, 30)).Status)
+
+		_, err := s.Trigger(ctx, "every2", "", "push")
+		require.ErrorIs(t, err, scheduler.ErrTriggerTaken)
+		require.ErrorIs(t, err, scheduler.ErrInvalidArgument)
+		r.settle()
+		require.Equal(t, []time.Time{utc(10, 0, 30)}, g.slots(), "the succeeded slot is not run again")
+		require.Equal(t, 1, r.record("every2", utc(10, 0, 30)).Attempt)
+
+		r.clk.Advance(time.Second) // 10:00:31: no slot of the schedule
+		slot, err := s.Trigger(ctx, "every2", "", "push")
+		require.NoError(t, err)
+		require.Equal(t, utc(10, 0, 31), slot.At)
+		r.settle()
+		require.Equal(t, []time.Time{utc(10, 0, 30), utc(10, 0, 31)}, g.slots(), "the trigger ran anew")
+		scheduled := ledger.Slot{Job: "every2", At: utc(10, 0, 30)}
+		require.NotEqual(t, scheduled.IdempotencyKey(), slot.IdempotencyKey())
+		rec := r.record("every2", utc(10, 0, 31))
+		require.Equal(t, ledger.StatusSucceeded, rec.Status)
+		require.Equal(t, "trigger: push", rec.Reason)
+
+		_, err = s.Trigger(ctx, "every2", "", "again")
+		require.ErrorIs(t, err, scheduler.ErrTriggerTaken, "a second trigger in the same second would share the first's key")
+	})
+}

@@ -50,7 +50,7 @@ func commands() []command {
 	return []command{
 		leasesCommand(), fenceCommand(), jobsCommand(), runsCommand(),
 		retryCommand(), triggerCommand(), backfillCommand(), pauseCommand(), resumeCommand(),
-		pruneCommand(), watchCommand(),
+		pruneCommand(), watchCommand(), versionCommand(),
 	}
 }
 
@@ -65,6 +65,9 @@ func (a *app) main(ctx context.Context, args []string) int {
 		a.usage(a.stderr)
 		return exitUsage
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
+	}
 	args = commandFirst(args)
 	name := args[0]
 	if isHelp(name) {
@@ -74,7 +77,7 @@ func (a *app) main(ctx context.Context, args []string) int {
 		a.usage(a.stdout)
 		return exitOK
 	}
-	for _, c := range commands() {
+	for _, c := range append(commands(), completionCommand()) {
 		if c.name == name {
 			err := c.run(ctx, a, args[1:])
 			return a.report(err)
@@ -102,7 +105,7 @@ func (a *app) usage(w io.Writer) {
 	fmt.Fprint(w, "holdfast: operate holdfast leases, fences, jobs and the ledger.\n\n")
 	fmt.Fprint(w, "Usage: holdfast [connection flags] COMMAND [flags]   (holdfast COMMAND --help for its flags and examples)\n\nCommands:\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, c := range commands() {
+	for _, c := range append(commands(), completionCommand()) {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
 	}
 	_ = tw.Flush()

@@ -78,7 +78,7 @@ Examples:
 		}
 		ctx, cancel := a.withTimeout(ctx)
 		defer cancel()
-		l, err := a.inspectLease(ctx, prefix, pos[0])
+		l, err := a.inspectLease(ctx, leaseFlags{prefix: prefix}, pos[0])
 		if err != nil {
 			return err
 		}

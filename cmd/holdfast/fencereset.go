@@ -172,7 +172,7 @@ func (a *app) resetLeaseCheck(ctx context.Context, f resetFlags) (token fence.To
 	case f.scope == "":
 		return unchecked(&codedError{code: exitRefused, err: errors.New(`scope "" names no lease, so whether a holder is writing cannot be checked; --force to reset unchecked`)})
 	}
-	l, err := a.inspectLease(ctx, f.prefix, f.scope)
+	l, err := a.inspectLease(ctx, leaseFlags{prefix: f.prefix}, f.scope)
 	if err != nil {
 		return unchecked(fmt.Errorf("check the lease %q (--force to skip): %w", f.scope, err))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/pglease"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
@@ -21,7 +22,8 @@ func leasesCommand() command {
   leases ls [--match GLOB] [--prefix P] [--limit N]   the leases, sorted by name
   leases show NAME                                    one lease
 
-Reads Redis when --redis (or REDIS_URL) names it, else the admin handler
+Reads Redis when --redis (or REDIS_URL) names it, else Postgres (pglease,
+--schema) when --pg (or DATABASE_URL) does, else the admin handler
 (--admin or HOLDFAST_ADMIN): with both set, Redis wins. A flag wins over
 its variable, even empty: --redis "" --admin URL reads the admin handler
 with REDIS_URL set.`,
@@ -54,7 +56,9 @@ func (a *app) dispatch(ctx context.Context, group command, args []string, subs .
 
 // leaseFlags are the flags of the direct Redis reading of leases.
 type leaseFlags struct {
-	prefix string
+	prefix string // --prefix, Redis
+	schema string // --schema, Postgres
+	pg     bool   // read Postgres (--pg) directly: leases ls and show only
 }
 
 func leasesLsCommand() command {
@@ -66,7 +70,8 @@ id (a hash of the owner, which is never shown: it is a write capability) and
 the TTL left, released or expired ones with their last token. The scheduler's
 leases are named JOB (the "" partition) and JOB|PARTITION.
 
-Reads Redis when --redis (or REDIS_URL) names it, else the admin handler
+Reads Redis when --redis (or REDIS_URL) names it, else Postgres (pglease,
+--schema) when --pg (or DATABASE_URL) does, else the admin handler
 (--admin or HOLDFAST_ADMIN): with both set, Redis wins. A flag wins over
 its variable, even empty: --redis "" --admin URL reads the admin handler
 with REDIS_URL set.
@@ -77,11 +82,12 @@ Examples:
   holdfast leases ls --admin http://127.0.0.1:8080/admin/ --token "$TOKEN"`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
-		var lf leaseFlags
+		lf := leaseFlags{pg: true}
 		var match string
 		var limit int
 		fs := a.flagSet(c)
 		fs.StringVar(&lf.prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		fs.StringVar(&lf.schema, "schema", pglease.DefaultSchema, "lease table's `schema` (pglease.Options.Schema; --pg only)")
 		fs.StringVar(&match, "match", "", "`glob` over lease names (default all)")
 		fs.IntVar(&limit, "limit", 1000, "at most `N` leases, the first by name")
 		if _, err := a.parse(fs, args, 0); err != nil {
@@ -92,7 +98,7 @@ Examples:
 		}
 		ctx, cancel := a.withTimeout(ctx)
 		defer cancel()
-		leases, err := a.listLeases(ctx, lf.prefix, match, limit)
+		leases, err := a.listLeases(ctx, lf, match, limit)
 		if err != nil {
 			return err
 		}
@@ -108,7 +114,8 @@ func leasesShowCommand() command {
 counter (the holder's token when held) and the waiting flag. Exit 3 when no
 token was ever issued for NAME.
 
-Reads Redis when --redis (or REDIS_URL) names it, else the admin handler
+Reads Redis when --redis (or REDIS_URL) names it, else Postgres (pglease,
+--schema) when --pg (or DATABASE_URL) does, else the admin handler
 (--admin or HOLDFAST_ADMIN): with both set, Redis wins. A flag wins over
 its variable, even empty: --redis "" --admin URL reads the admin handler
 with REDIS_URL set.
@@ -118,16 +125,17 @@ Examples:
   holdfast leases show report -o json`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
-		var lf leaseFlags
+		lf := leaseFlags{pg: true}
 		fs := a.flagSet(c)
 		fs.StringVar(&lf.prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		fs.StringVar(&lf.schema, "schema", pglease.DefaultSchema, "lease table's `schema` (pglease.Options.Schema; --pg only)")
 		pos, err := a.parse(fs, args, 1)
 		if err != nil {
 			return err
 		}
 		ctx, cancel := a.withTimeout(ctx)
 		defer cancel()
-		l, err := a.inspectLease(ctx, lf.prefix, pos[0])
+		l, err := a.inspectLease(ctx, lf, pos[0])
 		if err != nil {
 			return err
 		}
@@ -175,8 +183,8 @@ func (a *app) printLeases(leases []schedhttp.LeaseJSON) error {
 }
 
 // listLeases reads the leases from Redis (--redis) or the admin handler.
-func (a *app) listLeases(ctx context.Context, prefix, match string, limit int) ([]schedhttp.LeaseJSON, error) {
-	if a.conn.redis == "" && a.conn.admin != "" {
+func (a *app) listLeases(ctx context.Context, lf leaseFlags, match string, limit int) ([]schedhttp.LeaseJSON, error) {
+	if a.conn.redis == "" && !(lf.pg && a.conn.pg != "") && a.conn.admin != "" {
 		c, err := a.adminClient()
 		if err != nil {
 			return nil, err
@@ -191,7 +199,7 @@ func (a *app) listLeases(ctx context.Context, prefix, match string, limit int) (
 		}
 		return page.Leases, nil
 	}
-	b, done, err := a.leaseBackend(prefix)
+	b, done, err := a.leaseBackend(ctx, lf)
 	if err != nil {
 		return nil, err
 	}
@@ -209,9 +217,9 @@ func (a *app) listLeases(ctx context.Context, prefix, match string, limit int) (
 
 // inspectLease reads one lease from Redis (--redis) or the admin handler
 // (its list, filtered to the exact name: a name may hold glob characters).
-func (a *app) inspectLease(ctx context.Context, prefix, name string) (schedhttp.LeaseJSON, error) {
-	if a.conn.redis == "" && a.conn.admin != "" {
-		leases, err := a.listLeases(ctx, prefix, globEscape(name), 1)
+func (a *app) inspectLease(ctx context.Context, lf leaseFlags, name string) (schedhttp.LeaseJSON, error) {
+	if a.conn.redis == "" && !(lf.pg && a.conn.pg != "") && a.conn.admin != "" {
+		leases, err := a.listLeases(ctx, lf, globEscape(name), 1)
 		if err != nil {
 			return schedhttp.LeaseJSON{}, err
 		}
@@ -222,7 +230,7 @@ func (a *app) inspectLease(ctx context.Context, prefix, name string) (schedhttp.
 		}
 		return schedhttp.LeaseJSON{Name: name}, nil
 	}
-	b, done, err := a.leaseBackend(prefix)
+	b, done, err := a.leaseBackend(ctx, lf)
 	if err != nil {
 		return schedhttp.LeaseJSON{}, err
 	}
@@ -234,7 +242,21 @@ func (a *app) inspectLease(ctx context.Context, prefix, name string) (schedhttp.
 	return leaseJSON(info), nil
 }
 
-func (a *app) leaseBackend(prefix string) (*redislease.Backend, func(), error) {
+// leaseBackend is the Inspector the command reads directly: Redis when
+// --redis is set, else Postgres (pglease, --schema) when --pg is.
+func (a *app) leaseBackend(ctx context.Context, lf leaseFlags) (leasedriver.Inspector, func(), error) {
+	if a.conn.redis == "" && lf.pg && a.conn.pg != "" {
+		conn, err := a.openPG(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := pglease.New(conn, pglease.Options{Schema: lf.schema})
+		if err != nil {
+			_ = conn.Close(context.Background())
+			return nil, nil, leaseError(err)
+		}
+		return b, func() { _ = conn.Close(context.Background()) }, nil
+	}
 	if a.conn.redis == "" {
 		return nil, nil, usagef("%v", errNoAdmin)
 	}
@@ -242,7 +264,7 @@ func (a *app) leaseBackend(prefix string) (*redislease.Backend, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: lf.prefix})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, leaseError(err)

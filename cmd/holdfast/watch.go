@@ -132,7 +132,7 @@ func (w *watcher) pollLeases(ctx context.Context, now time.Time) error {
 	if w.noLeases {
 		return nil
 	}
-	leases, err := w.a.listLeases(ctx, w.prefix, globEscape(w.job)+"*", 1000)
+	leases, err := w.a.listLeases(ctx, leaseFlags{prefix: w.prefix}, globEscape(w.job)+"*", 1000)
 	if err != nil {
 		if codeOf(err) == exitNotFound && w.a.conn.redis == "" {
 			w.noLeases = true // no lease inspector on the admin handler

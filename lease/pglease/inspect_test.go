@@ -1,0 +1,71 @@
+package pglease_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/pglease"
+)
+
+// pglease is a leasedriver.Inspector too (issue 37): Inspect and List read its
+// table, with OwnerID and the holder label, never the owner.
+func TestInspectAndList(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := shared.Schema(t, "pglease_inspect_")
+	b, err := pglease.New(shared.Pool(t), pglease.Options{Schema: schema, Holder: "replica-a"})
+	require.NoError(t, err)
+	require.NoError(t, b.Migrate(ctx))
+	var in leasedriver.Inspector = b
+
+	info, err := in.Inspect(ctx, "never")
+	require.NoError(t, err)
+	require.Equal(t, leasedriver.Info{Name: "never"}, info)
+
+	const owner = "owner-secret-1"
+	g, err := b.Acquire(ctx, "job/a", owner, 30*time.Second)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	g2, err := b.Acquire(ctx, "job/b", "owner-secret-2", 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, leasedriver.Held{Name: "job/b", Owner: "owner-secret-2"}))
+	_, err = b.Acquire(ctx, "other", "owner-secret-3", 30*time.Second)
+	require.NoError(t, err)
+
+	info, err = in.Inspect(ctx, "job/a")
+	require.NoError(t, err)
+	require.True(t, info.Held)
+	require.Equal(t, "job/a", info.Name)
+	require.Equal(t, fence.OwnerID(owner), info.OwnerID)
+	require.NotContains(t, info.OwnerID, owner)
+	require.Equal(t, "replica-a", info.Holder)
+	require.Equal(t, g.Token, info.Token)
+	require.Greater(t, info.TTL, 25*time.Second)
+	require.LessOrEqual(t, info.TTL, 30*time.Second)
+
+	infos, err := in.List(ctx, "job/*", 10)
+	require.NoError(t, err)
+	require.Len(t, infos, 2)
+	require.Equal(t, "job/a", infos[0].Name)
+	require.Equal(t, "job/b", infos[1].Name)
+	require.False(t, infos[1].Held, "released")
+	require.Equal(t, g2.Token, infos[1].Token)
+	require.Empty(t, infos[1].OwnerID)
+
+	all, err := in.List(ctx, "", 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"job/a", "job/b"}, []string{all[0].Name, all[1].Name}, "sorted, at most limit")
+	one, err := in.List(ctx, "j?b/[a]", 10)
+	require.NoError(t, err)
+	require.Len(t, one, 1)
+	require.Equal(t, "job/a", one[0].Name)
+
+	_, err = in.List(ctx, "*", 0)
+	require.ErrorIs(t, err, lease.ErrInvalidOptions)
+}
