@@ -42,6 +42,8 @@
 //	                              Fencing-Scope, token 0, or no token while a
 //	                              Fence store is configured
 //	413 request-too-large         body above MaxBodyBytes (default 1 MiB)
+//	400 invalid-body              the body could not be read (the client went away
+//	                              or sent a broken body)
 //	400 invalid-fencing-signature with a Verifier: a malformed or repeated
 //	                              Fencing-Signature
 //	403 fencing-signature-rejected fencing headers without a signature the
@@ -67,6 +69,9 @@
 //	503 store-unavailable         a store call failed; the key is released
 //	(handler's)                   otherwise: the handler runs once, with the holder
 //	                              in its context (fence.HolderFromContext)
+//
+// The middleware's state table (states.go) is checked against this one by a
+// test.
 //
 // Problems are RFC 9457 application/problem+json documents whose type is
 // Options.ProblemBase (default "https://holdfast.dev/problems/")

@@ -270,7 +270,7 @@ func Middleware(cfg Options) (func(http.Handler) http.Handler, error) {
 		joined = fs
 	}
 	return func(next http.Handler) http.Handler {
-		return &middleware{cfg: cfg, next: next, joined: joined}
+		return &middleware{cfg: cfg, next: next, joined: joined, table: stateTable()}
 	}, nil
 }
 
@@ -280,10 +280,22 @@ type middleware struct {
 	// joined is cfg.Store when it applies cfg.Fence in Begin's own step
 	// (FencedStore); nil when Begin and Accept are separate calls.
 	joined FencedStore
+	table  map[stateEvent]transition // transitions, indexed
 }
 
-func (m *middleware) problem(w http.ResponseWriter, status int, typ, title, detail string) {
-	writeProblem(w, Problem{Type: m.cfg.ProblemBase + typ, Title: title, Status: status, Detail: detail})
+// call is one request on its way through the state table.
+type call struct {
+	r        *http.Request
+	key      string // the Idempotency-Key
+	storeKey string // key, scoped by Identity(r)
+	holder   fence.Holder
+	fenced   bool // the request carried fencing headers
+	body     []byte
+	resource string  // Resource(r), as the client is told
+	fenceRes string  // what the fence store keys by
+	out      Outcome // what Begin found
+	detail   string  // the problem's detail
+	current  fence.Token
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -291,201 +303,296 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
-
-	// 1. Headers: key, then fencing token and owner.
-	keys := r.Header.Values(KeyHeader)
-	if len(keys) == 0 {
-		m.problem(w, http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key header required", "")
-		return
+	c := &call{r: r}
+	state, ev := stateUnclaimed, m.admit(w, c)
+	if ev == evBegin {
+		if ev = m.begin(c); ev == evBegin {
+			state = c.out.State
+		}
 	}
-	if len(keys) > 1 {
-		m.problem(w, http.StatusBadRequest, ProblemInvalidKey, "Invalid Idempotency-Key header", "more than one field line")
-		return
+	for {
+		tr := m.step(state, ev)
+		switch tr.action {
+		case actFence:
+			ev = m.accept(c)
+		case actRun:
+			m.run(w, c)
+			return
+		case actReplay:
+			replay(w, c.out.Response)
+			return
+		case actRetry:
+			w.Header().Set("Retry-After", retryAfterSeconds(c.out.LockLeft))
+			m.answer(w, c, tr)
+			return
+		case actRelease:
+			m.abandon(r.Context(), c.storeKey, c.out.Lock)
+			m.answer(w, c, tr)
+			return
+		default: // actRefuse
+			m.answer(w, c, tr)
+			return
+		}
+	}
+}
+
+// answer sends tr's problem with c's detail; a stale token is logged and
+// its problem carries the four extension members.
+func (m *middleware) answer(w http.ResponseWriter, c *call, tr transition) {
+	p := Problem{Type: m.cfg.ProblemBase + tr.problem, Title: tr.title, Status: tr.status, Detail: c.detail}
+	if tr.problem == ProblemStaleToken {
+		h := c.holder
+		m.cfg.Logger.LogAttrs(c.r.Context(), slog.LevelWarn, "stale_token_rejected",
+			slog.String("resource", c.resource), slog.String("scope", h.Scope), slog.String("owner_id", fence.OwnerID(h.Owner)),
+			slog.Uint64("presented", uint64(h.Token)), slog.Uint64("current", uint64(c.current)))
+		p.Resource, p.Scope, p.CurrentToken, p.PresentedToken = c.resource, h.Scope, c.current, h.Token
+	}
+	writeProblem(w, p)
+}
+
+// admit checks the headers, reads the body and checks who sent the
+// fencing headers, before any store is touched: evBegin when the request
+// may claim its key.
+func (m *middleware) admit(w http.ResponseWriter, c *call) event {
+	r := c.r
+	if ev := m.headers(c); ev != evBegin {
+		return ev
+	}
+	// The body, read in full for the fingerprint and replayed to the handler.
+	body, err := m.readBody(w, r)
+	if err != nil {
+		c.detail = err.Error()
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			c.detail = fmt.Sprintf("limit %d bytes", tooLarge.Limit)
+			return evBodyTooLarge
+		}
+		// The client went away or sent a broken body: nothing to store.
+		return evBodyUnreadable
+	}
+	c.body = body
+	if !c.fenced {
+		return evBegin
+	}
+	// Who sent the fencing headers: refused unless a key holder signed
+	// them (or the deployment opted out).
+	if ev := m.authenticated(c); ev != evBegin {
+		return ev
+	}
+	// The token's ceiling, after the signature: a caller without a key
+	// learns nothing from it. The detail leaves the server's clock out.
+	if !m.plausible(c.holder.Token) {
+		c.detail = fmt.Sprintf("token %d is more than MaxTokenAhead (%v) ahead of the server's clock", c.holder.Token, m.cfg.MaxTokenAhead)
+		return evImplausible
+	}
+	return evBegin
+}
+
+// headers parses the key, then the fencing token and owner, into c.
+func (m *middleware) headers(c *call) event {
+	keys := c.r.Header.Values(KeyHeader)
+	switch len(keys) {
+	case 0:
+		return evNoKey
+	case 1:
+	default:
+		c.detail = "more than one field line"
+		return evBadKey
 	}
 	key, err := ParseKey(keys[0])
 	if err != nil {
-		m.problem(w, http.StatusBadRequest, ProblemInvalidKey, "Invalid Idempotency-Key header", err.Error())
-		return
+		c.detail = err.Error()
+		return evBadKey
 	}
-	holder, fenced, err := ParseFencing(r.Header)
+	c.key = key
+	c.holder, c.fenced, err = ParseFencing(c.r.Header)
 	switch {
 	case err != nil:
-		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Invalid fencing headers", err.Error())
-		return
-	case fenced && holder.Token == fence.None:
-		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Invalid fencing headers", fence.ErrNoToken.Error())
-		return
-	case !fenced && m.cfg.Fence != nil:
-		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Fencing-Token and Fencing-Owner headers required", "")
-		return
+		c.detail = err.Error()
+		return evBadFencing
+	case c.fenced && c.holder.Token == fence.None:
+		c.detail = fence.ErrNoToken.Error()
+		return evBadFencing
+	case !c.fenced && m.cfg.Fence != nil:
+		return evNoFencing
 	}
+	return evBegin
+}
 
-	// 2. Body, read in full for the fingerprint and replayed to the handler.
-	body, err := m.readBody(w, r)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			m.problem(w, http.StatusRequestEntityTooLarge, ProblemRequestTooLarge, "Request body too large",
-				fmt.Sprintf("limit %d bytes", tooLarge.Limit))
-			return
-		}
-		// The client went away or sent a broken body: nothing to store.
-		m.problem(w, http.StatusBadRequest, ProblemInvalidBody, "Request body could not be read", err.Error())
-		return
-	}
-
-	// 2b. Who sent the fencing headers: refused here, before any store is
-	// touched, unless a key holder signed them (or the deployment opted
-	// out).
-	if fenced && !m.authenticated(w, r, key, holder, body) {
-		return
-	}
-	// 2c. The token's ceiling, after the signature: a caller without a key
-	// learns nothing from it. The detail leaves the server's clock out.
-	if fenced && !m.plausible(holder.Token) {
-		m.problem(w, http.StatusBadRequest, ProblemImplausibleToken, "Fencing token implausibly far ahead of the server clock",
-			fmt.Sprintf("token %d is more than MaxTokenAhead (%v) ahead of the server's clock", holder.Token, m.cfg.MaxTokenAhead))
-		return
-	}
-
-	// 3. The key: claim it, or answer from what holds it. A completed key
-	// is replayed before the fence check, but raises the fence first.
-	storeKey, id := key, ""
+// begin claims c's key, or learns what holds it: evBegin with c.out set.
+// A joined store checks the fence in the same step.
+func (m *middleware) begin(c *call) event {
+	r := c.r
+	c.storeKey = c.key
+	var id string
 	if m.cfg.Identity != nil {
 		if id = m.cfg.Identity(r); id != "" {
 			// Keys are printable ASCII, so the last 0x1f splits the pair.
-			storeKey = id + "\x1f" + key
+			c.storeKey = id + "\x1f" + c.key
 		}
 	}
-	var resource, fenceResource string // what the client is told; what the fence store keys by
 	if m.cfg.Fence != nil {
-		resource = m.cfg.Resource(r)
-		fenceResource = resource
+		c.resource = m.cfg.Resource(r)
+		c.fenceRes = c.resource
 		if m.cfg.Identity != nil {
 			// Length-prefixed, so no (identity, resource) pair names
 			// another's fence.
-			fenceResource = strconv.Itoa(len(id)) + ":" + id + ":" + resource
+			c.fenceRes = strconv.Itoa(len(id)) + ":" + id + ":" + c.resource
 		}
 	}
 	ctx := r.Context()
-	var out Outcome
+	var err error
 	if m.joined != nil {
-		// Claim and fence check (or replay and fence raise) in one step.
-		out, err = m.joined.BeginFenced(ctx, storeKey, fingerprint(r, body), m.cfg.LockTTL, m.cfg.Fence, fenceResource, holder)
+		c.out, err = m.joined.BeginFenced(ctx, c.storeKey, fingerprint(r, c.body), m.cfg.LockTTL, m.cfg.Fence, c.fenceRes, c.holder)
 		if err != nil && fenceRefusal(err) {
-			m.fenceRefused(w, r, resource, holder, err)
-			return
+			return m.fenceEvent(c, err)
 		}
 	} else {
-		out, err = m.cfg.Store.Begin(ctx, storeKey, fingerprint(r, body), m.cfg.LockTTL)
+		c.out, err = m.cfg.Store.Begin(ctx, c.storeKey, fingerprint(r, c.body), m.cfg.LockTTL)
 	}
 	if err != nil {
 		m.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idempotency_store_failed", slog.String("op", "begin"), slog.Any("error", err))
-		m.problem(w, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Idempotency store unavailable", "")
-		return
+		return evBeginFailed
 	}
-	switch out.State {
-	case StateInFlight:
-		w.Header().Set("Retry-After", retryAfterSeconds(out.LockLeft))
-		m.problem(w, http.StatusConflict, ProblemInFlight, "A request with this Idempotency-Key is in progress", "")
-		return
-	case StateMismatch:
-		m.problem(w, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused with a different request", "")
-		return
-	case StateCompleted:
-		// The replay wins over the fence check, but the presented token
-		// still raises the fence: a newer holder retrying a completed key
-		// must shut out the older holder's next new key. A refusal only
-		// means the fence is already past this token. (A joined store
-		// raised it in BeginFenced.)
-		if m.cfg.Fence != nil && m.joined == nil {
-			var stale *fence.StaleTokenError
-			if err := m.cfg.Fence.Accept(ctx, fenceResource, holder); err != nil && !errors.As(err, &stale) {
-				m.fenceRefused(w, r, resource, holder, err)
-				return
-			}
-		}
-		replay(w, out.Response)
-		return
-	case StateNew:
+	switch c.out.State {
+	case StateNew, StateInFlight, StateMismatch, StateCompleted:
 	default:
-		m.problem(w, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Idempotency store unavailable", "state "+out.State.String())
-		return
+		c.detail = "state " + c.out.State.String()
 	}
+	return evBegin
+}
 
-	// 4. The fence, for a new key (a joined store checked it in
-	// BeginFenced).
-	if m.cfg.Fence != nil && m.joined == nil {
-		if err := m.cfg.Fence.Accept(ctx, fenceResource, holder); err != nil {
-			m.abandon(ctx, storeKey, out.Lock)
-			m.fenceRefused(w, r, resource, holder, err)
-			return
-		}
+// accept checks c's token against the Fence (raising it), unless there is
+// none or a joined store did in BeginFenced.
+func (m *middleware) accept(c *call) event {
+	if m.cfg.Fence == nil || m.joined != nil {
+		return evFenceAccepted
 	}
+	return m.fenceEvent(c, m.cfg.Fence.Accept(c.r.Context(), c.fenceRes, c.holder))
+}
 
-	// 5. The handler, recorded; then store or release the key.
+// fenceEvent classifies a fence store's answer.
+func (m *middleware) fenceEvent(c *call, err error) event {
+	var stale *fence.StaleTokenError
+	switch {
+	case err == nil:
+		return evFenceAccepted
+	case errors.As(err, &stale):
+		c.current = stale.Current
+		// Resource(r), not the identity-scoped name the store saw.
+		shown := fence.StaleTokenError{Resource: c.resource, Scope: c.holder.Scope, Presented: c.holder.Token, Current: stale.Current}
+		c.detail = shown.Error()
+		return evFenceStale
+	case errors.Is(err, fence.ErrNoToken), errors.Is(err, ErrInvalidFencing):
+		c.detail = err.Error()
+		return evFenceInvalid
+	default:
+		m.cfg.Logger.LogAttrs(c.r.Context(), slog.LevelError, "fence_store_failed", slog.String("resource", c.resource), slog.Any("error", err))
+		return evFenceFailed
+	}
+}
+
+// run calls the handler with c's body and holder, records its response and
+// stores or releases the key.
+func (m *middleware) run(w http.ResponseWriter, c *call) {
+	ctx := c.r.Context()
 	hctx := ctx
-	if fenced {
-		hctx = fence.WithHolder(ctx, holder)
+	if c.fenced {
+		hctx = fence.WithHolder(ctx, c.holder)
 	}
-	r2 := r.WithContext(hctx)
+	body := c.body
+	r2 := c.r.WithContext(hctx)
 	r2.Body = io.NopCloser(bytes.NewReader(body))
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	rec := &recorder{w: w, limit: m.cfg.MaxResponseBytes}
 	done := false
 	defer func() {
 		if !done { // the handler panicked: release the key, keep panicking
-			m.abandon(ctx, storeKey, out.Lock)
+			m.after(ctx, c, rec, evPanicked)
 		}
 	}()
 	m.next.ServeHTTP(rec, r2)
 	done = true
-	m.finish(ctx, storeKey, out.Lock, rec)
+	if rec.status == 0 { // the handler wrote nothing: net/http sends 200
+		rec.status, rec.header = http.StatusOK, rec.w.Header().Clone()
+	}
+	switch {
+	case !m.cfg.Storable(rec.status):
+		m.after(ctx, c, rec, evUnstorable)
+	case rec.overflow:
+		m.after(ctx, c, rec, evOverflow)
+	default:
+		m.after(ctx, c, rec, evStorable)
+	}
 }
 
-// authenticated reports whether the fencing headers of r may be admitted,
-// and answers the request when not: with a Verifier, a valid signature over
-// them is required; without one, an Identity or AllowUnauthenticatedFencing
-// lets them in.
-func (m *middleware) authenticated(w http.ResponseWriter, r *http.Request, key string, h fence.Holder, body []byte) bool {
+// after takes the transition for what the handler did: store its response
+// (or the problem that replaces it), or release the key.
+func (m *middleware) after(ctx context.Context, c *call, rec *recorder, ev event) {
+	tr := m.step(stateRunning, ev)
+	if tr.action == actAbandon {
+		m.abandon(ctx, c.storeKey, c.out.Lock)
+		return
+	}
+	resp := &Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
+	if tr.problem != "" {
+		b := problemBody(Problem{
+			Type:   m.cfg.ProblemBase + tr.problem,
+			Title:  tr.title,
+			Status: tr.status,
+			Detail: fmt.Sprintf("the request was processed (status %d) but its response exceeded %d bytes and was not kept; it will not be processed again", rec.status, m.cfg.MaxResponseBytes),
+		})
+		resp = &Response{Status: tr.status, Header: http.Header{"Content-Type": {problemContentType}}, Body: b}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
+	defer cancel()
+	if err := m.cfg.Store.Complete(sctx, c.storeKey, c.out.Lock, resp, m.cfg.TTL); err != nil {
+		m.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idempotency_store_failed", slog.String("op", "complete"), slog.Any("error", err))
+	}
+}
+
+// authenticated reports evBegin when the fencing headers of c may be
+// admitted: with a Verifier, a valid signature over them is required;
+// without one, an Identity or AllowUnauthenticatedFencing lets them in.
+func (m *middleware) authenticated(c *call) event {
+	r := c.r
 	if m.cfg.Verifier == nil {
 		if m.cfg.Identity != nil || m.cfg.AllowUnauthenticatedFencing {
-			return true
+			return evBegin
 		}
-		m.signatureRefused(w, r, h, "", errSignature("this service admits fencing headers from authenticated callers only (Options.Verifier)"))
-		return false
+		return m.signatureRefused(c, "", errSignature("this service admits fencing headers from authenticated callers only (Options.Verifier)"))
 	}
 	values := r.Header.Values(SignatureHeader)
 	switch len(values) {
 	case 0:
-		m.signatureRefused(w, r, h, "", errSignature(SignatureHeader+" required with fencing headers"))
-		return false
+		return m.signatureRefused(c, "", errSignature(SignatureHeader+" required with fencing headers"))
 	case 1:
 	default:
-		m.problem(w, http.StatusBadRequest, ProblemInvalidSignature, "Invalid "+SignatureHeader+" header", "more than one field line")
-		return false
+		c.detail = "more than one field line"
+		return evBadSignature
 	}
-	s := &signed{method: r.Method, target: serverTarget(r), key: key, holder: h, bodySum: sha256.Sum256(body)}
+	s := &signed{method: r.Method, target: serverTarget(r), key: c.key, holder: c.holder, bodySum: sha256.Sum256(c.body)}
 	kid, err := m.cfg.Verifier.verify(values[0], s, m.cfg.Now(), m.cfg.MaxSignatureAge)
 	switch {
 	case errors.Is(err, ErrInvalidSignature):
-		m.problem(w, http.StatusBadRequest, ProblemInvalidSignature, "Invalid "+SignatureHeader+" header", err.Error())
-		return false
+		c.detail = err.Error()
+		return evBadSignature
 	case err != nil:
-		m.signatureRefused(w, r, h, kid, err)
-		return false
+		return m.signatureRefused(c, kid, err)
 	}
-	return true
+	return evBegin
 }
 
-// signatureRefused answers 403 fencing-signature-rejected and logs
-// fencing_signature_rejected (resource, scope, presented token, key id and
-// reason; never the owner).
-func (m *middleware) signatureRefused(w http.ResponseWriter, r *http.Request, h fence.Holder, kid string, why error) {
-	m.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "fencing_signature_rejected",
-		slog.String("resource", m.cfg.Resource(r)), slog.String("scope", h.Scope),
+// signatureRefused logs fencing_signature_rejected (resource, scope,
+// presented token, key id and reason; never the owner) for the 403
+// fencing-signature-rejected answer.
+func (m *middleware) signatureRefused(c *call, kid string, why error) event {
+	h := c.holder
+	m.cfg.Logger.LogAttrs(c.r.Context(), slog.LevelWarn, "fencing_signature_rejected",
+		slog.String("resource", m.cfg.Resource(c.r)), slog.String("scope", h.Scope),
 		slog.Uint64("presented", uint64(h.Token)), slog.String("kid", kid), slog.String("reason", why.Error()))
-	m.problem(w, http.StatusForbidden, ProblemSignatureRejected, "Fencing headers not signed by a lease holder", why.Error())
+	c.detail = why.Error()
+	return evSignatureRejected
 }
 
 // retryAfterSeconds is the Retry-After value (RFC 9110 §10.2.3,
@@ -524,60 +631,6 @@ func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, e
 		src = http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes)
 	}
 	return io.ReadAll(src)
-}
-
-// fenceRefused answers a request whose token the fence refused.
-func (m *middleware) fenceRefused(w http.ResponseWriter, r *http.Request, resource string, h fence.Holder, err error) {
-	var stale *fence.StaleTokenError
-	switch {
-	case errors.As(err, &stale):
-		m.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "stale_token_rejected",
-			slog.String("resource", resource), slog.String("scope", h.Scope), slog.String("owner_id", fence.OwnerID(h.Owner)),
-			slog.Uint64("presented", uint64(h.Token)), slog.Uint64("current", uint64(stale.Current)))
-		// Resource(r), not the identity-scoped name the store saw.
-		shown := fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: stale.Current}
-		writeProblem(w, Problem{
-			Type:           m.cfg.ProblemBase + ProblemStaleToken,
-			Title:          "Stale fencing token",
-			Status:         http.StatusPreconditionFailed,
-			Detail:         shown.Error(),
-			Resource:       resource,
-			Scope:          h.Scope,
-			CurrentToken:   stale.Current,
-			PresentedToken: h.Token,
-		})
-	case errors.Is(err, fence.ErrNoToken), errors.Is(err, ErrInvalidFencing):
-		m.problem(w, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store", err.Error())
-	default:
-		m.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "fence_store_failed", slog.String("resource", resource), slog.Any("error", err))
-		m.problem(w, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Fence store unavailable", "")
-	}
-}
-
-// finish stores the recorded response for replay, or releases the key.
-func (m *middleware) finish(ctx context.Context, key, lock string, rec *recorder) {
-	if rec.status == 0 { // the handler wrote nothing: net/http sends 200
-		rec.status, rec.header = http.StatusOK, rec.w.Header().Clone()
-	}
-	if !m.cfg.Storable(rec.status) {
-		m.abandon(ctx, key, lock)
-		return
-	}
-	resp := &Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
-	if rec.overflow {
-		b := problemBody(Problem{
-			Type:   m.cfg.ProblemBase + ProblemNotRetained,
-			Title:  "Response not retained",
-			Status: http.StatusGone,
-			Detail: fmt.Sprintf("the request was processed (status %d) but its response exceeded %d bytes and was not kept; it will not be processed again", rec.status, m.cfg.MaxResponseBytes),
-		})
-		resp = &Response{Status: http.StatusGone, Header: http.Header{"Content-Type": {problemContentType}}, Body: b}
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
-	defer cancel()
-	if err := m.cfg.Store.Complete(sctx, key, lock, resp, m.cfg.TTL); err != nil {
-		m.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idempotency_store_failed", slog.String("op", "complete"), slog.Any("error", err))
-	}
 }
 
 // abandon releases the key so that a retry runs the handler.

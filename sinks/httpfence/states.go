@@ -1,0 +1,134 @@
+package httpfence
+
+import "net/http"
+
+// The idempotency state machine of the middleware, as one table: for a
+// key's state and an event, the action taken and the answer sent. The
+// status table of the package documentation is checked against it
+// (TestStatusTableMatchesDoc).
+//
+// States are those Store.Begin reports (State) plus three of the
+// middleware's own: before the key is claimed, after Begin reported a state
+// it does not know, and while the handler runs.
+const (
+	stateUnclaimed State = -1 - iota // headers, body, signature; no key held
+	stateOther                       // Begin reported no known State
+	stateRunning                     // the handler ran; the key is held
+)
+
+// event is what happened to a request at its key's state.
+type event uint8
+
+const (
+	evNoKey             event = iota + 1 // no Idempotency-Key
+	evBadKey                             // Idempotency-Key malformed or repeated
+	evBadFencing                         // fencing headers malformed, or token 0
+	evNoFencing                          // no fencing headers while a Fence is set
+	evBodyTooLarge                       // body above MaxBodyBytes
+	evBodyUnreadable                     // body could not be read
+	evBadSignature                       // Fencing-Signature malformed or repeated
+	evSignatureRejected                  // fencing headers not signed by a key holder
+	evImplausible                        // token beyond MaxTokenAhead
+	evBegin                              // Begin reported the key's state
+	evBeginFailed                        // Begin failed
+	evFenceAccepted                      // the fence accepted the token (or there is none)
+	evFenceStale                         // the fence holds a larger token
+	evFenceInvalid                       // the fence store refused the token as malformed
+	evFenceFailed                        // the fence store failed
+	evStorable                           // the handler's response is kept for replay
+	evOverflow                           // storable, but above MaxResponseBytes
+	evUnstorable                         // the handler's status is not storable
+	evPanicked                           // the handler panicked
+)
+
+// action is what the middleware does on a transition.
+type action uint8
+
+const (
+	actRefuse   action = iota + 1 // answer with the problem; no key held
+	actRelease                    // release the key, answer with the problem
+	actRetry                      // answer with the problem and Retry-After
+	actFence                      // check the token against the Fence
+	actRun                        // run the handler with the key held
+	actReplay                     // answer with the stored response
+	actComplete                   // store the response (the problem, if any, replaces it)
+	actAbandon                    // release the key; the handler answered
+)
+
+// transition is one row of the state table. A problem row answers with
+// status, the problem type and title.
+type transition struct {
+	state   State
+	event   event
+	action  action
+	status  int
+	problem string
+	title   string
+}
+
+// transitions is the state table, in the order of the documentation's
+// status table (the order the middleware checks things in, except that the
+// handler comes last).
+var transitions = []transition{
+	{stateUnclaimed, evNoKey, actRefuse, http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key header required"},
+	{stateUnclaimed, evBadKey, actRefuse, http.StatusBadRequest, ProblemInvalidKey, "Invalid Idempotency-Key header"},
+	{stateUnclaimed, evBadFencing, actRefuse, http.StatusBadRequest, ProblemInvalidFencing, "Invalid fencing headers"},
+	{stateUnclaimed, evNoFencing, actRefuse, http.StatusBadRequest, ProblemInvalidFencing, "Fencing-Token and Fencing-Owner headers required"},
+	{stateUnclaimed, evBodyTooLarge, actRefuse, http.StatusRequestEntityTooLarge, ProblemRequestTooLarge, "Request body too large"},
+	{stateUnclaimed, evBodyUnreadable, actRefuse, http.StatusBadRequest, ProblemInvalidBody, "Request body could not be read"},
+	{stateUnclaimed, evBadSignature, actRefuse, http.StatusBadRequest, ProblemInvalidSignature, "Invalid " + SignatureHeader + " header"},
+	{stateUnclaimed, evSignatureRejected, actRefuse, http.StatusForbidden, ProblemSignatureRejected, "Fencing headers not signed by a lease holder"},
+	{stateUnclaimed, evImplausible, actRefuse, http.StatusBadRequest, ProblemImplausibleToken, "Fencing token implausibly far ahead of the server clock"},
+
+	{StateMismatch, evBegin, actRefuse, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused with a different request"},
+	{StateInFlight, evBegin, actRetry, http.StatusConflict, ProblemInFlight, "A request with this Idempotency-Key is in progress"},
+	// A replay wins over the fence check, but raises the fence first; a
+	// stale token only means the fence is already past it.
+	{StateCompleted, evBegin, actFence, 0, "", ""},
+	{StateCompleted, evFenceAccepted, actReplay, 0, "", ""},
+	{StateCompleted, evFenceStale, actReplay, 0, "", ""},
+
+	{StateNew, evBegin, actFence, 0, "", ""},
+	{StateNew, evFenceStale, actRelease, http.StatusPreconditionFailed, ProblemStaleToken, "Stale fencing token"},
+	{StateNew, evFenceInvalid, actRelease, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store"},
+	{StateNew, evFenceFailed, actRelease, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Fence store unavailable"},
+	{StateCompleted, evFenceInvalid, actRefuse, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store"},
+	{StateCompleted, evFenceFailed, actRefuse, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Fence store unavailable"},
+	// A store that checks the fence in Begin's own step (FencedStore)
+	// refuses before it claims the key.
+	{stateUnclaimed, evFenceStale, actRefuse, http.StatusPreconditionFailed, ProblemStaleToken, "Stale fencing token"},
+	{stateUnclaimed, evFenceInvalid, actRefuse, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store"},
+	{stateUnclaimed, evBeginFailed, actRefuse, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Idempotency store unavailable"},
+	{stateOther, evBegin, actRefuse, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Idempotency store unavailable"},
+
+	{StateNew, evFenceAccepted, actRun, 0, "", ""},
+
+	// After the handler (described below the status table).
+	{stateRunning, evStorable, actComplete, 0, "", ""},
+	{stateRunning, evOverflow, actComplete, http.StatusGone, ProblemNotRetained, "Response not retained"},
+	{stateRunning, evUnstorable, actAbandon, 0, "", ""},
+	{stateRunning, evPanicked, actAbandon, 0, "", ""},
+}
+
+type stateEvent struct {
+	state State
+	event event
+}
+
+// stateTable indexes transitions; built once per middleware.
+func stateTable() map[stateEvent]transition {
+	t := make(map[stateEvent]transition, len(transitions))
+	for _, tr := range transitions {
+		t[stateEvent{tr.state, tr.event}] = tr
+	}
+	return t
+}
+
+// step returns the transition for event e at state s; a state Begin should
+// never report is stateOther.
+func (m *middleware) step(s State, e event) transition {
+	if tr, ok := m.table[stateEvent{s, e}]; ok {
+		return tr
+	}
+	return m.table[stateEvent{stateOther, evBegin}]
+}
