@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -48,15 +49,17 @@ const (
 	overlapPolicy = scheduler.OverlapAllow
 )
 
-// errNoRunYet: no run of the job is in flight yet.
-var errNoRunYet = errors.New("no run in flight yet")
-
 func init() { workers["sched"] = schedWorker }
 
 // schedWorker is one scheduler replica: its Postgres connections go
 // through a fault proxy of its own ("pgdelay <ms>" on stdin sets the
 // latency), it prints "run <job> <slot unix>" when a run starts, and it
-// stops gracefully at "quit".
+// stops gracefully at "quit". "freeze <job>" arms a freeze: the next run
+// of job prints "frozen <job> <slot unix>" and SIGSTOPs its own process
+// mid-run, holding the slot's lease (the parent SIGCONTs it); "unarm"
+// disarms it and answers "unarmed". A process that stops itself is frozen
+// mid-run whatever the host's load; one stopped from outside at a guessed
+// moment may be between runs.
 func schedWorker() error {
 	ctx := context.Background()
 	start, err := strconv.ParseInt(os.Getenv(envStart), 10, 64)
@@ -105,6 +108,8 @@ func schedWorker() error {
 		return err
 	}
 	var out sync.Mutex
+	var armed atomic.Value // the job name whose next run freezes, or ""
+	armed.Store("")
 	for _, name := range []string{guardedJob, controlJob} {
 		err := sched.Register(scheduler.Job{
 			Name: name, Spec: "* * * * * *", LeaseTTL: schedTTL, Overlap: overlapPolicy,
@@ -113,7 +118,17 @@ func schedWorker() error {
 			Run: func(_ context.Context, run scheduler.Run) error {
 				out.Lock()
 				fmt.Printf("run %s %d\n", run.Job, run.At.Unix())
+				freeze := armed.CompareAndSwap(run.Job, "")
+				if freeze {
+					fmt.Printf("frozen %s %d\n", run.Job, run.At.Unix())
+				}
 				out.Unlock()
+				if freeze {
+					// Real SIGSTOP, mid-run, the slot's lease held.
+					if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
+						return err
+					}
+				}
 				// The work ignores ctx, as in-flight work does: a holder
 				// frozen here writes when it thaws.
 				work := time.NewTimer(300 * time.Millisecond)
@@ -140,29 +155,42 @@ func schedWorker() error {
 			return sched.Stop(sctx)
 		}
 		var ms int
-		if _, err := fmt.Sscanf(cmd, "pgdelay %d", &ms); err != nil {
-			return fmt.Errorf("command %q: %w", cmd, err)
+		switch job, ok := strings.CutPrefix(cmd, "freeze "); {
+		case ok:
+			armed.Store(job)
+		case cmd == "unarm":
+			out.Lock()
+			armed.Store("")
+			fmt.Println("unarmed")
+			out.Unlock()
+		default:
+			if _, err := fmt.Sscanf(cmd, "pgdelay %d", &ms); err != nil {
+				return fmt.Errorf("command %q: %w", cmd, err)
+			}
+			proxy.SetDelay(faultproxy.Upstream, time.Duration(ms)*time.Millisecond)
 		}
-		proxy.SetDelay(faultproxy.Upstream, time.Duration(ms)*time.Millisecond)
 	}
 }
 
 // schedRun is the parent's view of the worker processes.
 type schedRun struct {
-	t    *testing.T
-	env  []string
-	mu   sync.Mutex
-	ws   []*workerProc
-	last []runEvent // per worker: the last run it started
-	wg   sync.WaitGroup
+	t      *testing.T
+	env    []string
+	mu     sync.Mutex
+	ws     []*workerProc
+	ran    map[string][]int // "<job> <slot unix>": the workers that started it
+	events chan freezeEvent // "frozen" and "unarmed" lines
+	wg     sync.WaitGroup
 }
 
-type runEvent struct {
-	job string
-	at  time.Time // when the parent read it
+// freezeEvent is a worker's answer to "freeze" or "unarm": slot is the
+// "<job> <slot unix>" it froze in, "" for unarmed.
+type freezeEvent struct {
+	id   int
+	slot string
 }
 
-// start starts worker id (again) and follows its "run" lines.
+// start starts worker id (again) and follows its lines.
 func (r *schedRun) start(id int) {
 	w := startWorker(r.t, "sched", id, r.env...)
 	r.mu.Lock()
@@ -170,29 +198,62 @@ func (r *schedRun) start(id int) {
 	r.mu.Unlock()
 	r.wg.Go(func() {
 		for line := range w.lines {
-			if f := strings.Fields(line); len(f) == 3 && f[0] == "run" {
+			f := strings.Fields(line)
+			switch {
+			case len(f) == 3 && f[0] == "run":
 				r.mu.Lock()
-				if r.ws[id] == w {
-					r.last[id] = runEvent{job: f[1], at: time.Now()}
-				}
+				r.ran[f[1]+" "+f[2]] = append(r.ran[f[1]+" "+f[2]], id)
 				r.mu.Unlock()
+			case len(f) == 3 && f[0] == "frozen":
+				r.events <- freezeEvent{id: id, slot: f[1] + " " + f[2]}
+			case len(f) == 1 && f[0] == "unarmed":
+				r.events <- freezeEvent{id: id}
 			}
 		}
 	})
 }
 
-// midRun returns a worker that started a run of job within the last
-// 250 ms (still in its 300 ms of work), or a random one.
-func (r *schedRun) midRun(job string) *workerProc {
+// freeze has worker id stop itself in its next run of job, and returns
+// that run's "<job> <slot unix>", or "" when it ran none within 10 s (it
+// is then disarmed, and runs on).
+func (r *schedRun) freeze(id int, job string) string {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, e := range r.last {
-		if e.job == job && time.Since(e.at) < 250*time.Millisecond {
-			return r.ws[id]
+	w := r.ws[id]
+	r.mu.Unlock()
+	w.send(r.t, "freeze "+job)
+	wait := func(limit time.Duration) (freezeEvent, bool) {
+		timer := time.NewTimer(limit)
+		defer timer.Stop()
+		for {
+			select {
+			case e := <-r.events:
+				if e.id == id {
+					return e, true
+				}
+				r.t.Logf("worker %d: a stray freeze event %+v", e.id, e)
+			case <-timer.C:
+				return freezeEvent{}, false
+			}
 		}
 	}
-	return nil
+	if e, ok := wait(10 * time.Second); ok {
+		return e.slot
+	}
+	w.send(r.t, "unarm")
+	e, ok := wait(20 * time.Second) // frozen after all, or unarmed
+	require.True(r.t, ok, "worker %d answered neither frozen nor unarmed", id)
+	return e.slot
 }
+
+// successor reports whether a worker other than id started slot.
+func (r *schedRun) successor(slot string, id int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.ran[slot], func(other int) bool { return other != id })
+}
+
+// errNoSuccessor: no other worker started the frozen run's slot yet.
+var errNoSuccessor = errors.New("no successor yet")
 
 // TestSchedulerProcessesUnderMixedFaults: 5 scheduler processes share one
 // Redis and one Postgres ledger and run two jobs every second for 10
@@ -218,7 +279,7 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 
 	start := time.Now().Truncate(time.Second).Add(5 * time.Second)
 	end := start.Add(duration.Truncate(time.Second))
-	run := &schedRun{t: t, ws: make([]*workerProc, 5), last: make([]runEvent, 5), env: []string{
+	run := &schedRun{t: t, ws: make([]*workerProc, 5), ran: map[string][]int{}, events: make(chan freezeEvent, 16), env: []string{
 		envRedis + "=" + srv.Addr(), envSchema + "=" + s.schema,
 		envStart + "=" + strconv.FormatInt(start.Unix(), 10), envEnd + "=" + strconv.FormatInt(end.Unix(), 10),
 	}}
@@ -251,21 +312,32 @@ func TestSchedulerProcessesUnderMixedFaults(t *testing.T) {
 			if faults["holder_sigstop"]%2 == 1 {
 				job = controlJob
 			}
-			var w *workerProc
-			if testwait.Poll(5*time.Second, 5*time.Millisecond, func() error {
-				if w = run.midRun(job); w == nil {
-					return errNoRunYet
-				}
-				return nil
-			}) != nil {
-				continue // no run of job within 5 s: another fault
+			id := rand.N(5)
+			slot := run.freeze(id, job)
+			if slot == "" {
+				continue // no run of job on that worker within 10 s: another fault
 			}
 			if job == controlJob {
 				controlStops++
 			}
 			faults["holder_sigstop"]++
-			w.signal(t, syscall.SIGSTOP)
+			// Frozen past the TTL, and until another worker took the slot
+			// over (the abandoned attempt retried): the thawed holder's
+			// late write then races its successor's, or follows it.
 			pauseFor(schedTTL+500*time.Millisecond, 2*schedTTL+time.Second)
+			if err := testwait.Poll(20*time.Second, 20*time.Millisecond, func() error {
+				if !run.successor(slot, id) {
+					return errNoSuccessor
+				}
+				return nil
+			}); err != nil {
+				t.Logf("slot %s: no successor within 20 s of the freeze", slot)
+			} else {
+				faults["taken_over"]++
+			}
+			run.mu.Lock()
+			w := run.ws[id]
+			run.mu.Unlock()
 			w.signal(t, syscall.SIGCONT)
 		case 1: // SIGKILL, and a new process after 0.5-2 s
 			id := rand.N(5)
