@@ -1,9 +1,12 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,14 +94,16 @@ func lossTrial(t *testing.T, srv *redisproc.Server, rdb *redis.Client, trial int
 			return nil
 		}}
 	obs := &resetCount{}
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	start := func() []*scheduler.Scheduler {
 		var out []*scheduler.Scheduler
 		for range 3 {
-			leases, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:"})
+			leases, err := lease.New(rdb, lease.Options{Prefix: prefix + "lease:", Logger: logger})
 			require.NoError(t, err)
 			led, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix + "ledger:"})
 			require.NoError(t, err)
-			s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: led, Observer: obs})
+			s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: led, Observer: obs, Logger: logger.With("replica", len(out))})
 			require.NoError(t, err)
 			require.NoError(t, s.Register(job))
 			require.NoError(t, s.Start(context.Background()))
@@ -159,7 +164,28 @@ func lossTrial(t *testing.T, srv *redisproc.Server, rdb *redis.Client, trial int
 			}
 		}
 	}
+	if c.lost > 0 && !amnesiac && os.Getenv("CHAOS_DUMP") != "" {
+		t.Logf("trial %d logs:\n%s", trial, logs.String())
+	}
 	return c
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestRedisDataLossUnderARunningScheduler (redis-data-loss): three

@@ -128,7 +128,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	stopShutdown := context.AfterFunc(s.life.run, func() {
 		defer close(shutDone)
 		cancel(ErrShutdown)
-		_ = h.l.Release(context.WithoutCancel(s.life.run))
+		s.release(h.l)
 	})
 	stopTimeout := s.afterTimeout(job.Timeout, cancel)
 	stopBeat := s.heartbeat(runCtx, run.Slot, h.fence, n, job, cancel)
@@ -410,6 +410,54 @@ func (s *Scheduler) ledgerRefused(ctx context.Context, slot ledger.Slot, step st
 		}
 		s.log.LogAttrs(ctx, slog.LevelError, "ledger_error", attrs...)
 	}
+}
+
+// release releases l, a lease this scheduler took. A store that gives no
+// answer (a Redis that just restarted refuses connections for a moment:
+// go-redis keeps a failed dial's error for up to a second) leaves the
+// lease in place, and every replica's claim of its unit or slot finds it
+// held until its TTL ends (30 s by default): slots came due and ran
+// nowhere (chaos scenario redis-data-loss, on a busy host). So a release
+// without an answer is tried again in the background, with a jittered
+// backoff from 20 ms up to 500 ms, until the backend answers, the lease's
+// TTL has passed since the first try (the key expired on its own) or the
+// scheduler stops past its grace period.
+func (s *Scheduler) release(l *lease.Lease) {
+	ctx := context.WithoutCancel(s.life.run)
+	if releaseAnswered(l.Release(ctx)) {
+		return
+	}
+	deadline := s.clock.Now().Add(l.TTL())
+	s.wg.Go(func() {
+		for attempt := 1; ; attempt++ {
+			wait := retry.Delay(attempt, releaseRetryBase, releaseRetryMax, 0.5, 0, s.jitter)
+			if !s.clock.Now().Add(wait).Before(deadline) {
+				return
+			}
+			timer := s.clock.NewTimer(wait)
+			select {
+			case <-timer.C():
+			case <-s.life.run.Done():
+				timer.Stop()
+				return
+			}
+			if releaseAnswered(l.Release(ctx)) {
+				return
+			}
+		}
+	})
+}
+
+// The backoff of release's retries.
+const (
+	releaseRetryBase = 20 * time.Millisecond
+	releaseRetryMax  = 500 * time.Millisecond
+)
+
+// releaseAnswered reports whether a Release that returned err is over: the
+// backend answered (released, or the key was no longer ours).
+func releaseAnswered(err error) bool {
+	return err == nil || errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrNilContext)
 }
 
 // finishRelease records outcome o of attempt n of slot under h and

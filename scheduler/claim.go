@@ -206,7 +206,7 @@ func (s *Scheduler) recorded(u *unit, at time.Time) bool {
 // slots came due meanwhile. pre, when not nil, is the answer of a
 // ClearBeginner to the fire's fast request, made by the caller.
 func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.BeginResult) {
-	defer func() { _ = h.l.Release(context.WithoutCancel(s.life.run)) }()
+	defer s.release(h.l)
 	if seen.IsZero() { // a claim outside the dispatcher
 		seen = s.clock.Now()
 	}

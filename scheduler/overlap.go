@@ -65,13 +65,13 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 	beginFen.Planner = &planner.fence
 	n, left, err := s.begin(h, beginFen, f)
 	if err != nil {
-		_ = l.Release(context.WithoutCancel(s.life.run))
+		s.release(l)
 		return err
 	}
 	s.active.Add(1)
 	s.wg.Go(func() {
 		defer s.active.Add(-1)
-		defer func() { _ = l.Release(context.WithoutCancel(s.life.run)) }()
+		defer s.release(l)
 		s.run(h, f, n, left, false)
 	})
 	return nil
