@@ -36,8 +36,8 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("schedhttp: time: %w", err)
 	}
 	v, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return fmt.Errorf("schedhttp: time: %w", err)
+	if err != nil { // time.Parse's error repeats the input: say it short
+		return fmt.Errorf("schedhttp: time %s: want RFC 3339 (2026-12-05T02:00:00Z)", echo(s))
 	}
 	t.Time = v
 	return nil
@@ -174,10 +174,15 @@ type BackfillRequest struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-// Problem is an error body (application/problem+json, RFC 9457).
+// Problem is an error body (application/problem+json, RFC 9457). Type is
+// ProblemBase + the problem's name (ProblemBase lists them); Detail repeats
+// at most a few dozen bytes of any input it quotes.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// Field names the request's field (a body member or a query
+	// parameter) a 400 is about; absent when the problem is not about one.
+	Field string `json:"field,omitempty"`
 }
