@@ -59,6 +59,12 @@ type Options struct {
 	// done records. 0 (the default) prunes nothing: call Prune yourself
 	// (`holdfast prune`, a cron job). Negative is refused.
 	Retention time.Duration
+	// Namespace is read by NewRedis and NewPostgres only (New ignores
+	// it): where the parts they build keep their data, the Redis key
+	// prefix of the leases (Namespace+"lease:") and the ledger
+	// (Namespace+"ledger:"), or the Postgres schema of both. Default "":
+	// the parts' defaults.
+	Namespace string
 	// Holder is this replica's holder label: recorded with every attempt
 	// it begins (ledger.Attempt.Holder) and logged with its job events,
 	// so views (the admin API, the console, holdfast runs) and logs tell
