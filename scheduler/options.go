@@ -59,7 +59,7 @@ type Options struct {
 	// done records. 0 (the default) prunes nothing: call Prune yourself
 	// (`holdfast prune`, a cron job). Negative is refused.
 	Retention time.Duration
-	// Namespace is read by NewRedis and NewPostgres only (New ignores
+	// Namespace is read by NewRedis and schedpg.New only (New ignores
 	// it): where the parts they build keep their data, the Redis key
 	// prefix of the leases (Namespace+"lease:") and the ledger
 	// (Namespace+"ledger:"), or the Postgres schema of both. Default "":

@@ -1,16 +1,12 @@
 package scheduler
 
 import (
-	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
-	"github.com/holdfast-go/holdfast/lease/pglease"
-	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
@@ -29,7 +25,7 @@ import (
 // Errors: ErrInvalidOptions for a nil rdb or what New refuses, the parts'
 // ErrInvalidOptions for a Namespace their prefixes refuse. For other
 // prefixes, a lease.Options of your own or pgledger, build the parts and
-// call New.
+// call New. schedpg.New is the same call for PostgreSQL alone.
 func NewRedis(rdb redis.UniversalClient, opts Options) (*Scheduler, error) {
 	if safe.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: NewRedis: nil redis client", ErrInvalidOptions)
@@ -61,54 +57,7 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*Scheduler, error) {
 	return New(opts)
 }
 
-// NewPostgres returns a Scheduler on PostgreSQL alone: its leases from
-// pglease and its ledger from pgledger, both over pool, with their tables
-// created or brought up to date first (pglease's and pgledger's Migrate,
-// bounded by ctx; idempotent, safe from several replicas at once). It
-// fills only the parts left nil.
-//
-// opts.Namespace, when set, is the schema of both parts' tables (a
-// lower-case SQL identifier); default their DefaultSchema ("holdfast").
-// opts.Holder is given to the lease backend too (default: the host name,
-// as New).
-//
-// Errors: ErrInvalidOptions for a nil pool or what New refuses; the parts'
-// ErrInvalidOptions for a Namespace that is not a schema name; Migrate's
-// errors (the database's, joined with ctx's).
-func NewPostgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Scheduler, error) {
-	if pool == nil {
-		return nil, fmt.Errorf("%w: NewPostgres: nil pool", ErrInvalidOptions)
-	}
-	holder := quickHolder(opts)
-	if opts.Leases == nil {
-		b, err := pglease.New(pool, pglease.Options{Schema: opts.Namespace, Holder: holder})
-		if err != nil {
-			return nil, fmt.Errorf("scheduler: NewPostgres: %w", err)
-		}
-		if err := b.Migrate(ctx); err != nil {
-			return nil, fmt.Errorf("scheduler: NewPostgres: %w", err)
-		}
-		leases, err := lease.NewWithBackend(b, lease.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("scheduler: NewPostgres: %w", err)
-		}
-		opts.Leases = leases
-	}
-	if opts.Ledger == nil {
-		ldg, err := pgledger.New(pool, pgledger.Options{Schema: opts.Namespace})
-		if err != nil {
-			return nil, fmt.Errorf("scheduler: NewPostgres: %w", err)
-		}
-		if err := ldg.Migrate(ctx); err != nil {
-			return nil, fmt.Errorf("scheduler: NewPostgres: %w", err)
-		}
-		opts.Ledger = ldg
-	}
-	opts.Holder = holder
-	return New(opts)
-}
-
-// quickHolder is the holder label NewRedis and NewPostgres give both the
+// quickHolder is the holder label NewRedis gives both the
 // leases and the Scheduler: opts.Holder, else New's default (the label of
 // an opts.Leases given, else the host name when it is a valid label).
 func quickHolder(opts Options) string {

@@ -7,16 +7,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Issue 37, 6: one call gives a Scheduler on Redis leases and the Redis
-// ledger, or on pglease and pgledger; a triggered run goes through and is
-// recorded under the replica's holder label, in the namespace given.
-func TestNewRedisAndNewPostgresRunAJob(t *testing.T) {
+// ledger; a triggered run goes through and is recorded under the
+// replica's holder label, in the namespace given.
+func TestNewRedisRunsAJob(t *testing.T) {
 	t.Parallel()
 	t.Run("Redis", func(t *testing.T) {
 		t.Parallel()
@@ -39,24 +38,9 @@ func TestNewRedisAndNewPostgresRunAJob(t *testing.T) {
 		require.Positive(t, leases, "lease keys under the namespace: %v", keys)
 		require.Positive(t, ledgers, "ledger keys under the namespace: %v", keys)
 	})
-	t.Run("Postgres", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.OwnPool(t, nil)
-		schema := pgtest.Schema(t, pool, "sched_quick_")
-		s, err := scheduler.NewPostgres(t.Context(), pool, scheduler.Options{Namespace: schema, Holder: "replica-a"})
-		require.NoError(t, err)
-		runOnce(t, s)
-		var n int
-		require.NoError(t, pool.QueryRow(t.Context(),
-			`SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('leases', 'job_runs')`,
-			schema).Scan(&n))
-		require.Equal(t, 2, n, "pglease's and pgledger's tables in the schema")
-	})
 	t.Run("Refusals", func(t *testing.T) {
 		t.Parallel()
 		_, err := scheduler.NewRedis(nil, scheduler.Options{})
-		require.ErrorIs(t, err, scheduler.ErrInvalidOptions)
-		_, err = scheduler.NewPostgres(t.Context(), nil, scheduler.Options{})
 		require.ErrorIs(t, err, scheduler.ErrInvalidOptions)
 	})
 }
