@@ -215,13 +215,15 @@ func TestCommandsAgainstARunningService(t *testing.T) {
 	slices.Sort(names)
 	require.Equal(t, []string{"block", "settle"}, names)
 	out = ok(t, svc.cmd("jobs")...)
-	require.Regexp(t, `(?m)^settle\s+0 0 0 1 1 \*\s+Europe/Berlin\s+eu,us\s+\S+\s+no\s+succeeded`, out)
+	require.Regexp(t, `(?m)^settle\s+0 0 0 1 1 \*\s+Europe/Berlin\s+eu,us\s+\S+\s+no\s+succeeded\s+0\s+0\s+\S+Z\s`, out)
 
 	// pause and resume.
 	var paused schedhttp.PausedResponse
 	okJSON(t, &paused, svc.cmd("pause", "settle")...)
 	require.Equal(t, schedhttp.PausedResponse{Job: "settle", Paused: true}, paused)
 	require.Contains(t, ok(t, svc.cmd("resume", "settle")...), "job settle paused: no")
+	okJSON(t, &paused, svc.cmd("pause", "settle")...)
+	require.Contains(t, ok(t, svc.cmd("resume", "settle", "--skip-paused")...), "job settle paused: no")
 }
 
 // While a run holds its lease, leases ls shows it with the run's token,

@@ -18,7 +18,11 @@ func jobsCommand() command {
 		help: `Lists the jobs a service registered, through its admin handler (GET /jobs):
 the cron schedule and zone, the partitions, the next fire, whether paused,
 the newest record's status and slot, the newest success and its lag (the
-succeeded attempt's start minus its slot time).
+succeeded attempt's start minus its slot time). SKIPPED and FAILED count
+the records since SINCE (an hour ago, or later on a busy job) that the job
+did not run (skipped by the overlap policy, or missed) and that did not
+succeed (failed, abandoned): a LAST STATUS of succeeded with SKIPPED above
+0 means slots were lost in between (see Job.Overlap).
 
 Examples:
   holdfast jobs --admin http://127.0.0.1:8080/admin/ --token "$TOKEN"
@@ -42,14 +46,16 @@ Examples:
 		if a.conn.output == "json" {
 			return a.printJSON(page)
 		}
-		t := a.table("JOB", "SCHEDULE", "ZONE", "PARTITIONS", "NEXT FIRE", "PAUSED", "LAST STATUS", "LAST SLOT", "LAST SUCCESS", "LAG")
+		t := a.table("JOB", "SCHEDULE", "ZONE", "PARTITIONS", "NEXT FIRE", "PAUSED", "LAST STATUS", "SKIPPED", "FAILED", "SINCE",
+			"LAST SLOT", "LAST SUCCESS", "LAG")
 		for _, j := range page.Jobs {
 			lag := ""
 			if j.LagMS != nil {
 				lag = fmtMS(*j.LagMS)
 			}
 			t.row(j.Name, j.Schedule, j.Zone, partitionsText(j.Partitions), fmtTime(j.NextFire), yesNo(j.Paused),
-				j.LastStatus, fmtTime(j.LastSlot), fmtTime(j.LastSuccess), lag)
+				j.LastStatus, strconv.Itoa(j.RecentSkipped), strconv.Itoa(j.RecentFailed), fmtTime(j.RecentSince),
+				fmtTime(j.LastSlot), fmtTime(j.LastSuccess), lag)
 		}
 		return t.flush()
 	}

@@ -12,6 +12,7 @@ import (
 // opFlags are the flags of retry, trigger and backfill.
 type opFlags struct {
 	partition, slot, from, to, reason string
+	skipPaused                        bool // resume --skip-paused
 }
 
 // opCommand builds one of the admin write commands on JOB: register adds
@@ -141,20 +142,38 @@ Examples:
 	})
 }
 
-func pauseCommand() command  { return pauseResume("pause", "pause a job: no new slot starts") }
-func resumeCommand() command { return pauseResume("resume", "resume a paused job") }
+func pauseCommand() command {
+	return pauseResume("pause", "JOB", "pause a job: no new slot starts", `Running attempts are not stopped by a pause. The slots that come due while
+the job is paused run on resume as the job's missed-slot policy says
+(Job.Missed), unless resume is given --skip-paused.`, nil)
+}
 
-func pauseResume(name, summary string) command {
+func resumeCommand() command {
+	return pauseResume("resume", "JOB [--skip-paused]", "resume a paused job",
+		`The slots that came due while the job was paused are caught up as the job's
+missed-slot policy says (Job.Missed; by default up to MaxCatchUp of them).
+With --skip-paused they are recorded skipped (reason "paused") and none of
+them runs: the next slot on schedule is the first to run.`,
+		func(fs *flag.FlagSet, f *opFlags) {
+			fs.BoolVar(&f.skipPaused, "skip-paused", false, "record the slots that came due while paused skipped instead of catching them up")
+		})
+}
+
+func pauseResume(name, args, summary, help string, register func(fs *flag.FlagSet, f *opFlags)) command {
 	return opCommand(command{
-		name: name, args: "JOB", summary: summary,
-		help: fmt.Sprintf(`%s%s. Running attempts are not stopped by a pause.
+		name: name, args: args, summary: summary,
+		help: fmt.Sprintf(`%s%s. %s
 
 Examples:
   holdfast %s settle --admin http://127.0.0.1:8080/admin/
-  holdfast %s report -o json`, strings.ToUpper(summary[:1]), summary[1:], name, name),
-	}, nil, func(ctx context.Context, a *app, cl *adminClient, job string, _ opFlags) error {
+  holdfast %s report -o json`, strings.ToUpper(summary[:1]), summary[1:], help, name, name),
+	}, register, func(ctx context.Context, a *app, cl *adminClient, job string, f opFlags) error {
 		var out schedhttp.PausedResponse
-		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, name), nil, &out); err != nil {
+		var body any
+		if f.skipPaused {
+			body = schedhttp.ResumeRequest{SkipPaused: true}
+		}
+		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, name), body, &out); err != nil {
 			return err
 		}
 		if a.conn.output == "json" {

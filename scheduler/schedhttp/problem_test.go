@@ -38,6 +38,7 @@ func TestAdminProblemsNameTypeAndField(t *testing.T) {
 		{"BadLimit", "GET", "/jobs/settle/runs?limit=0", "", "", 400, "invalid-request", "limit"},
 		{"BadFrom", "GET", "/jobs/settle/runs?from=" + long, "", "", 400, "invalid-request", "from"},
 		{"BadStatus", "GET", "/jobs/settle/runs?status=" + long, "", "", 400, "invalid-request", "status"},
+		{"ResumeSkipNotBool", "POST", "/jobs/settle/resume", "application/json", `{"skip_paused":"yes"}`, 400, "invalid-request", "skip_paused"},
 		{"NoLeases", "GET", "/leases", "", "", 404, "no-lease-inspector", ""},
 		{"NotJSON", "POST", "/jobs/settle/pause", "text/plain", "", 415, "unsupported-media-type", ""},
 		{"OversizedJSON", "POST", "/jobs/settle/trigger", "application/json", `{"reason":"` + strings.Repeat("x", 70<<10) + `"}`, 413, "body-too-large", ""},

@@ -131,10 +131,15 @@ func (h *adminHandler) pause(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *adminHandler) resume(w http.ResponseWriter, r *http.Request) error {
-	if err := decodeEmpty(r); err != nil {
+	var req ResumeRequest
+	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if err := h.s.Resume(r.Context(), r.PathValue("job")); err != nil {
+	resume := h.s.Resume
+	if req.SkipPaused {
+		resume = h.s.ResumeSkipping
+	}
+	if err := resume(r.Context(), r.PathValue("job")); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, PausedResponse{Job: r.PathValue("job"), Paused: false})

@@ -107,8 +107,8 @@ type Options struct {
 // are JSON (the types of wire.go; the API is described by OpenAPI 3.1 at
 // GET /openapi.json); errors of the API routes are
 // application/problem+json (RFC 9457) with status 400 (bad input, not a
-// slot, no partition for one slot of a partitioned job, a body on pause or
-// resume other than {}, a malformed match glob), 401 (the Authorizer's
+// slot, no partition for one slot of a partitioned job, a body on pause
+// other than {}, a malformed match glob), 401 (the Authorizer's
 // error matches ErrUnauthenticated; with WWW-Authenticate: Bearer), 403
 // (refused by the Authorizer otherwise, or an action from another origin:
 // see Options.Authorizer), 404 (unknown job or partition, no record of a
@@ -130,7 +130,7 @@ type Options struct {
 //	POST /jobs/{job}/trigger   TriggerRequest   202 SlotResponse
 //	POST /jobs/{job}/backfill  BackfillRequest  202 SlotsResponse
 //	POST /jobs/{job}/pause                      PausedResponse
-//	POST /jobs/{job}/resume                     PausedResponse
+//	POST /jobs/{job}/resume    ResumeRequest    PausedResponse
 //	GET  /leases?match=GLOB&limit=N             LeasesPage
 //	GET  /openapi.json                          the API's OpenAPI 3.1 document
 //	GET  /  and  GET /console/{file}            the web console
@@ -275,7 +275,7 @@ func (h *adminHandler) actionAllowed(w http.ResponseWriter, r *http.Request, act
 	return true
 }
 
-// decodeEmpty reads a body that carries nothing (pause, resume): empty or
+// decodeEmpty reads a body that carries nothing (pause): empty or
 // the JSON object {}; anything else is a bad request, and a body over
 // MaxBodyBytes is refused (413) as on every POST.
 func decodeEmpty(r *http.Request) error {

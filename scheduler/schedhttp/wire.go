@@ -59,6 +59,12 @@ type JobJSON struct {
 	LastSlot    Time     `json:"last_slot,omitzero"`
 	LastSuccess Time     `json:"last_success,omitzero"`
 	LagMS       *int64   `json:"lag_ms,omitempty"`
+	// RecentSkipped and RecentFailed count the job's records with a slot
+	// at or after RecentSince (an hour ago, or later on a busy job):
+	// skipped or missed, failed or abandoned (scheduler.JobStatus).
+	RecentSkipped int  `json:"recent_skipped"`
+	RecentFailed  int  `json:"recent_failed"`
+	RecentSince   Time `json:"recent_since"`
 }
 
 // JobsPage is the body of GET /jobs.
@@ -172,6 +178,14 @@ type BackfillRequest struct {
 	From      Time   `json:"from"`
 	To        Time   `json:"to"`
 	Reason    string `json:"reason,omitempty"`
+}
+
+// ResumeRequest is the body of POST /jobs/{job}/resume (optional: an
+// empty body or {} resumes and catches the paused slots up as the job's
+// missed-slot policy says). SkipPaused records them skipped instead
+// (scheduler.Scheduler.ResumeSkipping).
+type ResumeRequest struct {
+	SkipPaused bool `json:"skip_paused,omitempty"`
 }
 
 // Problem is an error body (application/problem+json, RFC 9457). Type is
