@@ -15,7 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
 )
 
-// Issue 37, 4: 13 slots were skipped while `holdfast jobs` showed LAST
+// Issue 37, 4: 13 slots were skipped while `holdfast job ls` showed LAST
 // STATUS succeeded. JobStatus counts the skipped (and missed) and the
 // failed (and abandoned) records of the last hour, across partitions; on
 // a job with more than 100 records in the hour, from the oldest record

@@ -49,15 +49,15 @@ func reasonFlag(fs *flag.FlagSet, f *opFlags) {
 
 func retryCommand() command {
 	return opCommand(command{
-		name: "retry", args: "JOB --slot T [--partition P] [--reason R]", summary: "run a done slot again (a new attempt)",
+		name: "job retry", args: "JOB --slot T [--partition P] [--reason R]", summary: "run a done slot again (a new attempt)",
 		help: `Asks the service to run the slot T of JOB again: its next attempt starts on
 the next claim. A slot that is running is refused (409, exit 4); a time that
 is not a slot of JOB, or is outside its StartAt/EndAt, is a usage error (400,
 exit 2).
 
 Examples:
-  holdfast retry settle --slot 2026-11-29T01:00:00Z --partition eu --reason "bank was down"
-  holdfast retry report --slot 2026-12-01T06:00:00Z -o json`,
+  holdfast job retry settle --slot 2026-11-29T01:00:00Z --partition eu --reason "bank was down"
+  holdfast job retry report --slot 2026-12-01T06:00:00Z -o json`,
 	}, func(fs *flag.FlagSet, f *opFlags) {
 		partitionFlag(fs, f)
 		reasonFlag(fs, f)
@@ -81,14 +81,14 @@ Examples:
 
 func triggerCommand() command {
 	return opCommand(command{
-		name: "trigger", args: "JOB [--partition P] [--reason R]", summary: "run a job now (an extra slot)",
+		name: "job trigger", args: "JOB [--partition P] [--reason R]", summary: "run a job now (an extra slot)",
 		help: `Asks the service to run JOB now, in an extra slot at the current time.
 A job before its StartAt or at or after its EndAt has no slot now: a usage
 error (400, exit 2).
 
 Examples:
-  holdfast trigger settle --partition us --reason "month end"
-  holdfast trigger report -o json`,
+  holdfast job trigger settle --partition us --reason "month end"
+  holdfast job trigger report -o json`,
 	}, func(fs *flag.FlagSet, f *opFlags) {
 		partitionFlag(fs, f)
 		reasonFlag(fs, f)
@@ -104,7 +104,7 @@ Examples:
 
 func backfillCommand() command {
 	return opCommand(command{
-		name: "backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range again",
+		name: "job backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range again",
 		help: `Asks the service to run again every slot of JOB with --from <= slot < --to
 (at most 1000), as retry does for one: each slot gets a new
 attempt, succeeded ones included; running slots are left alone. The effects
@@ -114,8 +114,8 @@ The range is clipped to the job's StartAt/EndAt; a range with nothing left
 inside them is a usage error (400, exit 2).
 
 Examples:
-  holdfast backfill settle --partition us --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z
-  holdfast backfill report --from 2026-11-30T00:00:00Z --to 2026-12-01T00:00:00Z -o json`,
+  holdfast job backfill settle --partition us --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z
+  holdfast job backfill report --from 2026-11-30T00:00:00Z --to 2026-12-01T00:00:00Z -o json`,
 	}, func(fs *flag.FlagSet, f *opFlags) {
 		partitionFlag(fs, f)
 		reasonFlag(fs, f)
@@ -161,12 +161,12 @@ them runs: the next slot on schedule is the first to run.`,
 
 func pauseResume(name, args, summary, help string, register func(fs *flag.FlagSet, f *opFlags)) command {
 	return opCommand(command{
-		name: name, args: args, summary: summary,
+		name: "job " + name, args: args, summary: summary,
 		help: fmt.Sprintf(`%s%s. %s
 
 Examples:
-  holdfast %s settle --admin http://127.0.0.1:8080/admin/
-  holdfast %s report -o json`, strings.ToUpper(summary[:1]), summary[1:], help, name, name),
+  holdfast job %s settle --admin http://127.0.0.1:8080/admin/
+  holdfast job %s report -o json`, strings.ToUpper(summary[:1]), summary[1:], help, name, name),
 	}, register, func(ctx context.Context, a *app, cl *adminClient, job string, f opFlags) error {
 		var out schedhttp.PausedResponse
 		var body any
@@ -176,7 +176,7 @@ Examples:
 		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, name), body, &out); err != nil {
 			return err
 		}
-		if a.conn.output == "json" {
+		if a.machine() {
 			return a.printJSON(out)
 		}
 		fmt.Fprintf(a.stdout, "job %s paused: %s\n", out.Job, yesNo(out.Paused))
@@ -186,7 +186,7 @@ Examples:
 
 // printSlots prints the slots a write asked for (out as JSON).
 func (a *app) printSlots(what string, out any, slots []schedhttp.SlotJSON) error {
-	if a.conn.output == "json" {
+	if a.machine() {
 		return a.printJSON(out)
 	}
 	fmt.Fprintf(a.stdout, "%s: %d slot(s)\n", what, len(slots))

@@ -20,7 +20,7 @@ type pruneJSON struct {
 
 func pruneCommand() command {
 	c := command{
-		name: "prune", args: "--before DURATION|RFC3339 [--dry-run] --redis URL|--pg URL",
+		name: "ledger prune", args: "--before DURATION|RFC3339 [--dry-run] --redis URL|--pg URL",
 		summary: "delete the ledger's done slot records older than a cutoff",
 		help: `Deletes the records (and attempts) of done slots (succeeded, failed with no
 attempt left, skipped, missed) before the cutoff, from the Redis ledger
@@ -32,9 +32,9 @@ cutoff and changes nothing (the ledgers cannot count without deleting); it
 fails, as prune does, when the ledger cannot prune.
 
 Examples:
-  holdfast prune --redis redis://127.0.0.1:6379/0 --before 720h
-  holdfast prune --pg postgres://root@127.0.0.1/test --schema holdfast --before 2026-11-01T00:00:00Z
-  holdfast prune --redis "$REDIS_URL" --before 2160h --dry-run -o json`,
+  holdfast ledger prune --redis redis://127.0.0.1:6379/0 --before 720h
+  holdfast ledger prune --pg postgres://root@127.0.0.1/test --schema holdfast --before 2026-11-01T00:00:00Z
+  holdfast ledger prune --redis "$REDIS_URL" --before 2160h --dry-run -o json`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var before, prefix, schema string
@@ -71,7 +71,7 @@ Examples:
 				return fmt.Errorf("prune: %w", err)
 			}
 		}
-		if a.conn.output == "json" {
+		if a.machine() {
 			return a.printJSON(out)
 		}
 		if dryRun {
