@@ -217,6 +217,39 @@ func TestCommandsAgainstARunningService(t *testing.T) {
 	out = ok(t, svc.cmd("job", "ls")...)
 	require.Regexp(t, `(?m)^settle\s+0 0 0 1 1 \*\s+Europe/Berlin\s+eu,us\s+\S+\s+no\s+succeeded\s+0\s+0\s+\S+Z\s`, out)
 
+	// --all-partitions: the new year's slot again in eu and us, one call.
+	var both schedhttp.SlotsResponse
+	okJSON(t, &both, svc.cmd("job", "retry", "settle", "--slot", newYear.Format(time.RFC3339), "--all-partitions", "--reason", "all")...)
+	require.ElementsMatch(t, []schedhttp.SlotJSON{
+		{Job: "settle", Partition: "eu", Slot: schedhttp.Time{Time: newYear}},
+		{Job: "settle", Partition: "us", Slot: schedhttp.Time{Time: newYear}},
+	}, both.Slots)
+	for _, p := range []string{"eu", "us"} {
+		svc.waitRun(t, "settle", p, "succeeded")
+	}
+	out = ok(t, svc.cmd("job", "backfill", "settle", "--all-partitions", "--from", "2025-12-01T00:00:00Z", "--to", "2026-02-01T00:00:00Z", "-o", "jsonl")...)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, "jsonl: one slot a line: %s", out)
+	for _, l := range lines {
+		var s schedhttp.SlotJSON
+		require.NoError(t, json.Unmarshal([]byte(l), &s), l)
+		require.Equal(t, newYear, s.Slot.UTC())
+	}
+	r := cli(t, svc.cmd("job", "retry", "settle", "--slot", newYear.Format(time.RFC3339), "--all-partitions", "--partition", "eu")...)
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	for _, p := range []string{"eu", "us"} {
+		svc.waitRun(t, "settle", p, "succeeded")
+	}
+
+	// job show: one job, a field a line; an unknown job exits 3.
+	out = ok(t, svc.cmd("job", "show", "settle")...)
+	require.Regexp(t, `(?m)^last status\s+succeeded$`, out)
+	require.Regexp(t, `(?m)^skipped\s+0$`, out)
+	var one schedhttp.JobJSON
+	okJSON(t, &one, svc.cmd("job", "show", "settle")...)
+	require.Equal(t, "settle", one.Name)
+	require.Equal(t, exitNotFound, cli(t, svc.cmd("job", "show", "nope")...).code)
+
 	// pause and resume.
 	var paused schedhttp.PausedResponse
 	okJSON(t, &paused, svc.cmd("job", "pause", "settle")...)
