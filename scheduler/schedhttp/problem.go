@@ -119,12 +119,6 @@ func statusOfKind(kind string) int {
 	return http.StatusBadRequest
 }
 
-// statusOf returns the HTTP status err answers with.
-func statusOf(err error) int {
-	status, _, _ := problemOf(err)
-	return status
-}
-
 // writeProblem answers with the problem kind (a name under ProblemBase),
 // about field ("" for none); detail is cut to maxDetail bytes.
 func writeProblem(w http.ResponseWriter, status int, kind, field, detail string) {
