@@ -241,6 +241,19 @@ func TestCommandsAgainstARunningService(t *testing.T) {
 		svc.waitRun(t, "settle", p, "succeeded")
 	}
 
+	// job watch -o jsonl streams one JSON object a line.
+	var stream lockedBuffer
+	stop := start(t, &stream, svc.cmd("job", "watch", "settle", "--interval", "10ms", "-o", "jsonl")...)
+	testwait.Until(t, 10*time.Second, "watch's first events", func() bool {
+		return strings.Count(stream.String(), "\n") >= 2
+	})
+	wr := stop()
+	require.Equal(t, exitOK, wr.code, wr.stderr)
+	for _, l := range strings.Split(strings.TrimSpace(wr.stdout), "\n") {
+		require.True(t, json.Valid([]byte(l)), "one JSON object a line: %q", l)
+	}
+	require.Contains(t, wr.stdout, `"status":"succeeded"`)
+
 	// job show: one job, a field a line; an unknown job exits 3.
 	out = ok(t, svc.cmd("job", "show", "settle")...)
 	require.Regexp(t, `(?m)^last status\s+succeeded$`, out)
