@@ -62,7 +62,7 @@ func TestLeaseRunStopsTheCommandOnLeaseLoss(t *testing.T) {
 	srv := redisproc.Start(t)
 	rdb := srv.Client(t)
 	dir := t.TempDir()
-	done := leaseRun(t, srv, "export", "--ttl", "900ms", "--grace", "5s", "--holder", "ops-box", "--", "sh", "-c", script(dir, false))
+	done := leaseRun(t, srv, "export", "--ttl", "3s", "--grace", "5s", "--holder", "ops-box", "--", "sh", "-c", script(dir, false))
 
 	env := strings.Fields(waitFile(t, filepath.Join(dir, "env")))
 	require.Len(t, env, 6, env)
@@ -70,7 +70,7 @@ func TestLeaseRunStopsTheCommandOnLeaseLoss(t *testing.T) {
 	token, err := rdb.Get(t.Context(), "t:{export}:fence").Result()
 	require.NoError(t, err)
 	require.Equal(t, token, env[2], "the fencing token the lease was issued")
-	require.Equal(t, []string{"ops-box", "900"}, env[3:5])
+	require.Equal(t, []string{"ops-box", "3000"}, env[3:5])
 	require.NotEqual(t, "0", env[5], "the owner is passed (its length shown here, never its value)")
 	owner, err := rdb.Get(t.Context(), "t:{export}").Result()
 	require.NoError(t, err, "the lease is held while CMD runs")
@@ -100,7 +100,7 @@ func TestLeaseRunKillsAfterGrace(t *testing.T) {
 	srv := redisproc.Start(t)
 	rdb := srv.Client(t)
 	dir := t.TempDir()
-	done := leaseRun(t, srv, "stubborn", "--ttl", "900ms", "--grace", "200ms", "--", "sh", "-c", script(dir, true))
+	done := leaseRun(t, srv, "stubborn", "--ttl", "3s", "--grace", "200ms", "--", "sh", "-c", script(dir, true))
 	waitFile(t, filepath.Join(dir, "env"))
 	require.NoError(t, rdb.Del(t.Context(), "t:{stubborn}").Err())
 	r := <-done
