@@ -59,7 +59,7 @@ type Options struct {
 	Eviction redislease.Eviction
 	// Holder is the holder label: the replica's name (a hostname, a pod
 	// name), stored beside every lease the Client takes and shown by the
-	// lease views (Inspector, the admin API's /leases, holdfast leases)
+	// lease views (Inspector, the admin API's /leases, holdfast lease)
 	// and in the Client's log events, where the owner is not: the owner is
 	// a write capability (see fence.OwnerID). It is a label for people,
 	// not an identity: nothing checks it, and several replicas may share

@@ -38,7 +38,22 @@ type JobStatus struct {
 	// newest of each partition; HasSuccess is false when there is none.
 	LastSuccess ledger.Record
 	HasSuccess  bool
+	// Skipped and Failed count the job's records, across its partitions,
+	// whose slot is at or after Since: Skipped those the job did not run
+	// (skipped by the overlap policy, or missed), Failed those that ran
+	// and did not succeed (failed or abandoned). A last status of
+	// "succeeded" with Skipped > 0 means slots were lost in between: see
+	// Job.Overlap. Since is an hour before now, or later when a partition
+	// holds more than 100 records in that hour (the counts then cover the
+	// 100 newest of that partition, and every record of the others since
+	// the same instant).
+	Skipped, Failed int
+	Since           time.Time
 }
+
+// statusWindow is how far back JobStatus counts skipped and failed
+// records (1 h).
+const statusWindow = time.Hour
 
 // JobStatus reads job's pause flag and newest records from the ledger
 // (one read per partition, plus one for the flag). It writes nothing on a
@@ -58,11 +73,18 @@ func (s *Scheduler) JobStatus(ctx context.Context, job string) (JobStatus, error
 	if st.Paused, err = s.paused(ctx, job, r.Partitions[0]); err != nil {
 		return JobStatus{}, err
 	}
-	to := s.clock.Now().Add(time.Second)
+	now := s.clock.Now()
+	to := now.Add(time.Second)
+	st.Since = now.Add(-statusWindow).UTC().Truncate(time.Second)
+	read := make([][]ledger.Record, 0, len(r.Partitions))
 	for _, p := range r.Partitions {
 		recs, err := s.cfg.Ledger.List(ctx, job, p, time.Time{}, to, statusScan)
 		if err != nil {
 			return JobStatus{}, err
+		}
+		read = append(read, recs)
+		if len(recs) == statusScan && recs[len(recs)-1].Slot.At.After(st.Since) {
+			st.Since = recs[len(recs)-1].Slot.At // older records of p were not read
 		}
 		if len(recs) > 0 && (!st.HasLast || recs[0].Slot.At.After(st.Last.Slot.At)) {
 			st.Last, st.HasLast = recs[0], true
@@ -75,6 +97,19 @@ func (s *Scheduler) JobStatus(ctx context.Context, job string) (JobStatus, error
 				st.LastSuccess, st.HasSuccess = rec, true
 			}
 			break
+		}
+	}
+	for _, recs := range read {
+		for _, rec := range recs {
+			if rec.Slot.At.Before(st.Since) {
+				break // newest first
+			}
+			switch rec.Status {
+			case ledger.StatusSkipped, ledger.StatusMissed:
+				st.Skipped++
+			case ledger.StatusFailed, ledger.StatusAbandoned:
+				st.Failed++
+			}
 		}
 	}
 	st.Last, st.LastSuccess = s.redacted(st.Last), s.redacted(st.LastSuccess)
@@ -308,8 +343,33 @@ func (s *Scheduler) Pause(ctx context.Context, job string) error {
 	return s.cfg.Ledger.SetPaused(ctx, job, true)
 }
 
-// Resume undoes Pause.
+// Resume undoes Pause. The slots that came due while the job was paused
+// are then caught up as Job.Missed says (by default, MissedCatchUp: up to
+// MaxCatchUp of them within CatchUpWindow); ResumeSkipping records them
+// skipped instead.
 func (s *Scheduler) Resume(ctx context.Context, job string) error {
+	return s.resume(ctx, job, false)
+}
+
+// ResumeSkipping undoes Pause and records the slots that came due while
+// the job was paused skipped (reason "paused"), whatever Job.Missed says:
+// none of them runs, the next one does (Temporal's unpause, a Kubernetes
+// CronJob's suspend with a short startingDeadlineSeconds). Open slots
+// (a retry that was waiting, an operator's request) still run. Before it
+// clears the pause flag it takes each partition's lease (waiting for it,
+// bounded by ctx) to record the skips under the lease's fence, so no
+// replica catches a paused slot up in between; at most the latest 1000
+// of a partition's paused slots are recorded, older ones are passed over
+// unrecorded. On a job that is not paused it is Resume.
+//
+// Errors: ErrUnknownJob; ctx's error while waiting for a lease; the
+// ledger's. On an error the job stays paused (a partition's skips already
+// recorded stay).
+func (s *Scheduler) ResumeSkipping(ctx context.Context, job string) error {
+	return s.resume(ctx, job, true)
+}
+
+func (s *Scheduler) resume(ctx context.Context, job string, skip bool) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
@@ -317,12 +377,52 @@ func (s *Scheduler) Resume(ctx context.Context, job string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownJob, job)
 	}
+	if skip {
+		paused, err := s.paused(ctx, job, r.Partitions[0])
+		if err != nil {
+			return err
+		}
+		for _, p := range r.Partitions {
+			if !paused {
+				break
+			}
+			if err := s.skipPaused(ctx, r, p); err != nil {
+				return err
+			}
+		}
+	}
 	if err := s.cfg.Ledger.SetPaused(ctx, job, false); err != nil {
 		return err
 	}
 	for _, p := range r.Partitions {
 		if u, err := s.unit(job, p); err == nil {
 			s.poke(u)
+		}
+	}
+	return nil
+}
+
+// skipPaused records the paused slots of (r, partition) skipped under
+// the partition's lease (pausedSlots decides which).
+func (s *Scheduler) skipPaused(ctx context.Context, r *registered, partition string) error {
+	u, err := s.unit(r.Name, partition)
+	if err != nil {
+		return err
+	}
+	l, err := s.cfg.Leases.Acquire(ctx, u.lease, r.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = l.Release(context.WithoutCancel(ctx)) }()
+	h := s.newHold(u, l)
+	now := s.clock.Now()
+	st, err := s.cfg.Ledger.State(h.ctx(), r.Name, partition, r.window.since(now), now)
+	if err != nil {
+		return err
+	}
+	for _, f := range pausedSlots(r, st, now) {
+		if err := s.skip(h, step{fire: f, skip: ledger.StatusSkipped, reason: "paused"}); err != nil {
+			return err
 		}
 	}
 	return nil

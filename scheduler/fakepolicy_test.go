@@ -243,6 +243,46 @@ func TestFakeTimePauseAndResume(t *testing.T) {
 	})
 }
 
+// Issue 37, 4: ResumeSkipping records the paused slots skipped, whatever
+// Job.Missed says (here the default, catch-up, which Resume follows and
+// runs them all), and the job runs on schedule again.
+func TestFakeTimeResumeSkipping(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		g, caught := newGated(r), newGated(r)
+		job := scheduler.Job{Name: "billing", Spec: "* * * * *", Partitions: []string{"eu", "us"}, Run: g.run}
+		other := scheduler.Job{Name: "catching", Spec: "* * * * *", Run: caught.run}
+		a := r.replica(0, job, other)
+		r.replica(0, job, other)
+		r.tick(5*time.Second, time.Second)
+		ctx := context.Background()
+		require.NoError(t, a.Pause(ctx, "billing"))
+		require.NoError(t, a.Pause(ctx, "catching"))
+		r.tick(3*time.Minute, time.Second) // 10:01..10:03 come due, paused
+		require.NoError(t, a.ResumeSkipping(ctx, "billing"))
+		require.NoError(t, a.Resume(ctx, "catching"))
+		r.settle()
+		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 0, 0)}, g.slots(), "no paused slot runs, in either partition")
+		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0), utc(10, 2, 0), utc(10, 3, 0)}, caught.slots(),
+			"Resume catches them up (MissedCatchUp)")
+		for _, p := range []string{"eu", "us"} {
+			for _, at := range []time.Time{utc(10, 1, 0), utc(10, 2, 0), utc(10, 3, 0)} {
+				rec, found, err := r.ledger.Get(ctx, ledger.Slot{Job: "billing", At: at, Partition: p})
+				require.NoError(t, err)
+				require.True(t, found)
+				require.Equal(t, ledger.StatusSkipped, rec.Status)
+				require.Equal(t, "paused", rec.Reason)
+			}
+		}
+		st, err := a.JobStatus(ctx, "billing")
+		require.NoError(t, err)
+		require.False(t, st.Paused)
+		require.Equal(t, 6, st.Skipped, "3 slots x 2 partitions, counted by JobStatus")
+		r.tick(time.Minute, time.Second)
+		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 0, 0), utc(10, 4, 0), utc(10, 4, 0)}, g.slots(), "then on schedule again")
+	})
+}
+
 // Operator requests on fake time: Trigger makes a slot of the clock's
 // current second, Backfill and Retry reuse slots of the schedule.
 func TestFakeTimeOperatorRequests(t *testing.T) {

@@ -199,6 +199,19 @@ type Job struct {
 	// OverlapForbid it is skipped, reason "overlap"), as Temporal's trigger
 	// and `kubectl create job --from=cronjob` are not subject to the
 	// schedule's concurrency policy.
+	//
+	// When every slot must happen (billing: one invoice per slot), use
+	// OverlapAllow: every slot runs when it comes due, each once under its
+	// own slot lease, so a slow run delays no other slot (runs of one
+	// partition then overlap: the downstream must take them side by
+	// side). OverlapForbid skips every slot that comes due during a slow
+	// run and OverlapBufferOne all but the latest (a trial lost 18 of 39
+	// invoices to OverlapForbid while a downstream was slow);
+	// OverlapCancelOther interrupts the run. Where runs must not overlap,
+	// make each run do the work of every slot since the last one that
+	// succeeded and use OverlapBufferOne. Skipped slots show in
+	// JobStatus.Skipped (`holdfast job ls`), the alert HoldfastSlotsSkipped
+	// (docs/alerts.yml), and can be run later with Backfill.
 	Overlap OverlapPolicy
 	// Missed is the missed-slot policy. Default MissedCatchUp.
 	Missed MissedPolicy

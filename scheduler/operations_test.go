@@ -281,6 +281,8 @@ func TestJobStatusReadsPauseAndNewestRecords(t *testing.T) {
 
 		st, err := sched.JobStatus(ctx, "tenants")
 		require.NoError(t, err)
+		require.WithinDuration(t, time.Now().Add(-time.Hour), st.Since, 5*time.Second, "counted from an hour ago")
+		st.Since = time.Time{}
 		require.Equal(t, JobStatus{}, st, "nothing ran yet")
 
 		claimNow(t, sched, "tenants", "a", slots[0])

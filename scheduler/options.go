@@ -57,11 +57,17 @@ type Options struct {
 	// slots, each pair's latest slot, horizons, fences), so Retention may
 	// be shorter than a CatchUpWindow; it bounds how long operators see
 	// done records. 0 (the default) prunes nothing: call Prune yourself
-	// (`holdfast prune`, a cron job). Negative is refused.
+	// (`holdfast ledger prune`, a cron job). Negative is refused.
 	Retention time.Duration
+	// Namespace is read by NewRedis and schedpg.New only (New ignores
+	// it): where the parts they build keep their data, the Redis key
+	// prefix of the leases (Namespace+"lease:") and the ledger
+	// (Namespace+"ledger:"), or the Postgres schema of both. Default "":
+	// the parts' defaults.
+	Namespace string
 	// Holder is this replica's holder label: recorded with every attempt
 	// it begins (ledger.Attempt.Holder) and logged with its job events,
-	// so views (the admin API, the console, holdfast runs) and logs tell
+	// so views (the admin API, the console, holdfast job runs) and logs tell
 	// which replica ran a slot without showing the lease owner, which is
 	// a write capability (see fence.OwnerID). Default: the Leases
 	// client's label (lease.Options.Holder) when it has one, else the

@@ -258,3 +258,24 @@ func overlapSteps(policy OverlapPolicy, overlapped []cron.Fire) []step {
 
 // maxBackfill bounds how many slots one Backfill asks for (1000).
 const maxBackfill = 1000
+
+// pausedSlots lists the slots ResumeSkipping records skipped: those a
+// claim would catch up after the pause ends (after the ledger's last slot
+// and its horizon, within CatchUpWindow, up to now), the latest
+// maxGapRecords of them. Older ones need no record: the newest skip moves
+// the ledger's Last past them. None when the ledger has no last slot (a
+// claim then looks at its own fire only).
+func pausedSlots(job *registered, st ledger.State, now time.Time) []cron.Fire {
+	if st.Last.IsZero() {
+		return nil
+	}
+	floor := st.Last
+	if h := st.Horizon.Truncate(time.Second).Add(-time.Second); h.After(floor) {
+		floor = h
+	}
+	if since := job.window.since(now); floor.Before(since) {
+		floor = since.Add(-time.Second) // older ones no claim would run
+	}
+	fires := job.window.between(floor, now, 1<<16)
+	return fires[max(len(fires)-maxGapRecords, 0):]
+}

@@ -129,7 +129,7 @@ func (s *service) cmd(args ...string) []string { return append(args, s.admin...)
 func (s *service) runsOf(t *testing.T, job string, args ...string) []schedhttp.RunJSON {
 	t.Helper()
 	var page schedhttp.RunsPage
-	okJSON(t, &page, s.cmd(append([]string{"runs", job}, args...)...)...)
+	okJSON(t, &page, s.cmd(append([]string{"job", "runs", job}, args...)...)...)
 	return page.Runs
 }
 
@@ -159,7 +159,7 @@ func TestCommandsAgainstARunningService(t *testing.T) {
 	newYear := time.Date(2025, 12, 31, 23, 0, 0, 0, time.UTC)
 	for _, p := range []string{"eu", "us"} {
 		var out schedhttp.SlotsResponse
-		okJSON(t, &out, svc.cmd("backfill", "settle", "--partition", p, "--reason", "test",
+		okJSON(t, &out, svc.cmd("job", "backfill", "settle", "--partition", p, "--reason", "test",
 			"--from", "2025-12-01T00:00:00Z", "--to", "2026-02-01T00:00:00Z")...)
 		require.Len(t, out.Slots, 1)
 		require.Equal(t, schedhttp.SlotJSON{Job: "settle", Partition: p, Slot: schedhttp.Time{Time: newYear}}, out.Slots[0])
@@ -170,13 +170,13 @@ func TestCommandsAgainstARunningService(t *testing.T) {
 
 	// retry of the failed slot: attempt 2, succeeded.
 	slot := failed.Slot.UTC().Format(time.RFC3339Nano)
-	out := ok(t, svc.cmd("retry", "settle", "--slot", slot, "--partition", "eu")...)
+	out := ok(t, svc.cmd("job", "retry", "settle", "--slot", slot, "--partition", "eu")...)
 	require.Contains(t, out, "retry asked: 1 slot(s)")
 	retried := svc.waitRun(t, "settle", "eu", "succeeded")
 	require.Equal(t, 2, retried.Attempt)
 
 	// runs: succeeded slots in both partitions, one table row each.
-	out = ok(t, svc.cmd("runs", "settle")...)
+	out = ok(t, svc.cmd("job", "runs", "settle")...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3, out)
 	require.Equal(t, []string{"PARTITION", "SLOT", "STATUS", "ATTEMPT", "TOKEN", "HOLDER", "OWNER", "ID", "STARTED", "FINISHED", "ERROR", "CLASS"}, strings.Fields(lines[0]))
@@ -191,17 +191,17 @@ func TestCommandsAgainstARunningService(t *testing.T) {
 
 	// runs --slot: the eu slot's two attempts, the first failed.
 	var run schedhttp.RunJSON
-	okJSON(t, &run, svc.cmd("runs", "settle", "--slot", slot, "--partition", "eu")...)
+	okJSON(t, &run, svc.cmd("job", "runs", "settle", "--slot", slot, "--partition", "eu")...)
 	require.Len(t, run.Attempts, 2)
 	require.Equal(t, []string{"failed", "succeeded"}, []string{run.Attempts[0].Status, run.Attempts[1].Status})
 	require.NotZero(t, run.Attempts[1].Token)
-	out = ok(t, svc.cmd("runs", "settle", "--slot", slot, "--partition", "eu")...)
+	out = ok(t, svc.cmd("job", "runs", "settle", "--slot", slot, "--partition", "eu")...)
 	require.Contains(t, out, "attempt 2")
 	require.Contains(t, out, "bank was down")
 
 	// jobs: both jobs, settle's last success.
 	var jobs schedhttp.JobsPage
-	okJSON(t, &jobs, svc.cmd("jobs")...)
+	okJSON(t, &jobs, svc.cmd("job", "ls")...)
 	names := []string{}
 	for _, j := range jobs.Jobs {
 		names = append(names, j.Name)
@@ -214,29 +214,77 @@ func TestCommandsAgainstARunningService(t *testing.T) {
 	}
 	slices.Sort(names)
 	require.Equal(t, []string{"block", "settle"}, names)
-	out = ok(t, svc.cmd("jobs")...)
-	require.Regexp(t, `(?m)^settle\s+0 0 0 1 1 \*\s+Europe/Berlin\s+eu,us\s+\S+\s+no\s+succeeded`, out)
+	out = ok(t, svc.cmd("job", "ls")...)
+	require.Regexp(t, `(?m)^settle\s+0 0 0 1 1 \*\s+Europe/Berlin\s+eu,us\s+\S+\s+no\s+succeeded\s+0\s+0\s+\S+Z\s`, out)
+
+	// --all-partitions: the new year's slot again in eu and us, one call.
+	var both schedhttp.SlotsResponse
+	okJSON(t, &both, svc.cmd("job", "retry", "settle", "--slot", newYear.Format(time.RFC3339), "--all-partitions", "--reason", "all")...)
+	require.ElementsMatch(t, []schedhttp.SlotJSON{
+		{Job: "settle", Partition: "eu", Slot: schedhttp.Time{Time: newYear}},
+		{Job: "settle", Partition: "us", Slot: schedhttp.Time{Time: newYear}},
+	}, both.Slots)
+	for _, p := range []string{"eu", "us"} {
+		svc.waitRun(t, "settle", p, "succeeded")
+	}
+	out = ok(t, svc.cmd("job", "backfill", "settle", "--all-partitions", "--from", "2025-12-01T00:00:00Z", "--to", "2026-02-01T00:00:00Z", "-o", "jsonl")...)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, "jsonl: one slot a line: %s", out)
+	for _, l := range lines {
+		var s schedhttp.SlotJSON
+		require.NoError(t, json.Unmarshal([]byte(l), &s), l)
+		require.Equal(t, newYear, s.Slot.UTC())
+	}
+	r := cli(t, svc.cmd("job", "retry", "settle", "--slot", newYear.Format(time.RFC3339), "--all-partitions", "--partition", "eu")...)
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	for _, p := range []string{"eu", "us"} {
+		svc.waitRun(t, "settle", p, "succeeded")
+	}
+
+	// job watch -o jsonl streams one JSON object a line.
+	var stream lockedBuffer
+	stop := start(t, &stream, svc.cmd("job", "watch", "settle", "--interval", "10ms", "-o", "jsonl")...)
+	testwait.Until(t, 10*time.Second, "watch's first events", func() bool {
+		return strings.Count(stream.String(), "\n") >= 2
+	})
+	wr := stop()
+	require.Equal(t, exitOK, wr.code, wr.stderr)
+	for _, l := range strings.Split(strings.TrimSpace(wr.stdout), "\n") {
+		require.True(t, json.Valid([]byte(l)), "one JSON object a line: %q", l)
+	}
+	require.Contains(t, wr.stdout, `"status":"succeeded"`)
+
+	// job show: one job, a field a line; an unknown job exits 3.
+	out = ok(t, svc.cmd("job", "show", "settle")...)
+	require.Regexp(t, `(?m)^last status\s+succeeded$`, out)
+	require.Regexp(t, `(?m)^skipped\s+0$`, out)
+	var one schedhttp.JobJSON
+	okJSON(t, &one, svc.cmd("job", "show", "settle")...)
+	require.Equal(t, "settle", one.Name)
+	require.Equal(t, exitNotFound, cli(t, svc.cmd("job", "show", "nope")...).code)
 
 	// pause and resume.
 	var paused schedhttp.PausedResponse
-	okJSON(t, &paused, svc.cmd("pause", "settle")...)
+	okJSON(t, &paused, svc.cmd("job", "pause", "settle")...)
 	require.Equal(t, schedhttp.PausedResponse{Job: "settle", Paused: true}, paused)
-	require.Contains(t, ok(t, svc.cmd("resume", "settle")...), "job settle paused: no")
+	require.Contains(t, ok(t, svc.cmd("job", "resume", "settle")...), "job settle paused: no")
+	okJSON(t, &paused, svc.cmd("job", "pause", "settle")...)
+	require.Contains(t, ok(t, svc.cmd("job", "resume", "settle", "--skip-paused")...), "job settle paused: no")
 }
 
-// While a run holds its lease, leases ls shows it with the run's token,
+// While a run holds its lease, lease ls shows it with the run's token,
 // from Redis and from the admin handler, and fence lease prints that token.
 func TestLeaseOfARunningJob(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
-	ok(t, svc.cmd("trigger", "block")...)
+	ok(t, svc.cmd("job", "trigger", "block")...)
 	run := svc.waitRun(t, "block", "", "running")
 	token := latest(run).Token
 	require.NotZero(t, token)
 
 	for _, conn := range [][]string{svc.redis, svc.admin} {
 		var page schedhttp.LeasesPage
-		okJSON(t, &page, append([]string{"leases", "ls", "--match", "block"}, conn...)...)
+		okJSON(t, &page, append([]string{"lease", "ls", "--match", "block"}, conn...)...)
 		require.Len(t, page.Leases, 1, conn)
 		l := page.Leases[0]
 		require.True(t, l.Held)
@@ -245,9 +293,9 @@ func TestLeaseOfARunningJob(t *testing.T) {
 		require.Equal(t, svc.holder, l.Holder, "the lease client's label")
 		require.Equal(t, svc.holder, latest(run).Holder, "the scheduler's label, its lease client's by default")
 
-		out := ok(t, append([]string{"leases", "ls"}, conn...)...)
+		out := ok(t, append([]string{"lease", "ls"}, conn...)...)
 		require.Regexp(t, `(?m)^block\s+yes\s+`+svc.holder+`\s+`+l.OwnerID+`\s+\S+\s+`+token.String()+`\s+no$`, out)
-		out = ok(t, append([]string{"fence", "lease", "block"}, conn...)...)
+		out = ok(t, append([]string{"fence", "get", "lease", "block"}, conn...)...)
 		require.Equal(t, []string{"TOKEN", "OWNER", "ID", token.String(), l.OwnerID}, strings.Fields(out))
 	}
 	// The owner the job function got, which sinks accept with the token,
@@ -255,12 +303,12 @@ func TestLeaseOfARunningJob(t *testing.T) {
 	owner := <-svc.owners
 	require.Equal(t, fence.OwnerID(owner), latest(run).OwnerID)
 	for _, args := range [][]string{
-		svc.cmd("runs", "block"), svc.cmd("runs", "block", "-o", "json"),
-		svc.cmd("runs", "block", "--slot", run.Slot.UTC().Format(time.RFC3339Nano)),
-		svc.cmd("runs", "block", "--slot", run.Slot.UTC().Format(time.RFC3339Nano), "-o", "json"),
-		append([]string{"leases", "ls"}, svc.redis...), append([]string{"leases", "ls", "-o", "json"}, svc.admin...),
-		append([]string{"leases", "show", "block"}, svc.admin...), append([]string{"leases", "show", "block", "-o", "json"}, svc.redis...),
-		append([]string{"fence", "lease", "block", "-o", "json"}, svc.admin...),
+		svc.cmd("job", "runs", "block"), svc.cmd("job", "runs", "block", "-o", "json"),
+		svc.cmd("job", "runs", "block", "--slot", run.Slot.UTC().Format(time.RFC3339Nano)),
+		svc.cmd("job", "runs", "block", "--slot", run.Slot.UTC().Format(time.RFC3339Nano), "-o", "json"),
+		append([]string{"lease", "ls"}, svc.redis...), append([]string{"lease", "ls", "-o", "json"}, svc.admin...),
+		append([]string{"lease", "show", "block"}, svc.admin...), append([]string{"lease", "show", "block", "-o", "json"}, svc.redis...),
+		append([]string{"fence", "get", "lease", "block", "-o", "json"}, svc.admin...),
 	} {
 		out := ok(t, args...)
 		require.NotContains(t, out, owner, "%v", args)
@@ -279,19 +327,19 @@ func TestAdminErrorsExitCodes(t *testing.T) {
 		code int
 		want string
 	}{
-		{"UnknownJobRuns", svc.cmd("runs", "nope"), exitNotFound, "404"},
-		{"UnknownJobPause", svc.cmd("pause", "nope"), exitNotFound, "404"},
-		{"UnknownJobWatch", svc.cmd("watch", "nope", "--interval", "10ms"), exitNotFound, "404"},
-		{"WatchRefused", append(svc.cmd("watch", "settle"), "--token", "wrong"), exitRefused, "401"},
-		{"UnknownPartition", svc.cmd("trigger", "settle", "--partition", "asia"), exitNotFound, "404"},
-		{"NoSuchSlot", svc.cmd("runs", "settle", "--slot", "2020-01-01T00:00:00Z", "--partition", "eu"), exitNotFound, "404"},
-		{"SlotNeedsPartition", svc.cmd("runs", "settle", "--slot", "2020-01-01T00:00:00Z"), exitUsage,
+		{"UnknownJobRuns", svc.cmd("job", "runs", "nope"), exitNotFound, "404"},
+		{"UnknownJobPause", svc.cmd("job", "pause", "nope"), exitNotFound, "404"},
+		{"UnknownJobWatch", svc.cmd("job", "watch", "nope", "--interval", "10ms"), exitNotFound, "404"},
+		{"WatchRefused", append(svc.cmd("job", "watch", "settle"), "--token", "wrong"), exitRefused, "401"},
+		{"UnknownPartition", svc.cmd("job", "trigger", "settle", "--partition", "asia"), exitNotFound, "404"},
+		{"NoSuchSlot", svc.cmd("job", "runs", "settle", "--slot", "2020-01-01T00:00:00Z", "--partition", "eu"), exitNotFound, "404"},
+		{"SlotNeedsPartition", svc.cmd("job", "runs", "settle", "--slot", "2020-01-01T00:00:00Z"), exitUsage,
 			"partition is required for a partitioned job (give --partition P; runs JOB without --slot lists every partition)"},
-		{"NotASlot", svc.cmd("retry", "settle", "--slot", "2026-11-29T01:30:00Z", "--partition", "eu"), exitUsage, "400"},
-		{"WrongToken", append(svc.cmd("jobs"), "--token", "wrong"), exitRefused, "401"},
-		{"NoToken", append(svc.cmd("pause", "settle"), "--token", ""), exitRefused, "401"},
-		{"Forbidden", append(svc.cmd("pause", "settle"), "--token", "reader"), exitRefused, "403"},
-		{"Unreachable", []string{"jobs", "--admin", "http://127.0.0.1:1/admin/"}, exitError, "connect"},
+		{"NotASlot", svc.cmd("job", "retry", "settle", "--slot", "2026-11-29T01:30:00Z", "--partition", "eu"), exitUsage, "400"},
+		{"WrongToken", append(svc.cmd("job", "ls"), "--token", "wrong"), exitRefused, "401"},
+		{"NoToken", append(svc.cmd("job", "pause", "settle"), "--token", ""), exitRefused, "401"},
+		{"Forbidden", append(svc.cmd("job", "pause", "settle"), "--token", "reader"), exitRefused, "403"},
+		{"Unreachable", []string{"job", "ls", "--admin", "http://127.0.0.1:1/admin/"}, exitError, "connect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cli(t, tc.args...)
@@ -308,9 +356,9 @@ func TestWatch(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
 	var out, jsonOut lockedBuffer
-	stop := start(t, &out, svc.cmd("watch", "block", "--interval", "20ms")...)
-	stopJSON := start(t, &jsonOut, svc.cmd("watch", "block", "--interval", "20ms", "-o", "json")...)
-	ok(t, svc.cmd("trigger", "block")...)
+	stop := start(t, &out, svc.cmd("job", "watch", "block", "--interval", "20ms")...)
+	stopJSON := start(t, &jsonOut, svc.cmd("job", "watch", "block", "--interval", "20ms", "-o", "json")...)
+	ok(t, svc.cmd("job", "trigger", "block")...)
 	testwait.Until(t, 10*time.Second, "watch shows the running run and its claim", func() bool {
 		s := out.String()
 		return strings.Contains(s, "running") && strings.Contains(s, "claim  block  held by")
@@ -350,15 +398,15 @@ func TestConnectionFlagsBeforeTheCommand(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)
 	var after, before schedhttp.JobsPage
-	okJSON(t, &after, svc.cmd("jobs")...)
-	okJSON(t, &before, append(slices.Clone(svc.admin), "jobs")...)
+	okJSON(t, &after, svc.cmd("job", "ls")...)
+	okJSON(t, &before, append(slices.Clone(svc.admin), "job", "ls")...)
 	require.Equal(t, after, before)
 	require.NotEmpty(t, before.Jobs)
 	withEquals := append([]string{"--admin=" + svc.admin[1], "-timeout", "5s"}, svc.admin[2:]...)
-	out := ok(t, append(withEquals, "jobs")...)
+	out := ok(t, append(withEquals, "job", "ls")...)
 	require.Contains(t, out, "settle")
 
-	r := cli(t, "--admin", svc.admin[1], "--bogus", "jobs")
+	r := cli(t, "--admin", svc.admin[1], "--bogus", "job", "ls")
 	require.Equal(t, exitUsage, r.code, "an unknown flag before the command: %s", r.stderr)
 	r = cli(t, "--admin", svc.admin[1])
 	require.Equal(t, exitUsage, r.code, "no command: %s", r.stderr)

@@ -44,14 +44,49 @@ type command struct {
 	// help is the long description and examples.
 	help string
 	run  func(ctx context.Context, a *app, args []string) error
+	// verbs are a noun's subcommands (group), for the completion scripts.
+	verbs []func() command
 }
 
+// commands is the command table: nouns, each with its verbs (noun verb
+// [args] [flags], as kubectl and etcdctl), and version.
 func commands() []command {
-	return []command{
-		leasesCommand(), fenceCommand(), jobsCommand(), runsCommand(),
-		retryCommand(), triggerCommand(), backfillCommand(), pauseCommand(), resumeCommand(),
-		pruneCommand(), watchCommand(), versionCommand(),
+	return []command{jobCommand(), leaseCommand(), fenceCommand(), ledgerCommand(), versionCommand()}
+}
+
+// group returns the command of a noun whose verbs are subs: it runs the
+// verb args[0] names (a.dispatch); its help lists the verbs.
+func group(name, summary, help string, subs ...func() command) command {
+	var verbs []string
+	var lines strings.Builder
+	lines.WriteString("Commands:\n")
+	for _, sub := range subs {
+		c := sub()
+		verbs = append(verbs, strings.TrimPrefix(c.name, name+" "))
+		fmt.Fprintf(&lines, "  %s %s\n      %s\n", c.name, c.args, c.summary)
 	}
+	c := command{name: name, args: strings.Join(verbs, "|") + " ...", summary: summary,
+		help: lines.String() + "\n" + strings.TrimSpace(help), verbs: subs}
+	c.run = func(ctx context.Context, a *app, args []string) error {
+		built := make([]command, len(subs))
+		for i, sub := range subs {
+			built[i] = sub()
+		}
+		return a.dispatch(ctx, c, args, built...)
+	}
+	return c
+}
+
+func jobCommand() command {
+	return group("job", "jobs and their runs, through a service's admin handler: ls, show, runs, retry, trigger, backfill, pause, resume, watch",
+		`Every job verb calls a running service's admin handler (scheduler/schedhttp):
+--admin URL (HOLDFAST_ADMIN) and --token-file F or --token T.`,
+		jobsCommand, jobShowCommand, runsCommand, retryCommand, triggerCommand, backfillCommand,
+		pauseCommand, resumeCommand, watchCommand)
+}
+
+func ledgerCommand() command {
+	return group("ledger", "the run ledger, read directly: prune", "", pruneCommand)
 }
 
 // run is the command's entry point: it returns the exit code.
@@ -97,18 +132,22 @@ func (a *app) report(err error) int {
 	case errors.Is(err, errFlagParse):
 		return exitUsage // the flag package printed the error and the usage
 	}
+	if qe := (*quietError)(nil); errors.As(err, &qe) {
+		return codeOf(err) // lease run's CMD failed and said so itself
+	}
 	fmt.Fprintf(a.stderr, "holdfast: %s\n", redactText(err.Error()))
 	return codeOf(err)
 }
 
 func (a *app) usage(w io.Writer) {
 	fmt.Fprint(w, "holdfast: operate holdfast leases, fences, jobs and the ledger.\n\n")
-	fmt.Fprint(w, "Usage: holdfast [connection flags] COMMAND [flags]   (holdfast COMMAND --help for its flags and examples)\n\nCommands:\n")
+	fmt.Fprint(w, "Usage: holdfast NOUN VERB [args] [flags]   (holdfast NOUN --help lists its verbs; holdfast NOUN VERB --help gives flags and examples)\n\nCommands:\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, c := range append(commands(), completionCommand()) {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
 	}
 	_ = tw.Flush()
+	fmt.Fprint(w, "\nOutput: -o table (default), json or jsonl, on every command.\n")
 	fmt.Fprint(w, "\nConnections (flags of every command, or the environment):\n"+
 		"  --redis URL   Redis, redis://host:6379/0 (REDIS_URL); with --redis-cluster a\n"+
 		"                Cluster, redis://host:port?addr=host2:port2\n"+
@@ -132,7 +171,7 @@ func (a *app) flagSet(c command) *flag.FlagSet {
 		w := fs.Output()
 		fmt.Fprintf(w, "Usage: holdfast %s %s\n\n%s\n", c.name, c.args, strings.TrimSpace(c.help))
 		fmt.Fprint(w, "\nFlags:\n")
-		fs.PrintDefaults()
+		printFlags(w, fs)
 		fmt.Fprint(w, "\n"+exitCodesHelp)
 	}
 	// The environment is read after parsing (a.parse), not put in the
@@ -143,7 +182,8 @@ func (a *app) flagSet(c command) *flag.FlagSet {
 	fs.StringVar(&a.conn.admin, "admin", "", "admin handler base `URL` (default $HOLDFAST_ADMIN)")
 	fs.StringVar(&a.conn.token, "token", "", "admin Bearer `token` (default $HOLDFAST_TOKEN); visible in ps: prefer --token-file")
 	fs.StringVar(&a.conn.tokenFile, "token-file", "", "`file` holding the admin Bearer token, - for stdin (default $HOLDFAST_TOKEN_FILE)")
-	fs.StringVar(&a.conn.output, "o", "table", "output `format`: table or json")
+	fs.StringVar(&a.conn.output, "o", "table", "") // printed as -o, --output (printFlags)
+	fs.StringVar(&a.conn.output, "output", "table", "output `format`: table, json (one document) or jsonl (one JSON object a line: a list's items, watch's events)")
 	fs.DurationVar(&a.conn.timeout, "timeout", 10*time.Second, "bound of the command's calls, positive")
 	return fs
 }
@@ -211,8 +251,8 @@ func (a *app) parse(fs *flag.FlagSet, args []string, want int) ([]string, error)
 	if a.conn.timeout <= 0 {
 		return nil, a.badUsage(fs, "--timeout %v: want a positive duration", a.conn.timeout)
 	}
-	if a.conn.output != "table" && a.conn.output != "json" {
-		return nil, a.badUsage(fs, "-o %q: want table or json", a.conn.output)
+	if a.conn.output != "table" && a.conn.output != "json" && a.conn.output != "jsonl" {
+		return nil, a.badUsage(fs, "-o %q: want table, json or jsonl", a.conn.output)
 	}
 	if want >= 0 && len(pos) != want {
 		return nil, a.badUsage(fs, "want %d argument(s), got %d: %q", want, len(pos), redactArgs(pos))
@@ -261,14 +301,21 @@ func commandFirst(args []string) []string {
 	if i == 0 || i >= len(args) {
 		return args
 	}
+	// The command's words (noun, verb, positional arguments) come first,
+	// the flags after them, before any other flag and before "--" (lease
+	// run's command line).
+	j := i
+	for j < len(args) && !strings.HasPrefix(args[j], "-") {
+		j++
+	}
 	out := make([]string, 0, len(args))
-	out = append(out, args[i])
+	out = append(out, args[i:j]...)
 	out = append(out, args[:i]...)
-	return append(out, args[i+1:]...)
+	return append(out, args[j:]...)
 }
 
 // connValueFlags are the connection flags that take a value (flagSet).
-var connValueFlags = map[string]bool{"redis": true, "pg": true, "admin": true, "token": true, "token-file": true, "o": true, "timeout": true}
+var connValueFlags = map[string]bool{"redis": true, "pg": true, "admin": true, "token": true, "token-file": true, "o": true, "output": true, "timeout": true}
 
 func isHelp(arg string) bool {
 	switch arg {
@@ -276,4 +323,28 @@ func isHelp(arg string) bool {
 		return true
 	}
 	return false
+}
+
+// printFlags writes fs's flags as help shows them: one spelling, --name
+// (and -o, --output), with the value's name, the usage and the default.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "o" {
+			return // an alias of --output
+		}
+		spelling := "--" + f.Name
+		if f.Name == "output" {
+			spelling = "-o, --output"
+		}
+		value, usage := flag.UnquoteUsage(f)
+		if value != "" {
+			spelling += " " + value
+		}
+		switch f.DefValue {
+		case "", "false", "0", "0s":
+		default:
+			usage += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "  %s\n      %s\n", spelling, usage)
+	})
 }

@@ -75,7 +75,7 @@ func TestRunsFollowsCursorsAndSendsPartitionOnlyWhenGiven(t *testing.T) {
 			srv := httptest.NewServer(fake)
 			t.Cleanup(srv.Close)
 			var page schedhttp.RunsPage
-			args := append([]string{"runs", "settle", "--admin", srv.URL + "/admin/", "--token", testToken}, tc.args...)
+			args := append([]string{"job", "runs", "settle", "--admin", srv.URL + "/admin/", "--token", testToken}, tc.args...)
 			okJSON(t, &page, args...)
 			require.Len(t, page.Runs, tc.runs)
 			for i, r := range page.Runs {
@@ -99,7 +99,7 @@ func TestProblemExitCodes(t *testing.T) {
 				fmt.Fprintf(w, `{"type":"about:blank","title":%q,"status":%d,"detail":"the detail"}`, http.StatusText(status), status)
 			}))
 			t.Cleanup(srv.Close)
-			r := cli(t, "pause", "settle", "--admin", srv.URL)
+			r := cli(t, "job", "pause", "settle", "--admin", srv.URL)
 			require.Equal(t, code, r.code, r.stderr)
 			require.True(t, strings.HasSuffix(strings.TrimSpace(r.stderr), ": the detail"), r.stderr)
 		})
@@ -129,7 +129,7 @@ func TestWatchPollsAgainAfterAServerError(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	var out lockedBuffer
-	stop := start(t, &out, "watch", "settle", "--interval", "10ms", "--admin", srv.URL)
+	stop := start(t, &out, "job", "watch", "settle", "--interval", "10ms", "--admin", srv.URL)
 	testwait.Until(t, 10*time.Second, "the run after the failed poll", func() bool {
 		return strings.Contains(out.String(), "succeeded")
 	})

@@ -14,8 +14,8 @@ func completionCommand() command {
 		help: `Prints a completion script of holdfast's commands for the shell.
 
 Examples:
-  source <(holdfast completion bash)
   holdfast completion zsh > "${fpath[1]}/_holdfast"
+  source <(holdfast completion bash)
   holdfast completion fish > ~/.config/fish/completions/holdfast.fish`,
 	}
 	c.run = func(_ context.Context, a *app, args []string) error {
@@ -34,36 +34,71 @@ Examples:
 	return c
 }
 
-// commandNames lists the command table's names. The completion command
-// itself is not in commands() (it would recurse), so it is added here.
-func commandNames() []string {
-	var names []string
-	for _, c := range commands() {
-		names = append(names, c.name)
-	}
-	return append(names, "completion", "help")
+// noun is a command of the table and its verbs (none for version,
+// completion and help), as the completion scripts offer them.
+type noun struct {
+	name  string
+	verbs []string
 }
 
-// completionScript renders the script for shell; ok is false for an
-// unknown shell.
-func completionScript(shell string, names []string) (string, bool) {
+// commandNames lists the command table's nouns and their verbs. The
+// completion command itself is not in commands() (it would recurse), so
+// it is added here.
+func commandNames() []noun {
+	var out []noun
+	for _, c := range commands() {
+		n := noun{name: c.name}
+		for _, v := range c.verbs {
+			n.verbs = append(n.verbs, strings.TrimPrefix(v().name, c.name+" "))
+		}
+		out = append(out, n)
+	}
+	return append(out, noun{name: "completion", verbs: []string{"bash", "zsh", "fish"}}, noun{name: "help"})
+}
+
+// completionScript renders the script for shell: the nouns as the first
+// word, a noun's verbs as the second; ok is false for an unknown shell.
+func completionScript(shell string, nouns []noun) (string, bool) {
+	var names []string
+	for _, n := range nouns {
+		names = append(names, n.name)
+	}
 	words := strings.Join(names, " ")
+	var b strings.Builder
 	switch shell {
 	case "bash":
-		return "# bash completion for holdfast\n_holdfast() {\n" +
+		b.WriteString("# bash completion for holdfast\n_holdfast() {\n" +
+			"  local cur=\"${COMP_WORDS[COMP_CWORD]}\"\n" +
 			"  if [ \"$COMP_CWORD\" -eq 1 ]; then\n" +
-			"    COMPREPLY=($(compgen -W \"" + words + "\" -- \"${COMP_WORDS[1]}\"))\n" +
-			"  fi\n}\ncomplete -o default -F _holdfast holdfast\n", true
-	case "zsh":
-		return "#compdef holdfast\n_holdfast() {\n  local -a cmds\n  cmds=(" + words + ")\n" +
-			"  if (( CURRENT == 2 )); then\n    compadd -a cmds\n  else\n    _files\n  fi\n}\ncompdef _holdfast holdfast\n", true
-	case "fish":
-		var b strings.Builder
-		b.WriteString("# fish completion for holdfast\n")
-		for _, n := range names {
-			fmt.Fprintf(&b, "complete -c holdfast -n __fish_use_subcommand -f -a %s\n", n)
+			"    COMPREPLY=($(compgen -W \"" + words + "\" -- \"$cur\"))\n" +
+			"  elif [ \"$COMP_CWORD\" -eq 2 ]; then\n    case \"${COMP_WORDS[1]}\" in\n")
+		for _, n := range nouns {
+			if len(n.verbs) > 0 {
+				fmt.Fprintf(&b, "      %s) COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")) ;;\n", n.name, strings.Join(n.verbs, " "))
+			}
 		}
-		return b.String(), true
+		b.WriteString("    esac\n  fi\n}\ncomplete -o default -F _holdfast holdfast\n")
+	case "zsh":
+		b.WriteString("#compdef holdfast\n_holdfast() {\n  local -a cmds\n  if (( CURRENT == 2 )); then\n" +
+			"    cmds=(" + words + ")\n    compadd -a cmds\n  elif (( CURRENT == 3 )); then\n    case $words[2] in\n")
+		for _, n := range nouns {
+			if len(n.verbs) > 0 {
+				fmt.Fprintf(&b, "      %s) cmds=(%s) ;;\n", n.name, strings.Join(n.verbs, " "))
+			}
+		}
+		b.WriteString("    esac\n    compadd -a cmds\n  else\n    _files\n  fi\n}\ncompdef _holdfast holdfast\n")
+	case "fish":
+		b.WriteString("# fish completion for holdfast\n")
+		for _, n := range nouns {
+			fmt.Fprintf(&b, "complete -c holdfast -n __fish_use_subcommand -f -a %s\n", n.name)
+		}
+		for _, n := range nouns {
+			if len(n.verbs) > 0 {
+				fmt.Fprintf(&b, "complete -c holdfast -n '__fish_seen_subcommand_from %s' -f -a '%s'\n", n.name, strings.Join(n.verbs, " "))
+			}
+		}
+	default:
+		return "", false
 	}
-	return "", false
+	return b.String(), true
 }

@@ -39,7 +39,7 @@ func TestLeasesFromRedis(t *testing.T) {
 	require.NoError(t, gone.Release(ctx))
 	conn := []string{"--redis", redistest.URL(), "--prefix", prefix}
 
-	out := ok(t, append([]string{"leases", "ls"}, conn...)...)
+	out := ok(t, append([]string{"lease", "ls"}, conn...)...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3, out)
 	require.Equal(t, []string{"NAME", "HELD", "HOLDER", "OWNER", "ID", "TTL", "TOKEN", "WAITING"}, strings.Fields(lines[0]))
@@ -53,31 +53,31 @@ func TestLeasesFromRedis(t *testing.T) {
 	require.NotContains(t, out, held.Owner())
 
 	var page schedhttp.LeasesPage
-	okJSON(t, &page, append([]string{"leases", "ls", "--match", "*|eu"}, conn...)...)
+	okJSON(t, &page, append([]string{"lease", "ls", "--match", "*|eu"}, conn...)...)
 	require.Len(t, page.Leases, 1)
 	l := page.Leases[0]
 	require.Equal(t, schedhttp.LeaseJSON{Name: "report|eu", Held: true, OwnerID: fence.OwnerID(held.Owner()), Holder: "replica-a",
 		TTLMS: l.TTLMS, Token: held.Token()}, l)
-	out = ok(t, append([]string{"leases", "ls", "-o", "json"}, conn...)...)
+	out = ok(t, append([]string{"lease", "ls", "-o", "json"}, conn...)...)
 	require.NotContains(t, out, held.Owner())
-	out = ok(t, append([]string{"leases", "show", "report|eu"}, conn...)...)
+	out = ok(t, append([]string{"lease", "show", "report|eu"}, conn...)...)
 	require.Regexp(t, `(?m)^holder\s+replica-a$`, out)
 	require.Regexp(t, `(?m)^owner id\s+`+fence.OwnerID(held.Owner())+`$`, out)
 	require.NotContains(t, out, held.Owner())
 
-	out = ok(t, append([]string{"fence", "lease", "report|eu"}, conn...)...)
+	out = ok(t, append([]string{"fence", "get", "lease", "report|eu"}, conn...)...)
 	require.Equal(t, []string{"TOKEN", "OWNER", "ID", held.Token().String(), fence.OwnerID(held.Owner())}, strings.Fields(out))
 	var f fenceJSON
-	okJSON(t, &f, append([]string{"fence", "lease", "report|us"}, conn...)...)
+	okJSON(t, &f, append([]string{"fence", "get", "lease", "report|us"}, conn...)...)
 	require.Equal(t, fenceJSON{Kind: "lease", Name: "report|us", Token: gone.Token()}, f)
 
-	r := cli(t, append([]string{"leases", "show", "never"}, conn...)...)
+	r := cli(t, append([]string{"lease", "show", "never"}, conn...)...)
 	require.Equal(t, exitNotFound, r.code, r.stderr)
 	require.Contains(t, r.stderr, `lease "never": never acquired`)
-	r = cli(t, append([]string{"fence", "lease", "never"}, conn...)...)
+	r = cli(t, append([]string{"fence", "get", "lease", "never"}, conn...)...)
 	require.Equal(t, exitNotFound, r.code, r.stderr)
 
-	r = cli(t, "leases", "ls", "--redis", "redis://127.0.0.1:1/0", "--timeout", "10s")
+	r = cli(t, "lease", "ls", "--redis", "redis://127.0.0.1:1/0", "--timeout", "10s")
 	require.Equal(t, exitError, r.code, r.stderr)
 	require.Contains(t, r.stderr, "connect")
 }
@@ -98,14 +98,14 @@ func TestFenceOfSinks(t *testing.T) {
 		require.NoError(t, g.Check(ctx, pool, "account:42", h))
 		conn := []string{"--pg", pgtest.URL(), "--schema", schema}
 
-		out := ok(t, append([]string{"fence", "pg", "--resource", "account:42", "--scope", "settle|eu"}, conn...)...)
+		out := ok(t, append([]string{"fence", "get", "pg", "--resource", "account:42", "--scope", "settle|eu"}, conn...)...)
 		require.Equal(t, []string{"TOKEN", "OWNER", "ID", h.Token.String(), fence.OwnerID("owner-a")}, strings.Fields(out))
 		var f fenceJSON
-		okJSON(t, &f, append([]string{"fence", "pg", "--resource", "account:42", "--scope", "settle|eu"}, conn...)...)
+		okJSON(t, &f, append([]string{"fence", "get", "pg", "--resource", "account:42", "--scope", "settle|eu"}, conn...)...)
 		require.Equal(t, fenceJSON{Kind: "pg", Resource: "account:42", Scope: "settle|eu", Token: h.Token, OwnerID: fence.OwnerID("owner-a")}, f)
-		r := cli(t, append([]string{"fence", "pg", "--resource", "account:42", "--scope", "settle|us"}, conn...)...)
+		r := cli(t, append([]string{"fence", "get", "pg", "--resource", "account:42", "--scope", "settle|us"}, conn...)...)
 		require.Equal(t, exitNotFound, r.code, r.stderr)
-		r = cli(t, append([]string{"fence", "pg", "--scope", "settle|us"}, conn...)...)
+		r = cli(t, append([]string{"fence", "get", "pg", "--scope", "settle|us"}, conn...)...)
 		require.Equal(t, exitUsage, r.code, r.stderr)
 	})
 	t.Run("Redis", func(t *testing.T) {
@@ -116,9 +116,9 @@ func TestFenceOfSinks(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, w.Set(ctx, key, "100", h, time.Minute))
 
-		out := ok(t, "fence", "redis", "--redis", redistest.URL(), "--resource", key, "--scope", "settle|eu")
+		out := ok(t, "fence", "get", "redis", "--redis", redistest.URL(), "--resource", key, "--scope", "settle|eu")
 		require.Equal(t, []string{"TOKEN", "OWNER", "ID", h.Token.String(), fence.OwnerID("owner-a")}, strings.Fields(out))
-		r := cli(t, "fence", "redis", "--redis", redistest.URL(), "--resource", key, "--scope", "report")
+		r := cli(t, "fence", "get", "redis", "--redis", redistest.URL(), "--resource", key, "--scope", "report")
 		require.Equal(t, exitNotFound, r.code, r.stderr)
 	})
 }
@@ -147,7 +147,7 @@ func TestPruneRedisLedger(t *testing.T) {
 		}
 		require.NoError(t, l.Finish(ctx, slot, f, n, ledger.Outcome{Status: ledger.StatusSucceeded}, slot.At.Add(time.Second)))
 	}
-	args := []string{"prune", "--redis", redistest.URL(), "--ledger-prefix", prefix, "--before", "720h"}
+	args := []string{"ledger", "prune", "--redis", redistest.URL(), "--ledger-prefix", prefix, "--before", "720h"}
 
 	var dry pruneJSON
 	okJSON(t, &dry, append(args, "--dry-run")...)
@@ -169,7 +169,7 @@ func TestPruneRedisLedger(t *testing.T) {
 	require.Equal(t, int64(0), out.Deleted, "nothing left to prune")
 }
 
-// With --redis-cluster, leases ls lists the leases of every master.
+// With --redis-cluster, lease ls lists the leases of every master.
 func TestLeasesOnCluster(t *testing.T) {
 	cl := redisproc.StartCluster(t, 3)
 	rdb := cl.Client(t)
@@ -186,13 +186,13 @@ func TestLeasesOnCluster(t *testing.T) {
 	}
 	url := "redis://" + cl.Addrs[0] + "?addr=" + cl.Addrs[1] + "&addr=" + cl.Addrs[2]
 	var page schedhttp.LeasesPage
-	okJSON(t, &page, "leases", "ls", "--redis", url, "--redis-cluster")
+	okJSON(t, &page, "lease", "ls", "--redis", url, "--redis-cluster")
 	var got []string
 	for _, l := range page.Leases {
 		require.True(t, l.Held, l.Name)
 		got = append(got, l.Name+" "+l.Token.String())
 	}
 	require.Equal(t, want, got)
-	out := ok(t, "fence", "lease", "job-4", "--redis", url, "--redis-cluster")
+	out := ok(t, "fence", "get", "lease", "job-4", "--redis", url, "--redis-cluster")
 	require.Contains(t, out, strings.Fields(want[4])[1])
 }

@@ -11,16 +11,23 @@ import (
 )
 
 func fenceCommand() command {
+	return group("fence", "fencing tokens: get a lease's counter or a sink's fence; reset a poisoned fence",
+		`get reads: the lease's counter (the last token issued), the highest token a
+pgfence guard or a redisfence fence accepted. reset removes a poisoned fence
+(audited; refused while the lease is in use).`,
+		fenceGetCommand, fenceResetCommand)
+}
+
+func fenceGetCommand() command {
 	c := command{
-		name: "fence", args: "lease|pg|redis|reset ...", summary: "read a fencing token: a lease's counter, a sink's fence; reset a fence",
+		name: "fence get", args: "lease|pg|redis ...", summary: "read a fencing token: a lease's counter, a sink's fence",
 		help: `Commands:
-  fence lease NAME                      the lease's fencing counter (the last token issued)
-  fence pg --resource R --scope S       the highest token the pgfence guard accepted
-  fence redis --resource KEY --scope S  the highest token the redisfence fence of KEY accepted
-  fence reset pg|redis ... --reason R   remove a poisoned fence (audited; refused while in use)`,
+  fence get lease NAME                      the lease's fencing counter (the last token issued)
+  fence get pg --resource R --scope S       the highest token the pgfence guard accepted
+  fence get redis --resource KEY --scope S  the highest token the redisfence fence of KEY accepted`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
-		return a.dispatch(ctx, c, args, fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand(), fenceResetCommand())
+		return a.dispatch(ctx, c, args, fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand())
 	}
 	return c
 }
@@ -40,7 +47,7 @@ type fenceJSON struct {
 // printFence prints f (the token alone in a table, for shell use) and
 // returns a not-found error when no token is stored.
 func (a *app) printFence(f fenceJSON, what string) error {
-	if a.conn.output == "json" {
+	if a.machine() {
 		if err := a.printJSON(f); err != nil {
 			return err
 		}
@@ -59,14 +66,14 @@ func (a *app) printFence(f fenceJSON, what string) error {
 
 func fenceLeaseCommand() command {
 	c := command{
-		name: "fence lease", args: "NAME", summary: "a lease's fencing counter",
+		name: "fence get lease", args: "NAME", summary: "a lease's fencing counter",
 		help: `Prints the lease's fencing counter: the last token issued for NAME (the
 holder's token while it is held). Exit 3 when none was ever issued. Reads
 Redis (--redis) or the admin handler (--admin).
 
 Examples:
-  holdfast fence lease 'settle|eu' --redis redis://127.0.0.1:6379/0
-  holdfast fence lease report -o json`,
+  holdfast fence get lease 'settle|eu' --redis redis://127.0.0.1:6379/0
+  holdfast fence get lease report -o json`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var prefix string
@@ -95,14 +102,14 @@ type sinkFlags struct {
 
 func fencePGCommand() command {
 	c := command{
-		name: "fence pg", args: "--resource R --scope S [--schema S] [--table T]", summary: "a pgfence guard's token",
+		name: "fence get pg", args: "--resource R --scope S [--schema S] [--table T]", summary: "a pgfence guard's token",
 		help: `Prints the token and owner id the pgfence guard holds for (resource, scope):
 the highest token of that scope it accepted a write for. The scope is the
 lease name of the writers (fence.Holder.Scope). Exit 3 when none.
 
 Examples:
-  holdfast fence pg --pg postgres://root@127.0.0.1/test --resource account:42 --scope 'settle|eu'
-  holdfast fence pg --resource account:42 --scope report --schema billing -o json`,
+  holdfast fence get pg --pg postgres://root@127.0.0.1/test --resource account:42 --scope 'settle|eu'
+  holdfast fence get pg --resource account:42 --scope report --schema billing -o json`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var f sinkFlags
@@ -140,14 +147,14 @@ Examples:
 
 func fenceRedisCommand() command {
 	c := command{
-		name: "fence redis", args: "--resource KEY --scope S", summary: "a redisfence fence's token",
+		name: "fence get redis", args: "--resource KEY --scope S", summary: "a redisfence fence's token",
 		help: `Prints the token and owner id the redisfence fence of KEY (redisfence.FenceKey, a
 hash per scope) holds for the scope: the highest token of that scope it
 accepted a write for. Exit 3 when none.
 
 Examples:
-  holdfast fence redis --redis redis://127.0.0.1:6379/0 --resource 'balance:{42}' --scope 'settle|eu'
-  holdfast fence redis --resource 'balance:{42}' --scope report -o json`,
+  holdfast fence get redis --redis redis://127.0.0.1:6379/0 --resource 'balance:{42}' --scope 'settle|eu'
+  holdfast fence get redis --resource 'balance:{42}' --scope report -o json`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var f sinkFlags

@@ -75,7 +75,7 @@ refuses (exit 4) a fence in active use, unless --force:
   - pg: the fence was raised less than --idle ago (by the database clock);
   - the fence changed since it was read (--expect, default the token read
     just before): a holder raised it meanwhile.
-A fence whose token is above the lease's last token (holdfast fence lease
+A fence whose token is above the lease's last token (holdfast fence get lease
 SCOPE) was never issued to a holder. Exit 3 when there is no fence.
 
 Examples:
@@ -141,7 +141,7 @@ Examples:
 			attrs = append(attrs, slog.Uint64("lease_token", uint64(leaseToken)))
 		}
 		slog.New(slog.NewJSONHandler(a.stderr, nil)).LogAttrs(ctx, slog.LevelWarn, "fence_reset", attrs...)
-		if a.conn.output == "json" {
+		if a.machine() {
 			return a.printJSON(resetJSON{Kind: kind, Resource: f.resource, Scope: f.scope, PreviousToken: prev, Reason: f.reason, Forced: f.force, LeaseChecked: leaseChecked})
 		}
 		t := a.table("PREVIOUS_TOKEN")

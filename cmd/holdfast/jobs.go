@@ -14,15 +14,19 @@ import (
 
 func jobsCommand() command {
 	c := command{
-		name: "jobs", summary: "list jobs: schedule, zone, next fire, paused, last status, last success, lag",
+		name: "job ls", summary: "list jobs: schedule, zone, next fire, paused, last status, last success, lag",
 		help: `Lists the jobs a service registered, through its admin handler (GET /jobs):
 the cron schedule and zone, the partitions, the next fire, whether paused,
 the newest record's status and slot, the newest success and its lag (the
-succeeded attempt's start minus its slot time).
+succeeded attempt's start minus its slot time). SKIPPED and FAILED count
+the records since SINCE (an hour ago, or later on a busy job) that the job
+did not run (skipped by the overlap policy, or missed) and that did not
+succeed (failed, abandoned): a LAST STATUS of succeeded with SKIPPED above
+0 means slots were lost in between (see Job.Overlap).
 
 Examples:
-  holdfast jobs --admin http://127.0.0.1:8080/admin/ --token "$TOKEN"
-  HOLDFAST_ADMIN=http://127.0.0.1:8080/admin/ holdfast jobs -o json`,
+  holdfast job ls --admin http://127.0.0.1:8080/admin/ --token "$TOKEN"
+  HOLDFAST_ADMIN=http://127.0.0.1:8080/admin/ holdfast job ls -o json`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		fs := a.flagSet(c)
@@ -39,17 +43,19 @@ Examples:
 		if err := cl.do(ctx, "GET", cl.url(nil, "jobs"), nil, &page); err != nil {
 			return err
 		}
-		if a.conn.output == "json" {
+		if a.machine() {
 			return a.printJSON(page)
 		}
-		t := a.table("JOB", "SCHEDULE", "ZONE", "PARTITIONS", "NEXT FIRE", "PAUSED", "LAST STATUS", "LAST SLOT", "LAST SUCCESS", "LAG")
+		t := a.table("JOB", "SCHEDULE", "ZONE", "PARTITIONS", "NEXT FIRE", "PAUSED", "LAST STATUS", "SKIPPED", "FAILED", "SINCE",
+			"LAST SLOT", "LAST SUCCESS", "LAG")
 		for _, j := range page.Jobs {
 			lag := ""
 			if j.LagMS != nil {
 				lag = fmtMS(*j.LagMS)
 			}
 			t.row(j.Name, j.Schedule, j.Zone, partitionsText(j.Partitions), fmtTime(j.NextFire), yesNo(j.Paused),
-				j.LastStatus, fmtTime(j.LastSlot), fmtTime(j.LastSuccess), lag)
+				j.LastStatus, strconv.Itoa(j.RecentSkipped), strconv.Itoa(j.RecentFailed), fmtTime(j.RecentSince),
+				fmtTime(j.LastSlot), fmtTime(j.LastSuccess), lag)
 		}
 		return t.flush()
 	}
@@ -83,7 +89,7 @@ type runsFlags struct {
 
 func runsCommand() command {
 	c := command{
-		name: "runs", args: "JOB [--partition P] [--from T] [--to T] [--status S] [--limit N] [--slot T]",
+		name: "job runs", args: "JOB [--partition P] [--from T] [--to T] [--status S] [--limit N] [--slot T]",
 		summary: "list a job's runs, newest first, or one slot's attempts",
 		help: `Lists the runs of JOB newest first, through the admin handler: all partitions
 when --partition is not given (--partition '' is the default partition), the
@@ -98,9 +104,9 @@ start, last heartbeat, finish and error class; on a job with partitions
 --partition is required (a usage error, exit 2, without it).
 
 Examples:
-  holdfast runs settle --admin http://127.0.0.1:8080/admin/
-  holdfast runs settle --partition eu --status failed --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
-  holdfast runs settle --slot 2026-11-29T01:00:00Z --partition eu -o json`,
+  holdfast job runs settle --admin http://127.0.0.1:8080/admin/
+  holdfast job runs settle --partition eu --status failed --from 2026-11-01T00:00:00Z --to 2026-12-01T00:00:00Z
+  holdfast job runs settle --slot 2026-11-29T01:00:00Z --partition eu -o json`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var f runsFlags
@@ -215,7 +221,7 @@ func tokenText(at schedhttp.AttemptJSON) string {
 }
 
 func (a *app) printRuns(runs []schedhttp.RunJSON) error {
-	if a.conn.output == "json" {
+	if a.machine() {
 		if runs == nil {
 			runs = []schedhttp.RunJSON{}
 		}
@@ -247,7 +253,7 @@ func (a *app) showSlot(ctx context.Context, cl *adminClient, job string, partiti
 		}
 		return err
 	}
-	if a.conn.output == "json" {
+	if a.machine() {
 		return a.printJSON(r)
 	}
 	fmt.Fprintf(a.stdout, "job %s  partition %s  slot %s  status %s  attempt %d\n",
@@ -271,4 +277,61 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func jobShowCommand() command {
+	c := command{
+		name: "job show", args: "JOB", summary: "show one job: schedule, next fire, paused, last status, recent skips and failures",
+		help: `Shows one job of GET /jobs, a field a line: its schedule and zone, its
+partitions and overlap policy, the next fire, whether paused, the newest
+record's status and slot, the skipped and failed records since SINCE (an
+hour ago, or later on a busy job), the newest success and its lag. An
+unknown job exits 3.
+
+Examples:
+  holdfast job show settle --admin http://127.0.0.1:8080/admin/
+  holdfast job show settle -o json`,
+	}
+	c.run = func(ctx context.Context, a *app, args []string) error {
+		fs := a.flagSet(c)
+		pos, err := a.parse(fs, args, 1)
+		if err != nil {
+			return err
+		}
+		cl, err := a.adminClient()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := a.withTimeout(ctx)
+		defer cancel()
+		var page schedhttp.JobsPage
+		if err := cl.do(ctx, "GET", cl.url(nil, "jobs"), nil, &page); err != nil {
+			return err
+		}
+		for _, j := range page.Jobs {
+			if j.Name != pos[0] {
+				continue
+			}
+			if a.machine() {
+				return a.printJSON(j)
+			}
+			lag := ""
+			if j.LagMS != nil {
+				lag = fmtMS(*j.LagMS)
+			}
+			t := a.table("FIELD", "VALUE")
+			for _, kv := range [][2]string{
+				{"job", j.Name}, {"schedule", j.Schedule}, {"zone", j.Zone}, {"partitions", partitionsText(j.Partitions)},
+				{"overlap", j.Overlap}, {"next fire", fmtTime(j.NextFire)}, {"paused", yesNo(j.Paused)},
+				{"last status", j.LastStatus}, {"last slot", fmtTime(j.LastSlot)},
+				{"skipped", strconv.Itoa(j.RecentSkipped)}, {"failed", strconv.Itoa(j.RecentFailed)}, {"since", fmtTime(j.RecentSince)},
+				{"last success", fmtTime(j.LastSuccess)}, {"lag", lag},
+			} {
+				t.row(kv[0], kv[1])
+			}
+			return t.flush()
+		}
+		return notFoundf("job show: no job %q (holdfast job ls lists them)", redactArgs([]string{pos[0]})[0])
+	}
+	return c
 }

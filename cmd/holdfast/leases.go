@@ -15,23 +15,14 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
-func leasesCommand() command {
-	c := command{
-		name: "leases", args: "ls|show ...", summary: "list leases (holder, TTL left, token, waiting), or show one",
-		help: `Commands:
-  leases ls [--match GLOB] [--prefix P] [--limit N]   the leases, sorted by name
-  leases show NAME                                    one lease
-
-Reads Redis when --redis (or REDIS_URL) names it, else Postgres (pglease,
---schema) when --pg (or DATABASE_URL) does, else the admin handler
-(--admin or HOLDFAST_ADMIN): with both set, Redis wins. A flag wins over
-its variable, even empty: --redis "" --admin URL reads the admin handler
-with REDIS_URL set.`,
-	}
-	c.run = func(ctx context.Context, a *app, args []string) error {
-		return a.dispatch(ctx, c, args, leasesLsCommand(), leasesShowCommand())
-	}
-	return c
+func leaseCommand() command {
+	return group("lease", "leases: list them, show one, run a command under one",
+		`ls and show read Redis when --redis (or REDIS_URL) names it, else Postgres
+(pglease, --schema) when --pg (or DATABASE_URL) does, else the admin handler
+(--admin or HOLDFAST_ADMIN): with both set, Redis wins. A flag wins over its
+variable, even empty: --redis "" --admin URL reads the admin handler with
+REDIS_URL set. run needs Redis.`,
+		leasesLsCommand, leasesShowCommand, leaseRunCommand)
 }
 
 // dispatch runs the subcommand of group named by args[0]; --help (or
@@ -58,12 +49,12 @@ func (a *app) dispatch(ctx context.Context, group command, args []string, subs .
 type leaseFlags struct {
 	prefix string // --prefix, Redis
 	schema string // --schema, Postgres
-	pg     bool   // read Postgres (--pg) directly: leases ls and show only
+	pg     bool   // read Postgres (--pg) directly: lease ls and show only
 }
 
 func leasesLsCommand() command {
 	c := command{
-		name: "leases ls", args: "[--match GLOB] [--prefix P] [--limit N]", summary: "list leases",
+		name: "lease ls", args: "[--match GLOB] [--prefix P] [--limit N]", summary: "list leases",
 		help: `Lists the leases whose name matches GLOB (Redis SCAN MATCH syntax), sorted by
 name: held ones with their holder label (lease.Options.Holder), their owner
 id (a hash of the owner, which is never shown: it is a write capability) and
@@ -77,9 +68,9 @@ its variable, even empty: --redis "" --admin URL reads the admin handler
 with REDIS_URL set.
 
 Examples:
-  holdfast leases ls --redis redis://127.0.0.1:6379/0
-  holdfast leases ls --match 'settle|*' -o json
-  holdfast leases ls --admin http://127.0.0.1:8080/admin/ --token "$TOKEN"`,
+  holdfast lease ls --redis redis://127.0.0.1:6379/0
+  holdfast lease ls --match 'settle|*' -o json
+  holdfast lease ls --admin http://127.0.0.1:8080/admin/ --token "$TOKEN"`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		lf := leaseFlags{pg: true}
@@ -109,7 +100,7 @@ Examples:
 
 func leasesShowCommand() command {
 	c := command{
-		name: "leases show", args: "NAME", summary: "show one lease",
+		name: "lease show", args: "NAME", summary: "show one lease",
 		help: `Shows one lease: held or not, its holder label and owner id, the TTL left, its fencing
 counter (the holder's token when held) and the waiting flag. Exit 3 when no
 token was ever issued for NAME.
@@ -121,8 +112,8 @@ its variable, even empty: --redis "" --admin URL reads the admin handler
 with REDIS_URL set.
 
 Examples:
-  holdfast leases show 'settle|eu' --redis redis://127.0.0.1:6379/0
-  holdfast leases show report -o json`,
+  holdfast lease show 'settle|eu' --redis redis://127.0.0.1:6379/0
+  holdfast lease show report -o json`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		lf := leaseFlags{pg: true}
@@ -139,7 +130,7 @@ Examples:
 		if err != nil {
 			return err
 		}
-		if a.conn.output == "json" {
+		if a.machine() {
 			if err := a.printJSON(l); err != nil {
 				return err
 			}
@@ -172,7 +163,7 @@ func ttlText(l schedhttp.LeaseJSON) string {
 }
 
 func (a *app) printLeases(leases []schedhttp.LeaseJSON) error {
-	if a.conn.output == "json" {
+	if a.machine() {
 		return a.printJSON(schedhttp.LeasesPage{Leases: leases})
 	}
 	t := a.table("NAME", "HELD", "HOLDER", "OWNER ID", "TTL", "TOKEN", "WAITING")

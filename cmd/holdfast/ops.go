@@ -12,6 +12,8 @@ import (
 // opFlags are the flags of retry, trigger and backfill.
 type opFlags struct {
 	partition, slot, from, to, reason string
+	skipPaused                        bool // resume --skip-paused
+	allPartitions                     bool // retry, backfill --all-partitions
 }
 
 // opCommand builds one of the admin write commands on JOB: register adds
@@ -42,23 +44,74 @@ func partitionFlag(fs *flag.FlagSet, f *opFlags) {
 	fs.StringVar(&f.partition, "partition", "", "the `partition` (default: the default partition '')")
 }
 
+func allPartitionsFlag(fs *flag.FlagSet, f *opFlags) {
+	fs.BoolVar(&f.allPartitions, "all-partitions", false, "every partition of the job (not with --partition)")
+}
+
+// eachPartition calls ask for f.partition, or with --all-partitions for
+// every partition of job (read from GET /jobs), and returns the slots
+// asked for. With --all-partitions it goes on past a partition's error
+// (a running slot: 409), reports each on stderr, and returns the first.
+func (a *app) eachPartition(ctx context.Context, cl *adminClient, job string, f opFlags, ask func(partition string) ([]schedhttp.SlotJSON, error)) ([]schedhttp.SlotJSON, error) {
+	if !f.allPartitions {
+		return ask(f.partition)
+	}
+	if f.partition != "" {
+		return nil, usagef("--partition and --all-partitions: give one")
+	}
+	var page schedhttp.JobsPage
+	if err := cl.do(ctx, "GET", cl.url(nil, "jobs"), nil, &page); err != nil {
+		return nil, err
+	}
+	var partitions []string
+	found := false
+	for _, j := range page.Jobs {
+		if j.Name == job {
+			found, partitions = true, j.Partitions
+		}
+	}
+	if !found {
+		return nil, notFoundf("no job %q (holdfast job ls lists them)", redactArgs([]string{job})[0])
+	}
+	if len(partitions) == 0 {
+		partitions = []string{""}
+	}
+	var out []schedhttp.SlotJSON
+	var first error
+	for _, p := range partitions {
+		slots, err := ask(p)
+		out = append(out, slots...)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "holdfast: partition %q: %s\n", p, redactText(err.Error()))
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return out, first
+}
+
 func reasonFlag(fs *flag.FlagSet, f *opFlags) {
 	fs.StringVar(&f.reason, "reason", "", "why, recorded with the run (`text`)")
 }
 
 func retryCommand() command {
 	return opCommand(command{
-		name: "retry", args: "JOB --slot T [--partition P] [--reason R]", summary: "run a done slot again (a new attempt)",
+		name: "job retry", args: "JOB --slot T [--partition P|--all-partitions] [--reason R]", summary: "run a done slot again (a new attempt)",
 		help: `Asks the service to run the slot T of JOB again: its next attempt starts on
 the next claim. A slot that is running is refused (409, exit 4); a time that
 is not a slot of JOB, or is outside its StartAt/EndAt, is a usage error (400,
-exit 2).
+exit 2). --all-partitions retries the slot in every partition of JOB (read
+from GET /jobs), going on past a partition that refuses (a running slot) and
+exiting with the first refusal's code.
 
 Examples:
-  holdfast retry settle --slot 2026-11-29T01:00:00Z --partition eu --reason "bank was down"
-  holdfast retry report --slot 2026-12-01T06:00:00Z -o json`,
+  holdfast job retry settle --slot 2026-11-29T01:00:00Z --partition eu --reason "bank was down"
+  holdfast job retry settle --slot 2026-11-29T01:00:00Z --all-partitions
+  holdfast job retry report --slot 2026-12-01T06:00:00Z -o json`,
 	}, func(fs *flag.FlagSet, f *opFlags) {
 		partitionFlag(fs, f)
+		allPartitionsFlag(fs, f)
 		reasonFlag(fs, f)
 		fs.StringVar(&f.slot, "slot", "", "the slot `time` (RFC 3339), required")
 	}, func(ctx context.Context, a *app, cl *adminClient, job string, f opFlags) error {
@@ -69,25 +122,37 @@ Examples:
 		if err != nil {
 			return err
 		}
-		var out schedhttp.SlotResponse
-		req := schedhttp.RetryRequest{Partition: f.partition, Slot: schedhttp.Time{Time: slot}, Reason: f.reason}
-		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "retry"), req, &out); err != nil {
+		slots, err := a.eachPartition(ctx, cl, job, f, func(p string) ([]schedhttp.SlotJSON, error) {
+			var out schedhttp.SlotResponse
+			req := schedhttp.RetryRequest{Partition: p, Slot: schedhttp.Time{Time: slot}, Reason: f.reason}
+			if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "retry"), req, &out); err != nil {
+				return nil, err
+			}
+			return []schedhttp.SlotJSON{out.Slot}, nil
+		})
+		switch {
+		case !f.allPartitions && err != nil, len(slots) == 0 && err != nil:
 			return err
+		case !f.allPartitions:
+			return a.printSlots("retry asked", schedhttp.SlotResponse{Slot: slots[0]}, slots)
 		}
-		return a.printSlots("retry asked", out, []schedhttp.SlotJSON{out.Slot})
+		if perr := a.printSlots("retry asked", schedhttp.SlotsResponse{Slots: nonNil(slots)}, slots); perr != nil {
+			return perr
+		}
+		return err
 	})
 }
 
 func triggerCommand() command {
 	return opCommand(command{
-		name: "trigger", args: "JOB [--partition P] [--reason R]", summary: "run a job now (an extra slot)",
+		name: "job trigger", args: "JOB [--partition P] [--reason R]", summary: "run a job now (an extra slot)",
 		help: `Asks the service to run JOB now, in an extra slot at the current time.
 A job before its StartAt or at or after its EndAt has no slot now: a usage
 error (400, exit 2).
 
 Examples:
-  holdfast trigger settle --partition us --reason "month end"
-  holdfast trigger report -o json`,
+  holdfast job trigger settle --partition us --reason "month end"
+  holdfast job trigger report -o json`,
 	}, func(fs *flag.FlagSet, f *opFlags) {
 		partitionFlag(fs, f)
 		reasonFlag(fs, f)
@@ -103,20 +168,23 @@ Examples:
 
 func backfillCommand() command {
 	return opCommand(command{
-		name: "backfill", args: "JOB --from T --to T [--partition P] [--reason R]", summary: "run the slots of a past range again",
+		name: "job backfill", args: "JOB --from T --to T [--partition P|--all-partitions] [--reason R]", summary: "run the slots of a past range again",
 		help: `Asks the service to run again every slot of JOB with --from <= slot < --to
 (at most 1000), as retry does for one: each slot gets a new
 attempt, succeeded ones included; running slots are left alone. The effects
 are fenced per slot: each attempt writes with its own lease's fencing token
 and the slot's idempotency key, so a sink keyed by them can apply a slot once.
 The range is clipped to the job's StartAt/EndAt; a range with nothing left
-inside them is a usage error (400, exit 2).
+inside them is a usage error (400, exit 2). --all-partitions backfills every
+partition of JOB (read from GET /jobs).
 
 Examples:
-  holdfast backfill settle --partition us --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z
-  holdfast backfill report --from 2026-11-30T00:00:00Z --to 2026-12-01T00:00:00Z -o json`,
+  holdfast job backfill settle --partition us --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z
+  holdfast job backfill settle --all-partitions --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z
+  holdfast job backfill report --from 2026-11-30T00:00:00Z --to 2026-12-01T00:00:00Z -o json`,
 	}, func(fs *flag.FlagSet, f *opFlags) {
 		partitionFlag(fs, f)
+		allPartitionsFlag(fs, f)
 		reasonFlag(fs, f)
 		fs.StringVar(&f.from, "from", "", "the first slot `time` (RFC 3339), inclusive, required")
 		fs.StringVar(&f.to, "to", "", "the end `time` (RFC 3339), exclusive, required")
@@ -132,32 +200,59 @@ Examples:
 		if err != nil {
 			return err
 		}
-		var out schedhttp.SlotsResponse
-		req := schedhttp.BackfillRequest{Partition: f.partition, From: schedhttp.Time{Time: from}, To: schedhttp.Time{Time: to}, Reason: f.reason}
-		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "backfill"), req, &out); err != nil {
+		slots, err := a.eachPartition(ctx, cl, job, f, func(p string) ([]schedhttp.SlotJSON, error) {
+			var out schedhttp.SlotsResponse
+			req := schedhttp.BackfillRequest{Partition: p, From: schedhttp.Time{Time: from}, To: schedhttp.Time{Time: to}, Reason: f.reason}
+			if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "backfill"), req, &out); err != nil {
+				return nil, err
+			}
+			return out.Slots, nil
+		})
+		if len(slots) == 0 && err != nil {
 			return err
 		}
-		return a.printSlots("backfill asked", out, out.Slots)
+		if perr := a.printSlots("backfill asked", schedhttp.SlotsResponse{Slots: nonNil(slots)}, slots); perr != nil {
+			return perr
+		}
+		return err
 	})
 }
 
-func pauseCommand() command  { return pauseResume("pause", "pause a job: no new slot starts") }
-func resumeCommand() command { return pauseResume("resume", "resume a paused job") }
+func pauseCommand() command {
+	return pauseResume("pause", "JOB", "pause a job: no new slot starts", `Running attempts are not stopped by a pause. The slots that come due while
+the job is paused run on resume as the job's missed-slot policy says
+(Job.Missed), unless resume is given --skip-paused.`, nil)
+}
 
-func pauseResume(name, summary string) command {
+func resumeCommand() command {
+	return pauseResume("resume", "JOB [--skip-paused]", "resume a paused job",
+		`The slots that came due while the job was paused are caught up as the job's
+missed-slot policy says (Job.Missed; by default up to MaxCatchUp of them).
+With --skip-paused they are recorded skipped (reason "paused") and none of
+them runs: the next slot on schedule is the first to run.`,
+		func(fs *flag.FlagSet, f *opFlags) {
+			fs.BoolVar(&f.skipPaused, "skip-paused", false, "record the slots that came due while paused skipped instead of catching them up")
+		})
+}
+
+func pauseResume(name, args, summary, help string, register func(fs *flag.FlagSet, f *opFlags)) command {
 	return opCommand(command{
-		name: name, args: "JOB", summary: summary,
-		help: fmt.Sprintf(`%s%s. Running attempts are not stopped by a pause.
+		name: "job " + name, args: args, summary: summary,
+		help: fmt.Sprintf(`%s%s. %s
 
 Examples:
-  holdfast %s settle --admin http://127.0.0.1:8080/admin/
-  holdfast %s report -o json`, strings.ToUpper(summary[:1]), summary[1:], name, name),
-	}, nil, func(ctx context.Context, a *app, cl *adminClient, job string, _ opFlags) error {
+  holdfast job %s settle --admin http://127.0.0.1:8080/admin/
+  holdfast job %s report -o json`, strings.ToUpper(summary[:1]), summary[1:], help, name, name),
+	}, register, func(ctx context.Context, a *app, cl *adminClient, job string, f opFlags) error {
 		var out schedhttp.PausedResponse
-		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, name), nil, &out); err != nil {
+		var body any
+		if f.skipPaused {
+			body = schedhttp.ResumeRequest{SkipPaused: true}
+		}
+		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, name), body, &out); err != nil {
 			return err
 		}
-		if a.conn.output == "json" {
+		if a.machine() {
 			return a.printJSON(out)
 		}
 		fmt.Fprintf(a.stdout, "job %s paused: %s\n", out.Job, yesNo(out.Paused))
@@ -167,7 +262,7 @@ Examples:
 
 // printSlots prints the slots a write asked for (out as JSON).
 func (a *app) printSlots(what string, out any, slots []schedhttp.SlotJSON) error {
-	if a.conn.output == "json" {
+	if a.machine() {
 		return a.printJSON(out)
 	}
 	fmt.Fprintf(a.stdout, "%s: %d slot(s)\n", what, len(slots))
@@ -176,4 +271,12 @@ func (a *app) printSlots(what string, out any, slots []schedhttp.SlotJSON) error
 		t.row(s.Job, s.Partition, fmtTime(s.Slot))
 	}
 	return t.flush()
+}
+
+// nonNil is slots, [] rather than null in JSON when empty.
+func nonNil(slots []schedhttp.SlotJSON) []schedhttp.SlotJSON {
+	if slots == nil {
+		return []schedhttp.SlotJSON{}
+	}
+	return slots
 }

@@ -10,12 +10,45 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
-// printJSON writes v as indented JSON: the -o json output, in the admin
-// API's wire shapes.
+// machine reports whether the output is for programs: -o json or jsonl.
+func (a *app) machine() bool { return a.conn.output == "json" || a.conn.output == "jsonl" }
+
+// printJSON writes v, in the admin API's wire shapes: with -o json as one
+// indented document; with -o jsonl one compact object a line, a page's
+// items one a line (jobs, runs, leases, slots), anything else on one line.
 func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if a.conn.output != "jsonl" {
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	var items []any
+	switch p := v.(type) {
+	case schedhttp.JobsPage:
+		items = each(p.Jobs)
+	case schedhttp.RunsPage:
+		items = each(p.Runs)
+	case schedhttp.LeasesPage:
+		items = each(p.Leases)
+	case schedhttp.SlotsResponse:
+		items = each(p.Slots)
+	default:
+		return enc.Encode(v)
+	}
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func each[T any](xs []T) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
 }
 
 // table is an aligned table for people (-o table).

@@ -13,7 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
-// leases ls/show read Postgres directly too (issue 37): pglease is a
+// lease ls/show read Postgres directly too (issue 37): pglease is a
 // lease.Inspector, with the holder label and owner id, never the owner.
 func TestLeasesFromPostgres(t *testing.T) {
 	t.Parallel()
@@ -29,15 +29,15 @@ func TestLeasesFromPostgres(t *testing.T) {
 	conn := []string{"--pg", pgtest.URL(), "--schema", schema}
 
 	var page schedhttp.LeasesPage
-	okJSON(t, &page, append([]string{"leases", "ls"}, conn...)...)
+	okJSON(t, &page, append([]string{"lease", "ls"}, conn...)...)
 	require.Len(t, page.Leases, 1)
 	l := page.Leases[0]
 	require.Equal(t, schedhttp.LeaseJSON{Name: "report|eu", Held: true, OwnerID: fence.OwnerID(owner), Holder: "replica-a",
 		TTLMS: l.TTLMS, Token: g.Token}, l)
 	require.Greater(t, l.TTLMS, int64(50_000))
-	out := ok(t, append([]string{"leases", "show", "report|eu"}, conn...)...)
+	out := ok(t, append([]string{"lease", "show", "report|eu"}, conn...)...)
 	require.Regexp(t, `(?m)^holder\s+replica-a$`, out)
 	require.NotContains(t, out, owner)
-	r := cli(t, append([]string{"leases", "show", "never"}, conn...)...)
+	r := cli(t, append([]string{"lease", "show", "never"}, conn...)...)
 	require.Equal(t, exitNotFound, r.code, r.stderr)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
+	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
 // pruneJSON is the -o json output of prune.
@@ -16,32 +17,40 @@ type pruneJSON struct {
 	Before  time.Time `json:"before"`
 	DryRun  bool      `json:"dry_run"`
 	Deleted int64     `json:"deleted"`
+	// WouldDelete and Slots are a dry run's: how many slot records Prune
+	// would delete now, and the first --limit of them.
+	WouldDelete int64                `json:"would_delete,omitempty"`
+	Slots       []schedhttp.SlotJSON `json:"slots,omitempty"`
 }
 
 func pruneCommand() command {
 	c := command{
-		name: "prune", args: "--before DURATION|RFC3339 [--dry-run] --redis URL|--pg URL",
+		name: "ledger prune", args: "--before DURATION|RFC3339 [--dry-run] --redis URL|--pg URL",
 		summary: "delete the ledger's done slot records older than a cutoff",
 		help: `Deletes the records (and attempts) of done slots (succeeded, failed with no
 attempt left, skipped, missed) before the cutoff, from the Redis ledger
 (--redis, redisledger) or the Postgres ledger (--pg, pgledger), through
 ledger.Pruner. Running, pending and retryable slots, fences, pause flags,
 horizons and each (job, partition)'s latest slot are kept. --before is a
-duration back from now (720h) or an RFC 3339 time. --dry-run prints the
-cutoff and changes nothing (the ledgers cannot count without deleting); it
-fails, as prune does, when the ledger cannot prune.
+duration back from now (720h) or an RFC 3339 time. --dry-run deletes
+nothing: it prints how many slot records prune would delete now and the
+first --limit of them (job, partition, slot), read with the same rule
+(ledger.PrunePreviewer); it fails, as prune does, when the ledger cannot
+prune.
 
 Examples:
-  holdfast prune --redis redis://127.0.0.1:6379/0 --before 720h
-  holdfast prune --pg postgres://root@127.0.0.1/test --schema holdfast --before 2026-11-01T00:00:00Z
-  holdfast prune --redis "$REDIS_URL" --before 2160h --dry-run -o json`,
+  holdfast ledger prune --redis redis://127.0.0.1:6379/0 --before 720h
+  holdfast ledger prune --pg postgres://root@127.0.0.1/test --schema holdfast --before 2026-11-01T00:00:00Z
+  holdfast ledger prune --redis "$REDIS_URL" --before 2160h --dry-run --limit 20`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var before, prefix, schema string
 		var dryRun bool
+		var limit int
 		fs := a.flagSet(c)
+		fs.IntVar(&limit, "limit", 100, "--dry-run: list at most `N` slots")
 		fs.StringVar(&before, "before", "", "the cutoff: a `duration` back from now (720h) or an RFC 3339 time, required")
-		fs.BoolVar(&dryRun, "dry-run", false, "print the cutoff, delete nothing")
+		fs.BoolVar(&dryRun, "dry-run", false, "list what would be deleted, delete nothing")
 		fs.StringVar(&prefix, "ledger-prefix", redisledger.DefaultPrefix, "the Redis ledger's key `prefix`")
 		fs.StringVar(&schema, "schema", pgledger.DefaultSchema, "the Postgres ledger's `schema`")
 		if _, err := a.parse(fs, args, 0); err != nil {
@@ -66,23 +75,55 @@ Examples:
 			return fmt.Errorf("prune: the %s ledger (%T) does not implement ledger.Pruner in this build of holdfast", kind, l)
 		}
 		out := pruneJSON{Ledger: kind, Before: cutoff.UTC(), DryRun: dryRun}
-		if !dryRun {
-			if out.Deleted, err = p.Prune(ctx, cutoff); err != nil {
-				return fmt.Errorf("prune: %w", err)
-			}
-		}
-		if a.conn.output == "json" {
-			return a.printJSON(out)
-		}
 		if dryRun {
-			fmt.Fprintf(a.stdout, "dry run: would delete the done slot records before %s from the %s ledger; nothing deleted\n",
-				out.Before.Format(time.RFC3339), kind)
-			return nil
+			return a.prunePreview(ctx, l, out, max(limit, 1))
+		}
+		if out.Deleted, err = p.Prune(ctx, cutoff); err != nil {
+			return fmt.Errorf("prune: %w", err)
+		}
+		if a.machine() {
+			return a.printJSON(out)
 		}
 		fmt.Fprintf(a.stdout, "deleted %d slot record(s) before %s from the %s ledger\n", out.Deleted, out.Before.Format(time.RFC3339), kind)
 		return nil
 	}
 	return c
+}
+
+// prunePreview prints what a prune of out.Before would delete from l,
+// deleting nothing.
+func (a *app) prunePreview(ctx context.Context, l ledger.Ledger, out pruneJSON, limit int) error {
+	pp, ok := l.(ledger.PrunePreviewer)
+	if !ok {
+		return fmt.Errorf("prune --dry-run: the %s ledger (%T) does not implement ledger.PrunePreviewer in this build of holdfast", out.Ledger, l)
+	}
+	slots, total, err := pp.PrunePreview(ctx, out.Before, limit)
+	if err != nil {
+		return fmt.Errorf("prune --dry-run: %w", err)
+	}
+	out.WouldDelete = total
+	for _, s := range slots {
+		out.Slots = append(out.Slots, schedhttp.SlotJSON{Job: s.Job, Partition: s.Partition, Slot: schedhttp.Time{Time: s.At}})
+	}
+	if a.machine() {
+		return a.printJSON(out)
+	}
+	fmt.Fprintf(a.stdout, "dry run: would delete %d slot record(s) before %s from the %s ledger; nothing deleted\n",
+		total, out.Before.Format(time.RFC3339), out.Ledger)
+	if len(slots) == 0 {
+		return nil
+	}
+	t := a.table("JOB", "PARTITION", "SLOT")
+	for _, s := range out.Slots {
+		t.row(s.Job, s.Partition, fmtTime(s.Slot))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if more := total - int64(len(slots)); more > 0 {
+		fmt.Fprintf(a.stdout, "... and %d more (--limit)\n", more)
+	}
+	return nil
 }
 
 // parseCutoff reads --before: a positive duration back from now, or an

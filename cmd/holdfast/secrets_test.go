@@ -34,14 +34,14 @@ func TestUsageErrorsMaskSecretsOfTheCommandLine(t *testing.T) {
 		args []string
 		want string // in stderr
 	}{
-		{"GroupEchoesItsArgs", []string{"leases", "--redis", "redis://u:pw0rd1@127.0.0.1:1/0", "--token", "tok3n1"},
+		{"GroupEchoesItsArgs", []string{"lease", "--redis", "redis://u:pw0rd1@127.0.0.1:1/0", "--token", "tok3n1"},
 			`["--redis" "redis://u:***@127.0.0.1:1/0" "--token" "***"]`},
 		{"GroupEchoesInlineToken", []string{"fence", "--token=tok3n1", "--pg", "postgres://u:pw0rd1@127.0.0.1:1/x"},
 			`["--token=***" "--pg" "postgres://u:***@127.0.0.1:1/x"]`},
 		{"GroupEchoesRedisWithoutUser", []string{"fence", "--redis", "redis://:pw0rd1@127.0.0.1:1"}, `"redis://:***@127.0.0.1:1"`},
-		{"PositionalArguments", []string{"jobs", "redis://:pw0rd1@127.0.0.1:1", "password=pw0rd1"},
+		{"PositionalArguments", []string{"job", "ls", "redis://:pw0rd1@127.0.0.1:1", "password=pw0rd1"},
 			`got 2: ["redis://:***@127.0.0.1:1" "password=***"]`},
-		{"BadAdminURL", []string{"jobs", "--admin", "ftp://u:pw0rd1@127.0.0.1/"}, `--admin "ftp://u:***@127.0.0.1/"`},
+		{"BadAdminURL", []string{"job", "ls", "--admin", "ftp://u:pw0rd1@127.0.0.1/"}, `--admin "ftp://u:***@127.0.0.1/"`},
 		{"UnknownCommand", []string{"redis://u:pw0rd1@127.0.0.1"}, `unknown command "redis://u:***@127.0.0.1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestTokenFile(t *testing.T) {
 			a := &app{stdin: strings.NewReader(tc.stdin), stdout: &out, stderr: &errOut,
 				getenv: func(k string) string { return tc.env[k] }}
 			before := echo.count()
-			code := a.main(t.Context(), append([]string{"jobs", "--admin", srv.URL + "/"}, tc.args...))
+			code := a.main(t.Context(), append([]string{"job", "ls", "--admin", srv.URL + "/"}, tc.args...))
 			require.Equal(t, tc.code, code, "stderr: %s", errOut.String())
 			if tc.code != exitOK {
 				require.Contains(t, errOut.String(), tc.want)
@@ -169,7 +169,7 @@ func TestPlainHTTPTokenWarning(t *testing.T) {
 }
 
 // Issue 32, 3, end to end: a job failing with a database URL's password
-// in its error; `holdfast runs -o json` and the table, the service's log
+// in its error; `holdfast job runs -o json` and the table, the service's log
 // and the admin API show it masked.
 func TestRunsShowFailedJobErrorsMasked(t *testing.T) {
 	t.Parallel()
@@ -199,18 +199,18 @@ func TestRunsShowFailedJobErrorsMasked(t *testing.T) {
 		require.NoError(t, s.Stop(ctx))
 	})
 	admin := []string{"--admin", srv.URL + "/"}
-	ok(t, append([]string{"trigger", "payments"}, admin...)...)
+	ok(t, append([]string{"job", "trigger", "payments"}, admin...)...)
 	testwait.Until(t, 10*time.Second, "the triggered run failed", func() bool {
 		recs, err := s.Runs(context.Background(), "payments", "", time.Time{}, time.Now().Add(time.Hour), 1)
 		return err == nil && len(recs) == 1 && recs[0].Status == "failed"
 	})
 	const want = "dial postgres://user:***@db.internal/payments: refused"
 	var page schedhttp.RunsPage
-	okJSON(t, &page, append([]string{"runs", "payments", "-o", "json"}, admin...)...)
+	okJSON(t, &page, append([]string{"job", "runs", "payments", "-o", "json"}, admin...)...)
 	require.Len(t, page.Runs, 1)
 	require.Equal(t, want, page.Runs[0].Attempts[0].Error)
 	slot := page.Runs[0].Slot.UTC().Format(time.RFC3339)
-	table := ok(t, append([]string{"runs", "payments", "--slot", slot}, admin...)...)
+	table := ok(t, append([]string{"job", "runs", "payments", "--slot", slot}, admin...)...)
 	require.Contains(t, table, want)
 	resp, err := http.Get(srv.URL + "/jobs/payments/runs")
 	require.NoError(t, err)

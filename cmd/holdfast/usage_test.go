@@ -16,18 +16,18 @@ func TestUsageErrorsExit2WithUsage(t *testing.T) {
 		args []string
 		want string // in stderr
 	}{
-		{"NoCommand", nil, "Usage: holdfast [connection flags] COMMAND"},
+		{"NoCommand", nil, "Usage: holdfast NOUN VERB"},
 		{"UnknownCommand", []string{"frobnicate"}, `unknown command "frobnicate"`},
-		{"UnknownFlag", []string{"leases", "ls", "--bogus"}, "flag provided but not defined: -bogus"},
-		{"MissingArgument", []string{"runs", "--admin", "http://127.0.0.1:1/"}, "want 1 argument(s), got 0"},
-		{"ExtraArgument", []string{"jobs", "extra"}, "want 0 argument(s), got 1"},
-		{"BadOutput", []string{"jobs", "-o", "xml"}, `-o "xml": want table or json`},
+		{"UnknownFlag", []string{"lease", "ls", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"MissingArgument", []string{"job", "runs", "--admin", "http://127.0.0.1:1/"}, "want 1 argument(s), got 0"},
+		{"ExtraArgument", []string{"job", "ls", "extra"}, "want 0 argument(s), got 1"},
+		{"BadOutput", []string{"job", "ls", "-o", "xml"}, `-o "xml": want table, json or jsonl`},
 		{"NoSubcommand", []string{"fence"}, "want a subcommand"},
-		{"NoAdmin", []string{"jobs", "--admin", ""}, "needs the admin handler"},
-		{"BadSlot", []string{"retry", "settle", "--slot", "yesterday", "--admin", "http://127.0.0.1:1/"}, "want an RFC 3339 time"},
-		{"PruneNeedsCutoff", []string{"prune", "--redis", "redis://127.0.0.1:1"}, "--before is required"},
-		{"PruneNeedsOneLedger", []string{"prune", "--before", "1h", "--redis", "", "--pg", ""}, "give the ledger"},
-		{"BadLeaseName", []string{"leases", "show", "a{b}", "--redis", "redis://127.0.0.1:6379/0"}, "invalid lease name"},
+		{"NoAdmin", []string{"job", "ls", "--admin", ""}, "needs the admin handler"},
+		{"BadSlot", []string{"job", "retry", "settle", "--slot", "yesterday", "--admin", "http://127.0.0.1:1/"}, "want an RFC 3339 time"},
+		{"PruneNeedsCutoff", []string{"ledger", "prune", "--redis", "redis://127.0.0.1:1"}, "--before is required"},
+		{"PruneNeedsOneLedger", []string{"ledger", "prune", "--before", "1h", "--redis", "", "--pg", ""}, "give the ledger"},
+		{"BadLeaseName", []string{"lease", "show", "a{b}", "--redis", "redis://127.0.0.1:6379/0"}, "invalid lease name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -40,23 +40,19 @@ func TestUsageErrorsExit2WithUsage(t *testing.T) {
 }
 
 // Every command and subcommand answers --help with its usage, examples
-// and the exit codes, on stdout, with exit 0.
+// and the exit codes, on stdout, with exit 0; a verb's flags are spelled
+// --flag (and -o, --output), one spelling (issue 37).
 func TestHelpOnEveryCommand(t *testing.T) {
 	t.Parallel()
-	var names [][]string
-	for _, c := range commands() {
-		names = append(names, []string{c.name})
-	}
-	for _, sub := range []command{leasesLsCommand(), leasesShowCommand(), fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand()} {
-		names = append(names, strings.Fields(sub.name))
-	}
-	for _, name := range names {
-		r := cli(t, append(name, "--help")...)
-		require.Equal(t, exitOK, r.code, "%v: %s", name, r.stderr)
-		require.Contains(t, r.stdout, "Exit codes:", name)
-		if len(name) == 2 || (name[0] != "leases" && name[0] != "fence") {
-			require.Contains(t, r.stdout, "Examples:\n  holdfast "+name[0], name)
-			require.Contains(t, r.stdout, "-o format", name)
+	for _, n := range helpCommands() {
+		r := cli(t, append(n.words, "--help")...)
+		require.Equal(t, exitOK, r.code, "%v: %s", n.words, r.stderr)
+		require.Contains(t, r.stdout, "Exit codes:", n.words)
+		if !n.group {
+			require.Contains(t, r.stdout, "Examples:\n  holdfast "+strings.Join(n.words[:min(2, len(n.words))], " "), n.words)
+			require.Contains(t, r.stdout, "-o, --output format", n.words)
+			require.Regexp(t, `(?m)^  --timeout duration$`, r.stdout, n.words)
+			require.NotRegexp(t, `(?m)^  -[a-np-z]`, r.stdout, "one spelling: --flag: %v", n.words)
 		}
 	}
 	r := cli(t, "help")
@@ -64,14 +60,35 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	require.Contains(t, r.stdout, "4  refused or forbidden")
 }
 
+// helpCommand is a command as its words, and whether it is a group of
+// verbs (its help lists them).
+type helpCommand struct {
+	words []string
+	group bool
+}
+
+// helpCommands is every noun, verb and sub-verb of the table.
+func helpCommands() []helpCommand {
+	var out []helpCommand
+	for _, c := range commands() {
+		out = append(out, helpCommand{words: []string{c.name}, group: len(c.verbs) > 0})
+		for _, v := range c.verbs {
+			sub := v()
+			out = append(out, helpCommand{words: strings.Fields(sub.name), group: sub.name == "fence get" || sub.name == "fence reset"})
+		}
+	}
+	for _, sub := range []command{fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand(),
+		fenceResetStoreCommand("pg"), fenceResetStoreCommand("redis"), completionCommand()} {
+		out = append(out, helpCommand{words: strings.Fields(sub.name)})
+	}
+	return out
+}
+
 // helpNames is every command and subcommand, as argument lists.
 func helpNames() [][]string {
 	var names [][]string
-	for _, c := range commands() {
-		names = append(names, []string{c.name})
-	}
-	for _, sub := range []command{leasesLsCommand(), leasesShowCommand(), fenceLeaseCommand(), fencePGCommand(), fenceRedisCommand()} {
-		names = append(names, strings.Fields(sub.name))
+	for _, n := range helpCommands() {
+		names = append(names, n.words)
 	}
 	return names
 }
@@ -93,7 +110,7 @@ func TestUsagePrintedOnce(t *testing.T) {
 		require.Equal(t, 1, strings.Count(r.stdout+r.stderr, "Usage:"), "%v:\nstdout: %s\nstderr: %s", name, r.stdout, r.stderr)
 		require.Empty(t, r.stderr, name)
 	}
-	r := cli(t, "jobs", "--bogus")
+	r := cli(t, "job", "ls", "--bogus")
 	require.Equal(t, exitUsage, r.code)
 	require.Equal(t, 1, strings.Count(r.stderr, "Usage:"), r.stderr)
 	require.Contains(t, r.stderr, "flag provided but not defined: -bogus")
@@ -111,7 +128,7 @@ func TestHelpShowsNoEnvironmentValue(t *testing.T) {
 		r := cliEnv(t, env, append(name, "--help")...)
 		require.Equal(t, exitOK, r.code, "%v: %s", name, r.stderr)
 		require.NotContains(t, r.stdout+r.stderr, "marker", name)
-		if len(name) == 2 || (name[0] != "leases" && name[0] != "fence" && name[0] != "help") {
+		if strings.Contains(r.stdout, "Flags:") {
 			require.Contains(t, r.stdout, "(default $HOLDFAST_TOKEN)", name)
 		}
 	}
@@ -134,7 +151,7 @@ func TestHelpShowsNoEnvironmentValue(t *testing.T) {
 func TestTimeoutMustBePositive(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"0s", "-1s"} {
-		r := cli(t, "jobs", "--admin", "http://127.0.0.1:1/", "--timeout", v)
+		r := cli(t, "job", "ls", "--admin", "http://127.0.0.1:1/", "--timeout", v)
 		require.Equal(t, exitUsage, r.code, "%s: %s", v, r.stderr)
 		require.Contains(t, r.stderr, "want a positive duration")
 		require.NotContains(t, r.stderr, "deadline")
@@ -144,7 +161,7 @@ func TestTimeoutMustBePositive(t *testing.T) {
 // The leases commands' help says which source wins.
 func TestLeasesHelpSaysSourcePrecedence(t *testing.T) {
 	t.Parallel()
-	for _, name := range [][]string{{"leases"}, {"leases", "ls"}, {"leases", "show"}} {
+	for _, name := range [][]string{{"lease"}, {"lease", "ls"}, {"lease", "show"}} {
 		out := ok(t, append(name, "--help")...)
 		require.Contains(t, out, "with both set, Redis wins", name)
 	}

@@ -22,7 +22,7 @@ type watchEvent struct {
 
 func watchCommand() command {
 	c := command{
-		name: "watch", args: "JOB [--partition P] [--interval D] [--limit N]",
+		name: "job watch", args: "JOB [--partition P] [--interval D] [--limit N]",
 		summary: "follow a job live: print runs and claims as they change",
 		help: `Polls the admin handler every --interval and prints each run of JOB (the
 newest --limit) whose status, attempt or holder changed, and each claim (the
@@ -31,11 +31,12 @@ released. The first poll prints the current state. Runs until Ctrl-C; a
 failed poll (the service restarting) is reported and polled again, an
 unknown job (exit 3) or a refusal (exit 4) ends it. Leases
 are read from --redis when given, else from the admin handler (skipped when
-it has no lease inspector). -o json prints one JSON object per line.
+it has no lease inspector). -o jsonl streams one JSON object a line (-o json
+too: a stream has no one document).
 
 Examples:
-  holdfast watch settle --admin http://127.0.0.1:8080/admin/ --interval 1s
-  holdfast watch settle --partition eu --redis redis://127.0.0.1:6379/0 -o json`,
+  holdfast job watch settle --admin http://127.0.0.1:8080/admin/ --interval 1s
+  holdfast job watch settle --partition eu --redis redis://127.0.0.1:6379/0 -o jsonl`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
 		var f runsFlags
@@ -179,7 +180,7 @@ func (w *watcher) ofJob(name string) bool {
 }
 
 func (w *watcher) print(ev watchEvent, text string) {
-	if w.a.conn.output == "json" {
+	if w.a.machine() {
 		b, err := json.Marshal(ev)
 		if err == nil {
 			fmt.Fprintln(w.a.stdout, string(b))

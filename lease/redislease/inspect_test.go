@@ -267,7 +267,7 @@ func TestRedisBackendListOnRing(t *testing.T) {
 }
 
 // A prefix holding glob characters is matched literally by List (and so
-// by holdfast leases inspect, which lists one escaped name): before, the
+// by holdfast lease inspect, which lists one escaped name): before, the
 // prefix went to SCAN MATCH as a glob and "app[prod]:" found no lease
 // while one was held. The match argument stays a glob.
 func TestRedisBackendListGlobPrefix(t *testing.T) {

@@ -131,6 +131,15 @@ type Pruner interface {
 	Prune(ctx context.Context, before time.Time) (deleted int64, err error)
 }
 
+// PrunePreviewer is an optional Ledger interface, beside Pruner: a dry
+// run. PrunePreview lists the slots Prune(ctx, before) would delete now,
+// changing nothing: at most limit of them (limit > 0), and how many there
+// are in all. redisledger, pgledger and ledgertest.Memory implement it;
+// ledgertest.Exercise checks that it lists what Prune then deletes.
+type PrunePreviewer interface {
+	PrunePreview(ctx context.Context, before time.Time, limit int) (slots []Slot, total int64, err error)
+}
+
 // PauseReader is an optional Ledger interface for operators: Paused
 // reports job's pause flag (SetPaused) and writes nothing, where State
 // would start a pair's horizon. The scheduler's JobStatus uses it, and

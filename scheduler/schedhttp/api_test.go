@@ -117,7 +117,8 @@ func TestAdminAPIJobsCarryLedgerStatus(t *testing.T) {
 		require.JSONEq(t, `{"jobs":[{"name":"settle","schedule":"0 * * * *","zone":"UTC","partitions":["a","b"],
 			"overlap":"buffer_one","paused":false,"next_fire":"2026-12-01T11:00:00.000Z",
 			"last_status":"running","last_slot":"2026-12-01T10:00:00.000Z",
-			"last_success":"2026-12-01T09:00:00.000Z","lag_ms":250}]}`, body)
+			"last_success":"2026-12-01T09:00:00.000Z","lag_ms":250,
+			"recent_skipped":0,"recent_failed":1,"recent_since":"2026-12-01T09:30:00.000Z"}]}`, body)
 
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, postJSON("/jobs/settle/pause", nil))

@@ -11,7 +11,8 @@ import (
 // ledger status. LagMS is the succeeded attempt's start minus its slot.
 func jobJSON(info scheduler.JobInfo, st scheduler.JobStatus) JobJSON {
 	j := JobJSON{Name: info.Name, Schedule: info.Spec, Zone: info.Zone, Partitions: info.Partitions,
-		Overlap: info.Overlap.String(), Paused: st.Paused, NextFire: Time{info.Next}}
+		Overlap: info.Overlap.String(), Paused: st.Paused, NextFire: Time{info.Next},
+		RecentSkipped: st.Skipped, RecentFailed: st.Failed, RecentSince: Time{st.Since}}
 	if j.Partitions == nil {
 		j.Partitions = []string{}
 	}

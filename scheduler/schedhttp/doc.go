@@ -22,7 +22,12 @@
 // another site. Answers
 // are JSON, errors application/problem+json (RFC 9457) that never carry
 // the authorizer's reason or a backend's error text: those go to
-// Options.Logger.
+// Options.Logger. A problem's type names it (ProblemBase +
+// "invalid-request", "unknown-job", "body-too-large", ...: the list is at
+// ProblemBase), a 400 about one field of the body or the query names it in
+// the problem's "field" member, a body over Options.MaxBodyBytes is a 413
+// whatever its Content-Type, and a detail quotes at most 64 bytes of any
+// input it repeats.
 //
 // # Console
 //

@@ -66,7 +66,7 @@ func TestOpenAPISchemasMatchTheWireTypes(t *testing.T) {
 		"Job": JobJSON{}, "JobsPage": JobsPage{}, "Attempt": AttemptJSON{}, "Run": RunJSON{}, "RunsPage": RunsPage{},
 		"Slot": SlotJSON{}, "SlotResponse": SlotResponse{}, "SlotsResponse": SlotsResponse{}, "PausedResponse": PausedResponse{},
 		"Lease": LeaseJSON{}, "LeasesPage": LeasesPage{}, "RetryRequest": RetryRequest{}, "TriggerRequest": TriggerRequest{},
-		"BackfillRequest": BackfillRequest{}, "Problem": Problem{},
+		"BackfillRequest": BackfillRequest{}, "ResumeRequest": ResumeRequest{}, "Problem": Problem{},
 	}
 	require.Len(t, doc.Components.Schemas, len(types), "a schema per wire type")
 	for name, v := range types {

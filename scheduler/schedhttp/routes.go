@@ -53,7 +53,7 @@ func (h *adminHandler) retry(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Slot.IsZero() {
-		return fmt.Errorf("%w: slot is required", errBadRequest)
+		return badField("slot", "required")
 	}
 	job := r.PathValue("job")
 	if err := h.needPartition(job, req.Partition); err != nil {
@@ -87,7 +87,7 @@ func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.From.IsZero() || !req.To.After(req.From.Time) {
-		return fmt.Errorf("%w: want from < to", errBadRequest)
+		return badField("to", "want from < to")
 	}
 	if err := h.needPartition(r.PathValue("job"), req.Partition); err != nil {
 		return err
@@ -113,7 +113,8 @@ func (h *adminHandler) needPartition(job, partition string) error {
 	}
 	for _, info := range h.s.Jobs() {
 		if info.Name == job && !slices.Contains(info.Partitions, "") {
-			return fmt.Errorf("%w: partition is required for a partitioned job", errBadRequest)
+			return &problemError{kind: "partition-required", field: "partition",
+				err: fmt.Errorf("%w: partition is required for a partitioned job", errBadRequest)}
 		}
 	}
 	return nil
@@ -130,10 +131,15 @@ func (h *adminHandler) pause(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *adminHandler) resume(w http.ResponseWriter, r *http.Request) error {
-	if err := decodeEmpty(r); err != nil {
+	var req ResumeRequest
+	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if err := h.s.Resume(r.Context(), r.PathValue("job")); err != nil {
+	resume := h.s.Resume
+	if req.SkipPaused {
+		resume = h.s.ResumeSkipping
+	}
+	if err := resume(r.Context(), r.PathValue("job")); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, PausedResponse{Job: r.PathValue("job"), Paused: false})
@@ -142,7 +148,7 @@ func (h *adminHandler) resume(w http.ResponseWriter, r *http.Request) error {
 // leases serves GET /leases?match=GLOB&limit=N from Options.Leases.
 func (h *adminHandler) leases(w http.ResponseWriter, r *http.Request) error {
 	if h.cfg.Leases == nil {
-		return fmt.Errorf("%w: no lease inspector configured", errNotFound)
+		return &problemError{kind: "no-lease-inspector", err: fmt.Errorf("%w: no lease inspector configured", errNotFound)}
 	}
 	q := r.URL.Query()
 	limit, err := parseLimit(q.Get("limit"))
@@ -151,7 +157,7 @@ func (h *adminHandler) leases(w http.ResponseWriter, r *http.Request) error {
 	}
 	match := q.Get("match")
 	if _, err := path.Match(match, ""); err != nil {
-		return fmt.Errorf("%w: match %q: %w", errBadRequest, match, err)
+		return badField("match", "%s: %v", echo(match), err)
 	}
 	infos, err := h.cfg.Leases.List(r.Context(), match, limit)
 	if err != nil {
@@ -172,7 +178,7 @@ func parseLimit(v string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > MaxLimit {
-		return 0, fmt.Errorf("%w: limit: want 1 to %d", errBadRequest, MaxLimit)
+		return 0, badField("limit", "want 1 to %d", MaxLimit)
 	}
 	return n, nil
 }
@@ -181,7 +187,7 @@ func parseLimit(v string) (int, error) {
 func parseTime(name, v string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: %s: want RFC 3339: %v", errBadRequest, name, err)
+		return time.Time{}, badField(name, "%s: want RFC 3339 (2026-12-05T02:00:00Z)", echo(v))
 	}
 	return t, nil
 }

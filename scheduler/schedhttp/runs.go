@@ -44,7 +44,7 @@ func decodeCursor(v string) (*cursor, error) {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: cursor: not one of a previous page's next_cursor", errBadRequest)
+		return nil, badField("cursor", "not one of a previous page's next_cursor")
 	}
 	return &c, nil
 }
@@ -146,7 +146,7 @@ func (h *adminHandler) parseRuns(r *http.Request) (runsQuery, error) {
 		}
 	}
 	if !q.to.After(q.from) {
-		return q, fmt.Errorf("%w: want from < to", errBadRequest)
+		return q, badField("to", "want from < to")
 	}
 	if s := v.Get("cursor"); s != "" {
 		if q.after, err = decodeCursor(s); err != nil {
@@ -157,7 +157,7 @@ func (h *adminHandler) parseRuns(r *http.Request) (runsQuery, error) {
 		q.status = map[ledger.Status]bool{}
 		for _, one := range strings.Split(s, ",") {
 			if !slices.Contains(statuses, ledger.Status(one)) {
-				return q, fmt.Errorf("%w: status %q: want one of %v", errBadRequest, one, statuses)
+				return q, badField("status", "%s: want one of %v", echo(one), statuses)
 			}
 			q.status[ledger.Status(one)] = true
 		}

@@ -12,10 +12,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
-	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler"
-	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Action names what an admin request wants to do, for the Authorizer.
@@ -109,8 +107,8 @@ type Options struct {
 // are JSON (the types of wire.go; the API is described by OpenAPI 3.1 at
 // GET /openapi.json); errors of the API routes are
 // application/problem+json (RFC 9457) with status 400 (bad input, not a
-// slot, no partition for one slot of a partitioned job, a body on pause or
-// resume other than {}, a malformed match glob), 401 (the Authorizer's
+// slot, no partition for one slot of a partitioned job, a body on pause
+// other than {}, a malformed match glob), 401 (the Authorizer's
 // error matches ErrUnauthenticated; with WWW-Authenticate: Bearer), 403
 // (refused by the Authorizer otherwise, or an action from another origin:
 // see Options.Authorizer), 404 (unknown job or partition, no record of a
@@ -132,7 +130,7 @@ type Options struct {
 //	POST /jobs/{job}/trigger   TriggerRequest   202 SlotResponse
 //	POST /jobs/{job}/backfill  BackfillRequest  202 SlotsResponse
 //	POST /jobs/{job}/pause                      PausedResponse
-//	POST /jobs/{job}/resume                     PausedResponse
+//	POST /jobs/{job}/resume    ResumeRequest    PausedResponse
 //	GET  /leases?match=GLOB&limit=N             LeasesPage
 //	GET  /openapi.json                          the API's OpenAPI 3.1 document
 //	GET  /  and  GET /console/{file}            the web console
@@ -218,7 +216,7 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 			return
 		}
 		if h.cfg.Authorizer == nil {
-			writeProblem(w, http.StatusForbidden, "no authorizer configured: every admin request is refused")
+			writeProblem(w, http.StatusForbidden, "forbidden", "", "no authorizer configured: every admin request is refused")
 			return
 		}
 		if err := h.cfg.Authorizer(r, action, job); err != nil {
@@ -226,22 +224,22 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 				slog.String("action", string(action)), slog.String("job", job), slog.Any("error", err))
 			if errors.Is(err, ErrUnauthenticated) {
 				w.Header().Set("WWW-Authenticate", "Bearer")
-				writeProblem(w, http.StatusUnauthorized, "credentials missing or not accepted")
+				writeProblem(w, http.StatusUnauthorized, "unauthenticated", "", "credentials missing or not accepted")
 				return
 			}
-			writeProblem(w, http.StatusForbidden, "refused by the authorizer")
+			writeProblem(w, http.StatusForbidden, "forbidden", "", "refused by the authorizer")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
 		if err := next(w, r); err != nil {
-			status := statusOf(err)
+			status, kind, field := problemOf(err)
 			if status == http.StatusInternalServerError {
 				h.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "admin_request_failed",
 					slog.String("action", string(action)), slog.String("job", job), slog.Any("error", err))
-				writeProblem(w, status, "internal error; see the server log")
+				writeProblem(w, status, kind, "", "internal error; see the server log")
 				return
 			}
-			writeProblem(w, status, err.Error())
+			writeProblem(w, status, kind, field, err.Error())
 		}
 	}
 }
@@ -251,16 +249,20 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 // Options.Authorizer. It writes the refusal and logs it
 // (admin_request_forbidden, reason cross_origin or content_type).
 func (h *adminHandler) actionAllowed(w http.ResponseWriter, r *http.Request, action Action, job string) bool {
-	refuse := func(status int, reason, detail string, err error) bool {
+	refuse := func(status int, reason, kind, detail string, err error) bool {
 		h.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin_request_forbidden",
 			slog.String("action", string(action)), slog.String("job", job), slog.String("reason", reason),
 			slog.String("origin", r.Header.Get("Origin")), slog.String("sec_fetch_site", r.Header.Get("Sec-Fetch-Site")),
 			slog.Any("error", err))
-		writeProblem(w, status, detail)
+		writeProblem(w, status, kind, "", detail)
 		return false
 	}
 	if err := h.cop.Check(r); err != nil {
-		return refuse(http.StatusForbidden, "cross_origin", "cross-origin request refused (Origin or Sec-Fetch-Site)", err)
+		return refuse(http.StatusForbidden, "cross_origin", "cross-origin", "cross-origin request refused (Origin or Sec-Fetch-Site)", err)
+	}
+	if tooLarge(r, h.cfg.MaxBodyBytes) { // 413 whatever the body's type
+		return refuse(http.StatusRequestEntityTooLarge, "body_too_large", "body-too-large",
+			fmt.Sprintf("body over %d bytes", h.cfg.MaxBodyBytes), errors.New("body too large"))
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
@@ -268,26 +270,12 @@ func (h *adminHandler) actionAllowed(w http.ResponseWriter, r *http.Request, act
 			err = fmt.Errorf("media type %q is not application/json", mt)
 		}
 		w.Header().Set("Accept-Post", "application/json")
-		return refuse(http.StatusUnsupportedMediaType, "content_type", "actions take Content-Type: application/json", err)
+		return refuse(http.StatusUnsupportedMediaType, "content_type", "unsupported-media-type", "actions take Content-Type: application/json", err)
 	}
 	return true
 }
 
-// decode reads a JSON body into v (an empty body leaves v as it is);
-// unknown fields are refused.
-func decode(r *http.Request, v any) error {
-	if r.ContentLength == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: body: %w", errBadRequest, err)
-	}
-	return nil
-}
-
-// decodeEmpty reads a body that carries nothing (pause, resume): empty or
+// decodeEmpty reads a body that carries nothing (pause): empty or
 // the JSON object {}; anything else is a bad request, and a body over
 // MaxBodyBytes is refused (413) as on every POST.
 func decodeEmpty(r *http.Request) error {
@@ -310,36 +298,32 @@ func decodeEmpty(r *http.Request) error {
 	return nil
 }
 
+// tooLarge reports whether r's body is over max bytes: by its
+// Content-Length, or, for a body of unknown length, by reading it up to
+// max+1 bytes (what it read is put back in front of the rest).
+func tooLarge(r *http.Request, max int64) bool {
+	switch {
+	case r.ContentLength > max:
+		return true
+	case r.ContentLength >= 0 || r.Body == nil || r.Body == http.NoBody:
+		return false
+	}
+	head, _ := io.ReadAll(io.LimitReader(r.Body, max+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	return int64(len(head)) > max
+}
+
 var (
 	errBadRequest = errors.New("schedhttp: bad admin request")
 	errNotFound   = errors.New("schedhttp: not found")
 )
-
-func statusOf(err error) int {
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, errBadRequest), errors.Is(err, scheduler.ErrInvalidJob), errors.Is(err, scheduler.ErrInvalidArgument),
-		errors.Is(err, lease.ErrInvalidName), errors.Is(err, lease.ErrInvalidOptions):
-		return http.StatusBadRequest
-	case errors.Is(err, scheduler.ErrUnknownJob), errors.Is(err, errNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, ledger.ErrSlotRunning):
-		return http.StatusConflict
-	}
-	return http.StatusInternalServerError
-}
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the status is out: nothing to do about a broken connection
 	return nil
-}
-
-func writeProblem(w http.ResponseWriter, status int, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 }

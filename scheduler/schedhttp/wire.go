@@ -36,8 +36,8 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("schedhttp: time: %w", err)
 	}
 	v, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return fmt.Errorf("schedhttp: time: %w", err)
+	if err != nil { // time.Parse's error repeats the input: say it short
+		return fmt.Errorf("schedhttp: time %s: want RFC 3339 (2026-12-05T02:00:00Z)", echo(s))
 	}
 	t.Time = v
 	return nil
@@ -59,6 +59,12 @@ type JobJSON struct {
 	LastSlot    Time     `json:"last_slot,omitzero"`
 	LastSuccess Time     `json:"last_success,omitzero"`
 	LagMS       *int64   `json:"lag_ms,omitempty"`
+	// RecentSkipped and RecentFailed count the job's records with a slot
+	// at or after RecentSince (an hour ago, or later on a busy job):
+	// skipped or missed, failed or abandoned (scheduler.JobStatus).
+	RecentSkipped int  `json:"recent_skipped"`
+	RecentFailed  int  `json:"recent_failed"`
+	RecentSince   Time `json:"recent_since"`
 }
 
 // JobsPage is the body of GET /jobs.
@@ -174,10 +180,23 @@ type BackfillRequest struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-// Problem is an error body (application/problem+json, RFC 9457).
+// ResumeRequest is the body of POST /jobs/{job}/resume (optional: an
+// empty body or {} resumes and catches the paused slots up as the job's
+// missed-slot policy says). SkipPaused records them skipped instead
+// (scheduler.Scheduler.ResumeSkipping).
+type ResumeRequest struct {
+	SkipPaused bool `json:"skip_paused,omitempty"`
+}
+
+// Problem is an error body (application/problem+json, RFC 9457). Type is
+// ProblemBase + the problem's name (ProblemBase lists them); Detail repeats
+// at most a few dozen bytes of any input it quotes.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// Field names the request's field (a body member or a query
+	// parameter) a 400 is about; absent when the problem is not about one.
+	Field string `json:"field,omitempty"`
 }

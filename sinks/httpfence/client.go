@@ -51,7 +51,9 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtxKey{}, key)
 }
 
-// KeyFromContext returns the key set by WithIdempotencyKey.
+// KeyFromContext returns the key set by WithIdempotencyKey; inside a
+// handler wrapped by Middleware, the request's parsed Idempotency-Key
+// (ok is false for a method the middleware passes through).
 func KeyFromContext(ctx context.Context) (string, bool) {
 	key, ok := ctx.Value(keyCtxKey{}).(string)
 	return key, ok

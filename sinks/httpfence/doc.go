@@ -174,7 +174,7 @@
 // bounds what a token that gets through can block.
 //
 // A fence poisoned anyway (before upgrading, or by a leaked key) is
-// inspected and reset with holdfast fence pg and holdfast fence reset pg
+// inspected and reset with holdfast fence get pg and holdfast fence reset pg
 // when it is pgstore's (the pgfence guard table); redisstore's Fence is not
 // read by the CLI and is reset by hand (docs/operations.md, "A poisoned
 // fence").

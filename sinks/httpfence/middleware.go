@@ -496,9 +496,12 @@ func (m *middleware) fenceEvent(c *call, err error) event {
 // stores or releases the key.
 func (m *middleware) run(w http.ResponseWriter, c *call) {
 	ctx := c.r.Context()
-	hctx := ctx
+	// The handler reads the parsed key with KeyFromContext, as a client
+	// would have set it: the same key for its own downstream calls or
+	// records (issue 37).
+	hctx := WithIdempotencyKey(ctx, c.key)
 	if c.fenced {
-		hctx = fence.WithHolder(ctx, c.holder)
+		hctx = fence.WithHolder(hctx, c.holder)
 	}
 	body := c.body
 	r2 := c.r.WithContext(hctx)

@@ -72,7 +72,8 @@
 //     and List skips them; every other record is unchanged; each pair's
 //     State (Open, Last, Horizon, Paused) is the same after as before; a
 //     retryable slot then begins its second attempt and the next slot its
-//     first. Its slots are in January 2000, far before every other case's,
+//     first; on a ledger.PrunePreviewer, PrunePreview first lists exactly
+//     those slots (and deletes nothing), at most its limit. Its slots are in January 2000, far before every other case's,
 //     because Prune works on the whole store: a store shared with other
 //     data loses its done records of slots before 2000-01-01T00:30Z;
 //   - misuse: every method, the optional ones included, called with a nil

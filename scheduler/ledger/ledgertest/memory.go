@@ -25,9 +25,10 @@ type Memory struct {
 }
 
 var (
-	_ ledger.Ledger   = (*Memory)(nil)
-	_ ledger.Canceler = (*Memory)(nil)
-	_ ledger.Pruner   = (*Memory)(nil)
+	_ ledger.Ledger         = (*Memory)(nil)
+	_ ledger.Canceler       = (*Memory)(nil)
+	_ ledger.Pruner         = (*Memory)(nil)
+	_ ledger.PrunePreviewer = (*Memory)(nil)
 )
 
 type pairKey struct{ job, partition string }
@@ -395,6 +396,26 @@ func (m *Memory) Prune(ctx context.Context, before time.Time) (int64, error) {
 		}
 	}
 	return deleted, nil
+}
+
+// PrunePreview implements ledger.PrunePreviewer: the slots Prune would
+// delete, oldest first, at most limit, and their count.
+func (m *Memory) PrunePreview(ctx context.Context, before time.Time, limit int) ([]ledger.Slot, int64, error) {
+	if ctx == nil {
+		return nil, 0, nilContext("PrunePreview")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var all []ledger.Slot
+	for _, p := range m.pairs {
+		for _, r := range p.runs {
+			if r.rec.Slot.At.Before(before) && !r.rec.Slot.At.Equal(p.last) && isDone(r.rec) {
+				all = append(all, r.rec.Slot)
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b ledger.Slot) int { return a.At.Compare(b.At) })
+	return all[:min(len(all), max(limit, 0))], int64(len(all)), nil
 }
 
 // isDone reports whether rec needs no further attempt, what ledger.Pruner

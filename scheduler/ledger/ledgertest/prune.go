@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -81,6 +82,28 @@ func testPrune(t *testing.T, x *fixture) {
 		keptRecs[s] = x.get(s)
 	}
 	before := map[string]ledger.State{"": state("", x.now(50, 0)), "p": state("p", x.now(50, 0))}
+
+	// A dry run (ledger.PrunePreviewer) lists the done slots of this job
+	// that Prune deletes below, and deletes nothing.
+	if pp, ok := x.raw.(ledger.PrunePreviewer); ok {
+		listed, total, err := pp.PrunePreview(ctx, x.at(30), 100000)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, total, int64(len(pruned)))
+		var ours []ledger.Slot
+		for _, s := range listed {
+			if s.Job == x.job {
+				ours = append(ours, ledger.Slot{Job: s.Job, At: s.At.UTC(), Partition: s.Partition})
+			}
+		}
+		require.ElementsMatch(t, pruned, ours, "PrunePreview lists what Prune deletes")
+		for _, s := range append(slices.Clone(pruned), kept...) {
+			x.get(s) // still there
+		}
+		few, total2, err := pp.PrunePreview(ctx, x.at(30), 2)
+		require.NoError(t, err)
+		require.Len(t, few, 2, "at most limit")
+		require.Equal(t, total, total2)
+	}
 
 	n, err := p.Prune(ctx, x.at(30))
 	require.NoError(t, err)

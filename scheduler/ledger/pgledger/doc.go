@@ -143,7 +143,7 @@
 // job_runs, so a pruned slot is not seen as missed and not run again;
 // Backfill or Retry of a pruned slot creates a new record. Choose the
 // cutoff well beyond every job's CatchUpWindow and what operators look
-// at; scheduler.Options.Retention or `holdfast prune` calls it (see
+// at; scheduler.Options.Retention or `holdfast ledger prune` calls it (see
 // docs/operations.md). job_slot_fences rows (OverlapAllow) may be deleted
 // by hand once the slots' leases are long gone (see Per-slot fences).
 //

@@ -55,3 +55,38 @@ func (l *Ledger) Prune(ctx context.Context, before time.Time) (deleted int64, er
 		}
 	}
 }
+
+var _ ledger.PrunePreviewer = (*Ledger)(nil)
+
+// PrunePreview implements ledger.PrunePreviewer: one SELECT with Prune's
+// predicate (no transaction, no lock), at most limit rows ordered by job,
+// partition and slot, and the count of all. A row that a concurrent
+// transition holds is listed, where Prune would skip it until its next run.
+func (l *Ledger) PrunePreview(ctx context.Context, before time.Time, limit int) ([]ledger.Slot, int64, error) {
+	if ctx == nil {
+		return nil, 0, nilContext("PrunePreview")
+	}
+	if err := l.ready(); err != nil {
+		return nil, 0, err
+	}
+	var out []ledger.Slot
+	var total int64
+	err := l.read(ctx, "prune_preview", "slots before "+before.UTC().Format(time.RFC3339), func() error {
+		out, total = out[:0], 0
+		rows, err := l.db.Query(ctx, l.sql.prunePreview, before, max(limit, 0))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s ledger.Slot
+			if err := rows.Scan(&s.Job, &s.At, &s.Partition, &total); err != nil {
+				return err
+			}
+			s.At = s.At.UTC()
+			out = append(out, s)
+		}
+		return rows.Err()
+	})
+	return out, total, err
+}

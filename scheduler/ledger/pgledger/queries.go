@@ -49,12 +49,24 @@ type queries struct {
 	// prune: $1 cutoff, $2 batch size. Deletes one batch of done runs
 	// (their attempts cascade); rows a transition holds are skipped.
 	prune string
+	// prunePreview: $1 cutoff, $2 limit. The rows prune would delete (the
+	// same predicate, prunable), with the count of all.
+	prunePreview string
 
 	state  string
 	states string // $1 jobs, $2 partitions, $3 sinces (arrays, in order)
 	get    string // $1 job, $2 slot, $3 partition
 	list   string // $1 job, $2 partition, $3 from, $4 to, $5 limit
 }
+
+// prunable is the predicate of a job_runs row r that Prune deletes ($1
+// the cutoff): done before the cutoff, and not its pair's last slot.
+const prunable = `r.schedule_slot < $1
+                 AND (r.status IN ('succeeded', 'skipped', 'missed', 'abandoned')
+                      OR (r.status = 'failed' AND r.retry_at IS NULL))
+                 AND NOT EXISTS (SELECT 1 FROM {{fences}} f
+                                  WHERE f.job_name = r.job_name AND f.partition_key = r.partition_key
+                                    AND f.last_slot = r.schedule_slot)`
 
 func newQueries(schema string) queries {
 	fences := pgx.Identifier{schema, "job_fences"}.Sanitize()
@@ -95,14 +107,14 @@ WHERE job_name = $1 AND partition_key = $2 AND schedule_slot = $3`),
 
 		prune: r.Replace(`DELETE FROM {{runs}}
  WHERE id IN (SELECT r.id FROM {{runs}} r
-               WHERE r.schedule_slot < $1
-                 AND (r.status IN ('succeeded', 'skipped', 'missed', 'abandoned')
-                      OR (r.status = 'failed' AND r.retry_at IS NULL))
-                 AND NOT EXISTS (SELECT 1 FROM {{fences}} f
-                                  WHERE f.job_name = r.job_name AND f.partition_key = r.partition_key
-                                    AND f.last_slot = r.schedule_slot)
+               WHERE ` + prunable + `
                LIMIT $2
                FOR UPDATE OF r SKIP LOCKED)`),
+		prunePreview: r.Replace(`SELECT r.job_name, r.schedule_slot, r.partition_key, count(*) OVER ()
+FROM {{runs}} r
+WHERE ` + prunable + `
+ORDER BY r.job_name, r.partition_key, r.schedule_slot
+LIMIT $2`),
 
 		runForUpdate: r.Replace(`SELECT id, status, attempt, attempt_base, retry_at IS NOT NULL, owner, fence_token
 FROM {{runs}} WHERE job_name = $1 AND schedule_slot = $2 AND partition_key = $3

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -67,13 +68,7 @@ func (l *Ledger) prunePair(ctx context.Context, k ledgerKeys, before time.Time) 
 		if err != nil || len(slots) == 0 {
 			return deleted, err
 		}
-		keys := make([]string, 0, 4+len(slots))
-		keys = append(keys, k.index, k.open, k.pending, k.last)
-		args := make([]any, len(slots))
-		for i, s := range slots {
-			keys = append(keys, k.base+"run:"+s)
-			args[i] = s
-		}
+		keys, args := pruneArgs(k, "delete", slots)
 		n, err := pruneScript.Run(ctx, l.rdb, keys, args...).Int64()
 		deleted += n
 		if err != nil || len(slots) < PruneBatch {
@@ -81,6 +76,90 @@ func (l *Ledger) prunePair(ctx context.Context, k ledgerKeys, before time.Time) 
 		}
 		from = "(" + slots[len(slots)-1]
 	}
+}
+
+// pruneArgs is the keys and arguments of scripts/prune.lua for slots of
+// the pair k in mode ("delete" or "list").
+func pruneArgs(k ledgerKeys, mode string, slots []string) ([]string, []any) {
+	keys := make([]string, 0, 4+len(slots))
+	keys = append(keys, k.index, k.open, k.pending, k.last)
+	args := make([]any, 0, 1+len(slots))
+	args = append(args, mode)
+	for _, s := range slots {
+		keys = append(keys, k.base+"run:"+s)
+		args = append(args, s)
+	}
+	return keys, args
+}
+
+var _ ledger.PrunePreviewer = (*Ledger)(nil)
+
+// PrunePreview implements ledger.PrunePreviewer: it walks the pairs and
+// batches as Prune does, with scripts/prune.lua in its "list" mode, which
+// applies the same rule and writes nothing. It returns at most limit
+// slots, a pair's oldest first, and the count of all.
+func (l *Ledger) PrunePreview(ctx context.Context, before time.Time, limit int) ([]ledger.Slot, int64, error) {
+	if ctx == nil {
+		return nil, 0, nilContext("PrunePreview")
+	}
+	bases, err := l.pairBases(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("redisledger: prune preview: %w", err)
+	}
+	var out []ledger.Slot
+	var total int64
+	for _, base := range bases {
+		job, partition, ok := l.pairOf(base)
+		if !ok {
+			continue
+		}
+		k := keysAt(base)
+		from := "-inf"
+		for {
+			slots, err := l.rdb.ZRangeByScore(ctx, k.index, &redis.ZRangeBy{
+				Min: from, Max: "(" + unix(before), Count: PruneBatch,
+			}).Result()
+			if err != nil {
+				return out, total, fmt.Errorf("redisledger: prune preview %s: %w", base, err)
+			}
+			if len(slots) == 0 {
+				break
+			}
+			keys, args := pruneArgs(k, "list", slots)
+			would, err := pruneScript.Run(ctx, l.rdb, keys, args...).StringSlice()
+			if err != nil {
+				return out, total, fmt.Errorf("redisledger: prune preview %s: %w", base, err)
+			}
+			total += int64(len(would))
+			for _, w := range would {
+				sec, err := strconv.ParseInt(w, 10, 64)
+				if err == nil && len(out) < limit {
+					out = append(out, ledger.Slot{Job: job, At: time.Unix(sec, 0).UTC(), Partition: partition})
+				}
+			}
+			if len(slots) < PruneBatch {
+				break
+			}
+			from = "(" + slots[len(slots)-1]
+		}
+	}
+	return out, total, nil
+}
+
+// pairOf reads (job, partition) back from a pair's key base,
+// "<prefix>{<ledger.UnitScope(job, partition)>}:" (a job name holds no
+// '|', '{' or '}').
+func (l *Ledger) pairOf(base string) (job, partition string, ok bool) {
+	scope, found := strings.CutPrefix(base, l.prefix+"{")
+	if !found {
+		return "", "", false
+	}
+	scope, found = strings.CutSuffix(scope, "}:")
+	if !found {
+		return "", "", false
+	}
+	job, partition, _ = strings.Cut(scope, ledger.PartitionSep)
+	return job, partition, true
 }
 
 // pairBases returns the key base ("<prefix>{job|partition}:") of every

@@ -3,26 +3,36 @@
 -- the horizon, the pause flag, or a slot that still needs an attempt.
 --
 -- KEYS[1] index zset  KEYS[2] open zset  KEYS[3] pending zset  KEYS[4] last
--- KEYS[4+i] run hash of ARGV[i]  (all <prefix>{<job>|<partition>}:...)
--- ARGV[i] slot (unix s), a member of the index
+-- KEYS[4+i] run hash of ARGV[1+i]  (all <prefix>{<job>|<partition>}:...)
+-- ARGV[1] mode: "delete", or "list" (a dry run: PrunePreview)
+-- ARGV[1+i] slot (unix s), a member of the index
 --
 -- A slot is done when its status is succeeded, skipped, missed or
 -- abandoned, or failed and no longer open (no retry left). The latest slot
 -- (last) and every open or pending slot are kept, whatever their status
--- says. Returns how many records it deleted.
+-- says. Returns how many records it deleted; in "list" mode it writes
+-- nothing and returns the slots it would delete.
+local list = ARGV[1] == 'list'
 local last = redis.call('GET', KEYS[4])
 local n = 0
-for i, slot in ipairs(ARGV) do
+local would = {}
+for i = 1, #ARGV - 1 do
+  local slot = ARGV[1 + i]
   local run = KEYS[4 + i]
   local status = redis.call('HGET', run, 'status')
   local open = redis.call('ZSCORE', KEYS[2], slot) or redis.call('ZSCORE', KEYS[3], slot)
   if not status then
-    if not open then redis.call('ZREM', KEYS[1], slot) end -- an index entry without a record
+    if not open and not list then redis.call('ZREM', KEYS[1], slot) end -- an index entry without a record
   elseif slot ~= last and not open and (status == 'succeeded' or status == 'skipped'
       or status == 'missed' or status == 'abandoned' or status == 'failed') then
-    redis.call('DEL', run)
-    redis.call('ZREM', KEYS[1], slot)
+    if list then
+      would[#would + 1] = slot
+    else
+      redis.call('DEL', run)
+      redis.call('ZREM', KEYS[1], slot)
+    end
     n = n + 1
   end
 end
+if list then return would end
 return n

@@ -1,0 +1,89 @@
+package schedhttp_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
+)
+
+// Issue 37, 6: every problem names its type under ProblemBase (was
+// about:blank), a 400 about one field names it, a body over
+// MaxBodyBytes is a 413 whatever its Content-Type, and a detail repeats
+// at most a short cut of the input it quotes.
+func TestAdminProblemsNameTypeAndField(t *testing.T) {
+	t.Parallel()
+	s, _ := newAdminScheduler(t)
+	allow := func(*http.Request, schedhttp.Action, string) error { return nil }
+	long := strings.Repeat("y", 10<<10)
+	for _, tc := range []struct {
+		name, method, path, ctype, body string
+		status                          int
+		kind, field                     string
+	}{
+		{"UnknownJob", "POST", "/jobs/nope/pause", "application/json", "", 404, "unknown-job", ""},
+		{"NeedsPartition", "POST", "/jobs/settle/trigger", "application/json", `{}`, 400, "partition-required", "partition"},
+		{"NeedsSlot", "POST", "/jobs/settle/retry", "application/json", `{"partition":"eu"}`, 400, "invalid-request", "slot"},
+		{"BadSlot", "POST", "/jobs/settle/retry", "application/json", `{"partition":"eu","slot":"tomorrow"}`, 400, "invalid-request", "slot"},
+		{"SlotOfWrongType", "POST", "/jobs/settle/retry", "application/json", `{"partition":"eu","slot":7}`, 400, "invalid-request", "slot"},
+		{"UnknownField", "POST", "/jobs/settle/retry", "application/json", `{"slott":"x"}`, 400, "invalid-request", "slott"},
+		{"NotAnObject", "POST", "/jobs/settle/retry", "application/json", `[1]`, 400, "invalid-request", ""},
+		{"BackfillRange", "POST", "/jobs/settle/backfill", "application/json", `{"partition":"eu","from":"2026-11-20T00:00:00Z"}`, 400, "invalid-request", "to"},
+		{"NotASlot", "POST", "/jobs/settle/retry", "application/json", `{"partition":"eu","slot":"2026-11-29T01:30:00Z"}`, 400, "invalid-argument", ""},
+		{"BadLimit", "GET", "/jobs/settle/runs?limit=0", "", "", 400, "invalid-request", "limit"},
+		{"BadFrom", "GET", "/jobs/settle/runs?from=" + long, "", "", 400, "invalid-request", "from"},
+		{"BadStatus", "GET", "/jobs/settle/runs?status=" + long, "", "", 400, "invalid-request", "status"},
+		{"ResumeSkipNotBool", "POST", "/jobs/settle/resume", "application/json", `{"skip_paused":"yes"}`, 400, "invalid-request", "skip_paused"},
+		{"NoLeases", "GET", "/leases", "", "", 404, "no-lease-inspector", ""},
+		{"NotJSON", "POST", "/jobs/settle/pause", "text/plain", "", 415, "unsupported-media-type", ""},
+		{"OversizedJSON", "POST", "/jobs/settle/trigger", "application/json", `{"reason":"` + strings.Repeat("x", 70<<10) + `"}`, 413, "body-too-large", ""},
+		{"OversizedText", "POST", "/jobs/settle/trigger", "text/plain", strings.Repeat("x", 70<<10), 413, "body-too-large", ""},
+		{"OversizedForm", "POST", "/jobs/settle/pause", "application/x-www-form-urlencoded", "a=" + strings.Repeat("x", 70<<10), 413, "body-too-large", ""},
+	} {
+		h, err := schedhttp.New(s, schedhttp.Options{Authorizer: allow})
+		require.NoError(t, err)
+		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+		if tc.ctype != "" {
+			req.Header.Set("Content-Type", tc.ctype)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, tc.status, rec.Code, "%s: %s", tc.name, rec.Body.String())
+		var p schedhttp.Problem
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p), tc.name)
+		require.Equal(t, schedhttp.ProblemBase+tc.kind, p.Type, "%s: %s", tc.name, rec.Body.String())
+		require.Equal(t, tc.status, p.Status, tc.name)
+		require.Equal(t, tc.field, p.Field, "%s: %s", tc.name, rec.Body.String())
+		require.Less(t, len(p.Detail), 200, "%s: the detail quotes a short cut of the input: %s", tc.name, p.Detail)
+	}
+}
+
+// A body of unknown length (chunked) over MaxBodyBytes is a 413 too, also
+// when it is not declared JSON.
+func TestAdminProblemChunkedOversizedBody(t *testing.T) {
+	t.Parallel()
+	s, _ := newAdminScheduler(t)
+	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil },
+		MaxBodyBytes: 100})
+	require.NoError(t, err)
+	for _, ctype := range []string{"text/plain", "application/json"} {
+		req := httptest.NewRequest("POST", "/jobs/settle/pause", struct{ *strings.Reader }{strings.NewReader(strings.Repeat(" ", 101))})
+		req.ContentLength = -1
+		req.Header.Set("Content-Type", ctype)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, ctype)
+		// Up to the bound, the body read to measure it is read again.
+		req = httptest.NewRequest("POST", "/jobs/settle/pause", struct{ *strings.Reader }{strings.NewReader(strings.Repeat(" ", 98) + "{}")})
+		req.ContentLength = -1
+		req.Header.Set("Content-Type", "application/json")
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	}
+}
