@@ -68,6 +68,7 @@ type checker struct {
 	beliefs   map[int]map[string]*belief
 
 	faults, settled int
+	debug           func(string) // when set, told of every ledger write (tests)
 }
 
 func newChecker() *checker {
@@ -141,6 +142,10 @@ func (c *checker) ledgerWrote(op string, rec ledger.Record) {
 		c.fail("illegal_transition", "%s: %s -> %s by %s", id, orNone(prev), rec.Status, op)
 	}
 	c.status[id] = rec.Status
+	if c.debug != nil {
+		a, _ := rec.Latest()
+		c.debug(fmt.Sprintf("step %d ledger %s %s -> %s holder=%s err=%q", c.step, op, id, rec.Status, a.Holder, a.Error))
+	}
 	switch rec.Status {
 	case ledger.StatusSucceeded:
 		c.succeeded[id], c.recorded[id] = true, true
@@ -205,24 +210,43 @@ func (c *checker) forget(r int) {
 // a lease the store no longer holds for it is believed held no longer
 // than ttl (plus one step) after the checker first saw it gone.
 func (c *checker) checkBeliefs(store *leaseStore, now time.Time, ttl, step time.Duration) {
+	// The store is asked without c.mu held: the store tells the checker
+	// of grants under its own lock.
+	type key struct {
+		r     int
+		name  string
+		owner string
+	}
+	c.mu.Lock()
+	var keys []key
+	for _, r := range sortedKeys(c.beliefs) {
+		for _, name := range sortedKeys(c.beliefs[r]) {
+			keys = append(keys, key{r, name, c.beliefs[r][name].owner})
+		}
+	}
+	c.mu.Unlock()
+	held := make([]bool, len(keys))
+	for i, k := range keys {
+		held[i] = store.holds(k.name, k.owner)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, r := range sortedKeys(c.beliefs) {
-		bs := c.beliefs[r]
-		for _, name := range sortedKeys(bs) {
-			b := bs[name]
-			if store.holds(name, b.owner) {
-				b.notHeldAt = time.Time{}
-				continue
-			}
-			if b.notHeldAt.IsZero() {
-				b.notHeldAt = now
-				continue
-			}
-			if gone := now.Sub(b.notHeldAt); gone > ttl+step {
-				c.fail("loss_not_signalled", "replica %d still holds %s %v after the store lost it", r, name, gone)
-				b.notHeldAt = now // once per trust window
-			}
+	for i, k := range keys {
+		b := c.beliefs[k.r][k.name]
+		if b == nil || b.owner != k.owner {
+			continue // lost or acquired again meanwhile
+		}
+		if held[i] {
+			b.notHeldAt = time.Time{}
+			continue
+		}
+		if b.notHeldAt.IsZero() {
+			b.notHeldAt = now
+			continue
+		}
+		if gone := now.Sub(b.notHeldAt); gone > ttl+step {
+			c.fail("loss_not_signalled", "replica incarnation %d still holds %s %v after the store lost it", k.r, k.name, gone)
+			b.notHeldAt = now // once per trust window
 		}
 	}
 }

@@ -55,7 +55,7 @@ var faultKinds = []struct {
 	{"lease_restart", 1}, // the lease store restarts empty
 	{"ledger_restart", 1},
 	{"evict", 2},      // one lease's keys are evicted
-	{"clock_step", 2}, // the replica's wall clock steps -20..+20 s
+	{"clock_step", 2}, // the replica's wall clock steps ±900 ms (wild: ±20 s)
 	{"slow_sink", 2},  // the replica's sink writes take 0.5-4 s
 	{"op_trigger", 2}, // the operator triggers a run on a replica
 	{"op_pause", 1},   // the operator pauses a job, resumes it later
@@ -64,7 +64,7 @@ var faultKinds = []struct {
 // plan draws the schedule of steps steps for seed on replicas replicas:
 // at each step, with probability 1/rate, one fault or operator action,
 // and the events that end it (heal, resume, restart) some steps later.
-func plan(seed uint64, steps, replicas int, rate int) []event {
+func plan(seed uint64, steps, replicas int, rate int, wild bool) []event {
 	rng := rand.New(newPCG(seed, 1))
 	total := 0
 	for _, k := range faultKinds {
@@ -115,7 +115,10 @@ func plan(seed uint64, steps, replicas int, rate int) []event {
 			names := leaseNames()
 			evs = append(evs, event{step: step, kind: kind, arg: names[rng.IntN(len(names))]})
 		case "clock_step":
-			d := time.Duration(rng.IntN(41)-20) * time.Second
+			d := time.Duration(rng.IntN(41)-20) * time.Second // wild: ±20 s
+			if !wild {
+				d = d * 45 / 1000 // ±900 ms
+			}
 			evs = append(evs, event{step: step, kind: kind, r: r, d: d})
 		case "op_trigger":
 			evs = append(evs, event{step: step, kind: kind, r: r, arg: fmt.Sprint(rng.IntN(len(units())))})

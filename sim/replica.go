@@ -95,7 +95,7 @@ func (o observer) ObserveAcquire(name string, outcome lease.AcquireOutcome, _ ti
 	}
 }
 func (o observer) ObserveRenew(string, error, time.Duration) {}
-func (o observer) ObserveLoss(name string, _ error)         { o.chk.lost(o.r, name) }
+func (o observer) ObserveLoss(name string, _ error)          { o.chk.lost(o.r, name) }
 
 // unitSpec is one (job, partition) the replicas run, with its period.
 type unitSpec struct {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 	"testing/synctest"
 )
@@ -24,5 +25,30 @@ func TestOneSeed(t *testing.T) {
 	t.Logf("%+v", res)
 	for _, v := range res.Violations {
 		t.Log(v)
+	}
+}
+
+func TestManySeedsScratch(t *testing.T) {
+	for seed := uint64(1); seed <= 150; seed++ {
+		res := runSeed(t, Config{Seed: seed, Steps: 300, WildClocks: false})
+		t.Logf("seed=%d replicas=%d slots=%d faults=%d effects=%d violations=%d", seed, res.Replicas, res.Slots, res.Faults, res.Effects, len(res.Violations))
+		for i, v := range res.Violations {
+			if i < 5 {
+				t.Log(v)
+			}
+		}
+	}
+}
+
+func TestDumpScratch(t *testing.T) {
+	res := runSeed(t, Config{Seed: 25, Steps: 300, WildClocks: false, debug: func(l string) {
+		if strings.Contains(l, "@00:01:5") {
+			t.Log(l)
+		}
+	}})
+	for _, l := range res.Trace {
+		if !strings.Contains(l, "checked=") {
+			t.Log(l)
+		}
 	}
 }
