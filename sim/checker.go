@@ -68,6 +68,7 @@ type checker struct {
 	beliefs   map[int]map[string]*belief
 
 	faults, settled int
+	refused         int          // stale writes the sink refused
 	debug           func(string) // when set, told of every ledger write (tests)
 }
 
@@ -84,10 +85,10 @@ func (c *checker) fail(inv, format string, args ...any) {
 	}
 }
 
-// effect: a sink applied slot's effect with token and owner on resource.
+// accepted: the sink accepted a write with token and owner on resource.
 // No stale effect: the token must pass fence.Accept against the highest
-// one the sink accepted on resource before. No effect twice: one per slot.
-func (c *checker) effect(resource string, token fence.Token, owner string, slot slotID) {
+// one the sink accepted on resource before.
+func (c *checker) accepted(resource string, token fence.Token, owner string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.marks[resource]
@@ -97,6 +98,13 @@ func (c *checker) effect(resource string, token fence.Token, owner string, slot 
 	if token > m.token || (token == m.token && owner == m.owner) {
 		c.marks[resource] = fenceMark{token, owner}
 	}
+}
+
+// effect: the sink applied slot's effect (a write it accepted whose
+// idempotency key was new). No slot's effect twice.
+func (c *checker) effect(slot slotID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.effects[slot]++
 	if c.effects[slot] > 1 {
 		c.fail("effect_twice", "%s has %d effects", slot, c.effects[slot])
@@ -284,3 +292,10 @@ func sortedKeys[K int | string, V any](m map[K]V) []K {
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// refusedWrite: the sink refused a stale write.
+func (c *checker) refusedWrite() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refused++
+}

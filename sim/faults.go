@@ -51,6 +51,7 @@ var faultKinds = []struct {
 	{"drop_reply", 2},    // a link loses every reply (the store acted)
 	{"partition", 2},     // the replica cannot reach the lease store; others can
 	{"pause", 3},         // the replica freezes (every call and the job's write wait)
+	{"pause_holder", 3},  // whichever replica holds a lease freezes for 4-9 s, past its TTL
 	{"crash", 2},         // the replica dies (no release) and restarts later
 	{"lease_restart", 1}, // the lease store restarts empty
 	{"ledger_restart", 1},
@@ -109,6 +110,10 @@ func plan(seed uint64, steps, replicas int, rate int, wild bool) []event {
 			}
 			busy[r] = step + dur + 1
 			evs = append(evs, event{step: step, kind: kind, r: r}, event{step: step + dur, kind: end, r: r})
+		case "pause_holder":
+			names := leaseNames()
+			n := names[rng.IntN(len(names))]
+			evs = append(evs, event{step: step, kind: kind, arg: n}, event{step: step + 3 + dur%6, kind: "resume_holder", arg: n, r: step})
 		case "lease_restart", "ledger_restart":
 			evs = append(evs, event{step: step, kind: kind, r: 0, d: time.Duration(1+rng.IntN(3)) * time.Second})
 		case "evict":

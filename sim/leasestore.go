@@ -85,7 +85,9 @@ func (s *leaseStore) Acquire(ctx context.Context, name, owner string, ttl time.D
 	}
 	s.counter[name] = tok
 	s.leases[name] = storedLease{owner: owner, expires: now.Add(ttl)}
-	delete(s.evicted, name)
+	if !s.mut.has(evictedNotSignalled) {
+		delete(s.evicted, name)
+	}
 	if s.chk != nil {
 		s.chk.granted(name, tok)
 	}
@@ -111,7 +113,7 @@ func (s *leaseStore) Renew(ctx context.Context, batch []leasedriver.Held) []erro
 			continue
 		}
 		l, ok := s.live(h.Name, now)
-		if !ok && s.mut.has(evictedNotSignalled) && s.evicted[h.Name] == h.Owner {
+		if (!ok || l.owner != h.Owner) && s.mut.has(evictedNotSignalled) && s.evicted[h.Name] == h.Owner {
 			continue // the planted bug: an evicted key answers renewals as held
 		}
 		if !ok || l.owner != h.Owner {

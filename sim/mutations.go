@@ -19,23 +19,19 @@ const (
 	// evicted (or restart-lost) lease as held, so its holder is never
 	// told it lost it.
 	evictedNotSignalled
-	// resetUnrecorded: a ledger restart that lost its data keeps
-	// answering with the horizon and the latest slot it had before, so
-	// no replica finds the reset: the slots in flight are lost without a
-	// record and succeeded ones may run again.
-	resetUnrecorded
 )
 
 // has reports whether m includes bug.
 func (m mutation) has(bug mutation) bool { return m&bug != 0 }
 
 // controls names each mutation for the controls= figure, in order.
+// want is the invariant that must find it.
 var controls = []struct {
 	name string
 	mut  mutation
+	want string
 }{
-	{"sink_accepts_stale_token", staleSinkAccept},
-	{"time_floor_off", timeFloorOff},
-	{"evicted_lease_not_signalled", evictedNotSignalled},
-	{"horizon_reset_unrecorded", resetUnrecorded},
+	{"sink_accepts_stale_token", staleSinkAccept, "stale_effect"},
+	{"time_floor_off", timeFloorOff, "token_not_increasing"},
+	{"evicted_lease_not_signalled", evictedNotSignalled, "loss_not_signalled"},
 }

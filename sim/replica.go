@@ -128,6 +128,9 @@ type replica struct {
 	clock *skewClock
 	sched *scheduler.Scheduler
 	lv    *leaseView
+	// frozen: paused by pause_holder (the driver's goroutine only), so
+	// that two such pauses do not overlap on one replica.
+	frozen bool
 }
 
 // startReplica builds and starts replica idx (a new incarnation after a
@@ -192,6 +195,9 @@ func (w *world) jobFunc(p *proc, sv *sinkView) func(context.Context, scheduler.R
 		}
 		if err := p.wait(); err != nil {
 			return err
+		}
+		if w.chk.debug != nil {
+			w.chk.debug(fmt.Sprintf("write %s token=%d ctx=%v", id, run.Token, ctx.Err()))
 		}
 		resource := "effect:" + ledger.UnitScope(run.Job, run.Partition)
 		return sv.write(ctx, resource, run.Token, run.Owner, run.IdempotencyKey, id)

@@ -58,7 +58,9 @@ type Result struct {
 	// names granted; they depend on the goroutines' order, so they are
 	// not in the trace.
 	Effects, Grants int
-	Violations      []Violation
+	// Refused counts the stale writes the sink refused (not in the trace).
+	Refused    int
+	Violations []Violation
 	// Trace is the run's trace: the schedule it carried out and the
 	// per-step facts it checked (see docs/simulation.md). TraceHash is
 	// its SHA-256.
@@ -100,6 +102,7 @@ type world struct {
 	pausedJobs   map[string]int64
 	pauseWindows map[string][][2]int64
 	resuming     map[string]bool
+	heldPaused   map[string]*replica        // pause_holder's replicas, by the pause's step and lease
 	pausing      map[string][]chan struct{} // per job: closed when an operator's Pause call returned
 	stopped      map[int]chan struct{}      // per replica: closed when its crashed incarnation stopped
 	inc          int                        // incarnations started so far
@@ -125,7 +128,7 @@ func Run(cfg Config) (Result, error) {
 	w := &world{seed: cfg.Seed, chk: chk, leases: newLeaseStore(cfg.mutation, chk),
 		ledger: newLedgerStore(cfg.mutation, chk), sink: newSink(cfg.mutation, chk),
 		pausedJobs: map[string]int64{}, pauseWindows: map[string][][2]int64{},
-		resuming: map[string]bool{}, pausing: map[string][]chan struct{}{}, stopped: map[int]chan struct{}{}, quit: make(chan struct{})}
+		resuming: map[string]bool{}, pausing: map[string][]chan struct{}{}, heldPaused: map[string]*replica{}, stopped: map[int]chan struct{}{}, quit: make(chan struct{})}
 	res := Result{Seed: cfg.Seed, Steps: cfg.Steps, Replicas: cfg.Replicas}
 	trace := func(format string, args ...any) { res.Trace = append(res.Trace, fmt.Sprintf(format, args...)) }
 	trace("sim seed=%d steps=%d replicas=%d rate=%d wild=%v mutation=%d", cfg.Seed, cfg.Steps, cfg.Replicas, cfg.FaultRate, cfg.WildClocks, cfg.mutation)
@@ -198,6 +201,7 @@ func Run(cfg Config) (Result, error) {
 	res.Slots = chk.settled
 	res.Effects = len(chk.effects)
 	res.Grants = len(chk.tokens)
+	res.Refused = chk.refused
 	chk.mu.Unlock()
 	for _, v := range res.Violations {
 		trace("violation %s", v)
@@ -253,8 +257,11 @@ func (w *world) exempt(job string, at int64) bool {
 
 // apply carries out one event of the schedule.
 func (w *world) apply(e event) {
+	var r *replica
 	w.mu.Lock()
-	r := w.reps[e.r]
+	if e.r < len(w.reps) { // resume_holder's r is its pause's step
+		r = w.reps[e.r]
+	}
 	w.mu.Unlock()
 	switch e.kind {
 	case "delay", "slow_sink", "drop_request", "partition", "drop_reply", "heal", "pause", "resume", "op_trigger", "op_pause":
@@ -300,6 +307,24 @@ func (w *world) apply(e event) {
 		})
 	case "evict":
 		w.leases.evict(e.arg)
+	case "pause_holder":
+		if h := w.holderOf(e.arg); h != nil && !h.frozen {
+			h.frozen = true
+			h.proc.pause()
+			w.mu.Lock()
+			w.heldPaused[fmt.Sprint(e.step, e.arg)] = h
+			w.mu.Unlock()
+		}
+	case "resume_holder":
+		k := fmt.Sprint(e.r, e.arg)
+		w.mu.Lock()
+		h := w.heldPaused[k]
+		delete(w.heldPaused, k)
+		w.mu.Unlock()
+		if h != nil {
+			h.frozen = false
+			h.proc.resume()
+		}
 	case "clock_step":
 		w.clocks[e.r].step(e.d)
 	case "op_trigger":
@@ -500,4 +525,18 @@ func (w *world) stopAll() {
 		}()
 	}
 	wg.Wait()
+}
+
+// holderOf returns the live replica holding the lease called name, nil
+// when none does.
+func (w *world) holderOf(name string) *replica {
+	w.mu.Lock()
+	reps := slices.Clone(w.reps)
+	w.mu.Unlock()
+	for _, r := range reps {
+		if r != nil && w.leases.holds(name, r.lv.owner(name)) {
+			return r
+		}
+	}
+	return nil
 }

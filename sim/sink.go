@@ -33,16 +33,18 @@ func newSink(mut mutation, chk *checker) *sink {
 func (s *sink) write(ctx context.Context, resource string, token fence.Token, owner, key string, slot slotID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.applied[key] {
-		return nil
-	}
 	if !s.mut.has(staleSinkAccept) { // the planted bug skips the check
 		if err := s.regs.Write(ctx, resource, token, owner, key); err != nil {
+			s.chk.refusedWrite()
 			return err
 		}
 	}
+	s.chk.accepted(resource, token, owner)
+	if s.applied[key] {
+		return nil // a replay: accepted, no second effect
+	}
 	s.applied[key] = true
-	s.chk.effect(resource, token, owner, slot)
+	s.chk.effect(slot)
 	return nil
 }
 
