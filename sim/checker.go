@@ -181,16 +181,6 @@ func (c *checker) ledgerLost() {
 	c.lostAt = c.step
 }
 
-// invoked: a replica's job function started for slot. A slot the ledger
-// recorded succeeded never runs again.
-func (c *checker) invoked(slot slotID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.succeeded[slot] && c.lostAt < 0 {
-		c.fail("rerun_after_success", "%s ran again after it succeeded", slot)
-	}
-}
-
 // acquired and lost track replica r's beliefs (lease.Observer).
 func (c *checker) acquired(r int, name, owner string, now time.Time) {
 	c.mu.Lock()

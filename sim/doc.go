@@ -18,8 +18,8 @@
 // resumes jobs.
 //
 // Checked at every step: no stale effect accepted by the sink; no slot's
-// effect twice, and no slot run again after the ledger recorded it
-// succeeded; every due slot has an effect or a ledger record with a reason
+// effect twice (a slot that succeeded in the ledger never begins again:
+// succeeded -> running is an illegal transition); every due slot has an effect or a ledger record with a reason
 // within Grace; lease tokens per scope strictly increase; every ledger
 // transition is legal; a holder is told of a lost lease within its trust
 // window; and, by synctest.Test and goleak, no goroutine outlives the run.
