@@ -194,3 +194,28 @@ func TestSim(t *testing.T) {
 		n, slots, faults, violations, found, len(controls), float64(n)/wall.Seconds(), float64(slots)/wall.Minutes())
 	fmt.Printf("sim: known findings (%s)=%d in seeds %v; other invariants: 0 broken unless reported above\n", known, knownN, failed)
 }
+
+// TestKnownFindings pins the seeds of the known findings
+// (docs/simulation.md): each still leaves a slot with neither an effect
+// nor a ledger record. When a fix lands, this test fails: turn it into
+// the regression test (require no violation) and drop the finding from
+// the docs.
+func TestKnownFindings(t *testing.T) {
+	t.Parallel()
+	for _, f := range []struct {
+		name string
+		cfg  Config
+	}{
+		// A ledger restart (step 31) that loses the record of an attempt
+		// begun just before (slot 00:00:32): the slot is neither run
+		// again nor recorded (reset.go counts a begun slot as sure).
+		{"ledger_loss_during_attempt", Config{Seed: 12}},
+	} {
+		res := runSeed(t, f.cfg)
+		require.NotEmpty(t, res.Violations, f.name)
+		for _, v := range res.Violations {
+			require.Equal(t, known, v.Invariant, "%s: %s", f.name, v)
+		}
+		t.Logf("%s: seed %d: %s", f.name, f.cfg.Seed, res.Violations[0])
+	}
+}
