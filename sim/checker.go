@@ -58,14 +58,12 @@ type checker struct {
 	step       int
 	violations []Violation
 
-	marks     map[string]fenceMark     // per sink resource
-	effects   map[slotID]int           // applied effects per slot
-	tokens    map[string]fence.Token   // the latest token the lease store issued, per name
-	status    map[slotID]ledger.Status // the latest status written, per slot (cleared by a ledger loss)
-	succeeded map[slotID]bool          // slots the ledger recorded succeeded (kept across a loss)
-	recorded  map[slotID]bool          // slots the ledger recorded with a reason (kept across a loss)
-	lostAt    int                      // the step of the latest ledger loss (-1: none)
-	beliefs   map[int]map[string]*belief
+	marks    map[string]fenceMark     // per sink resource
+	effects  map[slotID]int           // applied effects per slot
+	tokens   map[string]fence.Token   // the latest token the lease store issued, per name
+	status   map[slotID]ledger.Status // the latest status written, per slot (cleared by a ledger loss)
+	recorded map[slotID]bool          // slots the ledger recorded with a reason (kept across a loss)
+	beliefs  map[int]map[string]*belief
 
 	faults, settled int
 	refused         int          // stale writes the sink refused
@@ -74,8 +72,8 @@ type checker struct {
 
 func newChecker() *checker {
 	return &checker{marks: map[string]fenceMark{}, effects: map[slotID]int{}, tokens: map[string]fence.Token{},
-		status: map[slotID]ledger.Status{}, succeeded: map[slotID]bool{}, recorded: map[slotID]bool{},
-		lostAt: -1, beliefs: map[int]map[string]*belief{}}
+		status: map[slotID]ledger.Status{}, recorded: map[slotID]bool{},
+		beliefs: map[int]map[string]*belief{}}
 }
 
 // fail records a violation. c.mu is held.
@@ -136,7 +134,7 @@ var legal = map[ledger.Status][]ledger.Status{
 }
 
 // ledgerWrote: op wrote rec. Every transition is legal; a slot that
-// succeeded never runs again (unless the ledger lost its data since).
+// succeeded never begins again (succeeded -> running is not legal).
 func (c *checker) ledgerWrote(op string, rec ledger.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -156,7 +154,7 @@ func (c *checker) ledgerWrote(op string, rec ledger.Record) {
 	}
 	switch rec.Status {
 	case ledger.StatusSucceeded:
-		c.succeeded[id], c.recorded[id] = true, true
+		c.recorded[id] = true
 	case ledger.StatusSkipped, ledger.StatusMissed:
 		c.recorded[id] = true
 	case ledger.StatusFailed, ledger.StatusAbandoned:
@@ -178,7 +176,6 @@ func (c *checker) ledgerLost() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.status = map[slotID]ledger.Status{}
-	c.lostAt = c.step
 }
 
 // acquired and lost track replica r's beliefs (lease.Observer).

@@ -19,10 +19,9 @@ type ledgerStore struct {
 	mut mutation
 	chk *checker
 
-	mu    sync.Mutex
-	mem   *ledgertest.Memory
-	down  bool
-	epoch int // restarts so far
+	mu   sync.Mutex
+	mem  *ledgertest.Memory
+	down bool
 }
 
 func newLedgerStore(mut mutation, chk *checker) *ledgerStore {
@@ -35,7 +34,6 @@ func (s *ledgerStore) crash() {
 	defer s.mu.Unlock()
 	s.down = true
 	s.mem = ledgertest.NewMemory()
-	s.epoch++
 	s.chk.ledgerLost()
 }
 

@@ -19,6 +19,9 @@ const (
 	// evicted (or restart-lost) lease as held, so its holder is never
 	// told it lost it.
 	evictedNotSignalled
+	// noIdempotency: the sink forgets the idempotency keys it applied,
+	// so a retried or replayed write applies its effect again.
+	noIdempotency
 )
 
 // has reports whether m includes bug.
@@ -34,4 +37,5 @@ var controls = []struct {
 	{"sink_accepts_stale_token", staleSinkAccept, "stale_effect"},
 	{"time_floor_off", timeFloorOff, "token_not_increasing"},
 	{"evicted_lease_not_signalled", evictedNotSignalled, "loss_not_signalled"},
+	{"sink_without_idempotency_key", noIdempotency, "effect_twice"},
 }

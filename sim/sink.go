@@ -40,7 +40,7 @@ func (s *sink) write(ctx context.Context, resource string, token fence.Token, ow
 		}
 	}
 	s.chk.accepted(resource, token, owner)
-	if s.applied[key] {
+	if s.applied[key] && !s.mut.has(noIdempotency) {
 		return nil // a replay: accepted, no second effect
 	}
 	s.applied[key] = true
