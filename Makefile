@@ -1,4 +1,4 @@
-# holdfast: make demo | make test | make chaos | make lint | make bench
+# holdfast: make demo | make test | make chaos | make lint | make bench | make sim
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS := ./...

@@ -65,9 +65,9 @@ type checker struct {
 	recorded map[slotID]bool          // slots the ledger recorded with a reason (kept across a loss)
 	beliefs  map[int]map[string]*belief
 
-	faults, settled int
-	refused         int          // stale writes the sink refused
-	debug           func(string) // when set, told of every ledger write (tests)
+	settled int
+	refused int          // stale writes the sink refused
+	debug   func(string) // when set, told of every ledger write (tests)
 }
 
 func newChecker() *checker {
@@ -277,8 +277,6 @@ func sortedKeys[K int | string, V any](m map[K]V) []K {
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 // refusedWrite: the sink refused a stale write.
 func (c *checker) refusedWrite() {

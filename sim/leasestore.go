@@ -201,21 +201,6 @@ func (s *leaseStore) evict(name string) bool {
 	return ok
 }
 
-// names returns the names of the live leases, sorted.
-func (s *leaseStore) names() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	var out []string
-	for n := range s.leases {
-		if _, ok := s.live(n, now); ok {
-			out = append(out, n)
-		}
-	}
-	sortStrings(out)
-	return out
-}
-
 // restart loses every key, as a Redis restarted without persistence.
 func (s *leaseStore) restart() {
 	s.mu.Lock()

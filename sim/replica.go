@@ -97,12 +97,6 @@ func (o observer) ObserveAcquire(name string, outcome lease.AcquireOutcome, _ ti
 func (o observer) ObserveRenew(string, error, time.Duration) {}
 func (o observer) ObserveLoss(name string, _ error)          { o.chk.lost(o.r, name) }
 
-// unitSpec is one (job, partition) the replicas run, with its period.
-type unitSpec struct {
-	job, partition string
-	every          int64 // seconds between slots
-}
-
 // jobs are the simulated schedule: two jobs, one with two partitions,
 // every second and every two seconds (so a trigger at an odd second is a
 // slot of its own).
