@@ -87,6 +87,21 @@ func (c Config) withDefaults() Config {
 // ErrInvalidConfig matches a Config Run refuses.
 var ErrInvalidConfig = errors.New("sim: invalid config")
 
+// ErrNotInBubble is Run's error outside a testing/synctest bubble.
+var ErrNotInBubble = errors.New("sim: Run must be called inside a testing/synctest bubble (synctest.Test)")
+
+// inBubble reports whether the caller runs in a synctest bubble:
+// synctest.Wait panics outside one.
+func inBubble() (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	synctest.Wait()
+	return true
+}
+
 // world is the simulated system of one run.
 type world struct {
 	seed   uint64
@@ -116,10 +131,14 @@ type world struct {
 // testing/synctest bubble (synctest.Test): every clock of the run is the
 // bubble's, so a run of minutes takes milliseconds, and a run outside a
 // bubble would take its simulated time in real time. It returns an error
-// only for a bad Config or a system that could not be built; broken
+// only for a bad Config (ErrInvalidConfig), a call outside a bubble
+// (ErrNotInBubble) or a system that could not be built; broken
 // invariants are in Result.Violations.
 func Run(cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
+	if !inBubble() {
+		return Result{}, ErrNotInBubble
+	}
 	if cfg.Replicas < 3 || cfg.Replicas > 7 {
 		return Result{}, fmt.Errorf("%w: Replicas %d: 3 to 7", ErrInvalidConfig, cfg.Replicas)
 	}

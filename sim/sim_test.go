@@ -219,3 +219,13 @@ func TestKnownFindings(t *testing.T) {
 		t.Logf("%s: seed %d: %s", f.name, f.cfg.Seed, res.Violations[0])
 	}
 }
+
+func TestRunRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	_, err := Run(Config{Seed: 1})
+	require.ErrorIs(t, err, ErrNotInBubble)
+	synctest.Test(t, func(t *testing.T) {
+		_, err := Run(Config{Seed: 1, Replicas: 9})
+		require.ErrorIs(t, err, ErrInvalidConfig)
+	})
+}
