@@ -1,4 +1,4 @@
-# holdfast: make demo | make test | make chaos | make lint | make bench
+# holdfast: make demo | make test | make chaos | make lint | make bench | make sim
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS := ./...
@@ -12,7 +12,7 @@ MODULES := $(shell git ls-files --cached --others --exclude-standard '*go.mod' |
 in-modules = failed=; for m in $(MODULES); do echo "== module $$m"; (cd $$m && $(1)) || failed="$$failed $$m"; done; \
 	if [ -n "$$failed" ]; then echo "== failed in module(s):$$failed"; exit 1; fi
 
-.PHONY: demo test test-short services chaos lint bench
+.PHONY: demo test test-short services chaos lint bench sim
 
 ## demo: three replicas run daily-settlement; one is frozen past its TTL and
 ## its late write is rejected. Embedded Redis and store unless REDIS_URL and
@@ -49,6 +49,15 @@ chaos: services
 	CHAOS_SCALE=$(CHAOS_SCALE) $(GO) test -race -count=1 -timeout 90m -v ./chaos
 	$(GO) test -run '^$$' -fuzz '^FuzzLeaseName$$' -fuzztime $(CHAOS_FUZZTIME) ./lease
 	$(GO) test -run '^$$' -fuzz '^FuzzJobNameAndPartition$$' -fuzztime $(CHAOS_FUZZTIME) ./scheduler
+
+## sim: the deterministic simulation (package sim, docs/simulation.md):
+## seeds for SIM_TIME (default 5m), then the negative controls; prints
+## "sim: seeds=N simulated_slots=.. faults=.. violations=.. controls=found
+## M/M seeds_per_s=..". Replay one seed: SIM_SEED=<n> go test ./sim/...
+## (make test runs a few seeds). No services needed.
+SIM_TIME ?= 5m
+sim:
+	SIM_TIME=$(SIM_TIME) $(GO) test -count=1 -timeout 0 -run '^TestSim$$' ./sim
 
 ## test-short: unit tests only, no services needed.
 test-short:
