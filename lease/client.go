@@ -31,6 +31,7 @@ type Client struct {
 	log    *slog.Logger
 	keeper *keeper
 	ev     evictions // evictions seen (Eviction.AllowEviction)
+	tr     tracing
 }
 
 // New returns a Client over rdb: NewWithBackend on redislease.NewBackend(rdb,
@@ -82,7 +83,7 @@ func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{b: b, opts: opts, log: opts.Logger}
+	c := &Client{b: b, opts: opts, log: opts.Logger, tr: newTracing(opts.TracerProvider)}
 	c.keeper = newKeeper(c)
 	return c, nil
 }
@@ -302,8 +303,10 @@ func (c *Client) tryAcquireAllWith(ctx context.Context, names []string, ttl time
 	if len(reqs) == 0 {
 		return leases, errs
 	}
+	sctx, span := c.startAcquireAll(ctx, reqs)
+	defer func() { endAcquireAll(span, leases, errs) }()
 	start := time.Now()
-	grants, gerrs := acquire(ctx, reqs)
+	grants, gerrs := acquire(sctx, reqs)
 	took := time.Since(start)
 	cfg := newAcquireConfig(opts)
 	if took >= ttl-Drift(ttl) {
@@ -334,14 +337,17 @@ func (c *Client) try(ctx context.Context, cfg acquireConfig, name string, ttl ti
 	if err != nil {
 		return nil, err
 	}
+	sctx, span := c.startAcquire(ctx, name)
 	start := time.Now()
 	var g leasedriver.Grant
 	if wa, ok := c.b.(leasedriver.WaitingAcquirer); ok && waiting {
-		g, err = wa.AcquireWaiting(ctx, name, owner, ttl, c.flagTTL())
+		g, err = wa.AcquireWaiting(sctx, name, owner, ttl, c.flagTTL())
 	} else {
-		g, err = c.b.Acquire(ctx, name, owner, ttl)
+		g, err = c.b.Acquire(sctx, name, owner, ttl)
 	}
-	return c.granted(ctx, cfg, name, owner, ttl, start, time.Since(start), g, err)
+	l, err := c.granted(ctx, cfg, name, owner, ttl, start, time.Since(start), g, err)
+	endAcquire(span, l, err)
+	return l, err
 }
 
 // maxFlagTTL bounds the waiting flag of a Client whose RetryMax is very

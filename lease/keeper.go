@@ -271,6 +271,16 @@ func (k *keeper) renewChunk(chunk []*Lease) {
 			l.renewFailed(err)
 		}
 	}
+	lost := 0
+	var firstErr error
+	for _, err := range errs {
+		if errors.Is(err, ErrNotHeld) {
+			lost++
+		} else if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	k.c.traceRenew(ctx, len(chunk), failed, lost, firstErr)
 	k.c.log.LogAttrs(ctx, slog.LevelDebug, "lease_renewed",
 		slog.Int("leases", len(chunk)), slog.Int("failed", failed), logattr.Duration("took", took))
 }

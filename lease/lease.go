@@ -365,6 +365,7 @@ func (l *Lease) endAt(reason error, expiredBy time.Time) {
 	l.c.keeper.forget(l)
 	l.c.opts.Observer.ObserveLoss(l.name, reason)
 	if !errors.Is(reason, ErrReleased) {
+		l.traceLoss(reason)
 		l.c.log.LogAttrs(context.Background(), slog.LevelWarn, "lease_lost",
 			slog.String("lease", l.name), slog.Uint64("token", uint64(l.token)), slog.String("cause", reason.Error()))
 	}

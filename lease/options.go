@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 )
@@ -69,6 +71,11 @@ type Options struct {
 	// own (redislease.Options.Holder, pglease.Options.Holder) and refuses a
 	// different one here.
 	Holder string
+	// TracerProvider gives the tracer of the Client's spans
+	// (holdfast.lease.acquire, holdfast.lease.renew, holdfast.lease.lost;
+	// docs/operations.md, "Traces"). Default otel.GetTracerProvider(): no
+	// spans are recorded until the application installs an SDK.
+	TracerProvider trace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/internal/retry"
@@ -48,6 +50,7 @@ func (s *Scheduler) skip(h hold, st step) error {
 		return err
 	}
 	s.obs.SlotSkipped(h.u.job.Name, st.skip)
+	traceEvent(h.ctx(), eventSkipped, slot, attribute.String("holdfast.status", string(st.skip)), attribute.String("holdfast.reason", st.reason))
 	s.log.LogAttrs(h.ctx(), slog.LevelInfo, "slot_skipped", slog.String("job", slot.Job),
 		slog.String("partition", slot.Partition), slog.Time("slot", slot.At),
 		slog.String("status", string(st.skip)), slog.String("reason", st.reason))
@@ -120,6 +123,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 		slog.String("owner_id", fence.OwnerID(h.fence.Owner)), slog.String("holder", h.fence.Holder), logattr.Duration("lag", lag))
 
 	runCtx, cancel := context.WithCancelCause(ctx)
+	runCtx, span := s.traceAttempt(runCtx, run)
 	// Shutdown past the grace period ends the run and releases its lease,
 	// explicitly (the lease's life is not bound to the scheduler's
 	// context): another replica may take the slot over while a job that
@@ -144,6 +148,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	cancel(nil)
 
 	o := s.outcome(h, run.Slot, runErr, timedOut, replaced, left)
+	endAttempt(span, o)
 	took := s.clock.Now().Sub(started)
 	// The ledger write must go through even though ctx may have ended: the
 	// fence, not the context, decides whether it is still ours to make.
@@ -403,6 +408,7 @@ func (s *Scheduler) ledgerRefused(ctx context.Context, slot ledger.Slot, step st
 		s.log.LogAttrs(ctx, slog.LevelDebug, "job_claim_skipped", append(attrs, slog.String("reason", "done"))...)
 	case errors.Is(err, fence.ErrStaleToken):
 		s.obs.StaleRejected(slot.Job)
+		traceEvent(ctx, eventStale, slot, attribute.String("holdfast.step", step))
 		s.log.LogAttrs(ctx, slog.LevelWarn, "stale_token_rejected", attrs...)
 	default:
 		if !errors.Is(err, context.Canceled) {

@@ -45,7 +45,7 @@ func (s *Scheduler) recoveryNeeded(u *unit, seen time.Time) bool {
 	if err != nil {
 		return true
 	}
-	st, _ = s.readState(u, st, now)
+	st, _ = s.readState(s.life.claim, u, st, now)
 	return s.recoveryDue(u, st, seen, now)
 }
 
@@ -99,7 +99,7 @@ func (s *Scheduler) recoverAll(sr ledger.StatesReader, units []*unit) {
 			case err != nil:
 				s.wakeFor(u, now, claimReq{recovery: true})
 			default:
-				st, _ := s.readState(u, sts[i], now)
+				st, _ := s.readState(s.life.claim, u, sts[i], now)
 				if s.recoveryDue(u, st, s.noteSeen(u, claimReq{}), now) {
 					s.wakeAt(u, now)
 				}
@@ -207,6 +207,8 @@ func (s *Scheduler) recorded(u *unit, at time.Time) bool {
 // ClearBeginner to the fire's fast request, made by the caller.
 func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.BeginResult) {
 	defer s.release(h.l)
+	h, endSpan := s.traceClaim(h, req)
+	defer endSpan()
 	if seen.IsZero() { // a claim outside the dispatcher
 		seen = s.clock.Now()
 	}
@@ -238,7 +240,7 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 			s.retryClaim(h.u, claimReq{}, s.clock.Now().Add(wakeRetry))
 			return
 		}
-		st, gap := s.readState(h.u, st, now)
+		st, gap := s.readState(h.ctx(), h.u, st, now)
 		p := planClaim(h.u.job, st, cs, req.fire, now)
 		cs.broken = false
 		again := s.carryOut(h, req, p, cs)

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/redact"
@@ -87,6 +89,12 @@ type Options struct {
 	// credentials). Wrap DefaultRedact to mask more; pass a function
 	// that returns its argument to store errors as they are.
 	Redact func(string) string
+	// TracerProvider gives the tracer of the scheduler's spans
+	// (holdfast.claim, holdfast.attempt; docs/operations.md, "Traces"):
+	// the job function's ctx carries the attempt's span, so sink writes
+	// made with it are its children. Default otel.GetTracerProvider(): no
+	// spans are recorded until the application installs an SDK.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultRedact is the default Options.Redact: it masks the password of a

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
@@ -61,6 +63,7 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 		return err
 	}
 	h := s.newHold(u, l) // scoped by the slot lease's name
+	h.tctx = trace.ContextWithSpan(l.Context(), trace.SpanFromContext(planner.ctx()))
 	beginFen := h.fence
 	beginFen.Planner = &planner.fence
 	n, left, err := s.begin(h, beginFen, f)

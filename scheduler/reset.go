@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -88,13 +89,14 @@ func (s *Scheduler) inDoubt(u *unit) bool {
 // ledger_reset, counts it), remembers what st shows, and returns the
 // State the planner must see (the gap of a reset not yet carried out
 // laid over it) and the gap's start (zero: none).
-func (s *Scheduler) readState(u *unit, st ledger.State, now time.Time) (ledger.State, time.Time) {
+func (s *Scheduler) readState(ctx context.Context, u *unit, st ledger.State, now time.Time) (ledger.State, time.Time) {
 	st, gapFrom, found := s.rememberState(u, st, now)
 	if found != nil {
 		// Logged after the unit's lock is released: a slow handler holds
 		// up no claim.
 		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "ledger_reset", found...)
 		s.obs.LedgerReset(u.job.Name)
+		traceEvent(ctx, eventLedgerReset, ledger.Slot{Job: u.job.Name, Partition: u.partition, At: now})
 	}
 	return st, gapFrom
 }

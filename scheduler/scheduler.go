@@ -65,7 +65,7 @@ func New(cfg Options) (*Scheduler, error) {
 	marker, ok := joiner.(ledger.ClaimGroupMarker)
 	return &Scheduler{
 		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock, rand: rand.New(cfg.Jitter),
-		joiner: joiner, grouped: ok && marker.MarksClaimGroups(),
+		joiner: joiner, grouped: ok && marker.MarksClaimGroups(), tr: newTracer(cfg.TracerProvider),
 		life: lifetime{claim: context.Background(), run: context.Background()},
 		jobs: map[string]*registered{}, units: map[unitKey]*unit{},
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims),

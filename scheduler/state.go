@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/lease"
@@ -62,6 +64,7 @@ type Scheduler struct {
 	wg          sync.WaitGroup
 	stopOnce    sync.Once
 	stopped     chan struct{}
+	tr          trace.Tracer // Options.TracerProvider's (trace.go)
 }
 
 // lifetime holds the two contexts of a started Scheduler (both
@@ -158,6 +161,7 @@ type hold struct {
 	u     *unit
 	l     *lease.Lease
 	fence ledger.Fence
+	tctx  context.Context // l's context with the claim's span (trace.go); nil: l's context
 }
 
 // newHold returns the hold of l on u. Its fence carries the replica's
@@ -168,7 +172,12 @@ func (s *Scheduler) newHold(u *unit, l *lease.Lease) hold {
 }
 
 // ctx ends when the lease is lost or released.
-func (h hold) ctx() context.Context { return h.l.Context() }
+func (h hold) ctx() context.Context {
+	if h.tctx != nil {
+		return h.tctx
+	}
+	return h.l.Context()
+}
 
 func (h hold) slot(at time.Time) ledger.Slot {
 	return ledger.Slot{Job: h.u.job.Name, At: at, Partition: h.u.partition}

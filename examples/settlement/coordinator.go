@@ -36,6 +36,9 @@ type demoConfig struct {
 	TTL      time.Duration
 	Work     time.Duration
 	Unfenced bool // negative control: the sink does not check tokens
+	// Trace, when not empty, has each replica write its spans to
+	// Trace.<replica> (traceProvider).
+	Trace string
 	// Console keeps the demo running after its summary, serving the admin
 	// console (serveConsole) until ctx ends.
 	Console bool
@@ -136,6 +139,7 @@ func (d *demo) setup(ctx context.Context) error {
 	d.rc = replicaConfig{
 		Prefix: "holdfast-demo:" + id + ":", Schema: "holdfast_demo_" + id,
 		Slots: d.cfg.Slots, TTL: d.cfg.TTL, Work: d.cfg.Work, Unfenced: d.cfg.Unfenced,
+		Trace: d.cfg.Trace,
 	}
 	var err error
 	switch {
@@ -529,6 +533,9 @@ func startReplica(exe string, rc replicaConfig, events chan<- event, quit <-chan
 		"-ttl", rc.TTL.String(), "-work", rc.Work.String()}
 	if rc.Unfenced {
 		args = append(args, "-unfenced")
+	}
+	if rc.Trace != "" {
+		args = append(args, "-trace", rc.Trace)
 	}
 	cmd := exec.Command(exe, args...)
 	stdout, err := cmd.StdoutPipe()

@@ -60,6 +60,7 @@ func main() {
 	flag.DurationVar(&rc.TTL, "ttl", 2*time.Second, "job lease TTL")
 	flag.DurationVar(&rc.Work, "work", 200*time.Millisecond, "time one settlement takes")
 	flag.BoolVar(&rc.Unfenced, "unfenced", false, "negative control: the sink does not check tokens")
+	flag.StringVar(&rc.Trace, "trace", "", "write each replica's OpenTelemetry spans (JSON) to `PATH`.<replica>; with OTEL_EXPORTER_OTLP_ENDPOINT set they go to that OTLP/HTTP collector instead")
 	flag.Parse()
 
 	if rc.ID != "" {
@@ -85,7 +86,7 @@ func main() {
 	defer stop()
 	t, err := runDemo(ctx, demoConfig{
 		Backend: *backend, Replicas: *replicas, Slots: rc.Slots, Victim: *victim - 1, Fault: *fault,
-		TTL: rc.TTL, Work: rc.Work, Unfenced: rc.Unfenced, Limit: *limit, Console: *console, Out: os.Stdout,
+		TTL: rc.TTL, Work: rc.Work, Unfenced: rc.Unfenced, Trace: rc.Trace, Limit: *limit, Console: *console, Out: os.Stdout,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "settlement:", err)

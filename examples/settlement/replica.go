@@ -37,6 +37,7 @@ type replicaConfig struct {
 	TTL      time.Duration
 	Work     time.Duration
 	Unfenced bool
+	Trace    string // spans to Trace.<ID> (traceProvider)
 }
 
 // event is one line a replica prints on stdout for the coordinator.
@@ -67,6 +68,11 @@ func runReplica(cfg replicaConfig) error {
 	defer stop()
 	out := &emitter{enc: json.NewEncoder(os.Stdout)}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("replica", cfg.ID)
+	flush, err := traceProvider(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer flush()
 
 	var sink store
 	if cfg.PGURL != "" {
@@ -83,7 +89,6 @@ func runReplica(cfg replicaConfig) error {
 	var (
 		leases *lease.Client
 		ldg    ledger.Ledger
-		err    error
 	)
 	if cfg.Backend == backendPostgres {
 		pg, ok := sink.(*pgStore)

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/retry"
 )
@@ -163,12 +166,32 @@ type Transport struct {
 	// same-origin redirect keeps them unsigned, so a Middleware with a
 	// Verifier answers it 403: send fenced writes to their final URL.
 	Signer *Signer
+
+	// TracerProvider gives the tracer of RoundTrip's span
+	// (holdfast.httpfence.request; docs/operations.md, "Traces"). nil:
+	// otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// Propagator puts the trace context in every attempt's headers. nil:
+	// W3C Trace Context (traceparent, tracestate).
+	Propagator propagation.TextMapPropagator
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req, span := t.startRequest(req)
+	resp, err := t.roundTrip(req)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	endHTTPSpan(span, status, err)
+	return resp, err
+}
+
+func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	r := req.Clone(ctx) // RoundTrip must not modify req
+	t.inject(ctx, r.Header)
 	if err := setHeaders(ctx, r.Header); err != nil {
 		if req.Body != nil {
 			_ = req.Body.Close()

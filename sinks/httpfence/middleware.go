@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-go/holdfast/fence"
 )
 
@@ -58,6 +61,14 @@ type Options struct {
 	// (400 when malformed) and passed to the handler in the context, but
 	// not checked.
 	Fence FenceStore
+
+	// TracerProvider gives the tracer of the span of each request with a
+	// method in Methods (holdfast.httpfence.serve; docs/operations.md,
+	// "Traces"). nil: otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// Propagator reads the caller's trace context from the request
+	// headers. nil: W3C Trace Context (traceparent, tracestate).
+	Propagator propagation.TextMapPropagator
 
 	// Resource names what a request writes, for Fence. Default: the
 	// request's URL path.
@@ -303,6 +314,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
+	m.traced(w, r, m.serve)
+}
+
+// serve steps r through the state table.
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request) {
 	c := &call{r: r}
 	state, ev := stateUnclaimed, m.admit(w, c)
 	if ev == evBegin {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -49,6 +51,11 @@ type Options struct {
 	Schema string
 	// Table is the guard table's name. Default DefaultTable ("fence_guard").
 	Table string
+	// TracerProvider gives the tracer of Check's spans
+	// (holdfast.pgfence.check; docs/operations.md, "Traces"). Default
+	// otel.GetTracerProvider(). FencedUpdate and FencedUpsert, which
+	// take no Options, use otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 }
 
 // identifierRE is the identifier form accepted for Schema and Table: what
@@ -85,6 +92,7 @@ type Guard struct {
 	schema, table string
 	checkSQL      string // upsert that raises the stored token iff the rule accepts
 	currentSQL    string // reads the stored token and owner
+	tracer        trace.Tracer
 }
 
 // New returns a Guard for the table named by cfg. It returns an error
@@ -99,6 +107,7 @@ func New(cfg Options) (*Guard, error) {
 	// can reach the SQL text unescaped.
 	guard := pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
 	return &Guard{
+		tracer: newTracer(cfg.TracerProvider),
 		schema: cfg.Schema,
 		table:  cfg.Table,
 		// The rule, in one statement (fencerule.Upsert): the check and the
@@ -141,9 +150,14 @@ func New(cfg Options) (*Guard, error) {
 // tx should be the transaction that makes the business write. Given a pool
 // or a connection outside a transaction, Check still applies the rule and
 // raises the stored token, but nothing ties the write to it.
-func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Holder) error {
+func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Holder) (err error) {
 	if err := g.Validate(resource, h); err != nil {
 		return err
+	}
+	if ctx != nil {
+		var span trace.Span
+		ctx, span = startWrite(ctx, g.tracer, "check", resource, h)
+		defer func() { endWrite(span, err) }()
 	}
 	if safe.IsNil(tx) {
 		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidOptions, resource)
@@ -153,7 +167,7 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 	}
 	t := h.Token
 	var raised int64
-	err := tx.QueryRow(ctx, g.checkSQL, resource, h.Scope, int64(t), h.Owner).Scan(&raised)
+	err = tx.QueryRow(ctx, g.checkSQL, resource, h.Scope, int64(t), h.Owner).Scan(&raised)
 	switch {
 	case err == nil:
 		return nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
@@ -98,7 +100,12 @@ func (r Row) resource() string {
 // concurrent writer of the row makes FencedUpdate wait for it and then
 // apply the rule to the row as that writer left it. Under REPEATABLE READ or
 // SERIALIZABLE it fails with ErrRetryable instead.
-func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, h fence.Holder) error {
+func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, h fence.Holder) (err error) {
+	if ctx != nil {
+		var span trace.Span
+		ctx, span = startWrite(ctx, newTracer(nil), "update", row.resource(), h)
+		defer func() { endWrite(span, err) }()
+	}
 	sh, err := prepareWrite(row, set, h)
 	if err != nil {
 		return err
@@ -141,7 +148,12 @@ func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 // concurrent insert or update of the key makes it wait and then apply the
 // rule to the committed row; under REPEATABLE READ or SERIALIZABLE it fails
 // with ErrRetryable instead.
-func FencedUpsert(ctx context.Context, db DBTX, row Row, set map[string]any, h fence.Holder) error {
+func FencedUpsert(ctx context.Context, db DBTX, row Row, set map[string]any, h fence.Holder) (err error) {
+	if ctx != nil {
+		var span trace.Span
+		ctx, span = startWrite(ctx, newTracer(nil), "upsert", row.resource(), h)
+		defer func() { endWrite(span, err) }()
+	}
 	sh, err := prepareWrite(row, set, h)
 	if err != nil {
 		return err
