@@ -73,8 +73,11 @@ type Options struct {
 	Holder string
 	// TracerProvider gives the tracer of the Client's spans
 	// (holdfast.lease.acquire, holdfast.lease.renew, holdfast.lease.lost;
-	// docs/operations.md, "Traces"). Default otel.GetTracerProvider(): no
-	// spans are recorded until the application installs an SDK.
+	// docs/operations.md, "Traces"); set, every acquisition is traced.
+	// Default otel.GetTracerProvider() (no spans until the application
+	// installs an SDK), and then an acquisition is traced only when its
+	// ctx carries a recording span: an untraced process pays no
+	// allocation per acquisition.
 	TracerProvider trace.TracerProvider
 }
 
