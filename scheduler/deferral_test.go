@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 )
 
 // inFlight is an error as httpfence.InFlightError is: the downstream still
@@ -133,7 +134,7 @@ func newCrashingDownstream(t *testing.T, lockTTL time.Duration) *crashingDownstr
 	// headers: the middleware admits them signed (the documented setup).
 	verifier, err := httpfence.NewVerifier(downstreamKey)
 	require.NoError(t, err)
-	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), LockTTL: lockTTL, Verifier: verifier})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), LockTTL: lockTTL, Verifier: verifier})
 	require.NoError(t, err)
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.runs.Add(1) == 1 {

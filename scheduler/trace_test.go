@@ -23,6 +23,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 )
 
 // One slot, traced from the lease through the claim and the attempt to
@@ -35,7 +36,7 @@ func TestSpanTreeFromClaimToSink(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 
-	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence(),
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(),
 		AllowUnauthenticatedFencing: true, TracerProvider: tp})
 	require.NoError(t, err)
 	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

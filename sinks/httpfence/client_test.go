@@ -17,6 +17,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 )
 
 // hit is one request as a test server saw it.
@@ -162,7 +163,7 @@ func TestTransportSendsTheScope(t *testing.T) {
 // partition's holder is admitted and its stale predecessor refused.
 func TestTransportCarriesAUnicodeScopeToTheMiddleware(t *testing.T) {
 	t.Parallel()
-	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence(), Verifier: testVerifier(t)})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(), Verifier: testVerifier(t)})
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var seen []string
@@ -441,8 +442,8 @@ func TestTransportStopsWaitingWhenTheContextEnds(t *testing.T) {
 func TestTransportMapsStaleTokenToError(t *testing.T) {
 	t.Parallel()
 	handler, err := httpfence.Middleware(httpfence.Options{
-		Store:    httpfence.NewMemoryStore(),
-		Fence:    httpfence.NewMemoryFence(),
+		Store:    httpfencetest.NewMemoryStore(),
+		Fence:    httpfencetest.NewMemoryFence(),
 		Verifier: testVerifier(t),
 	})
 	require.NoError(t, err)

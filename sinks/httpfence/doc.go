@@ -237,7 +237,8 @@
 // operation, one key per record, hash tagged, so Redis Cluster works), a
 // PostgreSQL one in sinks/httpfence/pgstore (NewStore with an embedded
 // idempotent migration, NewFence on sinks/pgfence), and an in-memory one
-// here for tests and examples (NewMemoryStore, NewMemoryFence). The stores
+// in sinks/httpfence/httpfencetest for tests and examples (NewMemoryStore,
+// NewMemoryFence). The stores
 // live in subpackages so that this package imports neither go-redis nor
 // pgx. A FenceStore that cannot take a holder (pgstore's bigint limit)
 // returns an error matching ErrInvalidFencing, which the middleware

@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 )
 
 // exampleKey stands for a key loaded from a secret store: 32 random bytes
@@ -29,8 +30,8 @@ func ExampleMiddleware() {
 		return
 	}
 	mw, err := httpfence.Middleware(httpfence.Options{
-		Store:    httpfence.NewMemoryStore(), // redisstore.NewStore or pgstore.NewStore in production
-		Fence:    httpfence.NewMemoryFence(),
+		Store:    httpfencetest.NewMemoryStore(), // redisstore.NewStore or pgstore.NewStore in production
+		Fence:    httpfencetest.NewMemoryFence(),
 		Verifier: verifier,
 	})
 	if err != nil {
@@ -93,8 +94,8 @@ func ExampleMiddleware() {
 func ExampleTransport() {
 	verifier, _ := httpfence.NewVerifier(exampleKey)
 	mw, _ := httpfence.Middleware(httpfence.Options{
-		Store:    httpfence.NewMemoryStore(),
-		Fence:    httpfence.NewMemoryFence(),
+		Store:    httpfencetest.NewMemoryStore(),
+		Fence:    httpfencetest.NewMemoryFence(),
 		Verifier: verifier,
 	})
 	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

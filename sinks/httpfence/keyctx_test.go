@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 )
 
 // TestMiddlewarePutsKeyInContext: a wrapped handler reads the request's
@@ -17,7 +18,7 @@ import (
 func TestMiddlewarePutsKeyInContext(t *testing.T) {
 	t.Parallel()
 	mw, err := httpfence.Middleware(httpfence.Options{
-		Store: httpfence.NewMemoryStore(),
+		Store: httpfencetest.NewMemoryStore(),
 	})
 	require.NoError(t, err)
 	var got string

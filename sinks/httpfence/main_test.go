@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
@@ -57,7 +58,7 @@ type backend struct {
 func backends() []backend {
 	return []backend{
 		{"memory", func(testing.TB) stores {
-			return stores{httpfence.NewMemoryStore(), httpfence.NewMemoryFence(), func(time.Duration) {}}
+			return stores{httpfencetest.NewMemoryStore(), httpfencetest.NewMemoryFence(), func(time.Duration) {}}
 		}},
 		{"redis", func(t testing.TB) stores {
 			rdb := redistest.Real(t)

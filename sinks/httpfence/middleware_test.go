@@ -19,6 +19,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 )
 
 // call is one request in a middleware test. Header values are sent raw;
@@ -360,7 +361,7 @@ func TestTokenCeiling(t *testing.T) {
 	healthy := strconv.FormatInt(now.UnixMicro(), 10)
 	limit := strconv.FormatInt(now.Add(httpfence.DefaultMaxTokenAhead).UnixMicro(), 10)
 	beyond := strconv.FormatInt(now.Add(httpfence.DefaultMaxTokenAhead).UnixMicro()+1, 10)
-	s := stores{store: httpfence.NewMemoryStore(), fence: httpfence.NewMemoryFence()}
+	s := stores{store: httpfencetest.NewMemoryStore(), fence: httpfencetest.NewMemoryFence()}
 	f := newFixture(t, s, func(c *httpfence.Options) { c.Now = func() time.Time { return now } })
 	require.Equal(t, 201, f.do(t, call{path: "/a", key: `"k1"`, token: healthy, owner: `"a"`}).status)
 	require.Equal(t, 201, f.do(t, call{path: "/b", key: `"k2"`, token: limit, owner: `"a"`}).status, "at the ceiling")
@@ -377,7 +378,7 @@ func TestTokenCeiling(t *testing.T) {
 	require.Equal(t, 201, f.do(t, call{path: "/a", key: `"k4"`, token: healthy, owner: `"a"`}).status)
 	require.EqualValues(t, 3, f.runs.Load())
 
-	off := newFixture(t, stores{store: httpfence.NewMemoryStore(), fence: httpfence.NewMemoryFence()}, func(c *httpfence.Options) {
+	off := newFixture(t, stores{store: httpfencetest.NewMemoryStore(), fence: httpfencetest.NewMemoryFence()}, func(c *httpfence.Options) {
 		c.Now = func() time.Time { return now }
 		c.MaxTokenAhead = -1
 	})
@@ -386,7 +387,7 @@ func TestTokenCeiling(t *testing.T) {
 
 func TestHandlerSeesTokenAndBody(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, stores{store: httpfence.NewMemoryStore(), fence: httpfence.NewMemoryFence()}, nil)
+	f := newFixture(t, stores{store: httpfencetest.NewMemoryStore(), fence: httpfencetest.NewMemoryFence()}, nil)
 	got := f.do(t, call{path: "/p", body: "hello", key: `"k"`, token: "42", owner: `"own\"er"`})
 	require.Equal(t, 201, got.status)
 	require.JSONEq(t, `{"run":1,"body":"hello","token":42,"owner":"own\"er"}`, string(got.body))
@@ -394,7 +395,7 @@ func TestHandlerSeesTokenAndBody(t *testing.T) {
 
 func TestServerErrorReleasesTheKey(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, stores{store: httpfence.NewMemoryStore()}, nil)
+	f := newFixture(t, stores{store: httpfencetest.NewMemoryStore()}, nil)
 	c := call{path: "/fail", key: `"k"`}
 	require.Equal(t, 500, f.do(t, c).status)
 	first := f.do(t, c)
@@ -405,7 +406,7 @@ func TestServerErrorReleasesTheKey(t *testing.T) {
 
 func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 	t.Parallel()
-	store := httpfence.NewMemoryStore()
+	store := httpfencetest.NewMemoryStore()
 	mw, err := httpfence.Middleware(httpfence.Options{Store: store})
 	require.NoError(t, err)
 	var runs atomic.Int64
@@ -429,7 +430,7 @@ func TestPanickingHandlerReleasesTheKey(t *testing.T) {
 
 func TestOversizedResponseIsNotRetainedButNotRerun(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, stores{store: httpfence.NewMemoryStore()}, func(c *httpfence.Options) { c.MaxResponseBytes = 1024 })
+	f := newFixture(t, stores{store: httpfencetest.NewMemoryStore()}, func(c *httpfence.Options) { c.MaxResponseBytes = 1024 })
 	c := call{path: "/big", key: `"k"`}
 	first := f.do(t, c)
 	require.Equal(t, 201, first.status)
@@ -442,7 +443,7 @@ func TestOversizedResponseIsNotRetainedButNotRerun(t *testing.T) {
 
 func TestUnfencedMiddlewarePassesTokensThrough(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, stores{store: httpfence.NewMemoryStore()}, nil)
+	f := newFixture(t, stores{store: httpfencetest.NewMemoryStore()}, nil)
 	require.Equal(t, 201, f.do(t, call{path: "/p", key: `"k1"`}).status, "no token needed without a Fence")
 	got := f.do(t, call{path: "/p", key: `"k2"`, token: "5", owner: `"a"`})
 	require.JSONEq(t, `{"run":2,"body":"","token":5,"owner":"a"}`, string(got.body))
@@ -453,15 +454,15 @@ func TestMiddlewareConfigValidation(t *testing.T) {
 	t.Parallel()
 	for name, cfg := range map[string]httpfence.Options{
 		"NoStore":          {},
-		"NegativeBody":     {Store: httpfence.NewMemoryStore(), MaxBodyBytes: -2},
-		"NegativeResponse": {Store: httpfence.NewMemoryStore(), MaxResponseBytes: -5},
-		"TinyTTL":          {Store: httpfence.NewMemoryStore(), TTL: 1},
-		"NegativeLockTTL":  {Store: httpfence.NewMemoryStore(), LockTTL: -1},
+		"NegativeBody":     {Store: httpfencetest.NewMemoryStore(), MaxBodyBytes: -2},
+		"NegativeResponse": {Store: httpfencetest.NewMemoryStore(), MaxResponseBytes: -5},
+		"TinyTTL":          {Store: httpfencetest.NewMemoryStore(), TTL: 1},
+		"NegativeLockTTL":  {Store: httpfencetest.NewMemoryStore(), LockTTL: -1},
 	} {
 		_, err := httpfence.Middleware(cfg)
 		require.ErrorIs(t, err, httpfence.ErrInvalidOptions, name)
 	}
-	_, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), MaxBodyBytes: -1, MaxResponseBytes: -1})
+	_, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), MaxBodyBytes: -1, MaxResponseBytes: -1})
 	require.NoError(t, err, "-1 means no limit")
 }
 

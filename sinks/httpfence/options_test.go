@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 )
 
 // A signature is admitted from MaxSignatureAge before to MaxSignatureAge
@@ -26,14 +27,14 @@ func TestTTLCoversTheSignatureWindow(t *testing.T) {
 	t.Parallel()
 	age := httpfence.DefaultMaxSignatureAge
 	for _, ttl := range []time.Duration{age, 2*age - time.Second} {
-		_, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence(),
+		_, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(),
 			Verifier: testVerifier(t), TTL: ttl})
 		require.ErrorIs(t, err, httpfence.ErrInvalidOptions, "TTL %v", ttl)
 		require.Contains(t, err.Error(), "2*MaxSignatureAge")
 	}
 	synctest.Test(t, func(t *testing.T) {
 		var runs atomic.Int32
-		mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence(),
+		mw, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(),
 			Verifier: testVerifier(t), TTL: 2 * age})
 		require.NoError(t, err)
 		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,10 +64,10 @@ func TestTTLCoversTheSignatureWindow(t *testing.T) {
 // would do nothing.
 func TestVerifierWithUnauthenticatedOptInRefused(t *testing.T) {
 	t.Parallel()
-	_, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Verifier: testVerifier(t), AllowUnauthenticatedFencing: true})
+	_, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Verifier: testVerifier(t), AllowUnauthenticatedFencing: true})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 	require.Contains(t, err.Error(), "AllowUnauthenticatedFencing with a Verifier")
-	_, err = httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Verifier: testVerifier(t)})
+	_, err = httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Verifier: testVerifier(t)})
 	require.NoError(t, err, "control: the Verifier alone")
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
@@ -71,7 +72,7 @@ func TestPostgresStoreJoinsAFenceOnItsPool(t *testing.T) {
 	other, err := pgstore.NewFence(testPool(t), pgfence.Options{Schema: "x"})
 	require.NoError(t, err)
 	require.False(t, st.JoinsFence(other), "a fence on another pool")
-	require.False(t, st.JoinsFence(httpfence.NewMemoryFence()))
+	require.False(t, st.JoinsFence(httpfencetest.NewMemoryFence()))
 	_, err = st.BeginFenced(t.Context(), "k", fpA, long, other, "/r", fence.Holder{Token: 1, Owner: "a"})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 }

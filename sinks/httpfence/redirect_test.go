@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 )
 
 // redirectService is a real service behind a Middleware with a Verifier:
@@ -28,7 +29,7 @@ func newRedirectService(t *testing.T) *redirectService {
 	t.Helper()
 	s := &redirectService{}
 	mw, err := httpfence.Middleware(httpfence.Options{
-		Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence(), Verifier: testVerifier(t),
+		Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(), Verifier: testVerifier(t),
 	})
 	require.NoError(t, err)
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -21,6 +21,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 )
 
 var (
@@ -89,15 +90,15 @@ func signedHeaders(t *testing.T, signer *httpfence.Signer, now time.Time, path, 
 type sigServer struct {
 	mw    http.Handler
 	runs  int
-	fence *httpfence.MemoryFence
+	fence *httpfencetest.MemoryFence
 	logs  *bytes.Buffer
 }
 
 func newSigServer(t *testing.T, now time.Time, v *httpfence.Verifier) *sigServer {
 	t.Helper()
-	s := &sigServer{fence: httpfence.NewMemoryFence(), logs: &bytes.Buffer{}}
+	s := &sigServer{fence: httpfencetest.NewMemoryFence(), logs: &bytes.Buffer{}}
 	mw, err := httpfence.Middleware(httpfence.Options{
-		Store: httpfence.NewMemoryStore(), Fence: s.fence, Verifier: v,
+		Store: httpfencetest.NewMemoryStore(), Fence: s.fence, Verifier: v,
 		Now:    func() time.Time { return now },
 		Logger: slog.New(slog.NewJSONHandler(s.logs, nil)),
 	})
@@ -254,15 +255,15 @@ func TestSignatureKeyRotation(t *testing.T) {
 // handler, and requests without them pass.
 func TestUnauthenticatedFencingIsAnExplicitOptIn(t *testing.T) {
 	t.Parallel()
-	_, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence()})
+	_, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence()})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 	require.Contains(t, err.Error(), "Verifier")
-	_, err = httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence(), AllowUnauthenticatedFencing: true})
+	_, err = httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(), AllowUnauthenticatedFencing: true})
 	require.NoError(t, err)
-	_, err = httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence(), Verifier: testVerifier(t), TTL: time.Minute})
+	_, err = httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(), Verifier: testVerifier(t), TTL: time.Minute})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions, "TTL below MaxSignatureAge")
 
-	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore()})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore()})
 	require.NoError(t, err)
 	var seen []fence.Holder
 	srv := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -469,7 +470,7 @@ func BenchmarkSignature(b *testing.B) {
 	})
 	for _, signed := range []bool{false, true} {
 		name := "MiddlewareUnsigned"
-		opts := httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: httpfence.NewMemoryFence(), AllowUnauthenticatedFencing: true}
+		opts := httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(), AllowUnauthenticatedFencing: true}
 		if signed {
 			name, opts.Verifier, opts.AllowUnauthenticatedFencing = "MiddlewareVerified", testVerifier(b), false
 		}

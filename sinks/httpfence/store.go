@@ -13,7 +13,7 @@ import (
 
 // Store keeps one record per idempotency key: in flight (a handler is
 // running under a lock) or completed (its response is kept for replay).
-// Implementations: NewMemoryStore here, redisstore.NewStore and
+// Implementations: httpfencetest.NewMemoryStore (in memory, for tests), redisstore.NewStore and
 // pgstore.NewStore in the subpackages. Every
 // implementation must pass the package's conformance suite; the contract is:
 //
@@ -34,7 +34,7 @@ import (
 //     store needs valid UTF-8 without NUL bytes.
 //
 // A nil ctx is refused with an error matching ErrNilContext by the stores
-// of holdfast (MemoryStore, redisstore.Store, pgstore.Store), before the
+// of holdfast (httpfencetest.MemoryStore, redisstore.Store, pgstore.Store), before the
 // store is touched.
 //
 // The middleware answers any other error of Begin (and of a FenceStore's
@@ -59,7 +59,7 @@ type Store interface {
 // h.Scope) when it refuses, an error matching fence.ErrNoToken for
 // fence.None, one matching ErrInvalidFencing for a holder the store cannot
 // take, and any other error when the store fails. Implementations:
-// NewMemoryFence here, redisstore.NewFence and pgstore.NewFence in the
+// httpfencetest.NewMemoryFence (for tests), redisstore.NewFence and pgstore.NewFence in the
 // subpackages; each passes sinktest.Exercise through sinktest.FenceSink,
 // as every fenced sink of holdfast does.
 type FenceStore interface {
@@ -171,7 +171,7 @@ var ErrInvalidFencing = errors.New("httpfence: fencing not accepted by the store
 // cannot use; the message names the field.
 var ErrInvalidOptions = fmt.Errorf("httpfence: %w", errfamily.ErrInvalidOptions)
 
-// ErrNilContext is returned, wrapped, by the methods of MemoryStore,
+// ErrNilContext is returned, wrapped, by the methods of httpfencetest.MemoryStore,
 // redisstore.Store and pgstore.Store called with a nil context, before
 // the store is touched.
 var ErrNilContext = fmt.Errorf("httpfence: %w", errfamily.ErrNilContext)

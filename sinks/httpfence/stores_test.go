@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
@@ -156,7 +157,7 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	require.ErrorIs(t, err, httpfence.ErrInvalidFencing, "the middleware's 400, without importing pgfence")
 
 	// The middleware answers it with 400, not 503.
-	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfence.NewMemoryStore(), Fence: f, MaxTokenAhead: -1, AllowUnauthenticatedFencing: true})
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: f, MaxTokenAhead: -1, AllowUnauthenticatedFencing: true})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/settle", strings.NewReader("{}"))

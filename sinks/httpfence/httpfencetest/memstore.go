@@ -1,4 +1,4 @@
-package httpfence
+package httpfencetest
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 )
 
@@ -24,7 +25,7 @@ type MemoryStore struct {
 type memRecord struct {
 	fingerprint string
 	lock        string // "" once completed
-	resp        *Response
+	resp        *httpfence.Response
 	expires     time.Time
 }
 
@@ -33,13 +34,13 @@ func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{now: time.Now, records: map[string]*memRecord{}}
 }
 
-// Begin implements Store.
-func (s *MemoryStore) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (Outcome, error) {
+// Begin implements httpfence.Store.
+func (s *MemoryStore) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (httpfence.Outcome, error) {
 	if ctx == nil {
-		return Outcome{}, nilContext("Begin")
+		return httpfence.Outcome{}, nilContext("Begin")
 	}
 	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
-		return Outcome{}, err
+		return httpfence.Outcome{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -47,22 +48,22 @@ func (s *MemoryStore) Begin(ctx context.Context, key, fingerprint string, lockTT
 	if r, ok := s.records[key]; ok && now.Before(r.expires) {
 		switch {
 		case r.fingerprint != fingerprint:
-			return Outcome{State: StateMismatch}, nil
+			return httpfence.Outcome{State: httpfence.StateMismatch}, nil
 		case r.lock != "":
-			return Outcome{State: StateInFlight, LockLeft: max(r.expires.Sub(now), time.Millisecond)}, nil
+			return httpfence.Outcome{State: httpfence.StateInFlight, LockLeft: max(r.expires.Sub(now), time.Millisecond)}, nil
 		}
-		return Outcome{State: StateCompleted, Response: cloneResponse(r.resp)}, nil
+		return httpfence.Outcome{State: httpfence.StateCompleted, Response: cloneResponse(r.resp)}, nil
 	}
 	lock, err := storeutil.NewLock()
 	if err != nil {
-		return Outcome{}, err
+		return httpfence.Outcome{}, err
 	}
 	s.records[key] = &memRecord{fingerprint: fingerprint, lock: lock, expires: now.Add(lockTTL)}
-	return Outcome{State: StateNew, Lock: lock}, nil
+	return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, nil
 }
 
-// Complete implements Store.
-func (s *MemoryStore) Complete(ctx context.Context, key, lock string, resp *Response, ttl time.Duration) error {
+// Complete implements httpfence.Store.
+func (s *MemoryStore) Complete(ctx context.Context, key, lock string, resp *httpfence.Response, ttl time.Duration) error {
 	if ctx == nil {
 		return nilContext("Complete")
 	}
@@ -79,7 +80,7 @@ func (s *MemoryStore) Complete(ctx context.Context, key, lock string, resp *Resp
 	return nil
 }
 
-// Abandon implements Store.
+// Abandon implements httpfence.Store.
 func (s *MemoryStore) Abandon(ctx context.Context, key, lock string) error {
 	if ctx == nil {
 		return nilContext("Abandon")
@@ -97,19 +98,19 @@ func (s *MemoryStore) Abandon(ctx context.Context, key, lock string) error {
 func (s *MemoryStore) held(key, lock string) (*memRecord, error) {
 	r, ok := s.records[key]
 	if !ok || r.lock == "" || r.lock != lock || !s.now().Before(r.expires) {
-		return nil, fmt.Errorf("%w: key %q", ErrLockLost, key)
+		return nil, fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
 	}
 	return r, nil
 }
 
-func cloneResponse(r *Response) *Response {
+func cloneResponse(r *httpfence.Response) *httpfence.Response {
 	if r == nil {
-		return &Response{}
+		return &httpfence.Response{}
 	}
-	return &Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
+	return &httpfence.Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
 }
 
-// MemoryFence is a FenceStore in process memory, for tests and examples:
+// MemoryFence is a httpfence.FenceStore in process memory, for tests and examples:
 // one fence per (resource, scope). Safe for concurrent use.
 type MemoryFence struct {
 	mu   sync.Mutex
@@ -126,7 +127,7 @@ type memToken struct {
 // NewMemoryFence returns an empty MemoryFence.
 func NewMemoryFence() *MemoryFence { return &MemoryFence{seen: map[memFence]memToken{}} }
 
-// Accept implements FenceStore.
+// Accept implements httpfence.FenceStore.
 func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -141,5 +142,5 @@ func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder)
 
 // nilContext is the error of method op called with a nil context.
 func nilContext(op string) error {
-	return fmt.Errorf("httpfence: MemoryStore.%s: %w", op, ErrNilContext)
+	return fmt.Errorf("httpfence: MemoryStore.%s: %w", op, httpfence.ErrNilContext)
 }
