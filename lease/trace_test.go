@@ -39,8 +39,8 @@ func TestLeaseSpans(t *testing.T) {
 	for _, sp := range rec.Ended() {
 		attrs := map[string]string{}
 		for _, kv := range sp.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
-			require.NotContains(t, kv.Value.Emit(), l.Owner(), "span %s attribute %s holds the owner", sp.Name(), kv.Key)
+			attrs[string(kv.Key)] = kv.Value.String()
+			require.NotContains(t, kv.Value.String(), l.Owner(), "span %s attribute %s holds the owner", sp.Name(), kv.Key)
 		}
 		switch sp.Name() {
 		case "holdfast.lease.acquire":
@@ -57,13 +57,13 @@ func TestLeaseSpans(t *testing.T) {
 	require.Len(t, acquires, 2)
 	first := map[string]string{}
 	for _, kv := range acquires[0].Attributes() {
-		first[string(kv.Key)] = kv.Value.Emit()
+		first[string(kv.Key)] = kv.Value.String()
 	}
 	require.Equal(t, "acquired", first["holdfast.lease.outcome"])
 	require.Equal(t, l.Token().String(), first["holdfast.fence.token"])
 	second := map[string]string{}
 	for _, kv := range acquires[1].Attributes() {
-		second[string(kv.Key)] = kv.Value.Emit()
+		second[string(kv.Key)] = kv.Value.String()
 	}
 	require.Equal(t, "held", second["holdfast.lease.outcome"])
 	require.Equal(t, codes.Unset, acquires[1].Status().Code, "a held lease is no error")
