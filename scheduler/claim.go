@@ -241,6 +241,10 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 			return
 		}
 		st, gap := s.readState(h.ctx(), h.u, st, now)
+		cs.lostTo = time.Time{}
+		if !gap.IsZero() && st.Last.Before(gap) {
+			cs.lostTo = gap // st.Last is the reset's lostFrom
+		}
 		p := planClaim(h.u.job, st, cs, req.fire, now)
 		cs.broken = false
 		again := s.carryOut(h, req, p, cs)

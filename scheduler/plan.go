@@ -68,7 +68,17 @@ type claimState struct {
 	// broken: the last carryOut stopped before its plan's end (a store
 	// error, the lease lost).
 	broken bool
+	// lostTo, when not zero, ends the range of a found ledger reset
+	// whose slots this replica never saw recorded (reset.go): those up to
+	// it that the plan looks at are recorded skipped, reasonRecordLost.
+	lostTo time.Time
 }
+
+// reasonRecordLost is the reason recorded for a slot of a ledger reset's
+// range that this replica never saw recorded: another holder had its
+// lease at its fire, and its record, if it had one, is lost. Its effect
+// may have happened: the ledger no longer knows.
+const reasonRecordLost = "ledger_reset: record lost, outcome unknown"
 
 func newClaimState(seen time.Time) *claimState {
 	return &claimState{handled: map[time.Time]bool{}, seen: seen}
@@ -203,6 +213,8 @@ func (pl *planner) classify(candidates []cron.Fire, fire cron.Fire) {
 	for _, g := range candidates {
 		switch {
 		case cs.handled[g.At]:
+		case !cs.lostTo.IsZero() && !g.At.After(cs.lostTo) && !g.At.Equal(fire.At):
+			pl.add(step{fire: g, skip: ledger.StatusSkipped, reason: reasonRecordLost})
 		case !cs.runFrom.IsZero() && g.At.After(cs.runFrom) && !g.At.After(cs.runTo):
 			overlapped = append(overlapped, g)
 		case pl.now.Sub(g.At) > w.lateAfter(g.At), !g.At.After(cs.seen) && !g.At.Equal(fire.At):

@@ -28,8 +28,18 @@ import (
 // loss, so they run per Job.Missed within CatchUpWindow or are recorded
 // skipped with a reason (plan.go). Slots at or before sure are never run
 // again: this replica ran them, saw them begun, or saw another holder
-// claim them. Their records may be gone (the ledger_reset event names the
-// range); sinks keep their effects once by the idempotency key.
+// claim them. But a lease found held at a fire does not prove its holder
+// ran the slot (it may have been cut off from the store, or failed on
+// it), and its record, if any, is gone: so the slots after recorded, up
+// to sure, are recorded skipped with reasonRecordLost ("outcome
+// unknown"), and the ledger_reset event names that range (unknown_after,
+// after). Every slot of the range then has a record, or an effect its
+// sink keeps once by the idempotency key. The simulator found the slots
+// left with neither (docs/simulation.md, former findings).
+//
+// Finding a reset needs a State read: the fast path
+// (ledger.ClearBeginner) never begins a slot of a unit with no last slot,
+// since an empty store looks like a new unit.
 //
 // A claim that failed on a store error (its lease, a State read, a Begin,
 // a Skip) leaves the unit in doubt: its next claim plans, reading State,
@@ -112,11 +122,18 @@ func (s *Scheduler) rememberState(u *unit, st ledger.State, now time.Time) (_ le
 	if reset {
 		if from := m.gapStart(); m.gapFrom.IsZero() && !from.IsZero() {
 			m.gapFrom, m.gapHorizon = from, m.horizon
+			lost := m.recorded
+			if h := m.horizon.Truncate(time.Second).Add(-time.Second); lost.IsZero() && !m.horizon.IsZero() {
+				lost = h
+			}
+			if !lost.IsZero() && lost.Before(from) {
+				m.lostFrom = lost
+			}
 		}
 		found = []slog.Attr{slog.String("job", u.job.Name), slog.String("partition", u.partition)}
 		for _, a := range []slog.Attr{slog.Time("horizon_before", m.horizon), slog.Time("horizon", st.Horizon),
 			slog.Time("last_recorded", m.recorded), slog.Time("last", st.Last),
-			slog.Time("after", m.gapFrom), slog.Time("until", now)} {
+			slog.Time("unknown_after", m.lostFrom), slog.Time("after", m.gapFrom), slog.Time("until", now)} {
 			if !a.Value.Time().IsZero() { // a time not known is left out, not 0001-01-01
 				found = append(found, a)
 			}
@@ -136,6 +153,9 @@ func (s *Scheduler) rememberState(u *unit, st ledger.State, now time.Time) (_ le
 		return st, time.Time{}, found
 	}
 	st.Last, st.Horizon = m.gapFrom, m.gapHorizon
+	if !m.lostFrom.IsZero() {
+		st.Last = m.lostFrom
+	}
 	return st, m.gapFrom, found
 }
 
@@ -147,6 +167,6 @@ func (s *Scheduler) planDone(u *unit, gapFrom time.Time) {
 	defer u.mu.Unlock()
 	u.mem.doubt, u.mem.failedFrom = false, time.Time{}
 	if !gapFrom.IsZero() && u.mem.gapFrom.Equal(gapFrom) {
-		u.mem.gapFrom, u.mem.gapHorizon = time.Time{}, time.Time{}
+		u.mem.gapFrom, u.mem.gapHorizon, u.mem.lostFrom = time.Time{}, time.Time{}, time.Time{}
 	}
 }

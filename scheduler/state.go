@@ -124,6 +124,11 @@ type ledgerMemory struct {
 	// carried out: plans read it as the ledger's last slot, and
 	// gapHorizon (the horizon before the reset) as its horizon.
 	gapFrom, gapHorizon time.Time
+	// lostFrom, when not zero, is recorded when that reset was found, if
+	// before gapFrom: the slots after it, up to gapFrom, this replica
+	// never saw recorded, and their records, if any, are lost. Plans
+	// record them skipped, reason reasonRecordLost (reset.go).
+	lostFrom time.Time
 }
 
 // entry is a timer: a scheduled fire of a unit, or a wake-up.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -143,7 +145,12 @@ func (w *world) startReplica(idx int, clk *skewClock) (*replica, error) {
 		return nil, err
 	}
 	sv := &sinkView{s: w.sink, p: p}
+	var logger *slog.Logger
+	if w.chk.debug != nil {
+		logger = slog.New(debugHandler{w.chk.debug, fmt.Sprintf("r%d.%d", idx, inc), clk})
+	}
 	s, err := scheduler.New(scheduler.Options{
+		Logger: logger,
 		Leases: client,
 		Ledger: &ledgerView{s: w.ledger, p: p},
 		Clock:  clk,
@@ -195,4 +202,29 @@ func (w *world) jobFunc(p *proc, sv *sinkView) func(context.Context, scheduler.R
 		resource := "effect:" + ledger.UnitScope(run.Job, run.Partition)
 		return sv.write(ctx, resource, run.Token, run.Owner, run.IdempotencyKey, id)
 	}
+}
+
+// debugHandler passes a replica's log lines to Config.debug (tests only).
+type debugHandler struct {
+	f    func(string)
+	name string
+	clk  *skewClock
+}
+
+func (h debugHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h debugHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h debugHandler) WithGroup(string) slog.Handler            { return h }
+func (h debugHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s", time.Now().UTC().Format("15:04:05.000"), h.name, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		v := a.Value.String()
+		if a.Value.Kind() == slog.KindTime {
+			v = a.Value.Time().UTC().Format("15:04:05.000")
+		}
+		fmt.Fprintf(&b, " %s=%s", a.Key, v)
+		return true
+	})
+	h.f(b.String())
+	return nil
 }

@@ -197,8 +197,11 @@ type Canceler interface {
 // (job, partition): the job is not paused, no open slot at or after Since
 // nor any pending slot exists but the slot itself, the slot is not waiting
 // for its retry time, and the latest slot begun or skipped (State.Last) is
-// zero or not before Prev, the schedule's fire before the slot (so no slot
-// between them went unseen). Then Clear is true and the other fields are
+// not zero and not before Prev, the schedule's fire before the slot (so no
+// slot between them went unseen). A pair with no last slot is not clear:
+// it may be new, or its store may have lost its data (a Redis restart
+// without persistence), which the caller finds only by reading State and
+// comparing it with what it saw (scheduler/reset.go). Then Clear is true and the other fields are
 // Begin's results (Err: ErrSlotDone, *fence.StaleTokenError, a store
 // error). Otherwise it begins nothing and returns Clear == false: the
 // caller reads State and plans. A ledger may always answer Clear == false.

@@ -131,8 +131,16 @@ func testClearBeginner(t *testing.T, x *fixture) {
 	a, b := holder(1), holder(2)
 	a.Holder = "replica-a"
 
-	// A pair the ledger never saw: clear, attempt 1 of 3, with a's label.
+	// A pair the ledger never saw: not clear (it may be a store that lost
+	// its data; only State tells), and nothing begun.
 	res := one(req(1, a, 0), 1)
+	require.False(t, res.Clear, "no last slot: the caller must read State")
+	x.requireAbsent(x.slot(1))
+
+	// Once it has a last slot (slot 0 skipped), slot 1 is clear: attempt
+	// 1 of 3, with a's label.
+	require.NoError(t, x.ledger.Skip(ctx, x.slot(0), fill(x.slot(0), a), ledger.StatusSkipped, "test", x.now(0, 0)))
+	res = one(req(1, a, 0), 1)
 	require.True(t, res.Clear)
 	require.NoError(t, res.Err)
 	require.Equal(t, []int{1, 2}, []int{res.Attempt, res.Left})
