@@ -118,9 +118,9 @@ const wakeRetry = time.Second
 func (s *Scheduler) noteSeen(u *unit, req claimReq) (seen time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	seen = u.seen
-	if req.fire.At.After(u.seen) {
-		u.seen = req.fire.At
+	seen = u.seen.time()
+	if req.fire.At.After(seen) {
+		u.seen = instantOf(req.fire.At)
 	}
 	return seen
 }
@@ -345,7 +345,11 @@ func (s *Scheduler) carryOut(h hold, req claimReq, p plan, cs *claimState) (agai
 // MissedManual the planner records it, so the claim plans.
 func (s *Scheduler) fastRequest(u *unit, req claimReq, now time.Time) (ledger.BeginRequest, bool) {
 	job := u.job
-	if _, ok := s.cfg.Ledger.(ledger.ClearBeginner); !ok || job.Overlap == OverlapAllow || s.inDoubt(u) {
+	if _, ok := s.cfg.Ledger.(ledger.ClearBeginner); !ok || job.Overlap == OverlapAllow {
+		return ledger.BeginRequest{}, false
+	}
+	doubt, recorded := s.inDoubt(u)
+	if doubt {
 		return ledger.BeginRequest{}, false
 	}
 	late := now.Sub(req.fire.At) > job.window.lateAfter(req.fire.At)
@@ -364,7 +368,7 @@ func (s *Scheduler) fastRequest(u *unit, req claimReq, now time.Time) (ledger.Be
 	return ledger.BeginRequest{
 		Slot:        ledger.Slot{Job: job.Name, At: req.fire.At, Partition: u.partition},
 		Fence:       ledger.Fence{Holder: s.cfg.Holder}, // the lease's fence is set once taken
-		MaxAttempts: job.MaxAttempts, Prev: prev, Since: job.window.since(now),
+		MaxAttempts: job.MaxAttempts, Prev: prev, Since: job.window.since(now), Seen: recorded,
 	}, true
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
-	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -96,7 +95,7 @@ func (s *Scheduler) noticeSteps(slept parkedAt, now time.Time) {
 	case moved < 0:
 		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_stepped", logattr.Duration("by", moved))
 		for _, u := range s.order {
-			u.seen = now
+			u.seen = instantOf(now)
 			if u.queued != nil && u.queued.at.After(now) {
 				s.schedule(u, now, time.Time{})
 			}
@@ -104,9 +103,7 @@ func (s *Scheduler) noticeSteps(slept parkedAt, now time.Time) {
 	case moved > slept.wait+stepTolerance:
 		s.log.LogAttrs(s.life.claim, slog.LevelWarn, "clock_jumped", logattr.Duration("by", moved-slept.wait))
 		for _, u := range s.order {
-			if now.After(u.seen) {
-				u.seen = now
-			}
+			u.seen = max(u.seen, instantOf(now))
 		}
 	}
 }
@@ -179,7 +176,7 @@ func (s *Scheduler) markBusy(e *entry) bool {
 	if u.busy {
 		u.again = true
 		if e.scheduled() {
-			u.pending = e.req.fire
+			u.pending = instantOf(e.req.fire.At)
 			u.pendingAfterError = u.pendingAfterError || e.req.afterError
 		}
 		return false
@@ -395,8 +392,11 @@ func (s *Scheduler) again(u *unit) (*entry, bool) {
 		return nil, false
 	}
 	u.again = false
-	e := &entry{u: u, req: claimReq{fire: u.pending, afterError: u.pendingAfterError}}
-	u.pending, u.pendingAfterError = cron.Fire{}, false
+	e := &entry{u: u, req: claimReq{afterError: u.pendingAfterError}}
+	if u.pending != 0 {
+		e.req.fire = u.job.window.fireAt(u.pending.time())
+	}
+	u.pending, u.pendingAfterError = 0, false
 	return e, true
 }
 

@@ -38,8 +38,9 @@ import (
 // left with neither (docs/simulation.md, former findings).
 //
 // Finding a reset needs a State read: the fast path
-// (ledger.ClearBeginner) never begins a slot of a unit with no last slot,
-// since an empty store looks like a new unit.
+// (ledger.ClearBeginner) carries recorded as BeginRequest.Seen, and a
+// ledger whose last slot is missing or before it answers not clear, so
+// the claim plans.
 //
 // A claim that failed on a store error (its lease, a State read, a Begin,
 // a Skip) leaves the unit in doubt: its next claim plans, reading State,
@@ -57,10 +58,11 @@ import (
 // counts as sure, but its holder may have failed on the store: it has the
 // slot in its own gap. Zero: this replica knows of no slot.
 func (m *ledgerMemory) gapStart() time.Time {
-	if f := m.failedFrom.Add(-time.Second); !m.failedFrom.IsZero() && (m.sure.IsZero() || f.Before(m.sure)) {
+	sure, failed := m.sure.time(), m.failedFrom.time()
+	if f := failed.Add(-time.Second); !failed.IsZero() && (sure.IsZero() || f.Before(sure)) {
 		return f
 	}
-	return m.sure
+	return sure
 }
 
 // noteSure records that the slot at at is recorded in the ledger (wrote
@@ -69,11 +71,10 @@ func (m *ledgerMemory) gapStart() time.Time {
 func (s *Scheduler) noteSure(u *unit, at time.Time, wrote bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if at.After(u.mem.sure) {
-		u.mem.sure = at
-	}
-	if wrote && at.After(u.mem.recorded) {
-		u.mem.recorded = at
+	a := instantOf(at)
+	u.mem.sure = max(u.mem.sure, a)
+	if wrote {
+		u.mem.recorded = max(u.mem.recorded, a)
 	}
 }
 
@@ -83,16 +84,19 @@ func (s *Scheduler) noteDoubt(u *unit, at time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.mem.doubt = true
-	if !at.IsZero() && (u.mem.failedFrom.IsZero() || at.Before(u.mem.failedFrom)) {
-		u.mem.failedFrom = at
+	if a := instantOf(at); a != 0 && (u.mem.failedFrom == 0 || a < u.mem.failedFrom) {
+		u.mem.failedFrom = a
 	}
 }
 
-// inDoubt reports whether u's next claim must plan (see noteDoubt).
-func (s *Scheduler) inDoubt(u *unit) bool {
+// inDoubt reports whether u's next claim must plan (see noteDoubt), and
+// recorded, the latest slot this replica knows the ledger recorded: the
+// fast path's ledger.BeginRequest.Seen, which makes a ledger that lost it
+// answer not clear, so the claim plans and finds the reset.
+func (s *Scheduler) inDoubt(u *unit) (doubt bool, recorded time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.mem.doubt || !u.mem.gapFrom.IsZero()
+	return u.mem.doubt || u.mem.gapFrom != 0, u.mem.recorded.time()
 }
 
 // readState takes in a State of u read at now: it finds a reset (logs
@@ -117,46 +121,44 @@ func (s *Scheduler) rememberState(u *unit, st ledger.State, now time.Time) (_ le
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	m := &u.mem
-	reset := !s.resetCheckOff && ((!m.horizon.IsZero() && !st.Horizon.IsZero() && !st.Horizon.Equal(m.horizon)) ||
-		st.Last.Before(m.recorded))
+	horizon, recorded := m.horizon.time(), m.recorded.time()
+	reset := !s.resetCheckOff && ((!horizon.IsZero() && !st.Horizon.IsZero() && !st.Horizon.Equal(horizon)) ||
+		st.Last.Before(recorded))
 	if reset {
-		if from := m.gapStart(); m.gapFrom.IsZero() && !from.IsZero() {
-			m.gapFrom, m.gapHorizon = from, m.horizon
-			lost := m.recorded
-			if h := m.horizon.Truncate(time.Second).Add(-time.Second); lost.IsZero() && !m.horizon.IsZero() {
+		if from := m.gapStart(); m.gapFrom == 0 && !from.IsZero() {
+			m.gapFrom, m.gapHorizon = instantOf(from), m.horizon
+			lost := recorded
+			if h := horizon.Truncate(time.Second).Add(-time.Second); lost.IsZero() && !horizon.IsZero() {
 				lost = h
 			}
 			if !lost.IsZero() && lost.Before(from) {
-				m.lostFrom = lost
+				m.lostFrom = instantOf(lost)
 			}
 		}
 		found = []slog.Attr{slog.String("job", u.job.Name), slog.String("partition", u.partition)}
-		for _, a := range []slog.Attr{slog.Time("horizon_before", m.horizon), slog.Time("horizon", st.Horizon),
-			slog.Time("last_recorded", m.recorded), slog.Time("last", st.Last),
-			slog.Time("unknown_after", m.lostFrom), slog.Time("after", m.gapFrom), slog.Time("until", now)} {
+		for _, a := range []slog.Attr{slog.Time("horizon_before", horizon), slog.Time("horizon", st.Horizon),
+			slog.Time("last_recorded", recorded), slog.Time("last", st.Last),
+			slog.Time("unknown_after", m.lostFrom.time()), slog.Time("after", m.gapFrom.time()), slog.Time("until", now)} {
 			if !a.Value.Time().IsZero() { // a time not known is left out, not 0001-01-01
 				found = append(found, a)
 			}
 		}
-		m.recorded = st.Last
+		m.recorded = instantOf(st.Last)
 	}
 	if !st.Horizon.IsZero() {
-		m.horizon = st.Horizon
+		m.horizon = instantOf(st.Horizon)
 	}
-	if st.Last.After(m.recorded) {
-		m.recorded = st.Last
-	}
-	if m.gapFrom.IsZero() {
-		if st.Last.After(m.sure) {
-			m.sure = st.Last
-		}
+	last := instantOf(st.Last)
+	m.recorded = max(m.recorded, last)
+	if m.gapFrom == 0 {
+		m.sure = max(m.sure, last)
 		return st, time.Time{}, found
 	}
-	st.Last, st.Horizon = m.gapFrom, m.gapHorizon
-	if !m.lostFrom.IsZero() {
-		st.Last = m.lostFrom
+	st.Last, st.Horizon = m.gapFrom.time(), m.gapHorizon.time()
+	if m.lostFrom != 0 {
+		st.Last = m.lostFrom.time()
 	}
-	return st, m.gapFrom, found
+	return st, m.gapFrom.time(), found
 }
 
 // planDone records that a claim of u carried out in full a plan made from
@@ -165,8 +167,8 @@ func (s *Scheduler) rememberState(u *unit, st ledger.State, now time.Time) (_ le
 func (s *Scheduler) planDone(u *unit, gapFrom time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.mem.doubt, u.mem.failedFrom = false, time.Time{}
-	if !gapFrom.IsZero() && u.mem.gapFrom.Equal(gapFrom) {
-		u.mem.gapFrom, u.mem.gapHorizon, u.mem.lostFrom = time.Time{}, time.Time{}, time.Time{}
+	u.mem.doubt, u.mem.failedFrom = false, 0
+	if !gapFrom.IsZero() && u.mem.gapFrom == instantOf(gapFrom) {
+		u.mem.gapFrom, u.mem.gapHorizon, u.mem.lostFrom = 0, 0, 0
 	}
 }

@@ -18,7 +18,7 @@ func TestLedgerResetEventLeavesOutZeroTimes(t *testing.T) {
 	u := &unit{job: &registered{Job: Job{Name: "settle"}}, partition: "eu"}
 	wrote := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
 	now := wrote.Add(time.Minute)
-	u.mem.recorded, u.mem.sure = wrote, wrote
+	u.mem.recorded, u.mem.sure = instantOf(wrote), instantOf(wrote)
 
 	_, _, found := s.rememberState(u, ledger.State{}, now) // the ledger came back empty
 	got := map[string]any{}

@@ -27,7 +27,7 @@ func TestResetRecordsSlotsFoundHeldAsOutcomeUnknown(t *testing.T) {
 	s := &Scheduler{}
 	// Before the loss: slot 0 recorded (read back or written here), the
 	// fires of 1..3 found held by another replica, horizon t0 - 1 h.
-	u.mem.horizon = t0.Add(-time.Hour)
+	u.mem.horizon = instantOf(t0.Add(-time.Hour))
 	s.noteSure(u, sec(0), true)
 	for i := 1; i <= 3; i++ {
 		s.noteSure(u, sec(i), false)

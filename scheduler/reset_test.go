@@ -343,12 +343,12 @@ func TestRedisLostItsDataMidScheduleLosesNoSlot(t *testing.T) {
 // runs nothing (a replica cut off from Redis after it took the lease, seed
 // 33 of the simulator) for three fires, and the Redis ledger loses its
 // data meanwhile. The scheduler, which found the lease held at those
-// fires, finds the reset at its next claim (the ledger's fast path does
-// not begin a slot of a pair with no last slot: it may be a lost store)
-// and records each of them skipped with reasonRecordLost: every slot of
-// the window has a run or a record. Before, the fast path began the next
-// slot on the empty ledger, no reset was found, and the slots found held
-// had neither.
+// fires, finds the reset at its next claim (its fast request carries the
+// last slot it saw recorded, ledger.BeginRequest.Seen, and the emptied
+// ledger answers not clear) and records each of them skipped with
+// reasonRecordLost: every slot of the window has a run or a record.
+// Before, the fast path began the next slot on the empty ledger, no reset
+// was found, and the slots found held had neither.
 func TestRedisResetAfterAHolderThatRanNothing(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Real(t)

@@ -168,7 +168,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	now := s.clock.Now()
 	sr, batched := s.cfg.Ledger.(ledger.StatesReader)
 	for _, u := range s.order {
-		u.seen = now
+		u.seen = instantOf(now)
 		s.schedule(u, now, time.Time{})
 		// A recovery claim at start: retries whose time passed while no
 		// replica ran, abandoned attempts and slots missed during the

@@ -97,14 +97,16 @@ type unit struct {
 	// seen is the latest scheduled fire whose claim started (Start's
 	// time before the first), guarded by Scheduler.mu: a slot at or before
 	// it that nobody began when a claim starts was missed.
-	seen time.Time
+	seen instant
 	mu   sync.Mutex
 	// mem is what this replica saw of the unit's ledger (reset.go),
 	// guarded by mu.
-	mem     ledgerMemory
-	busy    bool // a claim is running
-	again   bool // a fire or wake-up arrived while busy
-	pending cron.Fire
+	mem   ledgerMemory
+	busy  bool // a claim is running
+	again bool // a fire or wake-up arrived while busy
+	// pending is the latest scheduled fire that arrived while busy (its
+	// At; the fire is rebuilt from the schedule when claimed).
+	pending instant
 	// pendingAfterError: a retry after an error arrived while busy; the
 	// claim of pending carries claimReq.afterError.
 	pendingAfterError bool
@@ -113,22 +115,45 @@ type unit struct {
 // ledgerMemory is what a replica saw of one unit's ledger, guarded by
 // unit.mu.
 type ledgerMemory struct {
-	horizon  time.Time // the horizon the last State read showed (zero: none yet)
-	recorded time.Time // the latest slot the ledger showed (State.Last) or this replica wrote
-	sure     time.Time // recorded, or a scheduled fire whose claim found the lease held
-	doubt    bool      // a claim failed on a store error since the last complete plan
+	horizon  instant // the horizon the last State read showed (zero: none yet)
+	recorded instant // the latest slot the ledger showed (State.Last) or this replica wrote
+	sure     instant // recorded, or a scheduled fire whose claim found the lease held
 	// failedFrom is the earliest slot whose claim failed on a store error
 	// since the last complete plan (zero: none, or a wake-up failed).
-	failedFrom time.Time
+	failedFrom instant
 	// gapFrom, when not zero, is sure when a reset was found, not yet
 	// carried out: plans read it as the ledger's last slot, and
 	// gapHorizon (the horizon before the reset) as its horizon.
-	gapFrom, gapHorizon time.Time
+	gapFrom, gapHorizon instant
 	// lostFrom, when not zero, is recorded when that reset was found, if
 	// before gapFrom: the slots after it, up to gapFrom, this replica
 	// never saw recorded, and their records, if any, are lost. Plans
 	// record them skipped, reason reasonRecordLost (reset.go).
-	lostFrom time.Time
+	lostFrom instant
+	doubt    bool // a claim failed on a store error since the last complete plan
+}
+
+// instant is a wall-clock time in 8 bytes, where a time.Time takes 24:
+// Unix nanoseconds, 0 for the zero time; years 1678 to 2262 (as
+// time.Time.UnixNano). A unit keeps eight of them, so a registered job
+// partition costs about 130 bytes less (bench: scheduler memory
+// bytes_per_job_partition). Ordered as the times are.
+type instant int64
+
+// instantOf returns t as an instant (0 for the zero time).
+func instantOf(t time.Time) instant {
+	if t.IsZero() {
+		return 0
+	}
+	return instant(t.UnixNano())
+}
+
+// time returns i as a time.Time in UTC (the zero time for 0).
+func (i instant) time() time.Time {
+	if i == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(i)).UTC()
 }
 
 // entry is a timer: a scheduled fire of a unit, or a wake-up.

@@ -196,12 +196,13 @@ type Canceler interface {
 // begins the request's slot as Begin does when nothing else is due for its
 // (job, partition): the job is not paused, no open slot at or after Since
 // nor any pending slot exists but the slot itself, the slot is not waiting
-// for its retry time, and the latest slot begun or skipped (State.Last) is
-// not zero and not before Prev, the schedule's fire before the slot (so no
-// slot between them went unseen). A pair with no last slot is not clear:
-// it may be new, or its store may have lost its data (a Redis restart
-// without persistence), which the caller finds only by reading State and
-// comparing it with what it saw (scheduler/reset.go). Then Clear is true and the other fields are
+// for its retry time, the latest slot begun or skipped (State.Last) is
+// zero or not before Prev, the schedule's fire before the slot (so no slot
+// between them went unseen), and it is not before Seen, the latest slot
+// the caller knows the ledger recorded: a ledger whose last slot is gone
+// or went back lost data (a Redis restart without persistence), which the
+// caller finds only by reading State and comparing it with what it saw
+// (scheduler/reset.go). Then Clear is true and the other fields are
 // Begin's results (Err: ErrSlotDone, *fence.StaleTokenError, a store
 // error). Otherwise it begins nothing and returns Clear == false: the
 // caller reads State and plans. A ledger may always answer Clear == false.
@@ -219,6 +220,10 @@ type BeginRequest struct {
 	// Prev is the schedule's fire before Slot.At (time.Unix(0, 0) when the
 	// job has none); open slots before Since are not due.
 	Prev, Since time.Time
+	// Seen is the latest slot of the pair the caller knows the ledger
+	// recorded (zero: none): a State.Last missing or before it is not
+	// clear.
+	Seen time.Time
 }
 
 // BeginResult answers a BeginRequest.

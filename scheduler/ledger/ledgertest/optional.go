@@ -131,16 +131,15 @@ func testClearBeginner(t *testing.T, x *fixture) {
 	a, b := holder(1), holder(2)
 	a.Holder = "replica-a"
 
-	// A pair the ledger never saw: not clear (it may be a store that lost
-	// its data; only State tells), and nothing begun.
-	res := one(req(1, a, 0), 1)
-	require.False(t, res.Clear, "no last slot: the caller must read State")
+	// A pair the ledger never saw, asked with Seen (the caller saw slot 0
+	// recorded: the store lost it): not clear, nothing begun.
+	lost := req(1, a, 0)
+	lost.Seen = x.at(0)
+	require.False(t, one(lost, 1).Clear, "a last slot missing where the caller saw one")
 	x.requireAbsent(x.slot(1))
 
-	// Once it has a last slot (slot 0 skipped), slot 1 is clear: attempt
-	// 1 of 3, with a's label.
-	require.NoError(t, x.ledger.Skip(ctx, x.slot(0), fill(x.slot(0), a), ledger.StatusSkipped, "test", x.now(0, 0)))
-	res = one(req(1, a, 0), 1)
+	// A pair the ledger never saw: clear, attempt 1 of 3, with a's label.
+	res := one(req(1, a, 0), 1)
 	require.True(t, res.Clear)
 	require.NoError(t, res.Err)
 	require.Equal(t, []int{1, 2}, []int{res.Attempt, res.Left})
@@ -159,6 +158,12 @@ func testClearBeginner(t *testing.T, x *fixture) {
 	require.True(t, res.Clear)
 	require.Equal(t, 1, res.Attempt)
 	x.succeed(x.slot(2), a, 1, x.now(2, 1))
+
+	// Seen after the ledger's last slot (2): it went back, not clear.
+	back := req(3, a, 2)
+	back.Seen = x.at(3)
+	require.False(t, one(back, 3).Clear, "the last slot went back behind Seen")
+	x.requireAbsent(x.slot(3))
 
 	// A gap: slot 3 was never begun, so slot 4 is not clear.
 	require.False(t, one(req(4, a, 3), 4).Clear, "slot 3 went unseen")

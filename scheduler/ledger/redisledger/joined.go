@@ -193,7 +193,7 @@ func (l *Ledger) claimCommand(b *redislease.Backend, reqs []ledger.ClaimRequest,
 		keys = append(keys, lk.Lease, lk.Fence, lk.Waiting, lk.Holder)
 		bg := l.begins(r, paused)
 		if bg == nil {
-			args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), 4, 0, 0, 0, 0, b.HolderLabel(), "")
+			args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), 4, 0, 0, 0, 0, b.HolderLabel(), "", 0)
 			continue
 		}
 		k, slot := l.keys(bg.Slot.Job, bg.Slot.Partition), bg.Slot
@@ -208,7 +208,7 @@ func (l *Ledger) claimCommand(b *redislease.Backend, reqs []ledger.ClaimRequest,
 			attempts = 0 // read for done, never begun
 		}
 		args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), n,
-			unix(slot.At), attempts, unix(bg.Prev), unix(bg.Since), b.HolderLabel(), bg.Fence.Holder)
+			unix(slot.At), attempts, unix(bg.Prev), unix(bg.Since), b.HolderLabel(), bg.Fence.Holder, seenArg(bg.Seen))
 	}
 	return keys, args, nil
 }

@@ -22,19 +22,6 @@ func joinedSetup(t *testing.T, s *setup) *redislease.Backend {
 	return b
 }
 
-// withLast gives the unit of each request a last slot, the request's
-// Prev, recorded skipped (fence token 1): BeginIfClear never begins a slot
-// of a unit without one (a store that lost its data looks the same).
-func withLast(t *testing.T, s *setup, reqs ...ledger.ClaimRequest) {
-	t.Helper()
-	for _, r := range reqs {
-		slot := ledger.Slot{Job: r.Begin.Slot.Job, Partition: r.Begin.Slot.Partition, At: r.Begin.Prev}
-		require.NoError(t, s.ledger.Skip(context.Background(), slot,
-			ledger.Fence{Scope: ledger.UnitScope(slot.Job, slot.Partition), Token: 1, Owner: "seed"},
-			ledger.StatusSkipped, "seed", r.Begin.Prev))
-	}
-}
-
 func claimReq(job string, at time.Time, owner string) ledger.ClaimRequest {
 	return ledger.ClaimRequest{
 		Lease: leasedriver.AcquireRequest{Name: ledger.UnitScope(job, ""), Owner: owner, TTL: 10 * time.Second},
@@ -64,9 +51,6 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 		require.NoError(t, s.ledger.Skip(ctx, ledger.Slot{Job: "stale", At: at.Add(-time.Second)},
 			ledger.Fence{Scope: "stale", Token: fence.Token(1) << 62, Owner: "newer"}, ledger.StatusSkipped, "seed", now))
 
-		for _, job := range []string{"held", "free", "running", "orphan", "a", "b"} {
-			withLast(t, s, claimReq(job, at, "seed"))
-		}
 		res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{
 			claimReq("held", at, "me"), claimReq("stale", at, "me"), claimReq("free", at, "me"),
 		}, 0, now)
@@ -145,6 +129,19 @@ func TestRedisLedgerClaimAll(t *testing.T) {
 			require.Equal(t, &ledger.BeginResult{}, res[0].Begin, "not clear: the caller plans")
 			require.Equal(t, ledger.Status(""), s.status("unbegun", "", at), "nothing begun")
 			require.NoError(t, b.Release(ctx, leasedriver.Held{Name: "unbegun", Owner: "checker"}))
+		})
+		t.Run("LastSlotLostIsNotClear", func(t *testing.T) {
+			// The caller saw a slot recorded (Seen) that the ledger no
+			// longer has: a store that lost its data. The lease is taken,
+			// nothing begun: the caller plans and finds the reset.
+			req := claimReq("wiped", at, "me")
+			req.Begin.Seen = at.Add(-time.Second)
+			res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{req}, 0, now)
+			require.NoError(t, err)
+			require.True(t, res[0].Grant.Acquired)
+			require.Equal(t, &ledger.BeginResult{}, res[0].Begin, "not clear")
+			require.Equal(t, ledger.Status(""), s.status("wiped", "", at), "nothing begun")
+			require.NoError(t, b.Release(ctx, leasedriver.Held{Name: "wiped", Owner: "me"}))
 		})
 		t.Run("RunningSlotOfAnotherHolderIsAnsweredHeld", func(t *testing.T) {
 			first, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{claimReq("running", at, "winner")}, 0, now)

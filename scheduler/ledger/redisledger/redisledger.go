@@ -231,7 +231,15 @@ func checkFence(s ledger.Slot, f ledger.Fence) (slotScoped bool, err error) {
 	return f.Check(s)
 }
 
-func unix(t time.Time) string   { return strconv.FormatInt(t.Unix(), 10) }
+func unix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+
+// seenArg is BeginRequest.Seen for clear.lua: unix seconds, "0" for none.
+func seenArg(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return unix(t)
+}
 func millis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 func fromUnix(s string) time.Time {
 	v, _ := strconv.ParseInt(s, 10, 64)
@@ -406,7 +414,7 @@ func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, n
 		k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
 		cmds[i] = claimScript.Queue(ctx, pipe, claimScript.Prepared(
 			[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
-			r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since), r.Fence.Holder))
+			r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since), r.Fence.Holder, seenArg(r.Seen)))
 	}
 	if pipe.Len() == 0 {
 		return out

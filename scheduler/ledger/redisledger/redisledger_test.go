@@ -81,20 +81,7 @@ func TestRedisLedgerBeginIfClear(t *testing.T) {
 		f := ledger.Fence{Scope: "fresh", Token: 1_000, Owner: "a"}
 		slot := func(job string, i int) ledger.Slot { return ledger.Slot{Job: job, At: at(i)} }
 
-		// A job the ledger never saw: not clear (a store that lost its
-		// data looks the same; the caller reads State), nothing begun,
-		// the horizon set as State sets it.
-		_, _, clear, err := beginIfClear(ctx, l, slot("fresh", 1), f, 3, at(0), since, now)
-		require.NoError(t, err)
-		require.False(t, clear, "no last slot")
-		require.Equal(t, "", string(s.status("fresh", "", at(1))), "nothing begun")
-		h, err := l.State(ctx, "fresh", "", since, time.Now())
-		require.NoError(t, err)
-		require.False(t, h.Horizon.IsZero(), "the horizon is set as State sets it")
-		require.True(t, h.Last.IsZero())
-
-		// Once slot 0 is recorded (skipped), slot 1 is clear: attempt 1.
-		require.NoError(t, l.Skip(ctx, slot("fresh", 0), f, ledger.StatusSkipped, "seed", now))
+		// A job the ledger never saw: clear, attempt 1.
 		n, left, clear, err := beginIfClear(ctx, l, slot("fresh", 1), f, 3, at(0), since, now)
 		require.NoError(t, err)
 		require.True(t, clear)
@@ -181,12 +168,10 @@ func TestRedisLedgerBeginIfClearBatch(t *testing.T) {
 		f := ledger.Fence{Token: 5_000, Owner: "a"}
 		as := func(f ledger.Fence, job string) ledger.Fence { f.Scope = job; return f } // job's unit scope, partition ""
 		// "done" succeeded; "stale" was raised by token 6,000; "gap" last
-		// saw a slot two seconds back, with the one between unseen;
-		// "fresh" last saw the fire before at.
+		// saw a slot two seconds back, with the one between unseen.
 		for _, job := range []string{"done", "stale", "gap"} {
 			s.seed(t, ledger.Slot{Job: job, At: at.Add(-2 * time.Second)}, ledger.StatusSucceeded)
 		}
-		s.seed(t, ledger.Slot{Job: "fresh", At: at.Add(-time.Second)}, ledger.StatusSucceeded)
 		_, _, err := l.Begin(ctx, ledger.Slot{Job: "done", At: at}, ledger.Fence{Scope: "done", Token: 5_500, Owner: "x"}, 3, now)
 		require.NoError(t, err)
 		require.NoError(t, l.Finish(ctx, ledger.Slot{Job: "done", At: at}, ledger.Fence{Scope: "done", Token: 5_500, Owner: "x"}, 1, ledger.Outcome{Status: ledger.StatusSucceeded}, now))

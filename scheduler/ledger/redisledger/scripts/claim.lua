@@ -5,7 +5,7 @@
 --
 -- KEYS[1..9] and ARGV[1..7] as begin_if_clear's K and A (clear.lua), the
 -- pause flag KEYS[9] always given (so never used on Cluster); ARGV[8] the
--- attempt's holder label ('' for none).
+-- attempt's holder label ('' for none); ARGV[9] begin_if_clear's seen.
 --
 -- Returns what begin_if_clear returns.
-return begin_if_clear(KEYS, ARGV, nil, ARGV[8])
+return begin_if_clear(KEYS, ARGV, nil, ARGV[8], ARGV[9])

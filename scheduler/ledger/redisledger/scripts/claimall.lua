@@ -10,12 +10,12 @@
 --
 -- ARGV[1] now (unix ms)  ARGV[2] limit, the most leases to take (0: no
 -- limit)  ARGV[3] n, the units
--- then per unit, 9 values: owner, lease TTL (ms), k (its keys: 4, or with
+-- then per unit, 10 values: owner, lease TTL (ms), k (its keys: 4, or with
 -- a slot to begin or check 12 or 13), slot (unix s), max attempts (0: the
 -- slot is checked only: read for done before the lease, never begun),
 -- prev (unix s), since (unix s), the lease's holder label
 -- (lease.RedisOptions.Holder, '' for none), the attempt's holder label
--- (ledger.Fence.Holder)
+-- (ledger.Fence.Holder), seen (unix s, 0: none; clear.lua)
 -- then m, the claim markers to set, and per marker 3 values: the first and
 -- the last unit of its group (1-based, in the order above) and its TTL (ms)
 -- KEYS per unit, in order: its lease key, its lease's fence counter, its
@@ -87,7 +87,7 @@ for _ = 1, n do
   if token and k > 4 and ARGV[ai + 4] ~= '0' then
     local K = {}
     for j = 1, k - 4 do K[j] = KEYS[ki + 3 + j] end
-    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run, ARGV[ai + 8])
+    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run, ARGV[ai + 8], ARGV[ai + 9])
   end
   if r[1] == 0 then
     -- The slot is done (a replica whose claim came after the run): the
@@ -100,7 +100,7 @@ for _ = 1, n do
   out[o + 2] = r[1]
   out[o + 3] = r[2] or false
   out[o + 4] = r[3] or 0
-  o, ki, ai = o + 4, ki + k, ai + 9
+  o, ki, ai = o + 4, ki + k, ai + 10
 end
 for _ = 1, tonumber(ARGV[ai] or '0') do
   local all = true

@@ -13,12 +13,17 @@
 -- owner, read in this script already (begin_attempt's seen.run); holder
 -- the attempt's holder label (begin_attempt's).
 --
+-- seen (unix s, '0' or nil for none) is the latest slot the caller knows
+-- the ledger recorded (ledger.BeginRequest.Seen).
+--
 -- Returns {2} when something else needs planning (paused, another open or
 -- pending slot, the slot waiting for its retry time, a slot between the
--- last one seen and this one that nobody began, or no last slot at all: a
--- pair never seen, or a store that lost its data, which only a State read
--- can tell apart): nothing changed but the horizon, set as State sets it. Otherwise what begin_attempt returns.
-local function begin_if_clear(K, A, run, holder)
+-- last one seen and this one that nobody began, or a last slot missing or
+-- before seen: the store lost data the caller saw, which only a State
+-- read, compared with what it saw, tells): nothing changed but the
+-- horizon, set as State sets it. Otherwise what begin_attempt returns.
+local function begin_if_clear(K, A, run, holder, seen)
+  local floor = tonumber(seen or '0') or 0
   local last = redis.call('GET', K[4])
   if not last then
     -- A unit with a last slot had its horizon set when that slot began.
@@ -34,7 +39,7 @@ local function begin_if_clear(K, A, run, holder)
   end
   if found == 0 then
     local n = tonumber(last or '0')
-    if n < tonumber(A[6]) then return {2} end
+    if n < floor or (n ~= 0 and n < tonumber(A[6])) then return {2} end
     return begin_attempt(K, A, {run = run, last = last, pending = false, retry = false}, holder)
   end
   if K[9] and redis.call('EXISTS', K[9]) == 1 then return {2} end
@@ -50,6 +55,6 @@ local function begin_if_clear(K, A, run, holder)
   local retry = redis.call('ZSCORE', K[7], slot)
   if retry and tonumber(retry) > tonumber(A[4]) then return {2} end
   local n = tonumber(last or '0')
-  if n < tonumber(A[6]) then return {2} end
+  if n < floor or (n ~= 0 and n < tonumber(A[6])) then return {2} end
   return begin_attempt(K, A, {run = run, last = last, pending = pending, retry = retry ~= false}, holder)
 end
