@@ -5,7 +5,8 @@
 //	bench: httpfence_pg_new_key holdfast_us=<x> baseline_us=<x> ratio=<holdfast/baseline>
 //	bench: middleware_<store> bare_us=<x> store_us=<x> overhead_us=<x> ratio=<bare/store>
 //
-// pg_update compares a plain UPDATE with pgfence.FencedUpdate on the same
+// pg_update compares a plain UPDATE (of the same columns: value, token,
+// owner, scope) with pgfence.FencedUpdate on the same
 // 64-row table, at 1 and 16 goroutines, in paired rounds whose order
 // alternates (medians of each, and the median of the per-round ratios).
 // httpfence_pg_new_key compares the middleware over the Postgres stores (a
@@ -93,11 +94,13 @@ CREATE TABLE `+tbl.Sanitize()+` (id int PRIMARY KEY, v text NOT NULL, fence_toke
 INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) g`); err != nil {
 		return err
 	}
-	plainSQL := `UPDATE ` + tbl.Sanitize() + ` SET v = $1 WHERE id = $2`
+	// The baseline writes the same columns as the fenced update (value,
+	// token, owner, scope), without the acceptance rule (issue 36).
+	plainSQL := `UPDATE ` + tbl.Sanitize() + ` SET v = $1, fence_token = $3, fence_owner = $4, fence_scope = $5 WHERE id = $2`
 	var token atomic.Int64
 	token.Store(1_700_000_000_000_000)
 	plain := func(worker int) error {
-		_, err := pool.Exec(ctx, plainSQL, "value", worker)
+		_, err := pool.Exec(ctx, plainSQL, "value", worker, token.Add(1), "bench-owner", "bench")
 		return err
 	}
 	fenced := func(worker int) error {
