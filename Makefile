@@ -57,7 +57,7 @@ chaos: services
 ## (make test runs a few seeds). No services needed.
 SIM_TIME ?= 5m
 sim:
-	SIM_TIME=$(SIM_TIME) $(GO) test -count=1 -timeout 0 -run '^TestSim$$' ./sim
+	SIM_TIME=$(SIM_TIME) $(GO) test -v -count=1 -timeout 0 -run '^TestSim$$' ./sim
 
 ## test-short: unit tests only, no services needed.
 test-short:

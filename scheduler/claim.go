@@ -240,10 +240,14 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 			s.retryClaim(h.u, claimReq{}, s.clock.Now().Add(wakeRetry))
 			return
 		}
+		pruned := st.Pruned
 		st, gap := s.readState(h.ctx(), h.u, st, now)
-		cs.lostTo = time.Time{}
-		if !gap.IsZero() && st.Last.Before(gap) {
-			cs.lostTo = gap // st.Last is the reset's lostFrom
+		cs.lostTo, cs.prunedTo = time.Time{}, time.Time{}
+		if !gap.IsZero() {
+			cs.prunedTo = pruned
+			if st.Last.Before(gap) {
+				cs.lostTo = gap // st.Last is the reset's lostFrom
+			}
 		}
 		p := planClaim(h.u.job, st, cs, req.fire, now)
 		cs.broken = false

@@ -72,6 +72,18 @@ type claimState struct {
 	// whose slots this replica never saw recorded (reset.go): those up to
 	// it that the plan looks at are recorded skipped, reasonRecordLost.
 	lostTo time.Time
+	// prunedTo, when not zero in a plan of a reset's gap, is the ledger's
+	// State.Pruned: the records of done slots before it may have been
+	// pruned since someone planned them, so the gap's slots before it are
+	// left alone (a request for one, an open slot, still runs).
+	prunedTo time.Time
+}
+
+// pruned reports whether g, in a plan of a reset's gap, is before the
+// ledger's prune cutoff: another replica may have planned it, and a Prune
+// deleted its record since. The claim's own fire never is.
+func (cs *claimState) pruned(g, fire cron.Fire) bool {
+	return g.At.Before(cs.prunedTo) && !g.At.Equal(fire.At)
 }
 
 // reasonRecordLost is the reason recorded for a slot of a ledger reset's
@@ -200,7 +212,9 @@ func (pl *planner) outside(gap []cron.Fire) {
 		pl.p.unrecorded, pl.p.first, pl.p.last = keep, gap[0].At, gap[keep-1].At
 	}
 	for _, g := range gap[keep:] {
-		pl.add(step{fire: g, skip: ledger.StatusSkipped, reason: "missed: older than CatchUpWindow"})
+		if !pl.cs.pruned(g, cron.Fire{}) {
+			pl.add(step{fire: g, skip: ledger.StatusSkipped, reason: "missed: older than CatchUpWindow"})
+		}
 	}
 }
 
@@ -212,7 +226,7 @@ func (pl *planner) classify(candidates []cron.Fire, fire cron.Fire) {
 	var missed, overlapped []cron.Fire
 	for _, g := range candidates {
 		switch {
-		case cs.handled[g.At]:
+		case cs.handled[g.At], cs.pruned(g, fire):
 		case !cs.lostTo.IsZero() && !g.At.After(cs.lostTo) && !g.At.Equal(fire.At):
 			pl.add(step{fire: g, skip: ledger.StatusSkipped, reason: reasonRecordLost})
 		case !cs.runFrom.IsZero() && g.At.After(cs.runFrom) && !g.At.After(cs.runTo):

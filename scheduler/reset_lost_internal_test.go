@@ -63,3 +63,26 @@ func TestResetRecordsSlotsFoundHeldAsOutcomeUnknown(t *testing.T) {
 	require.True(t, gap.IsZero())
 	require.Equal(t, sec(6), st.Last)
 }
+
+// A plan of a reset's gap leaves alone the slots before the ledger's prune
+// cutoff (State.Pruned: their records may be pruned since another replica
+// planned them). The simulator found a replica that planned a gap 80 s
+// after the reset and recorded "skipped" over pruned succeeded slots (seed
+// 264). Without the rule, the plan lists them.
+func TestResetGapLeavesPrunedSlots(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	job := planJob(t, Job{Spec: everySecond, MaxCatchUp: 100})
+	st := ledger.State{Last: sec(0), Horizon: t0.Add(-time.Hour)} // the gap's State (rememberState)
+	plan := func(cs *claimState) []string { return stepStrings(planClaim(job, st, cs, cron.Fire{}, sec(8)).steps) }
+
+	cs := newClaimState(sec(8))
+	require.Equal(t, []string{"10:00:01 run", "10:00:02 run", "10:00:03 run", "10:00:04 run",
+		"10:00:05 run", "10:00:06 run", "10:00:07 run", "10:00:08 run"}, plan(cs), "no history: the whole gap")
+
+	cs = newClaimState(sec(8))
+	cs.prunedTo = sec(3) // records before 10:00:03 may be pruned
+	require.Equal(t, []string{"10:00:03 run", "10:00:04 run", "10:00:05 run", "10:00:06 run",
+		"10:00:07 run", "10:00:08 run"}, plan(cs))
+}

@@ -66,6 +66,7 @@ type checker struct {
 	beliefs  map[int]map[string]*belief
 
 	settled int
+	prunedN int64        // records the operator pruned (op_prune)
 	refused int          // stale writes the sink refused
 	debug   func(string) // when set, told of every ledger write (tests)
 }
@@ -121,7 +122,8 @@ func (c *checker) granted(name string, token fence.Token) {
 }
 
 // legal lists the ledger transitions a record may make without an
-// operator's request (the simulator's operator triggers new slots only).
+// operator's request; a request (Retry, Backfill, Trigger) makes any
+// record pending (the ledger refuses it for a running one).
 var legal = map[ledger.Status][]ledger.Status{
 	"":                     {ledger.StatusPending, ledger.StatusRunning, ledger.StatusSkipped, ledger.StatusMissed},
 	ledger.StatusPending:   {ledger.StatusRunning, ledger.StatusSkipped, ledger.StatusMissed, ledger.StatusPending},
@@ -140,7 +142,7 @@ func (c *checker) ledgerWrote(op string, rec ledger.Record) {
 	defer c.mu.Unlock()
 	id := slotOf(rec.Slot)
 	prev := c.status[id]
-	ok := false
+	ok := op == "request" && rec.Status == ledger.StatusPending
 	for _, s := range legal[prev] {
 		ok = ok || s == rec.Status
 	}
@@ -169,6 +171,15 @@ func orNone(s ledger.Status) string {
 		return "none"
 	}
 	return string(s)
+}
+
+// pruned: the operator pruned n records of slots the checker has judged
+// already (older than a minute; Grace is 45 s). Their statuses stay
+// remembered, as across a data loss.
+func (c *checker) pruned(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prunedN += n
 }
 
 // ledgerLost: the ledger restarted without its data.

@@ -62,6 +62,57 @@ var faultKinds = []struct {
 	{"op_pause", 1},   // the operator pauses a job, resumes it later
 }
 
+// operatorKinds are the operator's actions on slots, drawn from a stream
+// of their own (planOperator), with their weight.
+var operatorKinds = []struct {
+	kind   string
+	weight int
+}{
+	{"op_retry", 2},    // Retry of a past slot of a unit
+	{"op_backfill", 1}, // Backfill of 2-6 past slots of a unit
+	{"op_prune", 1},    // the ledger pruned of its records older than a minute
+}
+
+// planOperator draws the operator's retries, backfills and prunes for
+// seed: at each step, with probability 1/(4 rate), one of them. Its own
+// random stream, so that it leaves plan's schedule as it was (the
+// schedules the former findings were found with).
+func planOperator(seed uint64, steps, replicas int, rate int) []event {
+	rng := rand.New(newPCG(seed, 3))
+	total := 0
+	for _, k := range operatorKinds {
+		total += k.weight
+	}
+	var evs []event
+	for step := 0; step < steps; step++ {
+		if rng.IntN(4*rate) != 0 {
+			continue
+		}
+		w := rng.IntN(total)
+		kind := ""
+		for _, k := range operatorKinds {
+			if w < k.weight {
+				kind = k.kind
+				break
+			}
+			w -= k.weight
+		}
+		r := rng.IntN(replicas)
+		unit := rng.IntN(len(units()))
+		back := 3 + rng.IntN(40) // seconds before now of the (latest) slot
+		n := 2 + rng.IntN(5)     // slots of a backfill
+		switch kind {
+		case "op_retry":
+			evs = append(evs, event{step: step, kind: kind, r: r, arg: fmt.Sprint(unit), d: time.Duration(back) * time.Second})
+		case "op_backfill":
+			evs = append(evs, event{step: step, kind: kind, r: r, arg: fmt.Sprintf("%d/%d", unit, n), d: time.Duration(back) * time.Second})
+		case "op_prune":
+			evs = append(evs, event{step: step, kind: kind})
+		}
+	}
+	return evs
+}
+
 // plan draws the schedule of steps steps for seed on replicas replicas:
 // at each step, with probability 1/rate, one fault or operator action,
 // and the events that end it (heal, resume, restart) some steps later.

@@ -22,10 +22,16 @@ type ledgerStore struct {
 	mu   sync.Mutex
 	mem  *ledgertest.Memory
 	down bool
+	// horizons holds each pair's first horizon, which State shows for
+	// ever, and hidden the pairs with no slot begun since the last loss
+	// (for the mutation resetUnrecorded only).
+	horizons map[[2]string]time.Time
+	hidden   map[[2]string]time.Time // the pair's seeded last slot (zero until its first read)
 }
 
 func newLedgerStore(mut mutation, chk *checker) *ledgerStore {
-	return &ledgerStore{mut: mut, chk: chk, mem: ledgertest.NewMemory()}
+	return &ledgerStore{mut: mut, chk: chk, mem: ledgertest.NewMemory(),
+		horizons: map[[2]string]time.Time{}, hidden: map[[2]string]time.Time{}}
 }
 
 // crash takes the store down (every call fails) and loses its data.
@@ -35,6 +41,34 @@ func (s *ledgerStore) crash() {
 	s.down = true
 	s.mem = ledgertest.NewMemory()
 	s.chk.ledgerLost()
+	if s.mut.has(resetUnrecorded) {
+		for pair := range s.horizons {
+			s.hidden[pair] = time.Time{}
+		}
+	}
+}
+
+// disguise is the planted bug resetUnrecorded: st, read at now, as a store
+// that hides its loss answers it. s.mu is held.
+func (s *ledgerStore) disguise(job, partition string, st ledger.State, now time.Time) ledger.State {
+	pair := [2]string{job, partition}
+	if h, ok := s.horizons[pair]; ok {
+		st.Horizon = h // the first horizon, for ever: a loss never shows
+	} else {
+		s.horizons[pair] = st.Horizon
+	}
+	seed, hiding := s.hidden[pair]
+	switch {
+	case !hiding:
+	case !st.Last.IsZero():
+		delete(s.hidden, pair) // a slot was begun since: its last is real
+	case seed.IsZero():
+		st.Last = now.Truncate(time.Second)
+		s.hidden[pair] = st.Last
+	default:
+		st.Last = seed
+	}
+	return st
 }
 
 // up brings a crashed store back, empty.
@@ -79,6 +113,9 @@ func (v *ledgerView) State(ctx context.Context, job, partition string, since, no
 	err = v.call(ctx, func(m *ledgertest.Memory) error {
 		var e error
 		st, e = m.State(ctx, job, partition, since, now)
+		if e == nil && v.s.mut.has(resetUnrecorded) {
+			st = v.s.disguise(job, partition, st, now)
+		}
 		return e
 	})
 	return st, err

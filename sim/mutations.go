@@ -22,6 +22,19 @@ const (
 	// noIdempotency: the sink forgets the idempotency keys it applied,
 	// so a retried or replayed write applies its effect again.
 	noIdempotency
+	// resetUnrecorded: the ledger store, back empty after a data loss,
+	// keeps no trace of it: State answers the horizon it had before and,
+	// for a pair with no slot since, the instant of its first read after
+	// the loss as the last slot (as a store that seeds "last" on start
+	// would), so no replica finds the reset and the slots of the outage
+	// are never planned.
+	resetUnrecorded
+	// fenceKeyShared: the sink keeps a resource's fence in the key space
+	// of the resources, at "<resource>:fence", and the job mail writes
+	// the resource named "effect:pay|eu:fence" (a name from input): each
+	// of its writes overwrites pay|eu's fence, whose next write, stale or
+	// not, starts it again.
+	fenceKeyShared
 )
 
 // has reports whether m includes bug.
@@ -38,4 +51,6 @@ var controls = []struct {
 	{"time_floor_off", timeFloorOff, "token_not_increasing"},
 	{"evicted_lease_not_signalled", evictedNotSignalled, "loss_not_signalled"},
 	{"sink_without_idempotency_key", noIdempotency, "effect_twice"},
+	{"ledger_reset_unrecorded", resetUnrecorded, "slot_unaccounted"},
+	{"resource_name_reaches_a_fence", fenceKeyShared, "stale_effect"},
 }

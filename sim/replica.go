@@ -200,6 +200,9 @@ func (w *world) jobFunc(p *proc, sv *sinkView) func(context.Context, scheduler.R
 			w.chk.debug(fmt.Sprintf("write %s token=%d ctx=%v", id, run.Token, ctx.Err()))
 		}
 		resource := "effect:" + ledger.UnitScope(run.Job, run.Partition)
+		if w.sink.mut.has(fenceKeyShared) && run.Job == "mail" {
+			resource = "effect:" + ledger.UnitScope("pay", "eu") + ":fence" // a name from input
+		}
 		return sv.write(ctx, resource, run.Token, run.Owner, run.IdempotencyKey, id)
 	}
 }

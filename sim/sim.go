@@ -9,11 +9,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing/synctest"
 	"time"
 
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
 )
 
 // Config is one simulated run.
@@ -35,8 +37,12 @@ type Config struct {
 	// and steps up to ±900 ms, below the simulated jobs' 1 s period.
 	WildClocks bool
 
-	mutation mutation     // the planted bugs (tests only)
-	debug    func(string) // told of every ledger write (tests only)
+	mutation mutation // the planted bugs (tests only)
+	// noSlotOps leaves out the operator's retries, backfills and prunes
+	// (planOperator): the schedules the former findings were found with
+	// (tests only).
+	noSlotOps bool
+	debug     func(string) // told of every ledger write (tests only)
 }
 
 // Grace is how long after its instant a slot must have an effect or a
@@ -171,6 +177,9 @@ func Run(cfg Config) (Result, error) {
 	}
 
 	evs := plan(cfg.Seed, cfg.Steps, cfg.Replicas, cfg.FaultRate, cfg.WildClocks)
+	if !cfg.noSlotOps {
+		evs = append(evs, planOperator(cfg.Seed, cfg.Steps, cfg.Replicas, cfg.FaultRate)...)
+	}
 	slices.SortStableFunc(evs, func(a, b event) int { return a.step - b.step })
 	t0 := time.Now()
 	start := t0.Unix()
@@ -283,7 +292,7 @@ func (w *world) apply(e event) {
 	}
 	w.mu.Unlock()
 	switch e.kind {
-	case "delay", "slow_sink", "drop_request", "partition", "drop_reply", "heal", "pause", "resume", "op_trigger", "op_pause":
+	case "delay", "slow_sink", "drop_request", "partition", "drop_reply", "heal", "pause", "resume", "op_trigger", "op_pause", "op_retry", "op_backfill":
 		if r == nil {
 			return // the replica is down (crashed): nothing to do
 		}
@@ -372,7 +381,45 @@ func (w *world) apply(e event) {
 		})
 	case "op_resume":
 		w.resume(e.arg)
+	case "op_retry", "op_backfill":
+		w.slotOp(r, e)
+	case "op_prune":
+		w.goOwned(func() {
+			// holdfast ledger prune: straight to the store, records of
+			// slots older than a minute, all checked already (Grace).
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			before := time.Now().Add(-time.Minute)
+			_ = w.ledger.do(func(m *ledgertest.Memory) error {
+				n, err := m.Prune(ctx, before)
+				w.chk.pruned(n)
+				return err
+			})
+		})
 	}
+}
+
+// slotOp carries out the operator's Retry (op_retry) or Backfill
+// (op_backfill) of past slots of a unit on replica r: its latest slot
+// e.d before now (aligned to the job's period), and for a backfill the
+// slots before it ("<unit>/<count>").
+func (w *world) slotOp(r *replica, e event) {
+	unit, count, _ := strings.Cut(e.arg, "/")
+	i, _ := strconv.Atoi(unit)
+	n, _ := strconv.Atoi(count)
+	u := units()[i]
+	every := u.at
+	latest := time.Unix((time.Now().Add(-e.d).Unix()/every)*every, 0)
+	w.goOwned(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if e.kind == "op_retry" {
+			_ = r.sched.Retry(ctx, u.job, u.partition, latest, "sim")
+			return
+		}
+		from := latest.Add(-time.Duration(int64(n-1)*every) * time.Second)
+		_, _ = r.sched.Backfill(ctx, u.job, u.partition, from, latest, "sim")
+	})
 }
 
 // resume asks the live replicas to resume job, one after the other, a

@@ -196,9 +196,17 @@ func TestFormerFindings(t *testing.T) {
 		{"seed_22", Config{Seed: 22}},
 		{"seed_50", Config{Seed: 50}},
 		{"seed_224", Config{Seed: 224}},
+		// A replica finds a reset 80 s after it happened and plans its gap
+		// after the operator pruned records of slots others had planned
+		// in it: the plan must leave the pruned slots alone (State.Pruned).
+		{"stale_gap_after_prune", Config{Seed: 264}},
 	} {
-		res := runSeed(t, f.cfg)
+		cfg := f.cfg
+		cfg.noSlotOps = true // the schedule each was found with
+		res := runSeed(t, cfg)
 		require.Empty(t, res.Violations, "%s (seed %d)", f.name, f.cfg.Seed)
+		res = runSeed(t, f.cfg) // and with the operator's slot actions
+		require.Empty(t, res.Violations, "%s (seed %d, with slot actions)", f.name, f.cfg.Seed)
 	}
 }
 

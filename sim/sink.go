@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/holdfast-go/holdfast/fence"
@@ -22,10 +24,27 @@ type sink struct {
 	mu      sync.Mutex
 	regs    *sinktest.Memory
 	applied map[string]bool
+	// epoch counts, per resource, the overwrites of its fence by a write
+	// to the resource "<resource>:fence" (for the mutation fenceKeyShared
+	// only): each starts a fresh fence.
+	epoch map[string]int
 }
 
 func newSink(mut mutation, chk *checker) *sink {
-	return &sink{mut: mut, chk: chk, regs: sinktest.NewMemory(), applied: map[string]bool{}}
+	return &sink{mut: mut, chk: chk, regs: sinktest.NewMemory(), applied: map[string]bool{}, epoch: map[string]int{}}
+}
+
+// fenceOf names resource's fence in regs: the resource itself, or under
+// the planted bug fenceKeyShared, the resource and the number of times a
+// write to "<resource>:fence" overwrote it. s.mu is held.
+func (s *sink) fenceOf(resource string) string {
+	if !s.mut.has(fenceKeyShared) {
+		return resource
+	}
+	if victim, ok := strings.CutSuffix(resource, ":fence"); ok {
+		s.epoch[victim]++
+	}
+	return fmt.Sprintf("%s#%d", resource, s.epoch[resource])
 }
 
 // write applies the effect of slot (a slotID) under key, fenced by token
@@ -34,7 +53,7 @@ func (s *sink) write(ctx context.Context, resource string, token fence.Token, ow
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.mut.has(staleSinkAccept) { // the planted bug skips the check
-		if err := s.regs.Write(ctx, resource, token, owner, key); err != nil {
+		if err := s.regs.Write(ctx, s.fenceOf(resource), token, owner, key); err != nil {
 			s.chk.refusedWrite()
 			return err
 		}

@@ -305,6 +305,11 @@ type State struct {
 	Horizon time.Time
 	// Paused reports that the job is paused (SetPaused).
 	Paused bool
+	// Pruned is the latest cutoff Prune used on the pair (zero: never):
+	// the records of done slots before it may be gone, so a plan that
+	// looks behind Last (a found reset's gap) leaves those slots alone:
+	// they were recorded once (see scheduler/reset.go).
+	Pruned time.Time
 }
 
 // Attempt is one attempt of a slot as the ledger records it.

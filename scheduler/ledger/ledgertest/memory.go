@@ -38,6 +38,7 @@ type memPair struct {
 	fences  map[string]*scopeFence // by scope: the unit's and its slots' (ledger.Fence)
 	horizon time.Time
 	last    time.Time
+	pruned  time.Time         // the latest cutoff of Prune (State.Pruned)
 	runs    map[int64]*memRun // by slot, unix seconds
 }
 
@@ -108,7 +109,7 @@ func (m *Memory) State(ctx context.Context, job, partition string, since, now ti
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pair(job, partition, now)
-	st := ledger.State{Last: p.last, Horizon: p.horizon, Paused: m.paused[job]}
+	st := ledger.State{Last: p.last, Horizon: p.horizon, Paused: m.paused[job], Pruned: p.pruned}
 	for _, r := range p.runs {
 		if r.rec.Status != ledger.StatusPending && r.rec.Slot.At.Before(since) {
 			continue
@@ -388,6 +389,9 @@ func (m *Memory) Prune(ctx context.Context, before time.Time) (int64, error) {
 	defer m.mu.Unlock()
 	var deleted int64
 	for _, p := range m.pairs {
+		if before.After(p.pruned) {
+			p.pruned = before
+		}
 		for k, r := range p.runs {
 			if r.rec.Slot.At.Before(before) && !r.rec.Slot.At.Equal(p.last) && isDone(r.rec) {
 				delete(p.runs, k)

@@ -36,6 +36,16 @@ func (l *Ledger) Prune(ctx context.Context, before time.Time) (deleted int64, er
 		return 0, err
 	}
 	what := "slots before " + before.UTC().Format(time.RFC3339)
+	// The cutoff first: no record is gone before State.Pruned says it
+	// may be.
+	if err := l.inTx(ctx, op, what, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, l.sql.pruneCutoff, before); err != nil {
+			return wrapDBError(op, what, err)
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
 	for {
 		var n int64
 		err := l.inTx(ctx, op, what, func(tx pgx.Tx) error {

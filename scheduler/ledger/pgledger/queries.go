@@ -49,6 +49,9 @@ type queries struct {
 	// prune: $1 cutoff, $2 batch size. Deletes one batch of done runs
 	// (their attempts cascade); rows a transition holds are skipped.
 	prune string
+	// pruneCutoff: $1 cutoff. Raises every pair's pruned_before to it
+	// (State.Pruned), before prune deletes anything.
+	pruneCutoff string
 	// prunePreview: $1 cutoff, $2 limit. The rows prune would delete (the
 	// same predicate, prunable), with the count of all.
 	prunePreview string
@@ -105,6 +108,8 @@ WHERE job_name = $1 AND partition_key = $2`),
 		slotFenceToken: r.Replace(`SELECT token FROM {{slotFences}}
 WHERE job_name = $1 AND partition_key = $2 AND schedule_slot = $3`),
 
+		pruneCutoff: r.Replace(`UPDATE {{fences}} SET pruned_before = $1
+ WHERE pruned_before IS NULL OR pruned_before < $1`),
 		prune: r.Replace(`DELETE FROM {{runs}}
  WHERE id IN (SELECT r.id FROM {{runs}} r
                WHERE ` + prunable + `
@@ -189,8 +194,8 @@ ON CONFLICT (job_name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now(
 		// between its own attempts: any running slot it sees is abandoned.
 		paused: r.Replace(`SELECT COALESCE((SELECT paused FROM {{pauses}} WHERE job_name = $1), false)`),
 		state: r.Replace(`WITH f AS (
-    SELECT horizon, last_slot, token FROM {{fences}} WHERE job_name = $1 AND partition_key = $2)
-SELECT (SELECT horizon FROM f), (SELECT last_slot FROM f),
+    SELECT horizon, last_slot, token, pruned_before FROM {{fences}} WHERE job_name = $1 AND partition_key = $2)
+SELECT (SELECT horizon FROM f), (SELECT last_slot FROM f), (SELECT pruned_before FROM f),
        COALESCE((SELECT paused FROM {{pauses}} WHERE job_name = $1), false),
        r.schedule_slot, r.status, r.retry_at
   FROM (VALUES (1)) AS one (n)
@@ -202,7 +207,7 @@ SELECT (SELECT horizon FROM f), (SELECT last_slot FROM f),
 		// state for many pairs in one statement: the rows of each pair,
 		// its index (from 1) first, in the order asked, each pair's first
 		// row carrying its fence and pause flag as state's does.
-		states: r.Replace(`SELECT q.i, f.horizon, f.last_slot, COALESCE(p.paused, false),
+		states: r.Replace(`SELECT q.i, f.horizon, f.last_slot, f.pruned_before, COALESCE(p.paused, false),
        r.schedule_slot, r.status, r.retry_at
   FROM unnest($1::text[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS q (job, part, since, i)
   LEFT JOIN {{fences}} f ON f.job_name = q.job AND f.partition_key = q.part

@@ -58,7 +58,7 @@ func (l *Ledger) state(ctx context.Context, job, partition string, since time.Ti
 		defer rows.Close()
 		for rows.Next() {
 			var r stateRow
-			if err := rows.Scan(&r.horizon, &r.last, &st.Paused, &r.at, &r.status, &r.retryAt); err != nil {
+			if err := rows.Scan(&r.horizon, &r.last, &r.pruned, &st.Paused, &r.at, &r.status, &r.retryAt); err != nil {
 				return err
 			}
 			known = r.add(&st)
@@ -70,14 +70,14 @@ func (l *Ledger) state(ctx context.Context, job, partition string, since time.Ti
 
 // stateRow is one row of the state and states statements.
 type stateRow struct {
-	horizon, last, at, retryAt *time.Time
-	status                     *string
+	horizon, last, pruned, at, retryAt *time.Time
+	status                             *string
 }
 
 // add puts the row into st (its Paused scanned already) and reports
 // whether the pair has a fence row.
 func (r stateRow) add(st *ledger.State) (known bool) {
-	st.Horizon, st.Last = utc(r.horizon), utc(r.last)
+	st.Horizon, st.Last, st.Pruned = utc(r.horizon), utc(r.last), utc(r.pruned)
 	if r.at == nil {
 		return r.horizon != nil // the first row only, when nothing is open
 	}
@@ -128,7 +128,7 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 				paused bool
 				r      stateRow
 			)
-			if err := rows.Scan(&i, &r.horizon, &r.last, &paused, &r.at, &r.status, &r.retryAt); err != nil {
+			if err := rows.Scan(&i, &r.horizon, &r.last, &r.pruned, &paused, &r.at, &r.status, &r.retryAt); err != nil {
 				return err
 			}
 			if i < 1 || int(i) > len(reqs) {

@@ -57,8 +57,16 @@ func (l *Ledger) Prune(ctx context.Context, before time.Time) (int64, error) {
 	return deleted, nil
 }
 
-// prunePair prunes one pair, a batch at a time, from its oldest slot.
+// prunedMember is the one member of a pair's pruned zset (ledgerKeys).
+const prunedMember = "cutoff"
+
+// prunePair prunes one pair, a batch at a time, from its oldest slot. It
+// first raises the pair's pruned cutoff (State.Pruned) to before, so that
+// no record is gone before the cutoff says it may be.
 func (l *Ledger) prunePair(ctx context.Context, k ledgerKeys, before time.Time) (int64, error) {
+	if err := l.rdb.ZAddGT(ctx, k.pruned, redis.Z{Score: float64(before.Unix()), Member: prunedMember}).Err(); err != nil {
+		return 0, err
+	}
 	var deleted int64
 	from := "-inf"
 	for {

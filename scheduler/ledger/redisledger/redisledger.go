@@ -185,7 +185,10 @@ func (l *Ledger) checkPolicy(ctx context.Context) error {
 
 type ledgerKeys struct {
 	fence, open, pending, retry, index, last, horizon string
-	base                                              string
+	// pruned is a zset of one member, "cutoff", scored with the latest
+	// cutoff of Prune (unix s; ZADD GT keeps the latest): State.Pruned.
+	pruned string
+	base   string
 }
 
 func (l *Ledger) keys(job, partition string) ledgerKeys {
@@ -200,7 +203,7 @@ func (l *Ledger) keys(job, partition string) ledgerKeys {
 func keysAt(b string) ledgerKeys {
 	return ledgerKeys{
 		fence: b + "fence", open: b + "open", pending: b + "pending", retry: b + "retry",
-		index: b + "index", last: b + "last", horizon: b + "horizon", base: b,
+		index: b + "index", last: b + "last", horizon: b + "horizon", pruned: b + "pruned", base: b,
 	}
 }
 
@@ -276,6 +279,7 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 		retry         *redis.ZSliceCmd
 		last, horizon *redis.StringCmd
 		paused        *redis.IntCmd
+		pruned        *redis.FloatCmd
 	}
 	if len(reqs) == 0 {
 		return nil, nil
@@ -293,6 +297,7 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 		pipe.SetNX(ctx, k.horizon, millis(now), 0)
 		rs[i].horizon = pipe.Get(ctx, k.horizon)
 		rs[i].paused = pipe.Exists(ctx, l.pausedKey(q.Job))
+		rs[i].pruned = pipe.ZScore(ctx, k.pruned, prunedMember)
 	}
 	// Exec answers the first command's error only, and redis.Nil (a GET
 	// of a pair that never began a slot) is no error: a later command's
@@ -331,6 +336,9 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 		}
 		st.Horizon = fromMillis(r.horizon.Val())
 		st.Paused = r.paused.Val() == 1
+		if r.pruned.Err() == nil {
+			st.Pruned = time.Unix(int64(r.pruned.Val()), 0).UTC()
+		}
 	}
 	return out, nil
 }
