@@ -4,16 +4,21 @@
 // run, with the contenders interleaved round by round, and prints one line
 // per scenario (see bench/README.md), first on the host as it is, then
 // again (prefixed "loaded_") with two CPU-bound busy loops of its own
-// running beside it:
+// running beside it, then (prefixed "latency250_") with every contender
+// through one loopback proxy that adds 125 µs each way (a network between
+// two hosts of one zone). Its header names the host's regime: Redis µs per
+// acquire script (INFO commandstats) and the loopback round trip.
 //
+//	# regime redis_us_per_acquire_evalsha=<x> loopback_rtt_us_p50=<x> ...
 //	bench: <scenario> holdfast=<ops/s> ideal=<ops/s> redsync=<ops/s> redislock=<ops/s> ideal_floor=<ops/s> ratio_vs_ideal=<x.xx> ratio_vs_ideal_floor=<x.xx> allocs=<n>
 //	bench: loaded_<scenario> ...
+//	bench: latency250_<scenario> ...
 //	bench: handoff p50_ms=<x> p99_ms=<x>
 //	bench: roundtrips acquire_release=<n> failed_try=<n>
 //
 // Usage (Redis at REDIS_URL, default redis://127.0.0.1:6379/0):
 //
-//	go run ./cmd/leasebench [-rounds 120] [-ops 300] [-busy 2] [-v] [-cpuprofile f] [-memprofile f]
+//	go run ./cmd/leasebench [-rounds 120] [-ops 300] [-busy 2] [-latency 125us] [-latency-rounds 10] [-v] [-cpuprofile f] [-memprofile f]
 package main
 
 import (
@@ -30,6 +35,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,10 +57,14 @@ type config struct {
 	ttl          time.Duration
 	busy         int // busy loops beside the loaded scenarios; 0: none
 	loadedRounds int // rounds of each loaded scenario
-	verbose      bool
-	cpuprofile   string
-	memprofile   string
-	only         string // run the scenarios whose name contains it only ("": all)
+	// latency is the one-way delay of the latency regime's proxy (0:
+	// none), latencyRounds its rounds per scenario.
+	latency       time.Duration
+	latencyRounds int
+	verbose       bool
+	cpuprofile    string
+	memprofile    string
+	only          string // run the scenarios whose name contains it only ("": all)
 }
 
 func main() {
@@ -67,6 +77,8 @@ func main() {
 	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease TTL")
 	flag.IntVar(&cfg.loadedRounds, "loaded-rounds", 60, "interleaved rounds per loaded_ scenario")
 	flag.IntVar(&cfg.busy, "busy", 2, "CPU-bound busy loops (processes) run beside the loaded_ scenarios; 0 skips them")
+	flag.DurationVar(&cfg.latency, "latency", 125*time.Microsecond, "one-way delay of the latency regime: every contender through one loopback proxy that adds it each way (latency<RTT µs>_ lines); 0 skips the regime")
+	flag.IntVar(&cfg.latencyRounds, "latency-rounds", 10, "interleaved rounds per latency scenario")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every round to stderr")
 	flag.StringVar(&cfg.only, "only", "", "run only the scenarios whose name contains this (e.g. _16); the hand-off and round-trip lines are skipped")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -79,8 +91,8 @@ func main() {
 }
 
 func run(cfg config, stdout, stderr io.Writer) (err error) {
-	if cfg.rounds < 1 || cfg.loadedRounds < 1 || cfg.ops < 1 || cfg.trials < 1 || cfg.busy < 0 {
-		return errors.New("-rounds, -loaded-rounds, -ops and -trials must be positive, -busy not negative")
+	if cfg.rounds < 1 || cfg.loadedRounds < 1 || cfg.latencyRounds < 1 || cfg.ops < 1 || cfg.trials < 1 || cfg.busy < 0 || cfg.latency < 0 {
+		return errors.New("-rounds, -loaded-rounds, -latency-rounds, -ops and -trials must be positive, -busy and -latency not negative")
 	}
 	opts, err := redis.ParseURL(cfg.url)
 	if err != nil {
@@ -126,6 +138,12 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 	}
 	fmt.Fprintf(stdout, "# leasebench %s GOMAXPROCS=%d redis=%s rounds=%d loaded_rounds=%d ops=%d ttl=%v busy=%d\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), opts.Addr, cfg.rounds, cfg.loadedRounds, cfg.ops, cfg.ttl, cfg.busy)
+	reg, err := hostRegime(ctx, rdb, bench.KeyPrefix(prefix, "regime"))
+	if err != nil {
+		return fmt.Errorf("regime: %w", err)
+	}
+	fmt.Fprintf(stdout, "# regime redis_us_per_acquire_evalsha=%.2f loopback_rtt_us_p50=%.1f (Redis CPU per acquire script from INFO commandstats over %d acquires; PING round trip, %d pings)\n",
+		reg.evalshaUS, reg.rttUS, regimeAcquires, regimePings)
 	start := time.Now()
 
 	r := &runner{cfg: cfg, contenders: contenders, stderr: stderr}
@@ -141,6 +159,12 @@ func run(cfg config, stdout, stderr io.Writer) (err error) {
 		stop()
 		if err != nil {
 			return err
+		}
+	}
+
+	if cfg.latency > 0 {
+		if err := latencyRegime(ctx, stdout, cfg, opts, prefix, stderr); err != nil {
+			return fmt.Errorf("latency regime: %w", err)
 		}
 	}
 
@@ -688,4 +712,121 @@ func num(v float64) string {
 		return fmt.Sprintf("%d", int64(v))
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// ---- regimes -------------------------------------------------------------
+
+// regimeAcquires and regimePings are the calibration's sizes.
+const (
+	regimeAcquires = 500
+	regimePings    = 1000
+)
+
+// regime is what tells two hosts' figures apart: the Redis CPU one acquire
+// script costs there, and the loopback round trip.
+type regime struct {
+	evalshaUS, rttUS float64
+}
+
+// hostRegime measures the host's regime: regimeAcquires acquisitions of
+// distinct leases through redislease (no keep-alive, no release), with the
+// server's EVALSHA calls and µs read from INFO commandstats before and
+// after (other clients of the same server add to them), and the p50 of
+// regimePings PINGs.
+func hostRegime(ctx context.Context, rdb *redis.Client, prefix string) (regime, error) {
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
+	if err != nil {
+		return regime{}, err
+	}
+	if _, err := b.Acquire(ctx, "warm", "regime", time.Minute); err != nil { // the script loaded
+		return regime{}, err
+	}
+	calls0, us0, err := evalshaStats(ctx, rdb)
+	if err != nil {
+		return regime{}, err
+	}
+	for i := range regimeAcquires {
+		if _, err := b.Acquire(ctx, "r"+strconv.Itoa(i), "regime", time.Minute); err != nil {
+			return regime{}, err
+		}
+	}
+	calls1, us1, err := evalshaStats(ctx, rdb)
+	if err != nil {
+		return regime{}, err
+	}
+	var r regime
+	if calls1 > calls0 {
+		r.evalshaUS = float64(us1-us0) / float64(calls1-calls0)
+	}
+	rtts := make([]time.Duration, regimePings)
+	for i := range rtts {
+		t := time.Now()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return regime{}, err
+		}
+		rtts[i] = time.Since(t)
+	}
+	slices.Sort(rtts)
+	r.rttUS = float64(rtts[len(rtts)/2].Nanoseconds()) / 1e3
+	return r, nil
+}
+
+// evalshaStats returns the server's EVALSHA calls and µs so far
+// (cmdstat_evalsha in INFO commandstats).
+func evalshaStats(ctx context.Context, rdb *redis.Client) (calls, usec int64, err error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls = n
+			case "usec":
+				usec = n
+			}
+		}
+	}
+	return calls, usec, nil
+}
+
+// latencyRegime runs the scenarios (but the idle-only ones) with every
+// contender's client going through one loopback proxy that adds
+// cfg.latency each way (bench.LatencyProxy): Redis across a network, not
+// on loopback. Lines are prefixed "latency<round trip in µs>_".
+func latencyRegime(ctx context.Context, stdout io.Writer, cfg config, opts *redis.Options, prefix string, stderr io.Writer) error {
+	proxy, err := bench.NewLatencyProxy(opts.Addr, cfg.latency)
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	popts := *opts
+	popts.Addr = proxy.Addr()
+	rdb := redis.NewClient(&popts)
+	defer rdb.Close()
+	rtts := make([]time.Duration, 200)
+	for i := range rtts {
+		t := time.Now()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		rtts[i] = time.Since(t)
+	}
+	slices.Sort(rtts)
+	label := fmt.Sprintf("latency%d_", (2 * cfg.latency).Microseconds())
+	fmt.Fprintf(stdout, "# regime %s one_way_us=%d proxied_rtt_us_p50=%.1f\n", label, cfg.latency.Microseconds(),
+		float64(rtts[len(rtts)/2].Nanoseconds())/1e3)
+	contenders, err := bench.New(rdb, bench.KeyPrefix(prefix, "latency"), cfg.ttl)
+	if err != nil {
+		return err
+	}
+	r := &runner{cfg: cfg, contenders: contenders, stderr: stderr}
+	return r.scenarios(ctx, stdout, label, cfg.latencyRounds)
 }
