@@ -101,9 +101,9 @@ func (r Row) resource() string {
 // apply the rule to the row as that writer left it. Under REPEATABLE READ or
 // SERIALIZABLE it fails with ErrRetryable instead.
 func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, h fence.Holder) (err error) {
-	if ctx != nil {
+	if tr := callerTracer(ctx); tr != nil {
 		var span trace.Span
-		ctx, span = startWrite(ctx, newTracer(nil), "update", row.resource(), h)
+		ctx, span = startWrite(ctx, tr, "update", row.resource(), h)
 		defer func() { endWrite(span, err) }()
 	}
 	sh, err := prepareWrite(row, set, h)
@@ -149,9 +149,9 @@ func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 // rule to the committed row; under REPEATABLE READ or SERIALIZABLE it fails
 // with ErrRetryable instead.
 func FencedUpsert(ctx context.Context, db DBTX, row Row, set map[string]any, h fence.Holder) (err error) {
-	if ctx != nil {
+	if tr := callerTracer(ctx); tr != nil {
 		var span trace.Span
-		ctx, span = startWrite(ctx, newTracer(nil), "upsert", row.resource(), h)
+		ctx, span = startWrite(ctx, tr, "upsert", row.resource(), h)
 		defer func() { endWrite(span, err) }()
 	}
 	sh, err := prepareWrite(row, set, h)
