@@ -17,6 +17,11 @@ type JobInfo struct {
 	Partitions []string
 	// Next is the job's next scheduled slot after now (zero if none).
 	Next time.Time
+	// EndAt is Job.EndAt (zero: none), and Ended reports that it has
+	// passed: no slot of the job comes due any more (its slots can still
+	// be listed and retried).
+	EndAt time.Time
+	Ended bool
 	// Overlap is the job's overlap policy.
 	Overlap OverlapPolicy
 }
@@ -165,8 +170,12 @@ func (s *Scheduler) Jobs() []JobInfo {
 		seen[u.job.Name] = true
 		info := JobInfo{Name: u.job.Name, Spec: u.job.Spec, Zone: u.job.window.sched.Zone().String(),
 			Partitions: append([]string(nil), u.job.Partitions...), Overlap: u.job.Overlap}
-		if f, ok := u.job.window.next(s.clock.Now()); ok {
+		now := s.clock.Now()
+		if f, ok := u.job.window.next(now); ok {
 			info.Next = f.At
+		}
+		if !u.job.EndAt.IsZero() {
+			info.EndAt, info.Ended = u.job.EndAt.UTC(), !u.job.EndAt.After(now)
 		}
 		out = append(out, info)
 	}

@@ -78,7 +78,10 @@ func serveConsole(ctx context.Context, out io.Writer, rc replicaConfig, sink sto
 	srv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(out, "console: http://%s/ token %s (Ctrl-C to stop)\n", ln.Addr(), token)
+	// One link that opens the console signed in: the token rides in the
+	// fragment, which the browser never sends to a server; the page keeps
+	// it in sessionStorage and drops it from the address bar.
+	fmt.Fprintf(out, "console: http://%s/#token=%s (signed in; the token stays in the browser tab; Ctrl-C to stop)\n", ln.Addr(), token)
 	select {
 	case <-ctx.Done():
 	case err = <-served:

@@ -167,7 +167,8 @@ func testConsole(t *testing.T, bin string) {
 			lines <- sc.Text()
 		}
 	}()
-	consoleRE := regexp.MustCompile(`^console: (http://127\.0\.0\.1:\d+/) token ([0-9a-f]{16}) \(Ctrl-C to stop\)$`)
+	// One link, signed in: the token in the fragment (never sent to the server).
+	consoleRE := regexp.MustCompile(`^console: (http://127\.0\.0\.1:\d+/)#token=([0-9a-f]{16}) \(signed in; the token stays in the browser tab; Ctrl-C to stop\)$`)
 	var url, token string
 	var out strings.Builder
 	for url == "" {

@@ -393,3 +393,28 @@ func TestAdminAPIRunsNeverShowTheOwner(t *testing.T) {
 		}
 	})
 }
+
+// A job whose window ended (EndAt passed on the scheduler's clock) says so:
+// end_at and ended in GET /jobs; a job whose EndAt is still to come has
+// end_at and no ended.
+func TestAdminAPIJobsSayWhenTheWindowEnded(t *testing.T) {
+	t.Parallel()
+	leases, err := lease.New(redistest.Mini(t), lease.Options{})
+	require.NoError(t, err)
+	s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledgertest.NewMemory(), Clock: clock.NewFake(apiNow)})
+	require.NoError(t, err)
+	run := func(context.Context, scheduler.Run) error { return nil }
+	require.NoError(t, s.Register(scheduler.Job{Name: "old", Spec: "0 * * * *", EndAt: apiNow.Add(-time.Hour), Run: run}))
+	require.NoError(t, s.Register(scheduler.Job{Name: "soon", Spec: "0 * * * *", EndAt: apiNow.Add(time.Hour), Run: run}))
+	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil }})
+	require.NoError(t, err)
+	var page schedhttp.JobsPage
+	get(t, h, "/jobs", http.StatusOK, &page)
+	require.Len(t, page.Jobs, 2)
+	require.Equal(t, "old", page.Jobs[0].Name)
+	require.True(t, page.Jobs[0].Ended)
+	require.True(t, page.Jobs[0].EndAt.Equal(apiNow.Add(-time.Hour)))
+	require.True(t, page.Jobs[0].NextFire.IsZero(), "no fire after the window")
+	require.False(t, page.Jobs[1].Ended)
+	require.True(t, page.Jobs[1].EndAt.Equal(apiNow.Add(time.Hour)))
+}

@@ -11,7 +11,7 @@ import (
 // ledger status. LagMS is the succeeded attempt's start minus its slot.
 func jobJSON(info scheduler.JobInfo, st scheduler.JobStatus) JobJSON {
 	j := JobJSON{Name: info.Name, Schedule: info.Spec, Zone: info.Zone, Partitions: info.Partitions,
-		Overlap: info.Overlap.String(), Paused: st.Paused, NextFire: Time{info.Next},
+		Overlap: info.Overlap.String(), Paused: st.Paused, NextFire: Time{info.Next}, EndAt: Time{info.EndAt}, Ended: info.Ended,
 		RecentSkipped: st.Skipped, RecentFailed: st.Failed, RecentSince: Time{st.Since}}
 	if j.Partitions == nil {
 		j.Partitions = []string{}

@@ -48,17 +48,21 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 // newest succeeded slot and LagMS its succeeded attempt's start minus the
 // slot time (nil when the job has no success in the window read).
 type JobJSON struct {
-	Name        string   `json:"name"`
-	Schedule    string   `json:"schedule"`
-	Zone        string   `json:"zone,omitempty"`
-	Partitions  []string `json:"partitions"`
-	Overlap     string   `json:"overlap,omitempty"`
-	Paused      bool     `json:"paused"`
-	NextFire    Time     `json:"next_fire,omitzero"`
-	LastStatus  string   `json:"last_status,omitempty"`
-	LastSlot    Time     `json:"last_slot,omitzero"`
-	LastSuccess Time     `json:"last_success,omitzero"`
-	LagMS       *int64   `json:"lag_ms,omitempty"`
+	Name       string   `json:"name"`
+	Schedule   string   `json:"schedule"`
+	Zone       string   `json:"zone,omitempty"`
+	Partitions []string `json:"partitions"`
+	Overlap    string   `json:"overlap,omitempty"`
+	Paused     bool     `json:"paused"`
+	NextFire   Time     `json:"next_fire,omitzero"`
+	// EndAt is the job's Job.EndAt (absent: none); Ended reports that it
+	// has passed: no slot comes due any more.
+	EndAt       Time   `json:"end_at,omitzero"`
+	Ended       bool   `json:"ended,omitempty"`
+	LastStatus  string `json:"last_status,omitempty"`
+	LastSlot    Time   `json:"last_slot,omitzero"`
+	LastSuccess Time   `json:"last_success,omitzero"`
+	LagMS       *int64 `json:"lag_ms,omitempty"`
 	// RecentSkipped and RecentFailed count the job's records with a slot
 	// at or after RecentSince (an hour ago, or later on a busy job):
 	// skipped or missed, failed or abandoned (scheduler.JobStatus).

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -64,6 +65,10 @@ func console(t *testing.T) (url string, sched *scheduler.Scheduler, stuck *lease
 			return nil
 		},
 	}))
+	// "closed": a job whose window ended an hour ago (the console says
+	// "ended").
+	require.NoError(t, sched.Register(scheduler.Job{Name: "closed", Spec: "0 * * * *", EndAt: time.Now().Add(-time.Hour),
+		Run: func(context.Context, scheduler.Run) error { return nil }}))
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, sched.Start(ctx))
 	t.Cleanup(func() {
@@ -271,6 +276,74 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 		require.NoError(t, os.WriteFile(out, desktop, 0o644))
 		require.NoError(t, os.WriteFile(phoneOut, phone, 0o644))
 		t.Logf("wrote %s and %s", out, phoneOut)
+	}
+}
+
+// The demo's link signs in: the token in the URL fragment lands in
+// sessionStorage and leaves the address bar; the page follows the
+// system's dark mode; the refresh menu pauses and restarts the
+// auto-refresh; a job whose window ended says "ended".
+func TestConsoleLinkSignsInDarkModeAndRefreshMenu(t *testing.T) {
+	url, _, _ := console(t)
+	ctx, stop := browser(t)
+	defer stop()
+	do := func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
+		sctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return chromedp.Do(sctx, steps...)
+	}
+	eval := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		require.NoError(t, err, js)
+		return v
+	}
+
+	// The first action runs on ctx itself: it starts the browser, which a
+	// shorter step context would end with it.
+	_, err := chromedp.Run(ctx, chromedp.Navigate(url+"#token="+token))
+	require.NoError(t, err)
+	require.NoError(t, do(20*time.Second, chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="settle"]`))))
+	require.Equal(t, token, eval(`sessionStorage.getItem("holdfast.token")`), "the fragment's token is kept in the tab")
+	require.Equal(t, "", eval(`location.hash`), "and removed from the address bar")
+	require.NotContains(t, eval(`location.href`), token)
+	require.Equal(t, "true", eval(`String(document.getElementById("login").hidden)`), "signed in: no token form")
+	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="closed"] td.ended`))))
+	require.Contains(t, eval(`document.querySelector('#jobs tr[data-job="closed"]').textContent`), "ended")
+	require.Contains(t, eval(`document.querySelector('#jobs tr[data-job="settle"]').textContent`), "active")
+
+	// The refresh menu: paused, then every second.
+	require.NoError(t, do(10*time.Second, chromedp.SetValue(chromedp.ID("refresh"), "0"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("refresh").dispatchEvent(new Event("change"))`)))
+	require.Equal(t, "null", eval(`String(state.timer)`), "paused: no timer")
+	require.Contains(t, eval(`document.getElementById("status").textContent`), "paused")
+	require.NoError(t, do(10*time.Second, chromedp.SetValue(chromedp.ID("refresh"), "1000"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("refresh").dispatchEvent(new Event("change"))`),
+		chromedp.WaitVisible(chromedp.CSS(`#status`))))
+	require.Equal(t, "1000", eval(`String(state.every)`))
+	require.NotEqual(t, "null", eval(`String(state.timer)`), "refreshing again")
+	testwait.Until(t, 10*time.Second, "a refresh at the new interval", func() bool {
+		return strings.Contains(eval(`document.getElementById("status").textContent`), "every 1 s")
+	})
+
+	// Dark mode: the system's preference, no toggle.
+	light := eval(`getComputedStyle(document.body).backgroundColor`)
+	_, err = chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+	require.NoError(t, err)
+	dark := eval(`getComputedStyle(document.body).backgroundColor`)
+	require.Equal(t, "rgb(246, 247, 249)", light)
+	require.Equal(t, "rgb(15, 19, 23)", dark)
+	shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, err)
+	checkNotBlank(t, "dark.png", shot)
+	if out := os.Getenv("HOLDFAST_WRITE_SCREENSHOT"); out != "" {
+		if !filepath.IsAbs(out) {
+			out = filepath.Join("..", "..", "..", out)
+		}
+		darkOut := strings.TrimSuffix(out, ".png") + "-dark.png"
+		require.NoError(t, os.WriteFile(darkOut, shot, 0o644))
+		t.Logf("wrote %s", darkOut)
 	}
 }
 

@@ -6,10 +6,10 @@
 
 const STATUSES = ["succeeded", "failed", "running", "pending", "skipped", "missed", "abandoned"];
 const SLOTS = 30;           // columns of a job's grid
-const REFRESH_MS = 3000;    // auto-refresh period
 const TOKEN_KEY = "holdfast.token";
+const REFRESH_KEY = "holdfast.refresh";
 
-const state = { selected: null, timer: null, busy: false };
+const state = { selected: null, timer: null, busy: false, every: 3000 };
 
 const $ = (id) => document.getElementById(id);
 
@@ -72,7 +72,24 @@ function start() {
   $("login").hidden = true;
   $("main").hidden = false;
   refresh();
-  if (!state.timer) state.timer = setInterval(refresh, REFRESH_MS);
+  schedule();
+}
+
+// schedule (re)arms the auto-refresh at state.every ms; 0 pauses it.
+function schedule() {
+  if (state.timer) { clearInterval(state.timer); state.timer = null; }
+  if (state.every > 0 && !$("main").hidden) state.timer = setInterval(refresh, state.every);
+}
+
+// signInFromFragment takes a token from the address's fragment
+// (#token=...: a link the demo prints; fragments are never sent to a
+// server nor logged by one), keeps it in sessionStorage, and removes it
+// from the address bar and the history.
+function signInFromFragment() {
+  const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (!m) return;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+  history.replaceState(null, "", location.pathname + location.search);
 }
 
 // act runs an operator action after a confirm() dialog, then refreshes.
@@ -98,7 +115,7 @@ async function refresh() {
     await renderGrids(page.jobs);
     if (state.selected) await renderRun();
     await renderLeases();
-    setStatus("updated " + new Date().toISOString().slice(11, 19) + "Z, every " + REFRESH_MS / 1000 + " s");
+    setStatus("updated " + new Date().toISOString().slice(11, 19) + "Z" + (state.every > 0 ? ", every " + state.every / 1000 + " s" : ", refresh paused"));
   } catch (e) {
     if (e.status === 401 || e.status === 403) showLogin("the API refused the token: " + e.message);
     else setStatus(e.message, true);
@@ -121,7 +138,8 @@ function renderJobs(jobs) {
       el("td", {}, fmt(j.last_success)),
       el("td", {}, ms(j.lag_ms)),
       el("td", {}, last),
-      el("td", { class: j.paused ? "paused" : "" }, j.paused ? "paused" : "active"),
+      el("td", { class: j.paused ? "paused" : j.ended ? "ended" : "", title: j.end_at ? "window ends " + fmt(j.end_at) : "" },
+        j.paused ? "paused" : j.ended ? "ended" : "active"),
       el("td", {}, toggle));
   }));
 }
@@ -216,5 +234,17 @@ $("login").addEventListener("submit", (ev) => {
   start();
 });
 $("forget").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); showLogin(); });
+$("refresh").addEventListener("change", () => {
+  state.every = Number($("refresh").value);
+  sessionStorage.setItem(REFRESH_KEY, String(state.every));
+  schedule();
+  if (state.every > 0) refresh(); else setStatus("refresh paused");
+});
+const savedEvery = sessionStorage.getItem(REFRESH_KEY);
+if (savedEvery !== null && [...$("refresh").options].some((o) => o.value === savedEvery)) {
+  state.every = Number(savedEvery);
+  $("refresh").value = savedEvery;
+}
 renderLegend();
+signInFromFragment();
 if (sessionStorage.getItem(TOKEN_KEY)) start(); else showLogin();
