@@ -233,11 +233,12 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	// Screenshots at desktop and phone width: something is drawn, and at
 	// 390 px the grid scrolls in its box while the page does not.
 	dir := t.TempDir()
-	require.NoError(t, do(10*time.Second, chromedp.EmulateViewport(1280, 1000), chromedp.WaitVisible(chromedp.CSS(cellOf))))
+	require.NoError(t, do(10*time.Second, chromedp.EmulateViewport(1280, 1000), chromedp.WaitVisible(chromedp.CSS(cellOf)),
+		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`)))
 	desktop, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
 	require.NoError(t, do(10*time.Second, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)),
-		chromedp.WaitVisible(chromedp.CSS(cellOf))))
+		chromedp.WaitVisible(chromedp.CSS(cellOf)), chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`)))
 	phone, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
 	for name, b := range map[string][]byte{"desktop.png": desktop, "phone.png": phone} {
@@ -345,6 +346,136 @@ func TestConsoleLinkSignsInDarkModeAndRefreshMenu(t *testing.T) {
 		require.NoError(t, os.WriteFile(darkOut, shot, 0o644))
 		t.Logf("wrote %s", darkOut)
 	}
+}
+
+// The runs list of a job: a deep link opens it (the sign-in token riding
+// along in the fragment), its filters (partition, status) select, it pages
+// with the API's cursor, a chart draws the runs by status, a slot's link
+// opens its attempts, and the backfill form asks for past slots.
+func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
+	url, sched, _ := console(t)
+	testwait.Until(t, 30*time.Second, "six slots of good and of bad", func() bool {
+		for _, p := range []string{"good", "bad"} {
+			recs, err := sched.Runs(context.Background(), "settle", p, time.Time{}, time.Now().Add(time.Second), 10)
+			if err != nil || len(recs) < 6 {
+				return false
+			}
+		}
+		return true
+	})
+	ctx, stop := browser(t)
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	var accepter sync.WaitGroup
+	defer accepter.Wait()
+	defer stop()
+	accepter.Go(func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	})
+	do := func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
+		sctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return chromedp.Do(sctx, steps...)
+	}
+	eval := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		require.NoError(t, err, js)
+		return v
+	}
+	rows := func() []string { // the listed runs, "partition status slot"
+		t.Helper()
+		v := eval(`[...document.querySelectorAll("#runs tbody tr")].map((r) => r.dataset.partition + " " + r.dataset.status + " " + r.dataset.slot).join("\n")`)
+		if v == "" {
+			return nil
+		}
+		return strings.Split(v, "\n")
+	}
+
+	_, err := chromedp.Run(ctx, chromedp.Navigate(url+"#/jobs/settle&token="+token))
+	require.NoError(t, err)
+	require.NoError(t, do(20*time.Second, chromedp.WaitVisible(chromedp.CSS(`#runs tbody tr`))))
+	require.Equal(t, "#/jobs/settle", eval(`location.hash`), "the token left, the route stayed")
+	require.Equal(t, "Runs of settle", eval(`document.getElementById("runs-title").textContent`))
+
+	// Filters: partition bad, status failed.
+	require.NoError(t, do(10*time.Second,
+		chromedp.SetValue(chromedp.ID("f-partition"), "bad"),
+		chromedp.SetValue(chromedp.ID("f-status"), "failed"),
+		chromedp.Click(chromedp.ID("f-apply")),
+	))
+	testwait.Until(t, 10*time.Second, "only failed runs of bad", func() bool {
+		rs := rows()
+		if len(rs) < 3 {
+			return false
+		}
+		for _, r := range rs {
+			if !strings.HasPrefix(r, "bad failed ") {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Paging: every partition and status, 10 a page.
+	require.NoError(t, do(10*time.Second,
+		chromedp.SetValue(chromedp.ID("f-partition"), "*"),
+		chromedp.SetValue(chromedp.ID("f-status"), ""),
+		chromedp.SetValue(chromedp.ID("f-limit"), "10"),
+		chromedp.Click(chromedp.ID("f-apply")),
+	))
+	testwait.Until(t, 10*time.Second, "a first page of 10 with a next one", func() bool {
+		return len(rows()) == 10 && eval(`String(document.getElementById("runs-next").disabled)`) == "false"
+	})
+	first := rows()
+	require.NoError(t, do(10*time.Second, chromedp.Click(chromedp.ID("runs-next"))))
+	testwait.Until(t, 10*time.Second, "the second page", func() bool {
+		return strings.Contains(eval(`document.getElementById("runs-page").textContent`), "page 2")
+	})
+	second := rows()
+	require.NotEmpty(t, second)
+	lastOfFirst := strings.Fields(first[len(first)-1])[2]
+	firstOfSecond := strings.Fields(second[0])[2]
+	require.LessOrEqual(t, firstOfSecond, lastOfFirst, "newest first, page after page")
+	require.NotContains(t, first, second[0], "no run on both pages")
+
+	// The chart: bars per status, failed among them.
+	require.NotEqual(t, "0", eval(`String(document.querySelectorAll("#chart rect").length)`))
+	require.NotEqual(t, "0", eval(`String(document.querySelectorAll('#chart rect[data-status="failed"]').length)`))
+
+	// A slot's link opens its attempts.
+	slot := strings.Fields(first[0])[2]
+	part := strings.Fields(first[0])[0]
+	link := "#/jobs/settle/runs/" + slot + "?partition=" + part
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, link)))
+	require.NoError(t, err)
+	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="1"]`))))
+	at, err := time.Parse(time.RFC3339, slot)
+	require.NoError(t, err)
+	require.Contains(t, eval(`document.getElementById("run-title").textContent`), "settle / "+part+" @ "+at.UTC().Format("2006-01-02 15:04:05Z"))
+	require.Equal(t, link, eval(`decodeURIComponent(document.getElementById("run-link").getAttribute("href"))`), "a link to share")
+
+	// Backfill two past seconds of good (the confirm dialog is accepted).
+	from := time.Now().UTC().Add(-20 * time.Second).Truncate(time.Second)
+	require.NoError(t, do(10*time.Second,
+		chromedp.SetValue(chromedp.ID("b-from"), from.Format("2006-01-02T15:04:05")),
+		chromedp.SetValue(chromedp.ID("b-to"), from.Add(2*time.Second).Format("2006-01-02T15:04:05")),
+		chromedp.SetValue(chromedp.ID("b-partition"), "good"),
+		chromedp.Click(chromedp.ID("b-submit")),
+	))
+	testwait.Until(t, 15*time.Second, "the two slots backfilled", func() bool {
+		for _, s := range []time.Time{from, from.Add(time.Second)} {
+			rec, found, err := sched.Record(context.Background(), "settle", "good", s)
+			if err != nil || !found || rec.Reason != "backfill: console" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // checkNotBlank decodes a PNG and wants a drawn page: many colours and a

@@ -9,7 +9,12 @@ const SLOTS = 30;           // columns of a job's grid
 const TOKEN_KEY = "holdfast.token";
 const REFRESH_KEY = "holdfast.refresh";
 
-const state = { selected: null, timer: null, busy: false, every: 3000 };
+const state = { selected: null, timer: null, busy: false, every: 3000,
+  jobs: [],          // the last GET /jobs
+  job: null,         // the job whose runs are listed
+  cursors: [],       // the cursors of the pages before the current one ("" for the first)
+  cursor: "",        // the current page's cursor
+  next: "" };        // the next page's cursor ("" when none)
 
 const $ = (id) => document.getElementById(id);
 
@@ -68,10 +73,11 @@ function showLogin(message) {
   $("token").focus();
 }
 
-function start() {
+async function start() {
   $("login").hidden = true;
   $("main").hidden = false;
-  refresh();
+  await refresh();
+  if (route()) await refresh(); // a deep link, once the jobs are known
   schedule();
 }
 
@@ -86,10 +92,26 @@ function schedule() {
 // server nor logged by one), keeps it in sessionStorage, and removes it
 // from the address bar and the history.
 function signInFromFragment() {
-  const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  const m = /(^#|&)token=([^&]+)/.exec(location.hash);
   if (!m) return;
-  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
-  history.replaceState(null, "", location.pathname + location.search);
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[2]));
+  const rest = location.hash.replace(m[0], m[1] === "#" ? "#" : "").replace(/^#&/, "#");
+  history.replaceState(null, "", location.pathname + location.search + (rest === "#" ? "" : rest));
+}
+
+// Deep links (the address's fragment): #/jobs/<job> lists a job's runs,
+// #/jobs/<job>/runs/<slot>?partition=<p> opens one slot's attempts too.
+function runLink(job, partition, slot) {
+  return "#/jobs/" + enc(job) + "/runs/" + enc(slot) + (partition ? "?partition=" + enc(partition) : "");
+}
+
+function route() {
+  const m = /^#\/jobs\/([^/?]+)(?:\/runs\/([^?]+))?(?:\?partition=(.*))?$/.exec(location.hash);
+  if (!m) return false;
+  const job = decodeURIComponent(m[1]);
+  if (state.job !== job) openJob(job);
+  if (m[2]) state.selected = { job, partition: m[3] ? decodeURIComponent(m[3]) : "", slot: decodeURIComponent(m[2]) };
+  return true;
 }
 
 // act runs an operator action after a confirm() dialog, then refreshes.
@@ -111,8 +133,10 @@ async function refresh() {
   state.busy = true;
   try {
     const page = await api("jobs");
+    state.jobs = page.jobs;
     renderJobs(page.jobs);
     await renderGrids(page.jobs);
+    if (state.job && !state.cursor) await renderRuns();
     if (state.selected) await renderRun();
     await renderLeases();
     setStatus("updated " + new Date().toISOString().slice(11, 19) + "Z" + (state.every > 0 ? ", every " + state.every / 1000 + " s" : ", refresh paused"));
@@ -132,7 +156,7 @@ function renderJobs(jobs) {
       ? el("button", { type: "button", "data-action": "resume", onclick: () => act("Resume " + j.name + "?", "jobs/" + enc(j.name) + "/resume") }, "Resume")
       : el("button", { type: "button", "data-action": "pause", onclick: () => act("Pause " + j.name + " on every replica?", "jobs/" + enc(j.name) + "/pause") }, "Pause");
     return el("tr", { "data-job": j.name },
-      el("td", {}, el("strong", {}, j.name)),
+      el("td", {}, el("a", { class: "job", href: "#/jobs/" + enc(j.name), title: "list its runs" }, el("strong", {}, j.name))),
       el("td", {}, j.schedule + (j.zone && j.zone !== "UTC" ? " (" + j.zone + ")" : "")),
       el("td", {}, fmt(j.next_fire)),
       el("td", {}, fmt(j.last_success)),
@@ -181,7 +205,7 @@ function cell(job, partition, slot, run) {
     "data-status": status, title: (partition || "(default)") + " " + fmt(slot) + ": " + status + (run ? ", attempt " + run.attempt : "") };
   if (run) {
     attrs["data-attempt"] = String(run.attempt);
-    attrs.onclick = () => { state.selected = { job, partition, slot }; refresh(); };
+    attrs.onclick = () => { location.hash = runLink(job, partition, slot); };
   }
   return el("td", attrs, run && run.attempt > 1 ? String(run.attempt) : "");
 }
@@ -192,6 +216,7 @@ async function renderRun() {
   $("run").hidden = false;
   $("run").dataset.status = run.status;
   $("run-title").textContent = job + (partition ? " / " + partition : "") + " @ " + fmt(slot);
+  $("run-link").href = runLink(job, partition, slot);
   $("run-summary").replaceChildren(el("span", { class: "badge s-" + run.status }, run.status), " attempt " + run.attempt,
     run.retry_at ? ", next attempt at " + fmt(run.retry_at) : "", run.reason ? ", reason: " + run.reason : "");
   $("retry").onclick = () => act("Retry " + job + (partition ? " partition " + partition : "") + " slot " + fmt(slot) + "?",
@@ -200,6 +225,126 @@ async function renderRun() {
     el("td", {}, String(a.n)), el("td", {}, el("span", { class: "badge s-" + a.status }, a.status)),
     el("td", {}, who(a)), el("td", {}, a.token), el("td", {}, fmt(a.started)), el("td", {}, fmt(a.heartbeat)),
     el("td", {}, fmt(a.finished)), el("td", { class: "error" }, (a.error_class ? a.error_class + ": " : "") + (a.error || "")))));
+}
+
+// openJob shows the runs of job: its filters reset, the first page (the
+// next refresh draws it).
+function openJob(job) {
+  state.job = job;
+  state.cursors = [];
+  state.cursor = "";
+  state.next = "";
+  if (state.selected && state.selected.job !== job) { state.selected = null; $("run").hidden = true; }
+  const info = state.jobs.find((j) => j.name === job);
+  const parts = info ? info.partitions : [];
+  const opts = (all) => [el("option", { value: "*" }, all)].concat(parts.filter((p) => p !== "").map((p) => el("option", { value: p }, p)));
+  $("f-partition").replaceChildren(...opts("all"));
+  $("b-partition").replaceChildren(...(parts.length > 1 || (parts.length === 1 && parts[0] !== "") ? opts("all partitions") : [el("option", { value: "" }, "(default)")]));
+  $("f-from").value = "";
+  $("f-to").value = "";
+  $("f-status").value = "";
+  $("runs-section").hidden = false;
+  $("runs-title").textContent = "Runs of " + job;
+}
+
+// utc turns a datetime-local value (read as UTC) into RFC 3339.
+function utc(v) { return v ? (v.length === 16 ? v + ":00" : v) + "Z" : ""; }
+
+// runsQuery is the query of the filters, for a page at cursor (and limit
+// when given).
+function runsQuery(cursor, limit) {
+  const q = new URLSearchParams();
+  q.set("limit", String(limit || $("f-limit").value));
+  const p = $("f-partition").value;
+  if (p && p !== "*") q.set("partition", p);
+  if ($("f-status").value) q.set("status", $("f-status").value);
+  if ($("f-from").value) q.set("from", utc($("f-from").value));
+  if ($("f-to").value) q.set("to", utc($("f-to").value));
+  if (cursor) q.set("cursor", cursor);
+  return q;
+}
+
+async function renderRuns() {
+  const job = state.job;
+  const page = await api("jobs/" + enc(job) + "/runs?" + runsQuery(state.cursor));
+  state.next = page.next_cursor || "";
+  $("runs").tBodies[0].replaceChildren(...page.runs.map((r) => {
+    const row = el("tr", { "data-slot": r.slot, "data-partition": r.partition || "", "data-status": r.status },
+      el("td", {}, el("a", { href: runLink(job, r.partition || "", r.slot) }, fmt(r.slot))),
+      el("td", {}, r.partition || ""), el("td", {}, el("span", { class: "badge s-" + r.status }, r.status)),
+      el("td", {}, String(r.attempt)), el("td", {}, r.reason || ""));
+    return row;
+  }));
+  $("runs-next").disabled = !state.next;
+  $("runs-first").disabled = !state.cursor;
+  $("runs-page").textContent = "page " + (state.cursors.length + 1) + (page.runs.length ? "" : ": no runs");
+  await renderChart(job);
+}
+
+// renderChart draws the job's runs by status over time (those the
+// filters select, but for status: the newest 500) as stacked bars, one per
+// twentieth of their span.
+async function renderChart(job) {
+  const q = runsQuery("", 500);
+  q.delete("status");
+  const page = await api("jobs/" + enc(job) + "/runs?" + q);
+  const svg = $("chart");
+  const ns = "http://www.w3.org/2000/svg";
+  const shape = (tag, attrs) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    return e;
+  };
+  if (!page.runs.length) { svg.replaceChildren(); return; }
+  const times = page.runs.map((r) => Date.parse(r.slot));
+  const lo = Math.min(...times), hi = Math.max(...times);
+  const n = 20, width = svg.clientWidth || 600, height = 70;
+  const span = Math.max(hi - lo, 1000);
+  const buckets = Array.from({ length: n }, () => ({}));
+  page.runs.forEach((r, i) => {
+    const b = Math.min(n - 1, Math.floor((times[i] - lo) / span * n));
+    buckets[b][r.status] = (buckets[b][r.status] || 0) + 1;
+  });
+  const most = Math.max(...buckets.map((b) => Object.values(b).reduce((a, c) => a + c, 0)), 1);
+  const bw = width / n;
+  const bars = [];
+  buckets.forEach((b, i) => {
+    let y = height;
+    for (const s of STATUSES) {
+      if (!b[s]) continue;
+      const h = b[s] / most * height;
+      y -= h;
+      const rect = shape("rect", { x: String(i * bw + 1), y: String(y), width: String(Math.max(bw - 2, 1)), height: String(h),
+        class: "s-" + s, "data-status": s, fill: getComputedStyle(document.documentElement).getPropertyValue("--" + s).trim() });
+      const title = shape("title", {});
+      title.textContent = b[s] + " " + s;
+      rect.append(title);
+      bars.push(rect);
+    }
+  });
+  const label = (x, anchor, t) => { const e = shape("text", { x: String(x), y: String(height + 14), "text-anchor": anchor }); e.textContent = t; return e; };
+  svg.replaceChildren(...bars, label(0, "start", fmt(new Date(lo).toISOString())), label(width, "end", fmt(new Date(hi).toISOString())));
+}
+
+async function backfill(ev) {
+  ev.preventDefault();
+  const job = state.job;
+  const from = utc($("b-from").value), to = utc($("b-to").value);
+  const p = $("b-partition").value;
+  const info = state.jobs.find((j) => j.name === job);
+  const parts = p === "*" ? info.partitions : [p];
+  if (!window.confirm("Backfill " + job + (p === "*" ? ", every partition," : p ? " partition " + p : "") + " from " + from + " to " + to + "?")) return;
+  try {
+    let n = 0;
+    for (const part of parts) {
+      const res = await api("jobs/" + enc(job) + "/backfill", "POST", { partition: part, from, to, reason: $("b-reason").value });
+      n += (res.slots || []).length;
+    }
+    setStatus("backfill asked for " + n + " slots");
+  } catch (e) {
+    setStatus(e.message, true);
+  }
+  refresh();
 }
 
 // who names the holder of a lease or an attempt: its holder label (the
@@ -245,6 +390,26 @@ if (savedEvery !== null && [...$("refresh").options].some((o) => o.value === sav
   state.every = Number(savedEvery);
   $("refresh").value = savedEvery;
 }
+$("runs-filter").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  state.cursors = [];
+  state.cursor = "";
+  renderRuns().catch((e) => setStatus(e.message, true));
+});
+$("runs-next").addEventListener("click", () => {
+  if (!state.next) return;
+  state.cursors.push(state.cursor);
+  state.cursor = state.next;
+  renderRuns().catch((e) => setStatus(e.message, true));
+});
+$("runs-first").addEventListener("click", () => {
+  state.cursors = [];
+  state.cursor = "";
+  renderRuns().catch((e) => setStatus(e.message, true));
+});
+$("backfill-form").addEventListener("submit", backfill);
+window.addEventListener("hashchange", () => { if (route()) refresh(); });
+$("f-status").append(...STATUSES.map((s) => el("option", { value: s }, s)));
 renderLegend();
 signInFromFragment();
-if (sessionStorage.getItem(TOKEN_KEY)) start(); else showLogin();
+if (sessionStorage.getItem(TOKEN_KEY)) { start(); } else showLogin();
