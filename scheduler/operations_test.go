@@ -230,7 +230,10 @@ func TestJobsAndRunsListForOperators(t *testing.T) {
 		require.NoError(t, err)
 		jobs := sched.Jobs()
 		require.Len(t, jobs, 3)
-		require.Equal(t, JobInfo{Name: "listed", Spec: everySecond, Zone: "UTC", Partitions: []string{""}}, jobs[0], "ended: no Next")
+		require.Equal(t, JobInfo{Name: "listed", Spec: everySecond, Zone: "UTC", Partitions: []string{""},
+			EndAt: slots[2].Add(time.Second).UTC(), Ended: true}, jobs[0], "ended: no Next, and it says so")
+		require.True(t, jobs[1].EndAt.IsZero(), "no EndAt")
+		require.False(t, jobs[1].Ended)
 		require.Equal(t, "later", jobs[1].Name)
 		require.Equal(t, future, jobs[1].Next)
 		require.Equal(t, "annual", jobs[2].Name)

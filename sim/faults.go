@@ -41,11 +41,30 @@ func leaseNames() []string {
 	return out
 }
 
-// faultKinds are the faults the schedule draws from, with their weight.
-var faultKinds = []struct {
+// weighted is a kind of event with its weight in a draw.
+type weighted struct {
 	kind   string
 	weight int
-}{
+}
+
+// pick draws one of kinds, each with the chance of its weight.
+func pick(rng *rand.Rand, kinds []weighted) string {
+	total := 0
+	for _, k := range kinds {
+		total += k.weight
+	}
+	w := rng.IntN(total)
+	for _, k := range kinds {
+		if w < k.weight {
+			return k.kind
+		}
+		w -= k.weight
+	}
+	return kinds[len(kinds)-1].kind
+}
+
+// faultKinds are the faults the schedule draws from, with their weight.
+var faultKinds = []weighted{
 	{"delay", 3},         // a link (lease, ledger or sink) adds 0.1-2 s to each call
 	{"drop_request", 2},  // a link loses every request
 	{"drop_reply", 2},    // a link loses every reply (the store acted)
@@ -64,10 +83,7 @@ var faultKinds = []struct {
 
 // operatorKinds are the operator's actions on slots, drawn from a stream
 // of their own (planOperator), with their weight.
-var operatorKinds = []struct {
-	kind   string
-	weight int
-}{
+var operatorKinds = []weighted{
 	{"op_retry", 2},    // Retry of a past slot of a unit
 	{"op_backfill", 1}, // Backfill of 2-6 past slots of a unit
 	{"op_prune", 1},    // the ledger pruned of its records older than a minute
@@ -79,24 +95,12 @@ var operatorKinds = []struct {
 // schedules the former findings were found with).
 func planOperator(seed uint64, steps, replicas int, rate int) []event {
 	rng := rand.New(newPCG(seed, 3))
-	total := 0
-	for _, k := range operatorKinds {
-		total += k.weight
-	}
 	var evs []event
 	for step := 0; step < steps; step++ {
 		if rng.IntN(4*rate) != 0 {
 			continue
 		}
-		w := rng.IntN(total)
-		kind := ""
-		for _, k := range operatorKinds {
-			if w < k.weight {
-				kind = k.kind
-				break
-			}
-			w -= k.weight
-		}
+		kind := pick(rng, operatorKinds)
 		r := rng.IntN(replicas)
 		unit := rng.IntN(len(units()))
 		back := 3 + rng.IntN(40) // seconds before now of the (latest) slot
@@ -118,25 +122,13 @@ func planOperator(seed uint64, steps, replicas int, rate int) []event {
 // and the events that end it (heal, resume, restart) some steps later.
 func plan(seed uint64, steps, replicas int, rate int, wild bool) []event {
 	rng := rand.New(newPCG(seed, 1))
-	total := 0
-	for _, k := range faultKinds {
-		total += k.weight
-	}
 	var evs []event
 	busy := make([]int, replicas) // the step until which a replica is in a process fault
 	for step := 0; step < steps; step++ {
 		if rng.IntN(rate) != 0 {
 			continue
 		}
-		w := rng.IntN(total)
-		kind := ""
-		for _, k := range faultKinds {
-			if w < k.weight {
-				kind = k.kind
-				break
-			}
-			w -= k.weight
-		}
+		kind := pick(rng, faultKinds)
 		r := rng.IntN(replicas)
 		dur := 1 + rng.IntN(8) // steps
 		store := []string{"lease", "ledger", "sink"}[rng.IntN(3)]

@@ -134,28 +134,9 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	})
 
 	ctx, stop := browser(t)
-	// Accept every confirm() dialog, from a goroutine of the test's own
-	// that ends with the browser's context.
-	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
-	var accepter sync.WaitGroup
-	defer accepter.Wait()
+	defer acceptDialogs(ctx)()
 	defer stop()
-	accepter.Go(func() {
-		for _, err := range dialogs {
-			if err != nil {
-				return
-			}
-			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
-		}
-	})
-	// do runs steps within d: every wait of the test has its own bound
-	// (the browser started above, with the test's whole bound, so a
-	// shorter context here ends the steps, not the browser).
-	do := func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
-		sctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		return chromedp.Do(sctx, steps...)
-	}
+	do := stepsWithin(ctx)
 	count := func(sel string) int {
 		t.Helper()
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", sel)))
@@ -288,17 +269,8 @@ func TestConsoleLinkSignsInDarkModeAndRefreshMenu(t *testing.T) {
 	url, _, _ := console(t)
 	ctx, stop := browser(t)
 	defer stop()
-	do := func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
-		sctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		return chromedp.Do(sctx, steps...)
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		require.NoError(t, err, js)
-		return v
-	}
+	do := stepsWithin(ctx)
+	eval := evaluator(ctx, t)
 
 	// The first action runs on ctx itself: it starts the browser, which a
 	// shorter step context would end with it.
@@ -364,29 +336,10 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 		return true
 	})
 	ctx, stop := browser(t)
-	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
-	var accepter sync.WaitGroup
-	defer accepter.Wait()
+	defer acceptDialogs(ctx)()
 	defer stop()
-	accepter.Go(func() {
-		for _, err := range dialogs {
-			if err != nil {
-				return
-			}
-			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
-		}
-	})
-	do := func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
-		sctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		return chromedp.Do(sctx, steps...)
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		require.NoError(t, err, js)
-		return v
-	}
+	do := stepsWithin(ctx)
+	eval := evaluator(ctx, t)
 	rows := func() []string { // the listed runs, "partition status slot"
 		t.Helper()
 		v := eval(`[...document.querySelectorAll("#runs tbody tr")].map((r) => r.dataset.partition + " " + r.dataset.status + " " + r.dataset.slot).join("\n")`)
@@ -476,6 +429,46 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// acceptDialogs accepts every confirm() dialog of the browser of ctx,
+// from a goroutine of the test's own that ends with the browser's
+// context; the returned func waits for it (defer it before the browser's
+// stop, so that it runs after).
+func acceptDialogs(ctx context.Context) (wait func()) {
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	var accepter sync.WaitGroup
+	accepter.Go(func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	})
+	return accepter.Wait
+}
+
+// stepsWithin returns a func that runs steps within d: every wait of a
+// test has its own bound (the browser, started on ctx with the test's
+// whole bound, lives on: a shorter context ends the steps, not it).
+func stepsWithin(ctx context.Context) func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
+	return func(d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
+		sctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return chromedp.Do(sctx, steps...)
+	}
+}
+
+// evaluator returns a func that evaluates a JavaScript expression in the
+// page and returns it as a string, failing the test on an error.
+func evaluator(ctx context.Context, t *testing.T) func(js string) string {
+	return func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		require.NoError(t, err, js)
+		return v
+	}
 }
 
 // checkNotBlank decodes a PNG and wants a drawn page: many colours and a
