@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -250,15 +251,8 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, st.Paused)
 
-	if out := os.Getenv("HOLDFAST_WRITE_SCREENSHOT"); out != "" {
-		if !filepath.IsAbs(out) {
-			out = filepath.Join("..", "..", "..", out) // relative to the repository root
-		}
-		phoneOut := strings.TrimSuffix(out, ".png") + "-phone.png"
-		require.NoError(t, os.WriteFile(out, desktop, 0o644))
-		require.NoError(t, os.WriteFile(phoneOut, phone, 0o644))
-		t.Logf("wrote %s and %s", out, phoneOut)
-	}
+	writeScreenshot(t, "", desktop)
+	writeScreenshot(t, "-phone", phone)
 }
 
 // The demo's link signs in: the token in the URL fragment lands in
@@ -307,29 +301,20 @@ func TestConsoleLinkSignsInDarkModeAndRefreshMenu(t *testing.T) {
 	dark := eval(`getComputedStyle(document.body).backgroundColor`)
 	require.Equal(t, "rgb(246, 247, 249)", light)
 	require.Equal(t, "rgb(15, 19, 23)", dark)
-	shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	require.NoError(t, err)
-	checkNotBlank(t, "dark.png", shot)
-	if out := os.Getenv("HOLDFAST_WRITE_SCREENSHOT"); out != "" {
-		if !filepath.IsAbs(out) {
-			out = filepath.Join("..", "..", "..", out)
-		}
-		darkOut := strings.TrimSuffix(out, ".png") + "-dark.png"
-		require.NoError(t, os.WriteFile(darkOut, shot, 0o644))
-		t.Logf("wrote %s", darkOut)
-	}
 }
 
 // The runs list of a job: a deep link opens it (the sign-in token riding
-// along in the fragment), its filters (partition, status) select, it pages
-// with the API's cursor, a chart draws the runs by status, a slot's link
-// opens its attempts, and the backfill form asks for past slots.
+// along in the fragment), its filters (partition, status, time range)
+// select and have an address of their own, it pages with the API's cursor
+// (next, previous), a chart draws the runs by status, a slot's link opens
+// its attempts in a tab of its own (after the token form), the backfill
+// form asks for past slots of one partition or all; in dark mode.
 func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 	url, sched, _ := console(t)
-	testwait.Until(t, 30*time.Second, "six slots of good and of bad", func() bool {
+	testwait.Until(t, 30*time.Second, "eight slots of good and of bad", func() bool {
 		for _, p := range []string{"good", "bad"} {
 			recs, err := sched.Runs(context.Background(), "settle", p, time.Time{}, time.Now().Add(time.Second), 10)
-			if err != nil || len(recs) < 6 {
+			if err != nil || len(recs) < 8 {
 				return false
 			}
 		}
@@ -348,6 +333,58 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 		}
 		return strings.Split(v, "\n")
 	}
+	keys := func(rs []string) []string { // "partition slot" of rows, the slot in RFC 3339 seconds
+		t.Helper()
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			f := strings.Fields(r)
+			at, err := time.Parse(time.RFC3339, f[2])
+			require.NoError(t, err, r)
+			out[i] = f[0] + " " + at.UTC().Format(time.RFC3339)
+		}
+		return out
+	}
+	// ledgerKeys is what the list must show: the runs of every partition
+	// with from <= slot < to, newest first, then by partition.
+	ledgerKeys := func(partitions []string, from, to time.Time) []string {
+		t.Helper()
+		type run struct {
+			at   time.Time
+			part string
+		}
+		var all []run
+		for _, p := range partitions {
+			recs, err := sched.Runs(context.Background(), "settle", p, from, to, 1000)
+			require.NoError(t, err)
+			for _, r := range recs {
+				all = append(all, run{r.Slot.At, p})
+			}
+		}
+		slices.SortFunc(all, func(a, b run) int {
+			if c := b.at.Compare(a.at); c != 0 {
+				return c
+			}
+			return strings.Compare(a.part, b.part)
+		})
+		out := make([]string, len(all))
+		for i, r := range all {
+			out[i] = r.part + " " + r.at.UTC().Format(time.RFC3339)
+		}
+		return out
+	}
+	local := func(at time.Time) string { return at.UTC().Format("2006-01-02T15:04:05") } // a datetime-local value, read as UTC
+	// filter sets the list's filters and applies them (in the page: chromedp's
+	// SetValue cannot pick a select's option of value "").
+	filter := func(partition, status, from, to, limit string) error {
+		return do(10*time.Second, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
+			const set = (id, v) => {
+				const e = document.getElementById(id);
+				e.value = v;
+				if (e.tagName === "SELECT" && e.selectedIndex < 0) throw new Error(id + ": no option " + v);
+			};
+			set("f-partition", %q); set("f-status", %q); set("f-from", %q); set("f-to", %q); set("f-limit", %q);
+			document.getElementById("f-apply").click(); })()`, partition, status, from, to, limit)))
+	}
 
 	_, err := chromedp.Run(ctx, chromedp.Navigate(url+"#/jobs/settle&token="+token))
 	require.NoError(t, err)
@@ -355,13 +392,8 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 	require.Equal(t, "#/jobs/settle", eval(`location.hash`), "the token left, the route stayed")
 	require.Equal(t, "Runs of settle", eval(`document.getElementById("runs-title").textContent`))
 
-	// Filters: partition bad, status failed.
-	require.NoError(t, do(10*time.Second,
-		chromedp.SetValue(chromedp.ID("f-partition"), "bad"),
-		chromedp.SetValue(chromedp.ID("f-status"), "failed"),
-		chromedp.Click(chromedp.ID("f-apply")),
-	))
-	testwait.Until(t, 10*time.Second, "only failed runs of bad", func() bool {
+	// Filters: partition bad, status failed; the address says so.
+	onlyFailedBad := func() bool {
 		rs := rows()
 		if len(rs) < 3 {
 			return false
@@ -372,63 +404,166 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}
+	require.NoError(t, filter("bad", "failed", "", "", "25"))
+	testwait.Until(t, 10*time.Second, "only failed runs of bad", onlyFailedBad)
+	require.Equal(t, "#/jobs/settle?partition=bad&status=failed", eval(`location.hash`), "the filtered list's address")
+	require.Equal(t, "#/jobs/settle?partition=bad&status=failed", eval(`document.getElementById("runs-link").getAttribute("href")`))
 
-	// Paging: every partition and status, 10 a page.
-	require.NoError(t, do(10*time.Second,
-		chromedp.SetValue(chromedp.ID("f-partition"), "*"),
-		chromedp.SetValue(chromedp.ID("f-status"), ""),
-		chromedp.SetValue(chromedp.ID("f-limit"), "10"),
-		chromedp.Click(chromedp.ID("f-apply")),
-	))
+	// That address, loaded afresh, opens the same filtered list.
+	require.NoError(t, do(20*time.Second, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#runs tbody tr`))))
+	require.Equal(t, "bad", eval(`document.getElementById("f-partition").value`))
+	require.Equal(t, "failed", eval(`document.getElementById("f-status").value`))
+	testwait.Until(t, 10*time.Second, "only failed runs of bad, after a reload", onlyFailedBad)
+
+	// Paging: every partition and status before a fixed instant (a stable
+	// list), 10 a page; next, then previous; each page as the ledger has it.
+	cutoff := time.Now().UTC().Truncate(time.Second).Add(-time.Second)
+	want := ledgerKeys([]string{"good", "bad", "stuck"}, time.Time{}, cutoff)
+	require.Greater(t, len(want), 10, "more than a page before the cutoff")
+	require.NoError(t, filter("*", "", "", local(cutoff), "10"))
 	testwait.Until(t, 10*time.Second, "a first page of 10 with a next one", func() bool {
-		return len(rows()) == 10 && eval(`String(document.getElementById("runs-next").disabled)`) == "false"
+		return slices.Equal(keys(rows()), want[:10]) && eval(`String(document.getElementById("runs-next").disabled)`) == "false"
 	})
+	require.Equal(t, "true", eval(`String(document.getElementById("runs-prev").disabled)`), "no page before the first")
+	require.Contains(t, eval(`location.hash`), "limit=10")
 	first := rows()
 	require.NoError(t, do(10*time.Second, chromedp.Click(chromedp.ID("runs-next"))))
 	testwait.Until(t, 10*time.Second, "the second page", func() bool {
 		return strings.Contains(eval(`document.getElementById("runs-page").textContent`), "page 2")
 	})
-	second := rows()
-	require.NotEmpty(t, second)
-	lastOfFirst := strings.Fields(first[len(first)-1])[2]
-	firstOfSecond := strings.Fields(second[0])[2]
-	require.LessOrEqual(t, firstOfSecond, lastOfFirst, "newest first, page after page")
-	require.NotContains(t, first, second[0], "no run on both pages")
+	require.Equal(t, want[10:min(20, len(want))], keys(rows()), "the second page: the next 10, older")
+	require.NoError(t, do(10*time.Second, chromedp.Click(chromedp.ID("runs-prev"))))
+	testwait.Until(t, 10*time.Second, "back on the first page", func() bool {
+		return strings.Contains(eval(`document.getElementById("runs-page").textContent`), "page 1")
+	})
+	require.Equal(t, want[:10], keys(rows()), "previous: the first page again")
 
-	// The chart: bars per status, failed among them.
-	require.NotEqual(t, "0", eval(`String(document.querySelectorAll("#chart rect").length)`))
-	require.NotEqual(t, "0", eval(`String(document.querySelectorAll('#chart rect[data-status="failed"]').length)`))
+	// A time range: good's runs with from <= slot < from+3s.
+	from, err := time.Parse(time.RFC3339, strings.Fields(first[len(first)-1])[2])
+	require.NoError(t, err)
+	wantRange := ledgerKeys([]string{"good"}, from, from.Add(3*time.Second))
+	require.Len(t, wantRange, 3, "good ran every second")
+	require.NoError(t, filter("good", "", local(from), local(from.Add(3*time.Second)), "25"))
+	testwait.Until(t, 10*time.Second, "the three runs of the range", func() bool {
+		return slices.Equal(keys(rows()), wantRange)
+	})
 
-	// A slot's link opens its attempts.
+	// The chart: bars per status of every partition, failed among them.
+	require.NoError(t, filter("*", "", "", "", "25"))
+	testwait.Until(t, 10*time.Second, "a chart with failed runs", func() bool {
+		return eval(`String(document.querySelectorAll('#chart rect[data-status="failed"]').length)`) != "0"
+	})
+	require.NotEqual(t, "0", eval(`String(document.querySelectorAll('#chart rect[data-status="succeeded"]').length)`))
+
+	// A slot's address, opened in a tab of its own (no token there yet):
+	// the token form, then that slot's attempts, scrolled into view.
 	slot := strings.Fields(first[0])[2]
 	part := strings.Fields(first[0])[0]
-	link := "#/jobs/settle/runs/" + slot + "?partition=" + part
-	_, err = chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, link)))
-	require.NoError(t, err)
-	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="1"]`))))
 	at, err := time.Parse(time.RFC3339, slot)
 	require.NoError(t, err)
-	require.Contains(t, eval(`document.getElementById("run-title").textContent`), "settle / "+part+" @ "+at.UTC().Format("2006-01-02 15:04:05Z"))
-	require.Equal(t, link, eval(`decodeURIComponent(document.getElementById("run-link").getAttribute("href"))`), "a link to share")
+	link := "#/jobs/settle/runs/" + slot + "?partition=" + part
+	tab, closeTab := chromedp.NewContext(ctx)
+	defer closeTab()
+	_, err = chromedp.Run(tab, chromedp.Navigate(url+link)) // on tab itself: it opens the tab
+	require.NoError(t, err)
+	require.NoError(t, stepsWithin(tab)(20*time.Second,
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="1"]`))))
+	title, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("run-title").textContent`))
+	require.NoError(t, err)
+	require.Equal(t, "settle / "+part+" @ "+at.UTC().Format("2006-01-02 15:04:05Z"), title)
+	inView, err := chromedp.Run(tab, chromedp.Evaluate[bool](`(() => {
+		const r = document.getElementById("run").getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight; })()`))
+	require.NoError(t, err)
+	require.True(t, inView, "the deep link scrolls to the slot's attempts")
+	shared, err := chromedp.Run(tab, chromedp.Evaluate[string](`decodeURIComponent(document.getElementById("run-link").getAttribute("href"))`))
+	require.NoError(t, err)
+	require.Equal(t, link, shared, "a link to share")
+	closeTab()
 
 	// Backfill two past seconds of good (the confirm dialog is accepted).
-	from := time.Now().UTC().Add(-20 * time.Second).Truncate(time.Second)
+	bfrom := time.Now().UTC().Add(-20 * time.Second).Truncate(time.Second)
 	require.NoError(t, do(10*time.Second,
-		chromedp.SetValue(chromedp.ID("b-from"), from.Format("2006-01-02T15:04:05")),
-		chromedp.SetValue(chromedp.ID("b-to"), from.Add(2*time.Second).Format("2006-01-02T15:04:05")),
+		chromedp.SetValue(chromedp.ID("b-from"), local(bfrom)),
+		chromedp.SetValue(chromedp.ID("b-to"), local(bfrom.Add(2*time.Second))),
 		chromedp.SetValue(chromedp.ID("b-partition"), "good"),
 		chromedp.Click(chromedp.ID("b-submit")),
 	))
-	testwait.Until(t, 15*time.Second, "the two slots backfilled", func() bool {
-		for _, s := range []time.Time{from, from.Add(time.Second)} {
-			rec, found, err := sched.Record(context.Background(), "settle", "good", s)
-			if err != nil || !found || rec.Reason != "backfill: console" {
-				return false
+	backfilled := func(partitions []string, from time.Time) func() bool {
+		return func() bool {
+			for _, p := range partitions {
+				for _, s := range []time.Time{from, from.Add(time.Second)} {
+					rec, found, err := sched.Record(context.Background(), "settle", p, s)
+					if err != nil || !found || rec.Reason != "backfill: console" {
+						return false
+					}
+				}
 			}
+			return true
 		}
-		return true
+	}
+	testwait.Until(t, 15*time.Second, "the two slots of good backfilled", backfilled([]string{"good"}, bfrom))
+	testwait.Until(t, 5*time.Second, "the form's answer", func() bool {
+		return eval(`document.getElementById("notice").textContent`) == "backfill asked for 2 slots"
 	})
+	rec, _, err := sched.Record(context.Background(), "settle", "bad", bfrom)
+	require.NoError(t, err)
+	require.Empty(t, rec.Reason, "bad: its scheduled run only")
+	_, found, err := sched.Record(context.Background(), "settle", "stuck", bfrom)
+	require.NoError(t, err)
+	require.False(t, found, "stuck: nothing asked")
+
+	// And two of every partition ("stuck" keeps its request pending: its
+	// lease is held elsewhere).
+	bfrom = bfrom.Add(-10 * time.Second)
+	require.NoError(t, do(10*time.Second,
+		chromedp.SetValue(chromedp.ID("b-from"), local(bfrom)),
+		chromedp.SetValue(chromedp.ID("b-to"), local(bfrom.Add(2*time.Second))),
+		chromedp.SetValue(chromedp.ID("b-partition"), "*"),
+		chromedp.Click(chromedp.ID("b-submit")),
+	))
+	testwait.Until(t, 15*time.Second, "two slots of each partition backfilled", backfilled([]string{"good", "bad", "stuck"}, bfrom))
+	testwait.Until(t, 5*time.Second, "the form's answer", func() bool {
+		return strings.Contains(eval(`document.getElementById("notice").textContent`), "backfill asked for 6 slots in 3 partitions")
+	})
+
+	// Dark mode (the system's preference) on the runs of a slot's address;
+	// the backfill's note leaves by itself.
+	require.NoError(t, filter("*", "", "", "", "10"))
+	require.NoError(t, do(10*time.Second, chromedp.WaitNotVisible(chromedp.ID("notice"))))
+	_, err = chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+	require.NoError(t, err)
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, link)))
+	require.NoError(t, err)
+	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="1"]`)),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("runs-section").scrollIntoView()`)))
+	require.Equal(t, "10", eval(`String(document.querySelectorAll("#runs tbody tr").length)`), "the list stays as it was")
+	require.Equal(t, "rgb(15, 19, 23)", eval(`getComputedStyle(document.body).backgroundColor`))
+	require.Equal(t, "rgb(22, 27, 33)", eval(`getComputedStyle(document.getElementById("runs-section")).backgroundColor`))
+	shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, err)
+	checkNotBlank(t, "dark.png", shot)
+	writeScreenshot(t, "-dark", shot)
+}
+
+// writeScreenshot writes b to $HOLDFAST_WRITE_SCREENSHOT (relative to the
+// repository root), suffix before its ".png", when that is set.
+func writeScreenshot(t *testing.T, suffix string, b []byte) {
+	t.Helper()
+	out := os.Getenv("HOLDFAST_WRITE_SCREENSHOT")
+	if out == "" {
+		return
+	}
+	if !filepath.IsAbs(out) {
+		out = filepath.Join("..", "..", "..", out)
+	}
+	out = strings.TrimSuffix(out, ".png") + suffix + ".png"
+	require.NoError(t, os.WriteFile(out, b, 0o644))
+	t.Logf("wrote %s", out)
 }
 
 // acceptDialogs accepts every confirm() dialog of the browser of ctx,

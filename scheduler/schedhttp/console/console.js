@@ -8,8 +8,11 @@ const STATUSES = ["succeeded", "failed", "running", "pending", "skipped", "misse
 const SLOTS = 30;           // columns of a job's grid
 const TOKEN_KEY = "holdfast.token";
 const REFRESH_KEY = "holdfast.refresh";
+const NOTE_MS = 6000;       // how long an action's note shows
 
-const state = { selected: null, timer: null, busy: false, every: 3000,
+const state = { selected: null, timer: null, busy: false, again: false, every: 3000, noteTimer: 0,
+  reveal: false,     // scroll the slot's attempts into view once drawn (a deep link)
+  runsSeq: 0,        // the newest renderRuns: an older one's answer is dropped
   jobs: [],          // the last GET /jobs
   job: null,         // the job whose runs are listed
   cursors: [],       // the cursors of the pages before the current one ("" for the first)
@@ -65,6 +68,18 @@ function setStatus(text, error) {
   s.classList.toggle("error", !!error);
 }
 
+// notify says how an action went, in a note of its own (the status line
+// is the refresh's) that lets clicks through and leaves after NOTE_MS
+// (an error after four times that).
+function notify(text, error) {
+  const n = $("notice");
+  n.textContent = text;
+  n.classList.toggle("error", !!error);
+  n.hidden = false;
+  clearTimeout(state.noteTimer);
+  state.noteTimer = setTimeout(() => { n.hidden = true; }, error ? 4 * NOTE_MS : NOTE_MS);
+}
+
 function showLogin(message) {
   $("main").hidden = true;
   $("login").hidden = false;
@@ -77,7 +92,10 @@ async function start() {
   $("login").hidden = true;
   $("main").hidden = false;
   await refresh();
-  if (route()) await refresh(); // a deep link, once the jobs are known
+  if (route()) { // a deep link, once the jobs are known
+    state.reveal = true;
+    await refresh();
+  }
   schedule();
 }
 
@@ -100,18 +118,51 @@ function signInFromFragment() {
 }
 
 // Deep links (the address's fragment): #/jobs/<job> lists a job's runs,
+// with the list's filters as parameters (partition, status, from, to,
+// limit: #/jobs/<job>?partition=bad&status=failed);
 // #/jobs/<job>/runs/<slot>?partition=<p> opens one slot's attempts too.
 function runLink(job, partition, slot) {
   return "#/jobs/" + enc(job) + "/runs/" + enc(slot) + (partition ? "?partition=" + enc(partition) : "");
 }
 
+// listLink is the address of job's runs as the filters select them.
+function listLink(job) {
+  const q = runsQuery("", Number($("f-limit").value) === 25 ? 0 : $("f-limit").value);
+  const s = q.toString().replace(/%3A/g, ":"); // a colon is fine in a fragment, and easier to read
+  return "#/jobs/" + enc(job) + (s ? "?" + s : "");
+}
+
 function route() {
-  const m = /^#\/jobs\/([^/?]+)(?:\/runs\/([^?]+))?(?:\?partition=(.*))?$/.exec(location.hash);
+  const hash = location.hash;
+  const qi = hash.indexOf("?");
+  const m = /^#\/jobs\/([^/]+)(?:\/runs\/(.+))?$/.exec(qi < 0 ? hash : hash.slice(0, qi));
   if (!m) return false;
+  const params = new URLSearchParams(qi < 0 ? "" : hash.slice(qi + 1));
   const job = decodeURIComponent(m[1]);
   if (state.job !== job) openJob(job);
-  if (m[2]) state.selected = { job, partition: m[3] ? decodeURIComponent(m[3]) : "", slot: decodeURIComponent(m[2]) };
+  if (m[2]) {
+    state.selected = { job, partition: params.get("partition") || "", slot: decodeURIComponent(m[2]) };
+  } else {
+    if (state.selected) { state.selected = null; $("run").hidden = true; }
+    setFilters(params);
+  }
   return true;
+}
+
+// setFilters sets the runs list's filters from a list address's
+// parameters, back to its first page.
+function setFilters(params) {
+  const local = (v) => v ? v.replace(/(\.\d+)?Z$/, "").slice(0, 19) : "";
+  $("f-partition").value = params.has("partition") ? params.get("partition") : "*";
+  if ($("f-partition").selectedIndex < 0) $("f-partition").value = "*";
+  $("f-status").value = params.get("status") || "";
+  if ($("f-status").selectedIndex < 0) $("f-status").value = "";
+  $("f-from").value = local(params.get("from"));
+  $("f-to").value = local(params.get("to"));
+  $("f-limit").value = params.get("limit") || "25";
+  if ($("f-limit").selectedIndex < 0) $("f-limit").value = "25";
+  state.cursors = [];
+  state.cursor = "";
 }
 
 // act runs an operator action after a confirm() dialog, then refreshes.
@@ -119,18 +170,21 @@ async function act(question, path, body) {
   if (!window.confirm(question)) return;
   try {
     await api(path, "POST", body);
-    setStatus("done: " + question.replace(/\?$/, ""));
+    notify("done: " + question.replace(/\?$/, ""));
   } catch (e) {
-    setStatus(e.message, true);
+    notify(e.message, true);
   }
   refresh();
 }
 
 function enc(s) { return encodeURIComponent(s); }
 
+// refresh redraws the page from the API; called while a refresh runs, it
+// runs once more after it (a route or an action wants the newest state).
 async function refresh() {
-  if (state.busy) return;
+  if (state.busy) { state.again = true; return; }
   state.busy = true;
+  state.again = false;
   try {
     const page = await api("jobs");
     state.jobs = page.jobs;
@@ -145,6 +199,7 @@ async function refresh() {
     else setStatus(e.message, true);
   } finally {
     state.busy = false;
+    if (state.again && !$("main").hidden) refresh();
   }
 }
 
@@ -225,6 +280,7 @@ async function renderRun() {
     el("td", {}, String(a.n)), el("td", {}, el("span", { class: "badge s-" + a.status }, a.status)),
     el("td", {}, who(a)), el("td", {}, a.token), el("td", {}, fmt(a.started)), el("td", {}, fmt(a.heartbeat)),
     el("td", {}, fmt(a.finished)), el("td", { class: "error" }, (a.error_class ? a.error_class + ": " : "") + (a.error || "")))));
+  if (state.reveal) { state.reveal = false; $("run").scrollIntoView(); }
 }
 
 // openJob shows the runs of job: its filters reset, the first page (the
@@ -254,7 +310,7 @@ function utc(v) { return v ? (v.length === 16 ? v + ":00" : v) + "Z" : ""; }
 // when given).
 function runsQuery(cursor, limit) {
   const q = new URLSearchParams();
-  q.set("limit", String(limit || $("f-limit").value));
+  if (limit !== 0) q.set("limit", String(limit || $("f-limit").value));
   const p = $("f-partition").value;
   if (p && p !== "*") q.set("partition", p);
   if ($("f-status").value) q.set("status", $("f-status").value);
@@ -265,8 +321,9 @@ function runsQuery(cursor, limit) {
 }
 
 async function renderRuns() {
-  const job = state.job;
+  const job = state.job, seq = ++state.runsSeq;
   const page = await api("jobs/" + enc(job) + "/runs?" + runsQuery(state.cursor));
+  if (seq !== state.runsSeq) return; // a newer page or filter was asked for meanwhile
   state.next = page.next_cursor || "";
   $("runs").tBodies[0].replaceChildren(...page.runs.map((r) => {
     const row = el("tr", { "data-slot": r.slot, "data-partition": r.partition || "", "data-status": r.status },
@@ -277,17 +334,20 @@ async function renderRuns() {
   }));
   $("runs-next").disabled = !state.next;
   $("runs-first").disabled = !state.cursor;
+  $("runs-prev").disabled = !state.cursor;
+  $("runs-link").href = listLink(job);
   $("runs-page").textContent = "page " + (state.cursors.length + 1) + (page.runs.length ? "" : ": no runs");
-  await renderChart(job);
+  await renderChart(job, seq);
 }
 
 // renderChart draws the job's runs by status over time (those the
 // filters select, but for status: the newest 500) as stacked bars, one per
 // twentieth of their span.
-async function renderChart(job) {
+async function renderChart(job, seq) {
   const q = runsQuery("", 500);
   q.delete("status");
   const page = await api("jobs/" + enc(job) + "/runs?" + q);
+  if (seq !== state.runsSeq) return;
   const svg = $("chart");
   const ns = "http://www.w3.org/2000/svg";
   const shape = (tag, attrs) => {
@@ -334,15 +394,15 @@ async function backfill(ev) {
   const info = state.jobs.find((j) => j.name === job);
   const parts = p === "*" ? info.partitions : [p];
   if (!window.confirm("Backfill " + job + (p === "*" ? ", every partition," : p ? " partition " + p : "") + " from " + from + " to " + to + "?")) return;
+  let n = 0;
   try {
-    let n = 0;
     for (const part of parts) {
       const res = await api("jobs/" + enc(job) + "/backfill", "POST", { partition: part, from, to, reason: $("b-reason").value });
       n += (res.slots || []).length;
     }
-    setStatus("backfill asked for " + n + " slots");
+    notify("backfill asked for " + n + " slot" + (n === 1 ? "" : "s") + (parts.length > 1 ? " in " + parts.length + " partitions" : ""));
   } catch (e) {
-    setStatus(e.message, true);
+    notify(e.message + (n ? " (after " + n + " slots asked for)" : ""), true);
   }
   refresh();
 }
@@ -390,10 +450,20 @@ if (savedEvery !== null && [...$("refresh").options].some((o) => o.value === sav
   state.every = Number(savedEvery);
   $("refresh").value = savedEvery;
 }
+// Apply: the first page of the filtered list, whose address joins the
+// history (Back returns to the previous filters).
 $("runs-filter").addEventListener("submit", (ev) => {
   ev.preventDefault();
   state.cursors = [];
   state.cursor = "";
+  if (state.selected) { state.selected = null; $("run").hidden = true; }
+  const link = listLink(state.job);
+  if (location.hash !== link) history.pushState(null, "", link);
+  renderRuns().catch((e) => setStatus(e.message, true));
+});
+$("runs-prev").addEventListener("click", () => {
+  if (!state.cursor) return;
+  state.cursor = state.cursors.pop() || "";
   renderRuns().catch((e) => setStatus(e.message, true));
 });
 $("runs-next").addEventListener("click", () => {
