@@ -260,7 +260,13 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 // system's dark mode; the refresh menu pauses and restarts the
 // auto-refresh; a job whose window ended says "ended".
 func TestConsoleLinkSignsInDarkModeAndRefreshMenu(t *testing.T) {
-	url, _, _ := console(t)
+	url, sched, _ := console(t)
+	// Two past slots of "closed" (hourly, ended an hour ago), so that its
+	// grid is drawn.
+	end := time.Now().Add(-time.Hour)
+	slots, err := sched.Backfill(context.Background(), "closed", "", end.Add(-2*time.Hour), end, "test")
+	require.NoError(t, err)
+	require.Len(t, slots, 2)
 	ctx, stop := browser(t)
 	defer stop()
 	do := stepsWithin(ctx)
@@ -268,7 +274,7 @@ func TestConsoleLinkSignsInDarkModeAndRefreshMenu(t *testing.T) {
 
 	// The first action runs on ctx itself: it starts the browser, which a
 	// shorter step context would end with it.
-	_, err := chromedp.Run(ctx, chromedp.Navigate(url+"#token="+token))
+	_, err = chromedp.Run(ctx, chromedp.Navigate(url+"#token="+token))
 	require.NoError(t, err)
 	require.NoError(t, do(20*time.Second, chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="settle"]`))))
 	require.Equal(t, token, eval(`sessionStorage.getItem("holdfast.token")`), "the fragment's token is kept in the tab")
@@ -278,6 +284,11 @@ func TestConsoleLinkSignsInDarkModeAndRefreshMenu(t *testing.T) {
 	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="closed"] td.ended`))))
 	require.Contains(t, eval(`document.querySelector('#jobs tr[data-job="closed"]').textContent`), "ended")
 	require.Contains(t, eval(`document.querySelector('#jobs tr[data-job="settle"]').textContent`), "active")
+	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`table.grid[data-job="closed"] td.cell`))))
+	require.Equal(t, "0", eval(`String(document.querySelectorAll('table.grid[data-job="closed"] button[data-action="trigger"]').length)`),
+		"no trigger for a job whose window ended")
+	require.Equal(t, "3", eval(`String(document.querySelectorAll('table.grid[data-job="settle"] button[data-action="trigger"]').length)`),
+		"one a partition for a job that runs")
 
 	// The refresh menu: paused, then every second.
 	require.NoError(t, do(10*time.Second, chromedp.SetValue(chromedp.ID("refresh"), "0"),

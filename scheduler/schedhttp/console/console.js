@@ -241,12 +241,13 @@ async function renderGrids(jobs) {
     const byCell = new Map(page.runs.map((r) => [(r.partition || "") + "\u0000" + r.slot, r]));
     const head = el("tr", {}, el("th", {}, ""), ...slots.map((s) => el("th", { class: "slot", title: fmt(s) }, short(s))));
     const rows = j.partitions.map((p) => el("tr", { "data-partition": p },
-      el("th", { class: "part" }, p || "(default)", " ",
+      el("th", { class: "part" }, p || "(default)", " ", j.ended ? "" : // an ended job has no slot left to trigger
         el("button", { type: "button", "data-action": "trigger", title: "run now",
           onclick: () => act("Trigger an extra run of " + j.name + (p ? " partition " + p : "") + " now?", "jobs/" + enc(j.name) + "/trigger", { partition: p, reason: "console" }) }, "▶")),
       ...slots.map((s) => cell(j.name, p, s, byCell.get(p + "\u0000" + s)))));
     const table = el("table", { class: "grid", "data-job": j.name }, el("thead", {}, head), el("tbody", {}, ...rows));
-    const heading = el("h3", {}, j.name, j.paused ? el("span", { class: "badge s-missed" }, "paused") : "");
+    const heading = el("h3", {}, j.name, j.paused ? el("span", { class: "badge s-missed" }, "paused") : "",
+      j.ended ? el("span", { class: "ended" }, " ended " + fmt(j.end_at)) : "");
     grids.push(el("div", {}, heading, slots.length ? el("div", { class: "scroll" }, table) : el("p", { class: "hint" }, "no runs recorded yet")));
   }
   $("grids").replaceChildren(...grids);
