@@ -284,7 +284,8 @@ func TestConsoleLinkSignsInDarkModeAndRefreshMenu(t *testing.T) {
 	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="closed"] td.ended`))))
 	require.Contains(t, eval(`document.querySelector('#jobs tr[data-job="closed"]').textContent`), "ended")
 	require.Contains(t, eval(`document.querySelector('#jobs tr[data-job="settle"]').textContent`), "active")
-	require.NoError(t, do(10*time.Second, chromedp.WaitVisible(chromedp.CSS(`table.grid[data-job="closed"] td.cell`))))
+	require.NoError(t, do(20*time.Second, chromedp.WaitVisible(chromedp.CSS(`table.grid[data-job="closed"] td.cell`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.grid[data-job="settle"] td.cell`))))
 	require.Equal(t, "0", eval(`String(document.querySelectorAll('table.grid[data-job="closed"] button[data-action="trigger"]').length)`),
 		"no trigger for a job whose window ended")
 	require.Equal(t, "3", eval(`String(document.querySelectorAll('table.grid[data-job="settle"] button[data-action="trigger"]').length)`),
@@ -384,17 +385,21 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 		return out
 	}
 	local := func(at time.Time) string { return at.UTC().Format("2006-01-02T15:04:05") } // a datetime-local value, read as UTC
-	// filter sets the list's filters and applies them (in the page: chromedp's
-	// SetValue cannot pick a select's option of value "").
+	// form sets fields (id, value, ...) and clicks submit, in the page:
+	// chromedp's SetValue cannot pick a select's option of value "", and
+	// fails on a datetime-local at a whole minute (it reads back without
+	// ":00").
+	form := func(submit string, fields ...string) error {
+		js := "(() => {\n"
+		for i := 0; i+1 < len(fields); i += 2 {
+			js += fmt.Sprintf(`{ const e = document.getElementById(%q); e.value = %q;
+				if (e.tagName === "SELECT" && e.selectedIndex < 0) throw new Error(%q); }`+"\n", fields[i], fields[i+1], fields[i]+": no option "+fields[i+1])
+		}
+		js += fmt.Sprintf("document.getElementById(%q).click(); })()", submit)
+		return do(10*time.Second, chromedp.Evaluate[chromedp.Void](js))
+	}
 	filter := func(partition, status, from, to, limit string) error {
-		return do(10*time.Second, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => {
-			const set = (id, v) => {
-				const e = document.getElementById(id);
-				e.value = v;
-				if (e.tagName === "SELECT" && e.selectedIndex < 0) throw new Error(id + ": no option " + v);
-			};
-			set("f-partition", %q); set("f-status", %q); set("f-from", %q); set("f-to", %q); set("f-limit", %q);
-			document.getElementById("f-apply").click(); })()`, partition, status, from, to, limit)))
+		return form("f-apply", "f-partition", partition, "f-status", status, "f-from", from, "f-to", to, "f-limit", limit)
 	}
 
 	_, err := chromedp.Run(ctx, chromedp.Navigate(url+"#/jobs/settle&token="+token))
@@ -497,12 +502,7 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 
 	// Backfill two past seconds of good (the confirm dialog is accepted).
 	bfrom := time.Now().UTC().Add(-20 * time.Second).Truncate(time.Second)
-	require.NoError(t, do(10*time.Second,
-		chromedp.SetValue(chromedp.ID("b-from"), local(bfrom)),
-		chromedp.SetValue(chromedp.ID("b-to"), local(bfrom.Add(2*time.Second))),
-		chromedp.SetValue(chromedp.ID("b-partition"), "good"),
-		chromedp.Click(chromedp.ID("b-submit")),
-	))
+	require.NoError(t, form("b-submit", "b-from", local(bfrom), "b-to", local(bfrom.Add(2*time.Second)), "b-partition", "good"))
 	backfilled := func(partitions []string, from time.Time) func() bool {
 		return func() bool {
 			for _, p := range partitions {
@@ -530,12 +530,7 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 	// And two of every partition ("stuck" keeps its request pending: its
 	// lease is held elsewhere).
 	bfrom = bfrom.Add(-10 * time.Second)
-	require.NoError(t, do(10*time.Second,
-		chromedp.SetValue(chromedp.ID("b-from"), local(bfrom)),
-		chromedp.SetValue(chromedp.ID("b-to"), local(bfrom.Add(2*time.Second))),
-		chromedp.SetValue(chromedp.ID("b-partition"), "*"),
-		chromedp.Click(chromedp.ID("b-submit")),
-	))
+	require.NoError(t, form("b-submit", "b-from", local(bfrom), "b-to", local(bfrom.Add(2*time.Second)), "b-partition", "*"))
 	testwait.Until(t, 15*time.Second, "two slots of each partition backfilled", backfilled([]string{"good", "bad", "stuck"}, bfrom))
 	testwait.Until(t, 5*time.Second, "the form's answer", func() bool {
 		return strings.Contains(eval(`document.getElementById("notice").textContent`), "backfill asked for 6 slots in 3 partitions")
