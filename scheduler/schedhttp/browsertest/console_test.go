@@ -123,11 +123,12 @@ func browser(t *testing.T) (context.Context, context.CancelFunc) {
 
 func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	url, sched, stuck := console(t)
-	// Wait for a few slots of both partitions, a failure among them.
-	testwait.Until(t, 20*time.Second, "three slots of each partition", func() bool {
+	// Wait for some slots of both partitions, failures among them (ten:
+	// the screenshots show a grid and a chart with something to see).
+	testwait.Until(t, 30*time.Second, "ten slots of each partition", func() bool {
 		for _, p := range []string{"good", "bad"} {
 			recs, err := sched.Runs(context.Background(), "settle", p, time.Time{}, time.Now().Add(time.Second), 10)
-			if err != nil || len(recs) < 3 {
+			if err != nil || len(recs) < 10 {
 				return false
 			}
 		}
@@ -215,7 +216,8 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	// Screenshots at desktop and phone width: something is drawn, and at
 	// 390 px the grid scrolls in its box while the page does not.
 	dir := t.TempDir()
-	require.NoError(t, do(10*time.Second, chromedp.EmulateViewport(1280, 1000), chromedp.WaitVisible(chromedp.CSS(cellOf)),
+	require.NoError(t, do(15*time.Second, chromedp.EmulateViewport(1280, 1000), chromedp.WaitVisible(chromedp.CSS(cellOf)),
+		chromedp.WaitNotVisible(chromedp.ID("notice")), // the retry's note, gone by itself
 		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`)))
 	desktop, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	require.NoError(t, err)
