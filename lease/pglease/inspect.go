@@ -66,6 +66,9 @@ func (b *Backend) List(ctx context.Context, match string, limit int) ([]leasedri
 
 // query runs one SELECT of lease rows (pgtx.Batch: one round trip).
 func (b *Backend) query(ctx context.Context, sql string, args ...any) ([]leasedriver.Info, error) {
+	if err := b.format.Check(ctx, b.checkFormat); err != nil {
+		return nil, err
+	}
 	var out []leasedriver.Info
 	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
 		batch.Queue(sql, args...).Query(func(rows pgx.Rows) error {

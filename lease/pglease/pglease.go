@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
@@ -66,7 +67,12 @@ type Backend struct {
 	schema string
 	holder string // Options.Holder
 	sql    queries
+	table  string         // the lease table, quoted and schema-qualified
+	format formatver.Gate // the stored format, checked on first use
 }
+
+// store names the package in format markers and errors.
+const store = "lease/pglease"
 
 var (
 	_ leasedriver.Backend = (*Backend)(nil)
@@ -91,7 +97,8 @@ func New(db DB, cfg Options) (*Backend, error) {
 	if err := leasedriver.CheckHolder(cfg.Holder); err != nil {
 		return nil, err
 	}
-	return &Backend{db: db, schema: cfg.Schema, holder: cfg.Holder, sql: newQueries(pgx.Identifier{cfg.Schema, "leases"}.Sanitize())}, nil
+	table := pgx.Identifier{cfg.Schema, "leases"}.Sanitize()
+	return &Backend{db: db, schema: cfg.Schema, holder: cfg.Holder, sql: newQueries(table), table: table}, nil
 }
 
 // HolderLabel implements leasedriver.Labeled: Options.Holder.
@@ -138,7 +145,7 @@ func (b *Backend) Migrate(ctx context.Context) error {
 	// runs its statements as one implicit transaction, at READ COMMITTED
 	// (pgmigrate.OwnTransaction).
 	if _, err := b.db.Exec(ctx, pgmigrate.OwnTransaction+script); err != nil {
-		return fmt.Errorf("pglease: migrate schema %s: %w", b.schema, err)
+		return fmt.Errorf("pglease: migrate schema %s: %w", b.schema, formatver.FromMigrate(err, store, b.table))
 	}
 	return nil
 }
@@ -157,6 +164,9 @@ func (b *Backend) Migrate(ctx context.Context) error {
 // lease. A serialization failure or deadlock left even so is retried
 // (pgtx.MaxAttempts attempts, jittered backoff, within ctx).
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
+	if err := b.format.Check(ctx, b.checkFormat); err != nil {
+		return leasedriver.Grant{}, err
+	}
 	var taken bool
 	var token, remainingMS int64
 	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
@@ -242,4 +252,17 @@ func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 		return lease.ErrNotHeld
 	}
 	return nil
+}
+
+// checkFormat reads the lease table's format marker (its comment) and
+// refuses another format with a *fence.FormatError (docs/compatibility.md).
+func (b *Backend) checkFormat(ctx context.Context) error {
+	var found *string
+	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+		batch.Queue(formatver.CommentSQL, b.table).QueryRow(func(row pgx.Row) error { return row.Scan(&found) })
+	})
+	if err != nil {
+		return fmt.Errorf("pglease: check the stored format of %s: %w", b.table, err)
+	}
+	return formatver.CheckComment(store, b.table, found)
 }

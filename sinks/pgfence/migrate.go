@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"io/fs"
 	"strings"
 
@@ -57,7 +58,7 @@ func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 		script = pgmigrate.OwnTransaction + script
 	}
 	if _, err := db.Exec(ctx, script); err != nil {
-		return wrapDBError("migrate", g.schema+"."+g.table, err)
+		return wrapDBError("migrate", g.schema+"."+g.table, formatver.FromMigrate(err, store, pgx.Identifier{g.schema, g.table}.Sanitize()))
 	}
 	return nil
 }

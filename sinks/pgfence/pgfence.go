@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"math"
 	"regexp"
 	"strings"
@@ -93,7 +94,11 @@ type Guard struct {
 	checkSQL      string // upsert that raises the stored token iff the rule accepts
 	currentSQL    string // reads the stored token and owner
 	tracer        trace.Tracer
+	format        formatver.Gate // the stored format, checked on first use
 }
+
+// store names the package in format markers and errors.
+const store = "sinks/pgfence"
 
 // New returns a Guard for the table named by cfg. It returns an error
 // matching ErrInvalidOptions when a name is not a valid identifier. New does
@@ -164,6 +169,9 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 	}
 	if ctx == nil {
 		return fmt.Errorf("%w: check %q: nil context", ErrInvalidOptions, resource)
+	}
+	if err := g.CheckFormat(ctx, tx); err != nil {
+		return err
 	}
 	t := h.Token
 	var raised int64
@@ -245,7 +253,34 @@ func (g *Guard) Current(ctx context.Context, db DBTX, resource, scope string) (f
 	if ctx == nil {
 		return fence.None, "", fmt.Errorf("%w: current %q: nil context", ErrInvalidOptions, resource)
 	}
+	if err := g.CheckFormat(ctx, db); err != nil {
+		return fence.None, "", err
+	}
 	return g.current(ctx, db, resource, scope)
+}
+
+// CheckFormat returns nil when the guard table's stored format is this
+// build's, and a *fence.FormatError (fence.ErrUnknownFormat) when its
+// comment names another: a newer build's or another store's
+// (docs/compatibility.md). It reads the comment through db on the Guard's
+// first use only (one SELECT); after one success it returns nil at once.
+// Check, Current and Reset run it; callers that raise the guard in a
+// statement of their own (see Table) run it first.
+func (g *Guard) CheckFormat(ctx context.Context, db DBTX) error {
+	if g.format.Passed() {
+		return nil
+	}
+	if err := g.ready(); err != nil {
+		return err
+	}
+	table := pgx.Identifier{g.schema, g.table}.Sanitize()
+	return g.format.Check(ctx, func(ctx context.Context) error {
+		var found *string
+		if err := db.QueryRow(ctx, formatver.CommentSQL, table).Scan(&found); err != nil {
+			return wrapDBError("check the stored format of", table, err)
+		}
+		return formatver.CheckComment(store, table, found)
+	})
 }
 
 func (g *Guard) current(ctx context.Context, db DBTX, resource, scope string) (fence.Token, string, error) {

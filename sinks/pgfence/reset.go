@@ -75,6 +75,9 @@ func (g *Guard) Reset(ctx context.Context, db DBTX, resource, scope string, opts
 	case uint64(opts.Expect) > 1<<63-1:
 		return ResetResult{}, fmt.Errorf("%w: reset %q: expected token %d", ErrTokenOutOfRange, resource, opts.Expect)
 	}
+	if err := g.CheckFormat(ctx, db); err != nil {
+		return ResetResult{}, err
+	}
 	guard := pgx.Identifier{g.schema, g.table}.Sanitize()
 	// clock_timestamp, not now(): db may be a transaction begun long ago.
 	q := `WITH cur AS (

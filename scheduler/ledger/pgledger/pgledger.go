@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast-go/holdfast/internal/formatver"
+	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"math"
 	"regexp"
 	"time"
@@ -70,7 +72,11 @@ type Ledger struct {
 	db     DB
 	schema string
 	sql    queries
+	format formatver.Gate // the stored format, checked on first use
 }
+
+// store names the package in format markers and errors.
+const store = "scheduler/ledger/pgledger"
 
 var _ ledger.Ledger = (*Ledger)(nil)
 
@@ -97,6 +103,34 @@ func (l *Ledger) ready() error {
 		return ErrNotCreated
 	}
 	return nil
+}
+
+// use is ready, then the stored format check of the first use: the
+// comment of job_runs must be this build's marker (docs/compatibility.md),
+// or the call fails with a *fence.FormatError.
+func (l *Ledger) use(ctx context.Context) error {
+	if err := l.ready(); err != nil {
+		return err
+	}
+	return l.format.Check(ctx, l.checkFormat)
+}
+
+func (l *Ledger) checkFormat(ctx context.Context) error {
+	table := pgx.Identifier{l.schema, "job_runs"}.Sanitize()
+	var found *string
+	err := pgtx.Retry(ctx, func() error {
+		rows, err := l.db.Query(ctx, formatver.CommentSQL, table)
+		if err != nil {
+			return err
+		}
+		found = nil
+		_, err = pgx.ForEachRow(rows, []any{&found}, func() error { return nil })
+		return err
+	})
+	if err != nil {
+		return wrapDBError("format", table, err)
+	}
+	return formatver.CheckComment(store, table, found)
 }
 
 // inTx runs fn in a READ COMMITTED transaction and commits it when fn

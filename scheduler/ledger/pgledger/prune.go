@@ -32,7 +32,7 @@ func (l *Ledger) Prune(ctx context.Context, before time.Time) (deleted int64, er
 		return 0, nilContext("Prune")
 	}
 	const op = "prune"
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return 0, err
 	}
 	what := "slots before " + before.UTC().Format(time.RFC3339)
@@ -76,7 +76,7 @@ func (l *Ledger) PrunePreview(ctx context.Context, before time.Time, limit int) 
 	if ctx == nil {
 		return nil, 0, nilContext("PrunePreview")
 	}
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return nil, 0, err
 	}
 	var out []ledger.Slot

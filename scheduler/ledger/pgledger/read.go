@@ -27,7 +27,7 @@ func (l *Ledger) State(ctx context.Context, job, partition string, since, now ti
 		return ledger.State{}, nilContext("State")
 	}
 	const op = "state"
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return ledger.State{}, err
 	}
 	if err := validateKey(job, partition); err != nil {
@@ -99,7 +99,7 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 	if ctx == nil {
 		return nil, nilContext("States")
 	}
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return nil, err
 	}
 	if len(reqs) == 0 {
@@ -157,7 +157,7 @@ func (l *Ledger) Get(ctx context.Context, slot ledger.Slot) (ledger.Record, bool
 	if ctx == nil {
 		return ledger.Record{}, false, nilContext("Get")
 	}
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return ledger.Record{}, false, err
 	}
 	if err := validateKey(slot.Job, slot.Partition); err != nil {
@@ -175,7 +175,7 @@ func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.
 	if ctx == nil {
 		return nil, nilContext("List")
 	}
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return nil, err
 	}
 	if err := validateKey(job, partition); err != nil {

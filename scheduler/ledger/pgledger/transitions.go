@@ -66,7 +66,7 @@ func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 		return 0, 0, nilContext("Begin")
 	}
 	const op = "begin"
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return 0, 0, err
 	}
 	if err := validateFenced(op, slot, f); err != nil {
@@ -154,7 +154,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence
 		return nilContext("Heartbeat")
 	}
 	const op = "heartbeat"
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return err
 	}
 	if err := validateFenced(op, slot, f); err != nil {
@@ -189,7 +189,7 @@ func (l *Ledger) Finish(ctx context.Context, slot ledger.Slot, f ledger.Fence, a
 		return nilContext("Finish")
 	}
 	const op = "finish"
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return err
 	}
 	if err := validateFenced(op, slot, f); err != nil {
@@ -267,7 +267,7 @@ func (l *Ledger) Skip(ctx context.Context, slot ledger.Slot, f ledger.Fence, sta
 		return nilContext("Skip")
 	}
 	const op = "skip"
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return err
 	}
 	if err := validateFenced(op, slot, f); err != nil {
@@ -304,7 +304,7 @@ func (l *Ledger) Request(ctx context.Context, slot ledger.Slot, reason string, n
 		return nilContext("Request")
 	}
 	const op = "request"
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return err
 	}
 	if err := validateKey(slot.Job, slot.Partition); err != nil {
@@ -358,7 +358,7 @@ func (l *Ledger) SetPaused(ctx context.Context, job string, paused bool) error {
 		return nilContext("SetPaused")
 	}
 	const op = "set paused"
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return err
 	}
 	if err := validateKey(job, ""); err != nil {
@@ -377,7 +377,7 @@ func (l *Ledger) Paused(ctx context.Context, job string) (bool, error) {
 	if ctx == nil {
 		return false, nilContext("Paused")
 	}
-	if err := l.ready(); err != nil {
+	if err := l.use(ctx); err != nil {
 		return false, err
 	}
 	if err := validateKey(job, ""); err != nil {

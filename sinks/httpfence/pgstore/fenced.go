@@ -56,6 +56,9 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 	if err := f.guard.Validate(resource, h); err != nil {
 		return s.beginInvalid(ctx, key, fingerprint, lockTTL, f, resource, h)
 	}
+	if err := f.guard.CheckFormat(ctx, s.db); err != nil {
+		return httpfence.Outcome{}, err
+	}
 	lock, err := storeutil.NewLock()
 	if err != nil {
 		return httpfence.Outcome{}, err

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"io/fs"
 	"regexp"
 	"strings"
@@ -115,7 +116,11 @@ type Store struct {
 	// Statements, built once with the quoted table name.
 	insertSQL, readSQL, takeoverSQL           string
 	completeSQL, abandonSQL, deleteExpiredSQL string
+	format                                    formatver.Gate // the stored format, checked on first use
 }
+
+// store names the package in format markers and errors.
+const store = "sinks/httpfence/pgstore"
 
 // NewStore returns a Store working through db (a
 // *pgxpool.Pool, typically) on the table idempotency_keys in opts.Schema
@@ -177,7 +182,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("httpfence: %w", err)
 	}
 	if _, err := s.db.Exec(ctx, pgmigrate.OwnTransaction+script); err != nil {
-		return fmt.Errorf("httpfence: migrate %s: %w", s.schema, err)
+		return fmt.Errorf("httpfence: migrate %s: %w", s.schema, formatver.FromMigrate(err, store, s.table))
 	}
 	return nil
 }
@@ -379,14 +384,33 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 // queryRow runs sql (one row expected, scanned into dest; pgx.ErrNoRows
 // when none) in a READ COMMITTED transaction of its own, one round trip.
 func (s *Store) queryRow(ctx context.Context, sql string, args []any, dest ...any) error {
+	if err := s.checkFormat(ctx); err != nil {
+		return err
+	}
 	return pgtx.Batch(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(sql, args...).QueryRow(func(row pgx.Row) error { return row.Scan(dest...) })
+	})
+}
+
+// checkFormat is the stored format check of the Store's first use (every
+// statement goes through queryRow or exec): the comment of its table must
+// be this build's marker, or the call fails with a *fence.FormatError
+// (docs/compatibility.md).
+func (s *Store) checkFormat(ctx context.Context) error {
+	if s.format.Passed() {
+		return nil
+	}
+	return s.format.Check(ctx, func(ctx context.Context) error {
+		return formatver.Postgres(ctx, s.db, store, s.table)
 	})
 }
 
 // exec runs sql in a READ COMMITTED transaction of its own, one round
 // trip, and returns its command tag.
 func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := s.checkFormat(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	var tag pgconn.CommandTag
 	err := pgtx.Batch(ctx, s.db, func(b *pgx.Batch) {
 		b.Queue(sql, args...).Exec(func(t pgconn.CommandTag) error {

@@ -1,3 +1,22 @@
+-- The stored format (docs/compatibility.md). The
+-- comment of {{schema}}.job_runs names the format of every table of
+-- scheduler/ledger/pgledger; a table marked with another one (a newer build's, another
+-- store's) is refused before any migration touches it, with SQLSTATE
+-- HF001 and the comment found as DETAIL. A missing table or one with no
+-- comment passes: the last migration file marks it. It runs first.
+DO $$
+DECLARE
+    found text := obj_description(to_regclass('{{schema}}.job_runs'), 'pg_class');
+BEGIN
+    IF found IS NOT NULL AND found <> 'holdfast scheduler/ledger/pgledger format 1' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'HF001',
+            MESSAGE = 'holdfast scheduler/ledger/pgledger: {{schema}}.job_runs holds another stored format',
+            DETAIL = found;
+    END IF;
+END
+$$;
+
 -- 001_ledger.sql: the tables of package pgledger.
 --
 -- {{schema}} stands for the quoted schema from Config. Migrate runs every

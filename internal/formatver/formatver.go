@@ -1,0 +1,151 @@
+// Package formatver checks the stored format of a holdfast store on first
+// use (docs/compatibility.md): every store keeps a marker naming its package
+// and its format version, "holdfast <store> format <n>", and refuses with a
+// *fence.FormatError any marker that is not its own, before it reads or
+// writes anything else.
+//
+//   - Redis: the string key Key(prefix), "<prefix>format", written on first
+//     use when missing (a script: read and create in one step). No store's
+//     data key is "<prefix>format": their keys carry a '{' right after the
+//     prefix (or a fixed word other than "format"), and prefixes hold no
+//     braces, so the marker of one prefix is no other prefix's data key.
+//   - PostgreSQL: the comment of the store's main table, set by the
+//     store's last migration file and checked at the top of its first
+//     (under the migration lock) and by the store on first use.
+//
+// A store with no marker yet (a new prefix, a table made before markers, a
+// Redis that lost its data) is taken as the current format: holdfast had no
+// release before format 1.
+package formatver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/luascript"
+)
+
+// Version is the stored format every holdfast store reads and writes.
+const Version = 1
+
+// Suffix follows a Redis store's prefix in its marker key.
+const Suffix = "format"
+
+// Marker is the marker of store (a package path below the module, e.g.
+// "lease/redislease") at Version: "holdfast lease/redislease format 1".
+func Marker(store string) string {
+	return "holdfast " + store + " format " + strconv.Itoa(Version)
+}
+
+// Key is the marker key of a Redis store whose keys start with prefix.
+func Key(prefix string) string { return prefix + Suffix }
+
+// Gate runs a store's check until it succeeds once, then never again. The
+// zero Gate is ready. Failed checks (a network error, a refusal) are not
+// remembered: the next use checks again.
+type Gate struct {
+	ok atomic.Bool
+	mu sync.Mutex
+}
+
+// Check returns nil at once after a successful check; otherwise it runs
+// check (one caller at a time) and returns its error.
+func (g *Gate) Check(ctx context.Context, check func(context.Context) error) error {
+	if g.ok.Load() {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ok.Load() {
+		return nil
+	}
+	if err := check(ctx); err != nil {
+		return err
+	}
+	g.ok.Store(true)
+	return nil
+}
+
+// Passed reports whether a check succeeded.
+func (g *Gate) Passed() bool { return g.ok.Load() }
+
+var markScript = luascript.New(`
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+	redis.call('SET', KEYS[1], ARGV[1])
+	return ARGV[1]
+end
+if t ~= 'string' then
+	return '(a Redis ' .. t .. ')'
+end
+return redis.call('GET', KEYS[1])
+`)
+
+// Redis reads the marker key Key(prefix) on rdb, creating it with
+// Marker(store) when missing, and returns a *fence.FormatError when it
+// holds anything else. On a Cluster or Ring the key lives on one shard.
+func Redis(ctx context.Context, rdb luascript.Processor, store, prefix string) error {
+	key := Key(prefix)
+	want := Marker(store)
+	found, err := markScript.Run(ctx, rdb, []string{key}, want).Text()
+	if err != nil {
+		return fmt.Errorf("%s: check the stored format at %q: %w", store, key, err)
+	}
+	if found != want {
+		return &fence.FormatError{Store: store, Where: "Redis key " + strconv.Quote(key), Found: found, Want: want}
+	}
+	return nil
+}
+
+// CommentSQL reads the comment of the table named by $1 (schema-qualified,
+// as to_regclass takes it: quoted identifiers): NULL for a missing table or
+// one with no comment. Stores run it their own way (a statement, a batch,
+// the caller's transaction) and pass the result to CheckComment.
+const CommentSQL = `SELECT obj_description(to_regclass($1), 'pg_class')`
+
+// CheckComment returns a *fence.FormatError when found (CommentSQL's
+// result for table) is not Marker(store). A missing table or one with no
+// comment (nil) passes: the store's own statements report a missing
+// table, and its migrations mark it.
+func CheckComment(store, table string, found *string) error {
+	if found == nil || *found == Marker(store) {
+		return nil
+	}
+	return &fence.FormatError{Store: store, Where: "the comment of table " + table, Found: *found, Want: Marker(store)}
+}
+
+// Queryer is a pool, a connection or a transaction.
+type Queryer interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Postgres runs CommentSQL for table on q and CheckComment.
+func Postgres(ctx context.Context, q Queryer, store, table string) error {
+	var found *string
+	if err := q.QueryRow(ctx, CommentSQL, table).Scan(&found); err != nil {
+		return fmt.Errorf("%s: check the stored format of %s: %w", store, table, err)
+	}
+	return CheckComment(store, table, found)
+}
+
+// SQLState is the SQLSTATE of the exception the format check at the
+// top of a store's 001 migration raises (its DETAIL is the comment it found).
+const SQLState = "HF001"
+
+// FromMigrate turns the exception of that check into a
+// *fence.FormatError; other errors come back as they are.
+func FromMigrate(err error, store, table string) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == SQLState {
+		return &fence.FormatError{Store: store, Where: "the comment of table " + table, Found: pgErr.Detail, Want: Marker(store)}
+	}
+	return err
+}
