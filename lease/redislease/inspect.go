@@ -29,6 +29,9 @@ func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, e
 	if err != nil {
 		return leasedriver.Info{}, err
 	}
+	if err := b.CheckFormat(ctx); err != nil {
+		return leasedriver.Info{}, err
+	}
 	cmd := inspectScript.Run(ctx, b.rdb, []string{k.Lease, k.Fence, k.Waiting, k.Holder})
 	return b.parseInspect(name, cmd)
 }
@@ -52,6 +55,9 @@ func (b *Backend) List(ctx context.Context, match string, limit int) ([]leasedri
 	}
 	if strings.ContainsAny(match, "{}") {
 		return nil, fmt.Errorf("%w: List match %q must not hold '{' or '}'", leasedriver.ErrInvalidOptions, match)
+	}
+	if err := b.CheckFormat(ctx); err != nil {
+		return nil, err
 	}
 	names, err := b.scanNames(ctx, globEscape(b.prefix)+"{"+match+"}*", limit)
 	if err != nil {

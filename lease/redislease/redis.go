@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/internal/luascript"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
@@ -62,7 +63,11 @@ type Backend struct {
 	holder string                   // Options.Holder
 	label  any                      // holder, boxed once for the acquire script's arguments
 	ttlArg atomic.Pointer[boxedTTL] // the last TTL argument built, reused by the next acquisition of that TTL
+	format formatver.Gate           // the stored format, checked before the first acquisition
 }
+
+// store names the package in format markers and errors.
+const store = "lease/redislease"
 
 // boxedTTL is a TTL argument in ms, boxed once: a Client's leases mostly
 // share one TTL, and each acquisition would otherwise allocate its box.
@@ -122,6 +127,23 @@ func NewBackend(rdb redis.UniversalClient, opts Options) (*Backend, error) {
 // acquisition calls it first; a package that takes leases in scripts of
 // its own (Joinable) calls it before them.
 func (b *Backend) CheckPolicy(ctx context.Context) error { return b.policy.Check(ctx) }
+
+// CheckFormat checks the stored format unless done before: nil when the
+// marker key Prefix + "format" holds "holdfast lease/redislease format 1"
+// (written there when missing), a *fence.FormatError (matching
+// fence.ErrUnknownFormat) when it holds anything else: a newer build's
+// format or another store's keys under this prefix (docs/compatibility.md).
+// Every acquisition and inspection calls it first; a package that takes
+// leases in scripts of its own (Joinable) calls it before them. On a
+// Cluster the marker is one key, on one shard.
+func (b *Backend) CheckFormat(ctx context.Context) error {
+	if b.format.Passed() {
+		return nil
+	}
+	return b.format.Check(ctx, func(ctx context.Context) error {
+		return formatver.Redis(ctx, b.rdb, store, b.prefix)
+	})
+}
 
 // Evictions implements EvictionCounter: the keys Redis evicted since the
 // previous call (INFO stats evicted_keys, over every master), read only
@@ -253,6 +275,9 @@ func (b *Backend) acquire(ctx context.Context, h *redisHandle, ttl time.Duration
 	if err := b.policy.Check(ctx); err != nil {
 		return leasedriver.Grant{}, err // nothing sent, nothing to undo
 	}
+	if err := b.CheckFormat(ctx); err != nil {
+		return leasedriver.Grant{}, err // nothing sent, nothing to undo
+	}
 	// One integer, not an array: the reply costs no slices.
 	res, err := acquireScript.RunPrepared(ctx, b.auto, args).Int64()
 	if err != nil {
@@ -280,7 +305,11 @@ var _ leasedriver.BatchAcquirer = (*Backend)(nil)
 // Cluster), the acquire script answers an acquisition it already granted
 // to the same owner with the same token.
 func (b *Backend) AcquireAll(ctx context.Context, reqs []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error) {
-	if err := b.policy.Check(ctx); err != nil {
+	err := b.policy.Check(ctx)
+	if err == nil {
+		err = b.CheckFormat(ctx)
+	}
+	if err != nil {
 		errs := make([]error, len(reqs))
 		for i := range errs {
 			errs[i] = err

@@ -68,6 +68,9 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs 
 	if err := b.CheckPolicy(ctx); err != nil {
 		return nil, fmt.Errorf("redisledger: claim: leases: %w", err)
 	}
+	if err := b.CheckFormat(ctx); err != nil {
+		return nil, fmt.Errorf("redisledger: claim: leases: %w", err)
+	}
 	paused, err := l.pausedJobs(ctx, reqs)
 	if err != nil {
 		for i := range out {
@@ -317,6 +320,9 @@ func (l *Ledger) claimResult(b *redislease.Backend, r ledger.ClaimRequest, v []a
 func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, h leasedriver.Held, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) (finishErr, releaseErr error) {
 	if ctx == nil {
 		return nilContext("FinishRelease"), nilContext("FinishRelease")
+	}
+	if err := l.checkFormat(ctx); err != nil {
+		return err, err
 	}
 	b, ok := leases.(*redislease.Backend)
 	if !ok || !b.Joinable(l.rdb) || f.Scope != h.Name || f.Owner != h.Owner || f.Scope != ledger.UnitScope(s.Job, s.Partition) || f.Planner != nil {

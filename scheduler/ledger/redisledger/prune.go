@@ -42,6 +42,9 @@ func (l *Ledger) Prune(ctx context.Context, before time.Time) (int64, error) {
 	if ctx == nil {
 		return 0, nilContext("Prune")
 	}
+	if err := l.checkFormat(ctx); err != nil {
+		return 0, err
+	}
 	bases, err := l.pairBases(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("redisledger: prune: %w", err)
@@ -109,6 +112,9 @@ var _ ledger.PrunePreviewer = (*Ledger)(nil)
 func (l *Ledger) PrunePreview(ctx context.Context, before time.Time, limit int) ([]ledger.Slot, int64, error) {
 	if ctx == nil {
 		return nil, 0, nilContext("PrunePreview")
+	}
+	if err := l.checkFormat(ctx); err != nil {
+		return nil, 0, err
 	}
 	bases, err := l.pairBases(ctx)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/leaselua"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/internal/luascript"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
@@ -131,7 +132,12 @@ type Ledger struct {
 	// fin joins the FinishRelease calls of runs that end together into
 	// one script call (finishall.lua): off on Cluster.
 	fin autopipe.Joiner[*finishCall]
+	// format is the stored format, checked on first use (checkFormat).
+	format formatver.Gate
 }
+
+// store names the package in format markers and errors.
+const store = "scheduler/ledger/redisledger"
 
 var (
 	_ ledger.Ledger        = (*Ledger)(nil)
@@ -175,12 +181,29 @@ func New(rdb redis.UniversalClient, opts Options) (*Ledger, error) {
 // scheduler.Start calls it before it claims anything, to fail at once.
 func (l *Ledger) CheckPolicy(ctx context.Context) error { return l.checkPolicy(ctx) }
 
-// checkPolicy reads the eviction policy unless done before.
+// checkPolicy reads the eviction policy unless done before, then checks
+// the stored format (checkFormat).
 func (l *Ledger) checkPolicy(ctx context.Context) error {
 	if err := l.policy.Check(ctx); err != nil {
 		return fmt.Errorf("redisledger: %w", err)
 	}
-	return nil
+	return l.checkFormat(ctx)
+}
+
+// checkFormat checks the stored format unless done before: the marker key
+// Prefix + "format" must hold "holdfast scheduler/ledger/redisledger format
+// 1" (written there when missing), or every call fails with a
+// *fence.FormatError (fence.ErrUnknownFormat): a newer build's format, or
+// another store's keys under this prefix (docs/compatibility.md). Every
+// method that reads or writes the ledger's keys calls it (writes through
+// checkPolicy).
+func (l *Ledger) checkFormat(ctx context.Context) error {
+	if l.format.Passed() {
+		return nil
+	}
+	return l.format.Check(ctx, func(ctx context.Context) error {
+		return formatver.Redis(ctx, l.rdb, store, l.prefix)
+	})
 }
 
 type ledgerKeys struct {
@@ -274,6 +297,9 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 	if ctx == nil {
 		return nil, nilContext("States")
 	}
+	if err := l.checkFormat(ctx); err != nil {
+		return nil, err
+	}
 	type reads struct {
 		open, pending *redis.StringSliceCmd
 		retry         *redis.ZSliceCmd
@@ -347,6 +373,9 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 func (l *Ledger) Paused(ctx context.Context, job string) (bool, error) {
 	if ctx == nil {
 		return false, nilContext("Paused")
+	}
+	if err := l.checkFormat(ctx); err != nil {
+		return false, err
 	}
 	n, err := l.rdb.Exists(ctx, l.pausedKey(job)).Result()
 	if err != nil {
@@ -500,6 +529,9 @@ func (l *Ledger) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, a
 	if ctx == nil {
 		return nilContext("Heartbeat")
 	}
+	if err := l.checkFormat(ctx); err != nil {
+		return err
+	}
 	k := l.keys(s.Job, s.Partition)
 	fk, err := k.fenceOf(s, f)
 	if err != nil {
@@ -524,6 +556,9 @@ func (l *Ledger) RequestCancel(ctx context.Context, job, partition string, slot 
 	if ctx == nil {
 		return nilContext("RequestCancel")
 	}
+	if err := l.checkFormat(ctx); err != nil {
+		return err
+	}
 	k := l.keys(job, partition)
 	if err := cancelScript.Run(ctx, l.rdb, []string{k.base + "cancel"}, unix(slot)).Err(); err != nil {
 		return fmt.Errorf("redisledger: cancel %s: %w", job, err)
@@ -537,6 +572,9 @@ var _ ledger.Canceler = (*Ledger)(nil)
 func (l *Ledger) Finish(ctx context.Context, s ledger.Slot, f ledger.Fence, attempt int, o ledger.Outcome, now time.Time) error {
 	if ctx == nil {
 		return nilContext("Finish")
+	}
+	if err := l.checkFormat(ctx); err != nil {
+		return err
 	}
 	k := l.keys(s.Job, s.Partition)
 	fk, err := k.fenceOf(s, f)
@@ -631,6 +669,9 @@ func (l *Ledger) Get(ctx context.Context, s ledger.Slot) (ledger.Record, bool, e
 	if ctx == nil {
 		return ledger.Record{}, false, nilContext("Get")
 	}
+	if err := l.checkFormat(ctx); err != nil {
+		return ledger.Record{}, false, err
+	}
 	m, err := l.rdb.HGetAll(ctx, l.keys(s.Job, s.Partition).run(s.At)).Result()
 	if err != nil {
 		return ledger.Record{}, false, fmt.Errorf("redisledger: get %s: %w", s.Key(), err)
@@ -645,6 +686,9 @@ func (l *Ledger) Get(ctx context.Context, s ledger.Slot) (ledger.Record, bool, e
 func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.Time, limit int) ([]ledger.Record, error) {
 	if ctx == nil {
 		return nil, nilContext("List")
+	}
+	if err := l.checkFormat(ctx); err != nil {
+		return nil, err
 	}
 	if limit <= 0 {
 		return nil, nil
