@@ -36,7 +36,8 @@ var (
 // masters answered. It matches ErrNoQuorum and unwraps to the masters'
 // errors (redsync's *RedisError, each naming its node).
 type NoQuorumError struct {
-	// Op is the phase that failed: "acquire" (the lock and the token
+	// Op is the phase that failed: "format" (too few masters had their
+	// stored format checked, see Backend.Acquire), "acquire" (the lock and the token
 	// candidates), "raise" (the token raise), "renew" or "release".
 	Op string
 	// Nodes is the number of masters, Quorum the majority of them

@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"fmt"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -33,6 +34,9 @@ type Backend struct {
 	held map[heldKey]*entry // acquisitions not yet released
 
 	lastProposal atomic.Int64 // µs; proposals of this Backend increase
+
+	format    []formatver.Gate // per master: its stored format was checked (format.go)
+	formatAll atomic.Bool      // every master's was
 }
 
 // heldKey names one acquisition.
@@ -79,6 +83,7 @@ func New(masters []redis.UniversalClient, opts Options) (*Backend, error) {
 		quorum: len(masters)/2 + 1,
 		opts:   opts,
 		held:   map[heldKey]*entry{},
+		format: make([]formatver.Gate, len(masters)),
 	}, nil
 }
 
@@ -138,6 +143,9 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	if err := ctx.Err(); err != nil {
 		// The lock commands outlive redsync's context (see conn.SetNX):
 		// do not start them for a caller that has gone.
+		return leasedriver.Grant{}, err
+	}
+	if err := b.checkFormat(ctx); err != nil {
 		return leasedriver.Grant{}, err
 	}
 	leaseKey, _ := b.Keys(name)

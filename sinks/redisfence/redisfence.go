@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 )
 
@@ -43,8 +44,12 @@ type Writer struct {
 	auto    *autopipe.Pipe // the scripts of concurrent writes, batched
 	cluster bool           // keys must carry a hash tag
 	policy  *redispolicy.Checker
-	reserve []string // Namespace and Options.Reserved
+	reserve []string       // Namespace and Options.Reserved
+	format  formatver.Gate // the stored format, checked on first use (checkFormat)
 }
+
+// store names the package in format markers and errors.
+const store = "sinks/redisfence"
 
 // Options configure a Writer (NewWithOptions). The zero value is valid.
 type Options struct {
@@ -105,7 +110,23 @@ func (w *Writer) checkPolicy(ctx context.Context) error {
 	if err := w.policy.Check(ctx); err != nil {
 		return fmt.Errorf("redisfence: %w", err)
 	}
-	return nil
+	return w.checkFormat(ctx)
+}
+
+// checkFormat checks the stored format unless done before: the marker key
+// FencePrefix + "format" ("holdfast:redisfence:format", no resource key:
+// those never start with Namespace) must hold "holdfast sinks/redisfence
+// format 1" (written there when missing), or every call fails with a
+// *fence.FormatError (fence.ErrUnknownFormat): fence state of a newer
+// build's format (docs/compatibility.md). Writes call it through
+// checkPolicy; Current and Reset call it first.
+func (w *Writer) checkFormat(ctx context.Context) error {
+	if w.format.Passed() {
+		return nil
+	}
+	return w.format.Check(ctx, func(ctx context.Context) error {
+		return formatver.Redis(ctx, w.client, store, FencePrefix)
+	})
 }
 
 // FenceKey returns the key of the hash that holds key's fence state:
@@ -231,6 +252,9 @@ func (w *Writer) Current(ctx context.Context, key, scope string) (fence.Token, s
 		return fence.None, "", err
 	}
 	if err := w.validateKey(key); err != nil {
+		return fence.None, "", err
+	}
+	if err := w.checkFormat(ctx); err != nil {
 		return fence.None, "", err
 	}
 	reply, err := currentScript.Run(ctx, w.auto, []string{FenceKey(key)}, scope).Slice()

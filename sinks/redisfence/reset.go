@@ -34,6 +34,9 @@ func (w *Writer) Reset(ctx context.Context, key, scope string, expect fence.Toke
 	if err := w.validateKey(key); err != nil {
 		return fence.None, err
 	}
+	if err := w.checkFormat(ctx); err != nil {
+		return fence.None, err
+	}
 	want := ""
 	if expect != fence.None {
 		want = expect.String()

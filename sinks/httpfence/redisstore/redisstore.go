@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/internal/luascript"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
@@ -97,6 +98,27 @@ type Store struct {
 	auto   *autopipe.Pipe
 	prefix string
 	policy *redispolicy.Checker
+	format formatver.Gate // the stored format, checked before the first Begin
+}
+
+// The stores' names in format markers and errors: a Store and a Fence
+// refuse each other's prefix (their keys are hashes of different inputs
+// and could meet).
+const (
+	storeName = "sinks/httpfence/redisstore.Store"
+	fenceName = "sinks/httpfence/redisstore.Fence"
+)
+
+// checkFormat checks the stored format of the keys under prefix unless
+// done before: the marker key prefix + "format" must hold "holdfast
+// <name> format 1" (written there when missing), or the call fails with a
+// *fence.FormatError (fence.ErrUnknownFormat): records of a newer build's
+// format, or another store's keys under the prefix (docs/compatibility.md).
+func checkFormat(ctx context.Context, g *formatver.Gate, p luascript.Processor, name, prefix string) error {
+	if g.Passed() {
+		return nil
+	}
+	return g.Check(ctx, func(ctx context.Context) error { return formatver.Redis(ctx, p, name, prefix) })
 }
 
 // NewStore returns a Store on rdb whose keys start with opts.Prefix
@@ -151,6 +173,9 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time
 	}
 	if err := s.policy.Check(ctx); err != nil {
 		return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", err)
+	}
+	if err := checkFormat(ctx, &s.format, s.auto, storeName, s.prefix); err != nil {
+		return httpfence.Outcome{}, err
 	}
 	res, err := beginScript.Run(ctx, s.auto, []string{s.key(key)}, fingerprint, lock, lockTTL.Milliseconds(), key).StringSlice()
 	if err != nil {
@@ -247,6 +272,7 @@ type Fence struct {
 	auto   *autopipe.Pipe
 	prefix string
 	policy *redispolicy.Checker
+	format formatver.Gate // the stored format, checked before the first Accept
 }
 
 // NewFence returns a Fence on rdb whose keys start with opts.Prefix
@@ -280,6 +306,9 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	}
 	if err := f.policy.Check(ctx); err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: %w", resource, err)
+	}
+	if err := checkFormat(ctx, &f.format, f.auto, fenceName, f.prefix); err != nil {
+		return err
 	}
 	res, err := fenceScript.Run(ctx, f.auto, []string{fenceKey(f.prefix, resource, h.Scope)}, h.Token.String(), h.Owner, resource, h.Scope).Slice()
 	if err != nil {
