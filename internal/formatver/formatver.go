@@ -31,6 +31,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/redispolicy"
 )
 
 // Version is the stored format every holdfast store reads and writes.
@@ -97,7 +98,7 @@ func Redis(ctx context.Context, rdb luascript.Processor, store, prefix string) e
 	want := Marker(store)
 	found, err := markScript.Run(ctx, rdb, []string{key}, want).Text()
 	if err != nil {
-		return fmt.Errorf("%s: check the stored format at %q: %w", store, key, err)
+		return fmt.Errorf("%s: check the stored format at %q: %w", store, key, redispolicy.MemoryFull(err))
 	}
 	if found != want {
 		return &fence.FormatError{Store: store, Where: "Redis key " + strconv.Quote(key), Found: found, Want: want}

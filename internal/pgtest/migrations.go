@@ -28,7 +28,7 @@ func ApplyFiles(t testing.TB, pool *pgxpool.Pool, fsys fs.FS) {
 // Columns describes the tables of schema for comparison: one line per
 // column (table, column, type, nullability, default with the schema name
 // taken out) and one per constraint and index (its definition, likewise),
-// sorted by the catalogs' order.
+// and one per table comment (the stored-format marker), sorted.
 func Columns(t testing.TB, pool *pgxpool.Pool, schema string) []string {
 	t.Helper()
 	rows, err := pool.Query(t.Context(), `
@@ -42,6 +42,10 @@ SELECT tc.table_name || ' ' || tc.constraint_type || ' ' || pg_get_constraintdef
   JOIN pg_constraint c ON c.conname = tc.constraint_name
   JOIN pg_namespace n ON n.oid = c.connamespace AND n.nspname = tc.constraint_schema
  WHERE tc.table_schema = $1
+UNION ALL
+SELECT c.relname || ' comment ' || obj_description(c.oid, 'pg_class')
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = $1 AND c.relkind = 'r' AND obj_description(c.oid, 'pg_class') IS NOT NULL
 ORDER BY 1`, schema)
 	require.NoError(t, err)
 	defer rows.Close()

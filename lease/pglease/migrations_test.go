@@ -21,7 +21,7 @@ func TestExportedMigrationsGiveMigratesTables(t *testing.T) {
 
 	files, err := pglease.Migrations(pglease.Options{Schema: byHand})
 	require.NoError(t, err)
-	pgtest.MigrationsMatch(t, pool, files, []string{"001_leases.up.sql", "002_leases_holder.up.sql"}, migrated, byHand)
+	pgtest.MigrationsMatch(t, pool, files, []string{"001_leases.up.sql", "002_leases_holder.up.sql", "003_format_1.up.sql"}, migrated, byHand)
 
 	_, err = pglease.Migrations(pglease.Options{Schema: "Bad"})
 	require.ErrorIs(t, err, pglease.ErrInvalidOptions)

@@ -22,7 +22,7 @@ func TestPGStoreExportedMigrationsGiveMigratesTables(t *testing.T) {
 
 	files, err := pgstore.Migrations(pgstore.Options{Schema: byHand})
 	require.NoError(t, err)
-	pgtest.MigrationsMatch(t, pool, files, []string{"001_idempotency_keys.up.sql"}, migrated, byHand)
+	pgtest.MigrationsMatch(t, pool, files, []string{"001_idempotency_keys.up.sql", "002_format_1.up.sql"}, migrated, byHand)
 
 	_, err = pgstore.Migrations(pgstore.Options{Schema: "Bad"})
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)

@@ -62,8 +62,13 @@ func TestRedisStoresShareOneServerByPrefix(t *testing.T) {
 	}
 	keys, err := rdb.Keys(ctx, prefix+"*").Result()
 	require.NoError(t, err)
-	require.Len(t, keys, 2)
+	require.Len(t, keys, 4, "a record and a format marker per prefix")
 	for _, k := range keys {
+		if strings.HasSuffix(k, ":format") {
+			require.Regexp(t, `^`+prefix+`[ab]:format$`, k, "the stored format's marker")
+			require.Equal(t, "holdfast sinks/httpfence/redisstore.Store format 1", rdb.Get(ctx, k).Val())
+			continue
+		}
 		require.Regexp(t, `^`+prefix+`[ab]:\{[0-9a-f]{64}\}$`, k, "one hash-tagged key per record")
 	}
 }

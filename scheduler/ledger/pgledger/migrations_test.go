@@ -22,7 +22,7 @@ func TestExportedMigrationsGiveMigratesTables(t *testing.T) {
 
 	files, err := pgledger.Migrations(pgledger.Options{Schema: byHand})
 	require.NoError(t, err)
-	pgtest.MigrationsMatch(t, pool, files, []string{"001_ledger.up.sql", "002_attempt_holder.up.sql", "003_pruned_before.up.sql"}, migrated, byHand)
+	pgtest.MigrationsMatch(t, pool, files, []string{"001_ledger.up.sql", "002_attempt_holder.up.sql", "003_pruned_before.up.sql", "004_format_1.up.sql"}, migrated, byHand)
 
 	_, err = pgledger.Migrations(pgledger.Options{Schema: "Bad"})
 	require.ErrorIs(t, err, pgledger.ErrInvalidOptions)
