@@ -1,0 +1,284 @@
+package compat_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/formatver"
+	"github.com/holdfast-go/holdfast/internal/pgtest"
+	"github.com/holdfast-go/holdfast/internal/redisproc"
+	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/lease/pglease"
+	"github.com/holdfast-go/holdfast/lease/redislease"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+	"github.com/holdfast-go/holdfast/sinks/redisfence"
+)
+
+var holder = fence.Holder{Scope: "compat", Token: 1780000000000001, Owner: "compat-owner"}
+
+// redisStore is one Redis store under test: its name in markers, and its
+// first use (a write) on rdb under prefix.
+type redisStore struct {
+	name  string
+	fixed string // the store's fixed prefix, "" when it takes one
+	use   func(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix string) error
+}
+
+var redisStores = []redisStore{
+	{name: "lease/redislease", use: func(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix string) error {
+		b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
+		require.NoError(t, err)
+		_, err = b.Acquire(ctx, "job", "owner-1", time.Minute)
+		return err
+	}},
+	{name: "scheduler/ledger/redisledger", use: func(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix string) error {
+		l, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix})
+		require.NoError(t, err)
+		return l.SetPaused(ctx, "job", true)
+	}},
+	{name: "sinks/httpfence/redisstore.Store", use: func(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix string) error {
+		s, err := redisstore.NewStore(rdb, redisstore.Options{Prefix: prefix})
+		require.NoError(t, err)
+		_, err = s.Begin(ctx, "key", "fingerprint", time.Minute)
+		return err
+	}},
+	{name: "sinks/httpfence/redisstore.Fence", use: func(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix string) error {
+		f, err := redisstore.NewFence(rdb, redisstore.Options{Prefix: prefix})
+		require.NoError(t, err)
+		return f.Accept(ctx, "resource", holder)
+	}},
+	{name: "sinks/redisfence", fixed: redisfence.FencePrefix, use: func(ctx context.Context, t *testing.T, rdb redis.UniversalClient, _ string) error {
+		w, err := redisfence.New(rdb)
+		require.NoError(t, err)
+		return w.Set(ctx, "resource", "v", holder, 0)
+	}},
+}
+
+// redisFor returns a Redis and a prefix for s: the shared real Redis and
+// a fresh prefix, or, for a store with a fixed prefix (whose marker is
+// one per Redis), a redis-server of the test's own.
+func redisFor(t *testing.T, s redisStore) (redis.UniversalClient, string) {
+	if s.fixed != "" {
+		return redisproc.Start(t).Client(t), s.fixed
+	}
+	rdb := redistest.Real(t)
+	return rdb, redistest.Prefix(t, rdb)
+}
+
+func requireFormatError(t *testing.T, err error, store, found string) {
+	t.Helper()
+	require.ErrorIs(t, err, fence.ErrUnknownFormat)
+	var fe *fence.FormatError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, store, fe.Store)
+	require.Equal(t, found, fe.Found)
+	require.Equal(t, formatver.Marker(store), fe.Want)
+	require.Equal(t, "holdfast "+store+" format 1", fe.Want)
+}
+
+// Each Redis store writes its marker on first use and refuses a marker of
+// another format, or another store's, before writing anything.
+func TestRedisStoresMarkAndCheckTheirFormat(t *testing.T) {
+	t.Parallel()
+	for _, s := range redisStores {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+
+			rdb, prefix := redisFor(t, s)
+			require.NoError(t, s.use(ctx, t, rdb, prefix))
+			require.Equal(t, "holdfast "+s.name+" format 1", rdb.Get(ctx, prefix+"format").Val(), "the marker written on first use")
+			require.NoError(t, s.use(ctx, t, rdb, prefix), "a second build of the same format")
+
+			for _, foreign := range []string{
+				"holdfast " + s.name + " format 2",         // a newer build's
+				"holdfast lease/redislease-other format 1", // another store's keys under the prefix
+				"something else",                           // foreign data at the marker key
+			} {
+				rdb, prefix := redisFor(t, s)
+				require.NoError(t, rdb.Set(ctx, prefix+"format", foreign, 0).Err())
+				err := s.use(ctx, t, rdb, prefix)
+				requireFormatError(t, err, s.name, foreign)
+				keys, err := rdb.Keys(ctx, prefix+"*").Result()
+				require.NoError(t, err)
+				require.Equal(t, []string{prefix + "format"}, keys, "nothing written beside the marker")
+			}
+
+			rdb, prefix = redisFor(t, s)
+			require.NoError(t, rdb.HSet(ctx, prefix+"format", "f", "v").Err())
+			requireFormatError(t, s.use(ctx, t, rdb, prefix), s.name, "(a Redis hash)")
+		})
+	}
+}
+
+// Two stores given one prefix by mistake refuse each other (their keys
+// could meet): the second one's first use fails.
+func TestRedisStoresRefuseAnotherStoresPrefix(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	takes := redisStores[:4] // the stores that take a prefix
+	for _, first := range takes {
+		for _, second := range takes {
+			if first.name == second.name {
+				continue
+			}
+			rdb := redistest.Real(t)
+			prefix := redistest.Prefix(t, rdb)
+			require.NoError(t, first.use(ctx, t, rdb, prefix))
+			requireFormatError(t, second.use(ctx, t, rdb, prefix), second.name, formatver.Marker(first.name))
+		}
+	}
+}
+
+// A failed check is not remembered: a store that met an error (here a
+// marker of another format, then removed) checks again at its next use.
+func TestFormatCheckIsRetriedAfterAFailure(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	rdb := redistest.Real(t)
+	prefix := redistest.Prefix(t, rdb)
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
+	require.NoError(t, err)
+	require.NoError(t, rdb.Set(ctx, prefix+"format", "holdfast lease/redislease format 2", 0).Err())
+	_, err = b.Acquire(ctx, "job", "owner-1", time.Minute)
+	require.ErrorIs(t, err, fence.ErrUnknownFormat)
+	require.NoError(t, rdb.Del(ctx, prefix+"format").Err())
+	g, err := b.Acquire(ctx, "job", "owner-1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	require.Equal(t, formatver.Marker("lease/redislease"), rdb.Get(ctx, prefix+"format").Val())
+}
+
+// pgStore is one Postgres store under test: its marked table and its
+// first use (Migrate, then a write) in schema.
+type pgStore struct {
+	name, table string
+	migrate     func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error
+	use         func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error
+}
+
+var pgStores = []pgStore{
+	{name: "lease/pglease", table: "leases",
+		migrate: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+			b, err := pglease.New(pool, pglease.Options{Schema: schema})
+			require.NoError(t, err)
+			return b.Migrate(ctx)
+		},
+		use: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+			b, err := pglease.New(pool, pglease.Options{Schema: schema})
+			require.NoError(t, err)
+			_, err = b.Acquire(ctx, "job", "owner-1", time.Minute)
+			return err
+		}},
+	{name: "scheduler/ledger/pgledger", table: "job_runs",
+		migrate: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+			l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
+			require.NoError(t, err)
+			return l.Migrate(ctx)
+		},
+		use: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+			l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
+			require.NoError(t, err)
+			return l.SetPaused(ctx, "job", true)
+		}},
+	{name: "sinks/pgfence", table: pgfence.DefaultTable,
+		migrate: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+			g, err := pgfence.New(pgfence.Options{Schema: schema})
+			require.NoError(t, err)
+			return g.Migrate(ctx, pool)
+		},
+		use: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+			g, err := pgfence.New(pgfence.Options{Schema: schema})
+			require.NoError(t, err)
+			return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+				return g.Check(ctx, tx, "resource", holder)
+			})
+		}},
+	{name: "sinks/httpfence/pgstore", table: "idempotency_keys",
+		migrate: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+			s, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
+			require.NoError(t, err)
+			return s.Migrate(ctx)
+		},
+		use: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+			s, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
+			require.NoError(t, err)
+			_, err = s.Begin(ctx, "key", "fingerprint", time.Minute)
+			return err
+		}},
+}
+
+func rowCount(t *testing.T, pool *pgxpool.Pool, table string) int {
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&n))
+	return n
+}
+
+// Each Postgres store's Migrate marks its table, and a store meeting a
+// table marked with another format refuses it, in Migrate (under the
+// migration lock, before any DDL) and on first use, before writing.
+func TestPostgresStoresMarkAndCheckTheirFormat(t *testing.T) {
+	t.Parallel()
+	pool := shared.Pool(t)
+	for _, s := range pgStores {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			schema := pgtest.Schema(t, pool, "compat_")
+			table := pgx.Identifier{schema, s.table}.Sanitize()
+			require.NoError(t, s.migrate(ctx, t, pool, schema))
+			var comment string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT obj_description($1::regclass, 'pg_class')`, table).Scan(&comment))
+			require.Equal(t, "holdfast "+s.name+" format 1", comment)
+			require.NoError(t, s.use(ctx, t, pool, schema))
+			require.NoError(t, s.migrate(ctx, t, pool, schema), "Migrate again on its own format")
+
+			for _, foreign := range []string{"holdfast " + s.name + " format 2", "the orders table, kept by billing"} {
+				schema := pgtest.Schema(t, pool, "compat_")
+				table := pgx.Identifier{schema, s.table}.Sanitize()
+				require.NoError(t, s.migrate(ctx, t, pool, schema))
+				_, err := pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS '`+foreign+`'`)
+				require.NoError(t, err)
+				requireFormatError(t, s.use(ctx, t, pool, schema), s.name, foreign)
+				require.Zero(t, rowCount(t, pool, table), "nothing written")
+				requireFormatError(t, s.migrate(ctx, t, pool, schema), s.name, foreign)
+			}
+		})
+	}
+}
+
+// The check is one statement per store, on its first use only.
+func TestPostgresFormatIsCheckedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := shared.Pool(t)
+	schema := pgtest.Schema(t, pool, "compat_")
+	b, err := pglease.New(pool, pglease.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, b.Migrate(ctx))
+	g, err := b.Acquire(ctx, "job", "owner-1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	// A marker changed under a running store is not seen again: the
+	// check guards a store's start, not every statement.
+	_, err = pool.Exec(ctx, `COMMENT ON TABLE `+pgx.Identifier{schema, "leases"}.Sanitize()+` IS 'holdfast lease/pglease format 2'`)
+	require.NoError(t, err)
+	_, err = b.Acquire(ctx, "job2", "owner-1", time.Minute)
+	require.NoError(t, err)
+	b2, err := pglease.New(pool, pglease.Options{Schema: schema})
+	require.NoError(t, err)
+	_, err = b2.Acquire(ctx, "job3", "owner-1", time.Minute)
+	require.True(t, errors.Is(err, fence.ErrUnknownFormat), "a new store checks: %v", err)
+}

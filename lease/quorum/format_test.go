@@ -1,0 +1,67 @@
+package quorum_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease/quorum"
+)
+
+// Every master carries lease/redislease's format marker under the prefix;
+// one master holding another format refuses the acquisition, whatever
+// the others say, and nothing is taken.
+func TestQuorumChecksEveryMastersFormat(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	m := startMasters(t, 3)
+	b := m.backend(t)
+	g, err := b.Acquire(ctx, "job", "owner-1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	for _, rdb := range m.rdbs {
+		require.Equal(t, "holdfast lease/redislease format 1", rdb.Get(ctx, m.prefix+"format").Val())
+	}
+
+	m = startMasters(t, 3)
+	require.NoError(t, m.rdbs[1].Set(ctx, m.prefix+"format", "holdfast lease/redislease format 2", 0).Err())
+	_, err = m.backend(t).Acquire(ctx, "job", "owner-1", time.Minute)
+	require.ErrorIs(t, err, fence.ErrUnknownFormat)
+	var fe *fence.FormatError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "holdfast lease/redislease format 2", fe.Found)
+	for _, rdb := range m.rdbs {
+		require.Zero(t, rdb.Exists(ctx, m.prefix+"{job}").Val(), "no lock taken")
+	}
+}
+
+// A master down at the first acquisition does not stop a majority; it is
+// checked when it answers again.
+func TestQuorumFormatCheckWithAMasterDown(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	m := startMasters(t, 3)
+	b := m.backend(t)
+	m.srvs[2].Kill(t)
+	g, err := b.Acquire(ctx, "job", "owner-1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	m.srvs[2].Restart(t)
+	require.NoError(t, m.rdbs[2].Set(ctx, m.prefix+"format", "holdfast lease/redislease format 2", 0).Err())
+	require.Eventually(t, func() bool {
+		_, err := b.Acquire(ctx, "job2", "owner-1", time.Minute)
+		return errors.Is(err, fence.ErrUnknownFormat)
+	}, 10*time.Second, 20*time.Millisecond, "the master back with another format refuses")
+
+	m = startMasters(t, 3)
+	b = m.backend(t)
+	m.srvs[1].Kill(t)
+	m.srvs[2].Kill(t)
+	_, err = b.Acquire(ctx, "job", "owner-1", time.Minute)
+	var nq *quorum.NoQuorumError
+	require.ErrorAs(t, err, &nq)
+	require.Equal(t, "format", nq.Op)
+}
