@@ -164,22 +164,23 @@ func shape(dump []redisKey) []string {
 	norm := func(s string) string { return volatile.ReplaceAllString(s, "<v>") }
 	var out []string
 	for _, k := range dump {
-		line := norm(k.Key) + " " + k.Type
+		key := norm(k.Key)
+		line := key + " " + k.Type
 		if k.TTL {
 			line += " ttl"
 		}
 		out = append(out, line)
 		if k.String != "" {
-			out = append(out, "  = "+norm(k.String))
+			out = append(out, key+" = "+norm(k.String))
 		}
 		for f, v := range k.Hash {
-			out = append(out, "  "+norm(f)+" = "+norm(v))
+			out = append(out, key+" "+norm(f)+" = "+norm(v))
 		}
 		for m := range k.ZSet {
-			out = append(out, "  member "+norm(m))
+			out = append(out, key+" member "+norm(m))
 		}
 		for _, m := range k.Set {
-			out = append(out, "  member "+norm(m))
+			out = append(out, key+" member "+norm(m))
 		}
 	}
 	sort.Strings(out)
