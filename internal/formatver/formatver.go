@@ -20,14 +20,10 @@ package formatver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/luascript"
@@ -123,30 +119,6 @@ func CheckComment(store, table string, found *string) error {
 	return &fence.FormatError{Store: store, Where: "the comment of table " + table, Found: *found, Want: Marker(store)}
 }
 
-// Queryer is a pool, a connection or a transaction.
-type Queryer interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// Postgres runs CommentSQL for table on q and CheckComment.
-func Postgres(ctx context.Context, q Queryer, store, table string) error {
-	var found *string
-	if err := q.QueryRow(ctx, CommentSQL, table).Scan(&found); err != nil {
-		return fmt.Errorf("%s: check the stored format of %s: %w", store, table, err)
-	}
-	return CheckComment(store, table, found)
-}
-
 // SQLState is the SQLSTATE of the exception the format check at the
 // top of a store's 001 migration raises (its DETAIL is the comment it found).
 const SQLState = "HF001"
-
-// FromMigrate turns the exception of that check into a
-// *fence.FormatError; other errors come back as they are.
-func FromMigrate(err error, store, table string) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == SQLState {
-		return &fence.FormatError{Store: store, Where: "the comment of table " + table, Found: pgErr.Detail, Want: Marker(store)}
-	}
-	return err
-}

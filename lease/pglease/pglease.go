@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/formatver"
+	"github.com/holdfast-go/holdfast/internal/formatver/pgformat"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
@@ -145,7 +146,7 @@ func (b *Backend) Migrate(ctx context.Context) error {
 	// runs its statements as one implicit transaction, at READ COMMITTED
 	// (pgmigrate.OwnTransaction).
 	if _, err := b.db.Exec(ctx, pgmigrate.OwnTransaction+script); err != nil {
-		return fmt.Errorf("pglease: migrate schema %s: %w", b.schema, formatver.FromMigrate(err, store, b.table))
+		return fmt.Errorf("pglease: migrate schema %s: %w", b.schema, pgformat.FromMigrate(err, store, b.table))
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"github.com/holdfast-go/holdfast/internal/formatver"
+	"github.com/holdfast-go/holdfast/internal/formatver/pgformat"
 	"io/fs"
 	"strings"
 
@@ -58,7 +58,7 @@ func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 		script = pgmigrate.OwnTransaction + script
 	}
 	if _, err := db.Exec(ctx, script); err != nil {
-		return wrapDBError("migrate", g.schema+"."+g.table, formatver.FromMigrate(err, store, pgx.Identifier{g.schema, g.table}.Sanitize()))
+		return wrapDBError("migrate", g.schema+"."+g.table, pgformat.FromMigrate(err, store, pgx.Identifier{g.schema, g.table}.Sanitize()))
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"github.com/holdfast-go/holdfast/internal/formatver"
+	"github.com/holdfast-go/holdfast/internal/formatver/pgformat"
 	"io/fs"
 	"strings"
 
@@ -44,7 +44,7 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 		// No parameters: pgx sends the script with the simple protocol,
 		// which runs several statements in one call.
 		if _, err := tx.Exec(ctx, script); err != nil {
-			return wrapDBError("migrate", "schema "+l.schema, formatver.FromMigrate(err, store, pgx.Identifier{l.schema, "job_runs"}.Sanitize()))
+			return wrapDBError("migrate", "schema "+l.schema, pgformat.FromMigrate(err, store, pgx.Identifier{l.schema, "job_runs"}.Sanitize()))
 		}
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/holdfast-go/holdfast/internal/formatver"
+	"github.com/holdfast-go/holdfast/internal/formatver/pgformat"
 	"io/fs"
 	"regexp"
 	"strings"
@@ -182,7 +183,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("httpfence: %w", err)
 	}
 	if _, err := s.db.Exec(ctx, pgmigrate.OwnTransaction+script); err != nil {
-		return fmt.Errorf("httpfence: migrate %s: %w", s.schema, formatver.FromMigrate(err, store, s.table))
+		return fmt.Errorf("httpfence: migrate %s: %w", s.schema, pgformat.FromMigrate(err, store, s.table))
 	}
 	return nil
 }
@@ -401,7 +402,7 @@ func (s *Store) checkFormat(ctx context.Context) error {
 		return nil
 	}
 	return s.format.Check(ctx, func(ctx context.Context) error {
-		return formatver.Postgres(ctx, s.db, store, s.table)
+		return pgformat.Postgres(ctx, s.db, store, s.table)
 	})
 }
 
