@@ -3,9 +3,11 @@
 -- that takes or gives back a lease in its own round trip. It defines
 -- functions only and touches no key.
 --
--- holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms) takes the
--- lease (SET lease_key owner NX PX ttl_ms) and, only when that succeeded,
--- issues its fencing token. It returns the token, a canonical decimal
+-- holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms, idle_ms) takes
+-- the lease (SET lease_key owner NX PX ttl_ms) and, only when that
+-- succeeded, issues its fencing token. With idle_ms > 0 (redislease's
+-- Options.IdleCounterTTL) the counter expires idle_ms after this
+-- acquisition; nil or 0 keeps it for ever. It returns the token, a canonical decimal
 -- string, when the lease was taken (or was taken already by this owner: a
 -- re-sent call gets its token again); otherwise false and the holder's
 -- remaining TTL in ms (>= 0).
@@ -23,7 +25,7 @@
 -- call): the time is almost always the larger value. Only when it is not
 -- (two acquisitions in one microsecond, a clock stepped back) is the last
 -- token put back and incremented (Redis 6.2+ for SET ... GET).
-local function holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms)
+local function holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms, idle_ms)
   if redis.call('SET', lease_key, owner, 'NX', 'PX', ttl_ms) then
     local now = redis.call('TIME')
     local us = now[2]
@@ -31,9 +33,19 @@ local function holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms)
       us = string.sub('00000', #us) .. us -- zero-pad to 6 digits
     end
     local micros = now[1] .. us
-    local last = redis.call('SET', fence_key, micros, 'GET')
+    local idle = tonumber(idle_ms or 0) or 0
+    local last
+    if idle > 0 then
+      last = redis.call('SET', fence_key, micros, 'GET', 'PX', idle)
+    else
+      last = redis.call('SET', fence_key, micros, 'GET')
+    end
     if last and tonumber(last) >= tonumber(micros) then
-      redis.call('SET', fence_key, last)
+      if idle > 0 then
+        redis.call('SET', fence_key, last, 'PX', idle)
+      else
+        redis.call('SET', fence_key, last)
+      end
       return string.format('%.0f', redis.call('INCR', fence_key))
     end
     return micros
@@ -67,14 +79,18 @@ local function holdfast_lease_release(lease_key, waiting_key, owner)
   return 0
 end
 
--- holdfast_lease_label(holder_key, label) stores the holder label of an
--- acquisition just granted (holdfast_lease_acquire returned a token) in
--- holder_key (<lease_key>:holder), with no TTL, and deletes it for ''.
+-- holdfast_lease_label(holder_key, label, idle_ms) stores the holder label
+-- of an acquisition just granted (holdfast_lease_acquire returned a token)
+-- in holder_key (<lease_key>:holder), with no TTL (or idle_ms, as the
+-- counter), and deletes it for ''.
 -- Every acquisition calls it, so while the lease is held the key names its
 -- holder; views show it in place of the owner, which is a write capability.
-local function holdfast_lease_label(holder_key, label)
+local function holdfast_lease_label(holder_key, label, idle_ms)
+  local idle = tonumber(idle_ms or 0) or 0
   if label == '' then
     redis.call('DEL', holder_key)
+  elseif idle > 0 then
+    redis.call('SET', holder_key, label, 'PX', idle)
   else
     redis.call('SET', holder_key, label)
   end

@@ -44,7 +44,30 @@ type Options struct {
 	// stores beside each lease it grants, in the key Keys.Holder, in
 	// the same round trip. Default "" (none; the key is deleted).
 	Holder string
+	// IdleCounterTTL bounds how long a lease's fence counter (Keys.Fence)
+	// and holder label (Keys.Holder) are kept after its last acquisition:
+	// each acquisition sets them to expire after IdleCounterTTL, so a
+	// lease name not acquired for that long leaves no key (Redisson's
+	// counters grow without bound: its issue #6510). Default 0: kept for
+	// ever. When set it must be at least MinIdleCounterTTL (1 h), else
+	// NewBackend returns ErrInvalidOptions.
+	//
+	// Safe under one assumption: the Redis server's clock never steps back
+	// by more than IdleCounterTTL. A counter idle that long is not needed:
+	// the next token is max(counter+1, server time in µs), and the last
+	// token issued was at most the server time of its acquisition (plus
+	// the acquisitions of the same microsecond), IdleCounterTTL ago. A
+	// clock stepped back further would issue a token a sink has already
+	// seen, and the sink would refuse the new holder's writes as stale
+	// until the clock caught up (docs/operations.md, "Retention and
+	// growth"). Joined claims (the Redis ledger's ClaimAll) keep the
+	// counters of the leases they take for ever.
+	IdleCounterTTL time.Duration
 }
+
+// MinIdleCounterTTL is the smallest Options.IdleCounterTTL (1 h): the
+// largest step back of a Redis server's clock the option assumes.
+const MinIdleCounterTTL = time.Hour
 
 // Backend is the lease Backend on one Redis deployment: a single
 // server, a Sentinel-managed primary or a Cluster, through any
@@ -62,6 +85,7 @@ type Backend struct {
 	policy *redispolicy.Checker     // maxmemory-policy, read before the first acquisition
 	holder string                   // Options.Holder
 	label  any                      // holder, boxed once for the acquire script's arguments
+	idle   any                      // Options.IdleCounterTTL in ms (0: none), boxed once likewise
 	ttlArg atomic.Pointer[boxedTTL] // the last TTL argument built, reused by the next acquisition of that TTL
 	format formatver.Gate           // the stored format, checked before the first acquisition
 }
@@ -90,8 +114,9 @@ func (b *Backend) ttlArgument(ttl time.Duration) any {
 // NewBackend returns the backend over rdb. It returns lease.ErrNilClient
 // for a nil rdb (a typed nil pointer too) and an error matching
 // lease.ErrInvalidOptions for a Prefix holding '{' or '}', a negative
-// ReplicaAck, an Eviction.Policy that is not a Redis policy or a Holder
-// that leasedriver.CheckHolder refuses. It starts no goroutine and sends nothing: the
+// ReplicaAck, an Eviction.Policy that is not a Redis policy, a Holder
+// that leasedriver.CheckHolder refuses or an IdleCounterTTL below
+// MinIdleCounterTTL. It starts no goroutine and sends nothing: the
 // eviction policy is read on the first acquisition.
 func NewBackend(rdb redis.UniversalClient, opts Options) (*Backend, error) {
 	if safe.IsNil(rdb) {
@@ -115,9 +140,12 @@ func NewBackend(rdb redis.UniversalClient, opts Options) (*Backend, error) {
 	if err := leasedriver.CheckHolder(opts.Holder); err != nil {
 		return nil, err
 	}
+	if opts.IdleCounterTTL != 0 && opts.IdleCounterTTL < MinIdleCounterTTL {
+		return nil, fmt.Errorf("%w: IdleCounterTTL %v: 0 (keep for ever) or at least %v", leasedriver.ErrInvalidOptions, opts.IdleCounterTTL, MinIdleCounterTTL)
+	}
 	return &Backend{rdb: rdb, auto: autopipe.New(rdb), prefix: opts.Prefix, ack: opts.ReplicaAck,
 		policy: redispolicy.New(rdb, opts.Eviction, "lease.Options.Eviction (redislease.Options.Eviction)"),
-		holder: opts.Holder, label: opts.Holder}, nil
+		holder: opts.Holder, label: opts.Holder, idle: opts.IdleCounterTTL.Milliseconds()}, nil
 }
 
 // CheckPolicy reads the Redis's maxmemory-policy unless done before (see
@@ -171,7 +199,8 @@ type Keys struct {
 	// Lease holds the owner (a string) while the lease is held, with the
 	// lease's TTL: Prefix + "{" + name + "}".
 	Lease string
-	// Fence holds the last token issued for name (an integer, no TTL):
+	// Fence holds the last token issued for name (an integer; no TTL, or
+	// Options.IdleCounterTTL from the last acquisition):
 	// Lease + ":fence".
 	Fence string
 	// Waiting is the flag a waiting Acquire sets so that the release
@@ -213,7 +242,7 @@ func (b *Backend) Keys(name string) (Keys, error) {
 // it.
 type redisHandle struct {
 	name, owner string
-	acquireArgs [8]any // evalsha sha 2 lease fence owner ttl label
+	acquireArgs [9]any // evalsha sha 2 lease fence owner ttl label idle
 	renewArgs   [6]any // evalsha sha 1 lease owner ttl
 	releaseArgs [6]any // evalsha sha 2 lease waiting owner
 }
@@ -235,7 +264,7 @@ func (b *Backend) newHandle(name, owner string, ttl time.Duration) *redisHandle 
 	return &redisHandle{
 		name:        name,
 		owner:       owner,
-		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 2, leaseArg, fenceArg, ownerArg, ttlArg, b.label},
+		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 2, leaseArg, fenceArg, ownerArg, ttlArg, b.label, b.idle},
 		renewArgs:   [...]any{cmdEvalSha, renewScript.SHA(), 1, leaseArg, ownerArg, ttlArg},
 		releaseArgs: [...]any{cmdEvalSha, releaseScript.SHA(), 2, leaseArg, waitingArg, ownerArg},
 	}
@@ -263,8 +292,8 @@ var _ leasedriver.WaitingAcquirer = (*Backend)(nil)
 func (b *Backend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (leasedriver.Grant, error) {
 	h := b.newHandle(name, owner, ttl)
 	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
-	// evalsha sha 3 lease fence waiting owner ttl label flagTTL
-	args := [...]any{a[0], a[1], 3, a[3], a[4], waitingKey, a[5], a[6], a[7], max(flagTTL.Milliseconds(), 1)}
+	// evalsha sha 3 lease fence waiting owner ttl label idle flagTTL
+	args := [...]any{a[0], a[1], 3, a[3], a[4], waitingKey, a[5], a[6], a[7], a[8], max(flagTTL.Milliseconds(), 1)}
 	return b.acquire(ctx, h, ttl, args[:])
 }
 

@@ -8,7 +8,9 @@
 -- ARGV[1]  owner (random per acquisition)
 -- ARGV[2]  TTL in milliseconds
 -- ARGV[3]  holder label ('' for none)
--- ARGV[4]  the flag's TTL in milliseconds (with KEYS[3])
+-- ARGV[4]  the counter's idle TTL in milliseconds (Options.IdleCounterTTL;
+--          0: the counter and the holder label are kept for ever)
+-- ARGV[5]  the flag's TTL in milliseconds (with KEYS[3])
 --
 -- The holder label key KEYS[1] .. ':holder' (value: label) is built here,
 -- not passed: in the lease's hash tag, so in KEYS[1]'s Cluster slot, and an
@@ -26,18 +28,18 @@
 --
 -- With KEYS[3] (the tries of a blocked Acquire, made once it listens on the
 -- release channel), a held lease is flagged as waited for, for at least
--- ARGV[4] ms (a longer flag is kept): its release then publishes
+-- ARGV[5] ms (a longer flag is kept): its release then publishes
 -- (release.lua), and a release nobody waits for publishes nothing. The
 -- client asks for twice its longest wait between two tries, so the flag
 -- stays up while any waiter waits, and outlives the last one by no more
 -- than that.
-local token, remaining = holdfast_lease_acquire(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+local token, remaining = holdfast_lease_acquire(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4])
 if token then
-  holdfast_lease_label(KEYS[1] .. ':holder', ARGV[3])
+  holdfast_lease_label(KEYS[1] .. ':holder', ARGV[3], ARGV[4])
   return tonumber(token) -- below 2^53: exact
 end
-if KEYS[3] and redis.call('PTTL', KEYS[3]) < tonumber(ARGV[4]) then
+if KEYS[3] and redis.call('PTTL', KEYS[3]) < tonumber(ARGV[5]) then
   -- Never shortened: another waiter's may be longer.
-  redis.call('SET', KEYS[3], '1', 'PX', ARGV[4])
+  redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
 end
 return -remaining
