@@ -267,3 +267,42 @@ func (b *Backend) checkFormat(ctx context.Context) error {
 	}
 	return formatver.CheckComment(store, b.table, found)
 }
+
+// MinIdle is the smallest idle age PruneIdle takes (1 h): the largest
+// step back of the database clock it assumes.
+const MinIdle = time.Hour
+
+// PruneIdle deletes the rows of leases that are not held and whose last
+// acquisition is older than idle (its token, at least the database clock
+// in µs when it was issued, is below the clock minus idle), and returns
+// how many. Rows are otherwise kept for ever (one per lease name ever
+// acquired); run it from a periodic job to bound the table. A held lease
+// is never deleted, and a row an acquisition takes meanwhile is
+// re-checked and kept (READ COMMITTED).
+//
+// Safe under one assumption: the database clock never steps back by more
+// than idle. The next acquisition of a pruned name issues max(1, clock in
+// µs), above every token issued for it, all of them more than idle in the
+// past. It returns an error matching ErrInvalidOptions for idle below
+// MinIdle.
+func (b *Backend) PruneIdle(ctx context.Context, idle time.Duration) (int64, error) {
+	if idle < MinIdle {
+		return 0, fmt.Errorf("%w: PruneIdle idle %v: at least %v", ErrInvalidOptions, idle, MinIdle)
+	}
+	if err := b.format.Check(ctx, b.checkFormat); err != nil {
+		return 0, err
+	}
+	var tag pgconn.CommandTag
+	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+		batch.Queue(`DELETE FROM `+b.table+`
+WHERE expires_at <= clock_timestamp()
+  AND token < (extract(epoch FROM clock_timestamp()) * 1000000)::bigint - $1::bigint`, idle.Microseconds()).Exec(func(t pgconn.CommandTag) error {
+			tag = t
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pglease: prune idle leases: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
