@@ -214,8 +214,9 @@ func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to ti
 // "Operations" in the package doc).
 //
 // Errors: ErrUnknownJob; ErrInvalidArgument wrapped when at is not a slot
-// of the schedule or lies outside [StartAt, EndAt); ErrSlotRunning; ledger
-// errors.
+// of the schedule or lies outside [StartAt, EndAt), or, for an
+// OverlapAllow job, before the ledger's prune cutoff (its pruned slots are
+// closed: ledger.Pruner); ErrSlotRunning; ledger errors.
 func (s *Scheduler) Retry(ctx context.Context, job, partition string, at time.Time, reason string) error {
 	if err := s.ready(ctx); err != nil {
 		return err
@@ -231,7 +232,31 @@ func (s *Scheduler) Retry(ctx context.Context, job, partition string, at time.Ti
 	if !u.job.window.isSlot(at) {
 		return fmt.Errorf("%w: %s is not a slot of %q", ErrInvalidArgument, at.Format(time.RFC3339), job)
 	}
+	if err := s.refuseClosed(ctx, u, at); err != nil {
+		return err
+	}
 	return s.request(ctx, u, at, withReason("retry", reason))
+}
+
+// refuseClosed refuses, for an OverlapAllow job, a slot at or after from
+// that lies before the ledger's prune cutoff (State.Pruned): Prune took
+// that slot's own fence with its record, and no attempt of it can begin
+// again (ledger.Pruner). It reads the unit's State; other jobs pass at
+// once.
+func (s *Scheduler) refuseClosed(ctx context.Context, u *unit, from time.Time) error {
+	if u.job.Overlap != OverlapAllow {
+		return nil
+	}
+	now := s.clock.Now()
+	st, err := s.cfg.Ledger.State(ctx, u.job.Name, u.partition, now, now)
+	if err != nil {
+		return err
+	}
+	if from.Before(st.Pruned) {
+		return fmt.Errorf("%w: %s is before the ledger's prune cutoff %s: an OverlapAllow job's pruned slots are closed (Options.Retention)",
+			ErrInvalidArgument, from.UTC().Format(time.RFC3339), st.Pruned.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Trigger asks for an extra run of (job, partition) now, outside the
@@ -284,7 +309,9 @@ var ErrTriggerTaken = errors.New("scheduler: trigger second is taken by a schedu
 // clipped to the job's [StartAt, EndAt): slots outside it do not exist and
 // are not asked for. It returns the slots asked for. Running slots are
 // left alone. ErrInvalidArgument for from >= to, a range with nothing left
-// inside [StartAt, EndAt), or one of more than 1000 slots.
+// inside [StartAt, EndAt), one of more than 1000 slots, or, for an
+// OverlapAllow job, one that starts before the ledger's prune cutoff (its
+// pruned slots are closed: ledger.Pruner).
 func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, to time.Time, reason string) ([]ledger.Slot, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
@@ -312,6 +339,11 @@ func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, t
 	fires := w.sched.Between(from.Add(-time.Nanosecond), to.Add(-time.Nanosecond), maxBackfill+1)
 	if len(fires) > maxBackfill {
 		return nil, fmt.Errorf("%w: backfill of more than %d slots", ErrInvalidArgument, maxBackfill)
+	}
+	if len(fires) > 0 {
+		if err := s.refuseClosed(ctx, u, fires[0].At); err != nil {
+			return nil, err
+		}
 	}
 	var out []ledger.Slot
 	for _, f := range fires {

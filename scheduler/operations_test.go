@@ -403,3 +403,37 @@ func TestLongNamesGiveAnIdempotencyKeyTheHTTPSinkTakes(t *testing.T) {
 		require.Equal(t, runs[0].IdempotencyKey, back)
 	})
 }
+
+// Under OverlapAllow a Prune takes a slot's own fence with its record and
+// closes the slot (ledger.Pruner): Retry and Backfill refuse slots before
+// the prune cutoff up front instead of asking for runs that cannot begin.
+// Other policies still retry and backfill them.
+func TestRetryAndBackfillRefuseClosedSlotsOfOverlapAllow(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		slots := past(5, time.Minute)
+		a := s.replica(t)
+		noop := func(context.Context, Run) error { return nil }
+		require.NoError(t, a.Register(Job{Name: "allow", Spec: everySecond, Overlap: OverlapAllow, Run: noop}))
+		require.NoError(t, a.Register(Job{Name: "forbid", Spec: everySecond, Run: noop}))
+		for _, job := range []string{"allow", "forbid"} { // a record each, so that Prune finds the pairs
+			f := ledger.Fence{Scope: ledger.UnitScope(job, ""), Token: 1, Owner: "planner"}
+			require.NoError(t, s.ledger.Skip(ctx, ledger.Slot{Job: job, At: slots[0]}, f, ledger.StatusSkipped, "old", slots[0]))
+		}
+		_, err := s.ledger.Prune(ctx, slots[2])
+		require.NoError(t, err)
+
+		err = a.Retry(ctx, "allow", "", slots[1], "")
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		require.ErrorContains(t, err, "prune cutoff")
+		_, err = a.Backfill(ctx, "allow", "", slots[1], slots[3], "")
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		require.NoError(t, a.Retry(ctx, "allow", "", slots[3], ""), "at or after the cutoff")
+		got, err := a.Backfill(ctx, "allow", "", slots[2], slots[4], "")
+		require.NoError(t, err)
+		require.Equal(t, []ledger.Slot{{Job: "allow", At: slots[2]}, {Job: "allow", At: slots[3]}}, got, "from the cutoff on")
+
+		require.NoError(t, a.Retry(ctx, "forbid", "", slots[1], ""), "a unit-fenced job's pruned slot may run again")
+	})
+}

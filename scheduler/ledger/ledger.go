@@ -123,10 +123,20 @@ var (
 // records (and their attempts) of slots before before that are done
 // (succeeded, failed with no attempt left, skipped, missed) and returns how
 // many slot records it deleted. It never deletes a running, pending or
-// retryable slot, a fence, a pause flag, a (job, partition)'s horizon or
+// retryable slot, the (job, partition)'s fence, a pause flag, its horizon or
 // its latest begun slot (State.Last), so gap detection and catch-up read
 // the same State after a Prune as before. redisledger and pgledger
 // implement it; ledgertest.Exercise checks it on every ledger that does.
+//
+// The fence of a slot's own scope (SlotScope, OverlapAllow's) goes with
+// the slot's record, so slot fences do not pile up one per slot. That
+// reopens no window for a stale holder of the pruned slot: every slot
+// before the pair's prune cutoff (State.Pruned) whose own fence is gone
+// is closed, and a transition under its slot scope is refused with a
+// *fence.StaleTokenError (Current 0) whatever its token. A Request
+// (Backfill, Retry) of such a slot may record it pending again, but no
+// attempt of it can begin: under OverlapAllow, backfill only what is
+// newer than the retention.
 type Pruner interface {
 	Prune(ctx context.Context, before time.Time) (deleted int64, err error)
 }

@@ -75,8 +75,15 @@ type scopeFence struct {
 // f.Planner's, on the unit's fence, when set) and raises it. Nothing is
 // raised unless both accept.
 func (p *memPair) raise(slot ledger.Slot, f ledger.Fence) error {
-	if _, err := f.Check(slot); err != nil {
+	slotScoped, err := f.Check(slot)
+	if err != nil {
 		return fmt.Errorf("ledgertest: %w", err)
+	}
+	if slotScoped && p.fences[f.Scope] == nil && slot.At.Before(p.pruned) {
+		// A slot before the prune cutoff without its fence: Prune took
+		// both its record and its fence, and the slot is closed (see
+		// ledger.Pruner).
+		return fmt.Errorf("ledgertest: %w", &fence.StaleTokenError{Resource: "ledger:" + f.Scope, Scope: f.Scope, Presented: f.Token})
 	}
 	holders := []ledger.Fence{f}
 	if f.Planner != nil {
@@ -395,6 +402,7 @@ func (m *Memory) Prune(ctx context.Context, before time.Time) (int64, error) {
 		for k, r := range p.runs {
 			if r.rec.Slot.At.Before(before) && !r.rec.Slot.At.Equal(p.last) && isDone(r.rec) {
 				delete(p.runs, k)
+				delete(p.fences, ledger.SlotScope(r.rec.Slot)) // the slot is closed (raise)
 				deleted++
 			}
 		}

@@ -70,13 +70,18 @@ func testPrune(t *testing.T, x *fixture) {
 	require.NoError(t, x.ledger.Request(ctx, x.slot(7), "retry", x.now(7, 0))) // pending again: kept
 	run(x.slot(8), 1, retry)
 	x.requireDone(x.slot(8), h, 1, x.now(8, 0)) // budget spent: final
+	// OverlapAllow's slots, each under its own slot fence: slot 10 done
+	// (pruned, with its fence: closed), slot 11 running (kept).
+	n10 := x.begin(x.slot(10), perSlot(5), 3, x.now(10, 0))
+	x.finish(x.slot(10), perSlot(5), n10, succeeded, x.now(10, time.Second))
+	n11 := x.begin(x.slot(11), perSlot(6), 3, x.now(11, 0))
 	run(x.slot(31), 3, succeeded)               // after the cutoff: kept, and State.Last
 	// Partition "p": its State.Last (slot 9) is before the cutoff: kept.
 	run(x.slotIn("p", 1), 3, succeeded)
 	run(x.slotIn("p", 9), 3, succeeded)
 
-	pruned := []ledger.Slot{x.slot(0), x.slot(1), x.slot(3), x.slot(4), x.slot(8), x.slotIn("p", 1)}
-	kept := []ledger.Slot{x.slot(2), x.slot(5), x.slot(6), x.slot(7), x.slot(31), x.slotIn("p", 9)}
+	pruned := []ledger.Slot{x.slot(0), x.slot(1), x.slot(3), x.slot(4), x.slot(8), x.slot(10), x.slotIn("p", 1)}
+	kept := []ledger.Slot{x.slot(2), x.slot(5), x.slot(6), x.slot(7), x.slot(11), x.slot(31), x.slotIn("p", 9)}
 	keptRecs := map[ledger.Slot]ledger.Record{}
 	for _, s := range kept {
 		keptRecs[s] = x.get(s)
@@ -131,7 +136,23 @@ func testPrune(t *testing.T, x *fixture) {
 	for _, r := range recs {
 		listed = append(listed, x.label(r.Slot.At))
 	}
-	require.Equal(t, []string{"slot 31", "slot 7", "slot 6", "slot 5", "slot 2"}, listed, "List after Prune")
+	require.Equal(t, []string{"slot 31", "slot 11", "slot 7", "slot 6", "slot 5", "slot 2"}, listed, "List after Prune")
+
+	// The pruned slot's own fence went with it, and the slot is closed:
+	// neither its stale holder nor any other token may write it again
+	// (a Request may record it pending, but nothing begins). The running
+	// slot before the cutoff keeps its fence and goes on.
+	for _, f := range []ledger.Fence{perSlot(5), perSlot(9)} {
+		_, _, err := x.ledger.Begin(ctx, x.slot(10), f, 3, x.now(53, 0))
+		requireStale(t, err, f.Token, 0, "a Begin of a pruned slot under its slot scope")
+		err = x.ledger.Finish(ctx, x.slot(10), f, n10, succeeded, x.now(53, 0))
+		requireStale(t, err, f.Token, 0, "a Finish of a pruned slot under its slot scope")
+		err = x.ledger.Skip(ctx, x.slot(10), f, ledger.StatusSkipped, "again", x.now(53, 0))
+		requireStale(t, err, f.Token, 0, "a Skip of a pruned slot under its slot scope")
+	}
+	x.requireAbsent(x.slot(10))
+	require.NoError(t, x.ledger.Heartbeat(ctx, x.slot(11), perSlot(6), n11, x.now(53, 0)))
+	x.succeed(x.slot(11), perSlot(6), n11, x.now(53, time.Second))
 
 	// Catch-up goes on as before: the retryable slot's next attempt is its
 	// second, and the slot after State.Last starts at attempt 1.

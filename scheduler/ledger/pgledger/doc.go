@@ -96,10 +96,11 @@
 // The fence lives in a table of its own rather than in job_runs because it
 // must be checked before a run exists (a refused Begin creates none), be
 // raised by a Skip that leaves an existing record as it is, and outlive a
-// retention job that deletes job_runs rows. job_slot_fences grows by one
-// row per slot written under a per-slot lease; delete rows only for slots
-// whose leases are long gone, as a deleted row lets any token write the
-// slot again.
+// retention job that deletes job_runs rows. job_slot_fences gets one row
+// per slot written under a per-slot lease; Prune deletes a slot's row with
+// its job_runs row, and the slot is then closed: a slot before its pair's
+// pruned_before with no row of its own refuses every token (a deleted row
+// alone would let any token write the slot again).
 //
 // # Operators and locks
 //
@@ -144,8 +145,9 @@
 // Backfill or Retry of a pruned slot creates a new record. Choose the
 // cutoff well beyond every job's CatchUpWindow and what operators look
 // at; scheduler.Options.Retention or `holdfast ledger prune` calls it (see
-// docs/operations.md). job_slot_fences rows (OverlapAllow) may be deleted
-// by hand once the slots' leases are long gone (see Per-slot fences).
+// docs/operations.md). The job_slot_fences rows of the slots it deletes
+// (OverlapAllow) go too, and those slots are closed (see Per-slot fences):
+// under OverlapAllow, Backfill and Retry refuse slots before the cutoff.
 //
 // # Errors
 //

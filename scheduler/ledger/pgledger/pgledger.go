@@ -190,6 +190,16 @@ func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot ledger.Sl
 			return err
 		}
 		at := slotTime(slot.At)
+		// The pair's row is locked: a Prune deleting slot fences waits.
+		var closed bool
+		if err := tx.QueryRow(ctx, l.sql.slotClosed, slot.Job, slot.Partition, at).Scan(&closed); err != nil {
+			return wrapDBError(op, slotFenceResource(slot), err)
+		}
+		if closed {
+			return fmt.Errorf("pgledger: %s: %w", op, &fence.StaleTokenError{
+				Resource: slotFenceResource(slot), Scope: f.Scope, Presented: f.Token,
+			})
+		}
 		return l.check(ctx, tx, op, slotFenceResource(slot), f,
 			l.sql.raiseSlot, []any{slot.Job, slot.Partition, at, int64(f.Token), f.Owner},
 			l.sql.slotFenceToken, []any{slot.Job, slot.Partition, at})

@@ -61,9 +61,17 @@ func (l *Ledger) Prune(ctx context.Context, before time.Time) (deleted int64, er
 		}
 		deleted += n
 		if n < PruneBatch {
-			return deleted, nil
+			break
 		}
 	}
+	// The slot fences of the slots gone (OverlapAllow): those slots are
+	// closed now (raise refuses every token for them).
+	return deleted, l.inTx(ctx, op, what, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, l.sql.pruneSlotFences); err != nil {
+			return wrapDBError(op, what, err)
+		}
+		return nil
+	})
 }
 
 var _ ledger.PrunePreviewer = (*Ledger)(nil)

@@ -46,6 +46,15 @@ type queries struct {
 	setPaused    string
 	paused       string // $1 job
 
+	// slotClosed: $1 job, $2 partition, $3 slot. True when the slot is
+	// before its pair's prune cutoff and has no fence of its own: Prune
+	// deleted it with the slot's record, and the slot is closed.
+	slotClosed string
+	// pruneSlotFences: deletes the slot fences (job_slot_fences) of slots
+	// before their pair's cutoff whose record is gone, under the pair
+	// rows' locks (a transition of the pair takes its row first).
+	pruneSlotFences string
+
 	// prune: $1 cutoff, $2 batch size. Deletes one batch of done runs
 	// (their attempts cascade); rows a transition holds are skipped.
 	prune string
@@ -108,6 +117,23 @@ WHERE job_name = $1 AND partition_key = $2`),
 		slotFenceToken: r.Replace(`SELECT token FROM {{slotFences}}
 WHERE job_name = $1 AND partition_key = $2 AND schedule_slot = $3`),
 
+		slotClosed: r.Replace(`SELECT coalesce(f.pruned_before > $3, false) AND NOT EXISTS (
+    SELECT 1 FROM {{slotFences}} s
+     WHERE s.job_name = $1 AND s.partition_key = $2 AND s.schedule_slot = $3)
+FROM {{fences}} f WHERE f.job_name = $1 AND f.partition_key = $2`),
+		pruneSlotFences: r.Replace(`WITH p AS (
+    SELECT f.job_name, f.partition_key, f.pruned_before FROM {{fences}} f
+     WHERE f.pruned_before IS NOT NULL
+       AND EXISTS (SELECT 1 FROM {{slotFences}} s
+                    WHERE s.job_name = f.job_name AND s.partition_key = f.partition_key
+                      AND s.schedule_slot < f.pruned_before)
+       FOR UPDATE OF f)
+DELETE FROM {{slotFences}} s USING p
+ WHERE s.job_name = p.job_name AND s.partition_key = p.partition_key
+   AND s.schedule_slot < p.pruned_before
+   AND NOT EXISTS (SELECT 1 FROM {{runs}} r
+                    WHERE r.job_name = s.job_name AND r.partition_key = s.partition_key
+                      AND r.schedule_slot = s.schedule_slot)`),
 		pruneCutoff: r.Replace(`UPDATE {{fences}} SET pruned_before = $1
  WHERE pruned_before IS NULL OR pruned_before < $1`),
 		prune: r.Replace(`DELETE FROM {{runs}}

@@ -9,8 +9,22 @@
 -- stored token, a decimal string, or false when the hash holds none.
 -- Tokens are never converted to Lua numbers (exact only below 2^53); the
 -- caller refuses token 0 before running a script.
+--
+-- A slot's own fence (<base>fence:<unix>, OverlapAllow) that is missing for
+-- a slot before the pair's prune cutoff (<base>pruned) is closed: Prune
+-- deleted it with the slot's record (prune.lua), and no token is accepted,
+-- so a stale holder of the pruned slot cannot write it again.
 local function raise(fenceKey, token, owner)
   local cur = redis.call('HMGET', fenceKey, 'token', 'owner')
+  if not cur[1] then
+    local base, slot = string.match(fenceKey, '^(.*)fence:(%d+)$')
+    if base then
+      local cutoff = redis.call('ZSCORE', base .. 'pruned', 'cutoff')
+      if cutoff and tonumber(slot) < tonumber(cutoff) then
+        return false, false
+      end
+    end
+  end
   if not holdfast_accepts(cur[1], cur[2], token, owner) then
     return false, cur[1]
   end

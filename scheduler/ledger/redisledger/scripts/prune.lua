@@ -1,6 +1,8 @@
 -- prune.lua: deletes the done records of one batch of slots of one
--- (job, partition) (ledger.Pruner). Not fenced: it never touches a fence,
--- the horizon, the pause flag, or a slot that still needs an attempt.
+-- (job, partition) (ledger.Pruner), with each one's own fence (fence:<unix>,
+-- OverlapAllow's; the slot is then closed, see fence.lua). Not fenced: it
+-- never touches the pair's fence, the horizon, the pause flag, or a slot
+-- that still needs an attempt.
 --
 -- KEYS[1] index zset  KEYS[2] open zset  KEYS[3] pending zset  KEYS[4] last
 -- KEYS[4+i] run hash of ARGV[1+i]  (all <prefix>{<job>|<partition>}:...)
@@ -28,7 +30,10 @@ for i = 1, #ARGV - 1 do
     if list then
       would[#would + 1] = slot
     else
-      redis.call('DEL', run)
+      -- The slot's own fence (OverlapAllow) goes with it: the slot is
+      -- before the cutoff, and fence.lua's raise refuses every token for
+      -- a slot before the cutoff whose fence is missing.
+      redis.call('DEL', run, string.sub(run, 1, #run - #('run:' .. slot)) .. 'fence:' .. slot)
       redis.call('ZREM', KEYS[1], slot)
     end
     n = n + 1
