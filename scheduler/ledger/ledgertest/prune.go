@@ -75,7 +75,7 @@ func testPrune(t *testing.T, x *fixture) {
 	n10 := x.begin(x.slot(10), perSlot(5), 3, x.now(10, 0))
 	x.finish(x.slot(10), perSlot(5), n10, succeeded, x.now(10, time.Second))
 	n11 := x.begin(x.slot(11), perSlot(6), 3, x.now(11, 0))
-	run(x.slot(31), 3, succeeded)               // after the cutoff: kept, and State.Last
+	run(x.slot(31), 3, succeeded) // after the cutoff: kept, and State.Last
 	// Partition "p": its State.Last (slot 9) is before the cutoff: kept.
 	run(x.slotIn("p", 1), 3, succeeded)
 	run(x.slotIn("p", 9), 3, succeeded)
