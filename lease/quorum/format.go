@@ -3,7 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
-	"sync"
+	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/formatver"
@@ -19,36 +19,57 @@ const store = "lease/redislease"
 // lease/redislease format 1" (written there when missing). A master whose
 // marker is another's refuses the acquisition with a *fence.FormatError
 // (fence.ErrUnknownFormat, docs/compatibility.md), whatever the others
-// say. A master that does not answer is checked again at the next
-// acquisition; the acquisition goes on when at least a majority has
-// passed, and fails with a *NoQuorumError ("format") otherwise. Once every
-// master passed, it costs one atomic load.
+// say. It returns once every check started has answered, or once a
+// majority has passed and the others had StragglerWait more: a master that
+// hangs does not hold up the acquisition, and its check (one at a time per
+// master) runs on to its client's timeout, like the commands of a try
+// (conn.SetNX), and is made again at a later acquisition if it failed. With
+// fewer than a majority passed it fails with a *NoQuorumError ("format").
+// Once every master passed, it costs one atomic load.
 func (b *Backend) checkFormat(ctx context.Context) error {
 	if b.formatAll.Load() {
 		return nil
 	}
-	errs := make([]error, len(b.nodes))
-	var wg sync.WaitGroup
+	results := make(chan error, len(b.nodes)) // buffered: a late check never blocks
+	started := 0
 	for i := range b.nodes {
-		if b.format[i].Passed() {
+		if b.format[i].Passed() || !b.checking[i].CompareAndSwap(false, true) {
 			continue
 		}
-		wg.Go(func() {
-			errs[i] = b.format[i].Check(ctx, func(ctx context.Context) error {
+		started++
+		go func() {
+			defer b.checking[i].Store(false)
+			results <- b.format[i].Check(context.WithoutCancel(ctx), func(ctx context.Context) error {
 				return formatver.Redis(ctx, b.nodes[i], store, b.opts.Prefix)
 			})
-		})
+		}()
 	}
-	wg.Wait()
-	passed := 0
-	for i, err := range errs {
-		if errors.Is(err, fence.ErrUnknownFormat) {
-			return err
+	var (
+		errs     []error
+		straggle <-chan time.Time
+	)
+	for answered := 0; answered < started; {
+		if straggle == nil && b.formatPassed() >= b.quorum {
+			t := time.NewTimer(StragglerWait)
+			defer t.Stop()
+			straggle = t.C
 		}
-		if b.format[i].Passed() {
-			passed++
+		select {
+		case err := <-results:
+			answered++
+			if errors.Is(err, fence.ErrUnknownFormat) {
+				return err
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case <-straggle:
+			answered = started
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
+	passed := b.formatPassed()
 	if passed == len(b.nodes) {
 		b.formatAll.Store(true)
 	}
@@ -56,4 +77,15 @@ func (b *Backend) checkFormat(ctx context.Context) error {
 		return b.noQuorum("format", passed, passed, errors.Join(errs...))
 	}
 	return nil
+}
+
+// formatPassed counts the masters whose stored format was checked.
+func (b *Backend) formatPassed() int {
+	n := 0
+	for i := range b.format {
+		if b.format[i].Passed() {
+			n++
+		}
+	}
+	return n
 }

@@ -36,6 +36,7 @@ type Backend struct {
 	lastProposal atomic.Int64 // µs; proposals of this Backend increase
 
 	format    []formatver.Gate // per master: its stored format was checked (format.go)
+	checking  []atomic.Bool    // per master: a check is in flight
 	formatAll atomic.Bool      // every master's was
 }
 
@@ -78,12 +79,13 @@ func New(masters []redis.UniversalClient, opts Options) (*Backend, error) {
 		pools[i] = newPool(m, i)
 	}
 	return &Backend{
-		nodes:  slices.Clone(masters),
-		rs:     redsync.New(pools...),
-		quorum: len(masters)/2 + 1,
-		opts:   opts,
-		held:   map[heldKey]*entry{},
-		format: make([]formatver.Gate, len(masters)),
+		nodes:    slices.Clone(masters),
+		rs:       redsync.New(pools...),
+		quorum:   len(masters)/2 + 1,
+		opts:     opts,
+		held:     map[heldKey]*entry{},
+		format:   make([]formatver.Gate, len(masters)),
+		checking: make([]atomic.Bool, len(masters)),
 	}, nil
 }
 
