@@ -183,7 +183,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	last := err // the latest *NotAcquiredError or *SlowAcquireError
+	last := err // the latest *NotAcquiredError or *leasedriver.SlowAcquireError
 	for {
 		l, err = c.try(ctx, cfg, name, ttl, waiting)
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {

@@ -54,7 +54,7 @@ var (
 	// ErrSlowAcquire matches every slow-grant error: the grant came back
 	// after its trust window had ended. The error is a
 	// *leasedriver.SlowAcquireError (Name, Took, TTL) on every backend
-	// (lease/quorum's own *SlowAcquireError matches it too); no token was
+	// (lease/quorum returns the same type for its own check); no token was
 	// handed out and the key was undone.
 	ErrSlowAcquire = leasedriver.ErrSlowAcquire
 )

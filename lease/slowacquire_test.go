@@ -21,7 +21,7 @@ import (
 
 // Issue 11, part 3, on real redis-server processes. A grant that reaches
 // the caller at or after TTL - Drift(TTL) is refused with
-// *SlowAcquireError, gives the caller no lease and no token, and deletes
+// *leasedriver.SlowAcquireError, gives the caller no lease and no token, and deletes
 // its key. The fake-clock tests (faketime_test.go) put the boundary to
 // the nanosecond; these show it on real sockets.
 

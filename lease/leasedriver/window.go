@@ -18,9 +18,9 @@ var (
 	// ErrInvalidTTL is returned for a TTL CheckTTL refuses; package lease
 	// names it too (lease.ErrInvalidTTL).
 	ErrInvalidTTL = errors.New("lease: invalid TTL")
-	// ErrSlowAcquire matches every *SlowAcquireError (and lease/quorum's
-	// own): the grant came back after its trust window had ended. Package
-	// lease names it too (lease.ErrSlowAcquire).
+	// ErrSlowAcquire matches every *SlowAcquireError: the grant came back
+	// after its trust window had ended. Package lease names it too
+	// (lease.ErrSlowAcquire), where users match it.
 	ErrSlowAcquire = errors.New("lease: acquire answered after TTL - drift")
 )
 
