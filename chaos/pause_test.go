@@ -110,7 +110,7 @@ func (p *pauseTrial) holderLoop(stop context.Context, c *lease.Client, id int) e
 			}
 			continue // Redis stopped: the acquire timed out
 		}
-		a := &acquisition{token: l.Token(), owner: l.Owner(), acquired: time.Now()}
+		a := &acquisition{token: l.Token(), owner: l.Holder().Owner, acquired: time.Now()}
 		context.AfterFunc(l.Context(), func() {
 			p.mu.Lock()
 			a.lost, a.deadline = time.Now(), l.Deadline()

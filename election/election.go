@@ -14,6 +14,8 @@ import (
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
@@ -55,7 +57,7 @@ func (e *Election) ready(ctx context.Context) error {
 // Options configure an Election.
 type Options struct {
 	// TTL is the leadership lease's TTL, kept alive by the lease client
-	// (see lease.RenewInterval). Default DefaultTTL; at least lease.MinTTL.
+	// (renewed every TTL/3). Default DefaultTTL; at least leasedriver.MinTTL.
 	TTL time.Duration
 	// ObservePoll caps the wait between two reads of a blocked Observe.
 	// Observe is woken at once by an election; the poll covers a missed
@@ -74,8 +76,8 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	if o.TTL < lease.MinTTL {
-		return fmt.Errorf("%w: TTL %v, at least %v", lease.ErrInvalidTTL, o.TTL, lease.MinTTL)
+	if o.TTL < leasedriver.MinTTL {
+		return fmt.Errorf("%w: TTL %v, at least %v", lease.ErrInvalidTTL, o.TTL, leasedriver.MinTTL)
 	}
 	if o.ObservePoll < 0 {
 		return fmt.Errorf("%w: negative ObservePoll %v", ErrInvalidOptions, o.ObservePoll)
@@ -107,9 +109,9 @@ func New(c *lease.Client, name string, opts Options) (*Election, error) {
 	if c == nil {
 		return nil, ErrNilClient
 	}
-	rb, ok := c.Backend().(*redislease.Backend)
+	rb, ok := leasejoin.Backend(c).(*redislease.Backend)
 	if !ok {
-		return nil, fmt.Errorf("%w: the lease client's backend is %T, not *redislease.Backend", ErrInvalidOptions, c.Backend())
+		return nil, fmt.Errorf("%w: the lease client's backend is %T, not *redislease.Backend", ErrInvalidOptions, leasejoin.Backend(c))
 	}
 	keys, err := rb.Keys(name)
 	if err != nil {
@@ -187,7 +189,7 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.Acq
 // announce writes the leader record if l still holds the lease.
 func (e *Election) announce(ctx context.Context, l *lease.Lease, value string) (bool, error) {
 	n, err := announceScript.Run(ctx, e.rdb, []string{e.leaseKey, e.recordKey},
-		l.Owner(), l.Token().String(), value, e.channel).Int64()
+		l.Holder().Owner, l.Token().String(), value, e.channel).Int64()
 	if err != nil {
 		return false, safe.JoinCtx(ctx, err)
 	}

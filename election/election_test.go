@@ -362,7 +362,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{nil, "x", election.Options{}, election.ErrNilClient},
 		{c, "", election.Options{}, lease.ErrInvalidName},
 		{c, "a{b}", election.Options{}, lease.ErrInvalidName},
-		{c, strings.Repeat("x", lease.MaxNameLen+1), election.Options{}, lease.ErrInvalidName},
+		{c, strings.Repeat("x", leasedriver.MaxNameLen+1), election.Options{}, lease.ErrInvalidName},
 		{c, "x", election.Options{TTL: time.Millisecond}, lease.ErrInvalidTTL},
 		{c, "x", election.Options{ObservePoll: -time.Second}, election.ErrInvalidOptions},
 	} {

@@ -44,7 +44,7 @@ func (ld *Leadership) Err() error { return ld.lease().Err() }
 func (ld *Leadership) Token() fence.Token { return ld.lease().Token() }
 
 // Owner returns the owner value of this term's lease.
-func (ld *Leadership) Owner() string { return ld.lease().Owner() }
+func (ld *Leadership) Owner() string { return ld.lease().Holder().Owner }
 
 // Holder returns what the leader presents to every sink: the lease's
 // holder, whose Scope is the election's lease name (see

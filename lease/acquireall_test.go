@@ -77,7 +77,7 @@ func TestTryAcquireAllTakesTheFreeLeasesInOneRoundTrip(t *testing.T) {
 		require.ErrorIs(t, errs[3], ErrInvalidName)
 		require.ErrorIs(t, errs[4], ErrInvalidName)
 		require.Nil(t, leases[3])
-		require.NotEqual(t, leases[0].Owner(), leases[2].Owner(), "an owner per lease")
+		require.NotEqual(t, leases[0].Holder().Owner, leases[2].Holder().Owner, "an owner per lease")
 
 		// Leases of a batch are leases like any other: held, kept alive,
 		// released one by one.
@@ -88,7 +88,7 @@ func TestTryAcquireAllTakesTheFreeLeasesInOneRoundTrip(t *testing.T) {
 			key, _ := KeysOf(s.client, names[i])
 			owner, err := s.rdb.Get(ctx, key).Result()
 			require.NoError(t, err)
-			require.Equal(t, l.Owner(), owner)
+			require.Equal(t, l.Holder().Owner, owner)
 			release(t, l)
 			require.ErrorIs(t, s.rdb.Get(ctx, key).Err(), redis.Nil, "released")
 		}

@@ -77,7 +77,7 @@ func TestManyLeasesAreRenewedInBatches(t *testing.T) {
 
 			// After one round (batches form as leases were acquired over
 			// a spread of time), watch intervals rounds of renewal.
-			testwait.Until(t, 4*RenewInterval(ttl), "first round", func() bool { return hook.count("renew") >= tc.n })
+			testwait.Until(t, 4*renewInterval(ttl), "first round", func() bool { return hook.count("renew") >= tc.n })
 			base, basePipes := hook.count("renew"), hook.pipelineCount()
 			want := base + tc.intervals*tc.n
 			testwait.Until(t, time.Minute, "renewals", func() bool {
@@ -319,7 +319,7 @@ func TestFlagTTLIsTwiceRetryMaxAtMostADay(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Mini(t)
 	for _, tc := range []struct{ retryMax, want time.Duration }{
-		{0, 2 * DefaultRetryMax},
+		{0, 2 * defaultRetryMax},
 		{100 * time.Millisecond, 200 * time.Millisecond},
 		{12 * time.Hour, 24 * time.Hour},
 		{13 * time.Hour, 24 * time.Hour},

@@ -36,8 +36,9 @@ type Client struct {
 
 // New returns a Client over rdb: NewWithBackend on redislease.NewBackend(rdb,
 // redislease.Options{Prefix: opts.Prefix, ReplicaAck: opts.ReplicaAck, Eviction:
-// opts.Eviction, Holder: opts.Holder}). It returns ErrNilClient for a nil
-// rdb and an error matching ErrInvalidOptions for bad options. It sends
+// opts.Eviction, Holder: opts.Holder}). It returns an error matching
+// ErrInvalidOptions for bad options, and for a nil rdb (that error matches
+// leasedriver.ErrNilClient too). It sends
 // nothing: the Redis eviction policy is read before the first acquisition
 // (Options.Eviction).
 func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
@@ -53,14 +54,15 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 // lease/quorum's or lease/pglease's. Options.Prefix and ReplicaAck are
 // the Redis backend's (New passes them on; redislease.Options sets them for
 // redislease.NewBackend) and are refused here, since the backend owns its keys
-// (quorum.Options.Prefix, pglease's table): ErrNilClient for a nil
-// backend, ErrInvalidOptions for a Prefix or a ReplicaAck. The holder
+// (quorum.Options.Prefix, pglease's table): ErrInvalidOptions for a nil
+// backend (matching leasedriver.ErrNilClient too) and for a Prefix or a
+// ReplicaAck. The holder
 // label is the backend's too (Labeled: redislease.Options.Holder,
 // pglease.Options.Holder): a non-empty Options.Holder other than the
 // backend's is refused with ErrInvalidOptions.
 func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
 	if safe.IsNil(b) {
-		return nil, fmt.Errorf("%w: NewWithBackend got a nil backend", ErrNilClient)
+		return nil, fmt.Errorf("%w: NewWithBackend got a nil backend", leasedriver.ErrNilClient)
 	}
 	if opts.ReplicaAck.Replicas > 0 {
 		return nil, fmt.Errorf("%w: ReplicaAck is the Redis backend's (redislease.Options)", ErrInvalidOptions)
@@ -88,26 +90,6 @@ func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Backend returns the backend the Client stores its leases in: the
-// *redislease.Backend of a Client made by New (its Keys and Redis), the one
-// passed to NewWithBackend otherwise.
-func (c *Client) Backend() leasedriver.Backend {
-	if c == nil {
-		return nil
-	}
-	return c.b
-}
-
-// HolderLabel returns the holder label the Client's backend stores with
-// its leases (Options.Holder), "" when none. (Lease.Holder is another
-// thing: what an acquisition presents to sinks.)
-func (c *Client) HolderLabel() string {
-	if c == nil {
-		return ""
-	}
-	return c.opts.Holder
-}
-
 // ready refuses a Client not made by New or NewWithBackend, and a nil ctx.
 func (c *Client) ready(ctx context.Context) error {
 	if c == nil || c.keeper == nil {
@@ -124,11 +106,11 @@ func (c *Client) ready(ctx context.Context) error {
 // Lease.Context, not its cancellation: the returned Lease is kept alive
 // until it is released or lost, or until the context of WithLifetime ends.
 //
-// A grant that arrives at or after ttl - Drift(ttl) from the call's start
+// A grant that arrives at or after ttl - leasedriver.Drift(ttl) (1% of ttl + 2 ms) from the call's start
 // is not handed out: its trust window has already ended.
 //
 // Errors: *NotAcquiredError (matches ErrNotAcquired) when another owner
-// holds it; *SlowAcquireError (matches ErrSlowAcquire) for a grant that
+// holds it; *leasedriver.SlowAcquireError (matches ErrSlowAcquire) for a grant that
 // came too late; ErrInvalidName, ErrInvalidTTL for bad input;
 // *NotReplicatedError with Options.ReplicaAck; Redis errors as returned by
 // go-redis, joined with ctx's error when ctx ended. After a slow grant or
@@ -142,7 +124,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 	if err := leasedriver.CheckName(name); err != nil {
 		return nil, err
 	}
-	if err := validateTTL(ttl); err != nil {
+	if err := leasedriver.CheckTTL(ttl); err != nil {
 		return nil, err
 	}
 	return c.try(ctx, newAcquireConfig(opts), name, ttl, false)
@@ -168,7 +150,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 //
 // Errors: as TryAcquire, except that a held lease or a grant too slow to
 // use makes it wait and try again; when ctx ends first it returns ctx's
-// error wrapped with the last *NotAcquiredError or *SlowAcquireError, so
+// error wrapped with the last *NotAcquiredError or *leasedriver.SlowAcquireError, so
 // both errors.Is(err, context.DeadlineExceeded) and errors.Is(err,
 // ErrNotAcquired) (or ErrSlowAcquire) hold.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
@@ -178,7 +160,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	if err := leasedriver.CheckName(name); err != nil {
 		return nil, err
 	}
-	if err := validateTTL(ttl); err != nil {
+	if err := leasedriver.CheckTTL(ttl); err != nil {
 		return nil, err
 	}
 	cfg := newAcquireConfig(opts)
@@ -201,7 +183,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	last := err // the latest *NotAcquiredError or *SlowAcquireError
+	last := err // the latest *NotAcquiredError or *leasedriver.SlowAcquireError
 	for {
 		l, err = c.try(ctx, cfg, name, ttl, waiting)
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
@@ -254,7 +236,7 @@ func (c *Client) backoff(remaining time.Duration) time.Duration {
 // a Client not made by New fails every name. A name listed twice is taken once: the later copy gets
 // *NotAcquiredError (the earlier one holds it). Each lease's trust window
 // starts when the batch was sent, so a batch answered at or after
-// ttl - Drift(ttl) gives every name *SlowAcquireError. ctx and opts apply
+// ttl - leasedriver.Drift(ttl) gives every name *leasedriver.SlowAcquireError. ctx and opts apply
 // as in TryAcquire. A scheduler claiming many (job, partition) leases at a
 // second's boundary uses it.
 func (c *Client) TryAcquireAll(ctx context.Context, names []string, ttl time.Duration, opts ...AcquireOption) (leases []*Lease, errs []error) {
@@ -278,7 +260,7 @@ func (c *Client) tryAcquireAllWith(ctx context.Context, names []string, ttl time
 	leases, errs = make([]*Lease, len(names)), make([]error, len(names))
 	err := c.ready(ctx)
 	if err == nil {
-		err = validateTTL(ttl)
+		err = leasedriver.CheckTTL(ttl)
 	}
 	if err != nil {
 		for i := range errs {
@@ -309,14 +291,14 @@ func (c *Client) tryAcquireAllWith(ctx context.Context, names []string, ttl time
 	grants, gerrs := acquire(sctx, reqs)
 	took := time.Since(start)
 	cfg := newAcquireConfig(opts)
-	if took >= ttl-Drift(ttl) {
+	if took >= ttl-drift(ttl) {
 		// The whole batch came too late: undo its grants together.
 		var undo []leasedriver.Held
 		for j, r := range reqs {
 			if gerrs[j] == nil && grants[j].Acquired {
-				c.opts.Observer.ObserveAcquire(r.Name, OutcomeSlow, took)
 				undo = append(undo, leasedriver.Held{Name: r.Name, Owner: r.Owner, TTL: ttl, Handle: grants[j].Handle})
 				errs[at[j]] = c.slow(ctx, r.Name, r.Owner, ttl, took)
+				c.opts.Observer.ObserveAcquire(r.Name, errs[at[j]], took)
 				continue
 			}
 			leases[at[j]], errs[at[j]] = c.granted(ctx, cfg, r.Name, r.Owner, ttl, start, took, grants[j], gerrs[j])
@@ -369,23 +351,24 @@ func (c *Client) granted(ctx context.Context, cfg acquireConfig, name, owner str
 		return nil, err
 	}
 	if err != nil {
-		outcome := OutcomeError
-		if errors.Is(err, ErrSlowAcquire) {
-			outcome = OutcomeSlow // a backend's own check (lease/quorum)
-		}
-		c.opts.Observer.ObserveAcquire(name, outcome, took)
-		return nil, safe.JoinCtx(ctx, fmt.Errorf("lease %q: acquire: %w", name, err))
+		// A backend's own slow-grant error (lease/quorum) stays matchable
+		// with ErrSlowAcquire through the wrap.
+		err = safe.JoinCtx(ctx, fmt.Errorf("lease %q: acquire: %w", name, err))
+		c.opts.Observer.ObserveAcquire(name, err, took)
+		return nil, err
 	}
 	if !g.Acquired {
-		c.opts.Observer.ObserveAcquire(name, OutcomeHeld, took)
-		return nil, &NotAcquiredError{Name: name, RemainingTTL: g.Remaining}
+		err := &NotAcquiredError{Name: name, RemainingTTL: g.Remaining}
+		c.opts.Observer.ObserveAcquire(name, err, took)
+		return nil, err
 	}
-	if took >= ttl-Drift(ttl) {
-		c.opts.Observer.ObserveAcquire(name, OutcomeSlow, took)
+	if took >= ttl-drift(ttl) {
+		err := c.slow(ctx, name, owner, ttl, took)
+		c.opts.Observer.ObserveAcquire(name, err, took)
 		c.undo(ctx, leasedriver.Held{Name: name, Owner: owner, TTL: ttl, Handle: g.Handle})
-		return nil, c.slow(ctx, name, owner, ttl, took)
+		return nil, err
 	}
-	c.opts.Observer.ObserveAcquire(name, OutcomeAcquired, took)
+	c.opts.Observer.ObserveAcquire(name, nil, took)
 	l := newLease(ctx, cfg.lifetime, c, name, owner, g, ttl, start)
 	if c.log.Enabled(ctx, slog.LevelInfo) { // the attributes cost allocations
 		c.log.LogAttrs(ctx, slog.LevelInfo, "lease_acquired",
@@ -401,7 +384,7 @@ func (c *Client) slow(ctx context.Context, name, owner string, ttl, took time.Du
 	c.log.LogAttrs(ctx, slog.LevelWarn, "lease_acquire_too_slow",
 		slog.String("lease", name), slog.String("owner_id", fence.OwnerID(owner)),
 		slog.String("holder", c.opts.Holder), logattr.Duration("took", took), logattr.Duration("ttl", ttl))
-	return &SlowAcquireError{Name: name, Took: took, TTL: ttl}
+	return &leasedriver.SlowAcquireError{Name: name, Took: took, TTL: ttl}
 }
 
 // undo deletes the key of an acquisition that will not be used if it still

@@ -73,23 +73,25 @@
 // # Trust window
 //
 // The holder may act until Deadline: the start of the last successful
-// acquire or renew call, plus TTL, minus Drift(TTL) (1% of TTL + 2 ms),
-// measured on the monotonic clock. Starting from the call's start, not its
-// answer, means a slow reply never stretches the window past the moment
-// Redis may expire the key. A grant answered at or after TTL - Drift(TTL)
-// from the call's start has no window left: the acquire returns
-// *SlowAcquireError (ErrSlowAcquire) on every backend, hands out no token,
-// and deletes the key if it still holds this acquisition's owner. An
+// acquire or renew call, plus TTL, minus leasedriver.Drift(TTL) (1% of the
+// TTL plus 2 ms), measured on the monotonic clock. Starting from the call's
+// start, not its answer, means a slow reply never stretches the window past
+// the moment Redis may expire the key. A grant answered at or after TTL -
+// Drift(TTL) from the call's start has no window left: the acquire returns
+// a *leasedriver.SlowAcquireError (errors.Is(err, ErrSlowAcquire)) on every
+// backend, hands out no token, and deletes the key if it still holds this
+// acquisition's owner. An
 // acquire that fails with a Redis error (a timeout, a lost reply, ctx
 // ended while the command was on the wire) deletes it the same way, so a
-// failed acquire does not leave its key to block others for the TTL. The keep-alive renews every RenewInterval(TTL)
-// (TTL/3) and retries a failed renew at a quarter of that.
+// failed acquire does not leave its key to block others for the TTL. The
+// keep-alive renews every TTL/3 and retries a failed renew at a quarter of
+// that. A TTL is at least leasedriver.MinTTL (10 ms): ErrInvalidTTL.
 //
 // # Loss signal
 //
 // Lease.Context is canceled when the lease is lost, with a *LostError as its
 // cause (context.Cause; errors.Is(cause, ErrLost)) that unwraps to the
-// reason. The Client's keep-alive timer ends the lease at Deadline whatever
+// reason too (errors.Is(cause, ErrExpired), ...). The Client's keep-alive timer ends the lease at Deadline whatever
 // a renewal in flight is doing, so loss is signalled no later than the end
 // of the trust window even while Redis hangs. Release cancels the context
 // before it deletes the key. When the lifetime context (WithLifetime)
@@ -109,14 +111,15 @@
 // the holder's next renewal tells it, which breaks the loss signal above.
 // The Redis backend therefore reads the policy (CONFIG GET, once, before
 // its first acquisition; every master of a Cluster) and refuses such a
-// Redis with ErrEvictionPolicy, and one that refuses CONFIG GET (managed
-// Redis) with ErrEvictionPolicyUnknown, unless Options.Eviction declares
+// Redis with redislease.ErrEvictionPolicy, and one that refuses CONFIG GET
+// (managed Redis) with redislease.ErrEvictionPolicyUnknown, unless Options.Eviction declares
 // the policy (Eviction.Policy) or opts in (Eviction.AllowEviction). Opted
-// in, the Client reads Redis's eviction counter on its renewal passes
-// (EvictionPollInterval), logs redis_evictions, tells an EvictionObserver,
+// in, the Client reads Redis's eviction counter on its renewal passes (at
+// most once a second), logs redis_evictions, tells its
+// Observer.ObserveEvictions,
 // and a lease found not held meanwhile is lost with ErrNotHeld joined with
 // ErrEvicted. Under noeviction, an acquisition a full Redis refuses fails
-// with ErrRedisMemoryFull.
+// with redislease.ErrRedisMemoryFull.
 //
 // # Goroutines
 //

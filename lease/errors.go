@@ -11,19 +11,17 @@ import (
 
 // Errors for bad input. They are returned before any I/O.
 var (
-	// ErrNilClient is returned by New and redislease.NewBackend for a nil Redis
-	// client (and by NewWithBackend for a nil backend). It matches
-	// ErrInvalidOptions too, as every other refusal of New does.
-	ErrNilClient = leasedriver.ErrNilClient
 	// ErrInvalidName is returned for an empty or oversized lease name, one
 	// that holds a '{' or '}' (they would break the Cluster hash tag), one
 	// that is not UTF-8 without control (Unicode Cc) or format (Cf: U+200B,
 	// U+202E, ...) characters, or one of white space alone: names that
 	// would look like other names, or like nothing, to an operator.
 	ErrInvalidName = leasedriver.ErrInvalidName
-	// ErrInvalidTTL is returned for a TTL below MinTTL.
-	ErrInvalidTTL = errors.New("lease: invalid TTL")
-	// ErrInvalidOptions is returned by New for out-of-range Options.
+	// ErrInvalidTTL is returned for a TTL below leasedriver.MinTTL (10 ms).
+	ErrInvalidTTL = leasedriver.ErrInvalidTTL
+	// ErrInvalidOptions is returned by New and NewWithBackend for
+	// out-of-range Options, and for a nil Redis client or backend (the
+	// error then matches leasedriver.ErrNilClient too).
 	ErrInvalidOptions = leasedriver.ErrInvalidOptions
 	// ErrNotCreated is returned by the methods of a nil Client, or of one
 	// not made by New or NewWithBackend (a zero Client{}).
@@ -53,34 +51,13 @@ var (
 	// ErrParentDone is the cause of a loss when the lifetime context
 	// (WithLifetime) ended; that context's own cause is joined to it.
 	ErrParentDone = errors.New("lease: lifetime context ended")
-	// ErrSlowAcquire matches every *SlowAcquireError: the grant came back
-	// after its trust window had ended.
-	ErrSlowAcquire = errors.New("lease: acquire answered after TTL - drift")
+	// ErrSlowAcquire matches every slow-grant error: the grant came back
+	// after its trust window had ended. The error is a
+	// *leasedriver.SlowAcquireError (Name, Took, TTL) on every backend
+	// (lease/quorum returns the same type for its own check); no token was
+	// handed out and the key was undone.
+	ErrSlowAcquire = leasedriver.ErrSlowAcquire
 )
-
-// SlowAcquireError reports an acquisition whose grant arrived Took after
-// the call started, at or past TTL - Drift(TTL): the trust window had
-// already ended, so Redis may have expired the key and handed it to
-// another owner. No token is handed out; the key was released on a best
-// effort (a compare-and-delete of this acquisition's owner, bounded by the
-// TTL). It matches ErrSlowAcquire, on every backend (lease/quorum's
-// *SlowAcquireError matches it too).
-type SlowAcquireError struct {
-	// Name is the lease name.
-	Name string
-	// Took is how long the acquisition took, from the call's start to its
-	// answer; TTL is the TTL it asked for.
-	Took, TTL time.Duration
-}
-
-// Error implements error.
-func (e *SlowAcquireError) Error() string {
-	return fmt.Sprintf("lease %q: acquire answered after %v, past the %v trust window of its %v TTL",
-		e.Name, e.Took, e.TTL-Drift(e.TTL), e.TTL)
-}
-
-// Is makes errors.Is(err, ErrSlowAcquire) true.
-func (e *SlowAcquireError) Is(target error) bool { return target == ErrSlowAcquire }
 
 // NotAcquiredError reports a lease held by another owner. It matches
 // ErrNotAcquired.
@@ -97,8 +74,9 @@ func (e *NotAcquiredError) Error() string {
 	return fmt.Sprintf("lease %q: not acquired, held by another owner for %v more", e.Name, e.RemainingTTL)
 }
 
-// Is makes errors.Is(err, ErrNotAcquired) true.
-func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquired }
+// Unwrap returns ErrNotAcquired, so that errors.Is(err, ErrNotAcquired)
+// holds.
+func (e *NotAcquiredError) Unwrap() error { return ErrNotAcquired }
 
 // LostError is the cause (context.Cause) of a canceled Lease.Context. It
 // matches ErrLost, and unwraps to the reason: ErrNotHeld, ErrExpired,
@@ -113,8 +91,6 @@ type LostError struct {
 // Error implements error.
 func (e *LostError) Error() string { return fmt.Sprintf("lease %q lost: %v", e.Name, e.Reason) }
 
-// Is makes errors.Is(err, ErrLost) true.
-func (e *LostError) Is(target error) bool { return target == ErrLost }
-
-// Unwrap returns the reason.
-func (e *LostError) Unwrap() error { return e.Reason }
+// Unwrap returns ErrLost and the reason, so that errors.Is(err, ErrLost)
+// and errors.Is(err, ErrExpired) (or another reason) both hold.
+func (e *LostError) Unwrap() []error { return []error{ErrLost, e.Reason} }

@@ -17,19 +17,10 @@ import (
 // key was most likely evicted.
 var ErrEvicted = errors.New("lease: Redis evicted keys while the lease was held (maxmemory-policy)")
 
-// EvictionPollInterval is the least time between two reads of Redis's
-// eviction counter by a Client (1 s). It is read on renewal passes, so
-// with long TTLs less often: at most every RenewInterval of the shortest
-// TTL held.
-const EvictionPollInterval = time.Second
-
-// EvictionObserver is an optional Observer interface: ObserveEvictions is
-// called with the number of keys Redis evicted since the previous report
-// (> 0), by a Client whose backend runs on an evicting Redis
-// (Eviction.AllowEviction). leaseprom counts them.
-type EvictionObserver interface {
-	ObserveEvictions(n int64)
-}
+// evictionPollInterval is the least time between two reads of Redis's
+// eviction counter by a Client. It is read on renewal passes, so with long
+// TTLs less often: at most every renewInterval of the shortest TTL held.
+const evictionPollInterval = time.Second
 
 // evictions is a Client's record of the evictions it saw.
 type evictions struct {
@@ -53,7 +44,7 @@ func (c *Client) watchEvictions(ctx context.Context, now bool) time.Time {
 	c.ev.mu.Lock()
 	defer c.ev.mu.Unlock()
 	t := time.Now()
-	if now || c.ev.lastPoll.IsZero() || t.Sub(c.ev.lastPoll) >= EvictionPollInterval {
+	if now || c.ev.lastPoll.IsZero() || t.Sub(c.ev.lastPoll) >= evictionPollInterval {
 		c.ev.lastPoll = t
 		n, err := ec.Evictions(ctx)
 		switch {
@@ -64,9 +55,7 @@ func (c *Client) watchEvictions(ctx context.Context, now bool) time.Time {
 			c.log.LogAttrs(ctx, slog.LevelWarn, "redis_evictions",
 				slog.Int64("evicted", n),
 				slog.String("hint", "Redis evicts keys (maxmemory-policy): a lease whose key is evicted can be taken by another owner before its holder learns of it; set maxmemory-policy noeviction"))
-			if eo, ok := c.opts.Observer.(EvictionObserver); ok {
-				eo.ObserveEvictions(n)
-			}
+			c.opts.Observer.ObserveEvictions(n)
 		}
 	}
 	return c.ev.lastSeen

@@ -153,10 +153,10 @@ type evictionObserver struct {
 	n atomic.Int64
 }
 
-func (o *evictionObserver) ObserveAcquire(string, lease.AcquireOutcome, time.Duration) {}
-func (o *evictionObserver) ObserveRenew(string, error, time.Duration)                  {}
-func (o *evictionObserver) ObserveLoss(string, error)                                  {}
-func (o *evictionObserver) ObserveEvictions(n int64)                                   { o.n.Add(n) }
+func (o *evictionObserver) ObserveAcquire(string, error, time.Duration) {}
+func (o *evictionObserver) ObserveRenew(string, error, time.Duration)   {}
+func (o *evictionObserver) ObserveLoss(string, error)                   {}
+func (o *evictionObserver) ObserveEvictions(n int64)                    { o.n.Add(n) }
 
 // syncBuffer is a bytes.Buffer safe for the keeper's goroutines.
 type syncBuffer struct {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,13 +47,13 @@ func TestSlowRenewDoesNotExtendTrustWindow(t *testing.T) {
 		start := time.Now()
 		l, err := c.TryAcquire(context.Background(), "slow", ttl)
 		require.NoError(t, err)
-		require.Equal(t, start.Add(ttl-Drift(ttl)), l.Deadline())
+		require.Equal(t, start.Add(ttl-drift(ttl)), l.Deadline())
 
 		// The first renew starts at start+TTL/3 and answers 40 ms later.
-		<-time.After(RenewInterval(ttl) + slow + time.Millisecond)
+		<-time.After(renewInterval(ttl) + slow + time.Millisecond)
 		synctest.Wait()
 		require.Equal(t, 1, hook.count("renew"))
-		require.Equal(t, start.Add(RenewInterval(ttl)+ttl-Drift(ttl)), l.Deadline(),
+		require.Equal(t, start.Add(renewInterval(ttl)+ttl-drift(ttl)), l.Deadline(),
 			"the window runs from the renew call's start, not its answer")
 		require.NoError(t, l.Release(context.Background()))
 	})
@@ -69,7 +70,7 @@ func TestHungRedisEndsTheLeaseExactlyAtTheTrustWindow(t *testing.T) {
 		l, err := c.TryAcquire(context.Background(), "hung", ttl)
 		require.NoError(t, err)
 		<-l.Done()
-		require.Equal(t, start.Add(ttl-Drift(ttl)), time.Now(), "loss is signalled at the window's end")
+		require.Equal(t, start.Add(ttl-drift(ttl)), time.Now(), "loss is signalled at the window's end")
 		require.Less(t, time.Since(start), ttl, "before Redis can expire the key and hand it out")
 		require.ErrorIs(t, l.Err(), ErrExpired)
 		require.NoError(t, l.Release(context.Background()))
@@ -107,32 +108,41 @@ func TestHungRenewalOfOneLeaseDoesNotDelayTheLossOfAnother(t *testing.T) {
 type outcomes struct {
 	nopObserver
 	mu sync.Mutex
-	n  map[AcquireOutcome]int
+	n  map[string]int
 }
 
-func (o *outcomes) ObserveAcquire(_ string, outcome AcquireOutcome, _ time.Duration) {
+func (o *outcomes) ObserveAcquire(_ string, err error, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.n == nil {
-		o.n = map[AcquireOutcome]int{}
+		o.n = map[string]int{}
+	}
+	outcome := "error"
+	switch {
+	case err == nil:
+		outcome = "acquired"
+	case errors.Is(err, ErrNotAcquired):
+		outcome = "held"
+	case errors.Is(err, ErrSlowAcquire):
+		outcome = "slow"
 	}
 	o.n[outcome]++
 }
 
-func (o *outcomes) count(outcome AcquireOutcome) int {
+func (o *outcomes) count(outcome string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.n[outcome]
 }
 
-// Issue 11, part 3: a grant whose reply arrives at or after TTL - Drift(TTL)
-// is refused with *SlowAcquireError, hands out no token and deletes its key
+// Issue 11, part 3: a grant whose reply arrives at or after TTL - drift(TTL)
+// is refused with *leasedriver.SlowAcquireError, hands out no token and deletes its key
 // (miniredis keeps keys while its own clock stands still, so a key left
 // behind would show). The fake clock puts the boundary to the nanosecond.
 func TestSlowAcquireIsRefusedAndItsKeyDeleted(t *testing.T) {
 	t.Parallel()
 	ttl := 2 * time.Second
-	limit := ttl - Drift(ttl) // 1.978 s
+	limit := ttl - drift(ttl) // 1.978 s
 	for _, tc := range []struct {
 		name  string
 		reply time.Duration // how long the acquire reply takes
@@ -169,13 +179,13 @@ func TestSlowAcquireIsRefusedAndItsKeyDeleted(t *testing.T) {
 				}
 				require.Nil(t, l, "no lease, no token for the caller")
 				require.ErrorIs(t, err, ErrSlowAcquire)
-				var se *SlowAcquireError
+				var se *leasedriver.SlowAcquireError
 				require.ErrorAs(t, err, &se)
-				require.Equal(t, SlowAcquireError{Name: "slow", Took: tc.reply, TTL: ttl}, *se)
+				require.Equal(t, leasedriver.SlowAcquireError{Name: "slow", Took: tc.reply, TTL: ttl}, *se)
 				require.False(t, mr.Exists(leaseKey), "the slow acquisition's key was deleted")
 				require.Equal(t, 1, hook.count("release"), "one compare-and-delete")
-				require.Equal(t, 1, obs.count(OutcomeSlow))
-				require.Zero(t, obs.count(OutcomeAcquired))
+				require.Equal(t, 1, obs.count("slow"))
+				require.Zero(t, obs.count("acquired"))
 				require.Zero(t, c.keeper.size(), "nothing kept alive")
 
 				// The name is free for the next acquisition at once.
@@ -262,7 +272,7 @@ func TestRenewalInFlightWhenFrozenDoesNotEndTheLease(t *testing.T) {
 		l, err := c.TryAcquire(context.Background(), "frozen", ttl)
 		require.NoError(t, err)
 		hook.block()
-		<-time.After(RenewInterval(ttl) + time.Millisecond)
+		<-time.After(renewInterval(ttl) + time.Millisecond)
 		synctest.Wait() // the first renewal waits in the hook
 		require.Zero(t, hook.count("renew"))
 		l.freeze()

@@ -17,6 +17,12 @@ func init() {
 		}
 		return out, errs
 	}
+	joinhooks.Backend = func(client any) leasedriver.Backend {
+		if c, _ := client.(*Client); c != nil {
+			return c.b
+		}
+		return nil
+	}
 	joinhooks.Release = func(ctx context.Context, l any, release func(context.Context, leasedriver.Held) error) error {
 		return l.(*Lease).releaseWith(ctx, release)
 	}

@@ -205,7 +205,7 @@ func (k *keeper) dueLocked(now time.Time) (expired, batch []*Lease) {
 	for l := range k.leases {
 		nextRenew, deadline, ended, frozen := l.schedule()
 		if !ended && !frozen && deadline.After(now) &&
-			nextRenew.After(now) && !nextRenew.After(now.Add(RenewInterval(l.ttl)/2)) {
+			nextRenew.After(now) && !nextRenew.After(now.Add(renewInterval(l.ttl)/2)) {
 			batch = append(batch, l)
 		}
 	}
@@ -244,7 +244,7 @@ func (k *keeper) renewChunk(chunk []*Lease) {
 	// On an evicting Redis (Eviction.AllowEviction), read the eviction
 	// counter: now when a lease was found not held (its key may have been
 	// evicted: say so in its cause), else at most every
-	// EvictionPollInterval.
+	// evictionPollInterval.
 	notHeld := false
 	for _, err := range errs {
 		notHeld = notHeld || errors.Is(err, ErrNotHeld)

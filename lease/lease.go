@@ -14,7 +14,7 @@ import (
 )
 
 // Lease is one acquisition of a named lease. The Client's keep-alive renews
-// it every RenewInterval(TTL) until Release is called, the lease is lost, or
+// it every TTL/3 until Release is called, the lease is lost, or
 // the lifetime context (WithLifetime) ends. All methods are safe for concurrent use and on a
 // nil *Lease (which behaves as a lost lease).
 type Lease struct {
@@ -52,8 +52,8 @@ type Lease struct {
 func newLease(parent, lifetime context.Context, c *Client, name, owner string, g leasedriver.Grant, ttl time.Duration, start time.Time) *Lease {
 	l := &Lease{
 		c: c, name: name, owner: owner, token: g.Token, ttl: ttl, handle: g.Handle, parent: parent,
-		deadline:  start.Add(ttl - Drift(ttl)),
-		nextRenew: start.Add(RenewInterval(ttl)),
+		deadline:  start.Add(ttl - drift(ttl)),
+		nextRenew: start.Add(renewInterval(ttl)),
 	}
 	// The lease's context keeps the acquire call's values but not its
 	// cancellation (that only bounded the wait). The lifetime context's
@@ -87,14 +87,6 @@ func (l *Lease) Name() string {
 	return l.name
 }
 
-// Owner returns the random owner value of this acquisition (32 hex digits).
-func (l *Lease) Owner() string {
-	if l == nil {
-		return ""
-	}
-	return l.owner
-}
-
 // Token returns the fencing token issued with this acquisition. Present it
 // to every sink as part of Holder, which names the lease it belongs to.
 func (l *Lease) Token() fence.Token {
@@ -105,9 +97,13 @@ func (l *Lease) Token() fence.Token {
 }
 
 // Holder returns what this acquisition presents to every sink: Scope is
-// the lease name, Token and Owner are Token() and Owner(). Sinks keep their
+// the lease name, Token is Token(), Owner is the random owner of this
+// acquisition (32 hex digits, 128 bits from crypto/rand). Sinks keep their
 // fence per (resource, scope), so the tokens of different leases are never
-// compared with each other (see package fence).
+// compared with each other (see package fence). The owner is a write
+// capability: it goes to sinks and nowhere else (logs and views show
+// fence.OwnerID(h.Owner)), which is why the Lease has no accessor of its
+// own for it.
 func (l *Lease) Holder() fence.Holder {
 	if l == nil {
 		return fence.Holder{}
@@ -172,7 +168,7 @@ func (l *Lease) Err() error {
 
 // Deadline returns the end of the trust window: the holder may act until
 // then. It moves forward with each successful renew, to the renew call's
-// start + TTL - Drift(TTL).
+// start + TTL - leasedriver.Drift(TTL) (1% of TTL + 2 ms).
 func (l *Lease) Deadline() time.Time {
 	if l == nil {
 		return time.Time{}
@@ -184,7 +180,7 @@ func (l *Lease) Deadline() time.Time {
 
 // Renew extends the lease by its TTL now, in one round trip. The keep-alive
 // renews on its own; call Renew only to renew early. The trust window moves
-// to the start of this call + TTL - Drift, never further.
+// to the start of this call + TTL - leasedriver.Drift(TTL), never further.
 //
 // Errors: a *LostError when the lease had already ended; ErrNotHeld when
 // Redis says we no longer own it (the lease is then lost with that cause,
@@ -224,8 +220,8 @@ func (l *Lease) renewed(start time.Time) error {
 	if l.ended {
 		return &l.lost
 	}
-	l.nextRenew = start.Add(RenewInterval(l.ttl))
-	if d := start.Add(l.ttl - Drift(l.ttl)); d.After(l.deadline) {
+	l.nextRenew = start.Add(renewInterval(l.ttl))
+	if d := start.Add(l.ttl - drift(l.ttl)); d.After(l.deadline) {
 		// The keeper's timer, armed no later than the old deadline, finds
 		// the new one when it fires.
 		l.deadline = d
@@ -237,7 +233,7 @@ func (l *Lease) renewed(start time.Time) error {
 // quarter interval later. The trust window does not move.
 func (l *Lease) renewFailed(err error) {
 	l.mu.Lock()
-	l.nextRenew = time.Now().Add(max(RenewInterval(l.ttl)/4, time.Millisecond))
+	l.nextRenew = time.Now().Add(max(renewInterval(l.ttl)/4, time.Millisecond))
 	l.mu.Unlock()
 	l.c.log.LogAttrs(context.Background(), slog.LevelDebug, "lease_renew_failed",
 		slog.String("lease", l.name), slog.Any("error", err))

@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
@@ -58,14 +59,14 @@ func TestLogsOwnerIDAndHolderNeverTheOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Release(t.Context()))
 
-	require.NotContains(t, buf.String(), l.Owner())
+	require.NotContains(t, buf.String(), l.Holder().Owner)
 	var acquired map[string]any
 	for line := range strings.Lines(buf.String()) {
 		if strings.Contains(line, `"msg":"lease_acquired"`) {
 			require.NoError(t, json.Unmarshal([]byte(line), &acquired))
 		}
 	}
-	require.Equal(t, fence.OwnerID(l.Owner()), acquired["owner_id"], "log: %s", buf.String())
+	require.Equal(t, fence.OwnerID(l.Holder().Owner), acquired["owner_id"], "log: %s", buf.String())
 	require.Equal(t, "replica-a", acquired["holder"])
 	require.NotContains(t, acquired, "owner")
 }
@@ -80,7 +81,7 @@ func TestHolderLabelOptions(t *testing.T) {
 	require.NoError(t, err)
 	c, err := lease.NewWithBackend(b, lease.Options{})
 	require.NoError(t, err)
-	require.Equal(t, "replica-a", c.HolderLabel())
+	require.Equal(t, "replica-a", leasejoin.Backend(c).(leasedriver.Labeled).HolderLabel(), "the Client's label is its backend's")
 	_, err = lease.NewWithBackend(b, lease.Options{Holder: "replica-a"})
 	require.NoError(t, err, "the backend's own label")
 	_, err = lease.NewWithBackend(b, lease.Options{Holder: "replica-b"})

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 )
@@ -20,7 +22,7 @@ import (
 // hash-tagged key, is acquired with a token, released, and acquired again
 // with a larger token.
 func FuzzLeaseName(f *testing.F) {
-	for _, seed := range []string{"daily-settlement", "", "a", "{x}", "job:2026-03-08T02:00:00Z:eu", "ü€𝄞", "\x00", strings.Repeat("n", lease.MaxNameLen), strings.Repeat("n", lease.MaxNameLen+1), "a}b", " ", "\u3000", "eu\u200b", "\u202eue", "\u3164", "\u2800", "a\u034fb", "a\ufe0fb"} {
+	for _, seed := range []string{"daily-settlement", "", "a", "{x}", "job:2026-03-08T02:00:00Z:eu", "ü€𝄞", "\x00", strings.Repeat("n", leasedriver.MaxNameLen), strings.Repeat("n", leasedriver.MaxNameLen+1), "a}b", " ", "\u3000", "eu\u200b", "\u202eue", "\u3164", "\u2800", "a\u034fb", "a\ufe0fb"} {
 		f.Add(seed)
 	}
 	rdb, mr := leasetest.NewMiniredisClient(f)
@@ -33,11 +35,11 @@ func FuzzLeaseName(f *testing.F) {
 		if err != nil {
 			require.ErrorIs(t, err, lease.ErrInvalidName)
 			require.Equal(t, before, mr.CommandCount(), "refused before any I/O")
-			require.True(t, name == "" || len(name) > lease.MaxNameLen || strings.ContainsAny(name, "{}") || !printableName(name),
+			require.True(t, name == "" || len(name) > leasedriver.MaxNameLen || strings.ContainsAny(name, "{}") || !printableName(name),
 				"refused a valid name %q: %v", name, err)
 			return
 		}
-		keys, err := c.Backend().(*redislease.Backend).Keys(name)
+		keys, err := leasejoin.Backend(c).(*redislease.Backend).Keys(name)
 		require.NoError(t, err)
 		leaseKey := keys.Lease
 		require.Equal(t, "fuzz:{"+name+"}", leaseKey)
@@ -45,7 +47,7 @@ func FuzzLeaseName(f *testing.F) {
 		require.Equal(t, name, l.Name())
 		owner, err := rdb.Get(ctx, leaseKey).Result()
 		require.NoError(t, err)
-		require.Equal(t, l.Owner(), owner)
+		require.Equal(t, l.Holder().Owner, owner)
 		require.NoError(t, l.Release(ctx))
 		require.False(t, mr.Exists(leaseKey), "released")
 		again, err := c.TryAcquire(ctx, name, time.Minute)

@@ -12,21 +12,11 @@ import (
 	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
-// Defaults for Options and limits on input.
+// The defaults of Options, stated on its fields.
 const (
-	// DefaultRetryMax caps the wait between two attempts of a blocked
-	// Acquire (1 s).
-	DefaultRetryMax = time.Second
-	// DefaultRetryMin is the shortest wait between two attempts of a
-	// blocked Acquire (5 ms).
-	DefaultRetryMin = 5 * time.Millisecond
-	// MinTTL is the shortest TTL a lease may have (10 ms).
-	MinTTL = 10 * time.Millisecond
-	// MaxNameLen is the longest lease name in bytes
-	// (leasedriver.MaxNameLen).
-	MaxNameLen = leasedriver.MaxNameLen
-	// DefaultBatchSize is how many leases one renewal round trip carries.
-	DefaultBatchSize = 1000
+	defaultRetryMax  = time.Second
+	defaultRetryMin  = 5 * time.Millisecond
+	defaultBatchSize = 1000
 )
 
 // Options configure a Client. The zero value is valid: every field has a
@@ -39,17 +29,18 @@ type Options struct {
 	Prefix string
 	// RetryMin and RetryMax bound the jittered wait between two attempts
 	// of a blocked Acquire. The wait follows the holder's remaining TTL
-	// within these bounds. Defaults DefaultRetryMin (5 ms) and
-	// DefaultRetryMax (1 s).
+	// within these bounds. Zero means the default: RetryMin 5 ms,
+	// RetryMax 1 s. Negative, or RetryMax below RetryMin: ErrInvalidOptions.
 	RetryMin, RetryMax time.Duration
 	// Logger receives lease_acquired, lease_renewed (debug), lease_lost
 	// and lease_released events. Default: discard.
 	Logger *slog.Logger
-	// Observer receives measurements (see package lease/leaseprom).
-	// Default: none.
+	// Observer receives measurements (lease/leaseprom.Observer turns
+	// them into Prometheus collectors). Default: none.
 	Observer Observer
 	// BatchSize is how many leases the keep-alive renews in one round
-	// trip (a pipeline). Default DefaultBatchSize (1000).
+	// trip (a pipeline). Zero means the default, 1000; negative:
+	// ErrInvalidOptions.
 	BatchSize int
 	// ReplicaAck configures the replica acknowledgements of the Redis
 	// backend New builds (see redislease.Options.ReplicaAck). NewWithBackend
@@ -83,10 +74,10 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.RetryMin == 0 {
-		o.RetryMin = DefaultRetryMin
+		o.RetryMin = defaultRetryMin
 	}
 	if o.RetryMax == 0 {
-		o.RetryMax = DefaultRetryMax
+		o.RetryMax = defaultRetryMax
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -95,7 +86,7 @@ func (o Options) withDefaults() Options {
 		o.Observer = nopObserver{}
 	}
 	if o.BatchSize == 0 {
-		o.BatchSize = DefaultBatchSize
+		o.BatchSize = defaultBatchSize
 	}
 	return o
 }
@@ -148,18 +139,10 @@ func WithLifetime(ctx context.Context) AcquireOption {
 	}
 }
 
-func validateTTL(ttl time.Duration) error {
-	if ttl < MinTTL {
-		return fmt.Errorf("%w: %v, at least %v", ErrInvalidTTL, ttl, MinTTL)
-	}
-	return nil
-}
+// drift is leasedriver.Drift: the margin taken off a TTL to form the trust
+// window (1% of the TTL + 2 ms).
+func drift(ttl time.Duration) time.Duration { return leasedriver.Drift(ttl) }
 
-// Drift is the margin taken off a TTL to form the trust window: 1% of the
-// TTL plus 2 ms, for clock-rate differences between this process and Redis
-// and for the time the reply spends on the wire.
-func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
-
-// RenewInterval is how often the keep-alive renews a lease of the given
+// renewInterval is how often the keep-alive renews a lease of the given
 // TTL: TTL/3, so two renewals can fail before the trust window ends.
-func RenewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
+func renewInterval(ttl time.Duration) time.Duration { return ttl / 3 }

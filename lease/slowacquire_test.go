@@ -16,11 +16,12 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
 // Issue 11, part 3, on real redis-server processes. A grant that reaches
 // the caller at or after TTL - Drift(TTL) is refused with
-// *SlowAcquireError, gives the caller no lease and no token, and deletes
+// *leasedriver.SlowAcquireError, gives the caller no lease and no token, and deletes
 // its key. The fake-clock tests (faketime_test.go) put the boundary to
 // the nanosecond; these show it on real sockets.
 
@@ -58,11 +59,11 @@ func warmScripts(t *testing.T, c *lease.Client) {
 	require.NoError(t, warm.Release(context.Background()))
 }
 
-func requireSlow(t *testing.T, l *lease.Lease, err error, name string) *lease.SlowAcquireError {
+func requireSlow(t *testing.T, l *lease.Lease, err error, name string) *leasedriver.SlowAcquireError {
 	t.Helper()
 	require.Nil(t, l, "a slow grant hands out no lease")
 	require.ErrorIs(t, err, lease.ErrSlowAcquire)
-	var se *lease.SlowAcquireError
+	var se *leasedriver.SlowAcquireError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, name, se.Name)
 	require.Equal(t, slowTTL, se.TTL)
@@ -130,7 +131,7 @@ func TestBlockingAcquireTriesAgainAfterASlowGrantOnRealRedis(t *testing.T) {
 	leaseKey, _ := lease.KeysOf(c, "slow-then-fast")
 	owner, err := direct.Get(context.Background(), leaseKey).Result()
 	require.NoError(t, err)
-	require.Equal(t, l.Owner(), owner, "the key holds the lease handed out")
+	require.Equal(t, l.Holder().Owner, owner, "the key holds the lease handed out")
 }
 
 // behindSlowRequest runs acquire while the proxy holds the first request

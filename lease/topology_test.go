@@ -180,7 +180,7 @@ func exerciseTopology(t *testing.T, top topology) {
 			l, err := c.TryAcquire(ctx, name, 10*time.Second)
 			require.NoError(t, err, name)
 			leaseKey, _ := lease.KeysOf(c, name)
-			requireOwner(t, top.rdb, leaseKey, l.Owner())
+			requireOwner(t, top.rdb, leaseKey, l.Holder().Owner)
 			require.NoError(t, top.rdb.PExpire(ctx, leaseKey, time.Second).Err())
 			require.NoError(t, l.Renew(ctx), name)
 			pttl, err := top.rdb.PTTL(ctx, leaseKey).Result()

@@ -476,7 +476,7 @@ func (s *Scheduler) finishRelease(ctx context.Context, h hold, slot ledger.Slot,
 	err := leasejoin.Release(ctx, h.l, func(ctx context.Context, held leasedriver.Held) error {
 		ran = true
 		var rerr error
-		ferr, rerr = s.joiner.FinishRelease(ctx, s.cfg.Leases.Backend(), held, slot, h.fence, n, o, s.clock.Now())
+		ferr, rerr = s.joiner.FinishRelease(ctx, leasejoin.Backend(s.cfg.Leases), held, slot, h.fence, n, o, s.clock.Now())
 		return rerr
 	})
 	if !ran {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/safe"
-	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -36,7 +36,7 @@ var (
 	// ErrInvalidJob matches every rejected Job: empty, blank or oversized
 	// name, a name holding '{', '}', '|' or '@', a control or format
 	// character (Unicode Cc, Cf) or invalid UTF-8, a nil Run, bad partitions,
-	// negative durations, a LeaseTTL below lease.MinTTL, EndAt before
+	// negative durations, a LeaseTTL below leasedriver.MinTTL, EndAt before
 	// StartAt, RetryBackoff above RetryMaxBackoff, or an unsupported
 	// policy. Spec and zone errors wrap cron's errors
 	// (cron.ErrInvalidSpec, cron.ErrUnknownZone) as well.
@@ -82,7 +82,7 @@ const (
 	// is never begun and left waiting): bound them with Job.Timeout. The
 	// slot lease is "<job>@<unix>" for the default partition "", else
 	// "<job>|<partition>@<unix>", so the job name and a partition may
-	// together be at most lease.MaxNameLen-12 bytes (244).
+	// together be at most leasedriver.MaxNameLen-12 bytes (244).
 	OverlapAllow
 )
 
@@ -167,7 +167,7 @@ type Job struct {
 	Run func(ctx context.Context, run Run) error
 	// LeaseTTL is the TTL of the job's lease: loss is signalled within it
 	// and a crashed holder's slot is taken over after it. Default 30 s;
-	// at least lease.MinTTL.
+	// at least leasedriver.MinTTL.
 	LeaseTTL time.Duration
 	// Timeout bounds one attempt (0: none). A run that times out is failed
 	// with ClassTimeout and retried.
@@ -290,8 +290,8 @@ func (j Job) validate() error {
 		return fmt.Errorf("%w: %q: negative duration or count", ErrInvalidJob, j.Name)
 	case j.RetryMaxBackoff != 0 && j.RetryBackoff > j.RetryMaxBackoff:
 		return fmt.Errorf("%w: %q: RetryBackoff %v is above RetryMaxBackoff %v", ErrInvalidJob, j.Name, j.RetryBackoff, j.RetryMaxBackoff)
-	case j.LeaseTTL != 0 && j.LeaseTTL < lease.MinTTL:
-		return fmt.Errorf("%w: %q: LeaseTTL %v is below lease.MinTTL (%v)", ErrInvalidJob, j.Name, j.LeaseTTL, lease.MinTTL)
+	case j.LeaseTTL != 0 && j.LeaseTTL < leasedriver.MinTTL:
+		return fmt.Errorf("%w: %q: LeaseTTL %v is below leasedriver.MinTTL (%v)", ErrInvalidJob, j.Name, j.LeaseTTL, leasedriver.MinTTL)
 	case !j.EndAt.IsZero() && !j.EndAt.After(j.StartAt):
 		return fmt.Errorf("%w: %q: EndAt %s is not after StartAt %s", ErrInvalidJob, j.Name,
 			j.EndAt.UTC().Format(time.RFC3339Nano), j.StartAt.UTC().Format(time.RFC3339Nano))
@@ -311,9 +311,9 @@ func (j Job) validate() error {
 		case seen[p]:
 			return fmt.Errorf("%w: %q: partition %q twice", ErrInvalidJob, j.Name, p)
 		}
-		if j.Overlap == OverlapAllow && len(ledger.SlotScope(ledger.Slot{Job: j.Name, At: time.Unix(1<<33, 0), Partition: p})) > lease.MaxNameLen {
+		if j.Overlap == OverlapAllow && len(ledger.SlotScope(ledger.Slot{Job: j.Name, At: time.Unix(1<<33, 0), Partition: p})) > leasedriver.MaxNameLen {
 			return fmt.Errorf("%w: %q: partition %q: name and partition too long for OverlapAllow's per-slot leases (at most %d bytes together)",
-				ErrInvalidJob, j.Name, p, lease.MaxNameLen-12)
+				ErrInvalidJob, j.Name, p, leasedriver.MaxNameLen-12)
 		}
 		seen[p] = true
 	}

@@ -28,7 +28,7 @@ func joinerOf(cfg Options) ledger.LeaseJoiner {
 	if !ok {
 		return nil
 	}
-	if _, err := j.ClaimAll(context.Background(), cfg.Leases.Backend(), nil, 0, time.Time{}); err != nil {
+	if _, err := j.ClaimAll(context.Background(), leasejoin.Backend(cfg.Leases), nil, 0, time.Time{}); err != nil {
 		return nil
 	}
 	return j
@@ -72,7 +72,7 @@ func (s *Scheduler) acquireAll(chunk []*entry, names []string, places int, ttl t
 			creqs[i].Lease = r
 		}
 		grants, gerrs := make([]leasedriver.Grant, len(reqs)), make([]error, len(reqs))
-		res, err := s.joiner.ClaimAll(ctx, s.cfg.Leases.Backend(), creqs, places, now)
+		res, err := s.joiner.ClaimAll(ctx, leasejoin.Backend(s.cfg.Leases), creqs, places, now)
 		for i := range reqs {
 			if err != nil {
 				gerrs[i] = err

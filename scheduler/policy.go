@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 )
 
 // policyChecker is a lease backend or a ledger that can read its store's
@@ -19,7 +20,7 @@ type policyChecker interface {
 // from the lease backend or the ledger when they can check it. An I/O
 // error is not Start's: the claims retry it.
 func (s *Scheduler) checkPolicies(ctx context.Context) error {
-	for _, store := range []any{s.cfg.Leases.Backend(), s.cfg.Ledger} {
+	for _, store := range []any{leasejoin.Backend(s.cfg.Leases), s.cfg.Ledger} {
 		c, ok := store.(policyChecker)
 		if !ok {
 			continue

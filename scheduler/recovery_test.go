@@ -105,7 +105,7 @@ func TestRecoveryAcrossBatches(t *testing.T) {
 		under := func(job, part string, fn func(f ledger.Fence)) {
 			l, err := leases.TryAcquire(ctx, ledger.UnitScope(job, part), 10*time.Second)
 			require.NoError(t, err)
-			fn(ledger.Fence{Scope: l.Name(), Token: l.Token(), Owner: l.Owner()})
+			fn(ledger.Fence{Scope: l.Name(), Token: l.Token(), Owner: l.Holder().Owner})
 			require.NoError(t, l.Release(ctx))
 		}
 		hourAgo := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC) // a fire of hourly, within CatchUpWindow

@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
 )
@@ -48,7 +49,7 @@ func TestReleaseWithoutAnswerIsTriedAgain(t *testing.T) {
 	prefix := redistest.Prefix(t, rdb)
 	inner, err := lease.New(rdb, lease.Options{Prefix: prefix})
 	require.NoError(t, err)
-	backend := &unansweredRelease{Backend: inner.Backend()}
+	backend := &unansweredRelease{Backend: leasejoin.Backend(inner)}
 	backend.failing.Store(2)
 	leases, err := lease.NewWithBackend(backend, lease.Options{})
 	require.NoError(t, err)

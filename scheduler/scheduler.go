@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -76,8 +77,8 @@ func New(cfg Options) (*Scheduler, error) {
 // defaultHolder is Options.Holder's default: the lease client's label,
 // else the host name when it is a valid label, else none.
 func defaultHolder(leases *lease.Client) string {
-	if label := leases.HolderLabel(); label != "" {
-		return label
+	if lb, ok := leasejoin.Backend(leases).(leasedriver.Labeled); ok && lb.HolderLabel() != "" {
+		return lb.HolderLabel()
 	}
 	host, err := os.Hostname()
 	if err != nil || leasedriver.CheckHolder(host) != nil {

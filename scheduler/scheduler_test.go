@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
@@ -487,7 +488,7 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			{"NegativeRetryMaxBackoff", func(j *Job) { j.RetryMaxBackoff = -time.Second }, []error{ErrInvalidJob}},
 			{"RetryBackoffAboveRetryMaxBackoff", func(j *Job) { j.RetryBackoff, j.RetryMaxBackoff = time.Hour, time.Minute }, []error{ErrInvalidJob}},
 			{"NegativeCatchUpWindow", func(j *Job) { j.CatchUpWindow = -time.Second }, []error{ErrInvalidJob}},
-			{"LeaseTTLBelowLeaseMinimum", func(j *Job) { j.LeaseTTL = lease.MinTTL - 1 }, []error{ErrInvalidJob}},
+			{"LeaseTTLBelowLeaseMinimum", func(j *Job) { j.LeaseTTL = leasedriver.MinTTL - 1 }, []error{ErrInvalidJob}},
 			{"UnknownOverlapPolicy", func(j *Job) { j.Overlap = OverlapAllow + 1 }, []error{ErrInvalidJob}},
 			{"NameAndPartitionTooLongForPerSlotLeases", func(j *Job) {
 				j.Name, j.Partitions, j.Overlap = strings.Repeat("n", ledger.MaxJobNameLen), []string{strings.Repeat("p", ledger.MaxPartitionLen)}, OverlapAllow

@@ -19,7 +19,7 @@ import (
 
 // slowGrants is a leasedriver.Backend in memory whose next slow acquisitions
 // are refused as a backend refuses a grant that came too late
-// (lease.SlowAcquireError), as a loaded Redis makes them. Leases never
+// (leasedriver.SlowAcquireError), as a loaded Redis makes them. Leases never
 // expire: the fake-time tests take milliseconds of real time.
 type slowGrants struct {
 	slow atomic.Int64 // acquisitions still to refuse as slow
@@ -35,7 +35,7 @@ func newSlowGrants() *slowGrants {
 
 func (b *slowGrants) Acquire(_ context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
 	if b.slow.Add(-1) >= 0 {
-		return leasedriver.Grant{}, &lease.SlowAcquireError{Name: name, Took: ttl, TTL: ttl}
+		return leasedriver.Grant{}, &leasedriver.SlowAcquireError{Name: name, Took: ttl, TTL: ttl}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -198,7 +198,7 @@ type hold struct {
 // holder label (Options.Holder), which every Begin records with the
 // attempt.
 func (s *Scheduler) newHold(u *unit, l *lease.Lease) hold {
-	return hold{u: u, l: l, fence: ledger.Fence{Scope: l.Name(), Token: l.Token(), Owner: l.Owner(), Holder: s.cfg.Holder}}
+	return hold{u: u, l: l, fence: ledger.Fence{Scope: l.Name(), Token: l.Token(), Owner: l.Holder().Owner, Holder: s.cfg.Holder}}
 }
 
 // ctx ends when the lease is lost or released.

@@ -91,13 +91,14 @@ type observer struct {
 	chk *checker
 }
 
-func (o observer) ObserveAcquire(name string, outcome lease.AcquireOutcome, _ time.Duration) {
-	if outcome == lease.OutcomeAcquired {
+func (o observer) ObserveAcquire(name string, err error, _ time.Duration) {
+	if err == nil {
 		o.chk.acquired(o.r, name, o.v.owner(name), time.Now())
 	}
 }
 func (o observer) ObserveRenew(string, error, time.Duration) {}
 func (o observer) ObserveLoss(name string, _ error)          { o.chk.lost(o.r, name) }
+func (o observer) ObserveEvictions(int64)                    {}
 
 // jobs are the simulated schedule: two jobs, one with two partitions,
 // every second and every two seconds (so a trigger at an odd second is a

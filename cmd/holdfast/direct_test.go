@@ -44,29 +44,29 @@ func TestLeasesFromRedis(t *testing.T) {
 	require.Len(t, lines, 3, out)
 	require.Equal(t, []string{"NAME", "HELD", "HOLDER", "OWNER", "ID", "TTL", "TOKEN", "WAITING"}, strings.Fields(lines[0]))
 	row := strings.Fields(lines[1])
-	require.Equal(t, []string{"report|eu", "yes", "replica-a", fence.OwnerID(held.Owner())}, row[:4])
+	require.Equal(t, []string{"report|eu", "yes", "replica-a", fence.OwnerID(held.Holder().Owner)}, row[:4])
 	require.Equal(t, []string{held.Token().String(), "no"}, row[5:])
 	ttl, err := time.ParseDuration(row[4])
 	require.NoError(t, err)
 	require.Greater(t, ttl, 50*time.Second)
 	require.Equal(t, []string{"report|us", "no", "-", "-", "-", gone.Token().String(), "no"}, strings.Fields(lines[2]))
-	require.NotContains(t, out, held.Owner())
+	require.NotContains(t, out, held.Holder().Owner)
 
 	var page schedhttp.LeasesPage
 	okJSON(t, &page, append([]string{"lease", "ls", "--match", "*|eu"}, conn...)...)
 	require.Len(t, page.Leases, 1)
 	l := page.Leases[0]
-	require.Equal(t, schedhttp.LeaseJSON{Name: "report|eu", Held: true, OwnerID: fence.OwnerID(held.Owner()), Holder: "replica-a",
+	require.Equal(t, schedhttp.LeaseJSON{Name: "report|eu", Held: true, OwnerID: fence.OwnerID(held.Holder().Owner), Holder: "replica-a",
 		TTLMS: l.TTLMS, Token: held.Token()}, l)
 	out = ok(t, append([]string{"lease", "ls", "-o", "json"}, conn...)...)
-	require.NotContains(t, out, held.Owner())
+	require.NotContains(t, out, held.Holder().Owner)
 	out = ok(t, append([]string{"lease", "show", "report|eu"}, conn...)...)
 	require.Regexp(t, `(?m)^holder\s+replica-a$`, out)
-	require.Regexp(t, `(?m)^owner id\s+`+fence.OwnerID(held.Owner())+`$`, out)
-	require.NotContains(t, out, held.Owner())
+	require.Regexp(t, `(?m)^owner id\s+`+fence.OwnerID(held.Holder().Owner)+`$`, out)
+	require.NotContains(t, out, held.Holder().Owner)
 
 	out = ok(t, append([]string{"fence", "get", "lease", "report|eu"}, conn...)...)
-	require.Equal(t, []string{"TOKEN", "OWNER", "ID", held.Token().String(), fence.OwnerID(held.Owner())}, strings.Fields(out))
+	require.Equal(t, []string{"TOKEN", "OWNER", "ID", held.Token().String(), fence.OwnerID(held.Holder().Owner)}, strings.Fields(out))
 	var f fenceJSON
 	okJSON(t, &f, append([]string{"fence", "get", "lease", "report|us"}, conn...)...)
 	require.Equal(t, fenceJSON{Kind: "lease", Name: "report|us", Token: gone.Token()}, f)

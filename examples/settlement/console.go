@@ -25,7 +25,7 @@ import (
 // ends (Ctrl-C). The leases view reads the demo's lease backend when it
 // is an Inspector (Redis; not PostgreSQL).
 func serveConsole(ctx context.Context, out io.Writer, rc replicaConfig, sink store) error {
-	leases, ldg, closeBackend, err := consoleBackend(rc, sink)
+	leases, inspector, ldg, closeBackend, err := consoleBackend(rc, sink)
 	if err != nil {
 		return err
 	}
@@ -64,9 +64,7 @@ func serveConsole(ctx context.Context, out io.Writer, rc replicaConfig, sink sto
 			}
 			return nil
 		}}
-	if in, ok := leases.Backend().(leasedriver.Inspector); ok {
-		cfg.Leases = in
-	}
+	cfg.Leases = inspector
 	admin, err := schedhttp.New(s, cfg)
 	if err != nil {
 		return err
@@ -101,12 +99,12 @@ func serveConsole(ctx context.Context, out io.Writer, rc replicaConfig, sink sto
 // consoleBackend opens the demo's leases and ledger again, for the
 // console's replica: on Redis (rc.RedisURL, rc.Prefix) or on the
 // PostgreSQL sink's pool.
-func consoleBackend(rc replicaConfig, sink store) (*lease.Client, ledger.Ledger, func(), error) {
+func consoleBackend(rc replicaConfig, sink store) (*lease.Client, leasedriver.Inspector, ledger.Ledger, func(), error) {
 	if pg, ok := sink.(*pgStore); ok && rc.Backend == backendPostgres {
-		leases, ldg, err := pgScheduling(pg, nil)
-		return leases, ldg, func() {}, err
+		leases, in, ldg, err := pgScheduling(pg, nil)
+		return leases, in, ldg, func() {}, err
 	}
-	rdb, leases, ldg, err := redisScheduling(rc, nil)
+	rdb, leases, in, ldg, err := redisScheduling(rc, nil)
 	closeRDB := func() {
 		if rdb != nil {
 			_ = rdb.Close()
@@ -114,7 +112,7 @@ func consoleBackend(rc replicaConfig, sink store) (*lease.Client, ledger.Ledger,
 	}
 	if err != nil {
 		closeRDB()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return leases, ldg, closeRDB, nil
+	return leases, in, ldg, closeRDB, nil
 }

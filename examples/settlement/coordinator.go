@@ -183,7 +183,7 @@ func (d *demo) setupPostgres(ctx context.Context, pgURL string) error {
 	if err := migrateScheduling(ctx, pg); err != nil {
 		return err
 	}
-	if _, d.ldg, err = pgScheduling(pg, nil); err != nil {
+	if _, _, d.ldg, err = pgScheduling(pg, nil); err != nil {
 		return err
 	}
 	d.rc.Backend, d.rc.PGURL = backendPostgres, pgURL

@@ -17,6 +17,8 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
@@ -95,10 +97,10 @@ func runReplica(cfg replicaConfig) error {
 		if !ok {
 			return errors.New("-backend postgres needs -pg")
 		}
-		leases, ldg, err = pgScheduling(pg, logger)
+		leases, _, ldg, err = pgScheduling(pg, logger)
 	} else {
 		var rdb *redis.Client
-		rdb, leases, ldg, err = redisScheduling(cfg, logger)
+		rdb, leases, _, ldg, err = redisScheduling(cfg, logger)
 		if rdb != nil {
 			defer rdb.Close()
 		}
@@ -174,20 +176,27 @@ func holderLabel(cfg replicaConfig) string {
 }
 
 // redisScheduling returns a replica's Redis client (for the caller to
-// close, also on error), lease client and ledger.
-func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *lease.Client, ledger.Ledger, error) {
+// close, also on error), lease client, its backend (for the console's
+// leases view) and ledger. It builds the lease backend itself, as a
+// program that needs the backend (here as a leasedriver.Inspector) does;
+// lease.New(rdb, ...) is the shortcut for one that does not.
+func redisScheduling(cfg replicaConfig, logger *slog.Logger) (*redis.Client, *lease.Client, leasedriver.Inspector, ledger.Ledger, error) {
 	opts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	rdb := redis.NewClient(opts)
-	leases, err := lease.New(rdb, lease.Options{Prefix: cfg.Prefix + "lease:", Logger: logger, Holder: holderLabel(cfg)})
+	b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: cfg.Prefix + "lease:", Holder: holderLabel(cfg)})
 	if err != nil {
-		return rdb, nil, nil, err
+		return rdb, nil, nil, nil, err
+	}
+	leases, err := lease.NewWithBackend(b, lease.Options{Logger: logger})
+	if err != nil {
+		return rdb, nil, nil, nil, err
 	}
 	ldg, err := redisledger.New(rdb, redisledger.Options{Prefix: cfg.Prefix + "ledger:"})
 	if err != nil {
-		return rdb, nil, nil, err
+		return rdb, nil, nil, nil, err
 	}
-	return rdb, leases, ldg, nil
+	return rdb, leases, b, ldg, nil
 }

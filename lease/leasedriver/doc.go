@@ -16,6 +16,9 @@
 // ErrInvalidOptions, ErrNilClient) are defined here and named by package
 // lease too (lease.ErrNotHeld is ErrNotHeld), where users match them;
 // CheckName and CheckHolder are the name and holder-label rules both
-// apply. ErrNotTried is the answer of a joined acquisition
+// apply. The trust window's rules live here too, for the client and for a
+// backend that times its own acquisition (lease/quorum): MinTTL and
+// CheckTTL (ErrInvalidTTL), Drift, and the *SlowAcquireError of a grant
+// that came too late (ErrSlowAcquire); package lease names both errors. ErrNotTried is the answer of a joined acquisition
 // (lease/leasejoin) that was not made.
 package leasedriver

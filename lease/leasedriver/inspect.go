@@ -14,7 +14,7 @@ type Info struct {
 	// Held reports that the lease is held now; OwnerID, Holder and TTL
 	// are set only then.
 	Held bool
-	// OwnerID is fence.OwnerID of the holder's owner (lease.Lease.Owner): it
+	// OwnerID is fence.OwnerID of the holder's owner (lease.Lease.Holder().Owner): it
 	// tells acquisitions apart and matches the owner_id of log events,
 	// but cannot be turned back into the owner, which is a write
 	// capability and never leaves the process in a view.

@@ -4,8 +4,13 @@
 // lease, and records a run's end in the script that releases it (see
 // redislease.Backend.Joinable). It hands such acquisitions to a
 // lease.Client as Leases of that Client, renewed, released and lost as any
-// other, and ends a Lease by such a release. Users of leases need none of
-// it: it is an SPI hook, kept off the user types.
+// other, and ends a Lease by such a release. Backend gives the backend a
+// Client stores its leases in, to packages that build on that backend's
+// keys or scripts (election, the scheduler's joined ledger, leasetest's
+// ForceExpire). Users of leases need none of it: it is an SPI hook, kept
+// off the user types (a user who needs the backend, say as a
+// leasedriver.Inspector for the admin API, builds it and passes it to
+// lease.NewWithBackend).
 package leasejoin
 
 import (
@@ -16,6 +21,14 @@ import (
 	"github.com/holdfast-go/holdfast/lease/internal/joinhooks"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
+
+// Backend returns the backend c stores its leases in: the
+// *redislease.Backend of a Client made by lease.New, the one passed to
+// lease.NewWithBackend otherwise; nil for a nil c. Its holder label (the
+// Client's Options.Holder) is leasedriver.Labeled's, when it implements it.
+func Backend(c *lease.Client) leasedriver.Backend {
+	return joinhooks.Backend(c)
+}
 
 // TryAcquireAll is c.TryAcquireAll with the batch's acquisitions made by
 // acquire instead of the backend's AcquireAll: a caller that takes the

@@ -39,7 +39,7 @@ func TestJoinedAcquisitionsAreLeasesOfTheClient(t *testing.T) {
 	require.Equal(t, time.Minute, got[0].TTL)
 	require.NoError(t, errs[0])
 	require.Equal(t, "a", leases[0].Name())
-	require.Equal(t, got[0].Owner, leases[0].Owner())
+	require.Equal(t, got[0].Owner, leases[0].Holder().Owner)
 	require.ErrorIs(t, errs[1], leasedriver.ErrNotTried)
 	require.Nil(t, leases[1])
 	require.ErrorIs(t, errs[2], lease.ErrInvalidName)

@@ -41,8 +41,11 @@
 // evicted or deleted, or a failover lost it); expired means the trust window
 // ended without a successful renewal (Redis unreachable, slow or hung);
 // parent_done means the lifetime context (lease.WithLifetime) ended.
-// outcome="slow" counts grants that arrived after their trust window had
-// ended (lease.ErrSlowAcquire): refused and undone; a rise means Redis or
+// An acquire attempt's outcome label follows the error the Client passes
+// to lease.Observer.ObserveAcquire: acquired (nil), held (matches
+// lease.ErrNotAcquired), slow (matches lease.ErrSlowAcquire) or error (any
+// other error, so the set stays bounded). outcome="slow" counts grants that
+// arrived after their trust window had ended: refused and undone; a rise means Redis or
 // this process is too slow for the TTLs in use. A rise in not_held
 // or expired is a rise in work cut short, and in writes that the fencing
 // sinks must reject.

@@ -45,6 +45,11 @@ const (
 	causeExpired    = "expired"
 	causeParentDone = "parent_done"
 	causeOther      = "other"
+
+	outcomeAcquired = "acquired"
+	outcomeHeld     = "held"
+	outcomeError    = "error"
+	outcomeSlow     = "slow"
 )
 
 // Observer records lease measurements as Prometheus metrics. It implements
@@ -61,9 +66,8 @@ type Observer struct {
 }
 
 var (
-	_ lease.Observer         = (*Observer)(nil)
-	_ lease.EvictionObserver = (*Observer)(nil)
-	_ prometheus.Collector   = (*Observer)(nil)
+	_ lease.Observer       = (*Observer)(nil)
+	_ prometheus.Collector = (*Observer)(nil)
 )
 
 // New returns an Observer with its metrics at zero. It registers
@@ -116,8 +120,8 @@ func New(opts Options) (*Observer, error) {
 	}
 	// Export every label value from the start, so that rate() sees the
 	// first increment and absent() is meaningful.
-	for _, v := range []lease.AcquireOutcome{lease.OutcomeAcquired, lease.OutcomeHeld, lease.OutcomeError, lease.OutcomeSlow} {
-		o.acquireTotal.WithLabelValues(string(v))
+	for _, v := range []string{outcomeAcquired, outcomeHeld, outcomeError, outcomeSlow} {
+		o.acquireTotal.WithLabelValues(v)
 	}
 	for _, v := range []string{resultOK, resultNotHeld, resultError} {
 		o.renewTotal.WithLabelValues(v)
@@ -129,17 +133,29 @@ func New(opts Options) (*Observer, error) {
 }
 
 // ObserveAcquire implements lease.Observer.
-func (o *Observer) ObserveAcquire(_ string, outcome lease.AcquireOutcome, took time.Duration) {
-	switch outcome {
-	case lease.OutcomeAcquired, lease.OutcomeHeld, lease.OutcomeError, lease.OutcomeSlow:
-	default:
-		outcome = lease.OutcomeError // keep the label set bounded
-	}
-	o.acquireTotal.WithLabelValues(string(outcome)).Inc()
+func (o *Observer) ObserveAcquire(_ string, err error, took time.Duration) {
+	outcome := acquireOutcome(err)
+	o.acquireTotal.WithLabelValues(outcome).Inc()
 	o.acquireDuration.Observe(took.Seconds())
-	if outcome == lease.OutcomeAcquired {
+	if outcome == outcomeAcquired {
 		o.held.Inc()
 	}
+}
+
+// acquireOutcome returns the acquire_total label value for an attempt's
+// error: "acquired" (nil), "held" (lease.ErrNotAcquired), "slow"
+// (lease.ErrSlowAcquire: granted after its trust window ended, undone) or
+// "error" (any other), a bounded set.
+func acquireOutcome(err error) string {
+	switch {
+	case err == nil:
+		return outcomeAcquired
+	case errors.Is(err, lease.ErrNotAcquired):
+		return outcomeHeld
+	case errors.Is(err, lease.ErrSlowAcquire):
+		return outcomeSlow
+	}
+	return outcomeError
 }
 
 // ObserveRenew implements lease.Observer.
@@ -181,7 +197,7 @@ func cause(reason error) string {
 	return causeOther
 }
 
-// ObserveEvictions implements lease.EvictionObserver.
+// ObserveEvictions implements lease.Observer.
 func (o *Observer) ObserveEvictions(n int64) {
 	if n > 0 {
 		o.redisEvicted.Add(float64(n))

@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/leaseprom"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/redislease"
@@ -184,7 +185,7 @@ func TestLossCausesAreClassifiedWithErrorsIs(t *testing.T) {
 		{nil, "other"},
 	} {
 		obs := newObserver(t, leaseprom.Options{})
-		obs.ObserveAcquire("x", lease.OutcomeAcquired, time.Millisecond)
+		obs.ObserveAcquire("x", nil, time.Millisecond)
 		obs.ObserveLoss("x", tc.reason)
 		want := `
 # HELP holdfast_lease_held Leases held right now by the observed clients.
@@ -204,19 +205,34 @@ holdfast_lease_held 0
 	}
 }
 
-func TestUnknownAcquireOutcomeCountsAsError(t *testing.T) {
+// An attempt's error picks its outcome label, from a bounded set: an
+// error of a kind the observer does not know counts as "error".
+func TestAcquireOutcomeFollowsTheError(t *testing.T) {
 	t.Parallel()
-	obs := newObserver(t, leaseprom.Options{})
-	obs.ObserveAcquire("x", lease.AcquireOutcome("surprise"), time.Millisecond)
-	want := `
+	for _, tc := range []struct {
+		err     error
+		outcome string
+	}{
+		{nil, "acquired"},
+		{&lease.NotAcquiredError{Name: "x", RemainingTTL: time.Second}, "held"},
+		{fmt.Errorf("lease %q: acquire: %w", "x", &leasedriver.SlowAcquireError{Name: "x", Took: time.Second, TTL: time.Second}), "slow"},
+		{errors.New("surprise"), "error"},
+	} {
+		obs := newObserver(t, leaseprom.Options{})
+		obs.ObserveAcquire("x", tc.err, time.Millisecond)
+		want := `
 # HELP holdfast_lease_acquire_total Lease acquire attempts (one Redis round trip each), by outcome: acquired, held (by another owner), error or slow (granted after its trust window ended, refused).
 # TYPE holdfast_lease_acquire_total counter
-holdfast_lease_acquire_total{outcome="acquired"} 0
-holdfast_lease_acquire_total{outcome="error"} 1
-holdfast_lease_acquire_total{outcome="held"} 0
-holdfast_lease_acquire_total{outcome="slow"} 0
 `
-	require.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "holdfast_lease_acquire_total"))
+		for _, o := range []string{"acquired", "error", "held", "slow"} {
+			n := 0
+			if o == tc.outcome {
+				n = 1
+			}
+			want += fmt.Sprintf("holdfast_lease_acquire_total{outcome=%q} %d\n", o, n)
+		}
+		require.NoError(t, testutil.CollectAndCompare(obs, strings.NewReader(want), "holdfast_lease_acquire_total"), "%v", tc.err)
+	}
 }
 
 func TestNamespaceAndBuckets(t *testing.T) {

@@ -53,7 +53,7 @@ func Example() {
 
 	a, _ := client.TryAcquire(ctx, "payout", time.Second)
 	defer a.Release(ctx)
-	fmt.Println("A writes:", sink.Write("payout", a.Token(), a.Owner(), "A: first half"))
+	fmt.Println("A writes:", sink.Write("payout", a.Token(), a.Holder().Owner, "A: first half"))
 
 	// A stops the world (GC, VM freeze) for longer than its trust window...
 	leasetest.Freeze(a)
@@ -63,7 +63,7 @@ func Example() {
 
 	b, _ := client.TryAcquire(ctx, "payout", time.Minute)
 	defer b.Release(ctx)
-	fmt.Println("B writes:", sink.Write("payout", b.Token(), b.Owner(), "B: everything"))
+	fmt.Println("B writes:", sink.Write("payout", b.Token(), b.Holder().Owner, "B: everything"))
 	fmt.Println("A, frozen, still believes it holds the lease:", a.Err() == nil)
 
 	leasetest.Thaw(a)
@@ -71,7 +71,7 @@ func Example() {
 	fmt.Println("A learns it lost the lease:", errors.Is(a.Err(), lease.ErrExpired))
 
 	// A write already on its way when A resumed arrives with A's token.
-	err := sink.Write("payout", a.Token(), a.Owner(), "A: second half")
+	err := sink.Write("payout", a.Token(), a.Holder().Owner, "A: second half")
 	var stale *fence.StaleTokenError
 	fmt.Println("A's late write refused:", errors.As(err, &stale) && stale.Current == b.Token())
 	fmt.Println("ledger:", sink.entries)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/internal/testhooks"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
@@ -43,7 +44,7 @@ var ErrNotRedis = errors.New("leasetest: needs a Client on redislease.Backend")
 // ForceExpire deletes the key of the lease called name, as Redis expiring
 // it would: a new acquirer succeeds at once, and the holder, unless frozen,
 // is lost with lease.ErrNotHeld at its next renew (within
-// lease.RenewInterval of its TTL). Waiters blocked in Client.Acquire are
+// a third of its TTL). Waiters blocked in Client.Acquire are
 // woken as by a release. The fence counter is kept, so the next token is
 // still larger. c must be on a *redislease.Backend (lease.New), which
 // gives the keys; rdb must be a client of the Redis c uses (nil: the
@@ -55,9 +56,9 @@ var ErrNotRedis = errors.New("leasetest: needs a Client on redislease.Backend")
 // is already gone. Errors: ErrNotRedis for a Client on another backend,
 // lease.ErrInvalidName for a bad name, Redis errors.
 func ForceExpire(ctx context.Context, rdb redis.UniversalClient, c *lease.Client, name string) error {
-	rb, ok := c.Backend().(*redislease.Backend)
+	rb, ok := leasejoin.Backend(c).(*redislease.Backend)
 	if !ok {
-		return fmt.Errorf("leasetest: expire %q: %w, not %T", name, ErrNotRedis, c.Backend())
+		return fmt.Errorf("leasetest: expire %q: %w, not %T", name, ErrNotRedis, leasejoin.Backend(c))
 	}
 	if rdb == nil {
 		rdb = rb.Redis()

@@ -2,6 +2,7 @@ package leasetest_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/lease/leasetest"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 )
@@ -53,13 +55,14 @@ func TestDriveClockExpiresMiniredisKeysWithTheWallClock(t *testing.T) {
 // heldCounter is a lease.Observer counting refused attempts.
 type heldCounter struct{ n atomic.Int64 }
 
-func (o *heldCounter) ObserveAcquire(_ string, outcome lease.AcquireOutcome, _ time.Duration) {
-	if outcome == lease.OutcomeHeld {
+func (o *heldCounter) ObserveAcquire(_ string, err error, _ time.Duration) {
+	if errors.Is(err, lease.ErrNotAcquired) {
 		o.n.Add(1)
 	}
 }
 func (o *heldCounter) ObserveRenew(string, error, time.Duration) {}
 func (o *heldCounter) ObserveLoss(string, error)                 {}
+func (o *heldCounter) ObserveEvictions(int64)                    {}
 
 func TestForceExpireHandsOverAndWakesAWaiter(t *testing.T) {
 	t.Parallel()
@@ -171,7 +174,7 @@ func TestKilledRedisEndsTheLeaseAtItsTrustWindow(t *testing.T) {
 // leaseKeyOf returns the lease key of name on a Client made by lease.New.
 func leaseKeyOf(t *testing.T, c *lease.Client, name string) string {
 	t.Helper()
-	rb, ok := c.Backend().(*redislease.Backend)
+	rb, ok := leasejoin.Backend(c).(*redislease.Backend)
 	require.True(t, ok, "a Client of lease.New")
 	k, err := rb.Keys(name)
 	require.NoError(t, err)

@@ -38,8 +38,8 @@
 //     that issued t is, and the other masters that granted are raised in
 //     parallel (scripts/raise.lua: SET counter max(counter, t));
 //  3. the validity check: when the whole acquisition, both token phases
-//     included, took longer than TTL - lease.Drift(TTL), the keys are
-//     released and Acquire fails with *SlowAcquireError.
+//     included, took longer than TTL - leasedriver.Drift(TTL), the keys are
+//     released and Acquire fails with *leasedriver.SlowAcquireError.
 //
 // Any later majority shares a master with the raised majority, whose next
 // candidate is above t: tokens strictly increase. docs/quorum.md gives the
@@ -83,7 +83,7 @@
 //     way, e.g. with more than a minority of the masters down. The
 //     keep-alive retries a renew until the trust window ends, and the
 //     lease is then lost with lease.ErrExpired.
-//   - *SlowAcquireError (ErrSlowAcquire, retryable): the acquisition was
+//   - *leasedriver.SlowAcquireError (ErrSlowAcquire, retryable): the acquisition was
 //     too slow to use.
 //   - a held lease is not an error of the Backend: lease.Client returns
 //     *lease.NotAcquiredError with the time until a majority of the
@@ -92,7 +92,7 @@
 // # Guarantees and non-guarantees
 //
 //   - Tokens strictly increase while the masters' clocks and the holder's
-//     run at rates within lease.Drift of each other, and no master loses
+//     run at rates within leasedriver.Drift of each other, and no master loses
 //     its counter without its clock being past every token issued before
 //     (TIME floor).
 //   - At most one owner holds a majority at a time under the same

@@ -3,7 +3,6 @@ package quorum
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/lease"
@@ -25,10 +24,14 @@ var (
 	// retryable: the keep-alive retries a renew until the trust window
 	// ends; an acquire can be tried again.
 	ErrNoQuorum = errors.New("quorum: no majority of masters answered")
-	// ErrSlowAcquire matches every *SlowAcquireError: the acquisition
-	// reached a majority, but too late for its token to be used. It is
-	// lease.ErrSlowAcquire itself, so one errors.Is check covers a slow
-	// acquire on every backend.
+	// ErrSlowAcquire matches the *leasedriver.SlowAcquireError of an
+	// acquisition that reached a majority of the masters, but whose lock
+	// and token phases together took TTL - leasedriver.Drift(TTL) or
+	// longer: by the time the token was ready, some keys may already have
+	// expired. The keys were released and the token is unused. It is
+	// lease.ErrSlowAcquire itself, with the same error type as
+	// lease.Client's own check, so one errors.Is or errors.As covers a
+	// slow acquire on every backend.
 	ErrSlowAcquire = lease.ErrSlowAcquire
 )
 
@@ -67,24 +70,3 @@ func (e *NoQuorumError) Is(target error) bool { return target == ErrNoQuorum }
 
 // Unwrap returns the masters' errors.
 func (e *NoQuorumError) Unwrap() error { return e.Err }
-
-// SlowAcquireError reports an acquisition that took a majority of the
-// masters, but whose lock and token phases together took longer than the
-// TTL minus lease.Drift(TTL): by the time the token was ready, some keys may
-// already have expired. The keys were released and the token is unused. It
-// matches ErrSlowAcquire (lease.ErrSlowAcquire); lease.Client's own check,
-// made when the grant reaches it, returns a *lease.SlowAcquireError.
-type SlowAcquireError struct {
-	// Name is the lease name.
-	Name string
-	// Took is how long the acquisition took; Limit is TTL - Drift(TTL).
-	Took, Limit time.Duration
-}
-
-// Error implements error.
-func (e *SlowAcquireError) Error() string {
-	return fmt.Sprintf("quorum: acquire of %q took %v, more than the %v its TTL allows", e.Name, e.Took, e.Limit)
-}
-
-// Is makes errors.Is(err, ErrSlowAcquire) true.
-func (e *SlowAcquireError) Is(target error) bool { return target == ErrSlowAcquire }

@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/faultproxy"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/quorum"
 )
 
@@ -155,7 +156,7 @@ func TestSlowAcquireOnDelayedMastersIsRefusedAndLeavesNoKey(t *testing.T) {
 	r := <-got
 	require.Nil(t, r.l, "no lease, no token")
 	require.ErrorIs(t, r.err, lease.ErrSlowAcquire)
-	var slow *quorum.SlowAcquireError
+	var slow *leasedriver.SlowAcquireError
 	require.ErrorAs(t, r.err, &slow)
 	require.GreaterOrEqual(t, slow.Took, slowBy)
 	t.Logf("%v", r.err)

@@ -14,7 +14,6 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
@@ -133,11 +132,11 @@ func (b *Backend) Keys(name string) (leaseKey, fenceKey string) {
 // the masters (redsync, one try, plus up to Options.SplitRetries when no
 // other owner was seen on a majority), issues the token (see the package
 // documentation), and refuses the acquisition when all of it took longer
-// than ttl - lease.Drift(ttl).
+// than ttl - leasedriver.Drift(ttl).
 //
 // Errors: *NoQuorumError when fewer than a majority answered (or fewer
 // than a majority of counters could be raised to the token);
-// *SlowAcquireError when the acquisition was too slow to use (in both
+// *leasedriver.SlowAcquireError when the acquisition was too slow to use (in both
 // cases the keys taken were released); ctx's error when it had ended
 // before the call.
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
@@ -171,7 +170,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		case v.granted >= b.quorum:
 			// A majority granted, but redsync found the try slower than
 			// its validity.
-			return leasedriver.Grant{}, &SlowAcquireError{Name: name, Took: time.Since(start), Limit: ttl - lease.Drift(ttl)}
+			return leasedriver.Grant{}, &leasedriver.SlowAcquireError{Name: name, Took: time.Since(start), TTL: ttl}
 		case v.granted+v.refused < b.quorum:
 			return leasedriver.Grant{}, b.noQuorum("acquire", v.granted+v.refused, v.granted, err)
 		case try < b.opts.SplitRetries && !v.heldByMajority(b.quorum) && undone &&
@@ -189,7 +188,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 // be over everywhere (see Options.SettleWait).
 func (b *Backend) settleBy(start time.Time, ttl, decided time.Duration) time.Time {
 	by := time.Now().Add(max(b.opts.SettleWait, 10*decided))
-	if end := start.Add(ttl - lease.Drift(ttl)); end.Before(by) {
+	if end := start.Add(ttl - leasedriver.Drift(ttl)); end.Before(by) {
 		return end
 	}
 	return by
@@ -266,14 +265,14 @@ func (b *Backend) settle(ctx context.Context, call *acquireCall, deadline time.T
 
 // newMutex returns a redsync Mutex for key with holdfast's settings: one
 // try, answers from a majority suffice (the others are not waited for), the
-// same drift as lease.Drift, and a try bounded by the trust window.
+// same drift as leasedriver.Drift, and a try bounded by the trust window.
 func (b *Backend) newMutex(key string, ttl time.Duration, opt redsync.Option) *redsync.Mutex {
 	return b.rs.NewMutex(key,
 		redsync.WithExpiry(ttl),
 		redsync.WithTries(1),
 		redsync.WithFailFast(true),
-		redsync.WithDriftFactor(float64(lease.Drift(ttl))/float64(ttl)),
-		redsync.WithTimeoutFactor(float64(ttl-lease.Drift(ttl))/float64(ttl)),
+		redsync.WithDriftFactor(float64(leasedriver.Drift(ttl))/float64(ttl)),
+		redsync.WithTimeoutFactor(float64(ttl-leasedriver.Drift(ttl))/float64(ttl)),
 		opt,
 	)
 }

@@ -2,6 +2,7 @@ package quorum_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -374,10 +375,10 @@ func TestAcquireSlowerThanTheTrustWindowIsRefusedAndReleased(t *testing.T) {
 	require.False(t, r.g.Acquired)
 	require.ErrorIs(t, r.err, quorum.ErrSlowAcquire)
 	require.ErrorIs(t, r.err, lease.ErrSlowAcquire, "the sentinel of every backend")
-	var slow *quorum.SlowAcquireError
+	var slow *leasedriver.SlowAcquireError
 	require.ErrorAs(t, r.err, &slow)
-	require.Equal(t, ttl-lease.Drift(ttl), slow.Limit)
-	require.GreaterOrEqual(t, slow.Took, slow.Limit)
+	require.Equal(t, ttl, slow.TTL)
+	require.GreaterOrEqual(t, slow.Took, ttl-leasedriver.Drift(ttl))
 	leaseKey, _ := b.Keys("job")
 	testwait.Until(t, 5*time.Second, "keys released", func() bool {
 		for _, rdb := range m.rdbs {
@@ -457,13 +458,14 @@ func TestSplitVoteIsRetriedAndAMajorityHolderIsNot(t *testing.T) {
 // heldCounter is a lease.Observer counting refused attempts.
 type heldCounter struct{ n atomic.Int64 }
 
-func (o *heldCounter) ObserveAcquire(_ string, outcome lease.AcquireOutcome, _ time.Duration) {
-	if outcome == lease.OutcomeHeld {
+func (o *heldCounter) ObserveAcquire(_ string, err error, _ time.Duration) {
+	if errors.Is(err, lease.ErrNotAcquired) {
 		o.n.Add(1)
 	}
 }
 func (o *heldCounter) ObserveRenew(string, error, time.Duration) {}
 func (o *heldCounter) ObserveLoss(string, error)                 {}
+func (o *heldCounter) ObserveEvictions(int64)                    {}
 
 func TestWaiterIsWokenByAQuorumRelease(t *testing.T) {
 	t.Parallel()

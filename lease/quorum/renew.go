@@ -59,7 +59,7 @@ func (b *Backend) renew(ctx context.Context, h leasedriver.Held) error {
 // deleted it nor a majority refused (the keys then expire with their TTL).
 func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 	// Unlock does not use the expiry: any valid TTL will do.
-	e := b.lookup(h.Name, h.Owner, lease.MinTTL, true)
+	e := b.lookup(h.Name, h.Owner, leasedriver.MinTTL, true)
 	if e.call != nil {
 		// A master whose grant is still on its way deletes it itself.
 		e.call.abandon()

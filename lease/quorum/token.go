@@ -11,7 +11,6 @@ import (
 	"github.com/go-redsync/redsync/v4"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
@@ -112,9 +111,9 @@ func (b *Backend) issue(ctx context.Context, name, owner string, m *redsync.Mute
 	}
 	// The validity check comes after both token phases: a token is usable
 	// only while the keys that a majority granted are still alive.
-	if took, limit := time.Since(start), ttl-lease.Drift(ttl); took >= limit {
+	if took, limit := time.Since(start), ttl-leasedriver.Drift(ttl); took >= limit {
 		b.abandon(ctx, m, call)
-		return leasedriver.Grant{}, &SlowAcquireError{Name: name, Took: took, Limit: limit}
+		return leasedriver.Grant{}, &leasedriver.SlowAcquireError{Name: name, Took: took, TTL: ttl}
 	}
 	b.store(name, owner, m, call)
 	return leasedriver.Grant{Acquired: true, Token: fence.Token(t)}, nil

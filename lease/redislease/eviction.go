@@ -13,10 +13,11 @@ import "github.com/holdfast-go/holdfast/internal/redispolicy"
 //     which counts as evicting. Default "": read it.
 //   - AllowEviction runs on a Redis that may evict keys: the Client then
 //     counts evictions (INFO stats evicted_keys) on its renewal passes, at
-//     most once per lease.EvictionPollInterval, logs redis_evictions, tells a
-//     lease.EvictionObserver, and a lease whose key was evicted is lost with a
-//     cause matching both lease.ErrNotHeld and lease.ErrEvicted (a Redis that refuses
-//     INFO too runs with nothing counted). Default false.
+//     most once a second, logs redis_evictions, tells its
+//     lease.Observer (ObserveEvictions), and a lease whose key was evicted
+//     is lost with a cause matching both lease.ErrNotHeld and
+//     lease.ErrEvicted (a Redis that refuses INFO too runs with nothing
+//     counted). Default false.
 //
 // It is shared by the Redis ledger and the Redis sinks (redisledger,
 // redisfence, redisstore), which take the same type.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 )
 
@@ -30,7 +31,7 @@ func TestRedisBackendKeysRefuseNamesThatMoveTheHashTag(t *testing.T) {
 	t.Parallel()
 	b, err := redislease.NewBackend(redistest.Mini(t), redislease.Options{})
 	require.NoError(t, err)
-	for _, name := range []string{"a}b{c", "a{b}", "}", "{", "", strings.Repeat("x", lease.MaxNameLen+1),
+	for _, name := range []string{"a}b{c", "a{b}", "}", "{", "", strings.Repeat("x", leasedriver.MaxNameLen+1),
 		"\x00", "a\nb", "tab\t", "del\x7f", "c1\u0085", "bad\xffutf8", " ", "\u3000", "eu\u200b", "\u202eue"} {
 		k, err := b.Keys(name)
 		require.ErrorIs(t, err, lease.ErrInvalidName, "name %q", name)

@@ -111,8 +111,9 @@ func (b *Backend) ttlArgument(ttl time.Duration) any {
 	return p.arg
 }
 
-// NewBackend returns the backend over rdb. It returns lease.ErrNilClient
-// for a nil rdb (a typed nil pointer too) and an error matching
+// NewBackend returns the backend over rdb. It returns
+// leasedriver.ErrNilClient (which matches lease.ErrInvalidOptions) for a
+// nil rdb (a typed nil pointer too) and an error matching
 // lease.ErrInvalidOptions for a Prefix holding '{' or '}', a negative
 // ReplicaAck, an Eviction.Policy that is not a Redis policy, a Holder
 // that leasedriver.CheckHolder refuses or an IdleCounterTTL below

@@ -26,7 +26,7 @@ import (
 // caller with few places to run claims asks for many units in one call
 // and learns which ones others hold. A lease is taken as the backend's Acquire takes it, and a slot is
 // begun only under a lease the same call took, fenced with its token (the
-// Fence of Scope Lease.Name, the token issued, Lease.Owner), as Begin
+// Fence of Scope Lease.Name, the token issued, Lease.Holder().Owner), as Begin
 // does.
 //
 // FinishRelease is Finish under f and the release of h, the lease f

@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/ledgertest"
@@ -347,7 +348,7 @@ func TestAdminAPILeasesOnRedis(t *testing.T) {
 	rdb := redistest.Real(t)
 	leases, err := lease.New(rdb, lease.Options{Prefix: redistest.Prefix(t, rdb), Holder: "replica-a"})
 	require.NoError(t, err)
-	inspector, ok := leases.Backend().(leasedriver.Inspector)
+	inspector, ok := leasejoin.Backend(leases).(leasedriver.Inspector)
 	require.True(t, ok)
 	ctx := context.Background()
 	held, err := leases.TryAcquire(ctx, "settle|a", 30*time.Second)
@@ -364,14 +365,14 @@ func TestAdminAPILeasesOnRedis(t *testing.T) {
 	a, b := page.Leases[0], page.Leases[1]
 	require.Equal(t, "settle|a", a.Name)
 	require.True(t, a.Held)
-	require.Equal(t, fence.OwnerID(held.Owner()), a.OwnerID)
+	require.Equal(t, fence.OwnerID(held.Holder().Owner), a.OwnerID)
 	require.Equal(t, "replica-a", a.Holder)
 	require.Equal(t, held.Token(), a.Token)
 	require.InDelta(t, 30_000, a.TTLMS, 5_000, "ms left of the 30 s TTL")
 	require.Equal(t, schedhttp.LeaseJSON{Name: "settle|b", Token: gone.Token()}, b, "released: the counter stays")
 	body := get(t, h, "/leases?match=settle|a", http.StatusOK, nil)
 	require.Contains(t, body, fmt.Sprintf(`"token":"%d"`, uint64(held.Token())))
-	require.NotContains(t, body, held.Owner(), "the owner is a write capability")
+	require.NotContains(t, body, held.Holder().Owner, "the owner is a write capability")
 }
 
 // The owner of an attempt is a write capability: no runs or attempts view

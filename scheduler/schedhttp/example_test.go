@@ -15,7 +15,7 @@ import (
 // operators with the ops token to do everything and anyone else nothing.
 func ExampleNew() {
 	var sched *scheduler.Scheduler      // from scheduler.New, with its jobs registered
-	var inspector leasedriver.Inspector // the lease backend: leases.Backend().(leasedriver.Inspector) on Redis
+	var inspector leasedriver.Inspector // the lease backend the lease.Client was built on (redislease.NewBackend, pglease.New)
 	logger := slog.Default()
 	admin, err := schedhttp.New(sched, schedhttp.Options{
 		Leases: inspector, // GET /leases and the console's leases view

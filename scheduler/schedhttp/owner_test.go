@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
@@ -86,7 +87,7 @@ func TestOwnerNeverLeavesTheProcess(t *testing.T) {
 		require.NoError(t, sched.Stop(ctx))
 	})
 	t.Cleanup(func() { close(failed) }) // before Stop
-	inspector, ok := leases.Backend().(leasedriver.Inspector)
+	inspector, ok := leasejoin.Backend(leases).(leasedriver.Inspector)
 	require.True(t, ok)
 	h, err := schedhttp.New(sched, schedhttp.Options{Leases: inspector,
 		Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil }})

@@ -27,7 +27,7 @@ const (
 )
 
 // MaxScopeLen is the longest Fencing-Scope accepted, in bytes of the
-// unquoted value: lease.MaxNameLen, the longest lease name.
+// unquoted value: leasedriver.MaxNameLen, the longest lease name.
 const MaxScopeLen = 256
 
 // MaxKeyLen is the longest idempotency key (and owner) accepted, in bytes of

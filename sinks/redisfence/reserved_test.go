@@ -11,6 +11,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
 )
@@ -30,7 +31,7 @@ func TestHoldfastNamespaceRefused(t *testing.T) {
 		victim := b.prefix + "victim"
 		leases, err := lease.New(b.rdb, lease.Options{})
 		require.NoError(t, err)
-		keys, err := leases.Backend().(*redislease.Backend).Keys(victim)
+		keys, err := leasejoin.Backend(leases).(*redislease.Backend).Keys(victim)
 		require.NoError(t, err)
 		require.Equal(t, "holdfast:lease:{"+victim+"}:fence", keys.Fence)
 		t.Cleanup(func() { b.rdb.Del(context.Background(), keys.Lease, keys.Fence) })

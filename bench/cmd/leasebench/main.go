@@ -511,7 +511,11 @@ func (res result) line(name string, allAllocs bool) string {
 func handoff(ctx context.Context, rdb *redis.Client, opts *redis.Options, prefix string, cfg config, stderr io.Writer) (p50, p99 time.Duration, err error) {
 	wrdb := redis.NewClient(opts)
 	defer wrdb.Close()
-	holder, err := lease.New(rdb, lease.Options{Prefix: prefix})
+	rb, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
+	if err != nil {
+		return 0, 0, err
+	}
+	holder, err := lease.NewWithBackend(rb, lease.Options{})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -520,10 +524,6 @@ func handoff(ctx context.Context, rdb *redis.Client, opts *redis.Options, prefix
 		return 0, 0, err
 	}
 	const name = "handoff"
-	rb, ok := holder.Backend().(*redislease.Backend)
-	if !ok {
-		return 0, 0, fmt.Errorf("handoff: backend %T", holder.Backend())
-	}
 	keys, err := rb.Keys(name)
 	if err != nil {
 		return 0, 0, err

@@ -21,3 +21,7 @@ var (
 	TryAcquireAll func(ctx context.Context, client any, names []string, ttl time.Duration, acquire Acquire) (leases []any, errs []error)
 	Release       func(ctx context.Context, lease any, release func(context.Context, leasedriver.Held) error) error
 )
+
+// Backend returns the backend of client (a *lease.Client), nil for a nil
+// one.
+var Backend func(client any) leasedriver.Backend

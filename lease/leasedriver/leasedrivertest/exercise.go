@@ -2,6 +2,7 @@ package leasedrivertest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -133,18 +134,25 @@ func held(t *testing.T, l *lease.Lease) *lease.Lease {
 type acquireCounter struct {
 	next lease.Observer
 	mu   sync.Mutex
-	n    map[lease.AcquireOutcome]int
+	n    map[string]int // by outcome: acquired, held, other
 }
 
-func (o *acquireCounter) ObserveAcquire(name string, outcome lease.AcquireOutcome, took time.Duration) {
+func (o *acquireCounter) ObserveAcquire(name string, err error, took time.Duration) {
+	outcome := "other"
+	switch {
+	case err == nil:
+		outcome = "acquired"
+	case errors.Is(err, lease.ErrNotAcquired):
+		outcome = "held"
+	}
 	o.mu.Lock()
 	if o.n == nil {
-		o.n = map[lease.AcquireOutcome]int{}
+		o.n = map[string]int{}
 	}
 	o.n[outcome]++
 	o.mu.Unlock()
 	if o.next != nil {
-		o.next.ObserveAcquire(name, outcome, took)
+		o.next.ObserveAcquire(name, err, took)
 	}
 }
 
@@ -160,7 +168,13 @@ func (o *acquireCounter) ObserveLoss(name string, reason error) {
 	}
 }
 
-func (o *acquireCounter) get(outcome lease.AcquireOutcome) int {
+func (o *acquireCounter) ObserveEvictions(n int64) {
+	if o.next != nil {
+		o.next.ObserveEvictions(n)
+	}
+}
+
+func (o *acquireCounter) get(outcome string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.n[outcome]

@@ -115,10 +115,17 @@ func deleteUnder(rdb redis.UniversalClient, prefix string) {
 // teeObserver passes every measurement to both observers (b may be nil).
 type teeObserver struct{ a, b lease.Observer }
 
-func (o teeObserver) ObserveAcquire(name string, outcome lease.AcquireOutcome, took time.Duration) {
-	o.a.ObserveAcquire(name, outcome, took)
+func (o teeObserver) ObserveAcquire(name string, err error, took time.Duration) {
+	o.a.ObserveAcquire(name, err, took)
 	if o.b != nil {
-		o.b.ObserveAcquire(name, outcome, took)
+		o.b.ObserveAcquire(name, err, took)
+	}
+}
+
+func (o teeObserver) ObserveEvictions(n int64) {
+	o.a.ObserveEvictions(n)
+	if o.b != nil {
+		o.b.ObserveEvictions(n)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasejoin"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
@@ -78,7 +79,7 @@ func console(t *testing.T) (url string, sched *scheduler.Scheduler, stuck *lease
 		require.NoError(t, sched.Stop(stop))
 		cancel()
 	})
-	inspector, ok := leases.Backend().(leasedriver.Inspector)
+	inspector, ok := leasejoin.Backend(leases).(leasedriver.Inspector)
 	require.True(t, ok, "redislease.Backend is an Inspector")
 	admin, err := schedhttp.New(sched, schedhttp.Options{Leases: inspector,
 		Authorizer: func(r *http.Request, _ schedhttp.Action, _ string) error {
@@ -179,8 +180,8 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	require.Contains(t, text("#leases tbody"), "settle|good", "the unit leases, from the leasedriver.Inspector")
 	held := text(`#leases tr[data-lease="settle|stuck"]`)
 	require.Contains(t, held, "held")
-	require.Contains(t, held, "replica-other ("+fence.OwnerID(stuck.Owner())+")", "the holder label and owner id")
-	require.NotContains(t, held, stuck.Owner(), "never the owner: a write capability")
+	require.Contains(t, held, "replica-other ("+fence.OwnerID(stuck.Holder().Owner)+")", "the holder label and owner id")
+	require.NotContains(t, held, stuck.Holder().Owner, "never the owner: a write capability")
 	require.Contains(t, held, fmt.Sprint(uint64(stuck.Token())), "the holder's token, in full")
 	require.Regexp(t, `\d+\.\d s`, held, "its TTL")
 
