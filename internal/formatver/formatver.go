@@ -119,6 +119,29 @@ func CheckComment(store, table string, found *string) error {
 	return &fence.FormatError{Store: store, Where: "the comment of table " + table, Found: *found, Want: Marker(store)}
 }
 
+// MigrationCheck is the statement at the top of a store's first migration
+// file that refuses, under the migration lock and before any DDL, a table
+// whose comment names another format (SQLSTATE SQLState, the comment found
+// as DETAIL; pgformat.FromMigrate reads it). A missing table or one with
+// no comment passes: the store's last migration file marks it. table is
+// schema-qualified and quoted; both names are holdfast's own (identifiers
+// checked by the stores), never user text with quotes.
+func MigrationCheck(store, table string) string {
+	want := Marker(store)
+	return `DO $$
+DECLARE
+    found text := obj_description(to_regclass('` + table + `'), 'pg_class');
+BEGIN
+    IF found IS NOT NULL AND found <> '` + want + `' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '` + SQLState + `',
+            MESSAGE = 'holdfast ` + store + `: ` + table + ` holds another stored format',
+            DETAIL = found;
+    END IF;
+END
+$$;`
+}
+
 // SQLState is the SQLSTATE of the exception the format check at the
 // top of a store's 001 migration raises (its DETAIL is the comment it found).
 const SQLState = "HF001"

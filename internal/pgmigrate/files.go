@@ -28,7 +28,7 @@ func Files(fsys fs.ReadFileFS, r *strings.Replacer) (fs.FS, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", name, err)
 		}
-		body := "-- +goose Up\n-- +goose StatementBegin\n" + r.Replace(string(text)) + "\n-- +goose StatementEnd\n"
+		body := "-- +goose Up\n-- +goose StatementBegin\n" + expand(r.Replace(string(text))) + "\n-- +goose StatementEnd\n"
 		out[strings.TrimSuffix(path.Base(name), ".sql")+".up.sql"] = &fstest.MapFile{
 			Data: []byte(body), Mode: 0o444, ModTime: time.Unix(0, 0),
 		}

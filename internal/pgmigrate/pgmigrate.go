@@ -10,9 +10,26 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/holdfast-go/holdfast/internal/formatver"
 )
+
+// formatCheck is the directive line of a store's first migration that
+// stands for its stored-format check: "-- holdfast:format-check <store>
+// <table>", the table schema-qualified (placeholders already replaced).
+var formatCheck = regexp.MustCompile(`(?m)^-- holdfast:format-check (\S+) (\S+)$`)
+
+// expand writes out the directives of a migration's text: a format-check
+// line becomes formatver.MigrationCheck's statement.
+func expand(text string) string {
+	return formatCheck.ReplaceAllStringFunc(text, func(line string) string {
+		m := formatCheck.FindStringSubmatch(line)
+		return formatver.MigrationCheck(m[1], m[2])
+	})
+}
 
 // OwnTransaction goes before Script's text when the script runs as a
 // transaction of its own (one simple-protocol query, an implicit
@@ -52,7 +69,7 @@ func Script(fsys fs.ReadFileFS, schema string, r *strings.Replacer) (string, err
 		if err != nil {
 			return "", fmt.Errorf("read migration %s: %w", name, err)
 		}
-		b.WriteString(r.Replace(string(text)))
+		b.WriteString(expand(r.Replace(string(text))))
 		b.WriteString("\n")
 	}
 	return b.String(), nil

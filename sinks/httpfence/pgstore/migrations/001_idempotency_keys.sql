@@ -3,19 +3,10 @@
 -- sinks/httpfence/pgstore; a table marked with another one (a newer build's, another
 -- store's) is refused before any migration touches it, with SQLSTATE
 -- HF001 and the comment found as DETAIL. A missing table or one with no
--- comment passes: the last migration file marks it. It runs first.
-DO $$
-DECLARE
-    found text := obj_description(to_regclass('{{schema}}.idempotency_keys'), 'pg_class');
-BEGIN
-    IF found IS NOT NULL AND found <> 'holdfast sinks/httpfence/pgstore format 1' THEN
-        RAISE EXCEPTION USING
-            ERRCODE = 'HF001',
-            MESSAGE = 'holdfast sinks/httpfence/pgstore: {{schema}}.idempotency_keys holds another stored format',
-            DETAIL = found;
-    END IF;
-END
-$$;
+-- comment passes: the last migration file marks it. It runs first; the
+-- directive line below stands for the statement (formatver.MigrationCheck),
+-- written out by Migrate and Migrations.
+-- holdfast:format-check sinks/httpfence/pgstore {{schema}}.idempotency_keys
 
 -- 001_idempotency_keys.sql: the idempotency record table of PostgresStore.
 --
