@@ -256,7 +256,7 @@ func (s *Scheduler) ready(ctx context.Context) error {
 		return ErrNotCreated
 	}
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, errfamily.ErrNilContext)
 	}
 	return nil
 }

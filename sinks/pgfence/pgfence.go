@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
@@ -163,7 +164,7 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidOptions, resource)
 	}
 	if ctx == nil {
-		return fmt.Errorf("%w: check %q: nil context", ErrInvalidOptions, resource)
+		return fmt.Errorf("%w: check %q: %w", ErrInvalidOptions, resource, errfamily.ErrNilContext)
 	}
 	t := h.Token
 	var raised int64
@@ -243,7 +244,7 @@ func (g *Guard) Current(ctx context.Context, db DBTX, resource, scope string) (f
 		return fence.None, "", fmt.Errorf("%w: current %q: nil database", ErrInvalidOptions, resource)
 	}
 	if ctx == nil {
-		return fence.None, "", fmt.Errorf("%w: current %q: nil context", ErrInvalidOptions, resource)
+		return fence.None, "", fmt.Errorf("%w: current %q: %w", ErrInvalidOptions, resource, errfamily.ErrNilContext)
 	}
 	return g.current(ctx, db, resource, scope)
 }
