@@ -118,13 +118,7 @@ func (c *Client) ready(ctx context.Context) error {
 // this attempt's owner, on a best effort bounded by ttl, before the call
 // returns.
 func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
-	if err := c.ready(ctx); err != nil {
-		return nil, err
-	}
-	if err := leasedriver.CheckName(name); err != nil {
-		return nil, err
-	}
-	if err := leasedriver.CheckTTL(ttl); err != nil {
+	if err := c.readyToAcquire(ctx, name, ttl); err != nil {
 		return nil, err
 	}
 	return c.try(ctx, newAcquireConfig(opts), name, ttl, false)
@@ -154,13 +148,7 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 // both errors.Is(err, context.DeadlineExceeded) and errors.Is(err,
 // ErrNotAcquired) (or ErrSlowAcquire) hold.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...AcquireOption) (*Lease, error) {
-	if err := c.ready(ctx); err != nil {
-		return nil, err
-	}
-	if err := leasedriver.CheckName(name); err != nil {
-		return nil, err
-	}
-	if err := leasedriver.CheckTTL(ttl); err != nil {
+	if err := c.readyToAcquire(ctx, name, ttl); err != nil {
 		return nil, err
 	}
 	cfg := newAcquireConfig(opts)
@@ -421,4 +409,16 @@ func newOwner() (string, error) {
 		return "", fmt.Errorf("lease: owner: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// readyToAcquire refuses what TryAcquire and Acquire refuse before any
+// round trip: a Client not made by New, a nil ctx, a bad name or ttl.
+func (c *Client) readyToAcquire(ctx context.Context, name string, ttl time.Duration) error {
+	if err := c.ready(ctx); err != nil {
+		return err
+	}
+	if err := leasedriver.CheckName(name); err != nil {
+		return err
+	}
+	return leasedriver.CheckTTL(ttl)
 }

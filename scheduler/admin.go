@@ -384,30 +384,26 @@ func (s *Scheduler) Pause(ctx context.Context, job string) error {
 	return s.cfg.Ledger.SetPaused(ctx, job, true)
 }
 
-// Resume undoes Pause. The slots that came due while the job was paused
-// are then caught up as Job.Missed says (by default, MissedCatchUp: up to
-// MaxCatchUp of them within CatchUpWindow); ResumeSkipping records them
-// skipped instead.
-func (s *Scheduler) Resume(ctx context.Context, job string) error {
-	return s.resume(ctx, job, false)
-}
-
-// ResumeSkipping undoes Pause and records the slots that came due while
-// the job was paused skipped (reason "paused"), whatever Job.Missed says:
-// none of them runs, the next one does (Temporal's unpause, a Kubernetes
-// CronJob's suspend with a short startingDeadlineSeconds). Open slots
-// (a retry that was waiting, an operator's request) still run. Before it
-// clears the pause flag it takes each partition's lease (waiting for it,
-// bounded by ctx) to record the skips under the lease's fence, so no
-// replica catches a paused slot up in between; at most the latest 1000
-// of a partition's paused slots are recorded, older ones are passed over
-// unrecorded. On a job that is not paused it is Resume.
+// Resume undoes Pause. With skipPaused false, the slots that came due
+// while the job was paused are then caught up as Job.Missed says (by
+// default, MissedCatchUp: up to MaxCatchUp of them within CatchUpWindow).
 //
-// Errors: ErrUnknownJob; ctx's error while waiting for a lease; the
-// ledger's. On an error the job stays paused (a partition's skips already
-// recorded stay).
-func (s *Scheduler) ResumeSkipping(ctx context.Context, job string) error {
-	return s.resume(ctx, job, true)
+// With skipPaused true, it records them skipped (reason "paused"),
+// whatever Job.Missed says: none of them runs, the next one does
+// (Temporal's unpause, a Kubernetes CronJob's suspend with a short
+// startingDeadlineSeconds). Open slots (a retry that was waiting, an
+// operator's request) still run. Before it clears the pause flag it takes
+// each partition's lease (waiting for it, bounded by ctx) to record the
+// skips under the lease's fence, so no replica catches a paused slot up in
+// between; at most the latest 1000 of a partition's paused slots are
+// recorded, older ones are passed over unrecorded. On a job that is not
+// paused, skipPaused changes nothing.
+//
+// Errors: ErrUnknownJob; with skipPaused, ctx's error while waiting for a
+// lease; the ledger's. On an error the job stays paused (a partition's
+// skips already recorded stay).
+func (s *Scheduler) Resume(ctx context.Context, job string, skipPaused bool) error {
+	return s.resume(ctx, job, skipPaused)
 }
 
 func (s *Scheduler) resume(ctx context.Context, job string, skip bool) error {

@@ -131,7 +131,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	shutDone := make(chan struct{})
 	stopShutdown := context.AfterFunc(s.life.run, func() {
 		defer close(shutDone)
-		cancel(ErrShutdown)
+		cancel(errShutdown)
 		s.release(h.l)
 	})
 	stopTimeout := s.afterTimeout(job.Timeout, cancel)
@@ -144,7 +144,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 		<-shutDone // it ran: wait for the release
 	}
 	cause := context.Cause(runCtx)
-	timedOut, replaced := errors.Is(cause, errTimeout), errors.Is(cause, ErrReplaced)
+	timedOut, replaced := errors.Is(cause, errTimeout), errors.Is(cause, errReplaced)
 	cancel(nil)
 
 	o := s.outcome(h, run.Slot, runErr, timedOut, replaced, left)
@@ -232,7 +232,7 @@ func decideOutcome(e ended, now time.Time, backoff func() time.Duration) ledger.
 	case e.replaced:
 		// OverlapCancelOther: a newer slot replaced this run; it is not
 		// retried.
-		o.Class, o.Error = ledger.ClassInterrupted, ErrReplaced.Error()+": "+e.text
+		o.Class, o.Error = ledger.ClassInterrupted, errReplaced.Error()+": "+e.text
 	case o.Class != ledger.ClassPermanent && e.left > 0:
 		// The budget, not the attempt number, decides: an operator's
 		// Request gives an exhausted slot MaxAttempts more attempts, with
@@ -297,9 +297,9 @@ func (s *Scheduler) afterTimeout(d time.Duration, cancel context.CancelCauseFunc
 
 var errTimeout = errors.New("scheduler: run timed out (Job.Timeout)")
 
-// ErrShutdown is the context cause of a run canceled because Stop's grace
-// period ran out.
-var ErrShutdown = errors.New("scheduler: shut down past the grace period")
+// errShutdown is the cause of a run canceled because Stop's grace period
+// ran out.
+var errShutdown = fmt.Errorf("%w: shut down past the grace period", ErrInterrupted)
 
 // classify is the one place that decides how a failed attempt is
 // recorded: a panic, Permanent, a timeout, an interruption (the lease
@@ -317,7 +317,7 @@ func classify(leaseCtx, lifeCtx context.Context, err error, timedOut bool) ledge
 	switch {
 	case errors.As(err, &p):
 		return ledger.ClassPanic
-	case IsPermanent(err), errors.Is(err, fence.ErrScopeMismatch):
+	case errors.Is(err, ErrPermanent), errors.Is(err, fence.ErrScopeMismatch):
 		return ledger.ClassPermanent
 	case timedOut:
 		return ledger.ClassTimeout
@@ -347,7 +347,7 @@ func (s *Scheduler) jitter(n int64) int64 {
 // most, under OverlapCancelOther, so a replacement is noticed quickly)
 // until the returned function is called, which waits for it. Under
 // OverlapCancelOther a heartbeat that finds a cancel request cancels the
-// run with ErrReplaced.
+// run with errReplaced.
 func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, job *registered, replace context.CancelCauseFunc) (stop func()) {
 	every := job.LeaseTTL / 3
 	if job.Overlap == OverlapCancelOther {
@@ -373,7 +373,7 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fe
 				if job.Overlap == OverlapCancelOther {
 					s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_replaced", slog.String("job", slot.Job),
 						slog.String("partition", slot.Partition), slog.Time("slot", slot.At))
-					replace(ErrReplaced)
+					replace(errReplaced)
 				}
 			case err != nil && ctx.Err() == nil:
 				s.ledgerRefused(ctx, slot, opHeartbeat, err)

@@ -39,7 +39,7 @@ func TestDecideOutcome(t *testing.T) {
 		{name: "PermanentIsFinalWithBudgetLeft", e: failed(ledger.ClassPermanent, 2),
 			want: ledger.Outcome{Status: ledger.StatusFailed, Error: "boom", Class: ledger.ClassPermanent}},
 		{name: "ReplacedIsInterruptedAndFinal", e: ended{failed: true, text: "boom", class: ledger.ClassInterrupted, replaced: true, left: 2},
-			want: ledger.Outcome{Status: ledger.StatusFailed, Error: ErrReplaced.Error() + ": boom", Class: ledger.ClassInterrupted}},
+			want: ledger.Outcome{Status: ledger.StatusFailed, Error: errReplaced.Error() + ": boom", Class: ledger.ClassInterrupted}},
 		{name: "DeferralAllowedWaitsItsOwnTimeUncounted",
 			e:    ended{failed: true, text: "boom", class: ledger.ClassDeferred, left: 0, deferFor: 30 * time.Second, deferOK: true},
 			want: ledger.Outcome{Status: ledger.StatusFailed, Error: "boom", Class: ledger.ClassDeferred, RetryAt: ms(30 * time.Second)}},
@@ -51,7 +51,7 @@ func TestDecideOutcome(t *testing.T) {
 			want: ledger.Outcome{Status: ledger.StatusFailed, Error: "boom", Class: ledger.ClassRetryable}},
 		{name: "DeferralOfAReplacedRunIsInterrupted",
 			e:    ended{failed: true, text: "boom", class: ledger.ClassDeferred, replaced: true, left: 1, deferFor: time.Second, deferOK: true},
-			want: ledger.Outcome{Status: ledger.StatusFailed, Error: ErrReplaced.Error() + ": boom", Class: ledger.ClassInterrupted}},
+			want: ledger.Outcome{Status: ledger.StatusFailed, Error: errReplaced.Error() + ": boom", Class: ledger.ClassInterrupted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -84,7 +84,7 @@
 //
 // The job function gets the lease's context: it ends when the lease is
 // lost, Job.Timeout passes, or Stop's grace period ends (cause
-// ErrShutdown), and carries the lease's holder (fence.HolderFromContext):
+// ErrInterrupted), and carries the lease's holder (fence.HolderFromContext):
 // Run.Holder() is the same value, whose Scope (Run.Scope) is the lease
 // name, "<job>|<partition>" for a partition. Sinks keep their fence per
 // (resource, scope), so partitions of one job writing one resource never
@@ -178,7 +178,7 @@
 //     (Kubernetes' Replace) cancels the running attempt on whichever
 //     replica runs it (a cancel request in the ledger, seen at the
 //     holder's next heartbeat, every second at most; the run's ctx ends
-//     with cause ErrReplaced, the attempt is recorded failed and not
+//     with cause ErrInterrupted, the attempt is recorded failed and not
 //     retried) and runs the new slot. OverlapAllow runs every slot when
 //     it comes due, so runs of one unit overlap: each slot runs under a
 //     lease of its own ("<job>|<partition>@<unix>", "<job>@<unix>" for the
@@ -279,7 +279,7 @@
 //
 // Stop stops claiming (a claim in progress begins no further slot), lets
 // the running attempts finish until its ctx ends, then cancels their
-// context (cause ErrShutdown) and releases its lease, so another replica
+// context (cause ErrInterrupted) and releases its lease, so another replica
 // may take the slot over even from a job that ignores its ctx; an attempt
 // that ends that way is recorded failed with ClassInterrupted and retried
 // later. A job that ignores its ctx and returns nil after its lease was

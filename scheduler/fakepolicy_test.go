@@ -176,7 +176,7 @@ func TestFakeTimeOverlapCancelOther(t *testing.T) {
 		require.Equal(t, ledger.StatusRunning, r.record("replace", utc(10, 0, 0)).Status)
 		r.tick(35*time.Second, 100*time.Millisecond) // to 10:01:03
 		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0)}, g.slots())
-		require.ErrorIs(t, g.cause(utc(10, 0, 0)), scheduler.ErrReplaced)
+		require.ErrorIs(t, g.cause(utc(10, 0, 0)), scheduler.ErrInterrupted)
 		rec := r.record("replace", utc(10, 0, 0))
 		a, _ := rec.Latest()
 		require.Equal(t, ledger.StatusFailed, rec.Status)
@@ -229,8 +229,8 @@ func TestFakeTimePauseAndResume(t *testing.T) {
 			require.NoError(t, err)
 			require.False(t, found, "a paused slot is not recorded: it is still due")
 		}
-		require.NoError(t, a.Resume(context.Background(), "paused"))
-		require.NoError(t, a.Resume(context.Background(), "skipping"))
+		require.NoError(t, a.Resume(context.Background(), "paused", false))
+		require.NoError(t, a.Resume(context.Background(), "skipping", false))
 		r.settle()
 		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 3, 0)}, g.slots(), "the latest missed slot runs on resume")
 		require.Equal(t, []time.Time{utc(10, 0, 0)}, skip.slots(), "MissedSkip runs none of them")
@@ -243,7 +243,7 @@ func TestFakeTimePauseAndResume(t *testing.T) {
 	})
 }
 
-// Issue 37, 4: ResumeSkipping records the paused slots skipped, whatever
+// Issue 37, 4: Resume with skipPaused records the paused slots skipped, whatever
 // Job.Missed says (here the default, catch-up, which Resume follows and
 // runs them all), and the job runs on schedule again.
 func TestFakeTimeResumeSkipping(t *testing.T) {
@@ -259,8 +259,8 @@ func TestFakeTimeResumeSkipping(t *testing.T) {
 		require.NoError(t, a.Pause(ctx, "billing"))
 		require.NoError(t, a.Pause(ctx, "catching"))
 		r.tick(3*time.Minute, time.Second) // 10:01..10:03 come due, paused
-		require.NoError(t, a.ResumeSkipping(ctx, "billing"))
-		require.NoError(t, a.Resume(ctx, "catching"))
+		require.NoError(t, a.Resume(ctx, "billing", true))
+		require.NoError(t, a.Resume(ctx, "catching", false))
 		r.settle()
 		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 0, 0)}, g.slots(), "no paused slot runs, in either partition")
 		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0), utc(10, 2, 0), utc(10, 3, 0)}, caught.slots(),
@@ -309,7 +309,7 @@ func TestFakeTimeOperatorRequests(t *testing.T) {
 }
 
 // Stop lets a run finish within the grace period; past it the run's ctx
-// ends with ErrShutdown and the attempt is recorded interrupted.
+// ends with ErrInterrupted and the attempt is recorded interrupted.
 func TestFakeTimeShutdown(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 59), func(t *testing.T, r *rig) {
@@ -320,7 +320,7 @@ func TestFakeTimeShutdown(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // no grace
 		require.ErrorIs(t, s.Stop(ctx), context.Canceled)
-		require.ErrorIs(t, g.cause(utc(10, 0, 0)), scheduler.ErrShutdown)
+		require.ErrorIs(t, g.cause(utc(10, 0, 0)), scheduler.ErrInterrupted)
 		rec := r.record("stop", utc(10, 0, 0))
 		a, _ := rec.Latest()
 		require.Equal(t, ledger.StatusFailed, rec.Status)

@@ -38,11 +38,10 @@ var (
 	// character (Unicode Cc, Cf) or invalid UTF-8, a nil Run, bad partitions,
 	// negative durations, a LeaseTTL below leasedriver.MinTTL, EndAt before
 	// StartAt, RetryBackoff above RetryMaxBackoff, or an unsupported
-	// policy. Spec and zone errors wrap cron's errors
+	// policy, or a name already registered. Spec and zone errors wrap
+	// cron's errors
 	// (cron.ErrInvalidSpec, cron.ErrUnknownZone) as well.
 	ErrInvalidJob = errors.New("scheduler: invalid job")
-	// ErrDuplicateJob is returned when a job of that name is registered.
-	ErrDuplicateJob = errors.New("scheduler: job already registered")
 	// ErrUnknownJob is returned by operations on a job never registered,
 	// or a partition it does not have.
 	ErrUnknownJob = errors.New("scheduler: unknown job or partition")
@@ -67,7 +66,7 @@ const (
 	// attempt, on whichever replica it runs, and runs the new slot: the
 	// claimer records a cancel request in the ledger, the holder sees it
 	// at its next heartbeat (every second at most) and its run's ctx ends
-	// with cause ErrReplaced; the attempt is recorded failed, class
+	// with cause ErrInterrupted (replaced); the attempt is recorded failed, class
 	// interrupted, and not retried. Needs a ledger that implements
 	// ledger.Canceler (redisledger and ledgertest.Memory do).
 	OverlapCancelOther
@@ -102,9 +101,17 @@ func (p OverlapPolicy) String() string {
 	return "unknown"
 }
 
-// ErrReplaced is the context cause of a run canceled by a newer slot under
-// OverlapCancelOther.
-var ErrReplaced = errors.New("scheduler: run replaced by a newer slot (OverlapCancelOther)")
+// ErrInterrupted matches the context cause of a run the scheduler cancels
+// itself, the job being sound: replaced by a newer slot under
+// OverlapCancelOther ("...: replaced by a newer slot"), or Stop's grace
+// period ran out ("...: shut down past the grace period"). Either way the
+// attempt is recorded failed, class ledger.ClassInterrupted; the job
+// should return. Match it with errors.Is(context.Cause(ctx),
+// ErrInterrupted).
+var ErrInterrupted = errors.New("scheduler: run interrupted")
+
+// errReplaced is the cause of a run replaced under OverlapCancelOther.
+var errReplaced = fmt.Errorf("%w: replaced by a newer slot (OverlapCancelOther)", ErrInterrupted)
 
 // MissedPolicy says what happens to slots that came due while no replica
 // could run them (all down, Redis unreachable, a replica frozen or its
@@ -361,24 +368,26 @@ func (r Run) Holder() fence.Holder {
 	return fence.Holder{Scope: r.Scope, Token: r.Token, Owner: r.Owner}
 }
 
+// ErrPermanent matches an error wrapped by Permanent:
+// errors.Is(err, ErrPermanent). Its text never shows: a Permanent error
+// reads as the error it wraps.
+var ErrPermanent = errors.New("scheduler: permanent error")
+
 // permanentError marks an error that no retry can fix.
 type permanentError struct{ err error }
 
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
+func (e *permanentError) Error() string        { return e.err.Error() }
+func (e *permanentError) Unwrap() error        { return e.err }
+func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
 
-// Permanent wraps err so that the attempt fails for good: no retry.
+// Permanent wraps err so that the attempt fails for good: no retry. The
+// result reads as err, matches err with errors.Is and errors.As, and
+// matches ErrPermanent. nil for a nil err.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
 	return &permanentError{err: err}
-}
-
-// IsPermanent reports whether err was wrapped by Permanent.
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
 }
 
 // deferral is what an error says when it is not the job's failure but a

@@ -58,7 +58,7 @@ func FuzzJobNameAndPartition(f *testing.F) {
 				return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
 			}), "accepted %q, which holds a control, format or default-ignorable character", v)
 		}
-		require.ErrorIs(t, s.Register(job), scheduler.ErrDuplicateJob)
+		require.ErrorIs(t, s.Register(job), scheduler.ErrInvalidJob)
 		at := time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)
 		key := ledger.Slot{Job: name, At: at, Partition: partition}.Key()
 		if plainKey(name, true) && plainKey(partition, false) {

@@ -204,7 +204,7 @@ func TestOperationsRejectBadTargets(t *testing.T) {
 		_, err := sched.Backfill(ctx, "regional", "eu", now.Add(-2*time.Hour), now, "too much")
 		require.ErrorIs(t, err, ErrInvalidArgument, "more than maxBackfill slots")
 		require.ErrorIs(t, sched.Pause(ctx, "nope"), ErrUnknownJob)
-		require.ErrorIs(t, sched.Resume(ctx, "nope"), ErrUnknownJob)
+		require.ErrorIs(t, sched.Resume(ctx, "nope", false), ErrUnknownJob)
 
 		// A running slot cannot be asked for again until it ends.
 		running := ledger.Slot{Job: "regional", At: now.Truncate(time.Second).UTC(), Partition: "eu"}

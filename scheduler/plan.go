@@ -285,7 +285,7 @@ func overlapSteps(policy OverlapPolicy, overlapped []cron.Fire) []step {
 // maxBackfill bounds how many slots one Backfill asks for (1000).
 const maxBackfill = 1000
 
-// pausedSlots lists the slots ResumeSkipping records skipped: those a
+// pausedSlots lists the slots Resume(..., skipPaused true) records skipped: those a
 // claim would catch up after the pause ends (after the ledger's last slot
 // and its horizon, within CatchUpWindow, up to now), the latest
 // maxGapRecords of them. Older ones need no record: the newest skip moves

@@ -107,9 +107,9 @@ func TestRetries(t *testing.T) {
 			claimWake(t, sched, "strict", "")
 			require.Equal(t, 1, log.count("", at))
 
-			require.True(t, IsPermanent(Permanent(invalid)))
+			require.ErrorIs(t, Permanent(invalid), ErrPermanent)
 			require.ErrorIs(t, Permanent(invalid), invalid)
-			require.False(t, IsPermanent(invalid))
+			require.NotErrorIs(t, invalid, ErrPermanent)
 			require.NoError(t, Permanent(nil))
 		})
 	})

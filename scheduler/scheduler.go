@@ -90,7 +90,7 @@ func defaultHolder(leases *lease.Client) string {
 // Register adds a job. It must be called before Start.
 //
 // Errors: ErrInvalidJob (also wrapping cron.ErrInvalidSpec or
-// cron.ErrUnknownZone), ErrDuplicateJob, ErrStarted, ErrNotCreated.
+// cron.ErrUnknownZone; a name already registered), ErrStarted, ErrNotCreated.
 func (s *Scheduler) Register(job Job) error {
 	if err := s.ready(context.Background()); err != nil {
 		return err
@@ -126,7 +126,7 @@ func (s *Scheduler) add(job Job, sched *cron.Schedule) error {
 		return ErrStarted
 	}
 	if _, ok := s.jobs[job.Name]; ok {
-		return fmt.Errorf("%w: %q", ErrDuplicateJob, job.Name)
+		return fmt.Errorf("%w: %q is already registered", ErrInvalidJob, job.Name)
 	}
 	r := &registered{Job: job, window: newWindow(sched, job)}
 	s.jobs[job.Name] = r
@@ -200,7 +200,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 const interruptWait = 5 * time.Second
 
 // Stop shuts down gracefully: it stops claiming, lets running attempts
-// finish until ctx ends, then cancels them (context cause ErrShutdown;
+// finish until ctx ends, then cancels them (context cause ErrInterrupted;
 // they are recorded failed with ClassInterrupted and retried at a later
 // claim) and releases their leases, releases every other lease and waits
 // for every goroutine. A job function that ignores its ctx cannot be

@@ -424,7 +424,7 @@ func TestStopDrainsAndInterruptsAfterGrace(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()
 			require.ErrorIs(t, sched.Stop(ctx), context.DeadlineExceeded)
-			require.ErrorIs(t, <-cause, ErrShutdown, "the job's ctx was canceled")
+			require.ErrorIs(t, <-cause, ErrInterrupted, "the job's ctx was canceled")
 			rec := s.record(t, "interrupt", "", slot.At)
 			require.Equal(t, ledger.StatusFailed, rec.Status)
 			require.Equal(t, 1, rec.Attempt)
@@ -553,7 +553,7 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 		// to the ledger before Stop: after the check above.
 		sched := s.replica(t)
 		require.NoError(t, sched.Register(ok))
-		require.ErrorIs(t, sched.Register(ok), ErrDuplicateJob)
+		require.ErrorIs(t, sched.Register(ok), ErrInvalidJob)
 		require.NoError(t, sched.Start(context.Background()))
 		late := ok
 		late.Name = "late"
@@ -606,7 +606,7 @@ func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
 	at := time.Now().Truncate(time.Second)
 	calls := func(s *Scheduler, ctx context.Context) map[string]error {
 		out := map[string]error{"Register": s.Register(job), "Start": s.Start(ctx), "Stop": s.Stop(ctx),
-			"Retry": s.Retry(ctx, "j", "", at, ""), "Pause": s.Pause(ctx, "j"), "Resume": s.Resume(ctx, "j")}
+			"Retry": s.Retry(ctx, "j", "", at, ""), "Pause": s.Pause(ctx, "j"), "Resume": s.Resume(ctx, "j", false)}
 		_, out["JobStatus"] = s.JobStatus(ctx, "j")
 		_, _, out["Record"] = s.Record(ctx, "j", "", at)
 		_, out["Runs"] = s.Runs(ctx, "j", "", at.Add(-time.Hour), at, 10)
@@ -625,7 +625,7 @@ func TestMisuseIsAnErrorNotAPanic(t *testing.T) {
 		require.NoError(t, sched.Register(job))
 		var nilCtx context.Context
 		errs := calls(sched, nilCtx)
-		require.ErrorIs(t, errs["Register"], ErrDuplicateJob, "Register takes no context")
+		require.ErrorIs(t, errs["Register"], ErrInvalidJob, "Register takes no context")
 		delete(errs, "Register")
 		for call, err := range errs {
 			require.ErrorIs(t, err, ErrInvalidArgument, call)

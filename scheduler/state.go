@@ -247,7 +247,7 @@ func slotAttr(at time.Time) slog.Attr {
 // leaseCtx is the context the scheduler's leases are taken with. It never
 // ends: a lease lives until its claim releases it (every claim does, on
 // every path) or it is lost; shutdown ends runs through their own context
-// (ErrShutdown), not by ending leases.
+// (ErrInterrupted), not by ending leases.
 func (s *Scheduler) leaseCtx() context.Context { return context.WithoutCancel(s.life.run) }
 
 // ready refuses a Scheduler not made by New (nil or zero), and a nil ctx.
@@ -256,7 +256,7 @@ func (s *Scheduler) ready(ctx context.Context) error {
 		return ErrNotCreated
 	}
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, errfamily.ErrNilContext)
 	}
 	return nil
 }

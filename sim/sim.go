@@ -460,7 +460,7 @@ func (w *world) resume(job string) {
 					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				err := r.sched.Resume(ctx, job)
+				err := r.sched.Resume(ctx, job, false)
 				cancel()
 				if err == nil {
 					w.mu.Lock()

@@ -33,14 +33,8 @@ Examples:
 		if _, err := a.parse(fs, args, 0); err != nil {
 			return err
 		}
-		cl, err := a.adminClient()
+		page, err := a.fetchJobs(ctx)
 		if err != nil {
-			return err
-		}
-		ctx, cancel := a.withTimeout(ctx)
-		defer cancel()
-		var page schedhttp.JobsPage
-		if err := cl.do(ctx, "GET", cl.url(nil, "jobs"), nil, &page); err != nil {
 			return err
 		}
 		if a.machine() {
@@ -49,13 +43,9 @@ Examples:
 		t := a.table("JOB", "SCHEDULE", "ZONE", "PARTITIONS", "NEXT FIRE", "PAUSED", "LAST STATUS", "SKIPPED", "FAILED", "SINCE",
 			"LAST SLOT", "LAST SUCCESS", "LAG")
 		for _, j := range page.Jobs {
-			lag := ""
-			if j.LagMS != nil {
-				lag = fmtMS(*j.LagMS)
-			}
 			t.row(j.Name, j.Schedule, j.Zone, partitionsText(j.Partitions), fmtTime(j.NextFire), yesNo(j.Paused),
 				j.LastStatus, strconv.Itoa(j.RecentSkipped), strconv.Itoa(j.RecentFailed), fmtTime(j.RecentSince),
-				fmtTime(j.LastSlot), fmtTime(j.LastSuccess), lag)
+				fmtTime(j.LastSlot), fmtTime(j.LastSuccess), lagText(j.LagMS))
 		}
 		return t.flush()
 	}
@@ -298,14 +288,8 @@ Examples:
 		if err != nil {
 			return err
 		}
-		cl, err := a.adminClient()
+		page, err := a.fetchJobs(ctx)
 		if err != nil {
-			return err
-		}
-		ctx, cancel := a.withTimeout(ctx)
-		defer cancel()
-		var page schedhttp.JobsPage
-		if err := cl.do(ctx, "GET", cl.url(nil, "jobs"), nil, &page); err != nil {
 			return err
 		}
 		for _, j := range page.Jobs {
@@ -315,17 +299,13 @@ Examples:
 			if a.machine() {
 				return a.printJSON(j)
 			}
-			lag := ""
-			if j.LagMS != nil {
-				lag = fmtMS(*j.LagMS)
-			}
 			t := a.table("FIELD", "VALUE")
 			for _, kv := range [][2]string{
 				{"job", j.Name}, {"schedule", j.Schedule}, {"zone", j.Zone}, {"partitions", partitionsText(j.Partitions)},
 				{"overlap", j.Overlap}, {"next fire", fmtTime(j.NextFire)}, {"paused", yesNo(j.Paused)},
 				{"last status", j.LastStatus}, {"last slot", fmtTime(j.LastSlot)},
 				{"skipped", strconv.Itoa(j.RecentSkipped)}, {"failed", strconv.Itoa(j.RecentFailed)}, {"since", fmtTime(j.RecentSince)},
-				{"last success", fmtTime(j.LastSuccess)}, {"lag", lag},
+				{"last success", fmtTime(j.LastSuccess)}, {"lag", lagText(j.LagMS)},
 			} {
 				t.row(kv[0], kv[1])
 			}
@@ -334,4 +314,31 @@ Examples:
 		return notFoundf("job show: no job %q (holdfast job ls lists them)", redactArgs([]string{pos[0]})[0])
 	}
 	return c
+}
+
+// fetchJobs asks the admin API for GET /jobs (every registered job with
+// its status) within the command's timeout.
+func (a *app) fetchJobs(ctx context.Context) (schedhttp.JobsPage, error) {
+	cl, err := a.adminClient()
+	if err != nil {
+		return schedhttp.JobsPage{}, err
+	}
+	ctx, cancel := a.withTimeout(ctx)
+	defer cancel()
+	return cl.jobs(ctx)
+}
+
+// jobs sends GET /jobs.
+func (cl *adminClient) jobs(ctx context.Context) (schedhttp.JobsPage, error) {
+	var page schedhttp.JobsPage
+	err := cl.do(ctx, "GET", cl.url(nil, "jobs"), nil, &page)
+	return page, err
+}
+
+// lagText is a job's lag for a table: empty when it has none.
+func lagText(ms *int64) string {
+	if ms == nil {
+		return ""
+	}
+	return fmtMS(*ms)
 }

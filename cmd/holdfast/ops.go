@@ -59,8 +59,8 @@ func (a *app) eachPartition(ctx context.Context, cl *adminClient, job string, f 
 	if f.partition != "" {
 		return nil, usagef("--partition and --all-partitions: give one")
 	}
-	var page schedhttp.JobsPage
-	if err := cl.do(ctx, "GET", cl.url(nil, "jobs"), nil, &page); err != nil {
+	page, err := cl.jobs(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var partitions []string

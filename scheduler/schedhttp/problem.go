@@ -135,20 +135,31 @@ func writeProblem(w http.ResponseWriter, status int, kind, field, detail string)
 		Detail: detail, Field: field})
 }
 
+// readBody reads a POST body: nil for an empty or blank one; an
+// oversized body's *http.MaxBytesError as it is (413); another read error
+// as a bad request.
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("%w: body: %w", errBadRequest, err)
+	case len(bytes.TrimSpace(b)) == 0:
+		return nil, nil
+	}
+	return b, nil
+}
+
 // decode reads a JSON object body into v, a pointer to a request struct
 // (an empty body leaves v as it is). A member v does not have, or one
 // whose value does not decode, is a 400 that names it (Problem.Field);
 // an oversized body is a 413.
 func decode(r *http.Request, v any) error {
-	b, err := io.ReadAll(r.Body)
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
+	b, err := readBody(r)
+	if err != nil || b == nil {
 		return err
-	case err != nil:
-		return fmt.Errorf("%w: body: %w", errBadRequest, err)
-	case len(bytes.TrimSpace(b)) == 0:
-		return nil
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(b, &members); err != nil {

@@ -135,11 +135,7 @@ func (h *adminHandler) resume(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	resume := h.s.Resume
-	if req.SkipPaused {
-		resume = h.s.ResumeSkipping
-	}
-	if err := resume(r.Context(), r.PathValue("job")); err != nil {
+	if err := h.s.Resume(r.Context(), r.PathValue("job"), req.SkipPaused); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, PausedResponse{Job: r.PathValue("job"), Paused: false})

@@ -279,15 +279,9 @@ func (h *adminHandler) actionAllowed(w http.ResponseWriter, r *http.Request, act
 // the JSON object {}; anything else is a bad request, and a body over
 // MaxBodyBytes is refused (413) as on every POST.
 func decodeEmpty(r *http.Request) error {
-	b, err := io.ReadAll(r.Body)
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
+	b, err := readBody(r)
+	if err != nil || b == nil {
 		return err
-	case err != nil:
-		return fmt.Errorf("%w: body: %w", errBadRequest, err)
-	case len(bytes.TrimSpace(b)) == 0:
-		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

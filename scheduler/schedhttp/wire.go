@@ -187,7 +187,7 @@ type BackfillRequest struct {
 // ResumeRequest is the body of POST /jobs/{job}/resume (optional: an
 // empty body or {} resumes and catches the paused slots up as the job's
 // missed-slot policy says). SkipPaused records them skipped instead
-// (scheduler.Scheduler.ResumeSkipping).
+// (scheduler.Scheduler.Resume's skipPaused).
 type ResumeRequest struct {
 	SkipPaused bool `json:"skip_paused,omitempty"`
 }

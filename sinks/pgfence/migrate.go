@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
@@ -48,7 +49,7 @@ func (g *Guard) Migrate(ctx context.Context, db DBTX) error {
 		return fmt.Errorf("%w: migrate: nil database", ErrInvalidOptions)
 	}
 	if ctx == nil {
-		return fmt.Errorf("%w: migrate: nil context", ErrInvalidOptions)
+		return fmt.Errorf("%w: migrate: %w", ErrInvalidOptions, errfamily.ErrNilContext)
 	}
 	script, err := g.migrationScript()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
@@ -168,7 +169,7 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 		return fmt.Errorf("%w: check %q: nil transaction", ErrInvalidOptions, resource)
 	}
 	if ctx == nil {
-		return fmt.Errorf("%w: check %q: nil context", ErrInvalidOptions, resource)
+		return fmt.Errorf("%w: check %q: %w", ErrInvalidOptions, resource, errfamily.ErrNilContext)
 	}
 	if err := g.CheckFormat(ctx, tx); err != nil {
 		return err
@@ -251,7 +252,7 @@ func (g *Guard) Current(ctx context.Context, db DBTX, resource, scope string) (f
 		return fence.None, "", fmt.Errorf("%w: current %q: nil database", ErrInvalidOptions, resource)
 	}
 	if ctx == nil {
-		return fence.None, "", fmt.Errorf("%w: current %q: nil context", ErrInvalidOptions, resource)
+		return fence.None, "", fmt.Errorf("%w: current %q: %w", ErrInvalidOptions, resource, errfamily.ErrNilContext)
 	}
 	if err := g.CheckFormat(ctx, db); err != nil {
 		return fence.None, "", err

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
@@ -69,7 +70,7 @@ func (g *Guard) Reset(ctx context.Context, db DBTX, resource, scope string, opts
 	case safe.IsNil(db):
 		return ResetResult{}, fmt.Errorf("%w: reset %q: nil database", ErrInvalidOptions, resource)
 	case ctx == nil:
-		return ResetResult{}, fmt.Errorf("%w: reset %q: nil context", ErrInvalidOptions, resource)
+		return ResetResult{}, fmt.Errorf("%w: reset %q: %w", ErrInvalidOptions, resource, errfamily.ErrNilContext)
 	case opts.IdleFor < 0:
 		return ResetResult{}, fmt.Errorf("%w: reset %q: IdleFor %v: want >= 0", ErrInvalidOptions, resource, opts.IdleFor)
 	case uint64(opts.Expect) > 1<<63-1:

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
@@ -114,7 +115,7 @@ func FencedUpdate(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 		return fmt.Errorf("%w: fenced update of %s: nil database", ErrInvalidOptions, row.resource())
 	}
 	if ctx == nil {
-		return fmt.Errorf("%w: fenced update of %s: nil context", ErrInvalidOptions, row.resource())
+		return fmt.Errorf("%w: fenced update of %s: %w", ErrInvalidOptions, row.resource(), errfamily.ErrNilContext)
 	}
 	tag, err := db.Exec(ctx, sh.update, sh.args(row, set, h)...)
 	if err != nil {
@@ -162,7 +163,7 @@ func FencedUpsert(ctx context.Context, db DBTX, row Row, set map[string]any, h f
 		return fmt.Errorf("%w: fenced upsert of %s: nil database", ErrInvalidOptions, row.resource())
 	}
 	if ctx == nil {
-		return fmt.Errorf("%w: fenced upsert of %s: nil context", ErrInvalidOptions, row.resource())
+		return fmt.Errorf("%w: fenced upsert of %s: %w", ErrInvalidOptions, row.resource(), errfamily.ErrNilContext)
 	}
 	tag, err := db.Exec(ctx, sh.upsert, sh.args(row, set, h)...)
 	if err != nil {

@@ -154,14 +154,8 @@ func (l *Ledger) Heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence
 		return nilContext("Heartbeat")
 	}
 	const op = "heartbeat"
-	if err := l.use(ctx); err != nil {
+	if err := l.readyForAttempt(ctx, op, slot, f, attempt); err != nil {
 		return err
-	}
-	if err := validateFenced(op, slot, f); err != nil {
-		return err
-	}
-	if attempt < 1 {
-		return fmt.Errorf("%w: attempt %d, want at least 1", ErrInvalidArgument, attempt)
 	}
 	return l.inTx(ctx, op, slotName(slot), func(tx pgx.Tx) error {
 		if err := l.raise(ctx, tx, op, slot, f, nil, now); err != nil {
@@ -189,14 +183,8 @@ func (l *Ledger) Finish(ctx context.Context, slot ledger.Slot, f ledger.Fence, a
 		return nilContext("Finish")
 	}
 	const op = "finish"
-	if err := l.use(ctx); err != nil {
+	if err := l.readyForAttempt(ctx, op, slot, f, attempt); err != nil {
 		return err
-	}
-	if err := validateFenced(op, slot, f); err != nil {
-		return err
-	}
-	if attempt < 1 {
-		return fmt.Errorf("%w: attempt %d, want at least 1", ErrInvalidArgument, attempt)
 	}
 	var retryAt *time.Time
 	switch o.Status {
@@ -401,4 +389,19 @@ func (l *Ledger) exec(ctx context.Context, tx pgx.Tx, op string, slot ledger.Slo
 		return wrapDBError(op, slotName(slot), err)
 	}
 	return nil
+}
+
+// readyForAttempt refuses a Ledger not made by New, and a bad slot, fence
+// or attempt number (below 1) of Heartbeat and Finish.
+func (l *Ledger) readyForAttempt(ctx context.Context, op string, slot ledger.Slot, f ledger.Fence, attempt int) error {
+	if err := l.ready(); err != nil {
+		return err
+	}
+	if err := validateFenced(op, slot, f); err != nil {
+		return err
+	}
+	if attempt < 1 {
+		return fmt.Errorf("%w: attempt %d, want at least 1", ErrInvalidArgument, attempt)
+	}
+	return l.use(ctx)
 }
