@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 )
 
 // Defaults for Options.
@@ -49,7 +50,7 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch,
 // Options configures Middleware. Only Store is required.
 type Options struct {
 	// Store keeps the idempotency records. Required.
-	Store Store
+	Store idemstore.Store
 
 	// Fence, when set, applies the fence acceptance rule to every request
 	// that claims a new key: the request must then carry Fencing-Token and
@@ -60,7 +61,7 @@ type Options struct {
 	// its token too (see the package documentation). nil: tokens are parsed
 	// (400 when malformed) and passed to the handler in the context, but
 	// not checked.
-	Fence FenceStore
+	Fence idemstore.FenceStore
 
 	// TracerProvider gives the tracer of the span of each request with a
 	// method in Methods (holdfast.httpfence.serve; docs/operations.md,
@@ -276,8 +277,8 @@ func Middleware(cfg Options) (func(http.Handler) http.Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	var joined FencedStore
-	if fs, ok := cfg.Store.(FencedStore); ok && cfg.Fence != nil && fs.JoinsFence(cfg.Fence) {
+	var joined idemstore.FencedStore
+	if fs, ok := cfg.Store.(idemstore.FencedStore); ok && cfg.Fence != nil && fs.JoinsFence(cfg.Fence) {
 		joined = fs
 	}
 	return func(next http.Handler) http.Handler {
@@ -290,7 +291,7 @@ type middleware struct {
 	next http.Handler
 	// joined is cfg.Store when it applies cfg.Fence in Begin's own step
 	// (FencedStore); nil when Begin and Accept are separate calls.
-	joined FencedStore
+	joined idemstore.FencedStore
 	table  map[stateEvent]transition // transitions, indexed
 }
 
@@ -302,10 +303,10 @@ type call struct {
 	holder   fence.Holder
 	fenced   bool // the request carried fencing headers
 	body     []byte
-	resource string  // Resource(r), as the client is told
-	fenceRes string  // what the fence store keys by
-	out      Outcome // what Begin found
-	detail   string  // the problem's detail
+	resource string            // Resource(r), as the client is told
+	fenceRes string            // what the fence store keys by
+	out      idemstore.Outcome // what Begin found
+	detail   string            // the problem's detail
 	current  fence.Token
 }
 
@@ -471,7 +472,7 @@ func (m *middleware) begin(c *call) event {
 		return evBeginFailed
 	}
 	switch c.out.State {
-	case StateNew, StateInFlight, StateMismatch, StateCompleted:
+	case idemstore.StateNew, idemstore.StateInFlight, idemstore.StateMismatch, idemstore.StateCompleted:
 	default:
 		c.detail = "state " + c.out.State.String()
 	}
@@ -499,7 +500,7 @@ func (m *middleware) fenceEvent(c *call, err error) event {
 		shown := fence.StaleTokenError{Resource: c.resource, Scope: c.holder.Scope, Presented: c.holder.Token, Current: stale.Current}
 		c.detail = shown.Error()
 		return evFenceStale
-	case errors.Is(err, fence.ErrNoToken), errors.Is(err, ErrInvalidFencing):
+	case errors.Is(err, fence.ErrNoToken), errors.Is(err, idemstore.ErrInvalidFencing):
 		c.detail = err.Error()
 		return evFenceInvalid
 	default:
@@ -553,7 +554,7 @@ func (m *middleware) after(ctx context.Context, c *call, rec *recorder, ev event
 		m.abandon(ctx, c.storeKey, c.out.Lock)
 		return
 	}
-	resp := &Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
+	resp := &idemstore.Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
 	if tr.problem != "" {
 		b := problemBody(Problem{
 			Type:   m.cfg.ProblemBase + tr.problem,
@@ -561,7 +562,7 @@ func (m *middleware) after(ctx context.Context, c *call, rec *recorder, ev event
 			Status: tr.status,
 			Detail: fmt.Sprintf("the request was processed (status %d) but its response exceeded %d bytes and was not kept; it will not be processed again", rec.status, m.cfg.MaxResponseBytes),
 		})
-		resp = &Response{Status: tr.status, Header: http.Header{"Content-Type": {problemContentType}}, Body: b}
+		resp = &idemstore.Response{Status: tr.status, Header: http.Header{"Content-Type": {problemContentType}}, Body: b}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
 	defer cancel()

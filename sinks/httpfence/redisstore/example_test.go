@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 )
 
@@ -36,7 +37,7 @@ func ExampleNewStore() {
 	again, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
 	fmt.Println(again.State)
 
-	_ = store.Complete(ctx, "order-7", out.Lock, &httpfence.Response{Status: 201, Body: []byte("ok")}, httpfence.DefaultTTL)
+	_ = store.Complete(ctx, "order-7", out.Lock, &idemstore.Response{Status: 201, Body: []byte("ok")}, httpfence.DefaultTTL)
 	done, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
 	fmt.Println(done.State, done.Response.Status, string(done.Response.Body))
 	// Output:
