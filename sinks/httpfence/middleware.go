@@ -18,6 +18,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
 )
 
 // Defaults for Options.
@@ -180,7 +181,7 @@ type Options struct {
 	Storable func(status int) bool
 
 	// ProblemBase prefixes the problem type URIs. Default
-	// DefaultProblemBase ("https://holdfast.dev/problems/").
+	// problem.DefaultBase ("https://holdfast.dev/problems/").
 	ProblemBase string
 
 	// Logger receives stale_token_rejected and store failure events.
@@ -234,7 +235,7 @@ func (c Options) withDefaults() Options {
 		c.Storable = DefaultStorable
 	}
 	if c.ProblemBase == "" {
-		c.ProblemBase = DefaultProblemBase
+		c.ProblemBase = problem.DefaultBase
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -356,8 +357,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request) {
 // answer sends tr's problem with c's detail; a stale token is logged and
 // its problem carries the four extension members.
 func (m *middleware) answer(w http.ResponseWriter, c *call, tr transition) {
-	p := Problem{Type: m.cfg.ProblemBase + tr.problem, Title: tr.title, Status: tr.status, Detail: c.detail}
-	if tr.problem == ProblemStaleToken {
+	p := problem.Details{Type: m.cfg.ProblemBase + tr.problem, Title: tr.title, Status: tr.status, Detail: c.detail}
+	if tr.problem == problem.StaleToken {
 		h := c.holder
 		m.cfg.Logger.LogAttrs(c.r.Context(), slog.LevelWarn, "stale_token_rejected",
 			slog.String("resource", c.resource), slog.String("scope", h.Scope), slog.String("owner_id", fence.OwnerID(h.Owner)),
@@ -556,13 +557,13 @@ func (m *middleware) after(ctx context.Context, c *call, rec *recorder, ev event
 	}
 	resp := &idemstore.Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
 	if tr.problem != "" {
-		b := problemBody(Problem{
+		b := problemBody(problem.Details{
 			Type:   m.cfg.ProblemBase + tr.problem,
 			Title:  tr.title,
 			Status: tr.status,
 			Detail: fmt.Sprintf("the request was processed (status %d) but its response exceeded %d bytes and was not kept; it will not be processed again", rec.status, m.cfg.MaxResponseBytes),
 		})
-		resp = &idemstore.Response{Status: tr.status, Header: http.Header{"Content-Type": {problemContentType}}, Body: b}
+		resp = &idemstore.Response{Status: tr.status, Header: http.Header{"Content-Type": {problem.ContentType}}, Body: b}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
 	defer cancel()

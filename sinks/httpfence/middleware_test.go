@@ -20,6 +20,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
 )
 
 // call is one request in a middleware test. Header values are sent raw;
@@ -128,10 +129,10 @@ func (f *fixture) do(t *testing.T, c call) answerOf {
 	return answerOf{resp.StatusCode, resp.Header, body}
 }
 
-func problemOf(t *testing.T, a answerOf) httpfence.Problem {
+func problemOf(t *testing.T, a answerOf) problem.Details {
 	t.Helper()
 	require.Equal(t, "application/problem+json", a.header.Get("Content-Type"), "body %s", a.body)
-	var p httpfence.Problem
+	var p problem.Details
 	require.NoError(t, json.Unmarshal(a.body, &p))
 	require.Equal(t, a.status, p.Status)
 	return p
@@ -304,7 +305,7 @@ func TestStaleTokenProblemNamesBothTokens(t *testing.T) {
 		require.Equal(t, 201, f.do(t, call{path: "/settle", key: `"new"`, token: "1001", owner: `"b"`}).status)
 		got := f.do(t, call{path: "/settle", key: `"old"`, token: "1000", owner: `"a"`})
 		p := problemOf(t, got)
-		require.Equal(t, httpfence.Problem{
+		require.Equal(t, problem.Details{
 			Type: problems + "stale-fencing-token", Title: "Stale fencing token", Status: 412,
 			Detail: p.Detail, Resource: "/settle", CurrentToken: 1001, PresentedToken: 1000,
 		}, p)

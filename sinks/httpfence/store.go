@@ -19,4 +19,3 @@ func fenceRefusal(err error) bool {
 // ErrInvalidOptions is returned by constructors for a configuration they
 // cannot use; the message names the field.
 var ErrInvalidOptions = fmt.Errorf("httpfence: %w", errfamily.ErrInvalidOptions)
-

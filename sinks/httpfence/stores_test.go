@@ -22,6 +22,7 @@ import (
 	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
@@ -167,7 +168,7 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	req.Header.Set(httpfence.OwnerHeader, "a")
 	mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { t.Error("handler ran") })).ServeHTTP(rec, req)
 	require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
-	require.Contains(t, rec.Body.String(), httpfence.ProblemInvalidFencing)
+	require.Contains(t, rec.Body.String(), problem.InvalidFencing)
 }
 
 // The shared case table of the acceptance rule, through each FenceStore.
