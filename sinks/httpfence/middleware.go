@@ -23,25 +23,25 @@ import (
 
 // Defaults for Options.
 const (
-	// DefaultMaxBodyBytes limits request bodies (larger: 413).
-	DefaultMaxBodyBytes = 1 << 20
-	// DefaultMaxResponseBytes limits the response body kept for replay.
-	DefaultMaxResponseBytes = 1 << 20
-	// DefaultTTL is how long a completed record is kept for replay.
-	DefaultTTL = 24 * time.Hour
-	// DefaultLockTTL is how long an in-flight record blocks its key when
+	// defaultMaxBodyBytes limits request bodies (larger: 413).
+	defaultMaxBodyBytes = 1 << 20
+	// defaultMaxResponseBytes limits the response body kept for replay.
+	defaultMaxResponseBytes = 1 << 20
+	// defaultTTL is how long a completed record is kept for replay.
+	defaultTTL = 24 * time.Hour
+	// defaultLockTTL is how long an in-flight record blocks its key when
 	// the handler never finishes (the process crashed).
-	DefaultLockTTL = time.Minute
-	// DefaultStoreTimeout bounds Complete and Abandon after the handler.
-	DefaultStoreTimeout = 5 * time.Second
-	// DefaultMaxTokenAhead is how far ahead of the server's clock a token
+	defaultLockTTL = time.Minute
+	// defaultStoreTimeout bounds Complete and Abandon after the handler.
+	defaultStoreTimeout = 5 * time.Second
+	// defaultMaxTokenAhead is how far ahead of the server's clock a token
 	// may be (5 min), read as microseconds since the Unix epoch. A lease
 	// token is max(counter+1, Redis TIME in µs): a healthy one is ahead of
 	// the server's clock by the clock skew between Redis and the server
 	// (well under a second with NTP) at most. 5 minutes leaves room for a
 	// badly kept clock while a token that got past every other check can
 	// block a fence for 5 minutes at most, not a day.
-	DefaultMaxTokenAhead = 5 * time.Minute
+	defaultMaxTokenAhead = 5 * time.Minute
 )
 
 // DefaultMethods are the methods the middleware applies to when
@@ -101,7 +101,7 @@ type Options struct {
 	// Fencing-Token: 18446744073709551615 would otherwise fence a resource
 	// for everyone for ever. It relies on the lease tokens' time floor
 	// (package lease issues max(counter+1, Redis TIME in µs), so a healthy
-	// token is about now in µs). Default DefaultMaxTokenAhead (5 min); -1
+	// token is about now in µs). Default 5 min; -1
 	// turns the check off, for tokens that are plain counters.
 	MaxTokenAhead time.Duration
 
@@ -124,8 +124,7 @@ type Options struct {
 	// with a client clock ahead, to its time plus MaxSignatureAge), so TTL
 	// must be at least 2*MaxSignatureAge (ErrInvalidOptions otherwise):
 	// then a replay finds the original's record (and is answered from it)
-	// rather than running the handler again. Default
-	// DefaultMaxSignatureAge (5 min). Used with Verifier only.
+	// rather than running the handler again. Default 5 min. Used with Verifier only.
 	MaxSignatureAge time.Duration
 
 	// AllowUnauthenticatedFencing admits fencing headers from any caller
@@ -150,29 +149,28 @@ type Options struct {
 	Methods []string
 
 	// MaxBodyBytes limits the request body, which is read in full to
-	// fingerprint it (larger: 413). Default DefaultMaxBodyBytes (1 MiB);
+	// fingerprint it (larger: 413). Default 1 MiB;
 	// -1: no limit.
 	MaxBodyBytes int64
 
 	// MaxResponseBytes limits the response body kept for replay. A larger
 	// response still reaches the client in full, but is stored as a 410
 	// response-not-retained problem: the handler does not run again for the
-	// key. Default DefaultMaxResponseBytes (1 MiB); -1: no limit.
+	// key. Default 1 MiB; -1: no limit.
 	MaxResponseBytes int64
 
-	// TTL is how long a completed record is kept and replayed. Default
-	// DefaultTTL (24 h).
+	// TTL is how long a completed record is kept and replayed. Default 24 h.
 	TTL time.Duration
 
 	// LockTTL is how long an in-flight record holds its key. A request
 	// whose handler runs longer than LockTTL loses the key: a retry may run
 	// the handler a second time, and the late response is not stored.
-	// Default DefaultLockTTL (1 min).
+	// Default 1 min.
 	LockTTL time.Duration
 
 	// StoreTimeout bounds the store calls made after the handler returns
 	// (Complete, Abandon), which run even when the client has gone away.
-	// Default DefaultStoreTimeout (5 s).
+	// Default 5 s.
 	StoreTimeout time.Duration
 
 	// Storable reports whether a response with the handler's status code is
@@ -205,10 +203,10 @@ func (c Options) withDefaults() Options {
 		c.Resource = func(r *http.Request) string { return r.URL.Path }
 	}
 	if c.MaxTokenAhead == 0 {
-		c.MaxTokenAhead = DefaultMaxTokenAhead
+		c.MaxTokenAhead = defaultMaxTokenAhead
 	}
 	if c.MaxSignatureAge == 0 {
-		c.MaxSignatureAge = DefaultMaxSignatureAge
+		c.MaxSignatureAge = defaultMaxSignatureAge
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -217,19 +215,19 @@ func (c Options) withDefaults() Options {
 		c.Methods = DefaultMethods
 	}
 	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
+		c.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = DefaultMaxResponseBytes
+		c.MaxResponseBytes = defaultMaxResponseBytes
 	}
 	if c.TTL == 0 {
-		c.TTL = DefaultTTL
+		c.TTL = defaultTTL
 	}
 	if c.LockTTL == 0 {
-		c.LockTTL = DefaultLockTTL
+		c.LockTTL = defaultLockTTL
 	}
 	if c.StoreTimeout == 0 {
-		c.StoreTimeout = DefaultStoreTimeout
+		c.StoreTimeout = defaultStoreTimeout
 	}
 	if c.Storable == nil {
 		c.Storable = DefaultStorable

@@ -26,7 +26,7 @@ import (
 // record, not run again.
 func TestTTLCoversTheSignatureWindow(t *testing.T) {
 	t.Parallel()
-	age := httpfence.DefaultMaxSignatureAge
+	age := docMaxSignatureAge
 	for _, ttl := range []time.Duration{age, 2*age - time.Second} {
 		_, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(),
 			Verifier: testVerifier(t), TTL: ttl})
