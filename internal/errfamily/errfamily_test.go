@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
 )
@@ -46,7 +47,7 @@ func TestEveryPackageSentinelWrapsTheFamily(t *testing.T) {
 		{redisledger.ErrInvalidOptions, errfamily.ErrInvalidOptions, "redisledger: invalid options"},
 		{schedhttp.ErrInvalidOptions, errfamily.ErrInvalidOptions, "schedhttp: invalid options"},
 		{httpfence.ErrInvalidOptions, errfamily.ErrInvalidOptions, "httpfence: invalid options"},
-		{httpfence.ErrNilContext, errfamily.ErrNilContext, "httpfence: nil context"},
+		{idemstore.ErrNilContext, errfamily.ErrNilContext, "httpfence: nil context"},
 		{pgfence.ErrInvalidOptions, errfamily.ErrInvalidOptions, "pgfence: invalid options"},
 		{pgfence.ErrNotCreated, errfamily.ErrNotCreated, "pgfence: guard not created with New"},
 		{redisfence.ErrInvalidOptions, errfamily.ErrInvalidOptions, "redisfence: invalid options"},

@@ -23,20 +23,19 @@ import (
 
 // Defaults for Transport.
 const (
-	// DefaultMaxAttempts is the number of attempts per request, the first
+	// defaultMaxAttempts is the number of attempts per request, the first
 	// included.
-	DefaultMaxAttempts = 4
-	// DefaultBaseDelay is the backoff before the second attempt; it doubles
+	defaultMaxAttempts = 4
+	// defaultBaseDelay is the backoff before the second attempt; it doubles
 	// per attempt, with jitter, up to MaxDelay.
-	DefaultBaseDelay = 100 * time.Millisecond
-	// DefaultMaxDelay caps every wait, backoff and Retry-After alike, the
-	// polls of a key in flight included (see DefaultMaxInFlightWait).
-	DefaultMaxDelay = 10 * time.Second
-	// DefaultMaxInFlightWait bounds the time one RoundTrip waits in all on
-	// in-flight answers (2 min): longer than the middleware's
-	// DefaultLockTTL (1 min), so the key of a server that crashed
+	defaultBaseDelay = 100 * time.Millisecond
+	// defaultMaxDelay caps every wait, backoff and Retry-After alike, the
+	// polls of a key in flight included (see defaultMaxInFlightWait).
+	defaultMaxDelay = 10 * time.Second
+	// defaultMaxInFlightWait bounds the time one RoundTrip waits in all on
+	// in-flight answers (2 min): longer than the middleware's 1 min, so the key of a server that crashed
 	// mid-request frees up within one request.
-	DefaultMaxInFlightWait = 2 * time.Minute
+	defaultMaxInFlightWait = 2 * time.Minute
 )
 
 // maxDrainBytes is how much of a retried response's body is read so that its
@@ -122,17 +121,15 @@ type Transport struct {
 	// Base sends each attempt. Default http.DefaultTransport.
 	Base http.RoundTripper
 	// MaxAttempts is the number of attempts per request, the first
-	// included. 0: DefaultMaxAttempts (4); 1: no retries.
+	// included. 0: 4 attempts; 1: no retries.
 	MaxAttempts int
-	// BaseDelay is the backoff before the second attempt. 0:
-	// DefaultBaseDelay (100 ms).
+	// BaseDelay is the backoff before the second attempt. 0: 100 ms.
 	BaseDelay time.Duration
-	// MaxDelay caps each wait, the polls of a key in flight included. 0:
-	// DefaultMaxDelay (10 s).
+	// MaxDelay caps each wait, the polls of a key in flight included. 0: 10 s.
 	MaxDelay time.Duration
 	// MaxInFlightWait bounds the time one RoundTrip waits in all on
 	// in-flight answers (polling, see above), which are not counted as
-	// attempts; set it above the server's LockTTL. 0: DefaultMaxInFlightWait (2 min); -1: no
+	// attempts; set it above the server's LockTTL. 0: 2 min; -1: no
 	// wait, the first in-flight answer ends RoundTrip with an
 	// *InFlightError.
 	MaxInFlightWait time.Duration
@@ -295,7 +292,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) waitInFlight(ctx context.Context, waited, wait time.Duration) bool {
 	limit := t.MaxInFlightWait
 	if limit == 0 {
-		limit = DefaultMaxInFlightWait
+		limit = defaultMaxInFlightWait
 	}
 	if limit < 0 || waited+wait > limit {
 		return false
@@ -503,21 +500,21 @@ func (t *Transport) base() http.RoundTripper {
 
 func (t *Transport) maxAttempts() int {
 	if t.MaxAttempts <= 0 {
-		return DefaultMaxAttempts
+		return defaultMaxAttempts
 	}
 	return t.MaxAttempts
 }
 
 func (t *Transport) baseDelay() time.Duration {
 	if t.BaseDelay <= 0 {
-		return DefaultBaseDelay
+		return defaultBaseDelay
 	}
 	return t.BaseDelay
 }
 
 func (t *Transport) maxDelay() time.Duration {
 	if t.MaxDelay <= 0 {
-		return DefaultMaxDelay
+		return defaultMaxDelay
 	}
 	return t.MaxDelay
 }

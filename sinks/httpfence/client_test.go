@@ -520,7 +520,7 @@ func TestTransportWaitsOutAnInFlightKey(t *testing.T) {
 	waits := sl.waits()
 	require.Len(t, waits, 3)
 	for i, w := range waits {
-		d := httpfence.DefaultBaseDelay << i
+		d := docBaseDelay << i
 		require.True(t, w >= d/2 && w <= d, "poll %d waited %v, want within [%v, %v]", i+1, w, d/2, d)
 	}
 }
@@ -543,8 +543,8 @@ func TestTransportPollsAConcurrentDuplicate(t *testing.T) {
 	require.Len(t, s.requests(), 2)
 	waits := sl.waits()
 	require.Len(t, waits, 1, "one poll")
-	require.LessOrEqual(t, waits[0], httpfence.DefaultBaseDelay, "the first poll comes after BaseDelay at most, not the lock's 60 s")
-	require.GreaterOrEqual(t, waits[0], httpfence.DefaultBaseDelay/2)
+	require.LessOrEqual(t, waits[0], docBaseDelay, "the first poll comes after BaseDelay at most, not the lock's 60 s")
+	require.GreaterOrEqual(t, waits[0], docBaseDelay/2)
 }
 
 // TestTransportRetryAfterBoundsAPoll: the server's Retry-After is the
@@ -615,9 +615,9 @@ func TestTransportReturnsInFlightErrorItDoesNotWaitOut(t *testing.T) {
 				return
 			}
 			require.LessOrEqual(t, sl.total(), tc.bound, "the polls stay within the bound")
-			require.Greater(t, sl.total(), tc.bound-httpfence.DefaultMaxDelay, "and poll until the next wait would pass it")
+			require.Greater(t, sl.total(), tc.bound-docMaxDelay, "and poll until the next wait would pass it")
 			for _, w := range waits {
-				require.LessOrEqual(t, w, httpfence.DefaultMaxDelay)
+				require.LessOrEqual(t, w, docMaxDelay)
 			}
 		})
 	}

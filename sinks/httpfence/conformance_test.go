@@ -11,7 +11,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/testwait"
-	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/sinktest"
 )
 
@@ -24,7 +24,7 @@ func TestStoreConformance(t *testing.T) {
 	for _, b := range append(backends(), pgBackendsAtEveryIsolation()...) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			exerciseStore(t, func(t *testing.T) (httpfence.Store, func(time.Duration)) {
+			exerciseStore(t, func(t *testing.T) (idemstore.Store, func(time.Duration)) {
 				s := b.new(t)
 				return s.store, s.advance
 			})
@@ -54,9 +54,9 @@ const (
 
 // exerciseStore runs the Store contract against stores made by newStore,
 // a fresh one per subtest. advance lets time pass for the store's expiry.
-func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, func(time.Duration))) {
+func exerciseStore(t *testing.T, newStore func(t *testing.T) (idemstore.Store, func(time.Duration))) {
 	ctx := context.Background()
-	sample := &httpfence.Response{
+	sample := &idemstore.Response{
 		Status: http.StatusCreated,
 		Header: http.Header{"Content-Type": {"application/json"}, "X-Multi": {"b", "a", "b"}, "Location": {"/payments/7"}},
 		Body:   []byte("{\"id\":7}\x00\xff\r\n binary"),
@@ -67,7 +67,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		s, _ := newStore(t)
 		out, err := s.Begin(ctx, "k", fpA, long)
 		require.NoError(t, err)
-		require.Equal(t, httpfence.StateNew, out.State)
+		require.Equal(t, idemstore.StateNew, out.State)
 		require.NotEmpty(t, out.Lock)
 		require.Nil(t, out.Response)
 	})
@@ -78,7 +78,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		first := begin(t, s, "k", fpA, long)
 		out, err := s.Begin(ctx, "k", fpA, long)
 		require.NoError(t, err)
-		require.Equal(t, httpfence.StateInFlight, out.State)
+		require.Equal(t, idemstore.StateInFlight, out.State)
 		require.Empty(t, out.Lock)
 		require.NoError(t, s.Complete(ctx, "k", first, sample, long), "the second Begin changed nothing")
 	})
@@ -89,7 +89,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		begin(t, s, "k", fpA, long)
 		out, err := s.Begin(ctx, "k", fpA, 2*long) // the holder's lock TTL counts, not the asker's
 		require.NoError(t, err)
-		require.Equal(t, httpfence.StateInFlight, out.State)
+		require.Equal(t, idemstore.StateInFlight, out.State)
 		require.LessOrEqual(t, out.LockLeft, long)
 		require.Greater(t, out.LockLeft, long-time.Minute, "the lock was claimed moments ago")
 	})
@@ -98,16 +98,16 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		t.Parallel()
 		s, _ := newStore(t)
 		lock := begin(t, s, "k", fpA, long)
-		requireState(t, s, "k", fpB, httpfence.StateMismatch)
+		requireState(t, s, "k", fpB, idemstore.StateMismatch)
 		require.NoError(t, s.Complete(ctx, "k", lock, sample, long))
-		requireState(t, s, "k", fpB, httpfence.StateMismatch)
-		requireState(t, s, "k", fpA, httpfence.StateCompleted)
+		requireState(t, s, "k", fpB, idemstore.StateMismatch)
+		requireState(t, s, "k", fpA, idemstore.StateCompleted)
 	})
 
 	t.Run("CompletedReplaysTheStoredResponseExactly", func(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
-		for key, resp := range map[string]*httpfence.Response{
+		for key, resp := range map[string]*idemstore.Response{
 			"full":  sample,
 			"empty": {Status: http.StatusNoContent, Header: http.Header{}, Body: []byte{}},
 		} {
@@ -116,7 +116,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 			for range 2 { // replaying changes nothing
 				out, err := s.Begin(ctx, key, fpA, long)
 				require.NoError(t, err)
-				require.Equal(t, httpfence.StateCompleted, out.State)
+				require.Equal(t, idemstore.StateCompleted, out.State)
 				require.Equal(t, resp, out.Response, key)
 			}
 		}
@@ -126,16 +126,16 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		t.Parallel()
 		s, _ := newStore(t)
 		lock := begin(t, s, "k", fpA, long)
-		require.ErrorIs(t, s.Complete(ctx, "k", "not-the-lock", sample, long), httpfence.ErrLockLost)
-		require.ErrorIs(t, s.Abandon(ctx, "k", "not-the-lock"), httpfence.ErrLockLost)
-		require.ErrorIs(t, s.Complete(ctx, "unknown", lock, sample, long), httpfence.ErrLockLost)
-		require.ErrorIs(t, s.Abandon(ctx, "unknown", lock), httpfence.ErrLockLost)
-		requireState(t, s, "k", fpA, httpfence.StateInFlight)
+		require.ErrorIs(t, s.Complete(ctx, "k", "not-the-lock", sample, long), idemstore.ErrLockLost)
+		require.ErrorIs(t, s.Abandon(ctx, "k", "not-the-lock"), idemstore.ErrLockLost)
+		require.ErrorIs(t, s.Complete(ctx, "unknown", lock, sample, long), idemstore.ErrLockLost)
+		require.ErrorIs(t, s.Abandon(ctx, "unknown", lock), idemstore.ErrLockLost)
+		requireState(t, s, "k", fpA, idemstore.StateInFlight)
 
 		require.NoError(t, s.Complete(ctx, "k", lock, sample, long))
-		require.ErrorIs(t, s.Complete(ctx, "k", lock, sample, long), httpfence.ErrLockLost, "completed once")
-		require.ErrorIs(t, s.Abandon(ctx, "k", lock), httpfence.ErrLockLost, "a completed record is not abandoned")
-		requireState(t, s, "k", fpA, httpfence.StateCompleted)
+		require.ErrorIs(t, s.Complete(ctx, "k", lock, sample, long), idemstore.ErrLockLost, "completed once")
+		require.ErrorIs(t, s.Abandon(ctx, "k", lock), idemstore.ErrLockLost, "a completed record is not abandoned")
+		requireState(t, s, "k", fpA, idemstore.StateCompleted)
 	})
 
 	t.Run("AbandonReleasesTheKey", func(t *testing.T) {
@@ -143,7 +143,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		s, _ := newStore(t)
 		lock := begin(t, s, "k", fpA, long)
 		require.NoError(t, s.Abandon(ctx, "k", lock))
-		require.ErrorIs(t, s.Abandon(ctx, "k", lock), httpfence.ErrLockLost)
+		require.ErrorIs(t, s.Abandon(ctx, "k", lock), idemstore.ErrLockLost)
 		// Any fingerprint may claim a released key.
 		again := begin(t, s, "k", fpB, long)
 		require.NotEqual(t, lock, again)
@@ -153,17 +153,17 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		t.Parallel()
 		s, advance := newStore(t)
 		old := begin(t, s, "k", fpA, short)
-		var taken httpfence.Outcome
+		var taken idemstore.Outcome
 		testwait.Until(t, waitLimit, "the expired lock is taken over", func() bool {
 			advance(short)
 			out, err := s.Begin(ctx, "k", fpB, long)
 			require.NoError(t, err)
 			taken = out
-			return out.State == httpfence.StateNew
+			return out.State == idemstore.StateNew
 		})
 		require.NotEqual(t, old, taken.Lock)
-		require.ErrorIs(t, s.Complete(ctx, "k", old, sample, long), httpfence.ErrLockLost)
-		require.ErrorIs(t, s.Abandon(ctx, "k", old), httpfence.ErrLockLost)
+		require.ErrorIs(t, s.Complete(ctx, "k", old, sample, long), idemstore.ErrLockLost)
+		require.ErrorIs(t, s.Abandon(ctx, "k", old), idemstore.ErrLockLost)
 		require.NoError(t, s.Complete(ctx, "k", taken.Lock, sample, long))
 	})
 
@@ -179,9 +179,9 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 			advance(short)
 			out, err := s.Begin(ctx, "sentinel", fpA, long)
 			require.NoError(t, err)
-			return out.State == httpfence.StateNew
+			return out.State == idemstore.StateNew
 		})
-		require.ErrorIs(t, s.Complete(ctx, "k", lock, sample, long), httpfence.ErrLockLost)
+		require.ErrorIs(t, s.Complete(ctx, "k", lock, sample, long), idemstore.ErrLockLost)
 		begin(t, s, "k", fpA, long)
 	})
 
@@ -194,7 +194,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 			advance(short)
 			out, err := s.Begin(ctx, "k", fpB, long)
 			require.NoError(t, err)
-			return out.State == httpfence.StateNew
+			return out.State == idemstore.StateNew
 		})
 	})
 
@@ -207,13 +207,13 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 			locks[k] = begin(t, s, k, fpA, long)
 		}
 		for i, k := range keys {
-			resp := &httpfence.Response{Status: 200 + i, Header: http.Header{}, Body: []byte(k)}
+			resp := &idemstore.Response{Status: 200 + i, Header: http.Header{}, Body: []byte(k)}
 			require.NoError(t, s.Complete(ctx, k, locks[k], resp, long))
 		}
 		for i, k := range keys {
 			out, err := s.Begin(ctx, k, fpA, long)
 			require.NoError(t, err)
-			require.Equal(t, httpfence.StateCompleted, out.State, k)
+			require.Equal(t, idemstore.StateCompleted, out.State, k)
 			require.Equal(t, 200+i, out.Response.Status, k)
 			require.Equal(t, []byte(k), out.Response.Body, k)
 		}
@@ -226,7 +226,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		var (
 			wg     sync.WaitGroup
 			mu     sync.Mutex
-			states = map[httpfence.State]int{}
+			states = map[idemstore.State]int{}
 			start  = make(chan struct{})
 		)
 		for range n {
@@ -244,7 +244,7 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		}
 		close(start)
 		wg.Wait()
-		require.Equal(t, map[httpfence.State]int{httpfence.StateNew: 1, httpfence.StateInFlight: n - 1}, states)
+		require.Equal(t, map[idemstore.State]int{idemstore.StateNew: 1, idemstore.StateInFlight: n - 1}, states)
 	})
 
 	t.Run("TTLBelowAMillisecondIsRefused", func(t *testing.T) {
@@ -261,29 +261,29 @@ func exerciseStore(t *testing.T, newStore func(t *testing.T) (httpfence.Store, f
 		s, _ := newStore(t)
 		var nilCtx context.Context
 		_, err := s.Begin(nilCtx, "k", fpA, long)
-		require.ErrorIs(t, err, httpfence.ErrNilContext)
+		require.ErrorIs(t, err, idemstore.ErrNilContext)
 		lock := begin(t, s, "k", fpA, long) // the refused Begin claimed nothing
-		require.ErrorIs(t, s.Complete(nilCtx, "k", lock, sample, long), httpfence.ErrNilContext)
-		require.ErrorIs(t, s.Abandon(nilCtx, "k", lock), httpfence.ErrNilContext)
-		requireState(t, s, "k", fpA, httpfence.StateInFlight) // neither completed nor abandoned it
-		if fs, ok := s.(httpfence.FencedStore); ok {
+		require.ErrorIs(t, s.Complete(nilCtx, "k", lock, sample, long), idemstore.ErrNilContext)
+		require.ErrorIs(t, s.Abandon(nilCtx, "k", lock), idemstore.ErrNilContext)
+		requireState(t, s, "k", fpA, idemstore.StateInFlight) // neither completed nor abandoned it
+		if fs, ok := s.(idemstore.FencedStore); ok {
 			_, err := fs.BeginFenced(nilCtx, "k2", fpA, long, nil, "r", fence.Holder{Token: 1, Owner: "a"})
-			require.ErrorIs(t, err, httpfence.ErrNilContext)
+			require.ErrorIs(t, err, idemstore.ErrNilContext)
 			begin(t, s, "k2", fpA, long)
 		}
 	})
 }
 
-func begin(t *testing.T, s httpfence.Store, key, fp string, ttl time.Duration) string {
+func begin(t *testing.T, s idemstore.Store, key, fp string, ttl time.Duration) string {
 	t.Helper()
 	out, err := s.Begin(context.Background(), key, fp, ttl)
 	require.NoError(t, err)
-	require.Equal(t, httpfence.StateNew, out.State, "Begin(%q)", key)
+	require.Equal(t, idemstore.StateNew, out.State, "Begin(%q)", key)
 	require.NotEmpty(t, out.Lock)
 	return out.Lock
 }
 
-func requireState(t *testing.T, s httpfence.Store, key, fp string, want httpfence.State) {
+func requireState(t *testing.T, s idemstore.Store, key, fp string, want idemstore.State) {
 	t.Helper()
 	out, err := s.Begin(context.Background(), key, fp, long)
 	require.NoError(t, err)

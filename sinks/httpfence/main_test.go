@@ -13,8 +13,8 @@ import (
 	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
-	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
@@ -45,8 +45,8 @@ func newSchema(t testing.TB) string {
 // for the backend's expiry: miniredis does not expire keys on its own, the
 // others do (advance is then a no-op and the test polls).
 type stores struct {
-	store   httpfence.Store
-	fence   httpfence.FenceStore
+	store   idemstore.Store
+	fence   idemstore.FenceStore
 	advance func(d time.Duration)
 }
 

@@ -17,29 +17,31 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
 )
 
 // Defaults for Options.
 const (
-	// DefaultMaxBodyBytes limits request bodies (larger: 413).
-	DefaultMaxBodyBytes = 1 << 20
-	// DefaultMaxResponseBytes limits the response body kept for replay.
-	DefaultMaxResponseBytes = 1 << 20
-	// DefaultTTL is how long a completed record is kept for replay.
-	DefaultTTL = 24 * time.Hour
-	// DefaultLockTTL is how long an in-flight record blocks its key when
+	// defaultMaxBodyBytes limits request bodies (larger: 413).
+	defaultMaxBodyBytes = 1 << 20
+	// defaultMaxResponseBytes limits the response body kept for replay.
+	defaultMaxResponseBytes = 1 << 20
+	// defaultTTL is how long a completed record is kept for replay.
+	defaultTTL = 24 * time.Hour
+	// defaultLockTTL is how long an in-flight record blocks its key when
 	// the handler never finishes (the process crashed).
-	DefaultLockTTL = time.Minute
-	// DefaultStoreTimeout bounds Complete and Abandon after the handler.
-	DefaultStoreTimeout = 5 * time.Second
-	// DefaultMaxTokenAhead is how far ahead of the server's clock a token
+	defaultLockTTL = time.Minute
+	// defaultStoreTimeout bounds Complete and Abandon after the handler.
+	defaultStoreTimeout = 5 * time.Second
+	// defaultMaxTokenAhead is how far ahead of the server's clock a token
 	// may be (5 min), read as microseconds since the Unix epoch. A lease
 	// token is max(counter+1, Redis TIME in µs): a healthy one is ahead of
 	// the server's clock by the clock skew between Redis and the server
 	// (well under a second with NTP) at most. 5 minutes leaves room for a
 	// badly kept clock while a token that got past every other check can
 	// block a fence for 5 minutes at most, not a day.
-	DefaultMaxTokenAhead = 5 * time.Minute
+	defaultMaxTokenAhead = 5 * time.Minute
 )
 
 // DefaultMethods are the methods the middleware applies to when
@@ -49,7 +51,7 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch,
 // Options configures Middleware. Only Store is required.
 type Options struct {
 	// Store keeps the idempotency records. Required.
-	Store Store
+	Store idemstore.Store
 
 	// Fence, when set, applies the fence acceptance rule to every request
 	// that claims a new key: the request must then carry Fencing-Token and
@@ -60,7 +62,7 @@ type Options struct {
 	// its token too (see the package documentation). nil: tokens are parsed
 	// (400 when malformed) and passed to the handler in the context, but
 	// not checked.
-	Fence FenceStore
+	Fence idemstore.FenceStore
 
 	// TracerProvider gives the tracer of the span of each request with a
 	// method in Methods (holdfast.httpfence.serve; docs/operations.md,
@@ -99,7 +101,7 @@ type Options struct {
 	// Fencing-Token: 18446744073709551615 would otherwise fence a resource
 	// for everyone for ever. It relies on the lease tokens' time floor
 	// (package lease issues max(counter+1, Redis TIME in µs), so a healthy
-	// token is about now in µs). Default DefaultMaxTokenAhead (5 min); -1
+	// token is about now in µs). Default 5 min; -1
 	// turns the check off, for tokens that are plain counters.
 	MaxTokenAhead time.Duration
 
@@ -122,8 +124,7 @@ type Options struct {
 	// with a client clock ahead, to its time plus MaxSignatureAge), so TTL
 	// must be at least 2*MaxSignatureAge (ErrInvalidOptions otherwise):
 	// then a replay finds the original's record (and is answered from it)
-	// rather than running the handler again. Default
-	// DefaultMaxSignatureAge (5 min). Used with Verifier only.
+	// rather than running the handler again. Default 5 min. Used with Verifier only.
 	MaxSignatureAge time.Duration
 
 	// AllowUnauthenticatedFencing admits fencing headers from any caller
@@ -148,29 +149,28 @@ type Options struct {
 	Methods []string
 
 	// MaxBodyBytes limits the request body, which is read in full to
-	// fingerprint it (larger: 413). Default DefaultMaxBodyBytes (1 MiB);
+	// fingerprint it (larger: 413). Default 1 MiB;
 	// -1: no limit.
 	MaxBodyBytes int64
 
 	// MaxResponseBytes limits the response body kept for replay. A larger
 	// response still reaches the client in full, but is stored as a 410
 	// response-not-retained problem: the handler does not run again for the
-	// key. Default DefaultMaxResponseBytes (1 MiB); -1: no limit.
+	// key. Default 1 MiB; -1: no limit.
 	MaxResponseBytes int64
 
-	// TTL is how long a completed record is kept and replayed. Default
-	// DefaultTTL (24 h).
+	// TTL is how long a completed record is kept and replayed. Default 24 h.
 	TTL time.Duration
 
 	// LockTTL is how long an in-flight record holds its key. A request
 	// whose handler runs longer than LockTTL loses the key: a retry may run
 	// the handler a second time, and the late response is not stored.
-	// Default DefaultLockTTL (1 min).
+	// Default 1 min.
 	LockTTL time.Duration
 
 	// StoreTimeout bounds the store calls made after the handler returns
 	// (Complete, Abandon), which run even when the client has gone away.
-	// Default DefaultStoreTimeout (5 s).
+	// Default 5 s.
 	StoreTimeout time.Duration
 
 	// Storable reports whether a response with the handler's status code is
@@ -179,7 +179,7 @@ type Options struct {
 	Storable func(status int) bool
 
 	// ProblemBase prefixes the problem type URIs. Default
-	// DefaultProblemBase ("https://holdfast.dev/problems/").
+	// problem.DefaultBase ("https://holdfast.dev/problems/").
 	ProblemBase string
 
 	// Logger receives stale_token_rejected and store failure events.
@@ -203,10 +203,10 @@ func (c Options) withDefaults() Options {
 		c.Resource = func(r *http.Request) string { return r.URL.Path }
 	}
 	if c.MaxTokenAhead == 0 {
-		c.MaxTokenAhead = DefaultMaxTokenAhead
+		c.MaxTokenAhead = defaultMaxTokenAhead
 	}
 	if c.MaxSignatureAge == 0 {
-		c.MaxSignatureAge = DefaultMaxSignatureAge
+		c.MaxSignatureAge = defaultMaxSignatureAge
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -215,25 +215,25 @@ func (c Options) withDefaults() Options {
 		c.Methods = DefaultMethods
 	}
 	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
+		c.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = DefaultMaxResponseBytes
+		c.MaxResponseBytes = defaultMaxResponseBytes
 	}
 	if c.TTL == 0 {
-		c.TTL = DefaultTTL
+		c.TTL = defaultTTL
 	}
 	if c.LockTTL == 0 {
-		c.LockTTL = DefaultLockTTL
+		c.LockTTL = defaultLockTTL
 	}
 	if c.StoreTimeout == 0 {
-		c.StoreTimeout = DefaultStoreTimeout
+		c.StoreTimeout = defaultStoreTimeout
 	}
 	if c.Storable == nil {
 		c.Storable = DefaultStorable
 	}
 	if c.ProblemBase == "" {
-		c.ProblemBase = DefaultProblemBase
+		c.ProblemBase = problem.DefaultBase
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -276,8 +276,8 @@ func Middleware(cfg Options) (func(http.Handler) http.Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	var joined FencedStore
-	if fs, ok := cfg.Store.(FencedStore); ok && cfg.Fence != nil && fs.JoinsFence(cfg.Fence) {
+	var joined idemstore.FencedStore
+	if fs, ok := cfg.Store.(idemstore.FencedStore); ok && cfg.Fence != nil && fs.JoinsFence(cfg.Fence) {
 		joined = fs
 	}
 	return func(next http.Handler) http.Handler {
@@ -290,7 +290,7 @@ type middleware struct {
 	next http.Handler
 	// joined is cfg.Store when it applies cfg.Fence in Begin's own step
 	// (FencedStore); nil when Begin and Accept are separate calls.
-	joined FencedStore
+	joined idemstore.FencedStore
 	table  map[stateEvent]transition // transitions, indexed
 }
 
@@ -302,10 +302,10 @@ type call struct {
 	holder   fence.Holder
 	fenced   bool // the request carried fencing headers
 	body     []byte
-	resource string  // Resource(r), as the client is told
-	fenceRes string  // what the fence store keys by
-	out      Outcome // what Begin found
-	detail   string  // the problem's detail
+	resource string            // Resource(r), as the client is told
+	fenceRes string            // what the fence store keys by
+	out      idemstore.Outcome // what Begin found
+	detail   string            // the problem's detail
 	current  fence.Token
 }
 
@@ -355,8 +355,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request) {
 // answer sends tr's problem with c's detail; a stale token is logged and
 // its problem carries the four extension members.
 func (m *middleware) answer(w http.ResponseWriter, c *call, tr transition) {
-	p := Problem{Type: m.cfg.ProblemBase + tr.problem, Title: tr.title, Status: tr.status, Detail: c.detail}
-	if tr.problem == ProblemStaleToken {
+	p := problem.Details{Type: m.cfg.ProblemBase + tr.problem, Title: tr.title, Status: tr.status, Detail: c.detail}
+	if tr.problem == problem.StaleToken {
 		h := c.holder
 		m.cfg.Logger.LogAttrs(c.r.Context(), slog.LevelWarn, "stale_token_rejected",
 			slog.String("resource", c.resource), slog.String("scope", h.Scope), slog.String("owner_id", fence.OwnerID(h.Owner)),
@@ -471,7 +471,7 @@ func (m *middleware) begin(c *call) event {
 		return evBeginFailed
 	}
 	switch c.out.State {
-	case StateNew, StateInFlight, StateMismatch, StateCompleted:
+	case idemstore.StateNew, idemstore.StateInFlight, idemstore.StateMismatch, idemstore.StateCompleted:
 	default:
 		c.detail = "state " + c.out.State.String()
 	}
@@ -499,7 +499,7 @@ func (m *middleware) fenceEvent(c *call, err error) event {
 		shown := fence.StaleTokenError{Resource: c.resource, Scope: c.holder.Scope, Presented: c.holder.Token, Current: stale.Current}
 		c.detail = shown.Error()
 		return evFenceStale
-	case errors.Is(err, fence.ErrNoToken), errors.Is(err, ErrInvalidFencing):
+	case errors.Is(err, fence.ErrNoToken), errors.Is(err, idemstore.ErrInvalidFencing):
 		c.detail = err.Error()
 		return evFenceInvalid
 	default:
@@ -553,15 +553,15 @@ func (m *middleware) after(ctx context.Context, c *call, rec *recorder, ev event
 		m.abandon(ctx, c.storeKey, c.out.Lock)
 		return
 	}
-	resp := &Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
+	resp := &idemstore.Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}
 	if tr.problem != "" {
-		b := problemBody(Problem{
+		b := problemBody(problem.Details{
 			Type:   m.cfg.ProblemBase + tr.problem,
 			Title:  tr.title,
 			Status: tr.status,
 			Detail: fmt.Sprintf("the request was processed (status %d) but its response exceeded %d bytes and was not kept; it will not be processed again", rec.status, m.cfg.MaxResponseBytes),
 		})
-		resp = &Response{Status: tr.status, Header: http.Header{"Content-Type": {problemContentType}}, Body: b}
+		resp = &idemstore.Response{Status: tr.status, Header: http.Header{"Content-Type": {problem.ContentType}}, Body: b}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
 )
 
 // A signature is admitted from MaxSignatureAge before to MaxSignatureAge
@@ -25,7 +26,7 @@ import (
 // record, not run again.
 func TestTTLCoversTheSignatureWindow(t *testing.T) {
 	t.Parallel()
-	age := httpfence.DefaultMaxSignatureAge
+	age := docMaxSignatureAge
 	for _, ttl := range []time.Duration{age, 2*age - time.Second} {
 		_, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: httpfencetest.NewMemoryFence(),
 			Verifier: testVerifier(t), TTL: ttl})
@@ -88,7 +89,7 @@ func TestImplausibleTokenAfterSignature(t *testing.T) {
 	unsigned.Set(httpfence.ScopeHeader, `"s"`)
 	code, p := srv.do(http.MethodPost, "/p", "", unsigned)
 	require.Equal(t, http.StatusForbidden, code, "unsigned: refused before the ceiling is looked at")
-	require.Equal(t, httpfence.DefaultProblemBase+"fencing-signature-rejected", p.Type)
+	require.Equal(t, problem.DefaultBase+"fencing-signature-rejected", p.Type)
 	require.NotContains(t, p.Detail, serverClock)
 
 	forged := signedHeaders(t, signerOf(t, keyRogue), now.Add(-time.Hour), "/p", "", "k2", ahead) // wrong key and an hour off
@@ -99,7 +100,7 @@ func TestImplausibleTokenAfterSignature(t *testing.T) {
 	signed := signedHeaders(t, testSigner(t), now, "/p", "", "k3", ahead)
 	code, p = srv.do(http.MethodPost, "/p", "", signed)
 	require.Equal(t, http.StatusBadRequest, code, "a key holder is told the ceiling")
-	require.Equal(t, httpfence.DefaultProblemBase+"implausible-fencing-token", p.Type)
+	require.Equal(t, problem.DefaultBase+"implausible-fencing-token", p.Type)
 	require.Equal(t, "token "+ahead.Token.String()+" is more than MaxTokenAhead (5m0s) ahead of the server's clock", p.Detail)
 	require.NotContains(t, p.Detail, serverClock)
 	require.Equal(t, 0, srv.runs)

@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
@@ -131,32 +132,32 @@ func TestPostgresBeginFenced(t *testing.T) {
 		require.ErrorAs(t, err, &stale)
 		require.Equal(t, fence.Token(10), stale.Current)
 		require.Equal(t, fence.Token(9), stale.Presented)
-		requireState(t, st, "stale-k1", fpA, httpfence.StateNew) // the key was left free
+		requireState(t, st, "stale-k1", fpA, idemstore.StateNew) // the key was left free
 	})
 	t.Run("InFlightAndMismatchLeaveTheFence", func(t *testing.T) {
 		out, err := st.BeginFenced(ctx, "live", fpA, long, f, "/live", h(10, "a"))
 		require.NoError(t, err)
-		require.Equal(t, httpfence.StateNew, out.State)
+		require.Equal(t, idemstore.StateNew, out.State)
 		out, err = st.BeginFenced(ctx, "live", fpA, long, f, "/live", h(20, "b"))
 		require.NoError(t, err)
-		require.Equal(t, httpfence.StateInFlight, out.State)
+		require.Equal(t, idemstore.StateInFlight, out.State)
 		out, err = st.BeginFenced(ctx, "live", "other", long, f, "/live", h(30, "b"))
 		require.NoError(t, err)
-		require.Equal(t, httpfence.StateMismatch, out.State)
+		require.Equal(t, idemstore.StateMismatch, out.State)
 		require.Equal(t, fence.Token(10), current("/live"))
 	})
 	t.Run("ReplayRaisesTheFenceAndAStaleReplayIsNoError", func(t *testing.T) {
 		out, err := st.BeginFenced(ctx, "done", fpA, long, f, "/done", h(10, "a"))
 		require.NoError(t, err)
-		require.NoError(t, st.Complete(ctx, "done", out.Lock, &httpfence.Response{Status: 201, Body: []byte("ok")}, long))
+		require.NoError(t, st.Complete(ctx, "done", out.Lock, &idemstore.Response{Status: 201, Body: []byte("ok")}, long))
 		out, err = st.BeginFenced(ctx, "done", fpA, long, f, "/done", h(11, "b"))
 		require.NoError(t, err)
-		require.Equal(t, httpfence.StateCompleted, out.State)
+		require.Equal(t, idemstore.StateCompleted, out.State)
 		require.Equal(t, []byte("ok"), out.Response.Body)
 		require.Equal(t, fence.Token(11), current("/done"))
 		out, err = st.BeginFenced(ctx, "done", fpA, long, f, "/done", h(10, "a"))
 		require.NoError(t, err, "the replay wins over the fence")
-		require.Equal(t, httpfence.StateCompleted, out.State)
+		require.Equal(t, idemstore.StateCompleted, out.State)
 		require.Equal(t, fence.Token(11), current("/done"))
 	})
 	t.Run("AnAbandonedClaimIsTakenOver", func(t *testing.T) {
@@ -166,17 +167,17 @@ func TestPostgresBeginFenced(t *testing.T) {
 		testwait.Until(t, waitLimit, "the crashed claim's lock TTL passed", func() bool {
 			out, err = st.BeginFenced(ctx, "crashed", fpA, long, f, "/crashed", h(11, "b"))
 			require.NoError(t, err)
-			return out.State == httpfence.StateNew
+			return out.State == idemstore.StateNew
 		})
 		require.NotEqual(t, old, out.Lock)
-		require.ErrorIs(t, st.Complete(ctx, "crashed", old, &httpfence.Response{Status: 201}, long), httpfence.ErrLockLost)
-		require.NoError(t, st.Complete(ctx, "crashed", out.Lock, &httpfence.Response{Status: 201}, long))
+		require.ErrorIs(t, st.Complete(ctx, "crashed", old, &idemstore.Response{Status: 201}, long), idemstore.ErrLockLost)
+		require.NoError(t, st.Complete(ctx, "crashed", out.Lock, &idemstore.Response{Status: 201}, long))
 		require.Equal(t, fence.Token(11), current("/crashed"))
 	})
 	t.Run("AHolderTheGuardCannotTakeIsInvalidFencing", func(t *testing.T) {
 		_, err := st.BeginFenced(ctx, "big", fpA, long, f, "/big", h(math.MaxUint64, "a"))
-		require.ErrorIs(t, err, httpfence.ErrInvalidFencing)
+		require.ErrorIs(t, err, idemstore.ErrInvalidFencing)
 		require.ErrorIs(t, err, pgfence.ErrTokenOutOfRange)
-		requireState(t, st, "big", fpA, httpfence.StateNew) // abandoned again
+		requireState(t, st, "big", fpA, idemstore.StateNew) // abandoned again
 	})
 }

@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"net/http"
 	"slices"
+
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 )
 
 // replay writes a stored response: its header fields replace any of the
 // same name already set, then its status and body bytes.
-func replay(w http.ResponseWriter, resp *Response) {
+func replay(w http.ResponseWriter, resp *idemstore.Response) {
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = slices.Clone(v)

@@ -51,9 +51,9 @@ const (
 	MaxKeyIDLen = 64
 )
 
-// DefaultMaxSignatureAge is how far a signature's time may be from the
+// defaultMaxSignatureAge is how far a signature's time may be from the
 // server's clock, either way (Options.MaxSignatureAge): 5 minutes.
-const DefaultMaxSignatureAge = 5 * time.Minute
+const defaultMaxSignatureAge = 5 * time.Minute
 
 // signatureLabel starts every signed message: a version, and a domain
 // separation from any other use of the same key.

@@ -22,6 +22,7 @@ import (
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
 )
 
 var (
@@ -110,12 +111,12 @@ func newSigServer(t *testing.T, now time.Time, v *httpfence.Verifier) *sigServer
 	return s
 }
 
-func (s *sigServer) do(method, path, body string, h http.Header) (int, httpfence.Problem) {
+func (s *sigServer) do(method, path, body string, h http.Header) (int, problem.Details) {
 	r := httptest.NewRequest(method, "http://sink.test"+path, strings.NewReader(body))
 	r.Header = h.Clone()
 	w := httptest.NewRecorder()
 	s.mw.ServeHTTP(w, r)
-	var p httpfence.Problem
+	var p problem.Details
 	_ = json.Unmarshal(w.Body.Bytes(), &p)
 	return w.Code, p
 }
@@ -219,16 +220,15 @@ func TestSignatureAge(t *testing.T) {
 		signedAt time.Time
 		status   int
 	}{
-		{now.Add(-httpfence.DefaultMaxSignatureAge), 201},
-		{now.Add(-httpfence.DefaultMaxSignatureAge - time.Second), 403},
-		{now.Add(httpfence.DefaultMaxSignatureAge), 201},
-		{now.Add(httpfence.DefaultMaxSignatureAge + time.Second), 403},
+		{now.Add(-docMaxSignatureAge), 201},
+		{now.Add(-docMaxSignatureAge - time.Second), 403},
+		{now.Add(docMaxSignatureAge), 201},
+		{now.Add(docMaxSignatureAge + time.Second), 403},
 	} {
 		s := newSigServer(t, now, testVerifier(t))
 		status, _ := s.do(http.MethodPost, "/p", "", signedHeaders(t, testSigner(t), c.signedAt, "/p", "", "k", h))
 		require.Equal(t, c.status, status, "signed at %v", c.signedAt)
 	}
-	require.Equal(t, 5*time.Minute, httpfence.DefaultMaxSignatureAge)
 }
 
 // Rotation: while the Verifier lists both keys, signers on either are

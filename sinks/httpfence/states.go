@@ -1,6 +1,11 @@
 package httpfence
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
+)
 
 // The idempotency state machine of the middleware, as one table: for a
 // key's state and an event, the action taken and the answer sent. The
@@ -11,9 +16,9 @@ import "net/http"
 // middleware's own: before the key is claimed, after Begin reported a state
 // it does not know, and while the handler runs.
 const (
-	stateUnclaimed State = -1 - iota // headers, body, signature; no key held
-	stateOther                       // Begin reported no known State
-	stateRunning                     // the handler ran; the key is held
+	stateUnclaimed idemstore.State = -1 - iota // headers, body, signature; no key held
+	stateOther                                 // Begin reported no known State
+	stateRunning                               // the handler ran; the key is held
 )
 
 // event is what happened to a request at its key's state.
@@ -58,7 +63,7 @@ const (
 // transition is one row of the state table. A problem row answers with
 // status, the problem type and title.
 type transition struct {
-	state   State
+	state   idemstore.State
 	event   event
 	action  action
 	status  int
@@ -70,48 +75,48 @@ type transition struct {
 // status table (the order the middleware checks things in, except that the
 // handler comes last).
 var transitions = []transition{
-	{stateUnclaimed, evNoKey, actRefuse, http.StatusBadRequest, ProblemMissingKey, "Idempotency-Key header required"},
-	{stateUnclaimed, evBadKey, actRefuse, http.StatusBadRequest, ProblemInvalidKey, "Invalid Idempotency-Key header"},
-	{stateUnclaimed, evBadFencing, actRefuse, http.StatusBadRequest, ProblemInvalidFencing, "Invalid fencing headers"},
-	{stateUnclaimed, evNoFencing, actRefuse, http.StatusBadRequest, ProblemInvalidFencing, "Fencing-Token and Fencing-Owner headers required"},
-	{stateUnclaimed, evBodyTooLarge, actRefuse, http.StatusRequestEntityTooLarge, ProblemRequestTooLarge, "Request body too large"},
-	{stateUnclaimed, evBodyUnreadable, actRefuse, http.StatusBadRequest, ProblemInvalidBody, "Request body could not be read"},
-	{stateUnclaimed, evBadSignature, actRefuse, http.StatusBadRequest, ProblemInvalidSignature, "Invalid " + SignatureHeader + " header"},
-	{stateUnclaimed, evSignatureRejected, actRefuse, http.StatusForbidden, ProblemSignatureRejected, "Fencing headers not signed by a lease holder"},
-	{stateUnclaimed, evImplausible, actRefuse, http.StatusBadRequest, ProblemImplausibleToken, "Fencing token implausibly far ahead of the server clock"},
+	{stateUnclaimed, evNoKey, actRefuse, http.StatusBadRequest, problem.MissingKey, "Idempotency-Key header required"},
+	{stateUnclaimed, evBadKey, actRefuse, http.StatusBadRequest, problem.InvalidKey, "Invalid Idempotency-Key header"},
+	{stateUnclaimed, evBadFencing, actRefuse, http.StatusBadRequest, problem.InvalidFencing, "Invalid fencing headers"},
+	{stateUnclaimed, evNoFencing, actRefuse, http.StatusBadRequest, problem.InvalidFencing, "Fencing-Token and Fencing-Owner headers required"},
+	{stateUnclaimed, evBodyTooLarge, actRefuse, http.StatusRequestEntityTooLarge, problem.RequestTooLarge, "Request body too large"},
+	{stateUnclaimed, evBodyUnreadable, actRefuse, http.StatusBadRequest, problem.InvalidBody, "Request body could not be read"},
+	{stateUnclaimed, evBadSignature, actRefuse, http.StatusBadRequest, problem.InvalidSignature, "Invalid " + SignatureHeader + " header"},
+	{stateUnclaimed, evSignatureRejected, actRefuse, http.StatusForbidden, problem.SignatureRejected, "Fencing headers not signed by a lease holder"},
+	{stateUnclaimed, evImplausible, actRefuse, http.StatusBadRequest, problem.ImplausibleToken, "Fencing token implausibly far ahead of the server clock"},
 
-	{StateMismatch, evBegin, actRefuse, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency-Key reused with a different request"},
-	{StateInFlight, evBegin, actRetry, http.StatusConflict, ProblemInFlight, "A request with this Idempotency-Key is in progress"},
+	{idemstore.StateMismatch, evBegin, actRefuse, http.StatusUnprocessableEntity, problem.KeyReused, "Idempotency-Key reused with a different request"},
+	{idemstore.StateInFlight, evBegin, actRetry, http.StatusConflict, problem.InFlight, "A request with this Idempotency-Key is in progress"},
 	// A replay wins over the fence check, but raises the fence first; a
 	// stale token only means the fence is already past it.
-	{StateCompleted, evBegin, actFence, 0, "", ""},
-	{StateCompleted, evFenceAccepted, actReplay, 0, "", ""},
-	{StateCompleted, evFenceStale, actReplay, 0, "", ""},
+	{idemstore.StateCompleted, evBegin, actFence, 0, "", ""},
+	{idemstore.StateCompleted, evFenceAccepted, actReplay, 0, "", ""},
+	{idemstore.StateCompleted, evFenceStale, actReplay, 0, "", ""},
 
-	{StateNew, evBegin, actFence, 0, "", ""},
-	{StateNew, evFenceStale, actRelease, http.StatusPreconditionFailed, ProblemStaleToken, "Stale fencing token"},
-	{StateNew, evFenceInvalid, actRelease, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store"},
-	{StateNew, evFenceFailed, actRelease, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Fence store unavailable"},
-	{StateCompleted, evFenceInvalid, actRefuse, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store"},
-	{StateCompleted, evFenceFailed, actRefuse, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Fence store unavailable"},
+	{idemstore.StateNew, evBegin, actFence, 0, "", ""},
+	{idemstore.StateNew, evFenceStale, actRelease, http.StatusPreconditionFailed, problem.StaleToken, "Stale fencing token"},
+	{idemstore.StateNew, evFenceInvalid, actRelease, http.StatusBadRequest, problem.InvalidFencing, "Fencing token not accepted by the store"},
+	{idemstore.StateNew, evFenceFailed, actRelease, http.StatusServiceUnavailable, problem.StoreUnavailable, "Fence store unavailable"},
+	{idemstore.StateCompleted, evFenceInvalid, actRefuse, http.StatusBadRequest, problem.InvalidFencing, "Fencing token not accepted by the store"},
+	{idemstore.StateCompleted, evFenceFailed, actRefuse, http.StatusServiceUnavailable, problem.StoreUnavailable, "Fence store unavailable"},
 	// A store that checks the fence in Begin's own step (FencedStore)
 	// refuses before it claims the key.
-	{stateUnclaimed, evFenceStale, actRefuse, http.StatusPreconditionFailed, ProblemStaleToken, "Stale fencing token"},
-	{stateUnclaimed, evFenceInvalid, actRefuse, http.StatusBadRequest, ProblemInvalidFencing, "Fencing token not accepted by the store"},
-	{stateUnclaimed, evBeginFailed, actRefuse, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Idempotency store unavailable"},
-	{stateOther, evBegin, actRefuse, http.StatusServiceUnavailable, ProblemStoreUnavailable, "Idempotency store unavailable"},
+	{stateUnclaimed, evFenceStale, actRefuse, http.StatusPreconditionFailed, problem.StaleToken, "Stale fencing token"},
+	{stateUnclaimed, evFenceInvalid, actRefuse, http.StatusBadRequest, problem.InvalidFencing, "Fencing token not accepted by the store"},
+	{stateUnclaimed, evBeginFailed, actRefuse, http.StatusServiceUnavailable, problem.StoreUnavailable, "Idempotency store unavailable"},
+	{stateOther, evBegin, actRefuse, http.StatusServiceUnavailable, problem.StoreUnavailable, "Idempotency store unavailable"},
 
-	{StateNew, evFenceAccepted, actRun, 0, "", ""},
+	{idemstore.StateNew, evFenceAccepted, actRun, 0, "", ""},
 
 	// After the handler (described below the status table).
 	{stateRunning, evStorable, actComplete, 0, "", ""},
-	{stateRunning, evOverflow, actComplete, http.StatusGone, ProblemNotRetained, "Response not retained"},
+	{stateRunning, evOverflow, actComplete, http.StatusGone, problem.NotRetained, "Response not retained"},
 	{stateRunning, evUnstorable, actAbandon, 0, "", ""},
 	{stateRunning, evPanicked, actAbandon, 0, "", ""},
 }
 
 type stateEvent struct {
-	state State
+	state idemstore.State
 	event event
 }
 
@@ -126,7 +131,7 @@ func stateTable() map[stateEvent]transition {
 
 // step returns the transition for event e at state s; a state Begin should
 // never report is stateOther.
-func (m *middleware) step(s State, e event) transition {
+func (m *middleware) step(s idemstore.State, e event) transition {
 	if tr, ok := m.table[stateEvent{s, e}]; ok {
 		return tr
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -96,7 +97,7 @@ func TestStateTableWellFormed(t *testing.T) {
 		}
 	}
 	// Each state Begin reports has its evBegin row.
-	for _, s := range []State{StateNew, StateInFlight, StateMismatch, StateCompleted, stateOther} {
+	for _, s := range []idemstore.State{idemstore.StateNew, idemstore.StateInFlight, idemstore.StateMismatch, idemstore.StateCompleted, stateOther} {
 		assert.True(t, seen[stateEvent{s, evBegin}], "no evBegin row for %v", s)
 	}
 }

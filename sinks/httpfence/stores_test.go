@@ -20,7 +20,9 @@ import (
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
@@ -58,7 +60,7 @@ func TestRedisStoresShareOneServerByPrefix(t *testing.T) {
 	for _, s := range []*redisstore.Store{a, b} {
 		out, err := s.Begin(ctx, "k", "fp", long)
 		require.NoError(t, err)
-		require.Equal(t, httpfence.StateNew, out.State)
+		require.Equal(t, idemstore.StateNew, out.State)
 	}
 	keys, err := rdb.Keys(ctx, prefix+"*").Result()
 	require.NoError(t, err)
@@ -122,9 +124,9 @@ func TestPostgresDeleteExpired(t *testing.T) {
 	require.NoError(t, store.Migrate(ctx))
 
 	var nilCtx context.Context
-	require.ErrorIs(t, store.Migrate(nilCtx), httpfence.ErrNilContext)
+	require.ErrorIs(t, store.Migrate(nilCtx), idemstore.ErrNilContext)
 	_, err = store.DeleteExpired(nilCtx)
-	require.ErrorIs(t, err, httpfence.ErrNilContext)
+	require.ErrorIs(t, err, idemstore.ErrNilContext)
 
 	lock := begin(t, store, "dead", fpA, short)
 	begin(t, store, "live", fpA, long)
@@ -133,8 +135,8 @@ func TestPostgresDeleteExpired(t *testing.T) {
 		deleted += mustDeleteExpired(t, store)
 		return deleted == 1
 	})
-	require.ErrorIs(t, store.Complete(ctx, "dead", lock, &httpfence.Response{Status: 200}, long), httpfence.ErrLockLost)
-	requireState(t, store, "live", fpA, httpfence.StateInFlight)
+	require.ErrorIs(t, store.Complete(ctx, "dead", lock, &idemstore.Response{Status: 200}, long), idemstore.ErrLockLost)
+	requireState(t, store, "live", fpA, idemstore.StateInFlight)
 	require.Zero(t, mustDeleteExpired(t, store))
 }
 
@@ -159,7 +161,7 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	require.Equal(t, "a", owner)
 	err = f.Accept(ctx, "/settle", fence.Holder{Token: math.MaxUint64, Owner: "a"})
 	require.ErrorIs(t, err, pgfence.ErrTokenOutOfRange)
-	require.ErrorIs(t, err, httpfence.ErrInvalidFencing, "the middleware's 400, without importing pgfence")
+	require.ErrorIs(t, err, idemstore.ErrInvalidFencing, "the middleware's 400, without importing pgfence")
 
 	// The middleware answers it with 400, not 503.
 	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore(), Fence: f, MaxTokenAhead: -1, AllowUnauthenticatedFencing: true})
@@ -171,7 +173,7 @@ func TestPostgresFenceSharesThePgfenceGuard(t *testing.T) {
 	req.Header.Set(httpfence.OwnerHeader, "a")
 	mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { t.Error("handler ran") })).ServeHTTP(rec, req)
 	require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
-	require.Contains(t, rec.Body.String(), httpfence.ProblemInvalidFencing)
+	require.Contains(t, rec.Body.String(), problem.InvalidFencing)
 }
 
 // The shared case table of the acceptance rule, through each FenceStore.

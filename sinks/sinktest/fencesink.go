@@ -7,7 +7,7 @@ import (
 )
 
 // Fence is an admission fence: a store that applies the acceptance rule
-// per (resource, scope) and keeps no value, as httpfence.FenceStore.
+// per (resource, scope) and keeps no value, as idemstore.FenceStore.
 // Accept returns nil when it accepts h (raising the stored token
 // atomically with the check), an error wrapping *fence.StaleTokenError
 // when the rule refuses it, and one matching fence.ErrNoToken for token 0.

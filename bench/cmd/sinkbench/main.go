@@ -39,6 +39,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
@@ -231,8 +232,8 @@ func middleware(ctx context.Context, pool *pgxpool.Pool, schema string, rounds, 
 	}
 	stores := []struct {
 		name  string
-		store httpfence.Store
-		fence httpfence.FenceStore
+		store idemstore.Store
+		fence idemstore.FenceStore
 	}{
 		{"redis", redisStore, redisFence},
 		{"postgres", pgStore, pgFence},

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 )
 
@@ -25,7 +25,7 @@ type MemoryStore struct {
 type memRecord struct {
 	fingerprint string
 	lock        string // "" once completed
-	resp        *httpfence.Response
+	resp        *idemstore.Response
 	expires     time.Time
 }
 
@@ -34,13 +34,13 @@ func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{now: time.Now, records: map[string]*memRecord{}}
 }
 
-// Begin implements httpfence.Store.
-func (s *MemoryStore) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (httpfence.Outcome, error) {
+// Begin implements idemstore.Store.
+func (s *MemoryStore) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (idemstore.Outcome, error) {
 	if ctx == nil {
-		return httpfence.Outcome{}, nilContext("Begin")
+		return idemstore.Outcome{}, nilContext("Begin")
 	}
 	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -48,22 +48,22 @@ func (s *MemoryStore) Begin(ctx context.Context, key, fingerprint string, lockTT
 	if r, ok := s.records[key]; ok && now.Before(r.expires) {
 		switch {
 		case r.fingerprint != fingerprint:
-			return httpfence.Outcome{State: httpfence.StateMismatch}, nil
+			return idemstore.Outcome{State: idemstore.StateMismatch}, nil
 		case r.lock != "":
-			return httpfence.Outcome{State: httpfence.StateInFlight, LockLeft: max(r.expires.Sub(now), time.Millisecond)}, nil
+			return idemstore.Outcome{State: idemstore.StateInFlight, LockLeft: max(r.expires.Sub(now), time.Millisecond)}, nil
 		}
-		return httpfence.Outcome{State: httpfence.StateCompleted, Response: cloneResponse(r.resp)}, nil
+		return idemstore.Outcome{State: idemstore.StateCompleted, Response: cloneResponse(r.resp)}, nil
 	}
 	lock, err := storeutil.NewLock()
 	if err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	s.records[key] = &memRecord{fingerprint: fingerprint, lock: lock, expires: now.Add(lockTTL)}
-	return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, nil
+	return idemstore.Outcome{State: idemstore.StateNew, Lock: lock}, nil
 }
 
-// Complete implements httpfence.Store.
-func (s *MemoryStore) Complete(ctx context.Context, key, lock string, resp *httpfence.Response, ttl time.Duration) error {
+// Complete implements idemstore.Store.
+func (s *MemoryStore) Complete(ctx context.Context, key, lock string, resp *idemstore.Response, ttl time.Duration) error {
 	if ctx == nil {
 		return nilContext("Complete")
 	}
@@ -80,7 +80,7 @@ func (s *MemoryStore) Complete(ctx context.Context, key, lock string, resp *http
 	return nil
 }
 
-// Abandon implements httpfence.Store.
+// Abandon implements idemstore.Store.
 func (s *MemoryStore) Abandon(ctx context.Context, key, lock string) error {
 	if ctx == nil {
 		return nilContext("Abandon")
@@ -98,19 +98,19 @@ func (s *MemoryStore) Abandon(ctx context.Context, key, lock string) error {
 func (s *MemoryStore) held(key, lock string) (*memRecord, error) {
 	r, ok := s.records[key]
 	if !ok || r.lock == "" || r.lock != lock || !s.now().Before(r.expires) {
-		return nil, fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
+		return nil, fmt.Errorf("%w: key %q", idemstore.ErrLockLost, key)
 	}
 	return r, nil
 }
 
-func cloneResponse(r *httpfence.Response) *httpfence.Response {
+func cloneResponse(r *idemstore.Response) *idemstore.Response {
 	if r == nil {
-		return &httpfence.Response{}
+		return &idemstore.Response{}
 	}
-	return &httpfence.Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
+	return &idemstore.Response{Status: r.Status, Header: r.Header.Clone(), Body: bytes.Clone(r.Body)}
 }
 
-// MemoryFence is a httpfence.FenceStore in process memory, for tests and examples:
+// MemoryFence is a idemstore.FenceStore in process memory, for tests and examples:
 // one fence per (resource, scope). Safe for concurrent use.
 type MemoryFence struct {
 	mu   sync.Mutex
@@ -127,7 +127,7 @@ type memToken struct {
 // NewMemoryFence returns an empty MemoryFence.
 func NewMemoryFence() *MemoryFence { return &MemoryFence{seen: map[memFence]memToken{}} }
 
-// Accept implements httpfence.FenceStore.
+// Accept implements idemstore.FenceStore.
 func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -142,5 +142,5 @@ func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder)
 
 // nilContext is the error of method op called with a nil context.
 func nilContext(op string) error {
-	return fmt.Errorf("httpfence: MemoryStore.%s: %w", op, httpfence.ErrNilContext)
+	return fmt.Errorf("httpfence: MemoryStore.%s: %w", op, idemstore.ErrNilContext)
 }

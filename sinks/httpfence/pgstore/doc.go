@@ -1,6 +1,6 @@
 // Package pgstore holds httpfence's stores in PostgreSQL: Store, the
-// idempotency records (httpfence.Store) in <schema>.idempotency_keys, and
-// Fence, the admission fence (httpfence.FenceStore) on a pgfence.Guard.
+// idempotency records (idemstore.Store) in <schema>.idempotency_keys, and
+// Fence, the admission fence (idemstore.FenceStore) on a pgfence.Guard.
 // They live apart from httpfence so that the middleware does not import
 // pgx.
 //
@@ -13,7 +13,7 @@
 // (Fence.Guard).
 //
 // A Store and a Fence on the same pool are joined (Store.JoinsFence,
-// httpfence.FencedStore): the middleware then claims a new key and checks
+// idemstore.FencedStore): the middleware then claims a new key and checks
 // its fence in one statement (Store.BeginFenced), and answers a replay and
 // raises the fence in one, so a request with a new key costs two
 // statements (that one and Complete) where Begin and Accept apart cost

@@ -11,21 +11,22 @@ import (
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
-var _ httpfence.FencedStore = (*Store)(nil)
+var _ idemstore.FencedStore = (*Store)(nil)
 
-// JoinsFence implements httpfence.FencedStore: true for a *Fence working
+// JoinsFence implements idemstore.FencedStore: true for a *Fence working
 // through the same db as s (the same pool), whose guard table s can raise
 // in its own statement.
-func (s *Store) JoinsFence(fs httpfence.FenceStore) bool {
+func (s *Store) JoinsFence(fs idemstore.FenceStore) bool {
 	f, ok := fs.(*Fence)
 	return ok && f != nil && f.guard.Table() != nil && f.db == s.db
 }
 
-// BeginFenced implements httpfence.FencedStore in one statement (one round
+// BeginFenced implements idemstore.FencedStore in one statement (one round
 // trip, one commit) for a new key: it reads the key's live record, raises
 // the guard of (resource, h.Scope) by the rule of package pgfence unless
 // the record is in flight or of another fingerprint (or the guard holds
@@ -42,16 +43,16 @@ func (s *Store) JoinsFence(fs httpfence.FenceStore) bool {
 // (see Fence.Accept) is answered as Begin followed by Fence.Accept would
 // be, without the joined statement. fs must be a Fence that JoinsFence
 // accepts: otherwise the error matches httpfence.ErrInvalidOptions.
-func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTTL time.Duration, fs httpfence.FenceStore, resource string, h fence.Holder) (httpfence.Outcome, error) {
+func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTTL time.Duration, fs idemstore.FenceStore, resource string, h fence.Holder) (idemstore.Outcome, error) {
 	if ctx == nil {
-		return httpfence.Outcome{}, nilContext("BeginFenced")
+		return idemstore.Outcome{}, nilContext("BeginFenced")
 	}
 	if !s.JoinsFence(fs) {
-		return httpfence.Outcome{}, fmt.Errorf("%w: BeginFenced needs a pgstore.Fence on the store's database", httpfence.ErrInvalidOptions)
+		return idemstore.Outcome{}, fmt.Errorf("%w: BeginFenced needs a pgstore.Fence on the store's database", httpfence.ErrInvalidOptions)
 	}
 	f := fs.(*Fence)
 	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	if err := f.guard.Validate(resource, h); err != nil {
 		return s.beginInvalid(ctx, key, fingerprint, lockTTL, f, resource, h)
@@ -61,7 +62,7 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 	}
 	lock, err := storeutil.NewLock()
 	if err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	var (
 		claimed, accepted bool
@@ -74,9 +75,9 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 		resource, h.Scope, int64(h.Token), h.Owner}, &claimed, &accepted, &same, &inFlight, &leftMS, &status, &header, &body)
 	switch {
 	case err != nil:
-		return httpfence.Outcome{}, fmt.Errorf("httpfence: postgres begin: %w", err)
+		return idemstore.Outcome{}, fmt.Errorf("httpfence: postgres begin: %w", err)
 	case claimed:
-		return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, nil
+		return idemstore.Outcome{State: idemstore.StateNew, Lock: lock}, nil
 	case same != nil:
 		return s.outcome(*same, *inFlight, *leftMS, status, header, body)
 	case accepted:
@@ -90,28 +91,28 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 		return err
 	})
 	if err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
-	return httpfence.Outcome{}, &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: current}
+	return idemstore.Outcome{}, &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: current}
 }
 
 // beginInvalid answers a holder the guard cannot take as Begin followed by
 // Fence.Accept would: the state of a live record in flight or of another
 // fingerprint, otherwise Accept's error (a claimed key is abandoned).
-func (s *Store) beginInvalid(ctx context.Context, key, fingerprint string, lockTTL time.Duration, f *Fence, resource string, h fence.Holder) (httpfence.Outcome, error) {
+func (s *Store) beginInvalid(ctx context.Context, key, fingerprint string, lockTTL time.Duration, f *Fence, resource string, h fence.Holder) (idemstore.Outcome, error) {
 	out, err := s.Begin(ctx, key, fingerprint, lockTTL)
 	if err != nil {
 		return out, err
 	}
 	switch out.State {
-	case httpfence.StateNew:
+	case idemstore.StateNew:
 		if aerr := s.Abandon(ctx, key, out.Lock); aerr != nil {
-			return httpfence.Outcome{}, aerr
+			return idemstore.Outcome{}, aerr
 		}
-	case httpfence.StateInFlight, httpfence.StateMismatch:
+	case idemstore.StateInFlight, idemstore.StateMismatch:
 		return out, nil
 	}
-	return httpfence.Outcome{}, f.Accept(ctx, resource, h)
+	return idemstore.Outcome{}, f.Accept(ctx, resource, h)
 }
 
 // fencedSQL returns BeginFenced's statement for guard's table, built once

@@ -21,6 +21,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
@@ -100,7 +101,7 @@ const lockLeftSQL = `ceil(extract(epoch FROM expires_at - now()) * 1000)::bigint
 // on (creating, completing, abandoning it) between its steps.
 const beginAttempts = 3
 
-// Store is an httpfence.Store in PostgreSQL: one row per key in
+// Store is an idemstore.Store in PostgreSQL: one row per key in
 // <schema>.idempotency_keys. Begin is one statement for a new key (INSERT
 // ... ON CONFLICT DO NOTHING), two for a live one (plus a SELECT, neither
 // writing, so a replay costs no commit flush) and three for a dead one (plus
@@ -188,17 +189,17 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Begin implements httpfence.Store.
-func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (httpfence.Outcome, error) {
+// Begin implements idemstore.Store.
+func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (idemstore.Outcome, error) {
 	if ctx == nil {
-		return httpfence.Outcome{}, nilContext("Begin")
+		return idemstore.Outcome{}, nilContext("Begin")
 	}
 	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	lock, err := storeutil.NewLock()
 	if err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	// insert -> read -> takeover, until one of them decides: a key is new
 	// (insert), live (read) or dead (takeover); between two steps another
@@ -206,7 +207,7 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time
 	for range beginAttempts {
 		claimed, err := s.claim(ctx, s.insertSQL, key, fingerprint, lock, lockTTL)
 		if err != nil || claimed {
-			return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, err
+			return idemstore.Outcome{State: idemstore.StateNew, Lock: lock}, err
 		}
 		out, live, err := s.read(ctx, key, fingerprint)
 		if err != nil || live {
@@ -214,10 +215,10 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time
 		}
 		claimed, err = s.claim(ctx, s.takeoverSQL, key, fingerprint, lock, lockTTL)
 		if err != nil || claimed {
-			return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, err
+			return idemstore.Outcome{State: idemstore.StateNew, Lock: lock}, err
 		}
 	}
-	return httpfence.Outcome{}, fmt.Errorf("httpfence: postgres begin: key %q changed state %d times in a row", key, beginAttempts)
+	return idemstore.Outcome{}, fmt.Errorf("httpfence: postgres begin: key %q changed state %d times in a row", key, beginAttempts)
 }
 
 // claim runs the insert or takeover statement and reports whether it
@@ -236,7 +237,7 @@ func (s *Store) claim(ctx context.Context, sql, key, fingerprint, lock string, l
 
 // read returns the outcome for the live record of key, or live == false
 // when the key has none (dead or gone).
-func (s *Store) read(ctx context.Context, key, fingerprint string) (out httpfence.Outcome, live bool, err error) {
+func (s *Store) read(ctx context.Context, key, fingerprint string) (out idemstore.Outcome, live bool, err error) {
 	var (
 		same, inFlight bool
 		leftMS         int64
@@ -246,9 +247,9 @@ func (s *Store) read(ctx context.Context, key, fingerprint string) (out httpfenc
 	err = s.queryRow(ctx, s.readSQL, []any{key, fingerprint}, &same, &inFlight, &leftMS, &status, &header, &body)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return httpfence.Outcome{}, false, nil
+		return idemstore.Outcome{}, false, nil
 	case err != nil:
-		return httpfence.Outcome{}, false, fmt.Errorf("httpfence: postgres begin: read record: %w", err)
+		return idemstore.Outcome{}, false, fmt.Errorf("httpfence: postgres begin: read record: %w", err)
 	}
 	out, err = s.outcome(same, inFlight, leftMS, status, header, body)
 	return out, err == nil, err
@@ -256,25 +257,25 @@ func (s *Store) read(ctx context.Context, key, fingerprint string) (out httpfenc
 
 // outcome is Begin's answer for a live record read as (fingerprint equal,
 // in flight, remaining time in ms, status, header, body).
-func (s *Store) outcome(same, inFlight bool, leftMS int64, status *int32, header, body []byte) (httpfence.Outcome, error) {
+func (s *Store) outcome(same, inFlight bool, leftMS int64, status *int32, header, body []byte) (idemstore.Outcome, error) {
 	switch {
 	case !same:
-		return httpfence.Outcome{State: httpfence.StateMismatch}, nil
+		return idemstore.Outcome{State: idemstore.StateMismatch}, nil
 	case inFlight:
-		return httpfence.Outcome{State: httpfence.StateInFlight, LockLeft: max(time.Duration(leftMS)*time.Millisecond, time.Millisecond)}, nil
+		return idemstore.Outcome{State: idemstore.StateInFlight, LockLeft: max(time.Duration(leftMS)*time.Millisecond, time.Millisecond)}, nil
 	}
 	h, err := storeutil.DecodeHeader(header)
 	if err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	if body == nil {
 		body = []byte{}
 	}
-	return httpfence.Outcome{State: httpfence.StateCompleted, Response: &httpfence.Response{Status: int(*status), Header: h, Body: body}}, nil
+	return idemstore.Outcome{State: idemstore.StateCompleted, Response: &idemstore.Response{Status: int(*status), Header: h, Body: body}}, nil
 }
 
-// Complete implements httpfence.Store.
-func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.Response, ttl time.Duration) error {
+// Complete implements idemstore.Store.
+func (s *Store) Complete(ctx context.Context, key, lock string, resp *idemstore.Response, ttl time.Duration) error {
 	if ctx == nil {
 		return nilContext("Complete")
 	}
@@ -294,12 +295,12 @@ func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.
 		return fmt.Errorf("httpfence: postgres complete: %w", err)
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
+		return fmt.Errorf("%w: key %q", idemstore.ErrLockLost, key)
 	}
 	return nil
 }
 
-// Abandon implements httpfence.Store.
+// Abandon implements idemstore.Store.
 func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 	if ctx == nil {
 		return nilContext("Abandon")
@@ -309,7 +310,7 @@ func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 		return fmt.Errorf("httpfence: postgres abandon: %w", err)
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
+		return fmt.Errorf("%w: key %q", idemstore.ErrLockLost, key)
 	}
 	return nil
 }
@@ -328,7 +329,7 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// Fence is an httpfence.FenceStore on a pgfence.Guard: Accept is Guard.Check
+// Fence is an idemstore.FenceStore on a pgfence.Guard: Accept is Guard.Check
 // run in its own implicit transaction (one INSERT ... ON CONFLICT statement),
 // so the check and the raise are atomic. The guard table is the one the
 // handler can use in its own transactions (fence.HolderFromContext gives it
@@ -361,12 +362,12 @@ func (f *Fence) Guard() *pgfence.Guard { return f.guard }
 // Migrate creates the guard table (pgfence.Guard.Migrate).
 func (f *Fence) Migrate(ctx context.Context) error { return f.guard.Migrate(ctx, f.db) }
 
-// Accept implements httpfence.FenceStore: a guard row per (resource,
+// Accept implements idemstore.FenceStore: a guard row per (resource,
 // h.Scope), checked and raised by pgfence.Guard.Check in a READ COMMITTED
 // transaction of its own (see DB). A holder the guard cannot take
 // (pgfence.ErrTokenOutOfRange, ErrInvalidOwner, ErrInvalidScope,
 // ErrInvalidResource) gives an error matching both pgfence's error and
-// httpfence.ErrInvalidFencing.
+// idemstore.ErrInvalidFencing.
 func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) error {
 	var err error
 	if ctx == nil || f.guard.Validate(resource, h) != nil {
@@ -376,7 +377,7 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	}
 	for _, bad := range []error{pgfence.ErrTokenOutOfRange, pgfence.ErrInvalidOwner, pgfence.ErrInvalidScope, pgfence.ErrInvalidResource} {
 		if errors.Is(err, bad) {
-			return fmt.Errorf("%w: %w", httpfence.ErrInvalidFencing, err)
+			return fmt.Errorf("%w: %w", idemstore.ErrInvalidFencing, err)
 		}
 	}
 	return err
@@ -423,4 +424,4 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 }
 
 // nilContext is the error of method op called with a nil context.
-func nilContext(op string) error { return fmt.Errorf("pgstore: %s: %w", op, httpfence.ErrNilContext) }
+func nilContext(op string) error { return fmt.Errorf("pgstore: %s: %w", op, idemstore.ErrNilContext) }

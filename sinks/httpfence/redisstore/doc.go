@@ -1,6 +1,6 @@
 // Package redisstore holds httpfence's stores in Redis: Store, the
-// idempotency records (httpfence.Store), and Fence, the admission fence
-// (httpfence.FenceStore). They live apart from httpfence so that the
+// idempotency records (idemstore.Store), and Fence, the admission fence
+// (idemstore.FenceStore). They live apart from httpfence so that the
 // middleware does not import go-redis.
 //
 // Every operation is one Lua script on one key, run by EVALSHA with an EVAL

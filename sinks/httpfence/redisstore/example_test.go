@@ -3,12 +3,13 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/internal/miniconf"
-	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 )
 
@@ -31,13 +32,13 @@ func ExampleNewStore() {
 		fmt.Println(err)
 		return
 	}
-	out, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
+	out, _ := store.Begin(ctx, "order-7", "fp", time.Minute)
 	fmt.Println(out.State)
-	again, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
+	again, _ := store.Begin(ctx, "order-7", "fp", time.Minute)
 	fmt.Println(again.State)
 
-	_ = store.Complete(ctx, "order-7", out.Lock, &httpfence.Response{Status: 201, Body: []byte("ok")}, httpfence.DefaultTTL)
-	done, _ := store.Begin(ctx, "order-7", "fp", httpfence.DefaultLockTTL)
+	_ = store.Complete(ctx, "order-7", out.Lock, &idemstore.Response{Status: 201, Body: []byte("ok")}, 24*time.Hour)
+	done, _ := store.Begin(ctx, "order-7", "fp", time.Minute)
 	fmt.Println(done.State, done.Response.Status, string(done.Response.Body))
 	// Output:
 	// new

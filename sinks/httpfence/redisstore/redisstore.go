@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 )
 
@@ -83,7 +84,7 @@ var (
 	fenceScript = luascript.New(fencerule.Lua, fenceSrc)
 )
 
-// Store is an httpfence.Store in Redis: one hash per key, named
+// Store is an idemstore.Store in Redis: one hash per key, named
 // <prefix>{<hex sha256 of the key>}, expiring after the lock TTL while in
 // flight and after the completed TTL once completed. Every operation is one
 // Lua script, one round trip. Works with any redis.UniversalClient (single,
@@ -156,60 +157,60 @@ func hashedKey(prefix, s string) string {
 	return prefix + "{" + hex.EncodeToString(sum[:]) + "}"
 }
 
-// Begin implements httpfence.Store.
-func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (httpfence.Outcome, error) {
+// Begin implements idemstore.Store.
+func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (idemstore.Outcome, error) {
 	if ctx == nil {
-		return httpfence.Outcome{}, nilContext("Begin")
+		return idemstore.Outcome{}, nilContext("Begin")
 	}
 	if err := s.ready(); err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	if err := storeutil.ValidTTL("lock TTL", lockTTL); err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	lock, err := storeutil.NewLock()
 	if err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	if err := s.policy.Check(ctx); err != nil {
-		return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", err)
+		return idemstore.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", err)
 	}
 	if err := checkFormat(ctx, &s.format, s.auto, storeName, s.prefix); err != nil {
 		return httpfence.Outcome{}, err
 	}
 	res, err := beginScript.Run(ctx, s.auto, []string{s.key(key)}, fingerprint, lock, lockTTL.Milliseconds(), key).StringSlice()
 	if err != nil {
-		return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", redispolicy.MemoryFull(err))
+		return idemstore.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", redispolicy.MemoryFull(err))
 	}
 	switch {
 	case len(res) == 1 && res[0] == "new":
-		return httpfence.Outcome{State: httpfence.StateNew, Lock: lock}, nil
+		return idemstore.Outcome{State: idemstore.StateNew, Lock: lock}, nil
 	case len(res) == 2 && res[0] == "inflight":
 		ms, err := strconv.ParseInt(res[1], 10, 64)
 		if err != nil {
-			return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: lock TTL %q: %w", res[1], err)
+			return idemstore.Outcome{}, fmt.Errorf("httpfence: redis begin: lock TTL %q: %w", res[1], err)
 		}
 		// PTTL is -1 for a record without expiry, which begin.lua never
 		// writes: at least 1 ms, as for every store.
-		return httpfence.Outcome{State: httpfence.StateInFlight, LockLeft: max(time.Duration(ms)*time.Millisecond, time.Millisecond)}, nil
+		return idemstore.Outcome{State: idemstore.StateInFlight, LockLeft: max(time.Duration(ms)*time.Millisecond, time.Millisecond)}, nil
 	case len(res) == 1 && res[0] == "mismatch":
-		return httpfence.Outcome{State: httpfence.StateMismatch}, nil
+		return idemstore.Outcome{State: idemstore.StateMismatch}, nil
 	case len(res) == 4 && res[0] == "completed":
 		status, err := strconv.Atoi(res[1])
 		if err != nil {
-			return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: stored status %q: %w", res[1], err)
+			return idemstore.Outcome{}, fmt.Errorf("httpfence: redis begin: stored status %q: %w", res[1], err)
 		}
 		h, err := storeutil.DecodeHeader([]byte(res[2]))
 		if err != nil {
-			return httpfence.Outcome{}, err
+			return idemstore.Outcome{}, err
 		}
-		return httpfence.Outcome{State: httpfence.StateCompleted, Response: &httpfence.Response{Status: status, Header: h, Body: []byte(res[3])}}, nil
+		return idemstore.Outcome{State: idemstore.StateCompleted, Response: &idemstore.Response{Status: status, Header: h, Body: []byte(res[3])}}, nil
 	}
-	return httpfence.Outcome{}, fmt.Errorf("httpfence: redis begin: unexpected reply %q", res)
+	return idemstore.Outcome{}, fmt.Errorf("httpfence: redis begin: unexpected reply %q", res)
 }
 
-// Complete implements httpfence.Store.
-func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.Response, ttl time.Duration) error {
+// Complete implements idemstore.Store.
+func (s *Store) Complete(ctx context.Context, key, lock string, resp *idemstore.Response, ttl time.Duration) error {
 	if ctx == nil {
 		return nilContext("Complete")
 	}
@@ -228,12 +229,12 @@ func (s *Store) Complete(ctx context.Context, key, lock string, resp *httpfence.
 		return fmt.Errorf("httpfence: redis complete: %w", err)
 	}
 	if ok != 1 {
-		return fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
+		return fmt.Errorf("%w: key %q", idemstore.ErrLockLost, key)
 	}
 	return nil
 }
 
-// Abandon implements httpfence.Store.
+// Abandon implements idemstore.Store.
 func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 	if ctx == nil {
 		return nilContext("Abandon")
@@ -246,12 +247,12 @@ func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 		return fmt.Errorf("httpfence: redis abandon: %w", err)
 	}
 	if ok != 1 {
-		return fmt.Errorf("%w: key %q", httpfence.ErrLockLost, key)
+		return fmt.Errorf("%w: key %q", idemstore.ErrLockLost, key)
 	}
 	return nil
 }
 
-// Fence is an httpfence.FenceStore in Redis: one hash per (resource, scope),
+// Fence is an idemstore.FenceStore in Redis: one hash per (resource, scope),
 // named <prefix>{<hex sha256 of len(scope) ":" scope ":" resource>}, for
 // scope "" too. A hash holds the highest token accepted and its owner (and,
 // for operators, the resource and scope), without expiry. The length
@@ -293,7 +294,7 @@ func NewFence(rdb redis.UniversalClient, opts Options) (*Fence, error) {
 	return &Fence{auto: autopipe.New(rdb), prefix: prefix, policy: redispolicy.New(rdb, opts.Eviction, "redisstore.Options.Eviction")}, nil
 }
 
-// Accept implements httpfence.FenceStore.
+// Accept implements idemstore.FenceStore.
 func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) error {
 	if f == nil || f.auto == nil {
 		return fmt.Errorf("%w: redisstore.Fence not made by NewFence", httpfence.ErrInvalidOptions)
@@ -338,5 +339,5 @@ func fenceKey(prefix, resource, scope string) string {
 
 // nilContext is the error of method op called with a nil context.
 func nilContext(op string) error {
-	return fmt.Errorf("redisstore: %s: %w", op, httpfence.ErrNilContext)
+	return fmt.Errorf("redisstore: %s: %w", op, idemstore.ErrNilContext)
 }

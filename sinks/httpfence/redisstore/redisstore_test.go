@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -26,7 +27,7 @@ func TestConstructorsRefuseNilClients(t *testing.T) {
 func TestZeroValuesRefuseWithoutPanicking(t *testing.T) {
 	t.Parallel()
 	var s *redisstore.Store
-	_, err := s.Begin(t.Context(), "k", "fp", httpfence.DefaultLockTTL)
+	_, err := s.Begin(t.Context(), "k", "fp", time.Minute)
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 	require.ErrorIs(t, (&redisstore.Store{}).Abandon(t.Context(), "k", "l"), httpfence.ErrInvalidOptions)
 	require.ErrorIs(t, (&redisstore.Fence{}).Accept(t.Context(), "r", fence.Holder{Token: 1, Owner: "a"}), httpfence.ErrInvalidOptions)
