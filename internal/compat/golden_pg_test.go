@@ -19,7 +19,7 @@ import (
 	"github.com/holdfast-go/holdfast/lease/pglease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
-	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
@@ -76,7 +76,7 @@ func pgWorkload(t *testing.T, pool *pgxpool.Pool, schema string) fence.Token {
 	require.NoError(t, s.Migrate(ctx))
 	out, err := s.Begin(ctx, "key-1", "fingerprint-1", time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, "key-1", out.Lock, &httpfence.Response{
+	require.NoError(t, s.Complete(ctx, "key-1", out.Lock, &idemstore.Response{
 		Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"ok":true}`),
 	}, time.Hour))
 
@@ -247,7 +247,7 @@ func TestGoldenPostgresFormat1(t *testing.T) {
 	require.NoError(t, err)
 	out, err := s.Begin(ctx, "key-1", "fingerprint-1", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, httpfence.StateCompleted, out.State)
+	require.Equal(t, idemstore.StateCompleted, out.State)
 	require.Equal(t, http.StatusCreated, out.Response.Status)
 	require.Equal(t, `{"ok":true}`, string(out.Response.Body))
 }

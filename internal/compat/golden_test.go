@@ -20,7 +20,7 @@ import (
 	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
-	"github.com/holdfast-go/holdfast/sinks/httpfence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
 )
@@ -85,7 +85,7 @@ func redisWorkload(t *testing.T, rdb redis.UniversalClient) fence.Token {
 	require.NoError(t, err)
 	out, err := s.Begin(ctx, "key-1", "fingerprint-1", time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, "key-1", out.Lock, &httpfence.Response{
+	require.NoError(t, s.Complete(ctx, "key-1", out.Lock, &idemstore.Response{
 		Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"ok":true}`),
 	}, time.Hour))
 	hf, err := redisstore.NewFence(rdb, redisstore.Options{})
@@ -283,12 +283,12 @@ func TestGoldenRedisFormat1(t *testing.T) {
 	require.NoError(t, err)
 	out, err := s.Begin(ctx, "key-1", "fingerprint-1", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, httpfence.StateCompleted, out.State)
+	require.Equal(t, idemstore.StateCompleted, out.State)
 	require.Equal(t, http.StatusCreated, out.Response.Status)
 	require.Equal(t, `{"ok":true}`, string(out.Response.Body))
 	out, err = s.Begin(ctx, "key-1", "fingerprint-2", time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, httpfence.StateMismatch, out.State)
+	require.Equal(t, idemstore.StateMismatch, out.State)
 	hf, err := redisstore.NewFence(rdb, redisstore.Options{})
 	require.NoError(t, err)
 	require.ErrorIs(t, hf.Accept(ctx, "orders", fence.Holder{Scope: scope, Token: old - 1, Owner: "owner-z"}), fence.ErrStaleToken)

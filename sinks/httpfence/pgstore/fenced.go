@@ -58,7 +58,7 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 		return s.beginInvalid(ctx, key, fingerprint, lockTTL, f, resource, h)
 	}
 	if err := f.guard.CheckFormat(ctx, s.db); err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	lock, err := storeutil.NewLock()
 	if err != nil {

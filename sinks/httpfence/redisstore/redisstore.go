@@ -176,7 +176,7 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time
 		return idemstore.Outcome{}, fmt.Errorf("httpfence: redis begin: %w", err)
 	}
 	if err := checkFormat(ctx, &s.format, s.auto, storeName, s.prefix); err != nil {
-		return httpfence.Outcome{}, err
+		return idemstore.Outcome{}, err
 	}
 	res, err := beginScript.Run(ctx, s.auto, []string{s.key(key)}, fingerprint, lock, lockTTL.Milliseconds(), key).StringSlice()
 	if err != nil {
