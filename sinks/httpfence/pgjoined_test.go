@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore/idemstoretest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
@@ -132,7 +133,7 @@ func TestPostgresBeginFenced(t *testing.T) {
 		require.ErrorAs(t, err, &stale)
 		require.Equal(t, fence.Token(10), stale.Current)
 		require.Equal(t, fence.Token(9), stale.Presented)
-		requireState(t, st, "stale-k1", fpA, idemstore.StateNew) // the key was left free
+		idemstoretest.RequireState(t, st, "stale-k1", fpA, idemstore.StateNew) // the key was left free
 	})
 	t.Run("InFlightAndMismatchLeaveTheFence", func(t *testing.T) {
 		out, err := st.BeginFenced(ctx, "live", fpA, long, f, "/live", h(10, "a"))
@@ -178,6 +179,6 @@ func TestPostgresBeginFenced(t *testing.T) {
 		_, err := st.BeginFenced(ctx, "big", fpA, long, f, "/big", h(math.MaxUint64, "a"))
 		require.ErrorIs(t, err, idemstore.ErrInvalidFencing)
 		require.ErrorIs(t, err, pgfence.ErrTokenOutOfRange)
-		requireState(t, st, "big", fpA, idemstore.StateNew) // abandoned again
+		idemstoretest.RequireState(t, st, "big", fpA, idemstore.StateNew) // abandoned again
 	})
 }

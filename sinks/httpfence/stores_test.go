@@ -21,6 +21,7 @@ import (
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/httpfencetest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
+	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore/idemstoretest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
@@ -128,15 +129,15 @@ func TestPostgresDeleteExpired(t *testing.T) {
 	_, err = store.DeleteExpired(nilCtx)
 	require.ErrorIs(t, err, idemstore.ErrNilContext)
 
-	lock := begin(t, store, "dead", fpA, short)
-	begin(t, store, "live", fpA, long)
+	lock := idemstoretest.Claim(t, store, "dead", fpA, short)
+	idemstoretest.Claim(t, store, "live", fpA, long)
 	var deleted int64
 	testwait.Until(t, waitLimit, "the dead record is deleted", func() bool {
 		deleted += mustDeleteExpired(t, store)
 		return deleted == 1
 	})
 	require.ErrorIs(t, store.Complete(ctx, "dead", lock, &idemstore.Response{Status: 200}, long), idemstore.ErrLockLost)
-	requireState(t, store, "live", fpA, idemstore.StateInFlight)
+	idemstoretest.RequireState(t, store, "live", fpA, idemstore.StateInFlight)
 	require.Zero(t, mustDeleteExpired(t, store))
 }
 
