@@ -42,9 +42,8 @@ var pgTables = []string{"leases", "job_fences", "job_slot_fences", "job_runs", "
 // a completed idempotency record. It returns the released lease's token.
 func pgWorkload(t *testing.T, pool *pgxpool.Pool, schema string) fence.Token {
 	ctx := t.Context()
-	leases, err := pglease.New(pool, pglease.Options{Schema: schema, Holder: "replica-1"})
-	require.NoError(t, err)
-	require.NoError(t, leases.Migrate(ctx))
+	st := pgStoresIn(t, pool, schema, "replica-1")
+	leases, l, guard, s := st.leases, st.ledger, st.guard, st.idem
 	scope := ledger.UnitScope(goldenSlot.Job, goldenSlot.Partition)
 	g, err := leases.Acquire(ctx, scope, goldenOwner, time.Hour)
 	require.NoError(t, err)
@@ -53,9 +52,6 @@ func pgWorkload(t *testing.T, pool *pgxpool.Pool, schema string) fence.Token {
 	require.NoError(t, err)
 	require.True(t, held.Acquired)
 
-	l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, l.Migrate(ctx))
 	f := ledger.Fence{Scope: scope, Token: g.Token, Owner: goldenOwner, Holder: "replica-1"}
 	now := goldenSlot.At.Add(time.Second)
 	attempt, _, err := l.Begin(ctx, goldenSlot, f, 3, now)
@@ -64,16 +60,10 @@ func pgWorkload(t *testing.T, pool *pgxpool.Pool, schema string) fence.Token {
 	require.NoError(t, l.SetPaused(ctx, "paused-job", true))
 
 	h := fence.Holder{Scope: scope, Token: g.Token, Owner: goldenOwner}
-	guard, err := pgfence.New(pgfence.Options{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, guard.Migrate(ctx, pool))
 	require.NoError(t, pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		return guard.Check(ctx, tx, "orders", h)
 	}))
 
-	s, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, s.Migrate(ctx))
 	out, err := s.Begin(ctx, "key-1", "fingerprint-1", time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, s.Complete(ctx, "key-1", out.Lock, &idemstore.Response{
@@ -108,7 +98,7 @@ func dumpPostgres(t *testing.T, pool *pgxpool.Pool, schema string) pgDump {
 // fixture is older than its TTLs), as restoreRedis gives TTLs an hour.
 func restorePostgres(t *testing.T, pool *pgxpool.Pool, schema string, d pgDump) {
 	ctx := t.Context()
-	migrateAll(t, pool, schema)
+	pgStoresIn(t, pool, schema, "")
 	for _, table := range pgTables {
 		q := pgx.Identifier{schema, table}.Sanitize()
 		for _, row := range d.Rows[table] {
@@ -130,10 +120,19 @@ func restorePostgres(t *testing.T, pool *pgxpool.Pool, schema string, d pgDump) 
 	require.NoError(t, err)
 }
 
-// migrateAll runs every store's Migrate in schema.
-func migrateAll(t *testing.T, pool *pgxpool.Pool, schema string) {
+// pgSet is the four Postgres stores in one schema, migrated.
+type pgSet struct {
+	leases *pglease.Backend
+	ledger *pgledger.Ledger
+	guard  *pgfence.Guard
+	idem   *pgstore.Store
+}
+
+// pgStoresIn makes and migrates every store in schema; holder labels the
+// leases.
+func pgStoresIn(t *testing.T, pool *pgxpool.Pool, schema, holder string) pgSet {
 	ctx := t.Context()
-	leases, err := pglease.New(pool, pglease.Options{Schema: schema})
+	leases, err := pglease.New(pool, pglease.Options{Schema: schema, Holder: holder})
 	require.NoError(t, err)
 	require.NoError(t, leases.Migrate(ctx))
 	l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
@@ -142,9 +141,10 @@ func migrateAll(t *testing.T, pool *pgxpool.Pool, schema string) {
 	guard, err := pgfence.New(pgfence.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, guard.Migrate(ctx, pool))
-	s, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
+	idem, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)
-	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, idem.Migrate(ctx))
+	return pgSet{leases: leases, ledger: l, guard: guard, idem: idem}
 }
 
 // pgVolatile matches what differs between runs in a row: tokens and

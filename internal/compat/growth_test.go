@@ -12,10 +12,8 @@ import (
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
-	"github.com/holdfast-go/holdfast/lease/pglease"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
-	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
@@ -113,15 +111,8 @@ func TestPostgresGrowthIsBounded(t *testing.T) {
 	ctx := t.Context()
 	pool := shared.Pool(t)
 	schema := pgtest.Schema(t, pool, "compat_")
-	leases, err := pglease.New(pool, pglease.Options{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, leases.Migrate(ctx))
-	l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, l.Migrate(ctx))
-	guard, err := pgfence.New(pgfence.Options{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, guard.Migrate(ctx, pool))
+	st := pgStoresIn(t, pool, schema, "")
+	leases, l, guard := st.leases, st.ledger, st.guard
 	w := steady{units: 50, keep: 5, start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	write := func(resource string, h fence.Holder) {
 		require.NoError(t, pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
