@@ -157,7 +157,7 @@ var ErrLockLost = errors.New("httpfence: idempotency key lock lost")
 // ErrInvalidFencing is matched by a FenceStore's error for a holder the
 // store cannot take (a token above the bigint maximum or an owner, scope
 // or resource a Postgres fence refuses, see pgstore): Middleware answers
-// it with 400 (problem invalid-fencing-token), not 503.
+// it with 400 (problem.InvalidFencing, "invalid-fencing-token"), not 503.
 var ErrInvalidFencing = errors.New("httpfence: fencing not accepted by the store")
 
 // ErrNilContext is returned, wrapped, by the methods of httpfencetest.MemoryStore,
