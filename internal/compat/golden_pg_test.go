@@ -15,7 +15,6 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
-	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/pglease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
@@ -43,35 +42,11 @@ var pgTables = []string{"leases", "job_fences", "job_slot_fences", "job_runs", "
 func pgWorkload(t *testing.T, pool *pgxpool.Pool, schema string) fence.Token {
 	ctx := t.Context()
 	st := pgStoresIn(t, pool, schema, "replica-1")
-	leases, l, guard, s := st.leases, st.ledger, st.guard, st.idem
-	scope := ledger.UnitScope(goldenSlot.Job, goldenSlot.Partition)
-	g, err := leases.Acquire(ctx, scope, goldenOwner, time.Hour)
-	require.NoError(t, err)
-	require.True(t, g.Acquired)
-	held, err := leases.Acquire(ctx, "held", goldenOwner, time.Hour)
-	require.NoError(t, err)
-	require.True(t, held.Acquired)
-
-	f := ledger.Fence{Scope: scope, Token: g.Token, Owner: goldenOwner, Holder: "replica-1"}
-	now := goldenSlot.At.Add(time.Second)
-	attempt, _, err := l.Begin(ctx, goldenSlot, f, 3, now)
-	require.NoError(t, err)
-	require.NoError(t, l.Finish(ctx, goldenSlot, f, attempt, ledger.Outcome{Status: ledger.StatusSucceeded}, now.Add(time.Second)))
-	require.NoError(t, l.SetPaused(ctx, "paused-job", true))
-
-	h := fence.Holder{Scope: scope, Token: g.Token, Owner: goldenOwner}
-	require.NoError(t, pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		return guard.Check(ctx, tx, "orders", h)
-	}))
-
-	out, err := s.Begin(ctx, "key-1", "fingerprint-1", time.Minute)
-	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, "key-1", out.Lock, &idemstore.Response{
-		Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"ok":true}`),
-	}, time.Hour))
-
-	require.NoError(t, leases.Release(ctx, leasedriver.Held{Name: scope, Owner: goldenOwner, TTL: time.Hour, Handle: g.Handle}))
-	return g.Token
+	return goldenWorkload(t, st.leases, st.ledger, st.idem, func(h fence.Holder) {
+		require.NoError(t, pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			return st.guard.Check(ctx, tx, "orders", h)
+		}))
+	})
 }
 
 func dumpPostgres(t *testing.T, pool *pgxpool.Pool, schema string) pgDump {

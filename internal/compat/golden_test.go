@@ -59,6 +59,27 @@ func redisWorkload(t *testing.T, rdb redis.UniversalClient) fence.Token {
 	ctx := t.Context()
 	leases, err := redislease.NewBackend(rdb, redislease.Options{Holder: "replica-1"})
 	require.NoError(t, err)
+	l, err := redisledger.New(rdb, redisledger.Options{})
+	require.NoError(t, err)
+	w, err := redisfence.New(rdb)
+	require.NoError(t, err)
+	s, err := redisstore.NewStore(rdb, redisstore.Options{})
+	require.NoError(t, err)
+	hf, err := redisstore.NewFence(rdb, redisstore.Options{})
+	require.NoError(t, err)
+	return goldenWorkload(t, leases, l, s, func(h fence.Holder) {
+		require.NoError(t, w.Set(ctx, "orders:{eu}:1", "settled", h, 0))
+		require.NoError(t, hf.Accept(ctx, "orders", h))
+	})
+}
+
+// goldenWorkload is the fixed workload of the fixtures on one medium's
+// stores: a lease taken and released and one still held (labelled
+// "replica-1"), a ledger slot run to success and a paused job, write's
+// fenced writes with the released lease's holder, and a completed
+// idempotency record. It returns the released lease's token.
+func goldenWorkload(t *testing.T, leases leasedriver.Backend, l ledger.Ledger, idem idemstore.Store, write func(fence.Holder)) fence.Token {
+	ctx := t.Context()
 	scope := ledger.UnitScope(goldenSlot.Job, goldenSlot.Partition)
 	g, err := leases.Acquire(ctx, scope, goldenOwner, time.Hour)
 	require.NoError(t, err)
@@ -67,8 +88,6 @@ func redisWorkload(t *testing.T, rdb redis.UniversalClient) fence.Token {
 	require.NoError(t, err)
 	require.True(t, held.Acquired)
 
-	l, err := redisledger.New(rdb, redisledger.Options{})
-	require.NoError(t, err)
 	f := ledger.Fence{Scope: scope, Token: g.Token, Owner: goldenOwner, Holder: "replica-1"}
 	now := goldenSlot.At.Add(time.Second)
 	attempt, _, err := l.Begin(ctx, goldenSlot, f, 3, now)
@@ -76,21 +95,13 @@ func redisWorkload(t *testing.T, rdb redis.UniversalClient) fence.Token {
 	require.NoError(t, l.Finish(ctx, goldenSlot, f, attempt, ledger.Outcome{Status: ledger.StatusSucceeded}, now.Add(time.Second)))
 	require.NoError(t, l.SetPaused(ctx, "paused-job", true))
 
-	h := fence.Holder{Scope: scope, Token: g.Token, Owner: goldenOwner}
-	w, err := redisfence.New(rdb)
-	require.NoError(t, err)
-	require.NoError(t, w.Set(ctx, "orders:{eu}:1", "settled", h, 0))
+	write(fence.Holder{Scope: scope, Token: g.Token, Owner: goldenOwner})
 
-	s, err := redisstore.NewStore(rdb, redisstore.Options{})
+	out, err := idem.Begin(ctx, "key-1", "fingerprint-1", time.Minute)
 	require.NoError(t, err)
-	out, err := s.Begin(ctx, "key-1", "fingerprint-1", time.Minute)
-	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, "key-1", out.Lock, &idemstore.Response{
+	require.NoError(t, idem.Complete(ctx, "key-1", out.Lock, &idemstore.Response{
 		Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"ok":true}`),
 	}, time.Hour))
-	hf, err := redisstore.NewFence(rdb, redisstore.Options{})
-	require.NoError(t, err)
-	require.NoError(t, hf.Accept(ctx, "orders", h))
 
 	require.NoError(t, leases.Release(ctx, leasedriver.Held{Name: scope, Owner: goldenOwner, TTL: time.Hour, Handle: g.Handle}))
 	return g.Token
