@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -281,6 +282,7 @@ func (d *demo) stopReplicas() {
 // faultWatch is what the coordinator has seen of the fault.
 type faultWatch struct {
 	victim    *replicaProc // the holder of the victim slot, once it ran
+	slot      int          // the victim slot's index: -victim's, or the first run after it when that one was skipped
 	token     fence.Token  // the victim's token for that slot
 	resumed   bool         // stop: the frozen victim was sent SIGCONT
 	settled   bool         // stop: the resumed victim made its late write
@@ -295,7 +297,7 @@ type faultWatch struct {
 // never hangs: past the bound (cfg.Limit, default the slots + 35 s) it
 // returns with unfinished set.
 func (d *demo) watchFault(ctx context.Context) (*faultWatch, error) {
-	w := &faultWatch{settled: d.cfg.Fault != "stop", replicaOf: map[fence.Token]string{}}
+	w := &faultWatch{slot: d.cfg.Victim, settled: d.cfg.Fault != "stop", replicaOf: map[fence.Token]string{}}
 	limit := d.cfg.Limit
 	if limit <= 0 {
 		limit = time.Duration(d.cfg.Slots)*time.Second + 35*time.Second
@@ -332,7 +334,10 @@ func (d *demo) onEvent(w *faultWatch, ev event) error {
 	switch {
 	case ev.Ev == "run":
 		w.replicaOf[ev.Token] = ev.Replica
-		if w.victim == nil && d.cfg.Fault != "none" && ev.Slot.Equal(d.slots[d.cfg.Victim]) {
+		// The first run at or after the -victim slot: on a busy host that
+		// slot may have been skipped (the run before it still going).
+		if w.victim == nil && d.cfg.Fault != "none" && !ev.Slot.Before(d.slots[d.cfg.Victim]) {
+			w.slot = slices.IndexFunc(d.slots, ev.Slot.Equal)
 			return d.strike(w, ev)
 		}
 	case ev.Ev == "log":
@@ -352,7 +357,7 @@ func (d *demo) strike(w *faultWatch, ev event) error {
 		if err := w.victim.kill(); err != nil {
 			return err
 		}
-		fmt.Fprintf(d.out, "killed %s (SIGKILL) in its run of slot %d, token %d; restarting it\n", ev.Replica, d.cfg.Victim+1, ev.Token)
+		fmt.Fprintf(d.out, "killed %s (SIGKILL) in its run of slot %d, token %d; restarting it\n", ev.Replica, w.slot+1, ev.Token)
 		rc := d.rc
 		rc.ID = w.victim.id
 		p, err := startReplica(d.exe, rc, d.events, d.quit)
@@ -366,7 +371,7 @@ func (d *demo) strike(w *faultWatch, ev event) error {
 		return err
 	}
 	fmt.Fprintf(d.out, "froze %s (SIGSTOP) in its run of slot %d, token %d: a stop-the-world pause past the %v TTL\n",
-		ev.Replica, d.cfg.Victim+1, ev.Token, d.cfg.TTL)
+		ev.Replica, w.slot+1, ev.Token, d.cfg.TTL)
 	return nil
 }
 
@@ -428,10 +433,10 @@ func (d *demo) summarize(ctx context.Context, w *faultWatch) (tally, error) {
 	}
 	if d.cfg.Fault != "none" {
 		actx, cancel := context.WithTimeout(ctx, sinkTimeout)
-		err := printAttempts(actx, d.out, d.ldg, d.slots[d.cfg.Victim], d.cfg.Victim+1, w.replicaOf)
+		err := printAttempts(actx, d.out, d.ldg, d.slots[w.slot], w.slot+1, w.replicaOf)
 		cancel()
 		if err != nil {
-			fmt.Fprintf(d.out, "ledger: slot %d unreadable: %v\n", d.cfg.Victim+1, err)
+			fmt.Fprintf(d.out, "ledger: slot %d unreadable: %v\n", w.slot+1, err)
 		}
 	}
 	fmt.Fprintf(d.out, "summary: slots=%d ran_once=%d skipped=%d duplicates=%d missed=%d stale_rejected=%d\n",

@@ -42,7 +42,7 @@ func main() {
 		rc       replicaConfig
 		start    string
 		replicas = flag.Int("replicas", 3, "replica processes")
-		victim   = flag.Int("victim", 3, "the holder of this slot (1-based) meets the fault")
+		victim   = flag.Int("victim", 3, "the holder of this slot (1-based) meets the fault; on a busy host that skipped it (overlap), the first slot run after it")
 		fault    = flag.String("fault", "stop", "stop: SIGSTOP the victim past its TTL, then SIGCONT; kill: SIGKILL and restart it; none")
 		backend  = flag.String("backend", "redis", "redis: leases and ledger on Redis (embedded unless REDIS_URL and DATABASE_URL are set); postgres: leases, ledger and sink on DATABASE_URL alone")
 		limit    = flag.Duration("limit", 0, "give up, print the summary and fail after this long (default: the slots + 35s)")
