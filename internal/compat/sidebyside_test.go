@@ -150,6 +150,11 @@ func sideBySide(t *testing.T, dir, oldFence string) (violations []string) {
 	prefix := redistest.Prefix(t, rdb)
 	pool := shared.Pool(t)
 	schema := pgtest.Schema(t, pool, "compat_")
+	// The effects table, made here once: the workers start together, and
+	// two concurrent CREATE TABLE IF NOT EXISTS can collide in Postgres.
+	_, err := pool.Exec(t.Context(), `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+
+		`; CREATE TABLE `+pgx.Identifier{schema, "effects"}.Sanitize()+` (who text NOT NULL, token bigint NOT NULL)`)
+	require.NoError(t, err)
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	name := "sidebyside-" + hex.EncodeToString(rnd[:])
