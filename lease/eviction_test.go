@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,7 +122,10 @@ func TestAllowEvictionReportsAnEvictedLease(t *testing.T) {
 	require.ErrorIs(t, l.Err(), lease.ErrEvicted, "the cause says Redis evicted keys")
 	require.Positive(t, obs.n.Load(), "evictions observed")
 	require.Contains(t, logs.String(), "msg=redis_evictions")
-	require.Contains(t, logs.String(), "Redis evicted keys while the lease was held")
+	// lease_lost is logged just after Done closes.
+	testwait.Until(t, 5*time.Second, "lease_lost logged with the eviction cause", func() bool {
+		return strings.Contains(logs.String(), "Redis evicted keys while the lease was held")
+	})
 
 	other, err := c.TryAcquire(t.Context(), "settle", 3*time.Second)
 	require.NoError(t, err)
