@@ -200,8 +200,8 @@ func (l *Ledger) claimCommand(b *redislease.Backend, reqs []ledger.ClaimRequest,
 			continue
 		}
 		k, slot := l.keys(bg.Slot.Job, bg.Slot.Partition), bg.Slot
-		keys = append(keys, k.fence, k.run(slot.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon)
-		n := 4 + 8
+		keys = append(keys, k.unit, k.run(slot.At), k.open, k.index, k.pending, k.retry)
+		n := 4 + 6
 		if !l.cluster {
 			keys = append(keys, l.pausedKey(slot.Job))
 			n++
@@ -344,7 +344,7 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, 
 		retry = millis(o.RetryAt)
 	}
 	c := &finishCall{
-		keys: [6]string{fk, k.run(s.At), k.open, k.retry, lk.Lease, lk.Waiting},
+		keys: [8]string{fk, k.run(s.At), k.open, k.retry, k.unit, k.index, lk.Lease, lk.Waiting},
 		args: [9]any{f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error, millis(now), retry},
 	}
 	if l.cluster {
@@ -370,7 +370,7 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, 
 // (Ledger.fin): its keys and values as finishrelease.lua's, then its
 // answer.
 type finishCall struct {
-	keys [6]string
+	keys [8]string
 	args [9]any
 
 	released, code int64  // the release's answer (1: released), the finish's (1: recorded)
@@ -427,7 +427,7 @@ func (l *Ledger) finishMany(ctx context.Context, calls []*finishCall) {
 	for len(calls) > 0 {
 		batch := calls[:min(len(calls), maxFinishBatch)]
 		calls = calls[len(batch):]
-		keys := make([]string, 0, 6*len(batch))
+		keys := make([]string, 0, 8*len(batch))
 		args := make([]any, 1, 1+9*len(batch))
 		args[0] = len(batch)
 		for _, c := range batch {

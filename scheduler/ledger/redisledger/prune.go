@@ -93,7 +93,7 @@ func (l *Ledger) prunePair(ctx context.Context, k ledgerKeys, before time.Time) 
 // the pair k in mode ("delete" or "list").
 func pruneArgs(k ledgerKeys, mode string, slots []string) ([]string, []any) {
 	keys := make([]string, 0, 4+len(slots))
-	keys = append(keys, k.index, k.open, k.pending, k.last)
+	keys = append(keys, k.index, k.open, k.pending, k.unit)
 	args := make([]any, 0, 1+len(slots))
 	args = append(args, mode)
 	for _, s := range slots {

@@ -207,7 +207,11 @@ func (l *Ledger) checkFormat(ctx context.Context) error {
 }
 
 type ledgerKeys struct {
-	fence, open, pending, retry, index, last, horizon string
+	// unit is the unit hash: the unit scope's fence (token, owner), the
+	// last slot begun or skipped (last, unix s), the horizon (horizon,
+	// unix ms) and the hot run (hot, hot.*: see scripts/fence.lua).
+	unit                       string
+	open, pending, retry, index string
 	// pruned is a zset of one member, "cutoff", scored with the latest
 	// cutoff of Prune (unix s; ZADD GT keeps the latest): State.Pruned.
 	pruned string
@@ -225,26 +229,25 @@ func (l *Ledger) keys(job, partition string) ledgerKeys {
 // "<prefix>{<ledger.UnitScope(job, partition)>}:".
 func keysAt(b string) ledgerKeys {
 	return ledgerKeys{
-		fence: b + "fence", open: b + "open", pending: b + "pending", retry: b + "retry",
-		index: b + "index", last: b + "last", horizon: b + "horizon", pruned: b + "pruned", base: b,
+		unit: b + "unit", open: b + "open", pending: b + "pending", retry: b + "retry",
+		index: b + "index", pruned: b + "pruned", base: b,
 	}
 }
 
 func (k ledgerKeys) run(at time.Time) string { return k.base + "run:" + unix(at) }
 
-// fenceOf is the fence hash of f's scope (ledger.Fence.Check): the
-// pair's (fence) for the unit scope, the slot's own (fence:<unix>) for its
-// slot scope. The names are those of the stored format before fences were
-// named by scope: a store written by an older version keeps fencing.
+// fenceOf is the key of f's scope's fence (ledger.Fence.Check): the unit
+// hash for the unit scope, the slot's own fence hash (fence:<unix>) for
+// its slot scope.
 func (k ledgerKeys) fenceOf(s ledger.Slot, f ledger.Fence) (string, error) {
 	slotScoped, err := checkFence(s, f)
 	switch {
 	case err != nil:
 		return "", err
 	case slotScoped:
-		return k.fence + ":" + unix(s.At), nil
+		return k.base + "fence:" + unix(s.At), nil
 	}
-	return k.fence, nil
+	return k.unit, nil
 }
 
 // checkFence is f.Check, and refuses token 0 (fence.None) in f and its
@@ -303,7 +306,7 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 	type reads struct {
 		open, pending *redis.StringSliceCmd
 		retry         *redis.ZSliceCmd
-		last, horizon *redis.StringCmd
+		unit          *redis.SliceCmd // last, horizon, hot
 		paused        *redis.IntCmd
 		pruned        *redis.FloatCmd
 	}
@@ -318,15 +321,14 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 			open:    pipe.ZRangeByScore(ctx, k.open, &redis.ZRangeBy{Min: unix(q.Since), Max: "+inf"}),
 			pending: pipe.ZRange(ctx, k.pending, 0, -1),
 			retry:   pipe.ZRangeWithScores(ctx, k.retry, 0, -1),
-			last:    pipe.Get(ctx, k.last),
 		}
-		pipe.SetNX(ctx, k.horizon, millis(now), 0)
-		rs[i].horizon = pipe.Get(ctx, k.horizon)
+		pipe.HSetNX(ctx, k.unit, "horizon", millis(now))
+		rs[i].unit = pipe.HMGet(ctx, k.unit, "last", "horizon", "hot")
 		rs[i].paused = pipe.Exists(ctx, l.pausedKey(q.Job))
 		rs[i].pruned = pipe.ZScore(ctx, k.pruned, prunedMember)
 	}
-	// Exec answers the first command's error only, and redis.Nil (a GET
-	// of a pair that never began a slot) is no error: a later command's
+	// Exec answers the first command's error only, and redis.Nil (a
+	// ZSCORE of a pair never pruned) is no error: a later command's
 	// failure (on a Cluster, a node that cannot be reached) must not pass
 	// for an empty State, so every command's error is looked at.
 	cmds, err := pipe.Exec(ctx)
@@ -349,7 +351,12 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 		}
 		seen := map[string]bool{}
 		st := &out[i]
-		for _, m := range append(r.open.Val(), r.pending.Val()...) {
+		u := r.unit.Val()
+		open := append(r.open.Val(), r.pending.Val()...)
+		if hot := str(u[2]); hot != "" && fromUnix(hot).Unix() >= reqs[i].Since.Unix() {
+			open = append(open, hot) // the hot run (scripts/fence.lua)
+		}
+		for _, m := range open {
 			if seen[m] {
 				continue
 			}
@@ -357,10 +364,10 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 			st.Open = append(st.Open, ledger.OpenSlot{At: fromUnix(m), RetryAt: retryAt[m]})
 		}
 		sort.Slice(st.Open, func(i, j int) bool { return st.Open[i].At.Before(st.Open[j].At) })
-		if r.last.Err() == nil {
-			st.Last = fromUnix(r.last.Val())
+		if last := str(u[0]); last != "" {
+			st.Last = fromUnix(last)
 		}
-		st.Horizon = fromMillis(r.horizon.Val())
+		st.Horizon = fromMillis(str(u[1]))
 		st.Paused = r.paused.Val() == 1
 		if r.pruned.Err() == nil {
 			st.Pruned = time.Unix(int64(r.pruned.Val()), 0).UTC()
@@ -399,10 +406,10 @@ func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAt
 	if err != nil {
 		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), err)
 	}
-	keys := []string{fk, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry}
+	keys := []string{fk, k.run(s.At), k.open, k.unit, k.index, k.pending, k.retry}
 	args := []any{f.Token.String(), f.Owner, unix(s.At), millis(now), max(maxAttempts, 1), f.Holder}
 	if p := f.Planner; p != nil {
-		keys = append(keys, k.fence)
+		keys = append(keys, k.unit)
 		args = append(args, p.Token.String(), p.Owner)
 	}
 	res, err := parseReply(beginScript.Run(ctx, l.pipe, keys, args...))
@@ -450,7 +457,7 @@ func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, n
 		}
 		k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
 		cmds[i] = claimScript.Queue(ctx, pipe, claimScript.Prepared(
-			[]string{k.fence, k.run(s.At), k.open, k.last, k.index, k.pending, k.retry, k.horizon, l.pausedKey(s.Job)},
+			[]string{k.unit, k.run(s.At), k.open, k.index, k.pending, k.retry, l.pausedKey(s.Job)},
 			r.Fence.Token.String(), r.Fence.Owner, unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since), r.Fence.Holder, seenArg(r.Seen)))
 	}
 	if pipe.Len() == 0 {
@@ -537,7 +544,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, a
 	if err != nil {
 		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
 	}
-	res, err := parseReply(heartbeatScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.base + "cancel"},
+	res, err := parseReply(heartbeatScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.base + "cancel", k.unit},
 		f.Token.String(), f.Owner, attempt, millis(now), unix(s.At)))
 	if err != nil {
 		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
@@ -585,7 +592,7 @@ func (l *Ledger) Finish(ctx context.Context, s ledger.Slot, f ledger.Fence, atte
 	if o.Status == ledger.StatusFailed && !o.RetryAt.IsZero() {
 		retry = millis(o.RetryAt)
 	}
-	res, err := parseReply(finishScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.open, k.retry},
+	res, err := parseReply(finishScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.open, k.retry, k.unit, k.index},
 		f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
 		millis(now), retry))
 	if err != nil {
@@ -613,7 +620,7 @@ func (l *Ledger) Skip(ctx context.Context, s ledger.Slot, f ledger.Fence, status
 	if err != nil {
 		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
 	}
-	res, err := parseReply(skipScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.last, k.index},
+	res, err := parseReply(skipScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.unit, k.index},
 		f.Token.String(), f.Owner, unix(s.At), string(status), reason, millis(now)))
 	if err != nil {
 		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
@@ -633,7 +640,7 @@ func (l *Ledger) Request(ctx context.Context, s ledger.Slot, reason string, now 
 		return err
 	}
 	k := l.keys(s.Job, s.Partition)
-	n, err := requestScript.Run(ctx, l.rdb, []string{k.run(s.At), k.open, k.index, k.pending, k.retry},
+	n, err := requestScript.Run(ctx, l.rdb, []string{k.run(s.At), k.open, k.index, k.pending, k.retry, k.unit},
 		unix(s.At), reason, millis(now)).Int64()
 	if err != nil {
 		return fmt.Errorf("redisledger: request %s: %w", s.Key(), err)
@@ -672,14 +679,44 @@ func (l *Ledger) Get(ctx context.Context, s ledger.Slot) (ledger.Record, bool, e
 	if err := l.checkFormat(ctx); err != nil {
 		return ledger.Record{}, false, err
 	}
-	m, err := l.rdb.HGetAll(ctx, l.keys(s.Job, s.Partition).run(s.At)).Result()
-	if err != nil {
+	k := l.keys(s.Job, s.Partition)
+	pipe := l.rdb.Pipeline()
+	run := pipe.HGetAll(ctx, k.run(s.At))
+	hot := pipe.HMGet(ctx, k.unit, hotFields...)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return ledger.Record{}, false, fmt.Errorf("redisledger: get %s: %w", s.Key(), err)
 	}
-	if len(m) == 0 {
+	if rec, ok := hotRecord(s.Job, s.Partition, hot.Val()); ok && rec.Slot.At.Equal(s.At) {
+		return rec, true, nil
+	}
+	if len(run.Val()) == 0 {
 		return ledger.Record{Slot: s}, false, nil
 	}
-	return parseRecord(s, m), true, nil
+	return parseRecord(s, run.Val()), true, nil
+}
+
+// hotFields are the unit hash's fields of its hot run (scripts/fence.lua:
+// HOT), in order.
+var hotFields = []string{"hot", "hot.owner", "hot.token", "hot.started", "hot.hb", "hot.holder"}
+
+// hotRecord is the record of the unit's hot run from its HMGET of
+// hotFields: its first attempt, running; ok false when there is none.
+func hotRecord(job, partition string, v []any) (ledger.Record, bool) {
+	if len(v) != len(hotFields) || str(v[0]) == "" {
+		return ledger.Record{}, false
+	}
+	tok, _ := strconv.ParseUint(str(v[2]), 10, 64)
+	return ledger.Record{
+		Slot: ledger.Slot{Job: job, At: fromUnix(str(v[0])), Partition: partition}, Status: ledger.StatusRunning, Attempt: 1,
+		Attempts: []ledger.Attempt{{N: 1, Token: fence.Token(tok), Owner: str(v[1]), Holder: str(v[5]), Status: ledger.StatusRunning,
+			Started: fromMillis(str(v[3])), Heartbeat: fromMillis(str(v[4]))}},
+	}, true
+}
+
+// str is v as a string: "" for a nil reply.
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }
 
 // List implements Ledger.
@@ -694,23 +731,36 @@ func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.
 		return nil, nil
 	}
 	k := l.keys(job, partition)
-	slots, err := l.rdb.ZRevRangeByScore(ctx, k.index, &redis.ZRangeBy{
+	pipe := l.rdb.Pipeline()
+	idx := pipe.ZRevRangeByScore(ctx, k.index, &redis.ZRangeBy{
 		Min: unix(from), Max: "(" + unix(to), Count: int64(limit),
-	}).Result()
-	if err != nil {
+	})
+	hot := pipe.HMGet(ctx, k.unit, hotFields...)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("redisledger: list %s: %w", job, err)
 	}
-	pipe := l.rdb.Pipeline()
+	slots := idx.Val()
+	pipe = l.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(slots))
 	for i, m := range slots {
 		cmds[i] = pipe.HGetAll(ctx, k.base+"run:"+m)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("redisledger: list %s: %w", job, err)
+	if len(slots) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("redisledger: list %s: %w", job, err)
+		}
 	}
-	recs := make([]ledger.Record, 0, len(slots))
+	recs := make([]ledger.Record, 0, len(slots)+1)
 	for i, m := range slots {
 		recs = append(recs, parseRecord(ledger.Slot{Job: job, At: fromUnix(m), Partition: partition}, cmds[i].Val()))
+	}
+	// The hot run has no index entry: it goes in its place, newest first.
+	if h, ok := hotRecord(job, partition, hot.Val()); ok && !h.Slot.At.Before(from) && h.Slot.At.Before(to) {
+		i := sort.Search(len(recs), func(i int) bool { return !recs[i].Slot.At.After(h.Slot.At) })
+		recs = append(recs[:i], append([]ledger.Record{h}, recs[i:]...)...)
+		if len(recs) > limit {
+			recs = recs[:limit]
+		}
 	}
 	return recs, nil
 }

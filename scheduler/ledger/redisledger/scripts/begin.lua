@@ -1,8 +1,9 @@
 -- begin.lua: fenced start of a slot's next attempt: begin_attempt(KEYS, ARGV),
 -- shared by the Begin script and the claim script (claim.lua).
 --
--- KEYS[1] fence hash  KEYS[2] run hash  KEYS[3] open zset  KEYS[4] last
--- KEYS[5] index zset  KEYS[6] pending zset  KEYS[7] retry zset
+-- KEYS[1] the fence of the scope (the unit hash, or the slot's fence hash)
+-- KEYS[2] run hash  KEYS[3] open zset  KEYS[4] unit hash  KEYS[5] index
+-- zset  KEYS[6] pending zset  KEYS[7] retry zset
 -- (all <prefix>{<job>|<partition>}:...)
 -- ARGV[1] token  ARGV[2] owner  ARGV[3] slot (unix s)  ARGV[4] now (unix ms)
 -- ARGV[5] max attempts since the last request
@@ -12,13 +13,15 @@
 --
 -- seen, when given, is what the caller read in this script already: its
 -- run the run hash's HMGET of status, attempt, base and owner, its last the
--- value of KEYS[4] (false: none), and its pending and retry false when the
--- slot is in neither zset (nothing to remove).
+-- unit's last (false: none), its pending and retry false when the slot is
+-- in neither zset (nothing to remove), and its cold true when the unit has
+-- no hot run (fence.lua); otherwise the hot run is written out first.
 --
 -- Returns {1, attempt, left} started (left: attempts the budget allows after
 -- this one); {0, 0} nothing to do; {-1, current} stale.
 local function begin_attempt(K, A, seen, holder)
   seen = seen or {}
+  if not seen.cold and unhot(K[4]) then seen.run = nil end
   local ok, cur = raise(K[1], A[1], A[2])
   if not ok then return {-1, cur} end
   local run = K[2]

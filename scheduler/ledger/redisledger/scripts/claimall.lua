@@ -11,7 +11,7 @@
 -- ARGV[1] now (unix ms)  ARGV[2] limit, the most leases to take (0: no
 -- limit)  ARGV[3] n, the units
 -- then per unit, 10 values: owner, lease TTL (ms), k (its keys: 4, or with
--- a slot to begin or check 12 or 13), slot (unix s), max attempts (0: the
+-- a slot to begin or check 10 or 11), slot (unix s), max attempts (0: the
 -- slot is checked only: read for done before the lease, never begun),
 -- prev (unix s), since (unix s), the lease's holder label
 -- (lease.RedisOptions.Holder, '' for none), the attempt's holder label
@@ -33,16 +33,18 @@
 -- released in the same script; {5, 0, 0} when, the limit reached, the
 -- lease was free and not tried (its first value then 0).
 --
--- A unit with a slot to begin has its run hash read first, before its
--- lease: a replica whose try comes after another's run ended would
--- otherwise take the lease, find the slot done and give it back, and one
--- whose try comes during the run would pay the acquisition's failure.
--- When the slot is done (succeeded, skipped or missed) and nothing is
--- pending for the unit, no lease is taken: {0, 4, 0, 0}, as a slot found
--- done after the acquisition answers. When it is running under another
--- owner and the lease key holds another owner, the lease is held: its
--- remaining TTL is answered as a failed acquisition's. The read run hash
--- is handed to begin_if_clear (nothing writes it between).
+-- A unit with a slot to begin has its unit hash read first, before its
+-- lease, and its run hash too when the slot is not after the unit's last
+-- (a slot after it has no record): a replica whose try comes after
+-- another's run ended would otherwise take the lease, find the slot done
+-- and give it back, and one whose try comes during the run would pay the
+-- acquisition's failure. When the slot is done (succeeded, skipped or
+-- missed) and nothing is pending for the unit, no lease is taken: {0, 4,
+-- 0, 0}, as a slot found done after the acquisition answers. When it is
+-- running under another owner (its hot run, or its run hash) and the
+-- lease key holds another owner, the lease is held: its remaining TTL is
+-- answered as a failed acquisition's. What was read is handed to
+-- begin_if_clear (nothing writes it between).
 --
 -- Claim markers (RedisLedger.ClaimAll): once every unit of a group was
 -- tried (none answered 5, not tried), the group's marker is set, with its
@@ -60,13 +62,22 @@ for _ = 1, n do
   local owner, k = ARGV[ai], tonumber(ARGV[ai + 2])
   local token, remaining, r = false, 0, {3, 0, 0}
   local run, answered = nil, false
+  local u = nil
   if k > 4 then
-    run = redis.call('HMGET', KEYS[ki + 5], 'status', 'attempt', 'base', 'owner')
-    local st = run[1]
-    if (st == 'succeeded' or st == 'skipped' or st == 'missed') and redis.call('EXISTS', KEYS[ki + 9]) == 0 then
-      r, answered = {4, 0, 0}, true
-    elseif st == 'running' and run[4] ~= owner and held_by_other(KEYS[ki], owner) then
-      remaining, answered = math.max(redis.call('PTTL', KEYS[ki]), 0), true
+    local slot = ARGV[ai + 3]
+    u = redis.call('HMGET', KEYS[ki + 4], 'token', 'owner', 'last', 'horizon', 'hot', 'hot.owner')
+    if u[5] == slot then
+      if u[6] ~= owner and held_by_other(KEYS[ki], owner) then
+        remaining, answered = math.max(redis.call('PTTL', KEYS[ki]), 0), true
+      end
+    elseif u[3] and tonumber(slot) <= tonumber(u[3]) then
+      run = redis.call('HMGET', KEYS[ki + 5], 'status', 'attempt', 'base', 'owner')
+      local st = run[1]
+      if (st == 'succeeded' or st == 'skipped' or st == 'missed') and redis.call('EXISTS', KEYS[ki + 8]) == 0 then
+        r, answered = {4, 0, 0}, true
+      elseif st == 'running' and run[4] ~= owner and held_by_other(KEYS[ki], owner) then
+        remaining, answered = math.max(redis.call('PTTL', KEYS[ki]), 0), true
+      end
     end
   end
   if answered then
@@ -87,7 +98,7 @@ for _ = 1, n do
   if token and k > 4 and ARGV[ai + 4] ~= '0' then
     local K = {}
     for j = 1, k - 4 do K[j] = KEYS[ki + 3 + j] end
-    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run, ARGV[ai + 8], ARGV[ai + 9])
+    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run, ARGV[ai + 8], ARGV[ai + 9], u)
   end
   if r[1] == 0 then
     -- The slot is done (a replica whose claim came after the run): the

@@ -2,16 +2,19 @@
 -- else is due for its (job, partition), shared by the claim script
 -- (claim.lua, RedisLedger.BeginIfClear) and the joined claim script
 -- (claimall.lua, RedisLedger.ClaimAll). After fence.lua and begin.lua.
+-- The fence is the unit scope's, in the unit hash.
 --
--- K[1..7] as begin.lua; K[8] horizon; K[9] the job's pause flag
+-- K[1] unit hash  K[2] run hash  K[3] open zset  K[4] index zset
+-- K[5] pending zset  K[6] retry zset  K[7] the job's pause flag
 -- (<prefix>{<job>}:paused: another hash tag than the rest on Cluster,
--- where the caller reads it beforehand and passes no K[9])
+-- where the caller reads it beforehand and passes no K[7])
 -- A[1..5] as begin.lua; A[6] the schedule's fire before the slot
 -- (unix s); A[7] since (unix s): open slots before it are not due
 --
--- run, when given, is the run hash's HMGET of status, attempt, base and
--- owner, read in this script already (begin_attempt's seen.run); holder
--- the attempt's holder label (begin_attempt's).
+-- u, when given, is the unit hash's HMGET of token, owner, last, horizon
+-- and hot, read in this script already; run, when given, the run hash's
+-- HMGET of status, attempt, base and owner (begin_attempt's seen.run);
+-- holder the attempt's holder label (begin_attempt's).
 --
 -- seen (unix s, '0' or nil for none) is the latest slot the caller knows
 -- the ledger recorded (ledger.BeginRequest.Seen).
@@ -21,40 +24,69 @@
 -- last one seen and this one that nobody began, or a last slot missing or
 -- before seen: the store lost data the caller saw, which only a State
 -- read, compared with what it saw, tells): nothing changed but the
--- horizon, set as State sets it. Otherwise what begin_attempt returns.
-local function begin_if_clear(K, A, run, holder, seen)
+-- horizon, set as State sets it. Otherwise what begin_attempt returns; a
+-- slot after the last one begun, on a unit with nothing open, pending or
+-- waiting for a retry, is begun hot (begin_hot).
+
+-- begin_hot begins the slot A[3] after the unit's last, on a unit with
+-- nothing else open: its first attempt is the unit's hot run (fence.lua),
+-- written with the fence, the last slot and the horizon in one HSET of the
+-- unit hash. u as begin_if_clear's.
+local function begin_hot(unit, A, u, holder)
+  if not holdfast_accepts(u[1], u[2], A[1], A[2]) then return {-1, u[1]} end
+  local f = {'token', A[1], 'owner', A[2], 'last', A[3], 'hot', A[3], 'hot.owner', A[2],
+    'hot.token', A[1], 'hot.started', A[4], 'hot.hb', A[4], 'hot.holder', holder or ''}
+  if not u[4] then
+    f[#f + 1], f[#f + 2] = 'horizon', A[4]
+  end
+  redis.call('HSET', unit, unpack(f))
+  return {1, 1, tonumber(A[5]) - 1}
+end
+
+local function begin_if_clear(K, A, run, holder, seen, u)
+  local unit = K[1]
+  u = u or redis.call('HMGET', unit, 'token', 'owner', 'last', 'horizon', 'hot')
   local floor = tonumber(seen or '0') or 0
-  local last = redis.call('GET', K[4])
-  if not last then
-    -- A unit with a last slot had its horizon set when that slot began.
-    redis.call('SET', K[8], A[4], 'NX')
+  local last = u[3]
+  local B = {unit, K[2], K[3], unit, K[4], K[5], K[6]} -- begin_attempt's K
+  if u[5] then
+    -- A hot run that did not end (its holder lost the lease, or this
+    -- owner's claim is sent again): written out, it is an open slot.
+    materialize(unit, redis.call('HMGET', unit, unpack(HOT)))
+    run = nil
   end
   -- The common case, nothing paused, open, pending or waiting for a
   -- retry, costs one EXISTS over the four keys rather than a read each.
   local found
-  if K[9] then
-    found = redis.call('EXISTS', K[3], K[6], K[7], K[9])
+  if K[7] then
+    found = redis.call('EXISTS', K[3], K[5], K[6], K[7])
   else
-    found = redis.call('EXISTS', K[3], K[6], K[7])
+    found = redis.call('EXISTS', K[3], K[5], K[6])
   end
+  local n = tonumber(last or '0')
   if found == 0 then
-    local n = tonumber(last or '0')
-    if n < floor or (n ~= 0 and n < tonumber(A[6])) then return {2} end
-    return begin_attempt(K, A, {run = run, last = last, pending = false, retry = false}, holder)
+    if n < floor or (n ~= 0 and n < tonumber(A[6])) then
+      if not u[4] then redis.call('HSET', unit, 'horizon', A[4]) end
+      return {2}
+    end
+    if tonumber(A[3]) > n then return begin_hot(unit, A, u, holder) end
+    if not u[4] then redis.call('HSET', unit, 'horizon', A[4]) end
+    return begin_attempt(B, A, {run = run, last = last, pending = false, retry = false, cold = true}, holder)
   end
-  if K[9] and redis.call('EXISTS', K[9]) == 1 then return {2} end
+  -- A unit with a last slot had its horizon set when that slot began.
+  if not u[4] then redis.call('HSET', unit, 'horizon', A[4]) end
+  if K[7] and redis.call('EXISTS', K[7]) == 1 then return {2} end
   local slot = A[3]
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[3], A[7], '+inf', 'LIMIT', 0, 2)) do
     if m ~= slot then return {2} end
   end
   local pending = false
-  for _, m in ipairs(redis.call('ZRANGE', K[6], 0, 1)) do
+  for _, m in ipairs(redis.call('ZRANGE', K[5], 0, 1)) do
     if m ~= slot then return {2} end
     pending = true
   end
-  local retry = redis.call('ZSCORE', K[7], slot)
+  local retry = redis.call('ZSCORE', K[6], slot)
   if retry and tonumber(retry) > tonumber(A[4]) then return {2} end
-  local n = tonumber(last or '0')
   if n < floor or (n ~= 0 and n < tonumber(A[6])) then return {2} end
-  return begin_attempt(K, A, {run = run, last = last, pending = pending, retry = retry ~= false}, holder)
+  return begin_attempt(B, A, {run = run, last = last, pending = pending, retry = retry ~= false, cold = true}, holder)
 end

@@ -2,14 +2,42 @@
 -- the Finish script (finishmain.lua) and the joined finish and release
 -- (finishrelease.lua). After fence.lua.
 --
--- K[1] fence hash  K[2] run hash  K[3] open zset  K[4] retry zset
+-- K[1] the fence of the scope (the unit hash, or the slot's fence hash)
+-- K[2] run hash  K[3] open zset  K[4] retry zset  K[5] unit hash
+-- K[6] index zset
 -- A[1] token  A[2] owner  A[3] slot  A[4] attempt
 -- A[5] status (succeeded | failed)  A[6] class  A[7] error
 -- A[8] now (unix ms)  A[9] retry at (unix ms; "" = final)
 --
+-- The end of its owner's hot run (fence.lua) writes the run's whole
+-- record at once: its run hash, its index entry and, when it waits for a
+-- retry, its open and retry entries, as begin_attempt and the finish
+-- would have left them. Any other end writes out the unit's hot run first.
+--
 -- Returns {1, 0} recorded (also when this owner's attempt ended so already:
 -- a re-sent call); {-1, current} stale or not this attempt's.
 local function finish_attempt(K, A)
+  local h = redis.call('HMGET', K[5], 'hot', 'hot.owner', 'hot.token', 'hot.started', 'hot.hb', 'hot.holder', 'token', 'owner')
+  if h[1] == A[3] and h[2] == A[2] and A[4] == '1' and K[1] == K[5] then
+    if not holdfast_accepts(h[7], h[8], A[1], A[2]) then return {-1, h[7]} end
+    local base = 0
+    if A[5] == 'failed' and A[6] == 'deferred' and A[9] ~= '' then base = 1 end
+    redis.call('HSET', K[2], 'status', A[5], 'attempt', 1, 'base', base, 'owner', A[2], 'retry_at', A[9],
+      'a1.owner', A[2], 'a1.token', h[3], 'a1.status', A[5], 'a1.class', A[6], 'a1.error', A[7],
+      'a1.started', h[4], 'a1.hb', h[5], 'a1.finished', A[8])
+    if h[6] and h[6] ~= '' then redis.call('HSET', K[2], 'a1.holder', h[6]) end
+    if h[7] ~= A[1] or h[8] ~= A[2] then
+      redis.call('HSET', K[5], 'token', A[1], 'owner', A[2])
+    end
+    redis.call('HDEL', K[5], 'hot')
+    redis.call('ZADD', K[6], A[3], A[3])
+    if A[5] ~= 'succeeded' and A[9] ~= '' then
+      redis.call('ZADD', K[3], A[3], A[3])
+      redis.call('ZADD', K[4], A[9], A[3])
+    end
+    return {1, 0}
+  end
+  if h[1] then materialize(K[5], h) end
   local ok, cur = raise(K[1], A[1], A[2])
   if not ok then return {-1, cur} end
   local run = K[2]

@@ -7,7 +7,7 @@
 --
 -- ARGV[1] n, the runs; then per run the 9 values of finish_attempt's A
 -- (finish.lua; the owner A[2] is the lease's).
--- KEYS per run, 6: finish_attempt's K[1..4], the lease key and its waiting
+-- KEYS per run, 8: finish_attempt's K[1..6], the lease key and its waiting
 -- flag (lease.RedisBackend.Keys).
 --
 -- Returns 3 values per run: as finishrelease.lua, {released (1, or 0 when
@@ -21,14 +21,14 @@ local function one(K, A, lease_key, waiting_key)
 end
 local out, o, ki, ai = {}, 0, 0, 1
 for _ = 1, tonumber(ARGV[1]) do
-  local K = {KEYS[ki + 1], KEYS[ki + 2], KEYS[ki + 3], KEYS[ki + 4]}
+  local K = {KEYS[ki + 1], KEYS[ki + 2], KEYS[ki + 3], KEYS[ki + 4], KEYS[ki + 5], KEYS[ki + 6]}
   local A = {}
   for j = 1, 9 do A[j] = ARGV[ai + j] end
-  local ok, r = pcall(one, K, A, KEYS[ki + 5], KEYS[ki + 6])
+  local ok, r = pcall(one, K, A, KEYS[ki + 7], KEYS[ki + 8])
   if not ok then
     r = {-1, 0, type(r) == 'table' and (r.err or '?') or tostring(r)}
   end
   out[o + 1], out[o + 2], out[o + 3] = r[1], r[2], r[3]
-  o, ki, ai = o + 3, ki + 6, ai + 9
+  o, ki, ai = o + 3, ki + 8, ai + 9
 end
 return out

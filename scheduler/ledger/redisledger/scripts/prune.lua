@@ -4,18 +4,18 @@
 -- never touches the pair's fence, the horizon, the pause flag, or a slot
 -- that still needs an attempt.
 --
--- KEYS[1] index zset  KEYS[2] open zset  KEYS[3] pending zset  KEYS[4] last
+-- KEYS[1] index zset  KEYS[2] open zset  KEYS[3] pending zset  KEYS[4] unit hash
 -- KEYS[4+i] run hash of ARGV[1+i]  (all <prefix>{<job>|<partition>}:...)
 -- ARGV[1] mode: "delete", or "list" (a dry run: PrunePreview)
 -- ARGV[1+i] slot (unix s), a member of the index
 --
 -- A slot is done when its status is succeeded, skipped, missed or
 -- abandoned, or failed and no longer open (no retry left). The latest slot
--- (last) and every open or pending slot are kept, whatever their status
+-- (the unit's last) and every open or pending slot are kept, whatever their status
 -- says. Returns how many records it deleted; in "list" mode it writes
 -- nothing and returns the slots it would delete.
 local list = ARGV[1] == 'list'
-local last = redis.call('GET', KEYS[4])
+local last = redis.call('HGET', KEYS[4], 'last')
 local n = 0
 local would = {}
 for i = 1, #ARGV - 1 do
