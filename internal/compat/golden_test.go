@@ -67,11 +67,24 @@ func redisWorkload(t *testing.T, rdb redis.UniversalClient) fence.Token {
 	require.NoError(t, err)
 	hf, err := redisstore.NewFence(rdb, redisstore.Options{})
 	require.NoError(t, err)
-	return goldenWorkload(t, leases, l, s, func(h fence.Holder) {
+	tok := goldenWorkload(t, leases, l, s, func(h fence.Holder) {
 		require.NoError(t, w.Set(ctx, "orders:{eu}:1", "settled", h, 0))
 		require.NoError(t, hf.Accept(ctx, "orders", h))
 	})
+	// A slot claimed and still running: the unit's hot run (redisledger's
+	// scripts/fence.lua), under a lease still held.
+	res, err := l.ClaimAll(ctx, leases, []ledger.ClaimRequest{{
+		Lease: leasedriver.AcquireRequest{Name: ledger.UnitScope(goldenHot.Job, goldenHot.Partition), Owner: goldenOwner, TTL: time.Hour},
+		Begin: &ledger.BeginRequest{Slot: goldenHot, Fence: ledger.Fence{Holder: "replica-1"}, MaxAttempts: 3,
+			Prev: goldenHot.At.Add(-time.Hour), Since: goldenHot.At.Add(-time.Hour)},
+	}}, 0, goldenHot.At.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 1, res[0].Begin.Attempt)
+	return tok
 }
+
+// goldenHot is the Redis fixture's running slot, claimed with ClaimAll.
+var goldenHot = ledger.Slot{Job: "settle", At: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), Partition: "us"}
 
 // goldenWorkload is the fixed workload of the fixtures on one medium's
 // stores: a lease taken and released and one still held (labelled
@@ -271,6 +284,20 @@ func TestGoldenRedisFormat1(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, ledger.StatusSucceeded, rec.Status)
 	require.Equal(t, 1, rec.Attempt)
+	hot, ok, err := l.Get(ctx, goldenHot)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, ledger.StatusRunning, hot.Status, "the fixture's running slot reads back running")
+	hotScope := ledger.UnitScope(goldenHot.Job, goldenHot.Partition)
+	hotFence := ledger.Fence{Scope: hotScope, Token: hot.Attempts[0].Token, Owner: goldenOwner}
+	require.NoError(t, l.Heartbeat(ctx, goldenHot, hotFence, 1, goldenHot.At.Add(2*time.Second)))
+	require.ErrorIs(t, l.Heartbeat(ctx, goldenHot, ledger.Fence{Scope: hotScope, Token: hotFence.Token - 1, Owner: "owner-z"}, 1, goldenHot.At),
+		fence.ErrStaleToken)
+	require.NoError(t, l.Finish(ctx, goldenHot, hotFence, 1, ledger.Outcome{Status: ledger.StatusSucceeded}, goldenHot.At.Add(3*time.Second)))
+	hot, _, err = l.Get(ctx, goldenHot)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusSucceeded, hot.Status)
+	require.Equal(t, "replica-1", hot.Attempts[0].Holder)
 	paused, err := l.Paused(ctx, "paused-job")
 	require.NoError(t, err)
 	require.True(t, paused)

@@ -237,9 +237,19 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 	want := func(c string) bool { return only == "" || only == c }
 
 	if want("scheduler") {
+		floor, err := runFloor(nJobs * nParts)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("bench: scheduler_floor layout=v2 units=%d redis_us_per_slot=%.1f second_us_per_slot=%.1f (claim %.1f + finish %.1f; second %.1f + %.1f)\n",
+			nJobs*nParts, us(floor[0].Total()), us(floor[1].Total()), us(floor[0].Claim), us(floor[0].Finish), us(floor[1].Claim), us(floor[1].Finish))
 		res, err := runHoldfastAdaptive(single, nJobs, nParts, nReplicas, claims, cpuProfile, commandStats, true)
 		if err != nil {
 			return err
+		}
+		res.floor = floor[0].Total()
+		if res.second != nil {
+			res.second.floor = floor[1].Total()
 		}
 		res.print("scheduler", nReplicas)
 		fmt.Printf("bench: scheduler roundtrips acquire_per_slot_per_replica=%.2f total_per_slot=%.2f\n",
@@ -340,11 +350,33 @@ type result struct {
 	// servers' CPU over Start and the spell.
 	recovery, recoveryCPU time.Duration
 	second                *result // the second slot, when measured
+	// floor is the layout's bare commands' CPU per slot (scheduler_floor)
+	// for this slot: its ratio_vs_floor; 0: not measured.
+	floor time.Duration
 }
 
 func (r result) print(name string, replicas int) {
-	fmt.Printf("bench: %s slots=%d replicas=%d claim_all_ms=%.0f lag_p50_ms=%.1f lag_p99_ms=%.1f runs=%d duplicates=%d redis_us_per_slot=%.1f\n",
-		name, r.slots, replicas, ms(r.claimAll), r.p50, r.p99, r.runs, r.dups, us(r.redisCPU)/float64(r.slots))
+	ratio := ""
+	if r.floor > 0 {
+		ratio = fmt.Sprintf(" ratio_vs_floor=%.2f", us(r.redisCPU)/float64(r.slots)/us(r.floor))
+	}
+	fmt.Printf("bench: %s slots=%d replicas=%d claim_all_ms=%.0f lag_p50_ms=%.1f lag_p99_ms=%.1f runs=%d duplicates=%d redis_us_per_slot=%.1f%s\n",
+		name, r.slots, replicas, ms(r.claimAll), r.p50, r.p99, r.runs, r.dups, us(r.redisCPU)/float64(r.slots), ratio)
+}
+
+// runFloor measures the Redis ledger layout's floor (bench.LayoutFloor,
+// v2) for units units over two slots, on a redis-server of its own that
+// it starts and stops, so that the keyspace and the server are as fresh
+// as the scheduler case's.
+func runFloor(units int) ([]bench.FloorSlot, error) {
+	s, err := redisproc.Launch()
+	if err != nil {
+		return nil, fmt.Errorf("%w (install redis-server)", err)
+	}
+	defer s.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rdb.Close()
+	return bench.LayoutFloor(context.Background(), rdb, "holdfast-bench:floor:", "v2", units, 2)
 }
 
 // lead is how far ahead of Start the slot is: long enough for every
