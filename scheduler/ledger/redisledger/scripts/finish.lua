@@ -22,10 +22,13 @@ local function finish_attempt(K, A)
     if not holdfast_accepts(h[7], h[8], A[1], A[2]) then return {-1, h[7]} end
     local base = 0
     if A[5] == 'failed' and A[6] == 'deferred' and A[9] ~= '' then base = 1 end
-    redis.call('HSET', K[2], 'status', A[5], 'attempt', 1, 'base', base, 'owner', A[2], 'retry_at', A[9],
+    local rec = {'status', A[5], 'attempt', 1, 'base', base, 'owner', A[2], 'retry_at', A[9],
       'a1.owner', A[2], 'a1.token', h[3], 'a1.status', A[5], 'a1.class', A[6], 'a1.error', A[7],
-      'a1.started', h[4], 'a1.hb', h[5], 'a1.finished', A[8])
-    if h[6] and h[6] ~= '' then redis.call('HSET', K[2], 'a1.holder', h[6]) end
+      'a1.started', h[4], 'a1.hb', h[5], 'a1.finished', A[8]}
+    if h[6] and h[6] ~= '' then
+      rec[#rec + 1], rec[#rec + 2] = 'a1.holder', h[6]
+    end
+    redis.call('HSET', K[2], unpack(rec))
     if h[7] ~= A[1] or h[8] ~= A[2] then
       redis.call('HSET', K[5], 'token', A[1], 'owner', A[2])
     end
