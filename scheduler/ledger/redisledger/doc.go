@@ -53,20 +53,36 @@
 // prefix (DefaultPrefix, "holdfast:ledger:"), so the ledger works on
 // Redis Cluster and a unit's lease and records share a slot. On Cluster
 // BeginIfClear, whose script also reads the job's pause flag under {job},
-// always answers Clear == false; ClaimAll reads the pause flags first. The
-// unit scope's fence is the hash "fence", a slot scope's "fence:<unix>":
-// the names, and every other key, are those of the format before fences
-// were named by scope, so a store written by an older version keeps
-// fencing after an upgrade. See Ledger for the full layout.
+// always answers Clear == false; ClaimAll reads the pause flags first. A
+// unit's fence (the unit scope's), last slot, horizon and hot run share
+// one hash, "unit"; a slot scope's fence is the hash "fence:<unix>". See
+// Ledger for the full layout.
+//
+// # The hot run
+//
+// A slot begun by a claim (ClaimAll, BeginIfClear) of a unit with nothing
+// else open, pending or waiting for a retry, the case of nearly every
+// slot of a recurring job, is the unit's hot run: its first attempt is
+// written in the unit hash, in the same HSET that raises the fence and
+// records the last slot, and its run hash and index entry are written
+// once, at its end, by the finish (the joined finish and release too).
+// So a slot costs the server two writes of one hash each where it took
+// seven keys' writes (scripts/fence.lua). Anything else that touches the
+// unit while it runs (a Begin, a claim by another owner, a skip, a
+// request, a finish or heartbeat that is not its owner's) first writes it
+// out as a cold run, with its run hash, open and index entries, and the
+// rest of that script reads them as ever; Get, List and State read the
+// hot run where it is. The fence is the same hash either way, so the
+// acceptance rule and its scope are unchanged.
 //
 // # Retention
 //
 // Run hashes stay until Prune (ledger.Pruner) deletes those of done slots
 // before a cutoff: a SCAN of the ledger's index keys, then per (job,
 // partition) batches of PruneBatch slots, each one script on the pair's
-// hash tag (Cluster-safe). Fences, horizons, last slots, cancel marks and
-// pause flags stay: they are a few keys per pair, and a lost fence would
-// let a stale holder write again. See docs/operations.md.
+// hash tag (Cluster-safe). Unit hashes (fence, horizon, last slot), cancel
+// marks and pause flags stay: they are a few keys per pair, and a lost
+// fence would let a stale holder write again. See docs/operations.md.
 //
 // # Durability
 //

@@ -114,13 +114,15 @@ var (
 // (ClaimAll, FinishRelease); every fenced transition is one Lua script
 // that checks and raises the fence.
 //
-// Keys under <prefix>{<UnitScope>}: fence (hash: token, owner),
-// the fence of the unit scope (ledger.UnitScope); fence:<unix> (the same,
-// for the slot scope, ledger.SlotScope), run:<unix>
-// (hash per slot: status, attempt, base, owner, token, heartbeat, retry_at,
-// reason, and a<n>.* per attempt), open, pending, retry and index (sorted
-// sets of slots), last (latest slot begun or skipped), horizon (ms, set on
-// first use). <prefix>{job}:paused holds the pause flag;
+// Keys under <prefix>{<UnitScope>}: unit (hash: token and owner, the fence
+// of the unit scope, ledger.UnitScope; last, the latest slot begun or
+// skipped, unix s; horizon, unix ms, set on first use; hot and hot.*, the
+// hot run, see the package doc); fence:<unix> (hash: token, owner, the
+// fence of the slot scope, ledger.SlotScope), run:<unix>
+// (hash per slot: status, attempt, base, owner, retry_at, reason, and
+// a<n>.* per attempt; a hot run has none until it ends), open, pending,
+// retry and index (sorted sets of slots), pruned (Prune's cutoff), cancel
+// (a cancel request). <prefix>{job}:paused holds the pause flag;
 // <prefix>claimed:<unix>:<hash> are ClaimAll's claim markers (string
 // "1", with a TTL).
 type Ledger struct {
