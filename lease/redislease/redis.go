@@ -185,6 +185,14 @@ var _ leasedriver.Labeled = (*Backend)(nil)
 // HolderLabel implements Labeled: Options.Holder.
 func (b *Backend) HolderLabel() string { return b.holder }
 
+// IdleCounterTTL is Options.IdleCounterTTL (0: none): a script that takes
+// the backend's leases itself (redisledger's joined claim) sets their fence
+// counters and holder labels to expire after it, as Acquire does.
+func (b *Backend) IdleCounterTTL() time.Duration {
+	ms, _ := b.idle.(int64)
+	return time.Duration(ms) * time.Millisecond
+}
+
 // Evicting reports whether the backend runs on a Redis that may evict
 // keys, allowed by Options.Eviction.AllowEviction: only then does the
 // Client read Evictions on its renewal passes.

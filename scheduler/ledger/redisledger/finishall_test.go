@@ -164,6 +164,7 @@ func TestJoinedFinishIsSentInBoundedCalls(t *testing.T) {
 			lk, err := b.Keys(job)
 			require.NoError(t, err)
 			calls[i] = &finishCall{
+				base: k.base,
 				keys: [8]string{k.unit, k.run(at), k.open, k.retry, k.unit, k.index, lk.Lease, lk.Waiting},
 				args: [9]any{res[i].Grant.Token.String(), "me", unix(at), 1, "succeeded", "", "", millis(at), ""},
 			}

@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -138,5 +140,28 @@ func TestHotRunTakenOver(t *testing.T) {
 		o := ledger.Outcome{Status: ledger.StatusSucceeded}
 		err = s.ledger.Finish(ctx, ledger.Slot{Job: "job", At: at}, ledger.Fence{Scope: "job", Token: first, Owner: "first"}, 1, o, now)
 		require.ErrorIs(t, err, fence.ErrStaleToken)
+	})
+}
+
+// The joined claim takes its leases as Acquire does, the fence counter and
+// the holder label expiring after the backend's IdleCounterTTL.
+func TestClaimAllKeepsIdleCounterTTL(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		b, err := redislease.NewBackend(s.rdb, redislease.Options{Prefix: redistest.Prefix(t, s.rdb) + "lease:",
+			Holder: "replica-a", IdleCounterTTL: 2 * time.Hour})
+		require.NoError(t, err)
+		at := time.Unix(1_800_000_000, 0).UTC()
+		res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{claimReq("idle", at, "me")}, 0, at)
+		require.NoError(t, err)
+		require.True(t, res[0].Grant.Acquired)
+		lk, err := b.Keys("idle")
+		require.NoError(t, err)
+		for _, key := range []string{lk.Fence, lk.Holder} {
+			ttl := s.rdb.PTTL(ctx, key).Val()
+			require.Greater(t, ttl, time.Hour, key)
+			require.LessOrEqual(t, ttl, 2*time.Hour, key)
+		}
 	})
 }

@@ -186,22 +186,25 @@ func (l *Ledger) skipMarked(ctx context.Context, reqs []ledger.ClaimRequest, pau
 // claimCommand builds the keys and arguments of claimall.lua for the
 // requests idx of reqs.
 func (l *Ledger) claimCommand(b *redislease.Backend, reqs []ledger.ClaimRequest, idx []int, paused map[string]bool, now time.Time) (keys []string, args []any, err error) {
-	args = append(args, millis(now), 0, len(idx)) // no limit: one unit per script on Cluster
+	// No limit (0): one unit per script on Cluster. The script derives the
+	// lease's other keys (redislease.Keys: :fence, :waiting, :holder) from
+	// its key, and the unit's from its base.
+	args = append(args, millis(now), 0, len(idx), b.IdleCounterTTL().Milliseconds())
 	for _, i := range idx {
 		r := reqs[i]
 		lk, err := b.Keys(r.Lease.Name)
 		if err != nil {
 			return nil, nil, err
 		}
-		keys = append(keys, lk.Lease, lk.Fence, lk.Waiting, lk.Holder)
+		keys = append(keys, lk.Lease)
 		bg := l.begins(r, paused)
 		if bg == nil {
-			args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), 4, 0, 0, 0, 0, b.HolderLabel(), "", 0)
+			args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), 1, 0, 0, 0, 0, b.HolderLabel(), "", 0)
 			continue
 		}
-		k, slot := l.keys(bg.Slot.Job, bg.Slot.Partition), bg.Slot
-		keys = append(keys, k.unit, k.run(slot.At), k.open, k.index, k.pending, k.retry)
-		n := 4 + 6
+		slot := bg.Slot
+		keys = append(keys, l.keys(slot.Job, slot.Partition).base)
+		n := 2
 		if !l.cluster {
 			keys = append(keys, l.pausedKey(slot.Job))
 			n++
@@ -344,6 +347,7 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, 
 		retry = millis(o.RetryAt)
 	}
 	c := &finishCall{
+		base: k.base,
 		keys: [8]string{fk, k.run(s.At), k.open, k.retry, k.unit, k.index, lk.Lease, lk.Waiting},
 		args: [9]any{f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error, millis(now), retry},
 	}
@@ -370,6 +374,7 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, 
 // (Ledger.fin): its keys and values as finishrelease.lua's, then its
 // answer.
 type finishCall struct {
+	base string // the unit's key base: finishall.lua's keys are keys[6] and base
 	keys [8]string
 	args [9]any
 
@@ -427,11 +432,11 @@ func (l *Ledger) finishMany(ctx context.Context, calls []*finishCall) {
 	for len(calls) > 0 {
 		batch := calls[:min(len(calls), maxFinishBatch)]
 		calls = calls[len(batch):]
-		keys := make([]string, 0, 8*len(batch))
+		keys := make([]string, 0, 2*len(batch))
 		args := make([]any, 1, 1+9*len(batch))
 		args[0] = len(batch)
 		for _, c := range batch {
-			keys = append(keys, c.keys[:]...)
+			keys = append(keys, c.keys[6], c.base)
 			args = append(args, c.args[:]...)
 		}
 		vals, err := finishAllScript.Run(ctx, l.pipe, keys, args...).Slice()

@@ -9,19 +9,23 @@
 -- lease this call holds, fenced as every Begin is (raise in begin_attempt).
 --
 -- ARGV[1] now (unix ms)  ARGV[2] limit, the most leases to take (0: no
--- limit)  ARGV[3] n, the units
--- then per unit, 10 values: owner, lease TTL (ms), k (its keys: 4, or with
--- a slot to begin or check 10 or 11), slot (unix s), max attempts (0: the
+-- limit)  ARGV[3] n, the units  ARGV[4] the leases' idle counter TTL (ms,
+-- 0: none; redislease.Options.IdleCounterTTL)
+-- then per unit, 10 values: owner, lease TTL (ms), k (its keys: 1, or with
+-- a slot to begin or check 2, or 3 with the job's pause flag), slot (unix s), max attempts (0: the
 -- slot is checked only: read for done before the lease, never begun),
 -- prev (unix s), since (unix s), the lease's holder label
 -- (lease.RedisOptions.Holder, '' for none), the attempt's holder label
 -- (ledger.Fence.Holder), seen (unix s, 0: none; clear.lua)
 -- then m, the claim markers to set, and per marker 3 values: the first and
 -- the last unit of its group (1-based, in the order above) and its TTL (ms)
--- KEYS per unit, in order: its lease key, its lease's fence counter, its
--- waiting flag, its holder label key (lease.RedisBackend.Keys), and with
--- k > 4 the keys K[1..k-4] of begin_if_clear (clear.lua); then the m
--- marker keys. A lease taken stores its holder label as the lease
+-- KEYS per unit, in order: its lease key (redislease.Keys.Lease, whose
+-- fence counter, waiting flag and holder label keys are it with ":fence",
+-- ":waiting" and ":holder"), and with k > 1 the unit's key base
+-- (<prefix>{<unit>}:, whose keys begin_if_clear's K are: unit, run:<slot>,
+-- open, index, pending, retry; clear.lua) and with k = 3 the job's pause
+-- flag; then the m marker keys. The keys a unit's script touches all
+-- share its hash tag. A lease taken stores its holder label as the lease
 -- package's acquire script does (holdfast_lease_label).
 --
 -- Returns 4 values per unit: the token (a decimal string) when the lease
@@ -51,8 +55,8 @@
 -- TTL, so that the other replicas skip the group as held. A marker is set
 -- only here, after its units' tries in the same script: it stands for
 -- answers a try of each unit would have had then.
-local now, limit, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local out, o, ki, ai, taken = {}, 0, 1, 4, 0
+local now, limit, n, idle = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local out, o, ki, ai, taken = {}, 0, 1, 5, 0
 local tried = {}
 local function held_by_other(lease_key, owner)
   local v = redis.call('GET', lease_key)
@@ -60,50 +64,51 @@ local function held_by_other(lease_key, owner)
 end
 for _ = 1, n do
   local owner, k = ARGV[ai], tonumber(ARGV[ai + 2])
+  local lease = KEYS[ki]
   local token, remaining, r = false, 0, {3, 0, 0}
   local run, answered = nil, false
-  local u = nil
-  if k > 4 then
-    local slot = ARGV[ai + 3]
-    u = redis.call('HMGET', KEYS[ki + 4], 'token', 'owner', 'last', 'horizon', 'hot', 'hot.owner')
+  local u, K = nil, nil
+  if k > 1 then
+    local slot, b = ARGV[ai + 3], KEYS[ki + 1]
+    K = {b .. 'unit', b .. 'run:' .. slot, b .. 'open', b .. 'index', b .. 'pending', b .. 'retry'}
+    if k > 2 then K[7] = KEYS[ki + 2] end
+    u = redis.call('HMGET', K[1], 'token', 'owner', 'last', 'horizon', 'hot', 'hot.owner')
     if u[5] == slot then
-      if u[6] ~= owner and held_by_other(KEYS[ki], owner) then
-        remaining, answered = math.max(redis.call('PTTL', KEYS[ki]), 0), true
+      if u[6] ~= owner and held_by_other(lease, owner) then
+        remaining, answered = math.max(redis.call('PTTL', lease), 0), true
       end
     elseif u[3] and tonumber(slot) <= tonumber(u[3]) then
-      run = redis.call('HMGET', KEYS[ki + 5], 'status', 'attempt', 'base', 'owner')
+      run = redis.call('HMGET', K[2], 'status', 'attempt', 'base', 'owner')
       local st = run[1]
-      if (st == 'succeeded' or st == 'skipped' or st == 'missed') and redis.call('EXISTS', KEYS[ki + 8]) == 0 then
+      if (st == 'succeeded' or st == 'skipped' or st == 'missed') and redis.call('EXISTS', K[5]) == 0 then
         r, answered = {4, 0, 0}, true
-      elseif st == 'running' and run[4] ~= owner and held_by_other(KEYS[ki], owner) then
-        remaining, answered = math.max(redis.call('PTTL', KEYS[ki]), 0), true
+      elseif st == 'running' and run[4] ~= owner and held_by_other(lease, owner) then
+        remaining, answered = math.max(redis.call('PTTL', lease), 0), true
       end
     end
   end
   if answered then
     -- answered from the run hash: no lease taken
   elseif limit > 0 and taken >= limit then
-    remaining = redis.call('PTTL', KEYS[ki])
+    remaining = redis.call('PTTL', lease)
     if remaining == -2 then
       r = {5, 0, 0} -- free, not tried: the caller has no place left
     end
     remaining = math.max(remaining, 0)
   else
-    token, remaining = holdfast_lease_acquire(KEYS[ki], KEYS[ki + 1], owner, ARGV[ai + 1])
+    token, remaining = holdfast_lease_acquire(lease, lease .. ':fence', owner, ARGV[ai + 1], idle)
     if token then
       taken = taken + 1
-      holdfast_lease_label(KEYS[ki + 3], ARGV[ai + 7])
+      holdfast_lease_label(lease .. ':holder', ARGV[ai + 7], idle)
     end
   end
-  if token and k > 4 and ARGV[ai + 4] ~= '0' then
-    local K = {}
-    for j = 1, k - 4 do K[j] = KEYS[ki + 3 + j] end
+  if token and k > 1 and ARGV[ai + 4] ~= '0' then
     r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run, ARGV[ai + 8], ARGV[ai + 9], u)
   end
   if r[1] == 0 then
     -- The slot is done (a replica whose claim came after the run): the
     -- lease is given back at once, unused, as the claim would release it.
-    holdfast_lease_release(KEYS[ki], KEYS[ki + 2], owner)
+    holdfast_lease_release(lease, lease .. ':waiting', owner)
     r[1], taken = 4, taken - 1
   end
   tried[#tried + 1] = r[1] ~= 5

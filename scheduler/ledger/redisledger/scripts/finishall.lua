@@ -7,8 +7,11 @@
 --
 -- ARGV[1] n, the runs; then per run the 9 values of finish_attempt's A
 -- (finish.lua; the owner A[2] is the lease's).
--- KEYS per run, 8: finish_attempt's K[1..6], the lease key and its waiting
--- flag (lease.RedisBackend.Keys).
+-- KEYS per run, 2: the lease key (redislease.Keys.Lease; its waiting flag
+-- is it with ":waiting") and the unit's key base (<prefix>{<unit>}:):
+-- finish_attempt's K are the base's unit, run:<slot>, open, retry, unit
+-- and index (a joined finish is of the unit scope, whose fence is the
+-- unit hash). The keys a run's commands touch all share its hash tag.
 --
 -- Returns 3 values per run: as finishrelease.lua, {released (1, or 0 when
 -- the key was gone or another owner's), finish_attempt's code, its
@@ -21,14 +24,16 @@ local function one(K, A, lease_key, waiting_key)
 end
 local out, o, ki, ai = {}, 0, 0, 1
 for _ = 1, tonumber(ARGV[1]) do
-  local K = {KEYS[ki + 1], KEYS[ki + 2], KEYS[ki + 3], KEYS[ki + 4], KEYS[ki + 5], KEYS[ki + 6]}
+  local lease, b = KEYS[ki + 1], KEYS[ki + 2]
   local A = {}
   for j = 1, 9 do A[j] = ARGV[ai + j] end
-  local ok, r = pcall(one, K, A, KEYS[ki + 7], KEYS[ki + 8])
+  local unit = b .. 'unit'
+  local K = {unit, b .. 'run:' .. A[3], b .. 'open', b .. 'retry', unit, b .. 'index'}
+  local ok, r = pcall(one, K, A, lease, lease .. ':waiting')
   if not ok then
     r = {-1, 0, type(r) == 'table' and (r.err or '?') or tostring(r)}
   end
   out[o + 1], out[o + 2], out[o + 3] = r[1], r[2], r[3]
-  o, ki, ai = o + 3, ki + 8, ai + 9
+  o, ki, ai = o + 3, ki + 2, ai + 9
 end
 return out
