@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/redislease"
@@ -164,4 +165,19 @@ func TestClaimAllKeepsIdleCounterTTL(t *testing.T) {
 			require.LessOrEqual(t, ttl, 2*time.Hour, key)
 		}
 	})
+}
+
+// CheckPolicy loads the ledger's scripts, so that the first claims find
+// them compiled (on a redis-server of its own, whose script cache is
+// empty).
+func TestCheckPolicyLoadsTheScripts(t *testing.T) {
+	t.Parallel()
+	rdb := redisproc.Start(t).Client(t)
+	l, err := New(rdb, Options{})
+	require.NoError(t, err)
+	require.False(t, rdb.ScriptExists(context.Background(), claimAllScript.Hash()).Val()[0])
+	require.NoError(t, l.CheckPolicy(context.Background()))
+	for _, sc := range allScripts {
+		require.True(t, rdb.ScriptExists(context.Background(), sc.Hash()).Val()[0])
+	}
 }
