@@ -21,9 +21,11 @@ var _ ledger.Pruner = (*Ledger)(nil)
 // of slots before before that are done: succeeded, skipped, missed,
 // abandoned, or failed with retry_at NULL. It keeps every row that is
 // pending, running or failed with a retry, the row of each pair's
-// job_fences.last_slot (State.Last), and every job_fences,
-// job_slot_fences and job_pauses row: the horizon, the fences and the
-// pause flags stay. A row a concurrent transition has locked is skipped
+// job_fences.last_slot (State.Last), and every job_fences and job_pauses
+// row: the horizon, the unit fences and the pause flags stay. Then it
+// deletes the job_slot_fences rows (OverlapAllow) of the slots before
+// their pair's cutoff whose record is gone: such a slot is closed, every
+// token refused (docs/operations.md, "Retention"). A row a concurrent transition has locked is skipped
 // (FOR UPDATE SKIP LOCKED), so Prune never waits on a claim; the next
 // Prune takes it. It returns the rows deleted until ctx ended or an error
 // came, with that error (wrapped, as every pgledger error).
