@@ -24,7 +24,7 @@ import (
 func TestHotRunReadsAndEndsAsAColdOne(t *testing.T) {
 	t.Parallel()
 	outcomes := map[string]ledger.Outcome{
-		"Succeeded": {Status: ledger.StatusSucceeded},
+		"Succeeded":     {Status: ledger.StatusSucceeded},
 		"FailedForGood": {Status: ledger.StatusFailed, Class: ledger.ClassPermanent, Error: "boom"},
 		"FailedWithRetry": {Status: ledger.StatusFailed, Class: ledger.ClassRetryable, Error: "again",
 			RetryAt: time.Unix(1_800_000_100, 0)},

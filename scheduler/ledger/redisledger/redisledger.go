@@ -238,7 +238,7 @@ type ledgerKeys struct {
 	// unit is the unit hash: the unit scope's fence (token, owner), the
 	// last slot begun or skipped (last, unix s), the horizon (horizon,
 	// unix ms) and the hot run (hot, hot.*: see scripts/fence.lua).
-	unit                       string
+	unit                        string
 	open, pending, retry, index string
 	// pruned is a zset of one member, "cutoff", scored with the latest
 	// cutoff of Prune (unix s; ZADD GT keeps the latest): State.Pruned.
