@@ -51,6 +51,10 @@
 //   - scheduler-mix (TestSchedulerProcessesUnderMixedFaults): 5 scheduler
 //     processes under SIGSTOP, SIGKILL, Redis pause and restart and
 //     Postgres latency.
+//   - scheduler-mix-redis-ledger
+//     (TestSchedulerProcessesUnderMixedFaultsRedisLedger): the same with
+//     the Redis ledger (joined claims and finishes, hot runs taken over),
+//     Redis paused but not restarted empty.
 //   - redis-data-loss (TestRedisDataLossUnderARunningScheduler): 3
 //     scheduler replicas while their Redis is killed and comes back empty;
 //     no slot may end with neither an effect nor a record.
