@@ -33,7 +33,10 @@
 -- written with the fence, the last slot and the horizon in one HSET of the
 -- unit hash. u as begin_if_clear's.
 local function begin_hot(unit, A, u, holder)
-  if not holdfast_accepts(u[1], u[2], A[1], A[2]) then return {-1, u[1]} end
+  if not holdfast_accepts(u[1], u[2], A[1], A[2]) then
+    if not u[4] then redis.call('HSET', unit, 'horizon', A[4]) end -- as State sets it
+    return {-1, u[1]}
+  end
   local f = {'token', A[1], 'owner', A[2], 'last', A[3], 'hot', A[3], 'hot.owner', A[2],
     'hot.token', A[1], 'hot.started', A[4], 'hot.hb', A[4], 'hot.holder', holder or ''}
   if not u[4] then
