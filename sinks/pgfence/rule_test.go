@@ -22,6 +22,29 @@ func TestCheckPassesTheRuleTable(t *testing.T) {
 	})
 }
 
+// CheckOwnTx, Check in a transaction of its own sent as one pipeline,
+// passes the same table, and its refusal names the stored token.
+func TestCheckOwnTxPassesTheRuleTable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fenceruletest.Run(t, "", math.MaxInt64, func(ctx context.Context, resource string, h fence.Holder) error {
+		return b.guard.CheckOwnTx(ctx, b.pool, resource, h)
+	})
+	ctx := t.Context()
+	require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, "own", fence.Holder{Scope: "s", Token: 10, Owner: "a"}))
+	err := b.guard.CheckOwnTx(ctx, b.pool, "own", fence.Holder{Scope: "s", Token: 5, Owner: "b"})
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, fence.StaleTokenError{Resource: "own", Scope: "s", Presented: 5, Current: 10}, *stale)
+	require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, "own", fence.Holder{Scope: "other", Token: 5, Owner: "b"}), "another scope's fence")
+	tok, owner, err := b.guard.Current(ctx, b.pool, "own", "s")
+	require.NoError(t, err)
+	require.Equal(t, fence.Token(10), tok)
+	require.Equal(t, "a", owner)
+	require.ErrorIs(t, b.guard.CheckOwnTx(ctx, b.pool, "own", fence.Holder{Scope: "s", Token: math.MaxInt64 + 1, Owner: "a"}), pgfence.ErrTokenOutOfRange)
+	require.ErrorIs(t, b.guard.CheckOwnTx(ctx, nil, "own", fence.Holder{Scope: "s", Token: 11, Owner: "a"}), pgfence.ErrInvalidOptions)
+}
+
 // Above the bigint maximum Check refuses with ErrTokenOutOfRange, never a
 // decision.
 func TestCheckRefusesTokensAboveInt64(t *testing.T) {
@@ -52,4 +75,34 @@ func TestFencedUpsertPassesTheRuleTable(t *testing.T) {
 	fenceruletest.Run(t, "", math.MaxInt64, func(ctx context.Context, resource string, h fence.Holder) error {
 		return pgfence.FencedUpsert(ctx, tb.pool, tb.row(resource), map[string]any{"value": h.Owner}, h)
 	})
+}
+
+// CheckOwnTx runs at READ COMMITTED whatever the pool's default: racing
+// holders of one resource on a pool defaulting to SERIALIZABLE each get a
+// decision (nil or a stale token), never a serialization failure, and the
+// guard ends at the highest token.
+func TestCheckOwnTxDecidesUnderASerializableDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool := shared.PoolAt(t, "serializable")
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- b.guard.CheckOwnTx(t.Context(), pool, "race", fence.Holder{Scope: "s", Token: fence.Token(i + 1), Owner: "o"})
+		}()
+	}
+	accepted := 0
+	for range n {
+		err := <-errs
+		if err == nil {
+			accepted++
+			continue
+		}
+		require.ErrorIs(t, err, fence.ErrStaleToken)
+	}
+	require.Positive(t, accepted)
+	tok, _, err := b.guard.Current(t.Context(), b.pool, "race", "s")
+	require.NoError(t, err)
+	require.Equal(t, fence.Token(n), tok)
 }

@@ -80,8 +80,8 @@ var identifierRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // write to the same key or guard row waits for it and reads its latest
 // version. Under REPEATABLE READ or SERIALIZABLE the same statements fail
 // with SQLSTATE 40001 instead. Store's statements are pipelined with their
-// BEGIN and COMMIT (one round trip each, as before); Fence.Accept begins a
-// transaction for pgfence.Guard.Check (three). A serialization failure or
+// BEGIN and COMMIT (one round trip each, as before), and so are
+// Fence.Accept's (pgfence.Guard.CheckOwnTx, one). A serialization failure or
 // deadlock left even so is retried inside the store (pgtx.MaxAttempts
 // attempts, jittered backoff, within the request's ctx), so the middleware
 // never answers 503 for a conflict between concurrent requests.
@@ -363,8 +363,8 @@ func (f *Fence) Guard() *pgfence.Guard { return f.guard }
 func (f *Fence) Migrate(ctx context.Context) error { return f.guard.Migrate(ctx, f.db) }
 
 // Accept implements idemstore.FenceStore: a guard row per (resource,
-// h.Scope), checked and raised by pgfence.Guard.Check in a READ COMMITTED
-// transaction of its own (see DB). A holder the guard cannot take
+// h.Scope), checked and raised by pgfence.Guard.CheckOwnTx in a READ
+// COMMITTED transaction of its own, one round trip (see DB). A holder the guard cannot take
 // (pgfence.ErrTokenOutOfRange, ErrInvalidOwner, ErrInvalidScope,
 // ErrInvalidResource) gives an error matching both pgfence's error and
 // idemstore.ErrInvalidFencing.
@@ -373,7 +373,7 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	if ctx == nil || f.guard.Validate(resource, h) != nil {
 		err = f.guard.Check(ctx, f.db, resource, h) // refused before the database is touched
 	} else {
-		err = pgtx.Tx(ctx, f.db, func(tx pgx.Tx) error { return f.guard.Check(ctx, tx, resource, h) })
+		err = f.guard.CheckOwnTx(ctx, f.db, resource, h)
 	}
 	for _, bad := range []error{pgfence.ErrTokenOutOfRange, pgfence.ErrInvalidOwner, pgfence.ErrInvalidScope, pgfence.ErrInvalidResource} {
 		if errors.Is(err, bad) {
