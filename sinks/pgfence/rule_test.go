@@ -77,10 +77,11 @@ func TestFencedUpsertPassesTheRuleTable(t *testing.T) {
 	})
 }
 
-// CheckOwnTx runs at READ COMMITTED whatever the pool's default: racing
-// holders of one resource on a pool defaulting to SERIALIZABLE each get a
-// decision (nil or a stale token), never a serialization failure, and the
-// guard ends at the highest token.
+// Racing holders of one resource on a pool defaulting to SERIALIZABLE
+// each get a decision from CheckOwnTx (nil or a stale token), never a
+// serialization failure, and the guard ends at the highest token. Its
+// READ COMMITTED transaction and its retry of 40001 both serve this; the
+// test does not tell which of the two gave a decision.
 func TestCheckOwnTxDecidesUnderASerializableDefault(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -181,3 +181,33 @@ func TestCheckPolicyLoadsTheScripts(t *testing.T) {
 		require.True(t, rdb.ScriptExists(context.Background(), sc.Hash()).Val()[0])
 	}
 }
+
+// The end of a hot run is fenced on its fast path too: a newer holder of
+// the unit that raised the fence without touching the hot run (a Skip of
+// a later slot) makes the hot run's owner stale, and its finish and
+// heartbeat are refused. (Its control: the fast path's rule check taken
+// out of finish.lua, the stale finish is recorded.)
+func TestHotRunEndIsFenced(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := context.Background()
+		b := joinedSetup(t, s)
+		at := time.Unix(1_800_000_000, 0).UTC()
+		res, err := s.ledger.ClaimAll(ctx, b, []ledger.ClaimRequest{claimReq("job", at, "me")}, 0, at)
+		require.NoError(t, err)
+		require.Equal(t, 1, res[0].Begin.Attempt)
+		mine := ledger.Fence{Scope: "job", Token: res[0].Grant.Token, Owner: "me"}
+		newer := ledger.Fence{Scope: "job", Token: mine.Token + 1, Owner: "newer"}
+		later := ledger.Slot{Job: "job", At: at.Add(time.Minute)}
+		require.NoError(t, s.ledger.Skip(ctx, later, newer, ledger.StatusSkipped, "test", at))
+		require.True(t, s.rdb.HExists(ctx, s.ledger.keys("job", "").unit, "hot").Val(), "the skip left the hot run")
+
+		slot := ledger.Slot{Job: "job", At: at}
+		require.ErrorIs(t, s.ledger.Heartbeat(ctx, slot, mine, 1, at.Add(time.Second)), fence.ErrStaleToken)
+		err = s.ledger.Finish(ctx, slot, mine, 1, ledger.Outcome{Status: ledger.StatusSucceeded}, at.Add(time.Second))
+		var stale *fence.StaleTokenError
+		require.ErrorAs(t, err, &stale)
+		require.Equal(t, newer.Token, stale.Current)
+		require.Equal(t, ledger.StatusRunning, s.status("job", "", at), "the stale finish recorded nothing")
+	})
+}
