@@ -33,6 +33,18 @@
 // built by hand without its Scope next to one with it, an old and a new
 // version of a service) is not fenced at all across them.
 //
+// # Slot scopes
+//
+// A scheduler job under OverlapAllow takes a lease per slot, so its runs
+// write under a scope per slot, "<unit>@<unix seconds>" (SplitSlotScope),
+// and every sink would keep a fence per slot for ever. A sink that
+// implements SlotScopePruner bounds them: PruneSlotScopes raises a
+// watermark per (resource, unit) and deletes the fences of the unit's slots
+// below it, and from then on refuses any write under such a slot's scope,
+// whatever its token (a *StaleTokenError with ClosedBefore set, matching
+// ErrScopeClosed). Deleting the fences without the watermark would reopen
+// them: an empty fence accepts any token, the stale holder's included.
+//
 // # The acceptance rule
 //
 // A sink keeps, per (resource, scope), the highest token it accepted and the

@@ -3,6 +3,7 @@ package fence
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrStaleToken matches every *StaleTokenError with errors.Is.
@@ -35,20 +36,39 @@ type StaleTokenError struct {
 	Scope string
 	// Presented is the token the writer sent.
 	Presented Token
-	// Current is the highest token the resource has accepted.
+	// Current is the highest token the resource has accepted (None when
+	// ClosedBefore is set: the scope's fence was deleted).
 	Current Token
+	// ClosedBefore is set when the write was refused because Scope is a
+	// slot scope the sink has closed (SlotScopePruner): slots of its unit
+	// before this instant (UTC, whole seconds) are closed, whatever the
+	// token. The error then matches ErrScopeClosed too.
+	ClosedBefore time.Time
 }
 
 // Error implements error.
 func (e *StaleTokenError) Error() string {
+	if !e.ClosedBefore.IsZero() {
+		return fmt.Sprintf("fence: stale fencing token for %q (scope %q): the slot scope is closed, slots before %s are pruned (presented %d)",
+			e.Resource, e.Scope, e.ClosedBefore.UTC().Format(time.RFC3339), e.Presented)
+	}
 	if e.Presented == e.Current {
 		return fmt.Sprintf("fence: stale fencing token for %q (scope %q): token %d already used by another owner", e.Resource, e.Scope, e.Presented)
 	}
 	return fmt.Sprintf("fence: stale fencing token for %q (scope %q): presented %d, current %d", e.Resource, e.Scope, e.Presented, e.Current)
 }
 
-// Is makes errors.Is(err, ErrStaleToken) true.
-func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+// Is makes errors.Is(err, ErrStaleToken) true, and errors.Is(err,
+// ErrScopeClosed) when ClosedBefore is set.
+func (e *StaleTokenError) Is(target error) bool {
+	return target == ErrStaleToken || (target == ErrScopeClosed && !e.ClosedBefore.IsZero())
+}
+
+// ClosedScopeError returns the error of a write under a slot scope closed
+// at before (unix seconds): a *StaleTokenError with ClosedBefore set.
+func ClosedScopeError(resource string, h Holder, before int64) *StaleTokenError {
+	return &StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, ClosedBefore: time.Unix(before, 0).UTC()}
+}
 
 // Accept is the acceptance rule, for one fence: one (resource, scope).
 // current and currentOwner are what the fence holds (None and "" for a resource never written); presented and

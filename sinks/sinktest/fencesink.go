@@ -19,9 +19,23 @@ type Fence interface {
 // "" (the value is dropped: a fence stores none), and WriteScoped
 // (ScopedWriter) Accept of the holder given. It is no Reader: Exercise
 // checks what f stores by probing writes, and its workload only writes.
-func FenceSink(f Fence) Sink { return fenceSink{f} }
+// When f is a fence.SlotScopePruner, the sink is a SlotScopeSink (its
+// PruneSlotScopes is f's), so Exercise runs SlotScopesClose on it.
+func FenceSink(f Fence) Sink {
+	if p, ok := f.(fence.SlotScopePruner); ok {
+		return prunableFenceSink{fenceSink{f}, p}
+	}
+	return fenceSink{f}
+}
 
 type fenceSink struct{ f Fence }
+
+type prunableFenceSink struct {
+	fenceSink
+	fence.SlotScopePruner
+}
+
+var _ SlotScopeSink = prunableFenceSink{}
 
 var _ ScopedWriter = fenceSink{}
 

@@ -93,6 +93,7 @@ var cases = []check{
 	{"SameTokenTwoHoldersExactlyOneAccepted", sameTokenTwoHolders},
 	{"ConcurrentWritersEndAtTheLargestToken", concurrentWritersEndAtTheLargest},
 	{"ConcurrentHistoryLinearizable", concurrentHistoryLinearizable},
+	{"SlotScopesClose", slotScopesClose},
 }
 
 func readOfUnwritten(t *testing.T, s Sink) {

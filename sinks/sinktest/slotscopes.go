@@ -1,0 +1,161 @@
+package sinktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// SlotScopeSink is a Sink whose per-slot fences can be pruned: a
+// ScopedWriter and a fence.SlotScopePruner. Exercise runs
+// SlotScopesClose on every such sink.
+type SlotScopeSink interface {
+	Sink
+	ScopedWriter
+	fence.SlotScopePruner
+}
+
+// slotScopesClose is Exercise's check of fence.SlotScopePruner.
+func slotScopesClose(t *testing.T, s Sink) {
+	ps, ok := s.(SlotScopeSink)
+	if !ok {
+		t.Skip("sinktest: the sink is no ScopedWriter with PruneSlotScopes (fence.SlotScopePruner)")
+	}
+	require.NoError(t, CheckSlotScopesClose(t.Context(), ps, "slot-scopes"))
+}
+
+// CheckSlotScopesClose checks PruneSlotScopes on s, writing resources
+// whose names start with prefix, and returns the first violation found
+// (nil when there is none):
+//
+//   - two holders of one slot (a stale one and the one that took over);
+//     once the slot is pruned, its fence is gone, and neither of them, nor
+//     any token, is accepted under its scope again (a sink that deletes the
+//     fence without closing the scope lets the stale holder back in: the
+//     naive prune, which this check reports);
+//   - the refusal is a *fence.StaleTokenError naming the resource, the
+//     scope and the watermark, matching fence.ErrStaleToken and
+//     fence.ErrScopeClosed;
+//   - PruneSlotScopes counts what it deleted, and a second call deletes
+//     nothing more;
+//   - slots at or after the watermark keep their fences (their stale
+//     holders are still refused by the rule, their holders accepted);
+//     the unit's own scope, another unit (also one whose name extends the
+//     unit's, "U|x"), another resource, and scopes that only look like
+//     slot scopes ("U@0042") are untouched;
+//   - a lower watermark later does not reopen anything.
+//
+// Exercise runs it on every SlotScopeSink; it is exported for the
+// negative controls of sinks whose closing can be removed.
+func CheckSlotScopesClose(ctx context.Context, s SlotScopeSink, prefix string) error {
+	const unit = "settle|eu"
+	base := time.Date(2026, 3, 8, 0, 0, 0, 0, time.UTC)
+	slot := func(i int) int64 { return base.Add(time.Duration(i) * time.Hour).Unix() }
+	scope := func(u string, i int) string { return fmt.Sprintf("%s@%d", u, slot(i)) }
+	res, other := prefix+":res", prefix+":other"
+	w := func(resource, sc string, tok fence.Token, owner string) error {
+		return s.WriteScoped(ctx, resource, fence.Holder{Scope: sc, Token: tok, Owner: owner}, "v")
+	}
+	accept := func(what, resource, sc string, tok fence.Token, owner string) error {
+		if err := w(resource, sc, tok, owner); err != nil {
+			return fmt.Errorf("%s: write of token %d under scope %q refused: %w", what, tok, sc, err)
+		}
+		return nil
+	}
+	refuseStale := func(what, resource, sc string, tok fence.Token, owner string) error {
+		err := w(resource, sc, tok, owner)
+		var stale *fence.StaleTokenError
+		if !errors.As(err, &stale) {
+			return fmt.Errorf("%s: write of token %d under scope %q: %v, want a *fence.StaleTokenError", what, tok, sc, err)
+		}
+		if errors.Is(err, fence.ErrScopeClosed) {
+			return fmt.Errorf("%s: scope %q refused as closed (%v); it is not", what, sc, err)
+		}
+		return nil
+	}
+	refuseClosed := func(what, sc string, tok fence.Token, owner string, before int64) error {
+		err := w(res, sc, tok, owner)
+		if err == nil {
+			return fmt.Errorf("%s: write of token %d under the pruned scope %q ACCEPTED: a deleted fence reopened", what, tok, sc)
+		}
+		var stale *fence.StaleTokenError
+		switch {
+		case !errors.As(err, &stale) || !errors.Is(err, fence.ErrStaleToken) || !errors.Is(err, fence.ErrScopeClosed):
+			return fmt.Errorf("%s: write under the pruned scope %q: %v, want a *fence.StaleTokenError matching fence.ErrScopeClosed", what, sc, err)
+		case stale.Resource != res || stale.Scope != sc || stale.Presented != tok:
+			return fmt.Errorf("%s: refusal names resource %q scope %q presented %d, want %q %q %d", what, stale.Resource, stale.Scope, stale.Presented, res, sc, tok)
+		case stale.ClosedBefore.Unix() != before:
+			return fmt.Errorf("%s: refusal says closed before %v, want %v", what, stale.ClosedBefore, time.Unix(before, 0).UTC())
+		}
+		return nil
+	}
+	steps := []func() error{
+		// Slot 0: holder a (token 5) pauses, b takes over (token 6).
+		func() error { return accept("slot 0, holder a", res, scope(unit, 0), 5, "a") },
+		func() error { return accept("slot 0, holder b takes over", res, scope(unit, 0), 6, "b") },
+		func() error { return refuseStale("slot 0, a is stale", res, scope(unit, 0), 5, "a") },
+		func() error { return accept("slot 1", res, scope(unit, 1), 3, "c") },
+		func() error { return accept("slot 2", res, scope(unit, 2), 9, "d") },
+		func() error { return accept("slot 3", res, scope(unit, 3), 2, "e") },
+		func() error { return accept("the unit's scope", res, unit, 4, "u") },
+		func() error { return accept("another unit, slot 0", res, scope("settle|eu|x", 0), 7, "x") },
+		func() error { return accept("another unit, slot 0", res, scope("settle", 0), 7, "x") },
+		func() error {
+			return accept("a scope like a slot scope", res, fmt.Sprintf("%s@0%d", unit, slot(0)), 7, "y")
+		},
+		func() error { return accept("another resource, slot 0", other, scope(unit, 0), 7, "z") },
+		func() error {
+			n, err := s.PruneSlotScopes(ctx, res, unit, time.Unix(slot(2), 0).Add(999*time.Millisecond))
+			switch {
+			case err != nil:
+				return fmt.Errorf("PruneSlotScopes before slot 2: %w", err)
+			case n != 2:
+				return fmt.Errorf("PruneSlotScopes before slot 2 deleted %d fences, want 2 (slots 0 and 1)", n)
+			}
+			return nil
+		},
+		func() error { return refuseClosed("slot 0, the stale holder a", scope(unit, 0), 5, "a", slot(2)) },
+		func() error { return refuseClosed("slot 0, the last holder b", scope(unit, 0), 6, "b", slot(2)) },
+		func() error { return refuseClosed("slot 0, any later token", scope(unit, 0), 1<<40, "n", slot(2)) },
+		func() error { return refuseClosed("slot 1, its holder", scope(unit, 1), 3, "c", slot(2)) },
+		func() error { return refuseClosed("slot -1, never written", scope(unit, -1), 1, "f", slot(2)) },
+		func() error { return refuseStale("slot 2 stays fenced", res, scope(unit, 2), 8, "g") },
+		func() error { return accept("slot 2, its holder", res, scope(unit, 2), 9, "d") },
+		func() error { return accept("slot 3, its holder", res, scope(unit, 3), 2, "e") },
+		func() error { return refuseStale("the unit's scope stays fenced", res, unit, 3, "h") },
+		func() error { return refuseStale("another unit stays fenced", res, scope("settle|eu|x", 0), 6, "h") },
+		func() error { return refuseStale("another unit stays fenced", res, scope("settle", 0), 6, "h") },
+		func() error {
+			return refuseStale("a scope like a slot scope stays", res, fmt.Sprintf("%s@0%d", unit, slot(0)), 6, "h")
+		},
+		func() error { return refuseStale("another resource stays fenced", other, scope(unit, 0), 6, "h") },
+		func() error {
+			n, err := s.PruneSlotScopes(ctx, res, unit, time.Unix(slot(2), 0))
+			if err != nil || n != 0 {
+				return fmt.Errorf("PruneSlotScopes again: deleted %d, err %v; want 0, nil", n, err)
+			}
+			return nil
+		},
+		func() error {
+			n, err := s.PruneSlotScopes(ctx, res, unit, time.Unix(slot(-5), 0))
+			if err != nil || n != 0 {
+				return fmt.Errorf("PruneSlotScopes at a lower watermark: deleted %d, err %v; want 0, nil", n, err)
+			}
+			return nil
+		},
+		func() error { return refuseClosed("slot 1 after a lower watermark", scope(unit, 1), 4, "c", slot(2)) },
+		func() error { return accept("slot 2 after a lower watermark", res, scope(unit, 2), 10, "d") },
+	}
+	for _, st := range steps {
+		if err := st(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
