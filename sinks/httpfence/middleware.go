@@ -496,7 +496,7 @@ func (m *middleware) fenceEvent(c *call, err error) event {
 	case errors.As(err, &stale):
 		c.current = stale.Current
 		// Resource(r), not the identity-scoped name the store saw.
-		shown := fence.StaleTokenError{Resource: c.resource, Scope: c.holder.Scope, Presented: c.holder.Token, Current: stale.Current}
+		shown := fence.StaleTokenError{Resource: c.resource, Scope: c.holder.Scope, Presented: c.holder.Token, Current: stale.Current, ClosedBefore: stale.ClosedBefore}
 		c.detail = shown.Error()
 		return evFenceStale
 	case errors.Is(err, fence.ErrNoToken), errors.Is(err, idemstore.ErrInvalidFencing):

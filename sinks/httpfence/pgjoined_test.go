@@ -2,12 +2,14 @@ package httpfence_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -181,4 +183,60 @@ func TestPostgresBeginFenced(t *testing.T) {
 		require.ErrorIs(t, err, pgfence.ErrTokenOutOfRange)
 		idemstoretest.RequireState(t, st, "big", fpA, idemstore.StateNew) // abandoned again
 	})
+}
+
+// A slot scope (fence.SplitSlotScope) is fenced by Begin and then
+// Fence.Accept, under its unit's watermark, with BeginFenced's answers:
+// once the slot is pruned (Fence.PruneSlotScopes), a request under its
+// scope claims nothing and is answered 412 as stale, whatever its token,
+// while a completed key still replays.
+func TestPostgresBeginFencedSlotScope(t *testing.T) {
+	t.Parallel()
+	st, f, _, pool := joinedStores(t)
+	ctx := t.Context()
+	const unit = "settle|eu"
+	slot := int64(1780000000)
+	scope := fmt.Sprintf("%s@%d", unit, slot)
+	h := func(tok fence.Token, owner string) fence.Holder {
+		return fence.Holder{Scope: scope, Token: tok, Owner: owner}
+	}
+
+	out, err := st.BeginFenced(ctx, "s-k0", fpA, long, f, "/slot", h(10, "a"))
+	require.NoError(t, err)
+	require.Equal(t, idemstore.StateNew, out.State)
+	require.NoError(t, st.Complete(ctx, "s-k0", out.Lock, &idemstore.Response{Status: 201, Body: []byte("ok")}, long))
+	_, err = st.BeginFenced(ctx, "s-k1", fpA, long, f, "/slot", h(9, "b"))
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, fence.Token(10), stale.Current)
+	idemstoretest.RequireState(t, st, "s-k1", fpA, idemstore.StateNew) // abandoned: the key is free
+
+	n, err := f.PruneSlotScopes(ctx, "/slot", unit, time.Unix(slot+1, 0))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	tok, _, err := f.Guard().Current(ctx, pool, "/slot", scope)
+	require.NoError(t, err)
+	require.Equal(t, fence.None, tok, "the slot's guard row is gone")
+
+	_, err = st.BeginFenced(ctx, "s-k2", fpA, long, f, "/slot", h(11, "c"))
+	require.ErrorIs(t, err, fence.ErrScopeClosed, "a pruned slot stays closed, whatever the token")
+	require.ErrorIs(t, err, fence.ErrStaleToken)
+	idemstoretest.RequireState(t, st, "s-k2", fpA, idemstore.StateNew)
+	out, err = st.BeginFenced(ctx, "s-k0", fpA, long, f, "/slot", h(9, "b"))
+	require.NoError(t, err, "the replay wins over the closed scope")
+	require.Equal(t, idemstore.StateCompleted, out.State)
+	require.Equal(t, []byte("ok"), out.Response.Body)
+
+	// Through the middleware: 412, the problem naming the closed scope.
+	mw, err := httpfence.Middleware(httpfence.Options{Store: st, Fence: f, AllowUnauthenticatedFencing: true})
+	require.NoError(t, err)
+	r := httptest.NewRequest(http.MethodPost, "/slot", strings.NewReader("{}"))
+	r.Header.Set(httpfence.KeyHeader, `"s-k3"`)
+	r.Header.Set(httpfence.TokenHeader, "12")
+	r.Header.Set(httpfence.OwnerHeader, `"d"`)
+	r.Header.Set(httpfence.ScopeHeader, `"`+scope+`"`)
+	rec := httptest.NewRecorder()
+	mw(benchHandler).ServeHTTP(rec, r)
+	require.Equal(t, http.StatusPreconditionFailed, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), "closed")
 }

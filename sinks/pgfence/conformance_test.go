@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,6 +43,25 @@ func (s guardSink) Write(ctx context.Context, resource string, t fence.Token, ow
 			return err
 		})
 	})
+}
+
+// WriteScoped is Write under h's own scope (sinktest.ScopedWriter).
+func (s guardSink) WriteScoped(ctx context.Context, resource string, h fence.Holder, value string) error {
+	return retrying(func() error {
+		return pgx.BeginFunc(ctx, s.b.pool, func(tx pgx.Tx) error {
+			if err := s.b.guard.Check(ctx, tx, resource, h); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+s.b.registers()+` (resource, value) VALUES ($1, $2)
+			ON CONFLICT (resource) DO UPDATE SET value = EXCLUDED.value`, resource, value)
+			return err
+		})
+	})
+}
+
+// PruneSlotScopes is Guard.PruneSlotScopes on the pool (fence.SlotScopePruner).
+func (s guardSink) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
+	return s.b.guard.PruneSlotScopes(ctx, s.b.pool, resource, unit, before)
 }
 
 // retrying runs the transaction write (or a read) again while it fails with an error

@@ -68,6 +68,50 @@
 // made before a refused Check is rolled back with the transaction) but it
 // takes the lock early and avoids wasted work.
 //
+// # Pruning slot scopes
+//
+// A scheduler job under OverlapAllow takes one lease per slot, named
+// "<unit>@<unix seconds>" (a slot scope, fence.SplitSlotScope), so the
+// guard gains a row per slot and resource that nothing would ever delete.
+// PruneSlotScopes(ctx, db, resource, unit, before) bounds them: it raises
+// the watermark of (resource, unit) in the table of closed slot scopes,
+//
+//	holdfast.fence_guard_closed(resource text, unit text, closed_before bigint,
+//	                            updated_at timestamptz, primary key (resource, unit))
+//
+// ("<table>_closed", created by Migrate), and deletes the guard rows of
+// unit's slot scopes before it. From then on Check refuses every write
+// under such a scope, whatever its token, with a *fence.StaleTokenError
+// whose ClosedBefore is the watermark (matching fence.ErrStaleToken and
+// fence.ErrScopeClosed). Call it with the scheduler ledger's prune cutoff
+// (scheduler.Options.Retention) or an older one: those slots are over for
+// the ledger too.
+//
+// Why no stale holder of a pruned slot gets back in: deleting a guard row
+// alone would reopen its scope (an empty fence accepts any token), so the
+// scope is closed first, and every slot-scoped Check orders itself
+// against that. In the caller's transaction, it first makes the (resource,
+// unit) row of the closed table exist (INSERT ... ON CONFLICT DO NOTHING,
+// which waits for a prune in flight), then, in the statement that raises
+// its guard row, locks that row FOR SHARE and refuses a slot below its
+// watermark. PruneSlotScopes raises the watermark under a FOR UPDATE lock,
+// which waits for every such Check still open, and deletes the guard rows
+// in a later statement of its transaction. So a Check either ends before
+// the prune deletes its row (its write came first; its row, if the prune's
+// snapshot missed it, stays refused below the watermark), or reads the
+// raised watermark (READ COMMITTED), or fails with a serialization failure
+// (REPEATABLE READ, SERIALIZABLE: the watermark changed under its
+// snapshot; ErrRetryable, and run again it is refused). The tests show
+// each case, and a control whose Check reads the watermark from its
+// snapshot alone lets a stale token into a pruned slot. A slot-scoped
+// Check costs one statement more than another Check (pipelined with it in
+// a pgx.Tx and in CheckOwnTx: no round trip more); other scopes are
+// unchanged.
+//
+// A lease of your own named like a slot scope ("U@123") is slot 123 of
+// unit U to the guard: pruning U closes it. The scheduler's job and
+// partition names never hold '@'.
+//
 // # Fenced writes to the caller's own tables
 //
 // Where the fenced state is one row of the caller's table, the guard table
@@ -144,6 +188,8 @@
 //
 // # Errors
 //
+// A write under a closed slot scope is a *fence.StaleTokenError with
+// ClosedBefore set (fence.ErrScopeClosed).
 // Bad input matches ErrInvalidResource, ErrInvalidScope, ErrInvalidOwner,
 // ErrTokenOutOfRange, ErrInvalidIdentifier or fence.ErrNoToken; New reports
 // ErrInvalidOptions, and so does every call given a nil (or typed nil)

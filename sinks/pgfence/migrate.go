@@ -22,7 +22,8 @@ var migrations embed.FS
 
 // Migrate creates the schema and the guard table if they do not exist, and
 // brings an existing one up to date (002 adds the scope column and makes
-// (resource, scope) the primary key). It returns ErrInvalidOptions for a nil
+// (resource, scope) the primary key; 003 creates the table of closed slot
+// scopes, "<table>_closed"). It returns ErrInvalidOptions for a nil
 // db (a typed nil *pgxpool.Pool included). It is
 // idempotent, and safe when several processes run it at once against one
 // database: the whole script runs in one transaction that first takes
@@ -70,6 +71,7 @@ func (g *Guard) migrationScript() (string, error) {
 	script, err := pgmigrate.Script(migrations, g.schema, strings.NewReplacer(
 		"{{schema}}", pgx.Identifier{g.schema}.Sanitize(),
 		"{{table}}", pgx.Identifier{g.table}.Sanitize(),
+		"{{closed}}", pgx.Identifier{g.table + ClosedTableSuffix}.Sanitize(),
 	))
 	if err != nil {
 		return "", fmt.Errorf("pgfence: %w", err)
@@ -84,7 +86,8 @@ func (g *Guard) migrationScript() (string, error) {
 // are, with goose's annotations as SQL comments), the names filled in,
 // without Migrate's advisory lock. Every file is idempotent. It returns an
 // error matching ErrInvalidOptions for an invalid name. In the source
-// files {{schema}} and {{table}} stand for the quoted names.
+// files {{schema}}, {{table}} and {{closed}} ("<table>_closed") stand for
+// the quoted names.
 func Migrations(opts Options) (fs.FS, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -93,6 +96,7 @@ func Migrations(opts Options) (fs.FS, error) {
 	files, err := pgmigrate.Files(migrations, strings.NewReplacer(
 		"{{schema}}", pgx.Identifier{opts.Schema}.Sanitize(),
 		"{{table}}", pgx.Identifier{opts.Table}.Sanitize(),
+		"{{closed}}", pgx.Identifier{opts.Table + ClosedTableSuffix}.Sanitize(),
 	))
 	if err != nil {
 		return nil, fmt.Errorf("pgfence: %w", err)

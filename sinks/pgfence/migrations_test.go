@@ -21,7 +21,7 @@ func TestExportedMigrationsGiveMigratesTables(t *testing.T) {
 
 	files, err := pgfence.Migrations(pgfence.Options{Schema: byHand, Table: "guard"})
 	require.NoError(t, err)
-	pgtest.MigrationsMatch(t, pool, files, []string{"001_fence_guard.up.sql", "002_fence_guard_scope.up.sql", "003_format_1.up.sql"}, migrated, byHand)
+	pgtest.MigrationsMatch(t, pool, files, []string{"001_fence_guard.up.sql", "002_fence_guard_scope.up.sql", "003_fence_guard_closed.up.sql", "004_format_1.up.sql"}, migrated, byHand)
 
 	_, err = pgfence.Migrations(pgfence.Options{Table: "Bad"})
 	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)

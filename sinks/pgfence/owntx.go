@@ -50,18 +50,29 @@ func (g *Guard) CheckOwnTx(ctx context.Context, db Batcher, resource string, h f
 	var (
 		accepted bool
 		current  int64
+		closed   *int64 // a slot scope's watermark
 	)
+	unit, slot, slotScoped := fence.SplitSlotScope(h.Scope)
 	err = pgtx.Batch(ctx, db, func(b *pgx.Batch) {
-		accepted, current = false, 0
-		b.Queue(g.checkSQL, resource, h.Scope, int64(h.Token), h.Owner).QueryRow(func(row pgx.Row) error {
-			var raised int64
-			err := row.Scan(&raised)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil // refused: the next statement reads what refused it
-			}
-			accepted = err == nil
-			return err
-		})
+		accepted, current, closed = false, 0, nil
+		if slotScoped {
+			// As Guard.checkSlot: the closed table's row made to exist,
+			// then locked FOR SHARE by the check (slotscope.go).
+			b.Queue(g.slot.ensure, resource, unit)
+			b.Queue(g.slot.check, resource, h.Scope, int64(h.Token), h.Owner, unit, slot).QueryRow(func(row pgx.Row) error {
+				return row.Scan(&closed, &accepted)
+			})
+		} else {
+			b.Queue(g.checkSQL, resource, h.Scope, int64(h.Token), h.Owner).QueryRow(func(row pgx.Row) error {
+				var raised int64
+				err := row.Scan(&raised)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil // refused: the next statement reads what refused it
+				}
+				accepted = err == nil
+				return err
+			})
+		}
 		// After a refusal the upsert left the row locked by this
 		// transaction, so this read sees what refused it.
 		b.Queue(g.currentSQL, resource, h.Scope).QueryRow(func(row pgx.Row) error {
@@ -76,6 +87,8 @@ func (g *Guard) CheckOwnTx(ctx context.Context, db Batcher, resource string, h f
 	switch {
 	case err != nil:
 		return wrapDBError("check", resource, err)
+	case closed != nil && slot < *closed:
+		return fence.ClosedScopeError(resource, h, *closed)
 	case accepted:
 		return nil
 	}

@@ -85,6 +85,9 @@ func (c Options) validate() error {
 	if !identifierRE.MatchString(c.Table) {
 		return fmt.Errorf("%w: Table %q: want a lower-case SQL identifier matching %s", ErrInvalidOptions, c.Table, identifierRE)
 	}
+	if n := len(c.Table) + len(ClosedTableSuffix); n > 63 {
+		return fmt.Errorf("%w: Table %q: the table of closed slot scopes, %q, would be %d bytes, over Postgres's 63", ErrInvalidOptions, c.Table, c.Table+ClosedTableSuffix, n)
+	}
 	return nil
 }
 
@@ -92,8 +95,9 @@ func (c Options) validate() error {
 // connection and no goroutine; it is safe for concurrent use.
 type Guard struct {
 	schema, table string
-	checkSQL      string // upsert that raises the stored token iff the rule accepts
-	currentSQL    string // reads the stored token and owner
+	checkSQL      string  // upsert that raises the stored token iff the rule accepts
+	currentSQL    string  // reads the stored token and owner
+	slot          slotSQL // slot-scoped checks and PruneSlotScopes
 	tracer        trace.Tracer
 	format        formatver.Gate // the stored format, checked on first use
 }
@@ -112,7 +116,9 @@ func New(cfg Options) (*Guard, error) {
 	// Identifiers are validated above and quoted here as well, so no input
 	// can reach the SQL text unescaped.
 	guard := pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
+	closed := pgx.Identifier{cfg.Schema, cfg.Table + ClosedTableSuffix}.Sanitize()
 	return &Guard{
+		slot:   newSlotSQL(guard, closed),
 		tracer: newTracer(cfg.TracerProvider),
 		schema: cfg.Schema,
 		table:  cfg.Table,
@@ -173,6 +179,9 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 	}
 	if err := g.CheckFormat(ctx, tx); err != nil {
 		return err
+	}
+	if unit, slot, ok := fence.SplitSlotScope(h.Scope); ok {
+		return g.checkSlot(ctx, tx, resource, h, unit, slot)
 	}
 	t := h.Token
 	var raised int64

@@ -340,7 +340,10 @@ func TestNewValidatesConfig(t *testing.T) {
 	}{
 		{"Defaults", pgfence.Options{}, true},
 		{"CustomNames", pgfence.Options{Schema: "billing", Table: "guard_2"}, true},
-		{"LongestName", pgfence.Options{Table: strings.Repeat("t", 63)}, true},
+		{"LongestSchema", pgfence.Options{Schema: strings.Repeat("s", 63)}, true},
+		// The table of closed slot scopes, "<table>_closed", must fit in 63 bytes.
+		{"LongestTable", pgfence.Options{Table: strings.Repeat("t", 63-len(pgfence.ClosedTableSuffix))}, true},
+		{"TableTooLongForItsClosedTable", pgfence.Options{Table: strings.Repeat("t", 64-len(pgfence.ClosedTableSuffix))}, false},
 		{"NameTooLong", pgfence.Options{Table: strings.Repeat("t", 64)}, false},
 		{"UpperCase", pgfence.Options{Schema: "Billing"}, false},
 		{"LeadingDigit", pgfence.Options{Table: "1guard"}, false},
@@ -414,7 +417,7 @@ func testMigrateConcurrently(t *testing.T, pool *pgxpool.Pool) {
 	var tables int
 	require.NoError(t, pool.QueryRow(ctx,
 		`SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, schema).Scan(&tables))
-	require.Equal(t, 2, tables)
+	require.Equal(t, 4, tables, "two guard tables and their tables of closed slot scopes")
 }
 
 // writeFunc is one writer's transaction in a race: fencedWrite or the

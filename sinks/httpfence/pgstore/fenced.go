@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,6 +57,9 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 	}
 	if err := f.guard.Validate(resource, h); err != nil {
 		return s.beginInvalid(ctx, key, fingerprint, lockTTL, f, resource, h)
+	}
+	if _, _, slotScoped := fence.SplitSlotScope(h.Scope); slotScoped {
+		return s.beginSlotScoped(ctx, key, fingerprint, lockTTL, f, resource, h)
 	}
 	if err := f.guard.CheckFormat(ctx, s.db); err != nil {
 		return idemstore.Outcome{}, err
@@ -113,6 +117,35 @@ func (s *Store) beginInvalid(ctx context.Context, key, fingerprint string, lockT
 		return out, nil
 	}
 	return idemstore.Outcome{}, f.Accept(ctx, resource, h)
+}
+
+// beginSlotScoped is BeginFenced for a slot scope (fence.SplitSlotScope):
+// its guard row is raised only under the lock of its unit's watermark
+// (pgfence.Guard.PruneSlotScopes), which the joined statement does not
+// take, so it is Begin followed by Fence.Accept, with the joined
+// statement's answers: a new key is claimed only if Accept takes h (else
+// abandoned, and Accept's error returned); a completed key is replayed,
+// the fence raised when it accepts h (a stale h is no error: the replay
+// wins); a key in flight or of another fingerprint is answered as is.
+func (s *Store) beginSlotScoped(ctx context.Context, key, fingerprint string, lockTTL time.Duration, f *Fence, resource string, h fence.Holder) (idemstore.Outcome, error) {
+	out, err := s.Begin(ctx, key, fingerprint, lockTTL)
+	if err != nil {
+		return out, err
+	}
+	switch out.State {
+	case idemstore.StateNew:
+		if aerr := f.Accept(ctx, resource, h); aerr != nil {
+			if err := s.Abandon(ctx, key, out.Lock); err != nil {
+				return idemstore.Outcome{}, errors.Join(aerr, err)
+			}
+			return idemstore.Outcome{}, aerr
+		}
+	case idemstore.StateCompleted:
+		if aerr := f.Accept(ctx, resource, h); aerr != nil && !errors.Is(aerr, fence.ErrStaleToken) {
+			return idemstore.Outcome{}, aerr
+		}
+	}
+	return out, nil
 }
 
 // fencedSQL returns BeginFenced's statement for guard's table, built once

@@ -383,6 +383,17 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	return err
 }
 
+var _ fence.SlotScopePruner = (*Fence)(nil)
+
+// PruneSlotScopes implements fence.SlotScopePruner:
+// pgfence.Guard.PruneSlotScopes through the Fence's database. From then on
+// Accept (and a Store's BeginFenced) refuses a slot scope of unit below the
+// watermark with an error matching fence.ErrScopeClosed (answered 409 like
+// any stale token).
+func (f *Fence) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
+	return f.guard.PruneSlotScopes(ctx, f.db, resource, unit, before)
+}
+
 // queryRow runs sql (one row expected, scanned into dest; pgx.ErrNoRows
 // when none) in a READ COMMITTED transaction of its own, one round trip.
 func (s *Store) queryRow(ctx context.Context, sql string, args []any, dest ...any) error {

@@ -1,0 +1,181 @@
+package pgfence_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgtest"
+	"github.com/holdfast-go/holdfast/sinks/pgfence"
+	"github.com/holdfast-go/holdfast/sinks/sinktest"
+)
+
+// naivePruneSink is guardSink with a prune that deletes the guard rows of
+// the pruned slot scopes and keeps no watermark: the negative control of
+// sinktest.CheckSlotScopesClose.
+type naivePruneSink struct{ guardSink }
+
+func (s naivePruneSink) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
+	tag, err := s.b.pool.Exec(ctx, `DELETE FROM `+pgx.Identifier{s.b.schema, pgfence.DefaultTable}.Sanitize()+`
+		WHERE resource = $1 AND starts_with(scope, $2 || '@') AND substr(scope, length($2) + 2) ~ '^(0|-?[1-9][0-9]*)$'
+		  AND substr(scope, length($2) + 2)::bigint < $3`, resource, unit, before.Unix())
+	return int(tag.RowsAffected()), err
+}
+
+// A prune that deletes the fences of pruned slots without closing their
+// scopes lets the stale holder of such a slot write again: the check of
+// the conformance suite reports it, and passes the real prune.
+func TestSlotScopesNaivePruneReopensTheWindow(t *testing.T) {
+	t.Parallel()
+	naive := naivePruneSink{guardSinkOn(t, setup(t)).(guardSink)}
+	err := sinktest.CheckSlotScopesClose(t.Context(), naive, "naive")
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "ACCEPTED")
+	t.Logf("the control, as reported: %v", err)
+
+	real := guardSinkOn(t, setup(t)).(guardSink)
+	require.NoError(t, sinktest.CheckSlotScopesClose(t.Context(), real, "real"))
+}
+
+// pruneInFlight runs PruneSlotScopes's two statements for (resource,
+// unit, before) in a transaction it leaves open: a prune that has raised
+// the watermark and deleted the guard rows below it, and not committed.
+func pruneInFlight(t *testing.T, b *bundle, resource, unit string, before int64) pgx.Tx {
+	t.Helper()
+	ctx := t.Context()
+	raise, deleteBelow := pgfence.PruneStatements(b.guard)
+	tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, raise, resource, unit, before)
+	require.NoError(t, err)
+	var deleted int
+	require.NoError(t, tx.QueryRow(ctx, deleteBelow, resource, unit).Scan(&deleted))
+	require.Equal(t, 1, deleted, "the prune deleted the slot's guard row")
+	return tx
+}
+
+// staleCheckBehindPrune starts, on a connection of its own in a
+// transaction at isolation, the Check of a stale holder (token 5, below the
+// slot's token 6) of the slot the prune in flight is closing, waits until
+// it waits on a lock, lets prune commit, and returns the Check's answer.
+func staleCheckBehindPrune(t *testing.T, b *bundle, g *pgfence.Guard, pool *pgxpool.Pool, isolation pgx.TxIsoLevel, resource, scope string, prune pgx.Tx) error {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	pid := conn.Conn().PgConn().PID()
+	done := make(chan error, 1)
+	go func() {
+		done <- pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: isolation}, func(tx pgx.Tx) error {
+			return g.Check(ctx, tx, resource, fence.Holder{Scope: scope, Token: 5, Owner: "stale"})
+		})
+	}()
+	pgtest.WaitForLock(t, b.pool, pid, "the stale holder's Check waits behind the prune")
+	require.NoError(t, prune.Commit(ctx))
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stale holder's Check did not return after the prune committed")
+		return nil
+	}
+}
+
+// A stale holder whose Check meets a prune of its slot in flight is
+// refused: the Check waits on the watermark's lock and reads the raised
+// watermark (READ COMMITTED), or fails with a serialization failure
+// (REPEATABLE READ, SERIALIZABLE; retried, it is refused as closed). The
+// control takes the lock out of the Check: it then reads the watermark
+// from before the prune, waits on the guard row the prune deletes, and
+// inserts the slot's fence anew with the stale token: accepted.
+func TestSlotScopeCheckRacingAPruneIsRefused(t *testing.T) {
+	t.Parallel()
+	const unit = "settle|eu"
+	slot := time.Date(2026, 3, 8, 1, 0, 0, 0, time.UTC).Unix()
+	scope := fmt.Sprintf("%s@%d", unit, slot)
+	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable} {
+		t.Run(string(iso), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := t.Context()
+			const res = "race/charges"
+			require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, res, fence.Holder{Scope: scope, Token: 6, Owner: "new"}))
+			prune := pruneInFlight(t, b, res, unit, slot+1)
+			err := staleCheckBehindPrune(t, b, b.guard, b.pool, iso, res, scope, prune)
+			if iso == pgx.ReadCommitted {
+				require.ErrorIs(t, err, fence.ErrScopeClosed)
+			} else {
+				require.ErrorIs(t, err, pgfence.ErrRetryable, "the watermark changed under the snapshot")
+				err = pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: iso}, func(tx pgx.Tx) error {
+					return b.guard.Check(ctx, tx, res, fence.Holder{Scope: scope, Token: 5, Owner: "stale"})
+				})
+				require.ErrorIs(t, err, fence.ErrScopeClosed, "run again, it is refused as closed")
+			}
+			var stale *fence.StaleTokenError
+			require.ErrorAs(t, err, &stale)
+			require.Equal(t, slot+1, stale.ClosedBefore.Unix())
+			n := 0
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{b.schema, pgfence.DefaultTable}.Sanitize()+` WHERE resource = $1`, res).Scan(&n))
+			require.Zero(t, n, "no guard row came back")
+		})
+	}
+}
+
+// A Check whose transaction took its snapshot before a prune of its slot
+// committed (REPEATABLE READ: the snapshot of the transaction's first
+// statement) fails with a serialization failure, and run again it is
+// refused as closed. The control reads the watermark from its snapshot
+// alone (the watermark row's statement and lock taken out): it sees no
+// watermark and no guard row (the prune deleted it), and the stale token
+// is accepted into a pruned slot.
+func TestSlotScopeCheckWithASnapshotFromBeforeThePrune(t *testing.T) {
+	t.Parallel()
+	const unit, res = "settle|eu", "snap/charges"
+	slot := time.Date(2026, 3, 8, 1, 0, 0, 0, time.UTC).Unix()
+	scope := fmt.Sprintf("%s@%d", unit, slot)
+	staleAfterPrune := func(t *testing.T, b *bundle, g *pgfence.Guard) error {
+		ctx := t.Context()
+		require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, res, fence.Holder{Scope: scope, Token: 6, Owner: "new"}))
+		var accepted error
+		err := pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1`); err != nil { // the snapshot
+				return err
+			}
+			n, err := b.guard.PruneSlotScopes(ctx, b.pool, res, unit, time.Unix(slot+1, 0))
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			accepted = g.Check(ctx, tx, res, fence.Holder{Scope: scope, Token: 5, Owner: "stale"})
+			return accepted
+		})
+		return err
+	}
+	t.Run("guard", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		err := staleAfterPrune(t, b, b.guard)
+		require.ErrorIs(t, err, pgfence.ErrRetryable)
+		err = pgx.BeginTxFunc(t.Context(), b.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+			return b.guard.Check(t.Context(), tx, res, fence.Holder{Scope: scope, Token: 5, Owner: "stale"})
+		})
+		require.ErrorIs(t, err, fence.ErrScopeClosed)
+	})
+	t.Run("control/watermark read from the snapshot", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		unlocked, err := pgfence.WithoutWatermarkLock(pgfence.Options{Schema: b.schema})
+		require.NoError(t, err)
+		require.NoError(t, staleAfterPrune(t, b, unlocked), "the stale holder gets back in: what the protection prevents")
+		var token int64
+		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT token FROM `+pgx.Identifier{b.schema, pgfence.DefaultTable}.Sanitize()+
+			` WHERE resource = $1 AND scope = $2`, res, scope).Scan(&token))
+		require.Equal(t, int64(5), token, "the stale token stands in a pruned slot's fence")
+	})
+}
