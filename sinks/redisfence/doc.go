@@ -19,7 +19,8 @@
 // Otherwise it returns *fence.StaleTokenError (matching fence.ErrStaleToken)
 // with Resource = the key, Scope = s, Presented = t, Current = the stored
 // token, and writes nothing. Token 0 is refused with fence.ErrNoToken
-// before Redis is contacted.
+// before Redis is contacted. A write under a slot scope whose slot was
+// pruned is refused whatever its token (see "Pruning slot scopes").
 //
 // # Scope
 //
@@ -43,6 +44,8 @@
 //	holdfast:redisfence:{<tag>}:K     FenceKey(K), a hash with one pair of fields per scope:
 //	           {token: "<decimal uint64>", owner: "<owner>"}      for scope ""
 //	           {token:<scope>: "<decimal>", owner:<scope>: "<owner>"}  for any other
+//	         and one field per unit whose slot scopes were pruned:
+//	           {closed:<unit>: "<unix seconds>"}                   the unit's watermark
 //
 // <tag> is K's Redis Cluster hash tag (the text between K's first '{' and
 // the next '}', when not empty), or nothing when K has none. Namespace
@@ -62,7 +65,9 @@
 // The encoding is injective: a tag never holds '}', so the first '}' after
 // the prefix ends it and the rest is K; two keys never share a fence key.
 // The fields are injective too: "token" for scope "" and "token:" + scope
-// for any other never meet.
+// for any other never meet, nor do "owner" and "owner:" + scope, and
+// "closed:" + unit, which starts with neither "token" nor "owner", is no
+// scope's field whatever the unit or the scope.
 //
 // One hash per resource keeps every scope's fence in the resource's slot
 // and retires with it. This layout replaces K + ":fence", which a resource
@@ -94,12 +99,60 @@
 // caller's own script becomes fenced with NewScript: its body runs only
 // when the rule accepts, with KEYS and ARGV as the caller passed them.
 //
+// # Pruning slot scopes
+//
+// A scheduler job under OverlapAllow holds one lease per slot, named by a
+// slot scope "<unit>@<unix seconds>" (fence.SplitSlotScope), such as
+// "settle|eu@1772928000", so a resource it writes gains one fence, two
+// fields, per slot, forever. Writer.PruneSlotScopes(ctx, K, unit, before) bounds them
+// (fence.SlotScopePruner): in one script on FenceKey(K), it raises K's
+// watermark for unit, field "closed:<unit>", to before (unix seconds,
+// never lowered), then deletes the fences of unit's slot scopes whose slot
+// is below the watermark. It closes exactly those scopes: slots at or
+// after the watermark, the unit's own scope (the lease of a job under
+// OverlapForbid, say), other units (also "U|x" beside "U") and scopes that
+// only look like slot scopes ("U@0042", "U@+5") keep their fences.
+//
+// It is safe, with no window: a deleted fence's scope stays closed by the
+// watermark in the same hash, and every write script (Set, HSet, Eval)
+// reads that watermark in the same HMGET as the scope's fence and refuses
+// a slot below it before the rule runs, whatever the token. So no stale
+// holder of a pruned slot is ever accepted again, not even one that never
+// wrote; the refusal is fence.ClosedScopeError, a *fence.StaleTokenError
+// with ClosedBefore = the watermark, matching fence.ErrStaleToken and
+// fence.ErrScopeClosed. A write under a scope that is no slot scope reads
+// no watermark: its cost is unchanged. The scripts parse scopes in Lua by
+// fence.SplitSlotScope's rule, byte for byte (a test holds them to it).
+// Writer.Reset of a pruned scope finds no fence and does not reopen it.
+//
+// The cutoff: use the scheduler ledger's prune cutoff, or an older one. A
+// slot before it is over for the ledger too (its Backfill and Retry refuse
+// it), and a run of such a slot still going is refused from then on, so
+// pick a cutoff beyond any run's length. Lease names of your own count: a
+// scope shaped "U@123" is slot 123 of unit U here, and closes when U's
+// slots before it are pruned. Watermarks beyond +-10^15 s are stored as
+// +-10^15, which closes the same slots (all, or none).
+//
+// Pruned as it goes, a resource's hash holds the kept slots' fences and one
+// field per pruned unit. Each slot scope's fence ("settle|eu@<10 digits>",
+// a 16-digit token, a 32-hex owner) takes about 100 bytes while the hash
+// is a listpack (hash-max-listpack-entries: 512 built into redis-server,
+// 128 in the shipped redis.conf) and about 210 bytes once it is a hash
+// table: 200 unpruned slots made 20.6 KB, or 42.6 KB past the limit of
+// 128; 10 kept slots and the watermark, 1.4 KB (TestPruneBoundsTheFenceHash
+// logs the figures). A hash that grew into a hash table stays one after
+// pruning (6.7 KB for those 21 fields), so prune from the start.
+//
+// Builds without PruneSlotScopes do not read the watermark: they accept a
+// pruned slot's stale holder as a first write. Prune only once every build
+// writing the resource reads it.
+//
 // # Errors
 //
 // Input errors match ErrInvalidKey (ErrReservedKey too for a key in the
 // fence key space), ErrInvalidOwner, ErrInvalidTTL,
-// ErrNoFields or fence.ErrNoToken and are returned before Redis is
-// contacted. Redis errors are wrapped with the key; when the context ended,
+// ErrNoFields, ErrInvalidUnit or fence.ErrNoToken and are returned before
+// Redis is contacted. Redis errors are wrapped with the key; when the context ended,
 // its error is joined, so errors.Is finds context.Canceled or
 // context.DeadlineExceeded. After a network error the write may or may not
 // have been applied; running it again with the same token and owner is

@@ -33,6 +33,9 @@ var (
 	// KeepTTL.
 	ErrInvalidTTL = errors.New("redisfence: invalid TTL")
 
+	// ErrInvalidUnit is returned by PruneSlotScopes for an empty unit.
+	ErrInvalidUnit = errors.New("redisfence: invalid unit")
+
 	// ErrNoFields is returned by HSet for an empty field map.
 	ErrNoFields = errors.New("redisfence: no fields to set")
 

@@ -151,7 +151,9 @@ func FenceKey(key string) string {
 // numbers, bool, time.Time, encoding.BinaryMarshaler.
 //
 // It returns nil when written, a *fence.StaleTokenError (Resource = key,
-// Scope = h.Scope) when refused, an input error (fence.ErrNoToken,
+// Scope = h.Scope) when refused (with ClosedBefore set, matching
+// fence.ErrScopeClosed, when h.Scope is a slot scope closed by
+// PruneSlotScopes), an input error (fence.ErrNoToken,
 // ErrInvalidKey, ErrInvalidOwner, ErrInvalidTTL) before contacting Redis,
 // or a wrapped Redis error.
 func (w *Writer) Set(ctx context.Context, key string, value any, h fence.Holder, ttl time.Duration) error {
@@ -273,7 +275,8 @@ func (w *Writer) Current(ctx context.Context, key, scope string) (fence.Token, s
 }
 
 // outcome interprets a write script's reply: {1[, result]} accepted, {0,
-// stored token} refused.
+// stored token} refused by the rule, {2, watermark} refused because the
+// scope is a closed slot scope.
 func outcome(key string, h fence.Holder, reply []any) (any, error) {
 	if len(reply) == 0 {
 		return nil, fmt.Errorf("%w: empty reply for %q", ErrUnexpectedReply, key)
@@ -296,6 +299,11 @@ func outcome(key string, h fence.Holder, reply []any) (any, error) {
 			return nil, fmt.Errorf("redisfence: fence of %q: %w", key, err)
 		}
 		return nil, &fence.StaleTokenError{Resource: key, Scope: h.Scope, Presented: h.Token, Current: current}
+	case int64(2):
+		if len(reply) != 2 {
+			break
+		}
+		return nil, closedOutcome(key, h, reply[1])
 	}
 	return nil, fmt.Errorf("%w: %v for %q", ErrUnexpectedReply, reply, key)
 }

@@ -9,6 +9,8 @@ import (
 
 // The Lua sources. Each file's header names its KEYS and ARGV.
 var (
+	//go:embed slotscope.lua
+	slotScopeLua string
 	//go:embed fence.lua
 	fenceLua string
 	//go:embed set.lua
@@ -21,16 +23,21 @@ var (
 	currentLua string
 	//go:embed reset.lua
 	resetLua string
+	//go:embed prune.lua
+	pruneLua string
 )
 
 // The package's scripts, loaded once per server by EVALSHA with an EVAL
 // fallback on NOSCRIPT (internal/luascript). Every write starts with the
-// acceptance rule (fencerule.Lua) and the scoped fence state (fence.lua).
+// acceptance rule (fencerule.Lua), the parse of slot scopes
+// (slotscope.lua) and the scoped fence state (fence.lua); pruneScript
+// parses scopes with the same slotscope.lua.
 var (
-	setScript     = luascript.New(fencerule.Lua, fenceLua, setLua)
-	hsetScript    = luascript.New(fencerule.Lua, fenceLua, hsetLua)
+	setScript     = luascript.New(fencerule.Lua, slotScopeLua, fenceLua, setLua)
+	hsetScript    = luascript.New(fencerule.Lua, slotScopeLua, fenceLua, hsetLua)
 	currentScript = luascript.New(currentLua)
 	resetScript   = luascript.New(resetLua)
+	pruneScript   = luascript.New(slotScopeLua, pruneLua)
 )
 
 // Script is a caller's Lua body made into a fenced script: Writer.Eval runs
@@ -52,5 +59,5 @@ type Script struct {
 // back a script that fails halfway: a body that raises an error after a
 // write leaves that write, and the raised fence, in place.
 func NewScript(body string) *Script {
-	return &Script{script: luascript.New(fencerule.Lua, fenceLua, "local function holdfast_body(KEYS, ARGV)", body, "end", evalLua)}
+	return &Script{script: luascript.New(fencerule.Lua, slotScopeLua, fenceLua, "local function holdfast_body(KEYS, ARGV)", body, "end", evalLua)}
 }

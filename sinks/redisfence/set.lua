@@ -1,4 +1,5 @@
--- set.lua: a fenced SET (fencerule's rule and fence.lua are prepended).
+-- set.lua: a fenced SET (fencerule's rule, slotscope.lua and fence.lua
+-- are prepended).
 --
 -- KEYS[1]  the value key
 -- KEYS[2]  its fence key: FenceKey(KEYS[1]), see redisfence.go
@@ -10,11 +11,12 @@
 --          key's current TTL (KEEPTTL)
 --
 -- Returns {1} when the rule accepted and the value was set, {0, stored
--- token} when it refused and nothing was written.
+-- token} when it refused and {2, watermark} when the scope is a closed slot
+-- scope (fence.lua); nothing was written then.
 
 local refused = holdfast_fence(KEYS[2], ARGV[3], ARGV[1], ARGV[2])
 if refused then
-  return {0, refused}
+  return refused
 end
 local ttl = ARGV[5]
 if ttl == '0' then

@@ -24,7 +24,18 @@ type setSink struct {
 }
 
 func (s *setSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
-	return s.w.Set(ctx, s.prefix+resource, value, fence.Holder{Token: t, Owner: owner}, time.Hour)
+	return s.WriteScoped(ctx, resource, fence.Holder{Token: t, Owner: owner}, value)
+}
+
+// WriteScoped makes the adapters sinktest.ScopedWriters, and with
+// PruneSlotScopes sinktest.SlotScopeSinks: Exercise runs ScopesAreIndependent
+// and SlotScopesClose on them.
+func (s *setSink) WriteScoped(ctx context.Context, resource string, h fence.Holder, value string) error {
+	return suiteError(s.w.Set(ctx, s.prefix+resource, value, h, time.Hour), s.prefix+resource, resource)
+}
+
+func (s *setSink) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
+	return s.w.PruneSlotScopes(ctx, s.prefix+resource, unit, before)
 }
 
 // Read gets the value and the fence token in one MULTI/EXEC, so both come
@@ -37,7 +48,11 @@ func (s *setSink) Read(ctx context.Context, resource string) (string, fence.Toke
 type hsetSink struct{ setSink }
 
 func (s *hsetSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
-	return s.w.HSet(ctx, s.prefix+resource, map[string]string{"v": value, "owner": owner}, fence.Holder{Token: t, Owner: owner})
+	return s.WriteScoped(ctx, resource, fence.Holder{Token: t, Owner: owner}, value)
+}
+
+func (s *hsetSink) WriteScoped(ctx context.Context, resource string, h fence.Holder, value string) error {
+	return suiteError(s.w.HSet(ctx, s.prefix+resource, map[string]string{"v": value, "owner": h.Owner}, h), s.prefix+resource, resource)
 }
 
 func (s *hsetSink) Read(ctx context.Context, resource string) (string, fence.Token, error) {
@@ -54,16 +69,39 @@ redis.call('SET', KEYS[1], ARGV[1])
 return redis.call('LLEN', KEYS[2])`)
 
 func (s *evalSink) Write(ctx context.Context, resource string, t fence.Token, owner, value string) error {
+	return s.WriteScoped(ctx, resource, fence.Holder{Token: t, Owner: owner}, value)
+}
+
+func (s *evalSink) WriteScoped(ctx context.Context, resource string, h fence.Holder, value string) error {
 	key := s.prefix + "{" + resource + "}"
-	n, err := s.w.Eval(ctx, appendAndSet, []string{key, key + ":log"}, fence.Holder{Token: t, Owner: owner}, value)
+	n, err := s.w.Eval(ctx, appendAndSet, []string{key, key + ":log"}, h, value)
 	if err == nil && n == nil {
 		return errors.New("the body's return value was lost")
 	}
-	return err
+	return suiteError(err, key, resource)
+}
+
+func (s *evalSink) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
+	return s.w.PruneSlotScopes(ctx, s.prefix+"{"+resource+"}", unit, before)
 }
 
 func (s *evalSink) Read(ctx context.Context, resource string) (string, fence.Token, error) {
 	return readPair(ctx, s.rdb, s.prefix+"{"+resource+"}", func(p redis.Pipeliner, key string) *redis.StringCmd { return p.Get(ctx, key) })
+}
+
+// suiteError names the resource of a refusal as the suite named it: the
+// Writer's *fence.StaleTokenError names the key written (the test's prefix,
+// Eval's braces, the resource), and SlotScopesClose compares names
+// exactly. Only a refusal naming exactly key is renamed, so a Writer that
+// named another key still fails the suite.
+func suiteError(err error, key, resource string) error {
+	var stale *fence.StaleTokenError
+	if !errors.As(err, &stale) || stale.Resource != key {
+		return err
+	}
+	named := *stale
+	named.Resource = resource
+	return &named
 }
 
 func readPair(ctx context.Context, rdb redis.UniversalClient, key string, get func(redis.Pipeliner, string) *redis.StringCmd) (string, fence.Token, error) {
@@ -90,6 +128,12 @@ func readPair(ctx context.Context, rdb redis.UniversalClient, key string, get fu
 	t, err := fence.ParseToken(ts)
 	return v, t, err
 }
+
+var (
+	_ sinktest.SlotScopeSink = (*setSink)(nil)
+	_ sinktest.SlotScopeSink = (*hsetSink)(nil)
+	_ sinktest.SlotScopeSink = (*evalSink)(nil)
+)
 
 // unguardedSink is the negative control: it reads the fence state, applies
 // the rule in Go, and then writes value and token with plain commands, so
