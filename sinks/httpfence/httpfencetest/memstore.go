@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
 )
@@ -111,13 +112,18 @@ func cloneResponse(r *idemstore.Response) *idemstore.Response {
 }
 
 // MemoryFence is a idemstore.FenceStore in process memory, for tests and examples:
-// one fence per (resource, scope). Safe for concurrent use.
+// one fence per (resource, scope), and, as a fence.SlotScopePruner, a
+// watermark per (resource, unit) below which slot scopes are closed. Safe
+// for concurrent use.
 type MemoryFence struct {
-	mu   sync.Mutex
-	seen map[memFence]memToken
+	mu     sync.Mutex
+	seen   map[memFence]memToken
+	closed map[memUnit]int64 // PruneSlotScopes' watermarks, unix seconds
 }
 
 type memFence struct{ resource, scope string }
+
+type memUnit struct{ resource, unit string }
 
 type memToken struct {
 	token fence.Token
@@ -125,12 +131,21 @@ type memToken struct {
 }
 
 // NewMemoryFence returns an empty MemoryFence.
-func NewMemoryFence() *MemoryFence { return &MemoryFence{seen: map[memFence]memToken{}} }
+func NewMemoryFence() *MemoryFence {
+	return &MemoryFence{seen: map[memFence]memToken{}, closed: map[memUnit]int64{}}
+}
 
-// Accept implements idemstore.FenceStore.
+// Accept implements idemstore.FenceStore. A slot scope
+// (fence.SplitSlotScope) below its unit's watermark is refused, whatever
+// its token, with fence.ClosedScopeError.
 func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if unit, slot, ok := fence.SplitSlotScope(h.Scope); ok && h.Token != fence.None {
+		if w, ok := f.closed[memUnit{resource, unit}]; ok && slot < w {
+			return fence.ClosedScopeError(resource, h, w)
+		}
+	}
 	k := memFence{resource, h.Scope}
 	cur := f.seen[k]
 	if err := h.Check(resource, cur.token, cur.owner); err != nil {
@@ -138,6 +153,43 @@ func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder)
 	}
 	f.seen[k] = memToken{token: h.Token, owner: h.Owner}
 	return nil
+}
+
+// PruneSlotScopes implements fence.SlotScopePruner, the reference of
+// httpfence's stores: it raises the watermark of (resource, unit) to
+// before.Unix() (never lowered) and deletes the fences of unit's slot
+// scopes for resource below it, returning how many it deleted. It returns
+// an error matching httpfence.ErrInvalidOptions for an empty resource or
+// unit, and one matching idemstore.ErrNilContext for a nil ctx.
+func (f *MemoryFence) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
+	switch {
+	case ctx == nil:
+		return 0, fmt.Errorf("httpfence: MemoryFence.PruneSlotScopes: %w", idemstore.ErrNilContext)
+	case resource == "" || unit == "":
+		return 0, fmt.Errorf("%w: MemoryFence.PruneSlotScopes: empty resource or unit", httpfence.ErrInvalidOptions)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u := memUnit{resource, unit}
+	w, ok := f.closed[u]
+	if b := before.Unix(); !ok || b > w {
+		w = b
+		if f.closed == nil {
+			f.closed = map[memUnit]int64{}
+		}
+		f.closed[u] = w
+	}
+	n := 0
+	for k := range f.seen {
+		if k.resource != resource {
+			continue
+		}
+		if un, slot, ok := fence.SplitSlotScope(k.scope); ok && un == unit && slot < w {
+			delete(f.seen, k)
+			n++
+		}
+	}
+	return n, nil
 }
 
 // nilContext is the error of method op called with a nil context.

@@ -2,12 +2,14 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/redisstore"
@@ -44,4 +46,38 @@ func ExampleNewStore() {
 	// new
 	// in-flight
 	// completed 201 ok
+}
+
+// Under OverlapAllow every slot's lease is a scope of its own; pruning the
+// unit's slots before a cutoff deletes their fences and closes them, so a
+// stale holder of a pruned slot stays refused.
+func ExampleFence_PruneSlotScopes() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	miniconf.Register(mr)
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	ctx := context.Background()
+	f, err := redisstore.NewFence(rdb, redisstore.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	slot := time.Date(2026, 3, 8, 0, 0, 0, 0, time.UTC)
+	stale := fence.Holder{Scope: fmt.Sprintf("settle|eu@%d", slot.Unix()), Token: 5, Owner: "replica-1"}
+	fmt.Println(f.Accept(ctx, "/settle", stale))
+
+	n, err := f.PruneSlotScopes(ctx, "/settle", "settle|eu", slot.Add(time.Hour))
+	fmt.Println(n, err)
+	err = f.Accept(ctx, "/settle", stale)
+	fmt.Println(errors.Is(err, fence.ErrScopeClosed), errors.Is(err, fence.ErrStaleToken))
+	// Output:
+	// <nil>
+	// 1 <nil>
+	// true true
 }

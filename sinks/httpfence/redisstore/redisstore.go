@@ -62,7 +62,8 @@ var (
 
 // Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (see
 // internal/luascript), the calls of concurrent requests batched into
-// pipelines. Each works on one key, so all of them run on Redis Cluster;
+// pipelines. Each works on one key (a slot scope's fence and its
+// watermark share their unit's hash), so all of them run on Redis Cluster;
 // keys carry a hash tag all the same, so that a future script touching a
 // record's companion keys stays in one slot. The fence script starts with
 // the acceptance rule every holdfast script shares (internal/fencerule).
@@ -254,16 +255,23 @@ func (s *Store) Abandon(ctx context.Context, key, lock string) error {
 
 // Fence is an idemstore.FenceStore in Redis: one hash per (resource, scope),
 // named <prefix>{<hex sha256 of len(scope) ":" scope ":" resource>}, for
-// scope "" too. A hash holds the highest token accepted and its owner (and,
-// for operators, the resource and scope), without expiry. The length
-// prefix makes the name injective whatever bytes the scope and resource
-// hold: scope "" with resource "5:hello:/pay" is "0::5:hello:/pay", never
-// scope "hello" with resource "/pay". (Before issue 31 scope "" was named
-// by the resource alone, which let such a resource share a scoped pair's
-// fence; holdfast had no release with that layout, so nothing migrates.)
-// The check and the raise are one Lua script.
-// Tokens are compared exactly over the whole uint64 range. Safe for
-// concurrent use.
+// scope "" too, except for slot scopes (below). A hash holds the highest
+// token accepted and its owner (and, for operators, the resource and
+// scope), without expiry. The length prefix makes the name injective
+// whatever bytes the scope and resource hold: scope "" with resource
+// "5:hello:/pay" is "0::5:hello:/pay", never scope "hello" with resource
+// "/pay". (Before issue 31 scope "" was named by the resource alone, which
+// let such a resource share a scoped pair's fence; holdfast had no release
+// with that layout, so nothing migrates.) The check and the raise are one
+// Lua script. Tokens are compared exactly over the whole uint64 range.
+// Safe for concurrent use.
+//
+// The fences of a slot scope ("<unit>@<unix seconds>", fence.SplitSlotScope)
+// live in one hash per (resource, unit) instead, named <prefix>{<hex sha256
+// of "@" len(unit) ":" unit ":" resource>}: fields resource and unit, per
+// slot token:<slot> and owner:<slot>, and closed, the watermark
+// PruneSlotScopes raises, so that a prune and every Accept of the unit
+// meet in one key (see the package documentation, "Pruning slot scopes").
 //
 // A Redis that loses the record (restart without persistence, failover,
 // eviction, which is refused unless Options.Eviction allows it) forgets the
@@ -273,7 +281,7 @@ type Fence struct {
 	auto   *autopipe.Pipe
 	prefix string
 	policy *redispolicy.Checker
-	format formatver.Gate // the stored format, checked before the first Accept
+	format formatver.Gate // the stored format, checked before the first Accept or prune
 }
 
 // NewFence returns a Fence on rdb whose keys start with opts.Prefix
@@ -294,7 +302,10 @@ func NewFence(rdb redis.UniversalClient, opts Options) (*Fence, error) {
 	return &Fence{auto: autopipe.New(rdb), prefix: prefix, policy: redispolicy.New(rdb, opts.Eviction, "redisstore.Options.Eviction")}, nil
 }
 
-// Accept implements idemstore.FenceStore.
+// Accept implements idemstore.FenceStore. A slot scope
+// (fence.SplitSlotScope) of a slot below its unit's watermark
+// (PruneSlotScopes) is refused, whatever its token, with a
+// *fence.StaleTokenError matching fence.ErrScopeClosed.
 func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) error {
 	if f == nil || f.auto == nil {
 		return fmt.Errorf("%w: redisstore.Fence not made by NewFence", httpfence.ErrInvalidOptions)
@@ -311,22 +322,14 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	if err := checkFormat(ctx, &f.format, f.auto, fenceName, f.prefix); err != nil {
 		return err
 	}
+	if unit, slot, ok := fence.SplitSlotScope(h.Scope); ok {
+		return f.acceptSlot(ctx, resource, h, unit, slot)
+	}
 	res, err := fenceScript.Run(ctx, f.auto, []string{fenceKey(f.prefix, resource, h.Scope)}, h.Token.String(), h.Owner, resource, h.Scope).Slice()
 	if err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: %w", resource, redispolicy.MemoryFull(err))
 	}
-	if len(res) == 1 {
-		return nil
-	}
-	cur, ok := res[1].(string)
-	if !ok || len(res) != 2 {
-		return fmt.Errorf("httpfence: redis fence %q: unexpected reply %v", resource, res)
-	}
-	current, err := fence.ParseToken(cur)
-	if err != nil {
-		return fmt.Errorf("httpfence: redis fence %q: stored token: %w", resource, err)
-	}
-	return &fence.StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, Current: current}
+	return fenceOutcome(resource, h, res)
 }
 
 // fenceKey names the record of (resource, scope): the scope is

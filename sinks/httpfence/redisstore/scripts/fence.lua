@@ -5,7 +5,8 @@
 --          <prefix>{<sha256(len(scope) ":" scope ":" resource)>}, for
 --          scope "" too (len 0), so that no (resource, scope) names another
 --          hash: resource, scope, token (canonical decimal uint64), owner;
---          no TTL.
+--          no TTL. A slot scope's fence is in its unit's hash instead
+--          (slotfence.lua).
 -- ARGV[1]  presented token, canonical decimal (no sign, no leading zero),
 --          never "0" (the caller refuses fence.None)
 -- ARGV[2]  presenting owner
