@@ -240,6 +240,31 @@ type Job struct {
 	// retried), and Register logs job_window_ended at warn level: no slot
 	// of the job comes due any more.
 	StartAt, EndAt time.Time
+	// SlotScopeSinks are, for an OverlapAllow job, the fenced resources
+	// its runs write under their slot scopes (ledger.SlotScope; the sinks
+	// keep a fence per slot). With Options.Retention set, the replica that
+	// prunes the ledger then prunes, with the same cutoff, the slot scopes
+	// of every partition of the job in each of these
+	// (fence.SlotScopePruner), so their per-slot fences stay bounded and a
+	// slot pruned from the ledger is closed in the sinks too: a late
+	// holder of it is refused whatever its token (fence.ErrScopeClosed).
+	// Each prune is logged sink_slot_scopes_pruned. A run still going
+	// when its slot falls behind the cutoff is refused by these sinks
+	// from then on: keep Retention well above the job's Timeout. Refused
+	// (ErrInvalidJob) under another overlap policy, without
+	// Options.Retention, with an empty Resource or a nil Sink.
+	SlotScopeSinks []SlotScopeSink
+}
+
+// SlotScopeSink is one fenced resource of an OverlapAllow job whose
+// per-slot fences the scheduler prunes (Job.SlotScopeSinks).
+type SlotScopeSink struct {
+	// Resource is the resource the runs write, as they name it to Sink.
+	Resource string
+	// Sink is where the resource's fences live: redisfence.Writer,
+	// httpfence's redisstore.Fence or pgstore.Fence, or a pgfence.Guard
+	// through Guard.Pruner(db).
+	Sink fence.SlotScopePruner
 }
 
 func (j Job) withDefaults() Job {
@@ -306,6 +331,16 @@ func (j Job) validate() error {
 		return fmt.Errorf("%w: %q: unknown overlap policy %d", ErrInvalidJob, j.Name, j.Overlap)
 	case j.Missed < MissedCatchUp || j.Missed > MissedManual:
 		return fmt.Errorf("%w: %q: unknown missed-slot policy %d", ErrInvalidJob, j.Name, j.Missed)
+	}
+	for i, sink := range j.SlotScopeSinks {
+		switch {
+		case j.Overlap != OverlapAllow:
+			return fmt.Errorf("%w: %q: SlotScopeSinks under overlap policy %s: only OverlapAllow's runs write under slot scopes", ErrInvalidJob, j.Name, j.Overlap)
+		case sink.Resource == "":
+			return fmt.Errorf("%w: %q: SlotScopeSinks[%d]: empty Resource", ErrInvalidJob, j.Name, i)
+		case safe.IsNil(sink.Sink):
+			return fmt.Errorf("%w: %q: SlotScopeSinks[%d] (%q): nil Sink", ErrInvalidJob, j.Name, i, sink.Resource)
+		}
 	}
 	seen := map[string]bool{}
 	for _, p := range j.Partitions {

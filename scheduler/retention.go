@@ -73,4 +73,30 @@ func (s *Scheduler) prune() {
 	}
 	s.log.LogAttrs(s.life.claim, level, "ledger_pruned", slog.Time("before", before), slog.Int64("deleted", n),
 		logattr.Duration("took", s.clock.Now().Sub(started)), slog.Any("error", err))
+	if err == nil {
+		s.pruneSinks(l.Context(), before)
+	}
+}
+
+// pruneSinks prunes the slot scopes before before of every partition of
+// every job in its Job.SlotScopeSinks, once the ledger pruned those slots
+// (a sink never closes a slot the ledger still keeps). A failure is
+// logged and left to the next prune.
+func (s *Scheduler) pruneSinks(ctx context.Context, before time.Time) {
+	for _, u := range s.order { // fixed once started
+		for _, sink := range u.job.SlotScopeSinks {
+			if ctx.Err() != nil {
+				return // the prune lease is lost, or claiming stops
+			}
+			started := s.clock.Now()
+			n, err := sink.Sink.PruneSlotScopes(ctx, sink.Resource, u.lease, before)
+			level := slog.LevelInfo
+			if err != nil {
+				level = slog.LevelWarn
+			}
+			s.log.LogAttrs(ctx, level, "sink_slot_scopes_pruned", slog.String("job", u.job.Name), slog.String("partition", u.partition),
+				slog.String("resource", sink.Resource), slog.Time("before", before), slog.Int("deleted", n),
+				logattr.Duration("took", s.clock.Now().Sub(started)), slog.Any("error", err))
+		}
+	}
 }

@@ -1,6 +1,11 @@
 package scheduler
 
 import (
+	"context"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,4 +63,76 @@ func TestRetentionNeedsAPrunerAndIsNotNegative(t *testing.T) {
 	require.Equal(t, time.Minute, pruneInterval(time.Second))
 	require.Equal(t, time.Hour, pruneInterval(30*24*time.Hour))
 	require.Equal(t, 6*time.Minute, pruneInterval(time.Hour))
+}
+
+// prunedScopes records PruneSlotScopes calls (a fence.SlotScopePruner).
+type prunedScopes struct {
+	mu    sync.Mutex
+	calls map[string]time.Time // "resource unit" -> the last before
+}
+
+func (p *prunedScopes) PruneSlotScopes(_ context.Context, resource, unit string, before time.Time) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[resource+" "+unit] = before
+	return 1, nil
+}
+
+func (p *prunedScopes) seen() map[string]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.calls)
+}
+
+// With Retention, the replica that prunes the ledger prunes the slot
+// scopes of every partition of an OverlapAllow job in each of its
+// SlotScopeSinks, at the ledger's cutoff, and logs it.
+func TestRetentionPrunesTheSlotScopeSinks(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := t.Context()
+		start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		clk := clock.NewFake(start)
+		sink := &prunedScopes{calls: map[string]time.Time{}}
+		logs := &syncBuffer{}
+		sched := s.replica(t, onClock(clk), func(o *Options) {
+			o.Retention = 24 * time.Hour
+			o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+		})
+		require.NoError(t, sched.Register(Job{Name: "invoice", Spec: "@yearly", Overlap: OverlapAllow, Partitions: []string{"eu", "us"},
+			Run:            func(context.Context, Run) error { return nil },
+			SlotScopeSinks: []SlotScopeSink{{Resource: "invoices", Sink: sink}}}))
+		require.NoError(t, sched.Start(ctx))
+		testwait.Until(t, 10*time.Second, "both partitions' slot scopes pruned", func() bool {
+			clk.Advance(pruneInterval(24 * time.Hour))
+			return len(sink.seen()) == 2
+		})
+		calls := sink.seen()
+		for _, unit := range []string{"invoice|eu", "invoice|us"} {
+			before, ok := calls["invoices "+unit]
+			require.True(t, ok, "unit %s pruned", unit)
+			require.True(t, before.After(start.Add(-24*time.Hour)) && !before.After(clk.Now().Add(-24*time.Hour)),
+				"the ledger's cutoff, now minus Retention: %v", before)
+		}
+		testwait.Until(t, 10*time.Second, "the prune logged", func() bool {
+			return strings.Contains(logs.String(), `"msg":"sink_slot_scopes_pruned"`)
+		})
+		require.Contains(t, logs.String(), `"resource":"invoices"`)
+	})
+}
+
+func TestSlotScopeSinksAreForOverlapAllowWithRetention(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, redistest.Backend{Name: "miniredis", New: redistest.Mini})
+	run := func(context.Context, Run) error { return nil }
+	sinks := []SlotScopeSink{{Resource: "r", Sink: &prunedScopes{}}}
+	withRetention := s.replica(t, func(o *Options) { o.Retention = time.Hour })
+	require.ErrorIs(t, withRetention.Register(Job{Name: "forbid", Spec: "@daily", Run: run, SlotScopeSinks: sinks}), ErrInvalidJob)
+	require.ErrorIs(t, withRetention.Register(Job{Name: "empty", Spec: "@daily", Run: run, Overlap: OverlapAllow,
+		SlotScopeSinks: []SlotScopeSink{{Sink: &prunedScopes{}}}}), ErrInvalidJob)
+	var nilSink *prunedScopes
+	require.ErrorIs(t, withRetention.Register(Job{Name: "nil", Spec: "@daily", Run: run, Overlap: OverlapAllow,
+		SlotScopeSinks: []SlotScopeSink{{Resource: "r", Sink: nilSink}}}), ErrInvalidJob)
+	require.NoError(t, withRetention.Register(Job{Name: "allow", Spec: "@daily", Run: run, Overlap: OverlapAllow, SlotScopeSinks: sinks}))
+	noRetention := s.replica(t)
+	require.ErrorIs(t, noRetention.Register(Job{Name: "allow", Spec: "@daily", Run: run, Overlap: OverlapAllow, SlotScopeSinks: sinks}), ErrInvalidJob)
 }

@@ -99,6 +99,9 @@ func (s *Scheduler) Register(job Job) error {
 		return err
 	}
 	job = job.withDefaults()
+	if len(job.SlotScopeSinks) > 0 && s.cfg.Retention == 0 {
+		return fmt.Errorf("%w: %q: SlotScopeSinks are pruned with the ledger: set Options.Retention", ErrInvalidJob, job.Name)
+	}
 	if _, ok := s.cfg.Ledger.(ledger.Canceler); job.Overlap == OverlapCancelOther && !ok {
 		return fmt.Errorf("%w: %q: OverlapCancelOther needs a ledger that implements Canceler", ErrInvalidJob, job.Name)
 	}
