@@ -2,6 +2,7 @@ package compat_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"sort"
@@ -33,7 +34,8 @@ type pgDump struct {
 
 // pgTables are the tables of the four stores in a schema, in an order
 // that keeps foreign keys satisfied on load.
-var pgTables = []string{"leases", "job_fences", "job_slot_fences", "job_runs", "job_run_attempts", "job_pauses", pgfence.DefaultTable, "idempotency_keys"}
+var pgTables = []string{"leases", "job_fences", "job_slot_fences", "job_runs", "job_run_attempts", "job_pauses", pgfence.DefaultTable,
+	pgfence.DefaultTable + pgfence.ClosedTableSuffix, "idempotency_keys"}
 
 // pgWorkload writes, with the current code, one of everything the
 // Postgres stores keep, in schema: a lease taken and released and one
@@ -42,12 +44,28 @@ var pgTables = []string{"leases", "job_fences", "job_slot_fences", "job_runs", "
 func pgWorkload(t *testing.T, pool *pgxpool.Pool, schema string) fence.Token {
 	ctx := t.Context()
 	st := pgStoresIn(t, pool, schema, "replica-1")
-	return goldenWorkload(t, st.leases, st.ledger, st.idem, func(h fence.Holder) {
+	check := func(h fence.Holder) {
 		require.NoError(t, pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 			return st.guard.Check(ctx, tx, "orders", h)
 		}))
-	})
+	}
+	token := goldenWorkload(t, st.leases, st.ledger, st.idem, check)
+	// Two slot scopes of one unit, the first pruned: a guard row of the
+	// second, and the unit's watermark in the closed table.
+	for _, slot := range []int64{goldenSlotScopeAt, goldenSlotScopeAt + 3600} {
+		check(fence.Holder{Scope: fmt.Sprintf("%s@%d", goldenSlotUnit, slot), Token: 7, Owner: goldenOwner})
+	}
+	n, err := st.guard.PruneSlotScopes(ctx, pool, "orders", goldenSlotUnit, time.Unix(goldenSlotScopeAt+1, 0))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	return token
 }
+
+// The unit and first slot of the slot scopes the Postgres fixture holds.
+const (
+	goldenSlotUnit    = "settle|eu"
+	goldenSlotScopeAt = int64(1796090400)
+)
 
 func dumpPostgres(t *testing.T, pool *pgxpool.Pool, schema string) pgDump {
 	ctx := t.Context()
@@ -217,6 +235,16 @@ func TestGoldenPostgresFormat1(t *testing.T) {
 	require.NoError(t, check(stale), "the same holder again is accepted")
 	require.NoError(t, check(fresh))
 	require.ErrorIs(t, check(stale), fence.ErrStaleToken)
+	slotHolder := func(at int64, tok fence.Token, owner string) fence.Holder {
+		return fence.Holder{Scope: fmt.Sprintf("%s@%d", goldenSlotUnit, at), Token: tok, Owner: owner}
+	}
+	require.ErrorIs(t, check(slotHolder(goldenSlotScopeAt, 8, "owner-b")), fence.ErrScopeClosed, "the fixture's pruned slot stays closed")
+	require.ErrorIs(t, check(slotHolder(goldenSlotScopeAt+3600, 6, "owner-b")), fence.ErrStaleToken, "the kept slot's fence")
+	require.NoError(t, check(slotHolder(goldenSlotScopeAt+3600, 7, goldenOwner)), "the kept slot's holder")
+	n, err := guard.PruneSlotScopes(ctx, pool, "orders", goldenSlotUnit, time.Unix(goldenSlotScopeAt+3601, 0))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.ErrorIs(t, check(slotHolder(goldenSlotScopeAt+3600, 9, goldenOwner)), fence.ErrScopeClosed)
 
 	s, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 	require.NoError(t, err)

@@ -71,6 +71,24 @@ func redisWorkload(t *testing.T, rdb redis.UniversalClient) fence.Token {
 		require.NoError(t, w.Set(ctx, "orders:{eu}:1", "settled", h, 0))
 		require.NoError(t, hf.Accept(ctx, "orders", h))
 	})
+	// httpfence's Redis fence under two slot scopes of goldenSlot's unit
+	// (OverlapAllow), the first pruned: the unit's hash holds the second
+	// slot's fence and the watermark (closed).
+	for _, h := range goldenHTTPSlots {
+		require.NoError(t, hf.Accept(ctx, "orders", h))
+	}
+	pruned, err := hf.PruneSlotScopes(ctx, "orders", ledger.UnitScope(goldenSlot.Job, goldenSlot.Partition), goldenHTTPCut)
+	require.NoError(t, err)
+	require.Equal(t, 1, pruned)
+	// redisfence under two slot scopes of goldenSlot's unit, the first
+	// pruned: orders:{eu}:1's fence hash holds the second slot's fence and
+	// the unit's watermark (closed:<unit>).
+	for _, h := range goldenRedisfenceSlots {
+		require.NoError(t, w.Set(ctx, "orders:{eu}:1", "settled", h, 0))
+	}
+	n, err := w.PruneSlotScopes(ctx, "orders:{eu}:1", ledger.UnitScope(goldenSlot.Job, goldenSlot.Partition), goldenSlot.At.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 	// A slot claimed and still running: the unit's hot run (redisledger's
 	// scripts/fence.lua), under a lease still held.
 	res, err := l.ClaimAll(ctx, leases, []ledger.ClaimRequest{{
@@ -81,6 +99,23 @@ func redisWorkload(t *testing.T, rdb redis.UniversalClient) fence.Token {
 	require.NoError(t, err)
 	require.Equal(t, 1, res[0].Begin.Attempt)
 	return tok
+}
+
+// goldenHTTPSlots hold two slot scopes of goldenSlot's unit at httpfence's
+// Redis fence; the first is pruned (before goldenHTTPCut).
+var (
+	goldenHTTPSlots = []fence.Holder{
+		{Scope: ledger.SlotScope(goldenSlot), Token: 5, Owner: goldenOwner},
+		{Scope: ledger.SlotScope(ledger.Slot{Job: goldenSlot.Job, At: goldenHTTPCut, Partition: goldenSlot.Partition}), Token: 6, Owner: goldenOwner},
+	}
+	goldenHTTPCut = goldenSlot.At.Add(time.Hour)
+)
+
+// goldenRedisfenceSlots hold two slot scopes of goldenSlot's unit, an
+// hour apart, at redisfence's fence of orders:{eu}:1; the first is pruned.
+var goldenRedisfenceSlots = []fence.Holder{
+	{Scope: ledger.SlotScope(goldenSlot), Token: 7, Owner: goldenOwner},
+	{Scope: ledger.SlotScope(ledger.Slot{Job: goldenSlot.Job, At: goldenSlot.At.Add(time.Hour), Partition: goldenSlot.Partition}), Token: 8, Owner: goldenOwner},
 }
 
 // goldenHot is the Redis fixture's running slot, claimed with ClaimAll.
@@ -316,6 +351,19 @@ func TestGoldenRedisFormat1(t *testing.T) {
 	require.NoError(t, w.Set(ctx, "orders:{eu}:1", "newer", fresh, 0))
 	require.ErrorIs(t, w.Set(ctx, "orders:{eu}:1", "late", stale, 0), fence.ErrStaleToken)
 	require.Equal(t, "newer", rdb.Get(ctx, "orders:{eu}:1").Val())
+	// Its slot scopes: the fixture's pruned slot stays closed whatever the
+	// token; the kept slot refuses a stale token and takes its holder.
+	closedSlot, keptSlot := goldenRedisfenceSlots[0], goldenRedisfenceSlots[1]
+	err = w.Set(ctx, "orders:{eu}:1", "late", fence.Holder{Scope: closedSlot.Scope, Token: fresh.Token, Owner: "owner-b"}, 0)
+	var refusal *fence.StaleTokenError
+	require.ErrorAs(t, err, &refusal)
+	require.ErrorIs(t, err, fence.ErrScopeClosed)
+	require.Equal(t, goldenSlot.At.Add(time.Hour), refusal.ClosedBefore, "the fixture's watermark")
+	err = w.Set(ctx, "orders:{eu}:1", "late", fence.Holder{Scope: keptSlot.Scope, Token: keptSlot.Token - 1, Owner: "owner-z"}, 0)
+	require.ErrorIs(t, err, fence.ErrStaleToken)
+	require.NotErrorIs(t, err, fence.ErrScopeClosed)
+	require.NoError(t, w.Set(ctx, "orders:{eu}:1", "newer", keptSlot, 0))
+	require.Equal(t, "newer", rdb.Get(ctx, "orders:{eu}:1").Val())
 
 	s, err := redisstore.NewStore(rdb, redisstore.Options{})
 	require.NoError(t, err)
@@ -332,4 +380,14 @@ func TestGoldenRedisFormat1(t *testing.T) {
 	require.ErrorIs(t, hf.Accept(ctx, "orders", fence.Holder{Scope: scope, Token: old - 1, Owner: "owner-z"}), fence.ErrStaleToken)
 	require.NoError(t, hf.Accept(ctx, "orders", fresh))
 	require.ErrorIs(t, hf.Accept(ctx, "orders", stale), fence.ErrStaleToken)
+	// Its slot scopes: the pruned slot stays closed, the kept one refuses a
+	// stale token and takes its holder, and a later prune closes it too.
+	require.ErrorIs(t, hf.Accept(ctx, "orders", goldenHTTPSlots[0]), fence.ErrScopeClosed)
+	kept := goldenHTTPSlots[1]
+	require.ErrorIs(t, hf.Accept(ctx, "orders", fence.Holder{Scope: kept.Scope, Token: kept.Token - 1, Owner: "owner-z"}), fence.ErrStaleToken)
+	require.NoError(t, hf.Accept(ctx, "orders", kept))
+	pruned, err := hf.PruneSlotScopes(ctx, "orders", ledger.UnitScope(goldenSlot.Job, goldenSlot.Partition), goldenHTTPCut.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, pruned, "the fixture's kept slot")
+	require.ErrorIs(t, hf.Accept(ctx, "orders", kept), fence.ErrScopeClosed)
 }

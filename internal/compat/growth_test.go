@@ -26,7 +26,14 @@ import (
 type steady struct {
 	units, keep int
 	start       time.Time
+	// slotScoped writes the sink under each slot's own scope
+	// (ledger.SlotScope, OverlapAllow's), and prunes the sink's slot
+	// scopes at the ledger's cutoff with pruneSink.
+	slotScoped bool
+	pruneSink  func(resource, unit string, before time.Time)
 }
+
+func (w steady) resource(s ledger.Slot) string { return fmt.Sprintf("settlement:{%s}", s.Partition) }
 
 func (w steady) slot(u, i int) ledger.Slot {
 	return ledger.Slot{Job: "job", At: w.start.Add(time.Duration(i) * time.Minute), Partition: fmt.Sprintf("p%03d", u)}
@@ -46,12 +53,23 @@ func (w steady) round(t *testing.T, i int, leases leasedriver.Backend, l ledger.
 		attempt, _, err := l.Begin(ctx, s, f, 3, s.At)
 		require.NoError(t, err)
 		require.NoError(t, l.Finish(ctx, s, f, attempt, ledger.Outcome{Status: ledger.StatusSucceeded}, s.At.Add(time.Second)))
-		write(fmt.Sprintf("settlement:{%s}", s.Partition), fence.Holder{Scope: scope, Token: g.Token, Owner: "owner"})
+		sinkScope := scope
+		if w.slotScoped {
+			sinkScope = ledger.SlotScope(s)
+		}
+		write(w.resource(s), fence.Holder{Scope: sinkScope, Token: g.Token, Owner: "owner"})
 		require.NoError(t, leases.Release(ctx, leasedriver.Held{Name: scope, Owner: "owner", TTL: time.Minute, Handle: g.Handle}))
 	}
 	if i >= w.keep {
-		_, err := l.(ledger.Pruner).Prune(ctx, w.start.Add(time.Duration(i-w.keep+1)*time.Minute))
+		cutoff := w.start.Add(time.Duration(i-w.keep+1) * time.Minute)
+		_, err := l.(ledger.Pruner).Prune(ctx, cutoff)
 		require.NoError(t, err)
+		if w.slotScoped {
+			for u := range w.units {
+				s := w.slot(u, i)
+				w.pruneSink(w.resource(s), ledger.UnitScope(s.Job, s.Partition), cutoff)
+			}
+		}
 	}
 }
 
@@ -106,20 +124,38 @@ func TestRedisGrowthIsBounded(t *testing.T) {
 
 // The same on Postgres: constant row counts once retention prunes, and the
 // bytes per unit of each table.
+//
+// Under OverlapAllow (slotScoped) the guard keeps a row per slot scope,
+// which pgfence.Guard.PruneSlotScopes, called at the ledger's cutoff,
+// bounds; the table of closed slot scopes keeps one row per (resource,
+// unit).
 func TestPostgresGrowthIsBounded(t *testing.T) {
 	t.Parallel()
+	for _, slotScoped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unit scopes", true: "slot scopes"}[slotScoped], func(t *testing.T) {
+			t.Parallel()
+			postgresGrowth(t, slotScoped)
+		})
+	}
+}
+
+func postgresGrowth(t *testing.T, slotScoped bool) {
 	ctx := t.Context()
 	pool := shared.Pool(t)
 	schema := pgtest.Schema(t, pool, "compat_")
 	st := pgStoresIn(t, pool, schema, "")
 	leases, l, guard := st.leases, st.ledger, st.guard
-	w := steady{units: 50, keep: 5, start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	w := steady{units: 50, keep: 5, start: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), slotScoped: slotScoped,
+		pruneSink: func(resource, unit string, before time.Time) {
+			_, err := guard.PruneSlotScopes(ctx, pool, resource, unit, before)
+			require.NoError(t, err)
+		}}
 	write := func(resource string, h fence.Holder) {
 		require.NoError(t, pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 			return guard.Check(ctx, tx, resource, h)
 		}))
 	}
-	tables := []string{"leases", "job_fences", "job_runs", "job_run_attempts", "job_slot_fences", pgfence.DefaultTable}
+	tables := []string{"leases", "job_fences", "job_runs", "job_run_attempts", "job_slot_fences", pgfence.DefaultTable, pgfence.DefaultTable + pgfence.ClosedTableSuffix}
 	measure := func() map[string][2]int64 {
 		out := map[string][2]int64{}
 		for _, table := range tables {
@@ -142,10 +178,17 @@ func TestPostgresGrowthIsBounded(t *testing.T) {
 	for _, table := range tables {
 		require.Equal(t, before[table][0], after[table][0], "%s: the same rows after 20 more slots per unit", table)
 	}
-	t.Logf("growth: postgres units=%d kept_slots=%d rows_per_unit leases=%d job_fences=%d job_runs=%d job_run_attempts=%d guard=%d "+
-		"row_bytes_per_unit leases=%d job_fences=%d job_runs=%d job_run_attempts=%d guard=%d",
-		w.units, w.keep, after["leases"][0]/int64(w.units), after["job_fences"][0]/int64(w.units), after["job_runs"][0]/int64(w.units),
-		after["job_run_attempts"][0]/int64(w.units), after[pgfence.DefaultTable][0]/int64(w.units),
+	closed := after[pgfence.DefaultTable+pgfence.ClosedTableSuffix]
+	if slotScoped {
+		require.Equal(t, int64(w.units), closed[0], "one watermark row per (resource, unit)")
+		require.Equal(t, int64(w.units*w.keep), after[pgfence.DefaultTable][0], "a guard row per kept slot and unit")
+	} else {
+		require.Zero(t, closed[0], "no watermark rows without slot scopes")
+	}
+	t.Logf("growth: postgres slot_scoped=%v units=%d kept_slots=%d rows_per_unit leases=%d job_fences=%d job_runs=%d job_run_attempts=%d guard=%d guard_closed=%d "+
+		"row_bytes_per_unit leases=%d job_fences=%d job_runs=%d job_run_attempts=%d guard=%d guard_closed=%d",
+		slotScoped, w.units, w.keep, after["leases"][0]/int64(w.units), after["job_fences"][0]/int64(w.units), after["job_runs"][0]/int64(w.units),
+		after["job_run_attempts"][0]/int64(w.units), after[pgfence.DefaultTable][0]/int64(w.units), closed[0]/int64(w.units),
 		after["leases"][1]/int64(w.units), after["job_fences"][1]/int64(w.units), after["job_runs"][1]/int64(w.units),
-		after["job_run_attempts"][1]/int64(w.units), after[pgfence.DefaultTable][1]/int64(w.units))
+		after["job_run_attempts"][1]/int64(w.units), after[pgfence.DefaultTable][1]/int64(w.units), closed[1]/int64(w.units))
 }
