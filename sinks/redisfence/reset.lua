@@ -1,7 +1,7 @@
 -- reset.lua: remove the fence state of one scope of a resource, for an
 -- operator (Writer.Reset), when it still holds the token inspected.
 --
--- KEYS[1]  the fence key: the resource's key .. ':fence'
+-- KEYS[1]  the fence key: FenceKey(resource), the resource's fence hash
 -- ARGV[1]  scope (fields "token"/"owner" for '', else "token:<scope>" and
 --          "owner:<scope>", as in fence.lua)
 -- ARGV[2]  the expected token in canonical decimal, or '' for any
