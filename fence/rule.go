@@ -67,7 +67,14 @@ func (e *StaleTokenError) Is(target error) bool {
 // ClosedScopeError returns the error of a write under a slot scope closed
 // at before (unix seconds): a *StaleTokenError with ClosedBefore set.
 func ClosedScopeError(resource string, h Holder, before int64) *StaleTokenError {
-	return &StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, ClosedBefore: time.Unix(before, 0).UTC()}
+	closed := time.Unix(before, 0).UTC()
+	if closed.IsZero() {
+		// A watermark at 0001-01-01T00:00:00Z, which the zero time
+		// stands for: reported a second later, so the error still says
+		// it is a closed scope's (no slot lies in that second's way).
+		closed = closed.Add(time.Second)
+	}
+	return &StaleTokenError{Resource: resource, Scope: h.Scope, Presented: h.Token, ClosedBefore: closed}
 }
 
 // Accept is the acceptance rule, for one fence: one (resource, scope).
