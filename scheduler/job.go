@@ -249,10 +249,14 @@ type Job struct {
 	// slot pruned from the ledger is closed in the sinks too: a late
 	// holder of it is refused whatever its token (fence.ErrScopeClosed).
 	// Each prune is logged sink_slot_scopes_pruned. A run still going
-	// when its slot falls behind the cutoff is refused by these sinks
-	// from then on: keep Retention well above the job's Timeout. Refused
-	// (ErrInvalidJob) under another overlap policy, without
-	// Options.Retention, with an empty Resource or a nil Sink.
+	// when its slot falls behind the cutoff would be refused by these
+	// sinks, so the job needs a Timeout below Retention. Only registered
+	// partitions are pruned (a partition removed from the code keeps its
+	// fences: prune them yourself), and only the resources listed: a
+	// resource named per slot or per key cannot be listed (prune it
+	// yourself, or retire it). Refused (ErrInvalidJob) under another
+	// overlap policy, without Options.Retention, without a Timeout below
+	// it, with an empty Resource or a nil Sink.
 	SlotScopeSinks []SlotScopeSink
 }
 

@@ -79,9 +79,9 @@ func (s *Scheduler) prune() {
 }
 
 // pruneSinks prunes the slot scopes before before of every partition of
-// every job in its Job.SlotScopeSinks, once the ledger pruned those slots
-// (a sink never closes a slot the ledger still keeps). A failure is
-// logged and left to the next prune.
+// every job in its Job.SlotScopeSinks, after the ledger's Prune with the
+// same cutoff succeeded (the ledger then refuses Retry and Backfill of
+// those slots). A failure is logged and left to the next prune.
 func (s *Scheduler) pruneSinks(ctx context.Context, before time.Time) {
 	for _, u := range s.order { // fixed once started
 		for _, sink := range u.job.SlotScopeSinks {

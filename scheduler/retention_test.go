@@ -98,7 +98,7 @@ func TestRetentionPrunesTheSlotScopeSinks(t *testing.T) {
 			o.Retention = 24 * time.Hour
 			o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 		})
-		require.NoError(t, sched.Register(Job{Name: "invoice", Spec: "@yearly", Overlap: OverlapAllow, Partitions: []string{"eu", "us"},
+		require.NoError(t, sched.Register(Job{Name: "invoice", Spec: "@yearly", Overlap: OverlapAllow, Partitions: []string{"eu", "us"}, Timeout: time.Hour,
 			Run:            func(context.Context, Run) error { return nil },
 			SlotScopeSinks: []SlotScopeSink{{Resource: "invoices", Sink: sink}}}))
 		require.NoError(t, sched.Start(ctx))
@@ -132,7 +132,10 @@ func TestSlotScopeSinksAreForOverlapAllowWithRetention(t *testing.T) {
 	var nilSink *prunedScopes
 	require.ErrorIs(t, withRetention.Register(Job{Name: "nil", Spec: "@daily", Run: run, Overlap: OverlapAllow,
 		SlotScopeSinks: []SlotScopeSink{{Resource: "r", Sink: nilSink}}}), ErrInvalidJob)
-	require.NoError(t, withRetention.Register(Job{Name: "allow", Spec: "@daily", Run: run, Overlap: OverlapAllow, SlotScopeSinks: sinks}))
+	require.ErrorIs(t, withRetention.Register(Job{Name: "no-timeout", Spec: "@daily", Run: run, Overlap: OverlapAllow, SlotScopeSinks: sinks}), ErrInvalidJob)
+	require.ErrorIs(t, withRetention.Register(Job{Name: "long", Spec: "@daily", Run: run, Overlap: OverlapAllow, Timeout: time.Hour, SlotScopeSinks: sinks}), ErrInvalidJob,
+		"a Timeout as long as Retention")
+	require.NoError(t, withRetention.Register(Job{Name: "allow", Spec: "@daily", Run: run, Overlap: OverlapAllow, Timeout: time.Minute, SlotScopeSinks: sinks}))
 	noRetention := s.replica(t)
-	require.ErrorIs(t, noRetention.Register(Job{Name: "allow", Spec: "@daily", Run: run, Overlap: OverlapAllow, SlotScopeSinks: sinks}), ErrInvalidJob)
+	require.ErrorIs(t, noRetention.Register(Job{Name: "allow", Spec: "@daily", Run: run, Overlap: OverlapAllow, Timeout: time.Minute, SlotScopeSinks: sinks}), ErrInvalidJob)
 }

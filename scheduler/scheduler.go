@@ -99,8 +99,14 @@ func (s *Scheduler) Register(job Job) error {
 		return err
 	}
 	job = job.withDefaults()
-	if len(job.SlotScopeSinks) > 0 && s.cfg.Retention == 0 {
-		return fmt.Errorf("%w: %q: SlotScopeSinks are pruned with the ledger: set Options.Retention", ErrInvalidJob, job.Name)
+	if len(job.SlotScopeSinks) > 0 {
+		switch {
+		case s.cfg.Retention == 0:
+			return fmt.Errorf("%w: %q: SlotScopeSinks are pruned with the ledger: set Options.Retention", ErrInvalidJob, job.Name)
+		case job.Timeout <= 0 || job.Timeout >= s.cfg.Retention:
+			return fmt.Errorf("%w: %q: SlotScopeSinks need a Timeout below Options.Retention (%v), have %v: a slot pruned in the sinks refuses its run's writes",
+				ErrInvalidJob, job.Name, s.cfg.Retention, job.Timeout)
+		}
 	}
 	if _, ok := s.cfg.Ledger.(ledger.Canceler); job.Overlap == OverlapCancelOther && !ok {
 		return fmt.Errorf("%w: %q: OverlapCancelOther needs a ledger that implements Canceler", ErrInvalidJob, job.Name)

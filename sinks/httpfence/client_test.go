@@ -622,3 +622,51 @@ func TestTransportReturnsInFlightErrorItDoesNotWaitOut(t *testing.T) {
 		})
 	}
 }
+
+// A request under a slot scope its service's fence closed
+// (PruneSlotScopes) reaches the client as a stale token that says so:
+// the problem carries closedBefore, and the error matches
+// fence.ErrScopeClosed. With Options.Identity, the fence sees the
+// resource as FenceResource names it, and is pruned under that name.
+func TestTransportMapsAClosedSlotScope(t *testing.T) {
+	t.Parallel()
+	fs := httpfencetest.NewMemoryFence()
+	handler, err := httpfence.Middleware(httpfence.Options{
+		Store:    httpfencetest.NewMemoryStore(),
+		Fence:    fs,
+		Verifier: testVerifier(t),
+		Identity: func(*http.Request) string { return "tenant-1" },
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	})))
+	t.Cleanup(srv.Close)
+	client, _ := newClient(srv, &httpfence.Transport{Signer: testSigner(t)})
+	const scope = "invoice|eu@1780000000"
+	post := func(key string, token fence.Token) (*http.Response, error) {
+		ctx := httpfence.WithIdempotencyKey(fence.WithHolder(context.Background(), fence.Holder{Scope: scope, Token: token, Owner: "a"}), key)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/charges", strings.NewReader("{}"))
+		require.NoError(t, err)
+		return client.Do(req)
+	}
+	resp, err := post("k1", 10)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	n, err := fs.PruneSlotScopes(t.Context(), "/charges", "invoice|eu", time.Unix(1780000001, 0))
+	require.NoError(t, err)
+	require.Zero(t, n, "the fence does not know the resource by its path alone")
+	n, err = fs.PruneSlotScopes(t.Context(), httpfence.FenceResource("tenant-1", "/charges"), "invoice|eu", time.Unix(1780000001, 0))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	resp, err = post("k2", 11)
+	require.Nil(t, resp)
+	require.ErrorIs(t, err, fence.ErrStaleToken)
+	require.ErrorIs(t, err, fence.ErrScopeClosed)
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, fence.StaleTokenError{Resource: "/charges", Scope: scope, Presented: 11, ClosedBefore: time.Unix(1780000001, 0).UTC()}, *stale)
+}

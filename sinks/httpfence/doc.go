@@ -64,8 +64,10 @@
 //	                              wins over the fence check, but raises the fence
 //	                              with its token first (see Fencing)
 //	412 stale-fencing-token       new key, Fence refuses the token (members resource,
-//	                              scope, currentToken, presentedToken); the key is
-//	                              released
+//	                              scope, currentToken, presentedToken; closedBefore,
+//	                              RFC 3339, for a slot scope the Fence closed, and the
+//	                              client's error then matches fence.ErrScopeClosed);
+//	                              the key is released
 //	503 store-unavailable         a store call failed; the key is released
 //	(handler's)                   otherwise: the handler runs once, with the holder
 //	                              in its context (fence.HolderFromContext)

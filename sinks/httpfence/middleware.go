@@ -307,6 +307,7 @@ type call struct {
 	out      idemstore.Outcome // what Begin found
 	detail   string            // the problem's detail
 	current  fence.Token
+	closed   time.Time // a closed slot scope's watermark (stale)
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -360,8 +361,11 @@ func (m *middleware) answer(w http.ResponseWriter, c *call, tr transition) {
 		h := c.holder
 		m.cfg.Logger.LogAttrs(c.r.Context(), slog.LevelWarn, "stale_token_rejected",
 			slog.String("resource", c.resource), slog.String("scope", h.Scope), slog.String("owner_id", fence.OwnerID(h.Owner)),
-			slog.Uint64("presented", uint64(h.Token)), slog.Uint64("current", uint64(c.current)))
+			slog.Uint64("presented", uint64(h.Token)), slog.Uint64("current", uint64(c.current)), slog.Time("closed_before", c.closed))
 		p.Resource, p.Scope, p.CurrentToken, p.PresentedToken = c.resource, h.Scope, c.current, h.Token
+		if !c.closed.IsZero() {
+			p.ClosedBefore = c.closed.UTC().Format(time.RFC3339)
+		}
 	}
 	writeProblem(w, p)
 }
@@ -453,7 +457,7 @@ func (m *middleware) begin(c *call) event {
 		if m.cfg.Identity != nil {
 			// Length-prefixed, so no (identity, resource) pair names
 			// another's fence.
-			c.fenceRes = strconv.Itoa(len(id)) + ":" + id + ":" + c.resource
+			c.fenceRes = FenceResource(id, c.resource)
 		}
 	}
 	ctx := r.Context()
@@ -494,7 +498,7 @@ func (m *middleware) fenceEvent(c *call, err error) event {
 	case err == nil:
 		return evFenceAccepted
 	case errors.As(err, &stale):
-		c.current = stale.Current
+		c.current, c.closed = stale.Current, stale.ClosedBefore
 		// Resource(r), not the identity-scoped name the store saw.
 		shown := fence.StaleTokenError{Resource: c.resource, Scope: c.holder.Scope, Presented: c.holder.Token, Current: stale.Current, ClosedBefore: stale.ClosedBefore}
 		c.detail = shown.Error()
@@ -659,4 +663,15 @@ func (m *middleware) abandon(ctx context.Context, key, lock string) {
 	if err := m.cfg.Store.Abandon(sctx, key, lock); err != nil {
 		m.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idempotency_store_failed", slog.String("op", "abandon"), slog.Any("error", err))
 	}
+}
+
+// FenceResource is the resource name the middleware gives its Fence for a
+// request's resource (Options.Resource) when Options.Identity is set, the
+// identity being what Identity returned for the request ("" included):
+// "<len(identity)>:<identity>:<resource>", length-prefixed so that no
+// (identity, resource) pair names another's fence. Without
+// Options.Identity the Fence sees the resource itself. Prune a Fence's
+// slot scopes (fence.SlotScopePruner) under the name it sees.
+func FenceResource(identity, resource string) string {
+	return strconv.Itoa(len(identity)) + ":" + identity + ":" + resource
 }

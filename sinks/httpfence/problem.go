@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/problem"
@@ -40,7 +41,11 @@ func readStale(resp *http.Response) (*fence.StaleTokenError, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &fence.StaleTokenError{Resource: p.Resource, Scope: p.Scope, Presented: p.PresentedToken, Current: p.CurrentToken}, true
+	stale := &fence.StaleTokenError{Resource: p.Resource, Scope: p.Scope, Presented: p.PresentedToken, Current: p.CurrentToken}
+	if t, err := time.Parse(time.RFC3339, p.ClosedBefore); err == nil && p.ClosedBefore != "" {
+		stale.ClosedBefore = t.UTC() // matches fence.ErrScopeClosed
+	}
+	return stale, true
 }
 
 // readInFlight reports whether resp is the middleware's in-flight answer: a

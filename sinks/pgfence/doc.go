@@ -108,6 +108,15 @@
 // a pgx.Tx and in CheckOwnTx: no round trip more); other scopes are
 // unchanged.
 //
+// What it costs: the first slot-scoped Check of a (resource, unit) creates
+// its watermark row, and the unit's other first Checks wait for that
+// transaction to end (once per (resource, unit)). A PruneSlotScopes waiting
+// for an open Check holds up the unit's new Checks, of every slot, behind
+// it: it waits PruneLockTimeout (500 ms) at most, then fails (IsLockTimeout)
+// with nothing changed, to be run again. A cutoff in the future closes
+// slots still to come and cannot be lowered through the API
+// (docs/operations.md, "Per-slot sink fences", says how by hand).
+//
 // A lease of your own named like a slot scope ("U@123") is slot 123 of
 // unit U to the guard: pruning U closes it. The scheduler's job and
 // partition names never hold '@'.

@@ -41,6 +41,9 @@ func (g *Guard) CheckOwnTx(ctx context.Context, db Batcher, resource string, h f
 	if safe.IsNil(db) {
 		return fmt.Errorf("%w: check %q: nil database", ErrInvalidOptions, resource)
 	}
+	if _, inTx := db.(pgx.Tx); inTx {
+		return fmt.Errorf("%w: check %q: a pgx.Tx; CheckOwnTx runs a transaction of its own (use Check in yours)", ErrInvalidOptions, resource)
+	}
 	var span trace.Span
 	ctx, span = startWrite(ctx, g.tracer, "check", resource, h)
 	defer func() { endWrite(span, err) }()

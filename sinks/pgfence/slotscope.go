@@ -2,11 +2,13 @@ package pgfence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
@@ -137,10 +139,21 @@ func (g *Guard) slotOutcome(ctx context.Context, db DBTX, resource string, h fen
 // below the watermark. It returns how many rows it deleted. From then on
 // Check refuses a slot scope of unit below the watermark with a
 // *fence.StaleTokenError matching fence.ErrScopeClosed, whatever its token.
+// While it waits for an open Check, new Checks of (resource, unit), of
+// any slot, queue behind it: it waits PruneLockTimeout at most, then fails
+// (IsLockTimeout) with nothing changed. Keep the writers' transactions
+// short, and prune where a short stall of the unit's writers is fine.
+//
+// before must be a cutoff in the past (the ledger's): a watermark never
+// goes down, so a cutoff in the future closes slots still to come, for
+// good, through this API (docs/operations.md says how to undo it by hand).
+//
 // Errors: ErrInvalidResource, ErrInvalidScope (an empty or invalid unit, or
 // one holding no slot scope: longer than MaxScopeLen-2), ErrInvalidOptions
-// (nil db or ctx), or the database's, wrapped. A serialization failure or
-// deadlock is retried as in CheckOwnTx.
+// (nil db or ctx, or a pgx.Tx: the prune is a transaction of its own; do
+// not give it a connection inside a transaction begun by hand either), a
+// lock timeout (IsLockTimeout), or the database's, wrapped. A serialization
+// failure or deadlock is retried as in CheckOwnTx.
 func (g *Guard) PruneSlotScopes(ctx context.Context, db Batcher, resource, unit string, before time.Time) (int, error) {
 	if err := g.ready(); err != nil {
 		return 0, err
@@ -160,9 +173,17 @@ func (g *Guard) PruneSlotScopes(ctx context.Context, db Batcher, resource, unit 
 	if err := g.CheckFormat(ctx, db); err != nil {
 		return 0, err
 	}
+	if _, inTx := db.(pgx.Tx); inTx {
+		return 0, fmt.Errorf("%w: prune slot scopes of %q: a pgx.Tx; PruneSlotScopes runs a transaction of its own: give it a pool or a connection", ErrInvalidOptions, resource)
+	}
 	var deleted int64
 	err := pgtx.Batch(ctx, db, func(b *pgx.Batch) {
 		deleted = 0
+		// A prune waiting for a Check holds up every new Check of the
+		// (resource, unit), its later slots' too (Postgres queues them
+		// behind the prune's lock): it waits PruneLockTimeout at most, then
+		// fails and is run again later.
+		b.Queue(pruneLockTimeoutSQL)
 		b.Queue(g.slot.raise, resource, unit, before.Unix())
 		// A statement of its own, so its snapshot is taken once raise
 		// holds the row: every Check that passed the old watermark has
@@ -173,6 +194,22 @@ func (g *Guard) PruneSlotScopes(ctx context.Context, db Batcher, resource, unit 
 		return 0, wrapDBError("prune slot scopes of", resource, err)
 	}
 	return int(deleted), nil
+}
+
+// PruneLockTimeout bounds how long PruneSlotScopes waits for the
+// slot-scoped Checks of the (resource, unit) still open (their
+// transactions): 500 ms. Past it the prune fails with SQLSTATE 55P03
+// (lock_not_available; IsLockTimeout) and changes nothing; run it again
+// later (the scheduler's prune does, at its next tick).
+const PruneLockTimeout = 500 * time.Millisecond
+
+var pruneLockTimeoutSQL = fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", PruneLockTimeout.Milliseconds())
+
+// IsLockTimeout reports whether err is a lock timeout (SQLSTATE 55P03):
+// PruneSlotScopes gave up waiting for open Checks (PruneLockTimeout).
+func IsLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // validateUnit checks a unit of slot scopes: what validateScope accepts,

@@ -179,3 +179,41 @@ func TestSlotScopeCheckWithASnapshotFromBeforeThePrune(t *testing.T) {
 		require.Equal(t, int64(5), token, "the stale token stands in a pruned slot's fence")
 	})
 }
+
+// A prune that meets a slot-scoped Check still open waits
+// PruneLockTimeout at most, fails as a lock timeout with nothing changed,
+// and the unit's later Checks, which queue behind a waiting prune, go on.
+// A pgx.Tx is refused: the prune is a transaction of its own.
+func TestPruneGivesUpOnAnOpenCheck(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	const unit, res = "settle|eu", "convoy/charges"
+	slot := int64(1780000000)
+	// The unit's first Check creates its watermark row, which holds up the
+	// unit's other first Checks until it commits: made here, committed.
+	require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, res, fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, slot-60), Token: 5, Owner: "z"}))
+	open, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = open.Rollback(context.Background()) })
+	require.NoError(t, b.guard.Check(ctx, open, res, fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, slot), Token: 6, Owner: "a"}))
+
+	_, err = b.guard.PruneSlotScopes(ctx, b.pool, res, unit, time.Unix(slot+1, 0))
+	require.True(t, pgfence.IsLockTimeout(err), "%v", err)
+	require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, res, fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, slot+60), Token: 7, Owner: "b"}),
+		"a later slot's Check is not held up once the prune gave up")
+	require.NoError(t, open.Commit(ctx))
+	n, err := b.guard.PruneSlotScopes(ctx, b.pool, res, unit, time.Unix(slot+1, 0))
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "run again, it prunes")
+
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.guard.PruneSlotScopes(ctx, tx, res, unit, time.Unix(slot+1, 0))
+		return err
+	})
+	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		return b.guard.CheckOwnTx(ctx, tx, res, fence.Holder{Scope: unit, Token: 1, Owner: "c"})
+	})
+	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
+}

@@ -164,7 +164,9 @@ func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder)
 func (f *MemoryFence) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
 	switch {
 	case ctx == nil:
-		return 0, fmt.Errorf("httpfence: MemoryFence.PruneSlotScopes: %w", idemstore.ErrNilContext)
+		return 0, fmt.Errorf("MemoryFence.PruneSlotScopes: %w", idemstore.ErrNilContext)
+	case ctx.Err() != nil:
+		return 0, context.Cause(ctx)
 	case resource == "" || unit == "":
 		return 0, fmt.Errorf("%w: MemoryFence.PruneSlotScopes: empty resource or unit", httpfence.ErrInvalidOptions)
 	}

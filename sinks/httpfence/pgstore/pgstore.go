@@ -388,8 +388,10 @@ var _ fence.SlotScopePruner = (*Fence)(nil)
 // PruneSlotScopes implements fence.SlotScopePruner:
 // pgfence.Guard.PruneSlotScopes through the Fence's database. From then on
 // Accept (and a Store's BeginFenced) refuses a slot scope of unit below the
-// watermark with an error matching fence.ErrScopeClosed (answered 409 like
-// any stale token).
+// watermark with an error matching fence.ErrScopeClosed (the middleware
+// answers it 412 like any stale token, with closedBefore). Name the
+// resource as the Fence sees it: with httpfence.Options.Identity, that is
+// httpfence.FenceResource(identity, resource).
 func (f *Fence) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
 	return f.guard.PruneSlotScopes(ctx, f.db, resource, unit, before)
 }

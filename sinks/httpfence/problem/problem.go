@@ -39,7 +39,8 @@ const (
 )
 
 // Details is an RFC 9457 problem detail as the middleware sends it. The
-// stale-fencing-token problem fills the four extension members.
+// stale-fencing-token problem fills the four extension members (five for
+// a closed slot scope).
 type Details struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -50,4 +51,9 @@ type Details struct {
 	Scope          string      `json:"scope,omitempty"`
 	CurrentToken   fence.Token `json:"currentToken,omitempty"`
 	PresentedToken fence.Token `json:"presentedToken,omitempty"`
+	// ClosedBefore is set (RFC 3339, UTC) when the stale token was refused
+	// because its scope is a slot scope the fence store closed
+	// (fence.SlotScopePruner): slots before it are pruned, whatever the
+	// token. CurrentToken is then absent.
+	ClosedBefore string `json:"closedBefore,omitempty"`
 }

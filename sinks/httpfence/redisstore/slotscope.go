@@ -26,12 +26,12 @@ var (
 	pruneScript = luascript.New(pruneSrc)
 )
 
-// Limits of PruneSlotScopes' arguments. A unit longer than maxUnitLen has
-// no slot scope a Fencing-Scope header can carry ("@" and a slot take at
-// least two of httpfence.MaxScopeLen bytes); maxResourceLen bounds
-// mistakes (a body passed for a name), far above any URL path.
+// Limits of PruneSlotScopes' arguments: they bound mistakes (a body passed
+// for a name), far above any URL path or lease name. A unit as long as
+// any scope Accept takes directly (the middleware's are at most
+// httpfence.MaxScopeLen bytes) can be pruned.
 const (
-	maxUnitLen     = httpfence.MaxScopeLen - 2
+	maxUnitLen     = 1 << 20
 	maxResourceLen = 1 << 20
 )
 
@@ -96,9 +96,7 @@ func fenceOutcome(resource string, h fence.Holder, res []any) error {
 //
 // Errors, before Redis is contacted: one matching
 // httpfence.ErrInvalidOptions for a Fence not made by NewFence, an empty
-// resource or one over 1 MiB, an empty unit or one over
-// httpfence.MaxScopeLen-2 bytes (it has no slot scope the middleware
-// takes); one matching idemstore.ErrNilContext for a nil ctx. Then those
+// resource or unit, or one over 1 MiB; one matching idemstore.ErrNilContext for a nil ctx. Then those
 // of the eviction-policy and format checks, as for the first Accept, and
 // Redis's, wrapped.
 func (f *Fence) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {

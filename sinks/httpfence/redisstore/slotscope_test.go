@@ -200,7 +200,7 @@ func TestPruneSlotScopesValidatesFirst(t *testing.T) {
 		{"EmptyResource", "", "u"},
 		{"OversizedResource", strings.Repeat("r", 1<<20+1), "u"},
 		{"EmptyUnit", "/pay", ""},
-		{"OversizedUnit", "/pay", strings.Repeat("u", httpfence.MaxScopeLen-1)},
+		{"OversizedUnit", "/pay", strings.Repeat("u", 1<<20+1)},
 	} {
 		_, err := f.PruneSlotScopes(ctx, c.resource, c.unit, now)
 		require.ErrorIs(t, err, httpfence.ErrInvalidOptions, c.name)
