@@ -52,7 +52,7 @@ func (s *hsetSink) Write(ctx context.Context, resource string, t fence.Token, ow
 }
 
 func (s *hsetSink) WriteScoped(ctx context.Context, resource string, h fence.Holder, value string) error {
-	return suiteError(s.w.HSet(ctx, s.prefix+resource, map[string]string{"v": value, "owner": h.Owner}, h), s.prefix+resource, resource)
+	return suiteError(s.w.HSet(ctx, s.prefix+resource, map[string]string{"v": value}, h), s.prefix+resource, resource)
 }
 
 func (s *hsetSink) Read(ctx context.Context, resource string) (string, fence.Token, error) {
