@@ -23,14 +23,27 @@ const store = "lease/redislease"
 // majority has passed and the others had StragglerWait more: a master that
 // hangs does not hold up the acquisition, and its check (one at a time per
 // master) runs on to its client's timeout, like the commands of a try
-// (conn.SetNX), and is made again at a later acquisition if it failed. With
+// (conn.SetNX), and is made again at a later acquisition if it failed; a
+// refusal it finds after its call went on is the next acquisition's answer. With
 // fewer than a majority passed it fails with a *NoQuorumError ("format").
 // Once every master passed, it costs one atomic load.
 func (b *Backend) checkFormat(ctx context.Context) error {
 	if b.formatAll.Load() {
 		return nil
 	}
-	results := make(chan error, len(b.nodes)) // buffered: a late check never blocks
+	// A refusal found by a check that straggled past an earlier call
+	// (StragglerWait) is this call's answer: otherwise a master slower
+	// than StragglerWait (a busy host) would refuse only into the void.
+	for i := range b.refused {
+		if p := b.refused[i].Swap(nil); p != nil {
+			return *p
+		}
+	}
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, len(b.nodes)) // buffered: a late check never blocks
 	started := 0
 	for i := range b.nodes {
 		if b.format[i].Passed() || !b.checking[i].CompareAndSwap(false, true) {
@@ -39,9 +52,13 @@ func (b *Backend) checkFormat(ctx context.Context) error {
 		started++
 		go func() {
 			defer b.checking[i].Store(false)
-			results <- b.format[i].Check(context.WithoutCancel(ctx), func(ctx context.Context) error {
+			err := b.format[i].Check(context.WithoutCancel(ctx), func(ctx context.Context) error {
 				return formatver.Redis(ctx, b.nodes[i], store, b.opts.Prefix)
 			})
+			if errors.Is(err, fence.ErrUnknownFormat) {
+				b.refused[i].Store(&err) // taken back below if this call sees it
+			}
+			results <- result{i, err}
 		}()
 	}
 	var (
@@ -55,9 +72,11 @@ func (b *Backend) checkFormat(ctx context.Context) error {
 			straggle = t.C
 		}
 		select {
-		case err := <-results:
+		case r := <-results:
 			answered++
+			err := r.err
 			if errors.Is(err, fence.ErrUnknownFormat) {
+				b.refused[r.i].Store(nil) // answered here, not again
 				return err
 			}
 			if err != nil {

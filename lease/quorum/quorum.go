@@ -34,9 +34,10 @@ type Backend struct {
 
 	lastProposal atomic.Int64 // µs; proposals of this Backend increase
 
-	format    []formatver.Gate // per master: its stored format was checked (format.go)
-	checking  []atomic.Bool    // per master: a check is in flight
-	formatAll atomic.Bool      // every master's was
+	format    []formatver.Gate        // per master: its stored format was checked (format.go)
+	checking  []atomic.Bool           // per master: a check is in flight
+	refused   []atomic.Pointer[error] // per master: a refusal a straggling check found, for the next call
+	formatAll atomic.Bool             // every master's was
 }
 
 // heldKey names one acquisition.
@@ -85,6 +86,7 @@ func New(masters []redis.UniversalClient, opts Options) (*Backend, error) {
 		held:     map[heldKey]*entry{},
 		format:   make([]formatver.Gate, len(masters)),
 		checking: make([]atomic.Bool, len(masters)),
+		refused:  make([]atomic.Pointer[error], len(masters)),
 	}, nil
 }
 
