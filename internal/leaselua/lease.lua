@@ -40,7 +40,12 @@ local function holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms, idle_
     else
       last = redis.call('SET', fence_key, micros, 'GET')
     end
-    if last and tonumber(last) >= tonumber(micros) then
+    -- last >= micros, compared as canonical decimals, with no conversion
+    -- to a number: every write of the counter (here, and the quorum's
+    -- raise.lua) is one. A value written by hand with leading zeros could
+    -- only compare greater, and then INCR refuses it: an error, never a
+    -- smaller token.
+    if last and (#last > #micros or (#last == #micros and last >= micros)) then
       if idle > 0 then
         redis.call('SET', fence_key, last, 'PX', idle)
       else

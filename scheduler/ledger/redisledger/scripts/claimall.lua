@@ -55,33 +55,36 @@
 -- TTL, so that the other replicas skip the group as held. A marker is set
 -- only here, after its units' tries in the same script: it stands for
 -- answers a try of each unit would have had then.
-local now, limit, n, idle = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local now, limit, n, idle = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local out, o, ki, ai, taken = {}, 0, 1, 5, 0
 local tried = {}
 local function held_by_other(lease_key, owner)
   local v = redis.call('GET', lease_key)
   return v and v ~= owner
 end
-for _ = 1, n do
+for i = 1, n do
   local owner, k = ARGV[ai], tonumber(ARGV[ai + 2])
   local lease = KEYS[ki]
-  local token, remaining, r = false, 0, {3, 0, 0}
+  local token, remaining = false, 0
+  local c1, c2, c3 = 3, 0, 0 -- the unit's last 3 values
   local run, answered = nil, false
-  local u, K = nil, nil
+  local u, K, slot = nil, nil, nil
   if k > 1 then
-    local slot, b = ARGV[ai + 3], KEYS[ki + 1]
-    K = {b .. 'unit', b .. 'run:' .. slot, b .. 'open', b .. 'index', b .. 'pending', b .. 'retry'}
-    if k > 2 then K[7] = KEYS[ki + 2] end
+    local b = KEYS[ki + 1]
+    slot = ARGV[ai + 3]
+    -- begin_if_clear's K; the run hash and index are made when needed
+    K = {b .. 'unit', false, b .. 'open', false, b .. 'pending', b .. 'retry', KEYS[ki + 2]}
     u = redis.call('HMGET', K[1], 'token', 'owner', 'last', 'horizon', 'hot', 'hot.owner')
     if u[5] == slot then
       if u[6] ~= owner and held_by_other(lease, owner) then
         remaining, answered = math.max(redis.call('PTTL', lease), 0), true
       end
     elseif u[3] and tonumber(slot) <= tonumber(u[3]) then
+      K[2], K[4] = b .. 'run:' .. slot, b .. 'index'
       run = redis.call('HMGET', K[2], 'status', 'attempt', 'base', 'owner')
       local st = run[1]
       if (st == 'succeeded' or st == 'skipped' or st == 'missed') and redis.call('EXISTS', K[5]) == 0 then
-        r, answered = {4, 0, 0}, true
+        c1, answered = 4, true
       elseif st == 'running' and run[4] ~= owner and held_by_other(lease, owner) then
         remaining, answered = math.max(redis.call('PTTL', lease), 0), true
       end
@@ -92,7 +95,7 @@ for _ = 1, n do
   elseif limit > 0 and taken >= limit then
     remaining = redis.call('PTTL', lease)
     if remaining == -2 then
-      r = {5, 0, 0} -- free, not tried: the caller has no place left
+      c1 = 5 -- free, not tried: the caller has no place left
     end
     remaining = math.max(remaining, 0)
   else
@@ -103,19 +106,20 @@ for _ = 1, n do
     end
   end
   if token and k > 1 and ARGV[ai + 4] ~= '0' then
-    r = begin_if_clear(K, {token, owner, ARGV[ai + 3], now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run, ARGV[ai + 8], ARGV[ai + 9], u)
+    local r = begin_if_clear(K, {token, owner, slot, now, ARGV[ai + 4], ARGV[ai + 5], ARGV[ai + 6]}, run, ARGV[ai + 8], ARGV[ai + 9], u)
+    c1, c2, c3 = r[1], r[2] or false, r[3] or 0
   end
-  if r[1] == 0 then
+  if c1 == 0 then
     -- The slot is done (a replica whose claim came after the run): the
     -- lease is given back at once, unused, as the claim would release it.
     holdfast_lease_release(lease, lease .. ':waiting', owner)
-    r[1], taken = 4, taken - 1
+    c1, taken = 4, taken - 1
   end
-  tried[#tried + 1] = r[1] ~= 5
+  tried[i] = c1 ~= 5
   out[o + 1] = token or -remaining
-  out[o + 2] = r[1]
-  out[o + 3] = r[2] or false
-  out[o + 4] = r[3] or 0
+  out[o + 2] = c1
+  out[o + 3] = c2
+  out[o + 4] = c3
   o, ki, ai = o + 4, ki + k, ai + 10
 end
 for _ = 1, tonumber(ARGV[ai] or '0') do

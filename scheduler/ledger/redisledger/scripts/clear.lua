@@ -6,6 +6,8 @@
 --
 -- K[1] unit hash  K[2] run hash  K[3] open zset  K[4] index zset
 -- K[5] pending zset  K[6] retry zset  K[7] the job's pause flag
+-- (K[2] and K[4] may be false, when both are: made from K[1]'s base
+-- <base>unit, attempt_keys)
 -- (<prefix>{<job>}:paused: another hash tag than the rest on Cluster,
 -- where the caller reads it beforehand and passes no K[7])
 -- A[1..5] as begin.lua; A[6] the schedule's fire before the slot
@@ -37,21 +39,34 @@ local function begin_hot(unit, A, u, holder)
     if not u[4] then redis.call('HSET', unit, 'horizon', A[4]) end -- as State sets it
     return {-1, u[1]}
   end
-  local f = {'token', A[1], 'owner', A[2], 'last', A[3], 'hot', A[3], 'hot.owner', A[2],
-    'hot.token', A[1], 'hot.started', A[4], 'hot.hb', A[4], 'hot.holder', holder or ''}
-  if not u[4] then
-    f[#f + 1], f[#f + 2] = 'horizon', A[4]
+  -- One HSET, its fields written out: no table to build and unpack.
+  if u[4] then
+    redis.call('HSET', unit, 'token', A[1], 'owner', A[2], 'last', A[3], 'hot', A[3], 'hot.owner', A[2],
+      'hot.token', A[1], 'hot.started', A[4], 'hot.hb', A[4], 'hot.holder', holder or '')
+  else
+    redis.call('HSET', unit, 'token', A[1], 'owner', A[2], 'last', A[3], 'hot', A[3], 'hot.owner', A[2],
+      'hot.token', A[1], 'hot.started', A[4], 'hot.hb', A[4], 'hot.holder', holder or '', 'horizon', A[4])
   end
-  redis.call('HSET', unit, unpack(f))
   return {1, 1, tonumber(A[5]) - 1}
+end
+
+-- attempt_keys returns begin_attempt's K for begin_if_clear's K, whose
+-- run hash K[2] and index K[4] may be false (claimall.lua makes them only
+-- when needed): then made here from the unit key <base>unit and the slot.
+local function attempt_keys(K, slot)
+  if not K[2] then
+    local base = string.sub(K[1], 1, #K[1] - 4)
+    K[2], K[4] = base .. 'run:' .. slot, base .. 'index'
+  end
+  return {K[1], K[2], K[3], K[1], K[4], K[5], K[6]}
 end
 
 local function begin_if_clear(K, A, run, holder, seen, u)
   local unit = K[1]
   u = u or redis.call('HMGET', unit, 'token', 'owner', 'last', 'horizon', 'hot')
-  local floor = tonumber(seen or '0') or 0
+  local floor = 0
+  if seen and seen ~= '0' then floor = tonumber(seen) or 0 end
   local last = u[3]
-  local B = {unit, K[2], K[3], unit, K[4], K[5], K[6]} -- begin_attempt's K
   if u[5] then
     -- A hot run that did not end (its holder lost the lease, or this
     -- owner's claim is sent again): written out, it is an open slot.
@@ -74,7 +89,7 @@ local function begin_if_clear(K, A, run, holder, seen, u)
     end
     if tonumber(A[3]) > n then return begin_hot(unit, A, u, holder) end
     if not u[4] then redis.call('HSET', unit, 'horizon', A[4]) end
-    return begin_attempt(B, A, {run = run, last = last, pending = false, retry = false, cold = true}, holder)
+    return begin_attempt(attempt_keys(K, A[3]), A, {run = run, last = last, pending = false, retry = false, cold = true}, holder)
   end
   -- A unit with a last slot had its horizon set when that slot began.
   if not u[4] then redis.call('HSET', unit, 'horizon', A[4]) end
@@ -91,5 +106,5 @@ local function begin_if_clear(K, A, run, holder, seen, u)
   local retry = redis.call('ZSCORE', K[6], slot)
   if retry and tonumber(retry) > tonumber(A[4]) then return {2} end
   if n < floor or (n ~= 0 and n < tonumber(A[6])) then return {2} end
-  return begin_attempt(B, A, {run = run, last = last, pending = pending, retry = retry ~= false, cold = true}, holder)
+  return begin_attempt(attempt_keys(K, A[3]), A, {run = run, last = last, pending = pending, retry = retry ~= false, cold = true}, holder)
 end

@@ -20,20 +20,23 @@
 -- own, the others are made.
 local function one(K, A, lease_key, waiting_key)
   local r = finish_attempt(K, A)
-  return {holdfast_lease_release(lease_key, waiting_key, A[2]), r[1], r[2] or false}
+  return holdfast_lease_release(lease_key, waiting_key, A[2]), r[1], r[2] or false
 end
 local out, o, ki, ai = {}, 0, 0, 1
 for _ = 1, tonumber(ARGV[1]) do
   local lease, b = KEYS[ki + 1], KEYS[ki + 2]
-  local A = {}
-  for j = 1, 9 do A[j] = ARGV[ai + j] end
+  local A = {ARGV[ai + 1], ARGV[ai + 2], ARGV[ai + 3], ARGV[ai + 4], ARGV[ai + 5],
+    ARGV[ai + 6], ARGV[ai + 7], ARGV[ai + 8], ARGV[ai + 9]}
   local unit = b .. 'unit'
-  local K = {unit, b .. 'run:' .. A[3], b .. 'open', b .. 'retry', unit, b .. 'index'}
-  local ok, r = pcall(one, K, A, lease, lease .. ':waiting')
+  -- finish_attempt's K; its open and retry keys are made when needed
+  local K = {unit, b .. 'run:' .. A[3], false, false, unit, b .. 'index'}
+  local ok, released, code, cur = pcall(one, K, A, lease, lease .. ':waiting')
   if not ok then
-    r = {-1, 0, type(r) == 'table' and (r.err or '?') or tostring(r)}
+    local e = released -- read before released is set: gopher-lua (miniredis) assigns left to right
+    cur = type(e) == 'table' and (e.err or '?') or tostring(e)
+    released, code = -1, 0
   end
-  out[o + 1], out[o + 2], out[o + 3] = r[1], r[2], r[3]
+  out[o + 1], out[o + 2], out[o + 3] = released, code, cur
   o, ki, ai = o + 3, ki + 2, ai + 9
 end
 return out
