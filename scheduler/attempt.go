@@ -118,9 +118,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	run := s.newRun(h, f, n)
 	lag := s.clock.Now().Sub(f.At)
 	s.obs.RunStarted(job.Name, lag)
-	s.log.LogAttrs(ctx, slog.LevelInfo, "job_claimed", slog.String("job", job.Name), slog.String("partition", h.u.partition),
-		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(h.fence.Token)),
-		slog.String("owner_id", fence.OwnerID(h.fence.Owner)), slog.String("holder", h.fence.Holder), logattr.Duration("lag", lag))
+	s.logClaimed(ctx, &h, f, n, lag)
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	runCtx, span := s.traceAttempt(runCtx, run)
@@ -169,10 +167,26 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	if !o.RetryAt.IsZero() {
 		s.wakeAt(h.u, o.RetryAt)
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", job.Name), slog.String("partition", h.u.partition),
+	s.logFinished(ctx, &h, f, n, &o, took)
+	return released
+}
+
+// logClaimed and logFinished are run's log lines, in functions of their
+// own so that their attributes are not in run's frame: a run's goroutine
+// then fits its first stack (see planLoop).
+//
+//go:noinline
+func (s *Scheduler) logClaimed(ctx context.Context, h *hold, f cron.Fire, n int, lag time.Duration) {
+	s.log.LogAttrs(ctx, slog.LevelInfo, "job_claimed", slog.String("job", h.u.job.Name), slog.String("partition", h.u.partition),
+		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(h.fence.Token)),
+		slog.String("owner_id", fence.OwnerID(h.fence.Owner)), slog.String("holder", h.fence.Holder), logattr.Duration("lag", lag))
+}
+
+//go:noinline
+func (s *Scheduler) logFinished(ctx context.Context, h *hold, f cron.Fire, n int, o *ledger.Outcome, took time.Duration) {
+	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", h.u.job.Name), slog.String("partition", h.u.partition),
 		slog.Time("slot", f.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
 		logattr.Duration("took", took), slog.String("class", string(o.Class)), slog.String("error", o.Error))
-	return released
 }
 
 // outcome is how an attempt of slot that returned runErr is recorded: it

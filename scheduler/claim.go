@@ -225,6 +225,15 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 			return
 		}
 	}
+	s.planLoop(h, req, cs)
+}
+
+// planLoop is claimHeld's planning: read the unit's state, plan, carry the
+// steps out, again while slots came due meanwhile. It is a function of its
+// own so that its locals (the state, the plan) are not in the frame of
+// claimHeld, under which every run of a fast begin goes on: the run's
+// goroutine then fits its first stack, with no copy to a larger one.
+func (s *Scheduler) planLoop(h hold, req claimReq, cs *claimState) {
 	for s.holding(h) {
 		now := s.clock.Now()
 		st, err := s.cfg.Ledger.State(h.ctx(), h.u.job.Name, h.u.partition, h.u.job.window.since(now), now)
