@@ -1,0 +1,277 @@
+// Command slotir counts the Redis server's instructions per slot of the
+// scheduler's Redis ledger, against its layout's floor
+// (bench.LayoutFloor, v2): a count that is the same on a busy host and an
+// idle one, fast or slow, where schedbench's redis_us_per_slot (the
+// server's CPU time) moves with the host's load. It starts a
+// redis-server of its own under valgrind's callgrind (both must be on
+// PATH; without them it prints a line saying so and exits 0), and counts
+// (callgrind_control -z, then -d) what the server runs for:
+//
+//   - floor: the layout's bare commands for -units units' first slot;
+//   - holdfast: the joined claim (RedisLedger.ClaimAll, 256 units a call,
+//     as the scheduler's batches) of the same number of units' first slot
+//     by one owner, then the finish and release of each
+//     (RedisLedger.FinishRelease, concurrent, joined as the scheduler's
+//     runs are).
+//
+// It prints
+//
+//	bench: scheduler_instructions units=<n> floor_ir_per_slot=<x> holdfast_ir_per_slot=<x> ratio_vs_floor=<x.xx> (claim <x> + finish <x>)
+//
+// It counts a slot's winner only: the replicas that find the unit held
+// (schedbench's other replicas) are not in it. Run it from bench/; it
+// takes about half a minute.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/bench"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/redislease"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
+)
+
+func main() {
+	units := flag.Int("units", 1024, "units (job, partition) of the slot")
+	flag.Parse()
+	for _, bin := range []string{"valgrind", "callgrind_control", "redis-server"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			fmt.Printf("bench: scheduler_instructions skipped (%s not on PATH)\n", bin)
+			return
+		}
+	}
+	if err := run(*units); err != nil {
+		fmt.Fprintln(os.Stderr, "slotir:", err)
+		os.Exit(1)
+	}
+}
+
+// server is a redis-server under callgrind.
+type server struct {
+	cmd *exec.Cmd
+	dir string
+	rdb *redis.Client
+}
+
+func start(ctx context.Context) (*server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir, err := os.MkdirTemp("", "slotir")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "cg.out"),
+		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s := &server{cmd: cmd, dir: dir, rdb: redis.NewClient(&redis.Options{Addr: addr})}
+	// Wait for the port before the client's first dial: go-redis logs
+	// refused dials.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			s.close()
+			return nil, errors.New("redis-server under valgrind did not listen within a minute")
+		}
+		time.Sleep(100 * time.Millisecond) // polling with a deadline: the server's start
+	}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *server) close() {
+	s.rdb.Close()
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	os.RemoveAll(s.dir)
+}
+
+// zero resets the counts; count dumps them and returns the instructions
+// since the last zero or count.
+func (s *server) zero() error {
+	return exec.Command("callgrind_control", "-z", strconv.Itoa(s.cmd.Process.Pid)).Run()
+}
+
+func (s *server) count() (int64, error) {
+	before, _ := filepath.Glob(filepath.Join(s.dir, "cg.out.*"))
+	if out, err := exec.Command("callgrind_control", "-d", strconv.Itoa(s.cmd.Process.Pid)).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("callgrind_control -d: %v: %s", err, out)
+	}
+	after, _ := filepath.Glob(filepath.Join(s.dir, "cg.out.*"))
+	if len(after) != len(before)+1 {
+		return 0, fmt.Errorf("callgrind wrote %d dumps, want 1", len(after)-len(before))
+	}
+	for _, f := range after {
+		if !contains(before, f) {
+			defer os.Remove(f)
+			return summary(f)
+		}
+	}
+	return 0, errors.New("no new dump")
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// summary reads a callgrind dump's total instruction count.
+func summary(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "summary: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no summary line", path)
+}
+
+func run(units int) error {
+	if units < 1 {
+		return errors.New("-units must be positive")
+	}
+	ctx := context.Background()
+	s, err := start(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if err := s.zero(); err != nil {
+		return err
+	}
+	if _, err := bench.LayoutFloor(ctx, s.rdb, "floor:", "v2", units, 1); err != nil {
+		return err
+	}
+	floor, err := s.count()
+	if err != nil {
+		return err
+	}
+	claim, finish, err := holdfast(ctx, s, units)
+	if err != nil {
+		return err
+	}
+	n := float64(units)
+	fmt.Printf("bench: scheduler_instructions units=%d floor_ir_per_slot=%.0f holdfast_ir_per_slot=%.0f ratio_vs_floor=%.2f (claim %.0f + finish %.0f)\n",
+		units, float64(floor)/n, float64(claim+finish)/n, float64(claim+finish)/float64(floor), float64(claim)/n, float64(finish)/n)
+	return nil
+}
+
+// holdfast claims units' first slot and finishes every run, as one
+// replica of the scheduler that wins them all, and returns the server's
+// instructions for the claims and for the finishes.
+func holdfast(ctx context.Context, s *server, units int) (claim, finish int64, err error) {
+	b, err := redislease.NewBackend(s.rdb, redislease.Options{Prefix: "hf:lease:"})
+	if err != nil {
+		return 0, 0, err
+	}
+	l, err := redisledger.New(s.rdb, redisledger.Options{Prefix: "hf:ledger:"})
+	if err != nil {
+		return 0, 0, err
+	}
+	at := time.Now().Truncate(time.Second)
+	owner := "0123456789abcdef0123456789abcdef" // the lease package's owners are 32 hex digits
+	req := func(job, part string) ledger.ClaimRequest {
+		return ledger.ClaimRequest{
+			Lease: leasedriver.AcquireRequest{Name: ledger.UnitScope(job, part), Owner: owner, TTL: time.Minute},
+			Begin: &ledger.BeginRequest{Slot: ledger.Slot{Job: job, Partition: part, At: at}, MaxAttempts: 1, Prev: time.Unix(0, 0), Since: at},
+		}
+	}
+	// A first unit loads the scripts and checks the stored format: not
+	// counted.
+	if _, err := claimFinish(ctx, l, b, []ledger.ClaimRequest{req("warm", "w")}, nil); err != nil {
+		return 0, 0, err
+	}
+	var all []ledger.ClaimRequest
+	for u := range units {
+		all = append(all, req(fmt.Sprintf("job%03d", u/100), fmt.Sprintf("p%03d", u%100)))
+	}
+	if err := s.zero(); err != nil {
+		return 0, 0, err
+	}
+	_, err = claimFinish(ctx, l, b, all, func() error {
+		claim, err = s.count()
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	finish, err = s.count()
+	return claim, finish, err
+}
+
+// claimFinish claims reqs in calls of 256, calls between (when not nil)
+// once every claim is made, then finishes and releases every run
+// concurrently.
+func claimFinish(ctx context.Context, l *redisledger.Ledger, b *redislease.Backend, reqs []ledger.ClaimRequest, between func() error) (int, error) {
+	var res []ledger.ClaimResult
+	for i := 0; i < len(reqs); i += 256 {
+		r, err := l.ClaimAll(ctx, b, reqs[i:min(i+256, len(reqs))], 0, time.Now())
+		if err != nil {
+			return 0, err
+		}
+		res = append(res, r...)
+	}
+	for i, x := range res {
+		if x.Err != nil || x.Begin == nil || x.Begin.Attempt != 1 {
+			return 0, fmt.Errorf("unit %s not begun: %+v", reqs[i].Lease.Name, x)
+		}
+	}
+	if between != nil {
+		if err := between(); err != nil {
+			return 0, err
+		}
+	}
+	errs := make([]error, len(res))
+	var wg sync.WaitGroup
+	for i, x := range res {
+		wg.Go(func() {
+			r := reqs[i]
+			h := leasedriver.Held{Name: r.Lease.Name, Owner: r.Lease.Owner, TTL: r.Lease.TTL}
+			f := ledger.Fence{Scope: r.Lease.Name, Token: x.Grant.Token, Owner: r.Lease.Owner}
+			ferr, rerr := l.FinishRelease(ctx, b, h, r.Begin.Slot, f, 1, ledger.Outcome{Status: ledger.StatusSucceeded}, time.Now())
+			errs[i] = errors.Join(ferr, rerr)
+		})
+	}
+	wg.Wait()
+	return len(res), errors.Join(errs...)
+}
