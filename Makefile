@@ -88,7 +88,7 @@ BENCHTIME ?= 300ms
 bench: services
 	cd bench && $(GO) run ./cmd/leasebench
 	cd bench && $(GO) run ./cmd/schedbench
-	cd bench && $(GO) run ./cmd/slotir
+	cd bench && $(GO) run ./cmd/slotir && $(GO) run ./cmd/slotir -cluster
 	cd bench && $(GO) run ./cmd/sinkbench
 	cd bench && $(GO) run ./cmd/quorumbench
 	@$(call in-modules,pkgs=$$(bash $(CURDIR)/scripts/benchpkgs.sh) && { [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count=1 $$pkgs; })

@@ -19,8 +19,15 @@
 //	bench: scheduler_instructions units=<n> floor_ir_per_slot=<x> holdfast_ir_per_slot=<x> ratio_vs_floor=<x.xx> (claim <x> + finish <x>)
 //
 // It counts a slot's winner only: the replicas that find the unit held
-// (schedbench's other replicas) are not in it. Run it from bench/; it
-// takes about half a minute.
+// (schedbench's other replicas) are not in it. With -cluster the server
+// is a one-master Redis Cluster (every slot on it), the ledger takes its
+// Cluster path (one claim script and one finish script per unit, the
+// pause flags read first), and it prints, with no floor (the floor's
+// scripts span units, which a Cluster refuses),
+//
+//	bench: scheduler_instructions_cluster1 units=<n> holdfast_ir_per_slot=<x> (claim <x> + finish <x>)
+//
+// Run it from bench/; it takes about half a minute.
 package main
 
 import (
@@ -49,6 +56,7 @@ import (
 
 func main() {
 	units := flag.Int("units", 1024, "units (job, partition) of the slot")
+	cluster := flag.Bool("cluster", false, "a one-master Redis Cluster: the ledger's Cluster path, one script per unit")
 	flag.Parse()
 	for _, bin := range []string{"valgrind", "callgrind_control", "redis-server"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -56,7 +64,7 @@ func main() {
 			return
 		}
 	}
-	if err := run(*units); err != nil {
+	if err := run(*units, *cluster); err != nil {
 		fmt.Fprintln(os.Stderr, "slotir:", err)
 		os.Exit(1)
 	}
@@ -66,10 +74,10 @@ func main() {
 type server struct {
 	cmd *exec.Cmd
 	dir string
-	rdb *redis.Client
+	rdb redis.UniversalClient
 }
 
-func start(ctx context.Context) (*server, error) {
+func start(ctx context.Context, cluster bool) (*server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -81,7 +89,8 @@ func start(ctx context.Context) (*server, error) {
 		return nil, err
 	}
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "cg.out"),
-		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
+		"--cluster-enabled", map[bool]string{true: "yes", false: "no"}[cluster])
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -106,6 +115,21 @@ func start(ctx context.Context) (*server, error) {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		s.close()
 		return nil, err
+	}
+	if cluster {
+		if err := s.rdb.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+			s.close()
+			return nil, err
+		}
+		for s.rdb.ClusterInfo(ctx).Val() == "" || !strings.Contains(s.rdb.ClusterInfo(ctx).Val(), "cluster_state:ok") {
+			if time.Now().After(deadline) {
+				s.close()
+				return nil, errors.New("the one-master cluster did not come up within a minute")
+			}
+			time.Sleep(100 * time.Millisecond) // polling with a deadline
+		}
+		s.rdb.Close()
+		s.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
 	}
 	return s, nil
 }
@@ -166,12 +190,12 @@ func summary(path string) (int64, error) {
 	return 0, fmt.Errorf("%s: no summary line", path)
 }
 
-func run(units int) error {
+func run(units int, cluster bool) error {
 	if units < 1 {
 		return errors.New("-units must be positive")
 	}
 	ctx := context.Background()
-	s, err := start(ctx)
+	s, err := start(ctx, cluster)
 	if err != nil {
 		return err
 	}
@@ -179,18 +203,25 @@ func run(units int) error {
 	if err := s.zero(); err != nil {
 		return err
 	}
-	if _, err := bench.LayoutFloor(ctx, s.rdb, "floor:", "v2", units, 1); err != nil {
-		return err
-	}
-	floor, err := s.count()
-	if err != nil {
-		return err
+	var floor int64
+	if !cluster {
+		if _, err := bench.LayoutFloor(ctx, s.rdb, "floor:", "v2", units, 1); err != nil {
+			return err
+		}
+		if floor, err = s.count(); err != nil {
+			return err
+		}
 	}
 	claim, finish, err := holdfast(ctx, s, units)
 	if err != nil {
 		return err
 	}
 	n := float64(units)
+	if cluster {
+		fmt.Printf("bench: scheduler_instructions_cluster1 units=%d holdfast_ir_per_slot=%.0f (claim %.0f + finish %.0f)\n",
+			units, float64(claim+finish)/n, float64(claim)/n, float64(finish)/n)
+		return nil
+	}
 	fmt.Printf("bench: scheduler_instructions units=%d floor_ir_per_slot=%.0f holdfast_ir_per_slot=%.0f ratio_vs_floor=%.2f (claim %.0f + finish %.0f)\n",
 		units, float64(floor)/n, float64(claim+finish)/n, float64(claim+finish)/float64(floor), float64(claim)/n, float64(finish)/n)
 	return nil
