@@ -39,8 +39,9 @@
 // token counter in <prefix>{name}:fence, and, while a blocked Acquire waits
 // for it, a flag <prefix>{name}:waiting that makes the holder's release
 // publish on <prefix>{name}:released, and the holder label
-// (Options.Holder) of the last acquisition in <prefix>{name}:holder, which
-// views show in place of the owner (a write capability: Info carries only
+// (Options.Holder) of the last labelled acquisition, with its token, in
+// <prefix>{name}:holder, which views show (while the token is the
+// counter's) in place of the owner (a write capability: Info carries only
 // fence.OwnerID of it); the hash tag keeps them in one
 // Cluster slot, so CROSSSLOT cannot happen. Acquire, renew and release are
 // one Lua script each (lease/redislease/scripts/*.lua), run with EVALSHA and an EVAL fallback

@@ -168,10 +168,22 @@ func (b *Backend) parseInspect(name string, cmd *redis.Cmd) (leasedriver.Info, e
 	}
 	info := leasedriver.Info{Name: name, Token: token, Waiting: waiting == 1}
 	if owner != "" {
-		info.Held, info.OwnerID, info.Holder = true, fence.OwnerID(owner), holder
+		info.Held, info.OwnerID, info.Holder = true, fence.OwnerID(owner), labelOf(holder, tokenText)
 		info.TTL = time.Duration(max(pttl, 0)) * time.Millisecond
 	}
 	return info, nil
+}
+
+// labelOf is the holder label in a holder key's value, "<token> <label>"
+// (internal/leaselua's holdfast_lease_label), when token is the fence
+// counter's, the current holder's; "" for an earlier holder's (an
+// acquisition without a label writes none, so the key may hold one) or a
+// value of another form.
+func labelOf(v, token string) string {
+	if label, ok := strings.CutPrefix(v, token+" "); ok {
+		return label
+	}
+	return ""
 }
 
 // nameSet keeps the limit smallest distinct names added, safe for the

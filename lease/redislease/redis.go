@@ -42,7 +42,8 @@ type Options struct {
 	Eviction Eviction
 	// Holder is the holder label (lease.Options.Holder) the acquire script
 	// stores beside each lease it grants, in the key Keys.Holder, in
-	// the same round trip. Default "" (none; the key is deleted).
+	// the same round trip. Default "" (none; the key is not written, and
+	// Inspect shows no label).
 	Holder string
 	// IdleCounterTTL bounds how long a lease's fence counter (Keys.Fence)
 	// and holder label (Keys.Holder) are kept after its last acquisition:
@@ -216,10 +217,12 @@ type Keys struct {
 	// publishes on Released: Lease + ":waiting".
 	Waiting string
 	// Holder holds the holder label (Options.Holder) of the last
-	// acquisition (a string, no TTL; absent when it had none): Lease +
-	// ":holder". Written by every acquisition in its own script (the
-	// acquire script builds it from Lease, in the same hash tag), so it
-	// names the current holder while the lease is held.
+	// acquisition that had one, with its token: "<token> <label>" (a
+	// string, no TTL): Lease + ":holder". Written by every labelled
+	// acquisition in its own script (the acquire script builds it from
+	// Lease, in the same hash tag); Inspect shows the label only when its
+	// token is the fence counter's, so it names the current holder while
+	// the lease is held, or none.
 	Holder string
 	// Released is the pub/sub channel a release publishes on:
 	// Lease + ":released".
@@ -252,6 +255,7 @@ func (b *Backend) Keys(name string) (Keys, error) {
 type redisHandle struct {
 	name, owner string
 	acquireArgs [9]any // evalsha sha 2 lease fence owner ttl label idle
+	acquireN    int    // the acquireArgs sent: 7 when label and idle are the defaults (acquire.lua reads them absent as such)
 	renewArgs   [6]any // evalsha sha 1 lease owner ttl
 	releaseArgs [6]any // evalsha sha 2 lease waiting owner
 }
@@ -270,9 +274,14 @@ func (b *Backend) newHandle(name, owner string, ttl time.Duration) *redisHandle 
 		ownerArg   any = owner
 		ttlArg         = b.ttlArgument(ttl)
 	)
+	sent := 9
+	if b.holder == "" && b.IdleCounterTTL() == 0 {
+		sent = 7 // two arguments fewer to send and for the server to convert
+	}
 	return &redisHandle{
 		name:        name,
 		owner:       owner,
+		acquireN:    sent,
 		acquireArgs: [...]any{cmdEvalSha, acquireScript.SHA(), 2, leaseArg, fenceArg, ownerArg, ttlArg, b.label, b.idle},
 		renewArgs:   [...]any{cmdEvalSha, renewScript.SHA(), 1, leaseArg, ownerArg, ttlArg},
 		releaseArgs: [...]any{cmdEvalSha, releaseScript.SHA(), 2, leaseArg, waitingArg, ownerArg},
@@ -290,7 +299,7 @@ func (b *Backend) handle(h leasedriver.Held) *redisHandle {
 
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
 	h := b.newHandle(name, owner, ttl)
-	return b.acquire(ctx, h, ttl, h.acquireArgs[:])
+	return b.acquire(ctx, h, ttl, h.acquireArgs[:h.acquireN])
 }
 
 var _ leasedriver.WaitingAcquirer = (*Backend)(nil)
@@ -359,7 +368,7 @@ func (b *Backend) AcquireAll(ctx context.Context, reqs []leasedriver.AcquireRequ
 	pipe := b.rdb.Pipeline()
 	for i, r := range reqs {
 		handles[i] = b.newHandle(r.Name, r.Owner, r.TTL)
-		cmds[i] = acquireScript.Cmd(ctx, handles[i].acquireArgs[:])
+		cmds[i] = acquireScript.Cmd(ctx, handles[i].acquireArgs[:handles[i].acquireN])
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command

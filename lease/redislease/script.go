@@ -15,7 +15,7 @@ import (
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = luascript.New(leaselua.Lua, acquireSrc)
+	acquireScript = luascript.New(leaselua.Acquire, acquireSrc)
 
 	//go:embed scripts/renew.lua
 	renewSrc    string
@@ -23,7 +23,7 @@ var (
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = luascript.New(leaselua.Lua, releaseSrc)
+	releaseScript = luascript.New(leaselua.Release, releaseSrc)
 
 	//go:embed scripts/inspect.lua
 	inspectSrc    string

@@ -4,13 +4,13 @@
 -- KEYS[1]  lease key          <prefix>{<name>}          (value: owner)
 -- KEYS[2]  fence counter key  <prefix>{<name>}:fence    (value: last token)
 -- KEYS[3]  waiting flag       <prefix>{<name>}:waiting
--- KEYS[4]  holder label key   <prefix>{<name>}:holder   (value: label)
+-- KEYS[4]  holder label key   <prefix>{<name>}:holder   (value: "<token> <label>")
 --
 -- Returns {owner, pttl, token, waiting, holder}: the owner ('' when the lease
 -- is not held), the lease key's PTTL in ms (-2 when not held, -1 when it has
 -- no expiry), the last token issued as a decimal string ('0' when none), 1
--- when the waiting flag is set, 0 otherwise, and the holder label ('' when
--- none). The owner never leaves the Go code that reads it: Info carries its
+-- when the waiting flag is set, 0 otherwise, and the holder key's value
+-- ('' when none; Inspect keeps its label when its token is the counter's). The owner never leaves the Go code that reads it: Info carries its
 -- fence.OwnerID.
 local owner = redis.call('GET', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])

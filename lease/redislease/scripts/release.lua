@@ -1,6 +1,6 @@
 -- release.lua: delete a lease that we still own (compare-and-delete), and
 -- wake its waiters: holdfast_lease_release of internal/leaselua's
--- lease.lua, prepended in Go.
+-- release.lua, prepended in Go.
 --
 -- KEYS[1]  lease key     <prefix>{<name>}
 -- KEYS[2]  waiting flag  <prefix>{<name>}:waiting

@@ -101,8 +101,8 @@ var (
 	finishScript    = luascript.New(fencerule.Lua, fencePrelude, finishSrc, finishMain)
 	// The joined scripts also carry the lease's transitions.
 	claimAllScript      = luascript.New(fencerule.Lua, fencePrelude, beginSrc, clearSrc, leaselua.Lua, claimAllMain)
-	finishReleaseScript = luascript.New(fencerule.Lua, fencePrelude, finishSrc, leaselua.Lua, finishReleaseMain)
-	finishAllScript     = luascript.New(fencerule.Lua, fencePrelude, finishSrc, leaselua.Lua, finishAllMain)
+	finishReleaseScript = luascript.New(fencerule.Lua, fencePrelude, finishSrc, leaselua.Release, finishReleaseMain)
+	finishAllScript     = luascript.New(fencerule.Lua, fencePrelude, finishSrc, leaselua.Release, finishAllMain)
 	skipScript          = luascript.New(fencerule.Lua, fencePrelude, skipSrc)
 	requestScript       = luascript.New(requestSrc)
 	cancelScript        = luascript.New(cancelSrc)

@@ -4,7 +4,7 @@
 -- many units, where acquire and begin took a script each per unit, and a
 -- replica that finds the leases held pays a few commands per unit, not a
 -- script call. Prepended in Go by internal/fencerule's fence.lua,
--- fence.lua, begin.lua, clear.lua and internal/leaselua's lease.lua. The
+-- fence.lua, begin.lua, clear.lua and internal/leaselua's acquire.lua and release.lua. The
 -- token is issued in the same script, so a slot is begun only under a
 -- lease this call holds, fenced as every Begin is (raise in begin_attempt).
 --
@@ -102,7 +102,7 @@ for i = 1, n do
     token, remaining = holdfast_lease_acquire(lease, lease .. ':fence', owner, ARGV[ai + 1], idle)
     if token then
       taken = taken + 1
-      holdfast_lease_label(lease .. ':holder', ARGV[ai + 7], idle)
+      holdfast_lease_label(lease .. ':holder', token, ARGV[ai + 7], idle)
     end
   end
   if token and k > 1 and ARGV[ai + 4] ~= '0' then

@@ -2,7 +2,7 @@
 -- (RedisLedger.FinishRelease, when concurrent runs end together): for
 -- each, what finishrelease.lua does, the fenced end of its attempt and the
 -- release of its lease. After internal/fencerule's fence.lua, fence.lua,
--- finish.lua and internal/leaselua's lease.lua. Off on Cluster, where the
+-- finish.lua and internal/leaselua's release.lua. Off on Cluster, where the
 -- units' keys are in different slots.
 --
 -- ARGV[1] n, the runs; then per run the 9 values of finish_attempt's A

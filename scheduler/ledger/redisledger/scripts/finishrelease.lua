@@ -1,7 +1,7 @@
 -- finishrelease.lua: the fenced end of an attempt and the release of the
 -- lease it ran under, in one script (RedisLedger.FinishRelease), where
 -- they took one each. After internal/fencerule's fence.lua, fence.lua,
--- finish.lua and internal/leaselua's lease.lua. The release is the
+-- finish.lua and internal/leaselua's release.lua. The release is the
 -- lease's own compare-and-delete, made whether or not the fence accepted
 -- the finish: the lease is given back either way.
 --

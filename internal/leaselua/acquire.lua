@@ -1,6 +1,6 @@
--- lease.lua: the lease's transitions as functions, the prelude of the
--- lease package's acquire and release scripts and of every other script
--- that takes or gives back a lease in its own round trip. It defines
+-- acquire.lua: the lease's acquisition as functions, the prelude of the
+-- lease package's acquire script and of every other script that takes a
+-- lease in its own round trip (release.lua has the release). It defines
 -- functions only and touches no key.
 --
 -- holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms, idle_ms) takes
@@ -65,38 +65,24 @@ local function holdfast_lease_acquire(lease_key, fence_key, owner, ttl_ms, idle_
   return false, math.max(redis.call('PTTL', lease_key), 0)
 end
 
--- holdfast_lease_release(lease_key, waiting_key, owner) deletes a lease
--- that owner still holds (compare-and-delete), and wakes its waiters.
--- The flag waiting_key, set by the tries of blocked acquisitions (the
--- lease package's acquire.lua), goes with the lease key; only when it was
--- there does the release publish on <lease_key>:released. A release
--- nobody waits for costs no PUBLISH, which on a Cluster goes to every
--- node. The fence counter is kept: the next holder's token must be
--- larger. Returns 1 when deleted, 0 when the key is gone or owned by
--- someone else.
-local function holdfast_lease_release(lease_key, waiting_key, owner)
-  if redis.call('GET', lease_key) == owner then
-    if redis.call('DEL', lease_key, waiting_key) == 2 then
-      redis.call('PUBLISH', lease_key .. ':released', '1')
-    end
-    return 1
+-- holdfast_lease_label(holder_key, token, label, idle_ms) stores the holder
+-- label of an acquisition just granted (holdfast_lease_acquire returned
+-- token) in holder_key (<lease_key>:holder) as "<token> <label>", with no
+-- TTL (or idle_ms, as the counter). For '' (or nil) it writes nothing: a reader
+-- (redislease's Inspect) shows the label only when its token is the fence
+-- counter's, the current holder's, so an earlier holder's label is never
+-- shown for a holder with none, and an acquisition without a label costs
+-- no command. Every labelled acquisition calls it, so while the lease is
+-- held the key names its holder; views show it in place of the owner,
+-- which is a write capability.
+local function holdfast_lease_label(holder_key, token, label, idle_ms)
+  if not label or label == '' then
+    return
   end
-  return 0
-end
-
--- holdfast_lease_label(holder_key, label, idle_ms) stores the holder label
--- of an acquisition just granted (holdfast_lease_acquire returned a token)
--- in holder_key (<lease_key>:holder), with no TTL (or idle_ms, as the
--- counter), and deletes it for ''.
--- Every acquisition calls it, so while the lease is held the key names its
--- holder; views show it in place of the owner, which is a write capability.
-local function holdfast_lease_label(holder_key, label, idle_ms)
   local idle = tonumber(idle_ms or 0) or 0
-  if label == '' then
-    redis.call('DEL', holder_key)
-  elseif idle > 0 then
-    redis.call('SET', holder_key, label, 'PX', idle)
+  if idle > 0 then
+    redis.call('SET', holder_key, token .. ' ' .. label, 'PX', idle)
   else
-    redis.call('SET', holder_key, label)
+    redis.call('SET', holder_key, token .. ' ' .. label)
   end
 end
