@@ -87,6 +87,7 @@ lint:
 BENCHTIME ?= 300ms
 bench: services
 	cd bench && $(GO) run ./cmd/leasebench
+	cd bench && $(GO) run ./cmd/leaseir
 	cd bench && $(GO) run ./cmd/schedbench
 	cd bench && $(GO) run ./cmd/slotir && $(GO) run ./cmd/slotir -cluster
 	cd bench && $(GO) run ./cmd/sinkbench

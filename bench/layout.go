@@ -23,7 +23,9 @@ import (
 // slot, each a key: the claim's 13 commands, the finish's 6), and "v2",
 // stored format 1 as released (redisledger's scripts/fence.lua: the fence,
 // last slot, horizon and hot run in one unit hash; the run hash and index
-// entry written at the finish: 7 and 6).
+// entry written at the finish: 6 and 6, the claim's 7 until 2026-12-05,
+// when an acquisition without a holder label stopped deleting the label
+// key).
 
 // v1Claim is the claim of a slot due on time under v1, KEYS 8 per unit
 // (run hash, lease, lease counter, last, horizon, open, index, fence).
@@ -72,17 +74,19 @@ return 1`
 
 // v2Claim is the claim under v2 (claimall.lua's commands for a winner of
 // a fresh slot: the unit read, the EXISTS of open, pending, retry and the
-// pause flag, the lease's acquisition and label, the hot run's HSET),
-// KEYS 9 per unit: unit hash, lease, lease counter, holder label, run
-// hash, index, open, pending, retry (the last four as the claim's
-// arguments; the pause flag is the job's).
+// pause flag, the lease's acquisition, the hot run's HSET; no holder
+// label, as a scheduler without Options.Holder writes none since
+// 2026-12-05),
+// KEYS 8 per unit: unit hash, lease, lease counter, run hash, index,
+// open, pending, retry (the last four as the claim's arguments; the pause
+// flag is the job's).
 const v2Claim = `
 local now = ARGV[1]
 local slot = ARGV[2]
 local o = 0
 local out = {}
-for i = 1, #KEYS, 9 do
-  local unit, lease, cnt, label, open, pending, retry = KEYS[i], KEYS[i+1], KEYS[i+2], KEYS[i+3], KEYS[i+6], KEYS[i+7], KEYS[i+8]
+for i = 1, #KEYS, 8 do
+  local unit, lease, cnt, open, pending, retry = KEYS[i], KEYS[i+1], KEYS[i+2], KEYS[i+5], KEYS[i+6], KEYS[i+7]
   local owner = 'owner-' .. i
   local u = redis.call('HMGET', unit, 'token', 'owner', 'last', 'horizon', 'hot', 'hot.owner')
   redis.call('EXISTS', open, pending, retry, unit .. ':paused')
@@ -90,7 +94,6 @@ for i = 1, #KEYS, 9 do
   local t = redis.call('TIME')
   local tok = t[1] .. t[2]
   redis.call('SET', cnt, tok, 'GET')
-  redis.call('DEL', label)
   local f = {'token', tok, 'owner', owner, 'last', slot, 'hot', slot, 'hot.owner', owner,
     'hot.token', tok, 'hot.started', now, 'hot.hb', now, 'hot.holder', 'replica'}
   if not u[4] then f[#f + 1], f[#f + 2] = 'horizon', now end
@@ -105,8 +108,8 @@ return out`
 const v2Finish = `
 local now = ARGV[1]
 local slot = ARGV[2]
-for i = 1, #KEYS, 9 do
-  local unit, lease, run, index = KEYS[i], KEYS[i+1], KEYS[i+4], KEYS[i+5]
+for i = 1, #KEYS, 8 do
+  local unit, lease, run, index = KEYS[i], KEYS[i+1], KEYS[i+3], KEYS[i+4]
   local owner = 'owner-' .. i
   local h = redis.call('HMGET', unit, 'hot', 'hot.owner', 'hot.token', 'hot.started', 'hot.hb', 'hot.holder', 'token', 'owner')
   redis.call('HSET', run, 'status', 'succeeded', 'attempt', 1, 'base', 0, 'owner', owner, 'retry_at', '',
@@ -155,7 +158,7 @@ func LayoutFloor(ctx context.Context, rdb redis.UniversalClient, prefix, layout 
 				if layout == "v1" {
 					keys = append(keys, lg+":run:"+slot, lk, lk+":fence", lg+":last", lg+":horizon", lg+":open", lg+":index", lg+":fence")
 				} else {
-					keys = append(keys, lg+":unit", lk, lk+":fence", lk+":holder", lg+":run:"+slot, lg+":index", lg+":open", lg+":pending", lg+":retry")
+					keys = append(keys, lg+":unit", lk, lk+":fence", lg+":run:"+slot, lg+":index", lg+":open", lg+":pending", lg+":retry")
 				}
 			}
 			x0, err := ServerCPU(ctx, rdb)

@@ -31,21 +31,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/bench"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
@@ -58,11 +50,9 @@ func main() {
 	units := flag.Int("units", 1024, "units (job, partition) of the slot")
 	cluster := flag.Bool("cluster", false, "a one-master Redis Cluster: the ledger's Cluster path, one script per unit")
 	flag.Parse()
-	for _, bin := range []string{"valgrind", "callgrind_control", "redis-server"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			fmt.Printf("bench: scheduler_instructions skipped (%s not on PATH)\n", bin)
-			return
-		}
+	if bin := bench.CallgrindMissing(); bin != "" {
+		fmt.Printf("bench: scheduler_instructions skipped (%s not on PATH)\n", bin)
+		return
 	}
 	if err := run(*units, *cluster); err != nil {
 		fmt.Fprintln(os.Stderr, "slotir:", err)
@@ -70,145 +60,25 @@ func main() {
 	}
 }
 
-// server is a redis-server under callgrind.
-type server struct {
-	cmd *exec.Cmd
-	dir string
-	rdb redis.UniversalClient
-}
-
-func start(ctx context.Context, cluster bool) (*server, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir, err := os.MkdirTemp("", "slotir")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "cg.out"),
-		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
-		"--cluster-enabled", map[bool]string{true: "yes", false: "no"}[cluster])
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	s := &server{cmd: cmd, dir: dir, rdb: redis.NewClient(&redis.Options{Addr: addr})}
-	// Wait for the port before the client's first dial: go-redis logs
-	// refused dials.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			s.close()
-			return nil, errors.New("redis-server under valgrind did not listen within a minute")
-		}
-		time.Sleep(100 * time.Millisecond) // polling with a deadline: the server's start
-	}
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		s.close()
-		return nil, err
-	}
-	if cluster {
-		if err := s.rdb.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
-			s.close()
-			return nil, err
-		}
-		for s.rdb.ClusterInfo(ctx).Val() == "" || !strings.Contains(s.rdb.ClusterInfo(ctx).Val(), "cluster_state:ok") {
-			if time.Now().After(deadline) {
-				s.close()
-				return nil, errors.New("the one-master cluster did not come up within a minute")
-			}
-			time.Sleep(100 * time.Millisecond) // polling with a deadline
-		}
-		s.rdb.Close()
-		s.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}})
-	}
-	return s, nil
-}
-
-func (s *server) close() {
-	s.rdb.Close()
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	os.RemoveAll(s.dir)
-}
-
-// zero resets the counts; count dumps them and returns the instructions
-// since the last zero or count.
-func (s *server) zero() error {
-	return exec.Command("callgrind_control", "-z", strconv.Itoa(s.cmd.Process.Pid)).Run()
-}
-
-func (s *server) count() (int64, error) {
-	before, _ := filepath.Glob(filepath.Join(s.dir, "cg.out.*"))
-	if out, err := exec.Command("callgrind_control", "-d", strconv.Itoa(s.cmd.Process.Pid)).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("callgrind_control -d: %v: %s", err, out)
-	}
-	after, _ := filepath.Glob(filepath.Join(s.dir, "cg.out.*"))
-	if len(after) != len(before)+1 {
-		return 0, fmt.Errorf("callgrind wrote %d dumps, want 1", len(after)-len(before))
-	}
-	for _, f := range after {
-		if !contains(before, f) {
-			defer os.Remove(f)
-			return summary(f)
-		}
-	}
-	return 0, errors.New("no new dump")
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// summary reads a callgrind dump's total instruction count.
-func summary(path string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "summary: "); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("%s: no summary line", path)
-}
-
 func run(units int, cluster bool) error {
 	if units < 1 {
 		return errors.New("-units must be positive")
 	}
 	ctx := context.Background()
-	s, err := start(ctx, cluster)
+	s, err := bench.StartCallgrind(ctx, cluster)
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	if err := s.zero(); err != nil {
+	defer s.Close()
+	if err := s.Zero(); err != nil {
 		return err
 	}
 	var floor int64
 	if !cluster {
-		if _, err := bench.LayoutFloor(ctx, s.rdb, "floor:", "v2", units, 1); err != nil {
+		if _, err := bench.LayoutFloor(ctx, s.Client, "floor:", "v2", units, 1); err != nil {
 			return err
 		}
-		if floor, err = s.count(); err != nil {
+		if floor, err = s.Count(); err != nil {
 			return err
 		}
 	}
@@ -230,12 +100,12 @@ func run(units int, cluster bool) error {
 // holdfast claims units' first slot and finishes every run, as one
 // replica of the scheduler that wins them all, and returns the server's
 // instructions for the claims and for the finishes.
-func holdfast(ctx context.Context, s *server, units int) (claim, finish int64, err error) {
-	b, err := redislease.NewBackend(s.rdb, redislease.Options{Prefix: "hf:lease:"})
+func holdfast(ctx context.Context, s *bench.Callgrind, units int) (claim, finish int64, err error) {
+	b, err := redislease.NewBackend(s.Client, redislease.Options{Prefix: "hf:lease:"})
 	if err != nil {
 		return 0, 0, err
 	}
-	l, err := redisledger.New(s.rdb, redisledger.Options{Prefix: "hf:ledger:"})
+	l, err := redisledger.New(s.Client, redisledger.Options{Prefix: "hf:ledger:"})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -256,17 +126,17 @@ func holdfast(ctx context.Context, s *server, units int) (claim, finish int64, e
 	for u := range units {
 		all = append(all, req(fmt.Sprintf("job%03d", u/100), fmt.Sprintf("p%03d", u%100)))
 	}
-	if err := s.zero(); err != nil {
+	if err := s.Zero(); err != nil {
 		return 0, 0, err
 	}
 	_, err = claimFinish(ctx, l, b, all, func() error {
-		claim, err = s.count()
+		claim, err = s.Count()
 		return err
 	})
 	if err != nil {
 		return 0, 0, err
 	}
-	finish, err = s.count()
+	finish, err = s.Count()
 	return claim, finish, err
 }
 
