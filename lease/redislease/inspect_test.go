@@ -103,6 +103,27 @@ func exerciseInspect(t *testing.T, s inspectSetup) {
 		require.NoError(t, err)
 		require.Equal(t, leasedriver.Info{Name: "relabelled", Held: true, OwnerID: fence.OwnerID("owner-6"), Token: g.Token}, zeroTTL(info),
 			"the last holder had no label: none shown, not the one before")
+		k, err := s.b.Keys("relabelled")
+		require.NoError(t, err)
+		stored, err := s.rdb.Get(ctx, k.Holder).Result()
+		require.NoError(t, err)
+		require.NotEqual(t, g.Token.String()+" replica-a", stored, "the unlabelled acquisition wrote nothing: the key keeps the one before's")
+		require.Contains(t, stored, " replica-a")
+	})
+	t.Run("HolderKeyHoldsTheTokenWithTheLabel", func(t *testing.T) {
+		g := s.acquire(t, "stamped", "owner-7", time.Minute)
+		k, err := s.b.Keys("stamped")
+		require.NoError(t, err)
+		stored, err := s.rdb.Get(ctx, k.Holder).Result()
+		require.NoError(t, err)
+		require.Equal(t, g.Token.String()+" replica-a", stored)
+		// A value of another form (a build of main before the token was
+		// stored with the label) names no holder.
+		require.NoError(t, s.rdb.Set(ctx, k.Holder, "replica-a", 0).Err())
+		info, err := s.b.Inspect(ctx, "stamped")
+		require.NoError(t, err)
+		require.True(t, info.Held)
+		require.Empty(t, info.Holder)
 	})
 	t.Run("InvalidName", func(t *testing.T) {
 		_, err := s.b.Inspect(ctx, "a{b}")
