@@ -158,7 +158,7 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 		chromedp.Navigate(url),
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.ID("login-submit")),
+		click(chromedp.ID("login-submit")),
 		chromedp.WaitNotVisible(chromedp.ID("login")),
 		chromedp.WaitVisible(chromedp.CSS(`td.cell[data-partition="good"][data-status="succeeded"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`td.cell[data-partition="bad"][data-status="failed"]`)),
@@ -203,7 +203,7 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	// succeeds, in the attempts table and in the grid.
 	cellOf := fmt.Sprintf(`td.cell[data-partition="bad"][data-slot=%q]`, slot)
 	require.NoError(t, do(15*time.Second,
-		chromedp.Click(chromedp.ID("retry")),
+		click(chromedp.ID("retry")),
 		chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="2"]`)),
 		chromedp.WaitVisible(chromedp.CSS(cellOf+`[data-attempt="2"][data-status="succeeded"]`)),
 	))
@@ -239,7 +239,7 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	// Pause and resume through the console (each behind confirm()).
 	require.NoError(t, do(15*time.Second,
 		chromedp.EmulateViewport(1280, 1000),
-		chromedp.Click(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="pause"]`)),
+		click(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="pause"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="resume"]`)),
 	))
 	st, err := sched.JobStatus(context.Background(), "settle")
@@ -247,7 +247,7 @@ func TestConsoleShowsTheGridAndRetriesAFailedSlot(t *testing.T) {
 	require.True(t, st.Paused)
 	require.Contains(t, text(`#jobs tr[data-job="settle"]`), "paused")
 	require.NoError(t, do(15*time.Second,
-		chromedp.Click(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="resume"]`)),
+		click(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="resume"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="settle"] button[data-action="pause"]`)),
 	))
 	st, err = sched.JobStatus(context.Background(), "settle")
@@ -447,12 +447,12 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 	require.Equal(t, "true", eval(`String(document.getElementById("runs-prev").disabled)`), "no page before the first")
 	require.Contains(t, eval(`location.hash`), "limit=10")
 	first := rows()
-	require.NoError(t, do(10*time.Second, chromedp.Click(chromedp.ID("runs-next"))))
+	require.NoError(t, do(10*time.Second, click(chromedp.ID("runs-next"))))
 	testwait.Until(t, 10*time.Second, "the second page", func() bool {
 		return strings.Contains(eval(`document.getElementById("runs-page").textContent`), "page 2")
 	})
 	require.Equal(t, want[10:min(20, len(want))], keys(rows()), "the second page: the next 10, older")
-	require.NoError(t, do(10*time.Second, chromedp.Click(chromedp.ID("runs-prev"))))
+	require.NoError(t, do(10*time.Second, click(chromedp.ID("runs-prev"))))
 	testwait.Until(t, 10*time.Second, "back on the first page", func() bool {
 		return strings.Contains(eval(`document.getElementById("runs-page").textContent`), "page 1")
 	})
@@ -489,7 +489,7 @@ func TestConsoleRunsListDeepLinksAndBackfill(t *testing.T) {
 	require.NoError(t, stepsWithin(tab)(20*time.Second,
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.ID("login-submit")),
+		click(chromedp.ID("login-submit")),
 		chromedp.WaitVisible(chromedp.CSS(`#attempts tr[data-n="1"]`))))
 	title, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("run-title").textContent`))
 	require.NoError(t, err)
@@ -591,6 +591,23 @@ func acceptDialogs(ctx context.Context) (wait func()) {
 		}
 	})
 	return accepter.Wait
+}
+
+// click is chromedp.Click, tried again while the node it found is gone
+// before the click reached it: the console draws its tables anew on every
+// refresh, and a refresh between the query and the click (a busy host
+// makes it likely) leaves chromedp a stale node id ("Could not find node
+// with given id"). That error comes before the mouse events are sent, so
+// a try again does not click twice. The step's bound ends the tries.
+func click[S chromedp.Selectable](sel S) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		for {
+			v, err := chromedp.Click(sel)(ctx, t)
+			if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") || ctx.Err() != nil {
+				return v, err
+			}
+		}
+	}
 }
 
 // stepsWithin returns a func that runs steps within d: every wait of a
