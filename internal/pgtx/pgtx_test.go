@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/pgtest"
@@ -38,6 +39,80 @@ func TestBatchAndTxRunAtReadCommittedWhateverTheDefault(t *testing.T) {
 		}))
 		require.Equal(t, "read committed", level)
 	})
+}
+
+// AtReadCommitted holds in a statement sent alone only where the default
+// is READ COMMITTED, and in Batch at every default: a statement that gates
+// its writes on it writes nothing alone at a stricter default.
+func TestAtReadCommittedGatesAStatementSentAlone(t *testing.T) {
+	t.Parallel()
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		ctx := t.Context()
+		pool := shared.PoolAt(t, iso)
+		schema := shared.Schema(t, "pgtx_")
+		table := pgx.Identifier{schema, "t"}.Sanitize()
+		_, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`; CREATE TABLE `+table+` (n int)`)
+		require.NoError(t, err)
+		insert := `INSERT INTO ` + table + ` SELECT $1::int WHERE ` + pgtx.AtReadCommitted
+
+		var alone bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT `+pgtx.AtReadCommitted).Scan(&alone))
+		require.Equal(t, iso == "read committed", alone)
+		tag, err := pool.Exec(ctx, insert, 1)
+		require.NoError(t, err)
+		require.Equal(t, map[bool]int64{true: 1, false: 0}[alone], tag.RowsAffected(), "written alone only at READ COMMITTED")
+
+		var inBatch bool
+		require.NoError(t, pgtx.Batch(ctx, pool, func(b *pgx.Batch) {
+			b.Queue(`SELECT ` + pgtx.AtReadCommitted).QueryRow(func(row pgx.Row) error { return row.Scan(&inBatch) })
+			b.Queue(insert, 2)
+		}))
+		require.True(t, inBatch)
+		rows, err := pool.Query(ctx, `SELECT n FROM `+table+` ORDER BY n`)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		require.NoError(t, err)
+		want := []int32{2}
+		if alone {
+			want = []int32{1, 2}
+		}
+		require.Equal(t, want, got)
+	})
+}
+
+func TestLoneTriesAloneUntilAnotherLevelIsFound(t *testing.T) {
+	t.Parallel()
+	var l pgtx.Lone
+	require.True(t, l.Try())
+	l.NotReadCommitted()
+	require.False(t, l.Try())
+}
+
+// Batch and Tx give a pool its connection back, after a commit and after
+// a failure alike.
+func TestBatchAndTxReleaseThePoolsConnection(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := pgtest.OwnPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ok := func(b *pgx.Batch) { b.Queue(`SELECT 1`) }
+	bad := func(b *pgx.Batch) { b.Queue(`SELECT 1/0`) }
+	for i, run := range []func() error{
+		func() error { return pgtx.Batch(ctx, pool, ok) },
+		func() error { return pgtx.Batch(ctx, pool, bad) },
+		func() error {
+			return pgtx.Tx(ctx, pool, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, `SELECT 1`); return err })
+		},
+		func() error {
+			return pgtx.Tx(ctx, pool, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, `SELECT 1/0`); return err })
+		},
+	} {
+		err := run()
+		require.Equal(t, i%2 == 1, err != nil, "call %d: %v", i, err)
+		require.Zero(t, pool.Stat().AcquiredConns(), "call %d left its connection acquired", i)
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT 1`).Scan(&n), "call %d: the connection is usable", i)
+		require.Equal(t, 1, n)
+	}
 }
 
 // A statement that fails in a Batch rolls the transaction back, and the

@@ -29,10 +29,10 @@ import (
 // The Postgres store joins a Postgres fence on its own pool: Begin and the
 // fence check are one statement (BeginFenced).
 
-// statements counts the round trips a pool makes: a statement sent alone,
-// or a batch (the stores pipeline each statement with its BEGIN and
-// COMMIT).
-type statements struct{ n atomic.Int64 }
+// statements counts the round trips a pool makes (n): a statement sent
+// alone, or a batch (the stores pipeline a statement with its BEGIN and
+// COMMIT where it cannot be sent alone; batches counts those).
+type statements struct{ n, batches atomic.Int64 }
 
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	s.n.Add(1)
@@ -43,6 +43,7 @@ func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 
 func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	s.n.Add(1)
+	s.batches.Add(1)
 	return ctx
 }
 
@@ -54,10 +55,20 @@ func (*statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndDa
 // test's own whose statements are counted.
 func joinedStores(t *testing.T) (*pgstore.Store, *pgstore.Fence, *statements, *pgxpool.Pool) {
 	t.Helper()
+	return joinedStoresAt(t, "")
+}
+
+// joinedStoresAt is joinedStores on a pool whose connections default to
+// isolation (default_transaction_isolation; "" leaves the server's).
+func joinedStoresAt(t *testing.T, isolation string) (*pgstore.Store, *pgstore.Fence, *statements, *pgxpool.Pool) {
+	t.Helper()
 	count := &statements{}
 	pool := pgtest.OwnPool(t, func(cfg *pgxpool.Config) {
 		cfg.ConnConfig.Tracer = count
 		cfg.MaxConns = 4
+		if isolation != "" {
+			cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = isolation
+		}
 	})
 	schema := newSchema(t)
 	st, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
@@ -85,33 +96,48 @@ func TestPostgresStoreJoinsAFenceOnItsPool(t *testing.T) {
 // Complete; a replay (with its fence raise) one.
 func TestPostgresNewKeyIsTwoStatements(t *testing.T) {
 	t.Parallel()
-	st, f, count, _ := joinedStores(t)
-	mw, err := httpfence.Middleware(httpfence.Options{Store: st, Fence: f, AllowUnauthenticatedFencing: true})
-	require.NoError(t, err)
-	h := mw(benchHandler)
-	serve := func(key, token string) int {
-		r := httptest.NewRequest(http.MethodPost, "/settle", strings.NewReader("{}"))
-		r.Header.Set(httpfence.KeyHeader, key)
-		r.Header.Set(httpfence.TokenHeader, token)
-		r.Header.Set(httpfence.OwnerHeader, `"a"`)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		return rec.Code
-	}
-	// The first request checks the stored formats of the store and of the
-	// guard (one SELECT each), once.
-	before := count.n.Load()
-	require.Equal(t, http.StatusCreated, serve(`"k0"`, "1780000000000001"))
-	require.EqualValues(t, 4, count.n.Load()-before, "statements for the first key")
-	before = count.n.Load()
-	require.Equal(t, http.StatusCreated, serve(`"k1"`, "1780000000000001"))
-	require.EqualValues(t, 2, count.n.Load()-before, "statements for a new key")
-	before = count.n.Load()
-	require.Equal(t, http.StatusCreated, serve(`"k1"`, "1780000000000002"))
-	require.EqualValues(t, 1, count.n.Load()-before, "statements for a replay")
-	tok, _, err := f.Guard().Current(t.Context(), testPool(t), "/settle", "")
-	require.NoError(t, err)
-	require.Equal(t, fence.Token(1780000000000002), tok, "the replay raised the fence")
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		st, f, count, pool := joinedStoresAt(t, iso)
+		mw, err := httpfence.Middleware(httpfence.Options{Store: st, Fence: f, AllowUnauthenticatedFencing: true})
+		require.NoError(t, err)
+		h := mw(benchHandler)
+		serve := func(key, token string) int {
+			r := httptest.NewRequest(http.MethodPost, "/settle", strings.NewReader("{}"))
+			r.Header.Set(httpfence.KeyHeader, key)
+			r.Header.Set(httpfence.TokenHeader, token)
+			r.Header.Set(httpfence.OwnerHeader, `"a"`)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			return rec.Code
+		}
+		// At READ COMMITTED (the server's default) the two statements of a
+		// key go alone; at another default level each goes in a batch that
+		// names READ COMMITTED, once the first statement sent alone found
+		// the level (and wrote nothing: pgtx.AtReadCommitted).
+		rc := iso == "read committed"
+		// The fence is at the holder already, so the first statement sent
+		// alone would claim the key at once if its claim were not gated too.
+		require.NoError(t, f.Accept(t.Context(), "/settle", fence.Holder{Token: 1780000000000001, Owner: "a"}))
+		// The first request checks the stored format of the store (one
+		// SELECT), once.
+		before, batches := count.n.Load(), count.batches.Load()
+		require.Equal(t, http.StatusCreated, serve(`"k0"`, "1780000000000001"))
+		require.EqualValues(t, map[bool]int{true: 3, false: 4}[rc], count.n.Load()-before, "statements for the first key")
+		require.EqualValues(t, map[bool]int{true: 0, false: 2}[rc], count.batches.Load()-batches, "batches for the first key")
+		before, batches = count.n.Load(), count.batches.Load()
+		require.Equal(t, http.StatusCreated, serve(`"k1"`, "1780000000000001"))
+		require.EqualValues(t, 2, count.n.Load()-before, "statements for a new key")
+		require.EqualValues(t, map[bool]int{true: 0, false: 2}[rc], count.batches.Load()-batches, "batches for a new key")
+		before = count.n.Load()
+		require.Equal(t, http.StatusCreated, serve(`"k1"`, "1780000000000002"))
+		require.EqualValues(t, 1, count.n.Load()-before, "statements for a replay")
+		tok, _, err := f.Guard().Current(t.Context(), pool, "/settle", "")
+		require.NoError(t, err)
+		require.Equal(t, fence.Token(1780000000000002), tok, "the replay raised the fence")
+		before = count.n.Load()
+		require.Equal(t, http.StatusCreated, serve(`"k0"`, "1780000000000002"))
+		require.EqualValues(t, 1, count.n.Load()-before, "the first key was completed too: a replay")
+	})
 }
 
 func TestPostgresBeginFenced(t *testing.T) {

@@ -28,7 +28,8 @@ func (s *Store) JoinsFence(fs idemstore.FenceStore) bool {
 }
 
 // BeginFenced implements idemstore.FencedStore in one statement (one round
-// trip, one commit) for a new key: it reads the key's live record, raises
+// trip, one commit; sent on its own where the session's default level is
+// READ COMMITTED, see pgtx.Lone) for a new key: it reads the key's live record, raises
 // the guard of (resource, h.Scope) by the rule of package pgfence unless
 // the record is in flight or of another fingerprint (or the guard holds
 // h's token and owner already: nothing to write), and claims the key
@@ -69,14 +70,25 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 		return idemstore.Outcome{}, err
 	}
 	var (
+		readCommitted     bool // the statement ran at READ COMMITTED
 		claimed, accepted bool
 		same, inFlight    *bool
 		leftMS            *int64
 		status            *int32
 		header, body      []byte
 	)
-	err = s.queryRow(ctx, s.fencedSQL(f.guard), []any{key, fingerprint, lock, lockTTL.Milliseconds(),
-		resource, h.Scope, int64(h.Token), h.Owner}, &claimed, &accepted, &same, &inFlight, &leftMS, &status, &header, &body)
+	sql, args := s.fencedSQL(f.guard), []any{key, fingerprint, lock, lockTTL.Milliseconds(), resource, h.Scope, int64(h.Token), h.Owner}
+	dest := []any{&readCommitted, &claimed, &accepted, &same, &inFlight, &leftMS, &status, &header, &body}
+	if s.lone.Try() {
+		// On its own (see pgtx.Lone): it writes only at READ COMMITTED.
+		err = s.queryRowLone(ctx, sql, args, dest...)
+		if err == nil && !readCommitted {
+			s.lone.NotReadCommitted()
+		}
+	}
+	if !readCommitted && err == nil {
+		err = s.queryRow(ctx, sql, args, dest...)
+	}
 	switch {
 	case err != nil:
 		return idemstore.Outcome{}, fmt.Errorf("httpfence: postgres begin: %w", err)
@@ -163,6 +175,8 @@ func (s *Store) fencedSQL(guard *pgfence.Guard) string {
 // fencedBeginSQL is BeginFenced's statement on the record table keys and
 // the guard table guard (both quoted). Parameters: $1 key, $2 fingerprint,
 // $3 lock, $4 lock TTL in ms, $5 resource, $6 scope, $7 token, $8 owner.
+// Its first column says whether it ran at READ COMMITTED; at another
+// level it writes nothing (raise and claim are gated on it).
 //
 //   - cur is the key's live record as the statement's snapshot sees it.
 //   - held finds the guard already at h (token and owner): the rule
@@ -187,7 +201,7 @@ func fencedBeginSQL(keys, guard string) string {
 		Table:     guard,
 		Columns:   "resource, scope, token, owner, updated_at",
 		Values:    "$5::text, $6::text, $7::bigint, $8::text, now()",
-		When:      "NOT EXISTS (SELECT FROM cur WHERE NOT cur.same OR cur.in_flight) AND NOT EXISTS (SELECT FROM held)",
+		When:      pgtx.AtReadCommitted + " AND NOT EXISTS (SELECT FROM cur WHERE NOT cur.same OR cur.in_flight) AND NOT EXISTS (SELECT FROM held)",
 		Conflict:  "resource, scope",
 		Set:       "updated_at = now()",
 		Returning: "f.token",
@@ -204,13 +218,13 @@ func fencedBeginSQL(keys, guard string) string {
 ), claim AS (
   INSERT INTO ` + keys + ` AS k (key, fingerprint, lock_id, expires_at)
   SELECT $1, $2, $3, now() + $4::bigint * interval '1 millisecond'
-   WHERE NOT EXISTS (SELECT FROM cur) AND EXISTS (SELECT FROM accepted)
+   WHERE ` + pgtx.AtReadCommitted + ` AND NOT EXISTS (SELECT FROM cur) AND EXISTS (SELECT FROM accepted)
   ON CONFLICT (key) DO UPDATE
      SET fingerprint = EXCLUDED.fingerprint, lock_id = EXCLUDED.lock_id, status = NULL, header = NULL, body = NULL,
          created_at = now(), expires_at = EXCLUDED.expires_at
    WHERE k.expires_at <= now()
   RETURNING k.lock_id
 )
-SELECT EXISTS (SELECT FROM claim), EXISTS (SELECT FROM accepted), cur.same, cur.in_flight, cur.left_ms, cur.status, cur.header, cur.body
+SELECT ` + pgtx.AtReadCommitted + `, EXISTS (SELECT FROM claim), EXISTS (SELECT FROM accepted), cur.same, cur.in_flight, cur.left_ms, cur.status, cur.header, cur.body
   FROM (VALUES (1)) AS one LEFT JOIN cur ON true`
 }

@@ -119,6 +119,9 @@ type Store struct {
 	insertSQL, readSQL, takeoverSQL           string
 	completeSQL, abandonSQL, deleteExpiredSQL string
 	format                                    formatver.Gate // the stored format, checked on first use
+	// lone: send BeginFenced's and Complete's statements on their own
+	// (gated on pgtx.AtReadCommitted) until one finds another level.
+	lone pgtx.Lone
 }
 
 // store names the package in format markers and errors.
@@ -165,7 +168,7 @@ RETURNING lock_id`,
 		completeSQL: `UPDATE ` + t + `
    SET lock_id = NULL, status = $3, header = $4::jsonb, body = $5,
        expires_at = now() + $6::bigint * interval '1 millisecond'
- WHERE key = $1 AND lock_id = $2 AND expires_at > now()`,
+ WHERE key = $1 AND lock_id = $2 AND expires_at > now() AND ` + pgtx.AtReadCommitted,
 		abandonSQL:       `DELETE FROM ` + t + ` WHERE key = $1 AND lock_id = $2 AND expires_at > now()`,
 		deleteExpiredSQL: `DELETE FROM ` + t + ` WHERE expires_at <= now()`,
 	}, nil
@@ -290,12 +293,28 @@ func (s *Store) Complete(ctx context.Context, key, lock string, resp *idemstore.
 	if body == nil {
 		body = []byte{} // NULL would read back as a missing body
 	}
-	tag, err := s.exec(ctx, s.completeSQL, key, lock, resp.Status, string(h), body, ttl.Milliseconds())
+	args := []any{key, lock, resp.Status, string(h), body, ttl.Milliseconds()}
+	if s.lone.Try() {
+		// On its own (see pgtx.Lone): it writes only at READ COMMITTED.
+		tag, err := s.execLone(ctx, s.completeSQL, args...)
+		if err != nil {
+			return fmt.Errorf("httpfence: postgres complete: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		// Nothing written: the lock was lost, or the session is at another
+		// level. The statement in a READ COMMITTED transaction tells which.
+	}
+	tag, err := s.exec(ctx, s.completeSQL, args...)
 	if err != nil {
 		return fmt.Errorf("httpfence: postgres complete: %w", err)
 	}
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("%w: key %q", idemstore.ErrLockLost, key)
+	}
+	if s.lone.Try() {
+		s.lone.NotReadCommitted() // written here, not alone: another level
 	}
 	return nil
 }
@@ -434,6 +453,29 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 		})
 	})
 	return tag, err
+}
+
+// execLone runs sql on its own (outside an explicit transaction, at the
+// session's default level: sql must gate its writes on
+// pgtx.AtReadCommitted), one round trip, and returns its command tag.
+func (s *Store) execLone(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := s.checkFormat(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	var tag pgconn.CommandTag
+	err := pgtx.Retry(ctx, func() (err error) {
+		tag, err = s.db.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
+}
+
+// queryRowLone is queryRow on its own, as execLone.
+func (s *Store) queryRowLone(ctx context.Context, sql string, args []any, dest ...any) error {
+	if err := s.checkFormat(ctx); err != nil {
+		return err
+	}
+	return pgtx.Retry(ctx, func() error { return s.db.QueryRow(ctx, sql, args...).Scan(dest...) })
 }
 
 // nilContext is the error of method op called with a nil context.
