@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/pgtest"
@@ -40,7 +41,7 @@ func pgStore(t *testing.T, isolation string) leasedrivertest.Store {
 	t.Helper()
 	pool := shared.Pool(t) // the suite's own reads and writes
 	schema := shared.Schema(t, "pglease_test_")
-	db := &countingDB{DB: shared.PoolAt(t, isolation)}
+	db := &countingDB{Pool: shared.PoolAt(t, isolation)}
 	b, err := pglease.New(db, pglease.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, b.Migrate(t.Context()))
@@ -82,18 +83,31 @@ func pgStore(t *testing.T, isolation string) leasedrivertest.Store {
 	}
 }
 
-// countingDB counts the round trips made through it.
+// countingDB counts the round trips made through it. It sends statements
+// alone too (Query, QueryRow), as a pool does, so the suite runs the
+// Backend's statements sent alone where the default level is READ
+// COMMITTED, and in batches at the other levels.
 type countingDB struct {
-	pglease.DB
+	*pgxpool.Pool
 	n atomic.Int64
+}
+
+func (d *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	d.n.Add(1)
+	return d.Pool.Query(ctx, sql, args...)
+}
+
+func (d *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	d.n.Add(1)
+	return d.Pool.QueryRow(ctx, sql, args...)
 }
 
 func (d *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	d.n.Add(1)
-	return d.DB.Exec(ctx, sql, args...)
+	return d.Pool.Exec(ctx, sql, args...)
 }
 
 func (d *countingDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	d.n.Add(1)
-	return d.DB.SendBatch(ctx, b)
+	return d.Pool.SendBatch(ctx, b)
 }

@@ -69,9 +69,12 @@
 // # What it needs from the database
 //
 // DB is satisfied by *pgxpool.Pool. Every call is one statement on any
-// pooled connection, in a READ COMMITTED transaction of its own (BEGIN, the
-// statement and COMMIT pipelined: one round trip), whatever the database's
-// default_transaction_isolation: nothing is held on a session, so a
+// pooled connection, in a READ COMMITTED transaction of its own, whatever
+// the database's default_transaction_isolation: sent alone where that
+// default is READ COMMITTED (each statement writes only at READ
+// COMMITTED), otherwise pipelined with BEGIN ISOLATION LEVEL READ
+// COMMITTED and COMMIT (one round trip either way; a DB without Query and
+// QueryRow always gets the pipelined form). Nothing is held on a session, so a
 // connection can go back to the pool between calls (unlike
 // pg_try_advisory_lock, which belongs to the session that took it). Under
 // a REPEATABLE READ or SERIALIZABLE default the bare statement would fail

@@ -1,12 +1,16 @@
 package pglease_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/pgtest"
@@ -145,4 +149,67 @@ func first(errs []error) error {
 		return nil
 	}
 	return errs[0]
+}
+
+// splitDB counts what a Backend sends: statements alone (Exec, Query,
+// QueryRow) and batches (each a READ COMMITTED transaction, pgtx.Batch).
+type splitDB struct {
+	*pgxpool.Pool
+	alone, batches atomic.Int64
+}
+
+func (d *splitDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	d.alone.Add(1)
+	return d.Pool.Exec(ctx, sql, args...)
+}
+
+func (d *splitDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	d.alone.Add(1)
+	return d.Pool.Query(ctx, sql, args...)
+}
+
+func (d *splitDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	d.alone.Add(1)
+	return d.Pool.QueryRow(ctx, sql, args...)
+}
+
+func (d *splitDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	d.batches.Add(1)
+	return d.Pool.SendBatch(ctx, b)
+}
+
+// Where the default level is READ COMMITTED, acquire, renew and release
+// are each one statement sent alone, without BEGIN and COMMIT. At another
+// default, the first statement sent alone writes nothing (its writes are
+// gated on pgtx.AtReadCommitted) and goes again in a READ COMMITTED
+// transaction, as every statement after it does; the lease works alike.
+func TestStatementsGoAloneAtReadCommitted(t *testing.T) {
+	t.Parallel()
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		ctx := t.Context()
+		db := &splitDB{Pool: shared.PoolAt(t, iso)}
+		b, err := pglease.New(db, pglease.Options{Schema: shared.Schema(t, "pglease_test_")})
+		require.NoError(t, err)
+		require.NoError(t, b.Migrate(ctx))
+		c := clientOn(t, b)
+		l, err := c.TryAcquire(ctx, "alone", time.Minute) // checks the stored format first: one batch
+		require.NoError(t, err)
+		rc := iso == "read committed"
+		require.EqualValues(t, map[bool]int{true: 1, false: 2}[rc], db.batches.Load(), "batches of the first acquire")
+		alone, batches := db.alone.Load(), db.batches.Load()
+		require.NoError(t, l.Renew(ctx))
+		require.NoError(t, l.Release(ctx))
+		l, err = c.TryAcquire(ctx, "alone", time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		if rc {
+			require.EqualValues(t, 4, db.alone.Load()-alone, "renew, release, acquire, release: alone")
+			require.EqualValues(t, 0, db.batches.Load()-batches)
+		} else {
+			require.EqualValues(t, 0, db.alone.Load()-alone)
+			require.EqualValues(t, 4, db.batches.Load()-batches, "renew, release, acquire, release: in batches")
+		}
+		_, err = c.TryAcquire(ctx, "alone", time.Minute)
+		require.NoError(t, err, "released: free again")
+	})
 }

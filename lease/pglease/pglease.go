@@ -3,6 +3,7 @@ package pglease
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -70,6 +71,30 @@ type Backend struct {
 	sql    queries
 	table  string         // the lease table, quoted and schema-qualified
 	format formatver.Gate // the stored format, checked on first use
+	// direct is db when it also sends statements alone (a *pgxpool.Pool or
+	// a *pgx.Conn does), nil otherwise; lone says whether to (see alone).
+	direct queryer
+	lone   pgtx.Lone
+}
+
+// queryer sends a statement on its own.
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// alone returns the DB to send a statement on its own with, or nil to send
+// it in a READ COMMITTED transaction of its own (pgtx.Batch). Every
+// statement of the backend writes only at READ COMMITTED
+// (pgtx.AtReadCommitted), so where the session's default is READ
+// COMMITTED it is sent alone: the same transaction, at the same level,
+// without the BEGIN and COMMIT. Once one finds another level
+// (pgtx.Lone), they all go through pgtx.Batch.
+func (b *Backend) alone() queryer {
+	if b.direct == nil || !b.lone.Try() {
+		return nil
+	}
+	return b.direct
 }
 
 // store names the package in format markers and errors.
@@ -99,7 +124,8 @@ func New(db DB, cfg Options) (*Backend, error) {
 		return nil, err
 	}
 	table := pgx.Identifier{cfg.Schema, "leases"}.Sanitize()
-	return &Backend{db: db, schema: cfg.Schema, holder: cfg.Holder, sql: newQueries(table), table: table}, nil
+	direct, _ := db.(queryer)
+	return &Backend{db: db, schema: cfg.Schema, holder: cfg.Holder, sql: newQueries(table), table: table, direct: direct}, nil
 }
 
 // HolderLabel implements leasedriver.Labeled: Options.Holder.
@@ -156,7 +182,7 @@ func (b *Backend) Migrate(ctx context.Context) error {
 // held, the holder's remaining TTL comes back (rounded up to a ms).
 //
 // Every statement of the backend runs in a READ COMMITTED transaction of
-// its own (internal/pgtx, one round trip), whatever the database's
+// its own (one round trip; see alone), whatever the database's
 // default_transaction_isolation: its upsert is designed for READ
 // COMMITTED, where a try racing a grant or a renewal waits for the row
 // and reads its latest version. Under REPEATABLE READ or SERIALIZABLE the
@@ -170,11 +196,25 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	}
 	var taken bool
 	var token, remainingMS int64
-	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
-		batch.Queue(b.sql.acquire, name, owner, ttl.Milliseconds(), b.holder).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&taken, &token, &remainingMS)
+	args := []any{name, owner, ttl.Milliseconds(), b.holder}
+	err := pgx.ErrNoRows
+	if q := b.alone(); q != nil {
+		err = pgtx.Retry(ctx, func() error {
+			return q.QueryRow(ctx, b.sql.acquire, args...).Scan(&taken, &token, &remainingMS)
 		})
-	})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// At READ COMMITTED the upsert returns its row: another level,
+			// where it wrote nothing.
+			b.lone.NotReadCommitted()
+		}
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+			batch.Queue(b.sql.acquire, args...).QueryRow(func(row pgx.Row) error {
+				return row.Scan(&taken, &token, &remainingMS)
+			})
+		})
+	}
 	switch {
 	case err != nil:
 		// The statement may have committed (a reply lost, ctx ended on
@@ -215,30 +255,81 @@ func (b *Backend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
 type held struct{ name, owner string }
 
 func (b *Backend) renewed(ctx context.Context, names, owners []string, ttls []int64) (map[held]bool, error) {
-	var out map[held]bool
-	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
-		batch.Queue(b.sql.renew, names, owners, ttls).Query(func(rows pgx.Rows) error {
-			out = make(map[held]bool, len(names))
-			for rows.Next() {
-				var h held
-				if err := rows.Scan(&h.name, &h.owner); err != nil {
-					return err
-				}
-				out[h] = true
+	out := make(map[held]bool, len(names))
+	collect := func(rows pgx.Rows) error {
+		defer rows.Close()
+		for rows.Next() {
+			var h held
+			if err := rows.Scan(&h.name, &h.owner); err != nil {
+				return err
 			}
-			return rows.Err()
+			out[h] = true
+		}
+		return rows.Err()
+	}
+	if q := b.alone(); q != nil {
+		err := pgtx.Retry(ctx, func() error {
+			rows, err := q.Query(ctx, b.sql.renew, names, owners, ttls)
+			if err != nil {
+				return err
+			}
+			return collect(rows)
 		})
+		if err != nil {
+			return nil, err
+		}
+		if len(out) == len(names) {
+			return out, nil
+		}
+		// Some not renewed: not held, or another level (nothing renewed).
+		// The statement in a READ COMMITTED transaction tells which.
+		var again []int
+		for i := range names {
+			if !out[held{names[i], owners[i]}] {
+				again = append(again, i)
+			}
+		}
+		names, owners, ttls = pick(names, again), pick(owners, again), pick(ttls, again)
+	}
+	before := len(out)
+	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+		batch.Queue(b.sql.renew, names, owners, ttls).Query(collect)
 	})
 	if err != nil {
 		return nil, err
 	}
+	if len(out) > before && b.lone.Try() && b.direct != nil {
+		b.lone.NotReadCommitted() // renewed here, not alone: another level
+	}
 	return out, nil
+}
+
+// pick returns the elements of xs at the indexes is.
+func pick[T any](xs []T, is []int) []T {
+	out := make([]T, len(is))
+	for j, i := range is {
+		out[j] = xs[i]
+	}
+	return out
 }
 
 // Release implements leasedriver.Backend: the row is freed (owner ”, expiry
 // -infinity; its token stays) if it holds h.Owner and has not expired;
 // ErrNotHeld otherwise.
 func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
+	alone := b.alone() != nil
+	if alone {
+		var tag pgconn.CommandTag
+		err := pgtx.Retry(ctx, func() (err error) {
+			tag, err = b.db.Exec(ctx, b.sql.release, h.Name, h.Owner)
+			return err
+		})
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
+		}
+		// Nothing released: not held, or another level. The statement in
+		// a READ COMMITTED transaction tells which.
+	}
 	var tag pgconn.CommandTag
 	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
 		batch.Queue(b.sql.release, h.Name, h.Owner).Exec(func(t pgconn.CommandTag) error {
@@ -251,6 +342,9 @@ func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 	}
 	if tag.RowsAffected() != 1 {
 		return lease.ErrNotHeld
+	}
+	if alone {
+		b.lone.NotReadCommitted() // released here, not alone: another level
 	}
 	return nil
 }
