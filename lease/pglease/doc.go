@@ -73,9 +73,9 @@
 // the database's default_transaction_isolation: sent alone where that
 // default is READ COMMITTED (each statement writes only at READ
 // COMMITTED), otherwise pipelined with BEGIN ISOLATION LEVEL READ
-// COMMITTED and COMMIT (one round trip either way; a DB without Query and
-// QueryRow always gets the pipelined form). Nothing is held on a session, so a
-// connection can go back to the pool between calls (unlike
+// COMMITTED and COMMIT (one round trip either way, two for the first
+// statement at another level; a DB without Query and QueryRow always gets
+// the pipelined form). Nothing is held on a session, so a connection can go back to the pool between calls (unlike
 // pg_try_advisory_lock, which belongs to the session that took it). Under
 // a REPEATABLE READ or SERIALIZABLE default the bare statement would fail
 // with 40001 whenever tries race, and competitors' failed tries would make
