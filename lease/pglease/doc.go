@@ -75,8 +75,9 @@
 // COMMITTED), otherwise pipelined with BEGIN ISOLATION LEVEL READ
 // COMMITTED and COMMIT (one round trip either way, two for the first
 // statement at another level; a DB without Query and QueryRow always gets
-// the pipelined form). Nothing is held on a session, so a connection can go back to the pool between calls (unlike
-// pg_try_advisory_lock, which belongs to the session that took it). Under
+// the pipelined form). Nothing is held on a session, so a connection can
+// go back to the pool between calls (unlike pg_try_advisory_lock, which
+// belongs to the session that took it). Under
 // a REPEATABLE READ or SERIALIZABLE default the bare statement would fail
 // with 40001 whenever tries race, and competitors' failed tries would make
 // the holder's renewals fail (docs/guarantees.md, "Postgres isolation
