@@ -140,6 +140,46 @@ func TestPostgresNewKeyIsTwoStatements(t *testing.T) {
 	})
 }
 
+// Without a fence, a new key is two statements too (Begin's insert and
+// Complete) and a replay two (the insert, which finds the key, and the
+// read): each sent alone where the default level is READ COMMITTED, in a
+// READ COMMITTED batch at another (after the first sent alone found the
+// level and wrote nothing).
+func TestPostgresStoreStatementsAtEveryIsolation(t *testing.T) {
+	t.Parallel()
+	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
+		st, _, count, _ := joinedStoresAt(t, iso)
+		mw, err := httpfence.Middleware(httpfence.Options{Store: st})
+		require.NoError(t, err)
+		h := mw(benchHandler)
+		serve := func(key string) (int, string) {
+			r := httptest.NewRequest(http.MethodPost, "/settle", strings.NewReader("{}"))
+			r.Header.Set(httpfence.KeyHeader, key)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			return rec.Code, rec.Body.String()
+		}
+		rc := iso == "read committed"
+		before, batches := count.n.Load(), count.batches.Load()
+		code, body := serve(`"k0"`)
+		require.Equal(t, http.StatusCreated, code)
+		// The store's format check (one SELECT) comes first, once.
+		require.EqualValues(t, map[bool]int{true: 3, false: 4}[rc], count.n.Load()-before, "statements for the first key")
+		require.EqualValues(t, map[bool]int{true: 0, false: 2}[rc], count.batches.Load()-batches, "batches for the first key")
+		before, batches = count.n.Load(), count.batches.Load()
+		code, _ = serve(`"k1"`)
+		require.Equal(t, http.StatusCreated, code)
+		require.EqualValues(t, 2, count.n.Load()-before, "statements for a new key")
+		require.EqualValues(t, map[bool]int{true: 0, false: 2}[rc], count.batches.Load()-batches, "batches for a new key")
+		before, batches = count.n.Load(), count.batches.Load()
+		replayed, again := serve(`"k0"`)
+		require.Equal(t, http.StatusCreated, replayed)
+		require.Equal(t, body, again, "the stored response")
+		require.EqualValues(t, 2, count.n.Load()-before, "statements for a replay")
+		require.EqualValues(t, map[bool]int{true: 0, false: 2}[rc], count.batches.Load()-batches, "batches for a replay")
+	})
+}
+
 func TestPostgresBeginFenced(t *testing.T) {
 	t.Parallel()
 	st, f, _, pool := joinedStores(t)

@@ -70,25 +70,14 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 		return idemstore.Outcome{}, err
 	}
 	var (
-		readCommitted     bool // the statement ran at READ COMMITTED
 		claimed, accepted bool
 		same, inFlight    *bool
 		leftMS            *int64
 		status            *int32
 		header, body      []byte
 	)
-	sql, args := s.fencedSQL(f.guard), []any{key, fingerprint, lock, lockTTL.Milliseconds(), resource, h.Scope, int64(h.Token), h.Owner}
-	dest := []any{&readCommitted, &claimed, &accepted, &same, &inFlight, &leftMS, &status, &header, &body}
-	if s.lone.Try() {
-		// On its own (see pgtx.Lone): it writes only at READ COMMITTED.
-		err = s.queryRowLone(ctx, sql, args, dest...)
-		if err == nil && !readCommitted {
-			s.lone.NotReadCommitted()
-		}
-	}
-	if !readCommitted && err == nil {
-		err = s.queryRow(ctx, sql, args, dest...)
-	}
+	err = s.gatedRow(ctx, s.fencedSQL(f.guard), []any{key, fingerprint, lock, lockTTL.Milliseconds(),
+		resource, h.Scope, int64(h.Token), h.Owner}, &claimed, &accepted, &same, &inFlight, &leftMS, &status, &header, &body)
 	switch {
 	case err != nil:
 		return idemstore.Outcome{}, fmt.Errorf("httpfence: postgres begin: %w", err)

@@ -107,9 +107,14 @@ const beginAttempts = 3
 // writing, so a replay costs no commit flush) and three for a dead one (plus
 // a conditional UPDATE that takes it over); Complete and Abandon are one
 // conditional statement each. With a Fence on the same pool, BeginFenced
-// claims a new key and checks the fence in one statement (see there). Expiry uses the database clock. Dead rows of keys never used again stay
-// until DeleteExpired removes them: call it periodically (hourly, say).
-// Safe for concurrent use.
+// claims a new key and checks the fence in one statement (see there).
+// Every statement runs at READ COMMITTED: Begin's, BeginFenced's and
+// Complete's are sent alone where that is the session's default level
+// (each writes only at READ COMMITTED), and in a READ COMMITTED
+// transaction otherwise (docs/guarantees.md). Expiry uses the database
+// clock. Dead rows of keys never used again stay until DeleteExpired
+// removes them: call it periodically (hourly, say). Safe for concurrent
+// use.
 type Store struct {
 	db     DB
 	schema string
@@ -151,20 +156,32 @@ func NewStore(db DB, opts Options) (*Store, error) {
 		table:  t,
 		// Creates the record. DO NOTHING on a conflict neither writes nor
 		// locks, so Begin of a live key costs no commit flush.
-		insertSQL: `INSERT INTO ` + t + ` (key, fingerprint, lock_id, expires_at)
-VALUES ($1, $2, $3, now() + $4::bigint * interval '1 millisecond')
-ON CONFLICT (key) DO NOTHING
-RETURNING lock_id`,
-		readSQL: `SELECT fingerprint = $2, lock_id IS NOT NULL, ` + lockLeftSQL + `, status, header, body
-  FROM ` + t + ` WHERE key = $1 AND expires_at > now()`,
+		// Every statement Begin sends returns one row, whose first column
+		// says whether it ran at READ COMMITTED (gatedRow), and writes
+		// only where it did.
+		insertSQL: `WITH ins AS (
+  INSERT INTO ` + t + ` (key, fingerprint, lock_id, expires_at)
+  SELECT $1, $2, $3, now() + $4::bigint * interval '1 millisecond' WHERE ` + pgtx.AtReadCommitted + `
+  ON CONFLICT (key) DO NOTHING
+  RETURNING lock_id
+)
+SELECT ` + pgtx.AtReadCommitted + `, (SELECT lock_id FROM ins)`,
+		readSQL: `SELECT ` + pgtx.AtReadCommitted + `, r.same, r.in_flight, r.left_ms, r.status, r.header, r.body
+  FROM (VALUES (1)) AS one LEFT JOIN (
+    SELECT fingerprint = $2 AS same, lock_id IS NOT NULL AS in_flight, ` + lockLeftSQL + ` AS left_ms, status, header, body
+      FROM ` + t + ` WHERE key = $1 AND expires_at > now()
+  ) AS r ON true`,
 		// Takes over a dead record. The WHERE clause is re-checked on the
 		// latest row version after waiting for a concurrent writer, so two
 		// concurrent takeovers never both return a row.
-		takeoverSQL: `UPDATE ` + t + `
-   SET fingerprint = $2, lock_id = $3, status = NULL, header = NULL, body = NULL,
-       created_at = now(), expires_at = now() + $4::bigint * interval '1 millisecond'
- WHERE key = $1 AND expires_at <= now()
-RETURNING lock_id`,
+		takeoverSQL: `WITH taken AS (
+  UPDATE ` + t + `
+     SET fingerprint = $2, lock_id = $3, status = NULL, header = NULL, body = NULL,
+         created_at = now(), expires_at = now() + $4::bigint * interval '1 millisecond'
+   WHERE key = $1 AND expires_at <= now() AND ` + pgtx.AtReadCommitted + `
+  RETURNING lock_id
+)
+SELECT ` + pgtx.AtReadCommitted + `, (SELECT lock_id FROM taken)`,
 		completeSQL: `UPDATE ` + t + `
    SET lock_id = NULL, status = $3, header = $4::jsonb, body = $5,
        expires_at = now() + $6::bigint * interval '1 millisecond'
@@ -227,34 +244,30 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string, lockTTL time
 // claim runs the insert or takeover statement and reports whether it
 // returned the row, that is, whether lock now holds the key.
 func (s *Store) claim(ctx context.Context, sql, key, fingerprint, lock string, lockTTL time.Duration) (bool, error) {
-	var got string
-	err := s.queryRow(ctx, sql, []any{key, fingerprint, lock, lockTTL.Milliseconds()}, &got)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, nil
+	var got *string
+	if err := s.gatedRow(ctx, sql, []any{key, fingerprint, lock, lockTTL.Milliseconds()}, &got); err != nil {
+		return false, fmt.Errorf("httpfence: postgres begin: %w", err)
 	}
-	return false, fmt.Errorf("httpfence: postgres begin: %w", err)
+	return got != nil, nil
 }
 
 // read returns the outcome for the live record of key, or live == false
 // when the key has none (dead or gone).
 func (s *Store) read(ctx context.Context, key, fingerprint string) (out idemstore.Outcome, live bool, err error) {
 	var (
-		same, inFlight bool
-		leftMS         int64
+		same, inFlight *bool
+		leftMS         *int64
 		status         *int32
 		header, body   []byte
 	)
-	err = s.queryRow(ctx, s.readSQL, []any{key, fingerprint}, &same, &inFlight, &leftMS, &status, &header, &body)
+	err = s.gatedRow(ctx, s.readSQL, []any{key, fingerprint}, &same, &inFlight, &leftMS, &status, &header, &body)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return idemstore.Outcome{}, false, nil
 	case err != nil:
 		return idemstore.Outcome{}, false, fmt.Errorf("httpfence: postgres begin: read record: %w", err)
+	case same == nil:
+		return idemstore.Outcome{}, false, nil
 	}
-	out, err = s.outcome(same, inFlight, leftMS, status, header, body)
+	out, err = s.outcome(*same, *inFlight, *leftMS, status, header, body)
 	return out, err == nil, err
 }
 
@@ -470,12 +483,25 @@ func (s *Store) execLone(ctx context.Context, sql string, args ...any) (pgconn.C
 	return tag, err
 }
 
-// queryRowLone is queryRow on its own, as execLone.
-func (s *Store) queryRowLone(ctx context.Context, sql string, args []any, dest ...any) error {
-	if err := s.checkFormat(ctx); err != nil {
-		return err
+// gatedRow runs sql, which returns one row whose first column is
+// pgtx.AtReadCommitted and writes only where that holds, and scans the
+// other columns into dest: sent on its own while s.lone says so, and in a
+// READ COMMITTED transaction (queryRow) when it is not, or when sent alone
+// it ran at another level (s.lone then sends the next ones so at once).
+func (s *Store) gatedRow(ctx context.Context, sql string, args []any, dest ...any) error {
+	var readCommitted bool
+	dest = append([]any{&readCommitted}, dest...)
+	if s.lone.Try() {
+		if err := s.checkFormat(ctx); err != nil {
+			return err
+		}
+		err := pgtx.Retry(ctx, func() error { return s.db.QueryRow(ctx, sql, args...).Scan(dest...) })
+		if err != nil || readCommitted {
+			return err
+		}
+		s.lone.NotReadCommitted()
 	}
-	return pgtx.Retry(ctx, func() error { return s.db.QueryRow(ctx, sql, args...).Scan(dest...) })
+	return s.queryRow(ctx, sql, args, dest...)
 }
 
 // nilContext is the error of method op called with a nil context.
