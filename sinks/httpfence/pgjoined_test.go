@@ -32,11 +32,20 @@ import (
 // statements counts the round trips a pool makes (n): a statement sent
 // alone, or a batch (the stores pipeline a statement with its BEGIN and
 // COMMIT where it cannot be sent alone; batches counts those).
-type statements struct{ n, batches atomic.Int64 }
+type statements struct{ n, batches, raises atomic.Int64 }
 
-func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	s.n.Add(1)
+	s.countRaise(d.SQL)
 	return ctx
+}
+
+// countRaise counts the statements sent that would raise a guard: BeginFenced's
+// whole statement (its raise CTE).
+func (s *statements) countRaise(sql string) {
+	if strings.Contains(sql, "raise AS (") {
+		s.raises.Add(1)
+	}
 }
 
 func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
@@ -47,7 +56,9 @@ func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	return ctx
 }
 
-func (*statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.countRaise(d.SQL)
+}
 
 func (*statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
@@ -178,6 +189,58 @@ func TestPostgresStoreStatementsAtEveryIsolation(t *testing.T) {
 		require.EqualValues(t, 2, count.n.Load()-before, "statements for a replay")
 		require.EqualValues(t, map[bool]int{true: 0, false: 2}[rc], count.batches.Load()-batches, "batches for a replay")
 	})
+}
+
+// A holder's requests after its first are sent BeginFenced's statement
+// without the raise (the guard was at its token when the store last
+// looked). Where the guard moved on (its row pruned, or raised by a newer
+// holder) that statement claims nothing and the whole one decides: the
+// holder is admitted and the guard raised again, or refused.
+func TestPostgresBeginFencedSkipsTheRaiseForAHeldGuard(t *testing.T) {
+	t.Parallel()
+	st, f, count, pool := joinedStores(t)
+	ctx := t.Context()
+	a := fence.Holder{Scope: "job", Token: 1780000000000001, Owner: "a"}
+	begin := func(key string, h fence.Holder) (idemstore.Outcome, error) {
+		return st.BeginFenced(ctx, key, fpA, long, f, "/r", h)
+	}
+	current := func() fence.Token {
+		tok, _, err := f.Guard().Current(ctx, pool, "/r", "job")
+		require.NoError(t, err)
+		return tok
+	}
+
+	out, err := begin("k0", a)
+	require.NoError(t, err)
+	require.Equal(t, idemstore.StateNew, out.State)
+	raises := count.raises.Load()
+	out, err = begin("k1", a)
+	require.NoError(t, err)
+	require.Equal(t, idemstore.StateNew, out.State)
+	require.Zero(t, count.raises.Load()-raises, "the guard held a: no raise sent")
+
+	// The guard's row goes (as a prune would take it): the store's hint is
+	// stale. a is admitted again, and the guard raised again.
+	_, err = pool.Exec(ctx, `DELETE FROM `+f.Guard().Table().Sanitize()+` WHERE resource = '/r'`)
+	require.NoError(t, err)
+	before := count.n.Load()
+	out, err = begin("k2", a)
+	require.NoError(t, err)
+	require.Equal(t, idemstore.StateNew, out.State, "admitted: the whole statement raised the guard")
+	require.EqualValues(t, 2, count.n.Load()-before, "the statement without the raise, then the whole one")
+	require.Equal(t, a.Token, current())
+
+	// A newer holder raises the guard through another store: a is stale.
+	b := fence.Holder{Scope: "job", Token: a.Token + 1, Owner: "b"}
+	require.NoError(t, f.Accept(ctx, "/r", b))
+	_, err = begin("k3", a)
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, b.Token, stale.Current)
+	require.Equal(t, b.Token, current())
+	out, err = begin("k3", b)
+	require.NoError(t, err)
+	require.Equal(t, idemstore.StateNew, out.State, "a stale holder claimed nothing")
 }
 
 func TestPostgresBeginFenced(t *testing.T) {

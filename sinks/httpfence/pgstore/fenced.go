@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +15,6 @@ import (
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/internal/storeutil"
-	"github.com/holdfast-go/holdfast/sinks/pgfence"
 )
 
 var _ idemstore.FencedStore = (*Store)(nil)
@@ -38,6 +38,12 @@ func (s *Store) JoinsFence(fs idemstore.FenceStore) bool {
 // that one statement too: the record read, and the guard raised. A guard
 // row it raises stays locked until the statement commits, as with
 // pgfence.Guard.Check.
+//
+// A holder whose token the guard was at when this store last looked (the
+// common case: a holder sending many requests) is sent the statement
+// without the raise, which costs the server less; where the guard has
+// moved on since, that statement claims nothing and the whole one
+// decides, one round trip more (guardHints).
 //
 // A key that another request claims between the read and the claim (the
 // insert then finds its row) is looked up again with Begin; the fence was
@@ -76,8 +82,29 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 		status            *int32
 		header, body      []byte
 	)
-	err = s.gatedRow(ctx, s.fencedSQL(f.guard), []any{key, fingerprint, lock, lockTTL.Milliseconds(),
-		resource, h.Scope, int64(h.Token), h.Owner}, &claimed, &accepted, &same, &inFlight, &leftMS, &status, &header, &body)
+	args := []any{key, fingerprint, lock, lockTTL.Milliseconds(), resource, h.Scope, int64(h.Token), h.Owner}
+	dest := []any{&claimed, &accepted, &same, &inFlight, &leftMS, &status, &header, &body}
+	hint := guardHint{table: f.guard.Table().Sanitize(), resource: resource, scope: h.Scope}
+	sqls := s.fencedSQL(hint.table)
+	err = errNotHeld
+	if s.hints.at(hint, h.Token) {
+		// The guard was at h's token when this store last looked: the
+		// statement without the raise, which answers as the whole one
+		// does where the guard holds h (it raises nothing then). Where it
+		// does not (another holder raised it since, or its row went),
+		// nothing was claimed: the whole statement decides.
+		err = s.gatedRow(ctx, sqls.held, args, dest...)
+		if err == nil && !accepted {
+			s.hints.forget(hint)
+			err = errNotHeld
+		}
+	}
+	if errors.Is(err, errNotHeld) {
+		err = s.gatedRow(ctx, sqls.whole, args, dest...)
+	}
+	if err == nil && accepted {
+		s.hints.set(hint, h.Token)
+	}
 	switch {
 	case err != nil:
 		return idemstore.Outcome{}, fmt.Errorf("httpfence: postgres begin: %w", err)
@@ -149,16 +176,68 @@ func (s *Store) beginSlotScoped(ctx context.Context, key, fingerprint string, lo
 	return out, nil
 }
 
-// fencedSQL returns BeginFenced's statement for guard's table, built once
-// per table.
-func (s *Store) fencedSQL(guard *pgfence.Guard) string {
-	table := guard.Table().Sanitize()
+// errNotHeld: BeginFenced's statement without the raise found the guard
+// elsewhere than at the holder.
+var errNotHeld = errors.New("pgstore: guard not at the holder")
+
+// fencedStatements are BeginFenced's statements on one guard table: whole
+// (fencedBeginSQL) and held, the same without the raise, for a holder the
+// guard was at when the store last looked (guardHints).
+type fencedStatements struct{ whole, held string }
+
+// fencedSQL returns BeginFenced's statements for the guard table (quoted),
+// built once per table.
+func (s *Store) fencedSQL(table string) fencedStatements {
 	if q, ok := s.fenced.Load(table); ok {
-		return q.(string)
+		return q.(fencedStatements)
 	}
-	q := fencedBeginSQL(s.table, table)
+	q := fencedStatements{whole: fencedBeginSQL(s.table, table, true), held: fencedBeginSQL(s.table, table, false)}
 	s.fenced.Store(table, q)
 	return q
+}
+
+// guardHint names one fence: a guard table's row (resource, scope).
+type guardHint struct{ table, resource, scope string }
+
+// maxGuardHints bounds guardHints: past it, the hints start again empty.
+const maxGuardHints = 4096
+
+// guardHints remembers, per fence, the token the guard was last seen at
+// by this store (accepted by BeginFenced): a holder presenting it again,
+// the common case of a holder sending many requests, is sent the
+// statement without the raise, which costs the server less (an INSERT ...
+// ON CONFLICT that writes no row still opens the guard table's indexes
+// for it). It is a hint: the statement checks the guard itself, and a
+// stale hint costs one more statement, never a wrong answer. No owner is
+// kept. Safe for concurrent use.
+type guardHints struct {
+	mu sync.Mutex
+	m  map[guardHint]fence.Token
+}
+
+// at reports whether the guard of k was last seen at token t.
+func (g *guardHints) at(k guardHint, t fence.Token) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen, ok := g.m[k]
+	return ok && seen == t
+}
+
+// set records that the guard of k accepted token t.
+func (g *guardHints) set(k guardHint, t fence.Token) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil || len(g.m) >= maxGuardHints {
+		g.m = make(map[guardHint]fence.Token)
+	}
+	g.m[k] = t
+}
+
+// forget drops the hint of k.
+func (g *guardHints) forget(k guardHint) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.m, k)
 }
 
 // fencedBeginSQL is BeginFenced's statement on the record table keys and
@@ -185,7 +264,10 @@ func (s *Store) fencedSQL(guard *pgfence.Guard) string {
 //
 // Data-modifying WITH clauses run once each, to completion, whatever the
 // outer query reads; raise runs before claim, which reads its output.
-func fencedBeginSQL(keys, guard string) string {
+//
+// Without raise (withRaise false), accepted is held alone: the statement
+// for a holder the guard is expected to hold already (guardHints).
+func fencedBeginSQL(keys, guard string, withRaise bool) string {
 	raise := fencerule.Upsert{
 		Table:     guard,
 		Columns:   "resource, scope, token, owner, updated_at",
@@ -195,16 +277,22 @@ func fencedBeginSQL(keys, guard string) string {
 		Set:       "updated_at = now()",
 		Returning: "f.token",
 	}.SQL()
+	raiseAndAccepted := `, accepted AS (
+  SELECT FROM held
+)`
+	if withRaise {
+		raiseAndAccepted = `, raise AS (
+` + raise + `
+), accepted AS (
+  SELECT FROM raise UNION ALL SELECT FROM held
+)`
+	}
 	return `WITH cur AS (
   SELECT fingerprint = $2 AS same, lock_id IS NOT NULL AS in_flight, ` + lockLeftSQL + ` AS left_ms, status, header, body
     FROM ` + keys + ` WHERE key = $1 AND expires_at > now()
 ), held AS (
   SELECT FROM ` + guard + ` WHERE resource = $5 AND scope = $6 AND token = $7 AND owner = $8
-), raise AS (
-` + raise + `
-), accepted AS (
-  SELECT FROM raise UNION ALL SELECT FROM held
-), claim AS (
+)` + raiseAndAccepted + `, claim AS (
   INSERT INTO ` + keys + ` AS k (key, fingerprint, lock_id, expires_at)
   SELECT $1, $2, $3, now() + $4::bigint * interval '1 millisecond'
    WHERE ` + pgtx.AtReadCommitted + ` AND NOT EXISTS (SELECT FROM cur) AND EXISTS (SELECT FROM accepted)

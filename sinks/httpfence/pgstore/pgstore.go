@@ -119,7 +119,8 @@ type Store struct {
 	db     DB
 	schema string
 	table  string   // quoted, schema-qualified
-	fenced sync.Map // guard table (quoted) -> BeginFenced's statement
+	fenced sync.Map // guard table (quoted) -> BeginFenced's fencedStatements
+	hints  guardHints
 	// Statements, built once with the quoted table name.
 	insertSQL, readSQL, takeoverSQL           string
 	completeSQL, abandonSQL, deleteExpiredSQL string
