@@ -3,13 +3,10 @@ package pglease_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/internal/pgtest"
@@ -41,12 +38,13 @@ func pgStore(t *testing.T, isolation string) leasedrivertest.Store {
 	t.Helper()
 	pool := shared.Pool(t) // the suite's own reads and writes
 	schema := shared.Schema(t, "pglease_test_")
-	db := &countingDB{Pool: shared.PoolAt(t, isolation)}
+	db := &splitDB{Pool: shared.PoolAt(t, isolation)} // sends statements alone, as a pool does
 	b, err := pglease.New(db, pglease.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, b.Migrate(t.Context()))
 	table := pgx.Identifier{schema, "leases"}.Sanitize()
-	before := db.n.Load() // Migrate is not the Clients'
+	sent := func() int64 { return db.alone.Load() + db.batches.Load() }
+	before := sent() // Migrate is not the Clients'
 	return leasedrivertest.Store{
 		NewClient: func(t *testing.T, opts lease.Options) *lease.Client {
 			t.Helper()
@@ -78,36 +76,7 @@ func pgStore(t *testing.T, isolation string) leasedrivertest.Store {
 			}
 			return holder, err
 		},
-		Commands:              func() int64 { return db.n.Load() - before },
+		Commands:              func() int64 { return sent() - before },
 		NoReleaseNotification: true,
 	}
-}
-
-// countingDB counts the round trips made through it. It sends statements
-// alone too (Query, QueryRow), as a pool does, so the suite runs the
-// Backend's statements sent alone where the default level is READ
-// COMMITTED, and in batches at the other levels.
-type countingDB struct {
-	*pgxpool.Pool
-	n atomic.Int64
-}
-
-func (d *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	d.n.Add(1)
-	return d.Pool.Query(ctx, sql, args...)
-}
-
-func (d *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	d.n.Add(1)
-	return d.Pool.QueryRow(ctx, sql, args...)
-}
-
-func (d *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	d.n.Add(1)
-	return d.Pool.Exec(ctx, sql, args...)
-}
-
-func (d *countingDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	d.n.Add(1)
-	return d.Pool.SendBatch(ctx, b)
 }
