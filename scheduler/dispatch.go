@@ -50,13 +50,18 @@ func (s *Scheduler) dispatch() {
 			s.noticeSteps(slept, now)
 		}
 		due := s.popDue(now)
-		wait := maxSleep
-		if s.queue.Len() > 0 {
-			wait = min(s.queue[0].at.Sub(now), maxSleep)
-		}
 		s.mu.Unlock()
 		s.triggerAll(due)
 		s.mu.Lock()
+		// The sleep is measured from now, not from the reading before
+		// triggerAll: the clock may have moved meanwhile (a fake one by a
+		// whole step), and a head that came due then must not wait for a
+		// timer set a step too far.
+		now = s.clock.Now()
+		wait := maxSleep
+		if s.queue.Len() > 0 {
+			wait = max(min(s.queue[0].at.Sub(now), maxSleep), 0)
+		}
 		slept = parkedAt{at: now, wait: wait, timer: timer}
 		timer.Reset(wait)
 		s.parked = slept
