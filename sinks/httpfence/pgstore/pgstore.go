@@ -125,8 +125,8 @@ type Store struct {
 	insertSQL, readSQL, takeoverSQL           string
 	completeSQL, abandonSQL, deleteExpiredSQL string
 	format                                    formatver.Gate // the stored format, checked on first use
-	// lone: send BeginFenced's and Complete's statements on their own
-	// (gated on pgtx.AtReadCommitted) until one finds another level.
+	// lone: send Begin's, BeginFenced's and Complete's statements on their
+	// own (gated on pgtx.AtReadCommitted) until one finds another level.
 	lone pgtx.Lone
 }
 
