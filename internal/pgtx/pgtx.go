@@ -21,8 +21,9 @@
 // COMMITTED it can be sent on its own, without Batch's BEGIN and COMMIT:
 // the same transaction at the same level, with two statements fewer for
 // the server and less client work (pgx v5.12 makes 4 allocations for an
-// INSERT sent alone, 45 for the same INSERT in Batch). Lone remembers when the default is
-// another level, so that such statements go through Batch from then on.
+// INSERT sent alone, 45 for the same INSERT in Batch). Lone remembers
+// when the default is another level, so that such statements go through
+// Batch from then on.
 //
 // Both retry a serialization failure (40001) or a deadlock (40P01): the
 // transaction was rolled back, so running it again is safe. At most
@@ -117,7 +118,8 @@ func Batch(ctx context.Context, db Batcher, queue func(b *pgx.Batch)) error {
 			// The COMMIT ran, so the transaction is closed: Rollback sends
 			// nothing and only gives the pool its connection back, so it
 			// needs none of rollback's timer (a timer and a wake-up of the
-			// runtime per statement: 8% of a batched INSERT's client CPU profile).
+			// runtime per statement: 8% of a batched INSERT's client CPU
+			// profile).
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		default:
 			rollback(ctx, tx)

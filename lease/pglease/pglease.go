@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"regexp"
 	"strings"
 	"time"
@@ -255,25 +256,28 @@ func (b *Backend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
 type held struct{ name, owner string }
 
 func (b *Backend) renewed(ctx context.Context, names, owners []string, ttls []int64) (map[held]bool, error) {
-	out := make(map[held]bool, len(names))
-	collect := func(rows pgx.Rows) error {
+	// collect adds the (name, owner) of each row to into.
+	collect := func(rows pgx.Rows, into map[held]bool) error {
 		defer rows.Close()
 		for rows.Next() {
 			var h held
 			if err := rows.Scan(&h.name, &h.owner); err != nil {
 				return err
 			}
-			out[h] = true
+			into[h] = true
 		}
 		return rows.Err()
 	}
-	if q := b.alone(); q != nil {
+	out := make(map[held]bool, len(names))
+	alone := b.alone()
+	if alone != nil {
 		err := pgtx.Retry(ctx, func() error {
-			rows, err := q.Query(ctx, b.sql.renew, names, owners, ttls)
+			clear(out) // an attempt that failed renewed nothing
+			rows, err := alone.Query(ctx, b.sql.renew, names, owners, ttls)
 			if err != nil {
 				return err
 			}
-			return collect(rows)
+			return collect(rows, out)
 		})
 		if err != nil {
 			return nil, err
@@ -291,16 +295,20 @@ func (b *Backend) renewed(ctx context.Context, names, owners []string, ttls []in
 		}
 		names, owners, ttls = pick(names, again), pick(owners, again), pick(ttls, again)
 	}
-	before := len(out)
+	var got map[held]bool
 	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
-		batch.Queue(b.sql.renew, names, owners, ttls).Query(collect)
+		batch.Queue(b.sql.renew, names, owners, ttls).Query(func(rows pgx.Rows) error {
+			got = make(map[held]bool, len(names)) // per attempt
+			return collect(rows, got)
+		})
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(out) > before && b.lone.Try() && b.direct != nil {
+	if len(got) > 0 && alone != nil {
 		b.lone.NotReadCommitted() // renewed here, not alone: another level
 	}
+	maps.Copy(out, got)
 	return out, nil
 }
 
