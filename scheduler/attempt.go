@@ -152,6 +152,14 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	// fence, not the context, decides whether it is still ours to make.
 	var err error
 	if last && s.joiner != nil && !s.dueAfter(h.u, f) {
+		// The claim ends with this step: its place goes back to the
+		// pool, and where finishes are joined (off Cluster: claim groups
+		// are marked there too) the step waits for the batch claims
+		// being sent (claimGate).
+		h.place.giveBack()
+		if s.grouped {
+			s.claims.wait(s.life.run.Done())
+		}
 		released, err = true, s.finishRelease(context.WithoutCancel(ctx), h, run.Slot, n, o)
 	} else {
 		err = s.cfg.Ledger.Finish(context.WithoutCancel(ctx), run.Slot, h.fence, n, o, s.clock.Now())

@@ -16,8 +16,9 @@ import (
 
 // claim tries to take u's lease. The replica that gets it works, in order
 // and under that one lease, through everything due for u (see plan.go).
-// Other replicas skip: the holder does their slot too.
-func (s *Scheduler) claim(u *unit, req claimReq) {
+// Other replicas skip: the holder does their slot too. p is the claim's
+// place in the pool.
+func (s *Scheduler) claim(u *unit, req claimReq, p *place) {
 	if req.followUp && s.recorded(u, req.fire.At) {
 		return
 	}
@@ -33,7 +34,9 @@ func (s *Scheduler) claim(u *unit, req claimReq) {
 		s.claimSkipped(u, req, err)
 		return
 	}
-	s.claimHeld(s.newHold(u, l), req, seen, nil)
+	h := s.newHold(u, l)
+	h.place = p
+	s.claimHeld(h, req, seen, nil)
 }
 
 // recoveryNeeded reads u's State without its lease and reports whether

@@ -204,7 +204,6 @@ func (s *Scheduler) trigger(e *entry) {
 			s.idle(e.u)
 			return
 		}
-		defer func() { <-s.sem }()
 		s.unitLoop(e, nil, nil)
 	})
 }
@@ -260,8 +259,10 @@ func (s *Scheduler) claimGroups(es []*entry) [][]*entry {
 // joined ledger tells of the other units which ones are held, and leaves
 // the free ones untried: they go first in the next batch), hands each
 // lease won to a claim and gives the other places back, until every
-// group is done or claiming stops.
+// group is done or claiming stops. The outcomes of the runs that end
+// their claims meanwhile wait for it (claimGate).
 func (s *Scheduler) claimBatches(ttl time.Duration, groups [][]*entry) {
+	defer s.claims.enter()()
 	units := 0
 	for _, g := range groups {
 		units += len(g)
@@ -293,10 +294,7 @@ func (s *Scheduler) claimBatches(ttl time.Duration, groups [][]*entry) {
 			case errs[i] == nil:
 				k--
 				h, p := s.newHold(e.u, leases[i]), pre[i]
-				s.wg.Go(func() {
-					defer func() { <-s.sem }()
-					s.unitLoop(e, &h, p)
-				})
+				s.wg.Go(func() { s.unitLoop(e, &h, p) })
 			case errors.Is(errs[i], leasedriver.ErrNotTried):
 				untried = append(untried, i)
 			default:
@@ -339,7 +337,6 @@ func (s *Scheduler) runAgain(next *entry, placed bool) {
 				return
 			}
 		}
-		defer func() { <-s.sem }()
 		s.unitLoop(next, nil, nil)
 	})
 }
@@ -365,21 +362,30 @@ func (s *Scheduler) takePlaces(n int) int {
 }
 
 // unitLoop claims e's unit, then again for every fire or wake-up that
-// arrived meanwhile, and marks the unit idle. The caller holds a place in
-// the pool. held, when not nil, is the unit's lease, already acquired for
-// e's fire, and pre the ledger's answer to its fast request (nil: none
-// made).
+// arrived meanwhile, and marks the unit idle. The caller took a place in
+// the pool, which unitLoop gives back (a run that ends its claim gives it
+// back early, see place) and takes again for each claim after the first.
+// held, when not nil, is the unit's lease, already acquired for e's fire,
+// and pre the ledger's answer to its fast request (nil: none made).
 func (s *Scheduler) unitLoop(e *entry, held *hold, pre *ledger.BeginResult) {
+	p := &place{s: s, held: true}
+	defer p.giveBack()
 	for {
 		if held != nil {
 			seen := s.noteSeen(e.u, e.req)
-			s.claimHeld(*held, e.req, seen, pre)
+			h := *held
+			h.place = p
+			s.claimHeld(h, e.req, seen, pre)
 			held = nil
 		} else {
-			s.claim(e.u, e.req)
+			s.claim(e.u, e.req, p)
 		}
 		next, ok := s.again(e.u)
 		if !ok {
+			return
+		}
+		if !p.take() {
+			s.idle(e.u)
 			return
 		}
 		e = next

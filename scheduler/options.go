@@ -37,7 +37,10 @@ type Options struct {
 	// Observer receives measurements (see scheduler/schedprom).
 	Observer Observer
 	// MaxConcurrentClaims bounds how many (job, partition) claims run at
-	// once on this replica. Default 64.
+	// once on this replica, their runs included. Default 64. A run that
+	// ends its claim leaves the pool when its job function returns,
+	// before its outcome is recorded (which may wait for the batch
+	// claims under way, see the package doc).
 	MaxConcurrentClaims int
 	// Clock is the time source of every decision: slot timers, lateness,
 	// retry times, heartbeats, Job.Timeout, and the now passed to every

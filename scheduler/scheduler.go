@@ -69,7 +69,7 @@ func New(cfg Options) (*Scheduler, error) {
 		joiner: joiner, grouped: ok && marker.MarksClaimGroups(), tr: newTracer(cfg.TracerProvider),
 		life: lifetime{claim: context.Background(), run: context.Background()},
 		jobs: map[string]*registered{}, units: map[unitKey]*unit{},
-		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims),
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims), claims: new(claimGate),
 		stopped: make(chan struct{}),
 	}, nil
 }

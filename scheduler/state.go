@@ -58,6 +58,7 @@ type Scheduler struct {
 	grouped bool               // the joiner marks claim groups (ledger.ClaimGroupMarker)
 
 	sem         chan struct{}
+	claims      *claimGate // the batch claims under way, which outcomes wait for (place.go)
 	life        lifetime
 	claimCancel context.CancelFunc // stops claiming
 	runCancel   context.CancelFunc // cancels running jobs
@@ -192,6 +193,7 @@ type hold struct {
 	l     *lease.Lease
 	fence ledger.Fence
 	tctx  context.Context // l's context with the claim's span (trace.go); nil: l's context
+	place *place          // the claim's place in the pool (nil: none to give back)
 }
 
 // newHold returns the hold of l on u. Its fence carries the replica's

@@ -5,7 +5,7 @@
 // Cluster it starts, then a peer, go-co-op/gocron v2 with a bsm/redislock
 // Locker, on the same jobs. It prints:
 //
-//	bench: scheduler slots=10000 replicas=3 claim_all_ms=<x> lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n>
+//	bench: scheduler slots=10000 replicas=3 claim_all_ms=<x> finish_all_ms=<x> lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n>
 //	bench: scheduler_peer gocron slots=10000 replicas=3 skew_ms=0,+300,-300 lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n>
 //	bench: scheduler roundtrips acquire_per_slot_per_replica=<x> total_per_slot=<x>
 //	bench: scheduler cpu redis_ms=<x> redis_us_per_slot=<x> schedulers_ms=<x>
@@ -14,6 +14,11 @@
 //	bench: scheduler_second slots=10000 ... redis_us_per_slot=<x>
 //	bench: scheduler slots=1000 ... redis_us_per_slot=<x>
 //	bench: scheduler_cluster masters=3 slots=10000 ... redis_us_per_slot=<x>
+//
+// claim_all_ms is the time from the slot until its last run started,
+// finish_all_ms until its last run's outcome was recorded (counted with an
+// Observer's RunCompleted); the Redis and schedulers' CPU are measured
+// from 200 ms before the slot until then.
 //
 // scheduler_second is the same units' next slot, 5 s after the first
 // (the jobs fire every 5 s): the slot of a recurring job whose records
@@ -54,7 +59,7 @@ func main() {
 	claims := flag.Int("claims", 256, "MaxConcurrentClaims per instance")
 	only := flag.String("only", "", "run one case only: scheduler, peer, small, cluster")
 	flag.BoolVar(&commandStats, "commandstats", false, "print the server's INFO commandstats and stats of the 10,000-slot case's slot (reset 200 ms before it)")
-	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the 10,000-slot case's slot (from its start until every run started) to this file")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the 10,000-slot case's slot (from its start until every run was recorded) to this file")
 	flag.Parse()
 	if err := run(*jobs, *parts, *replicas, *claims, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "schedbench:", err)
@@ -255,7 +260,7 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 		res.print("scheduler", nReplicas)
 		fmt.Printf("bench: scheduler roundtrips acquire_per_slot_per_replica=%.2f total_per_slot=%.2f\n",
 			float64(res.acquires)/float64(res.slots*nReplicas), float64(res.roundTrips)/float64(res.slots))
-		fmt.Printf("bench: scheduler cpu redis_ms=%.0f redis_us_per_slot=%.1f schedulers_ms=%.0f (from 200 ms before the slot until every run started)\n",
+		fmt.Printf("bench: scheduler cpu redis_ms=%.0f redis_us_per_slot=%.1f schedulers_ms=%.0f (from 200 ms before the slot until every run was recorded)\n",
 			ms(res.redisCPU), us(res.redisCPU)/float64(res.slots), ms(res.procCPU))
 		fmt.Printf("bench: scheduler memory bytes_per_registered_job=%.0f bytes_per_job_partition=%.0f (%d partitions)\n",
 			res.perJob, res.perUnit, nParts)
@@ -341,7 +346,8 @@ func clusterTarget(masters int) (target, func(), error) {
 // result is one run of holdfast's case.
 type result struct {
 	slots, runs, dups    int
-	claimAll             time.Duration
+	claimAll             time.Duration // from the slot until its last run started
+	finishAll            time.Duration // from the slot until its last run was recorded (Observer.RunCompleted)
 	p50, p99             float64
 	redisCPU, procCPU    time.Duration
 	acquires, roundTrips int64
@@ -361,8 +367,8 @@ func (r result) print(name string, replicas int) {
 	if r.floor > 0 {
 		ratio = fmt.Sprintf(" ratio_vs_floor=%.2f", us(r.redisCPU)/float64(r.slots)/us(r.floor))
 	}
-	fmt.Printf("bench: %s slots=%d replicas=%d claim_all_ms=%.0f lag_p50_ms=%.1f lag_p99_ms=%.1f runs=%d duplicates=%d redis_us_per_slot=%.1f%s\n",
-		name, r.slots, replicas, ms(r.claimAll), r.p50, r.p99, r.runs, r.dups, us(r.redisCPU)/float64(r.slots), ratio)
+	fmt.Printf("bench: %s slots=%d replicas=%d claim_all_ms=%.0f finish_all_ms=%.0f lag_p50_ms=%.1f lag_p99_ms=%.1f runs=%d duplicates=%d redis_us_per_slot=%.1f%s\n",
+		name, r.slots, replicas, ms(r.claimAll), ms(r.finishAll), r.p50, r.p99, r.runs, r.dups, us(r.redisCPU)/float64(r.slots), ratio)
 }
 
 // floorRuns is how many times runFloor measures the floor: its figure is
@@ -461,6 +467,7 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 		spec, end = fmt.Sprintf("*/%d * * * * *", int(secondGap/time.Second)), start.Add(secondGap+time.Second)
 	}
 	rec, rec2 := newRecorder(slots), newRecorder(slots)
+	done := newCompletions(slots, 2*slots)
 	fn := func(_ context.Context, r scheduler.Run) error {
 		if r.At.Equal(start) {
 			rec.add(r.IdempotencyKey, time.Since(r.At))
@@ -491,7 +498,7 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 		if err != nil {
 			return result{}, err
 		}
-		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger, MaxConcurrentClaims: claims})
+		s, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ledger, MaxConcurrentClaims: claims, Observer: done})
 		if err != nil {
 			return result{}, err
 		}
@@ -558,18 +565,19 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 	}
 	timeout := time.NewTimer(2 * time.Minute)
 	defer timeout.Stop()
-	select {
-	case <-rec.all:
+	switch {
+	case waitAll(timeout.C, rec.all, done.at[0]):
 		if profile != "" {
 			pprof.StopCPUProfile()
 		}
 		res.redisCPU, res.procCPU = t.redisCPU(ctx)-redisCPU0, processCPU()-procCPU0
+		res.finishAll = time.Since(start)
 		if stats {
 			t.commandStats(ctx, false)
 		}
-	case <-timeout.C:
+	default:
 		n, _, _, _, _ := rec.figures()
-		return result{}, fmt.Errorf("only %d of %d slots ran within 2 minutes", n, slots)
+		return result{}, fmt.Errorf("only %d of %d slots ran and %d were recorded within 2 minutes", n, slots, done.count())
 	}
 	// Runs of a slot beyond its first would come within a claim's
 	// round trips: wait for a quiet spell before counting.
@@ -588,17 +596,17 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 		redisCPU0, procCPU0 := t.redisCPU(ctx), processCPU()
 		timeout := time.NewTimer(2 * time.Minute)
 		defer timeout.Stop()
-		select {
-		case <-rec2.all:
+		switch {
+		case waitAll(timeout.C, rec2.all, done.at[1]):
 			if stats {
 				fmt.Println("# the second slot (statistics reset 200 ms before it):")
 				t.commandStats(ctx, false)
 			}
-		case <-timeout.C:
+		default:
 			n, _, _, _, _ := rec2.figures()
-			return result{}, fmt.Errorf("second slot: only %d of %d slots ran within 2 minutes", n, slots)
+			return result{}, fmt.Errorf("second slot: only %d of %d slots ran and %d were recorded within 2 minutes", n, slots, done.count()-slots)
 		}
-		s2 := result{redisCPU: t.redisCPU(ctx) - redisCPU0, procCPU: processCPU() - procCPU0}
+		s2 := result{redisCPU: t.redisCPU(ctx) - redisCPU0, procCPU: processCPU() - procCPU0, finishAll: time.Since(at)}
 		rec2.quiet(300*time.Millisecond, time.Now().Add(5*time.Second))
 		s2.slots, s2.runs, s2.dups, s2.p50, s2.p99 = rec2.figures()
 		s2.claimAll = rec2.last.Sub(at)

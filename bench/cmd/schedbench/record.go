@@ -4,6 +4,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/holdfast-go/holdfast/scheduler"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // recorder counts runs from the job side: each run records its slot (job,
@@ -85,4 +88,65 @@ func (r *recorder) quietCh(d time.Duration, limit time.Time) <-chan struct{} {
 		r.quiet(d, limit)
 	}()
 	return done
+}
+
+// completions is the schedulers' Observer: it counts the attempts
+// recorded (RunCompleted, called once the ledger took the outcome) and
+// closes at[i] when the count reaches the i-th of its wants.
+type completions struct {
+	scheduler.Observer // the rest of the interface: never called (a nil Observer's methods would panic)
+	mu                 sync.Mutex
+	n                  int
+	wants              []int
+	at                 []chan struct{}
+}
+
+func newCompletions(wants ...int) *completions {
+	c := &completions{wants: wants, Observer: nopObserver{}}
+	for range wants {
+		c.at = append(c.at, make(chan struct{}))
+	}
+	return c
+}
+
+func (c *completions) RunCompleted(string, ledger.Status, time.Duration, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	for i, w := range c.wants {
+		if c.n == w {
+			close(c.at[i])
+		}
+	}
+}
+
+func (c *completions) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// nopObserver is an Observer that does nothing.
+type nopObserver struct{}
+
+func (nopObserver) RunStarted(string, time.Duration)                             {}
+func (nopObserver) RunCompleted(string, ledger.Status, time.Duration, time.Time) {}
+func (nopObserver) ClaimConflict(string)                                         {}
+func (nopObserver) StaleRejected(string)                                         {}
+func (nopObserver) SlotSkipped(string, ledger.Status)                            {}
+func (nopObserver) RunFailed(string, ledger.ErrorClass, bool)                    {}
+func (nopObserver) LedgerError(string, string)                                   {}
+func (nopObserver) LedgerReset(string)                                           {}
+
+// waitAll waits until every one of chs is closed and reports true, or
+// false when timeout comes first.
+func waitAll(timeout <-chan time.Time, chs ...<-chan struct{}) bool {
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-timeout:
+			return false
+		}
+	}
+	return true
 }
