@@ -451,7 +451,8 @@ func (s *Scheduler) ledgerRefused(ctx context.Context, slot ledger.Slot, step st
 // TTL has passed since the first try (the key expired on its own) or the
 // scheduler stops past its grace period.
 func (s *Scheduler) release(l *lease.Lease) {
-	ctx := context.WithoutCancel(s.life.run)
+	run := s.life.run // the retries end with this lifetime's runs, not a later one's
+	ctx := context.WithoutCancel(run)
 	if releaseAnswered(l.Release(ctx)) {
 		return
 	}
@@ -465,7 +466,7 @@ func (s *Scheduler) release(l *lease.Lease) {
 			timer := s.clock.NewTimer(wait)
 			select {
 			case <-timer.C():
-			case <-s.life.run.Done():
+			case <-run.Done():
 				timer.Stop()
 				return
 			}
