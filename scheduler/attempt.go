@@ -155,7 +155,7 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 		// The claim ends with this step: its place goes back to the
 		// pool, and where finishes are joined (off Cluster: claim groups
 		// are marked there too) the step waits for the batch claims
-		// being sent (claimGate).
+		// under way (claimGate).
 		h.place.giveBack()
 		if s.grouped {
 			s.claims.wait(s.life.run.Done())
