@@ -2,6 +2,7 @@ package autopipe
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -98,10 +99,14 @@ func TestClusterJoinsCallsPerMaster(t *testing.T) {
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range calls {
-				key := "k" + string(rune('a'+g)) + string(rune('a'+i%26)) + string(rune('a'+i/26))
+				key := fmt.Sprintf("k%d-%d", g, i)
 				cmd := redis.NewCmd(ctx, "eval", "return KEYS[1]", 1, key)
-				if err := p.Process(ctx, cmd); err != nil || cmd.Val() != key {
+				if err := p.Process(ctx, cmd); err != nil {
 					errs <- err
+					return
+				}
+				if cmd.Val() != key {
+					errs <- fmt.Errorf("call for %s answered %v", key, cmd.Val())
 					return
 				}
 			}
@@ -110,7 +115,7 @@ func TestClusterJoinsCallsPerMaster(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		require.NoError(t, err, "a call got another's answer or an error")
+		require.NoError(t, err, "every call gets its own answer")
 	}
 	require.True(t, p.Idle())
 
