@@ -104,7 +104,8 @@ func TestPostgresStoreJoinsAFenceOnItsPool(t *testing.T) {
 }
 
 // A new key costs two statements: the joined claim and fence check, then
-// Complete; a replay (with its fence raise) one.
+// Complete; a replay (with its fence raise) one, or two for a holder the
+// guard is at already (the claim alone finds the key first).
 func TestPostgresNewKeyIsTwoStatements(t *testing.T) {
 	t.Parallel()
 	pgtest.EachIsolation(t, func(t *testing.T, iso string) {
@@ -145,9 +146,12 @@ func TestPostgresNewKeyIsTwoStatements(t *testing.T) {
 		tok, _, err := f.Guard().Current(t.Context(), pool, "/settle", "")
 		require.NoError(t, err)
 		require.Equal(t, fence.Token(1780000000000002), tok, "the replay raised the fence")
+		// The guard is at the holder now: at READ COMMITTED its replay is
+		// the claim alone first (which finds the key), then the whole
+		// statement; at another level the whole statement alone.
 		before = count.n.Load()
 		require.Equal(t, http.StatusCreated, serve(`"k0"`, "1780000000000002"))
-		require.EqualValues(t, 1, count.n.Load()-before, "the first key was completed too: a replay")
+		require.EqualValues(t, map[bool]int{true: 2, false: 1}[rc], count.n.Load()-before, "the first key was completed too: a replay")
 	})
 }
 
@@ -191,8 +195,8 @@ func TestPostgresStoreStatementsAtEveryIsolation(t *testing.T) {
 	})
 }
 
-// A holder's requests after its first are sent BeginFenced's statement
-// without the raise (the guard was at its token when the store last
+// A holder's requests after its first are sent the claim alone, gated on
+// the guard holding it (the guard was at its token when the store last
 // looked). Where the guard moved on (its row pruned, or raised by a newer
 // holder) that statement claims nothing and the whole one decides: the
 // holder is admitted and the guard raised again, or refused.
@@ -227,7 +231,7 @@ func TestPostgresBeginFencedSkipsTheRaiseForAHeldGuard(t *testing.T) {
 	out, err = begin("k2", a)
 	require.NoError(t, err)
 	require.Equal(t, idemstore.StateNew, out.State, "admitted: the whole statement raised the guard")
-	require.EqualValues(t, 2, count.n.Load()-before, "the statement without the raise, then the whole one")
+	require.EqualValues(t, 2, count.n.Load()-before, "the claim alone, then the whole statement")
 	require.Equal(t, a.Token, current())
 
 	// A newer holder raises the guard through another store: a is stale.
@@ -241,6 +245,46 @@ func TestPostgresBeginFencedSkipsTheRaiseForAHeldGuard(t *testing.T) {
 	out, err = begin("k3", b)
 	require.NoError(t, err)
 	require.Equal(t, idemstore.StateNew, out.State, "a stale holder claimed nothing")
+}
+
+// A holder the guard is at already meets every kind of record through the
+// claim alone (which claims nothing where the key has a record) and then
+// the whole statement: in flight, another fingerprint, completed (a
+// replay), and dead (taken over); each answered as the whole statement
+// alone would.
+func TestPostgresHeldHolderMeetsEveryRecord(t *testing.T) {
+	t.Parallel()
+	st, f, count, _ := joinedStores(t)
+	ctx := t.Context()
+	a := fence.Holder{Scope: "job", Token: 1780000000000001, Owner: "a"}
+	begin := func(key, fp string, ttl time.Duration, want idemstore.State, statements int64) idemstore.Outcome {
+		t.Helper()
+		before := count.n.Load()
+		out, err := st.BeginFenced(ctx, key, fp, ttl, f, "/held", a)
+		require.NoError(t, err)
+		require.Equal(t, want, out.State, "key %s", key)
+		require.Equal(t, statements, count.n.Load()-before, "statements for key %s", key)
+		return out
+	}
+	// The whole statement (no hint yet), after the format checks of the
+	// store and of the guard (a SELECT each), once.
+	begin("first", fpA, long, idemstore.StateNew, 3)
+	live := begin("live", fpA, long, idemstore.StateNew, 1) // the claim alone
+	begin("live", fpA, long, idemstore.StateInFlight, 2)
+	begin("live", "other", long, idemstore.StateMismatch, 2)
+	require.NoError(t, st.Complete(ctx, "live", live.Lock, &idemstore.Response{Status: 201, Body: []byte("ok")}, long))
+	replay := begin("live", fpA, long, idemstore.StateCompleted, 2)
+	require.Equal(t, []byte("ok"), replay.Response.Body)
+	crashed := begin("crashed", fpA, short, idemstore.StateNew, 1)
+	testwait.Until(t, waitLimit, "the crashed claim's lock TTL passed", func() bool {
+		out, err := st.BeginFenced(ctx, "crashed", fpA, long, f, "/held", a)
+		require.NoError(t, err)
+		if out.State != idemstore.StateNew {
+			return false
+		}
+		require.NotEqual(t, crashed.Lock, out.Lock, "taken over with a new lock")
+		return true
+	})
 }
 
 func TestPostgresBeginFenced(t *testing.T) {

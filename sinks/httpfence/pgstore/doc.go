@@ -14,8 +14,10 @@
 //
 // A Store and a Fence on the same pool are joined (Store.JoinsFence,
 // idemstore.FencedStore): the middleware then claims a new key and checks
-// its fence in one statement (Store.BeginFenced), and answers a replay and
-// raises the fence in one, so a request with a new key costs two
-// statements (that one and Complete) where Begin and Accept apart cost
-// three.
+// its fence in one statement (Store.BeginFenced), so a request with a new
+// key costs two statements (that one and Complete) where Begin and Accept
+// apart cost three. For a holder the guard is at already (the common
+// case) that statement is an INSERT whose source is the guard's row; a
+// replay, which it finds, takes one statement more, the one that answers
+// it and raises the fence (one in all for another holder).
 package pgstore
