@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/holdfast-go/holdfast/clock"
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/logattr"
 	"github.com/holdfast-go/holdfast/internal/retry"
@@ -376,9 +377,11 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fe
 		every = min(every, time.Second)
 	}
 	quit, done := make(chan struct{}), make(chan struct{})
+	tick := s.clock.NewTimer(every)
+	s.beat(tick, true)
 	go func() {
 		defer close(done)
-		tick := s.clock.NewTimer(every)
+		defer s.beat(tick, false)
 		defer tick.Stop()
 		for {
 			select {
@@ -388,6 +391,9 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fe
 				return
 			case <-tick.C():
 			}
+			// At work (quiet) from here to the answer's handling: counted
+			// before the timer is armed again.
+			s.active.Add(1)
 			tick.Reset(every)
 			err := s.cfg.Ledger.Heartbeat(ctx, slot, f, attempt, s.clock.Now())
 			switch {
@@ -400,9 +406,24 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fe
 			case err != nil && ctx.Err() == nil:
 				s.ledgerRefused(ctx, slot, opHeartbeat, err)
 			}
+			s.active.Add(-1)
 		}
 	}()
 	return func() { close(quit); <-done }
+}
+
+// beat adds the timer of a heartbeat to s.beats (on), or takes it out.
+func (s *Scheduler) beat(t clock.Timer, on bool) {
+	s.beatMu.Lock()
+	defer s.beatMu.Unlock()
+	if !on {
+		delete(s.beats, t)
+		return
+	}
+	if s.beats == nil {
+		s.beats = map[clock.Timer]struct{}{}
+	}
+	s.beats[t] = struct{}{}
 }
 
 type panicError struct{ v any }

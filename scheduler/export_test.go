@@ -10,7 +10,8 @@ import (
 func (s *Scheduler) Quiet() (idle bool, busy int64) { return s.quiet() }
 
 // quiet reports whether s's dispatcher is idle: it sleeps on a timer that
-// has not fired, with no wake-up pending and nothing due in the queue. busy
+// has not fired, with no wake-up pending and nothing due in the queue, and
+// no heartbeat's timer has fired unanswered. busy
 // counts the claims and OverlapAllow runs in flight that are not asleep on
 // the clock: a test that knows how many of its job functions are blocked
 // (held) treats s as settled when idle and busy == held.
@@ -23,6 +24,15 @@ func (s *Scheduler) quiet() (idle bool, busy int64) {
 		panic("scheduler: quiet needs a fake clock")
 	}
 	busy = s.active.Load() - s.waiting.Load()
+	s.beatMu.Lock()
+	for t := range s.beats {
+		if !fake.Armed(t) {
+			// Fired: the heartbeat is at work, or about to count itself.
+			s.beatMu.Unlock()
+			return false, busy
+		}
+	}
+	s.beatMu.Unlock()
 	switch {
 	case s.parked.timer == nil, !fake.Armed(s.parked.timer), s.woken:
 		// s.woken, not len(s.wake): a dispatcher that took the wake-up

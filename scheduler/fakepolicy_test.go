@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
+	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 )
 
 // The policy tests on fake time: each runs against every ledger
@@ -185,6 +186,46 @@ func TestFakeTimeOverlapCancelOther(t *testing.T) {
 		require.Equal(t, ledger.ClassInterrupted, a.Class)
 		require.Contains(t, a.Error, "replaced by a newer slot")
 		require.Equal(t, ledger.StatusSucceeded, r.record("replace", utc(10, 1, 0)).Status)
+	})
+}
+
+// slowBeats is the Redis ledger with every heartbeat answered late (in real
+// time): a slow server, or a host too busy to run the heartbeat at once.
+type slowBeats struct {
+	*redisledger.Ledger
+	delay time.Duration
+}
+
+func (l slowBeats) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
+	err := l.Ledger.Heartbeat(ctx, s, f, attempt, now)
+	time.Sleep(l.delay) // the latency injected, not a wait for an event
+	return err
+}
+
+// OverlapCancelOther with heartbeats that take real time: the test rig
+// settles only once a heartbeat whose timer fired has been answered, so
+// the replacement is seen on the scheduler's clock as it would be with
+// fast heartbeats (the fake clock does not run ahead of the heartbeat).
+// Control: without the heartbeats counted in quiet (attempt.go's beats and
+// active), the clock reached 10:01:03 with the 10:01 slot not run.
+func TestFakeTimeOverlapCancelOtherSlowHeartbeat(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(10, 0, 50), func(t *testing.T, r *rig) {
+		rl, ok := r.ledger.(*redisledger.Ledger)
+		if !ok {
+			t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
+		}
+		r.ledger = slowBeats{Ledger: rl, delay: 20 * time.Millisecond}
+		g := newGated(r, utc(10, 1, 0))
+		job := scheduler.Job{Name: "replace", Spec: "* * * * *", Overlap: scheduler.OverlapCancelOther, Run: g.run}
+		r.replica(0, job)
+		r.replica(300*time.Millisecond, job)
+		r.tick(12*time.Second, 100*time.Millisecond) // to 10:01:02
+		require.Equal(t, []time.Time{utc(10, 1, 0)}, g.slots())
+		r.tick(63*time.Second, 100*time.Millisecond) // to 10:02:05
+		require.Equal(t, []time.Time{utc(10, 1, 0), utc(10, 2, 0)}, g.slots())
+		require.ErrorIs(t, g.cause(utc(10, 1, 0)), scheduler.ErrInterrupted)
+		require.Equal(t, ledger.StatusSucceeded, r.record("replace", utc(10, 2, 0)).Status)
 	})
 }
 

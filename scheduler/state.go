@@ -50,6 +50,12 @@ type Scheduler struct {
 	active  atomic.Int64 // units with a claim running, OverlapAllow runs, the recovery at Start
 	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
 
+	// beats are the timers of the running attempts' heartbeats (attempt.go),
+	// for quiet: a heartbeat whose timer fired is at work until it counts
+	// itself in active.
+	beatMu sync.Mutex
+	beats  map[clock.Timer]struct{}
+
 	// resetCheckOff turns the finding of a ledger reset off (reset.go):
 	// a test hook, for the negative control of the data-loss tests.
 	resetCheckOff bool
