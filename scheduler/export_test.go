@@ -11,9 +11,9 @@ func (s *Scheduler) Quiet() (idle bool, busy int64) { return s.quiet() }
 
 // quiet reports whether s's dispatcher is idle: it sleeps on a timer that
 // has not fired, with no wake-up pending and nothing due in the queue, and
-// no heartbeat's timer has fired unanswered. busy
-// counts the claims and OverlapAllow runs in flight that are not asleep on
-// the clock: a test that knows how many of its job functions are blocked
+// no heartbeat's timer has fired unanswered. busy counts the claims,
+// OverlapAllow runs and heartbeats in flight that are not asleep on the
+// clock: a test that knows how many of its job functions are blocked
 // (held) treats s as settled when idle and busy == held.
 func (s *Scheduler) quiet() (idle bool, busy int64) {
 	s.mu.Lock()

@@ -47,7 +47,7 @@ type Scheduler struct {
 	wake    chan struct{}
 	woken   bool         // the queue changed since the dispatcher last read it
 	parked  parkedAt     // the dispatcher's current sleep (zero: awake)
-	active  atomic.Int64 // units with a claim running, OverlapAllow runs, the recovery at Start
+	active  atomic.Int64 // units with a claim running, OverlapAllow runs, the recovery at Start, heartbeats at work
 	waiting atomic.Int64 // claims asleep on the clock (replaceHolder), which tests tell from work
 
 	// beats are the timers of the running attempts' heartbeats (attempt.go),
