@@ -196,9 +196,16 @@ type slowBeats struct {
 	delay time.Duration
 }
 
+// Heartbeat answers delay late, or when ctx ends (a run that ended does not
+// wait for its last heartbeat's answer).
 func (l slowBeats) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, attempt int, now time.Time) error {
 	err := l.Ledger.Heartbeat(ctx, s, f, attempt, now)
-	time.Sleep(l.delay) // the latency injected, not a wait for an event
+	late := time.NewTimer(l.delay) // the latency injected
+	defer late.Stop()
+	select {
+	case <-late.C:
+	case <-ctx.Done():
+	}
 	return err
 }
 
