@@ -71,54 +71,99 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs 
 	if err := b.CheckFormat(ctx); err != nil {
 		return nil, fmt.Errorf("redisledger: claim: leases: %w", err)
 	}
-	paused, err := l.pausedJobs(ctx, reqs)
+	if l.cluster {
+		return l.claimCluster(ctx, b, reqs, limit, now, out)
+	}
+	paused := map[string]bool{} // off Cluster the script reads the pause flags
+	all, marks, err := l.skipMarked(ctx, reqs, paused, out)
 	if err != nil {
 		for i := range out {
 			out[i].Err = err
 		}
 		return out, nil
 	}
-	var groups [][]int // the requests of each script
-	if l.cluster {
-		// One script per unit: the limit is kept here, and the requests
-		// after it are not tried.
-		for i := range reqs {
-			if limit > 0 && i >= limit {
-				out[i].Err = leasedriver.ErrNotTried
-				continue
-			}
-			groups = append(groups, []int{i})
+	if len(all) == 0 {
+		return out, nil
+	}
+	err = l.claimScripts(ctx, b, reqs, [][]int{all}, paused, now, out, func(keys []string, args []any) ([]string, []any) {
+		args[1] = limit
+		args = append(args, len(marks))
+		for _, m := range marks {
+			keys = append(keys, m.key)
+			args = append(args, m.first+1, m.last+1, max(m.ttl.Milliseconds(), 1))
+		}
+		return keys, args
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claimCluster is ClaimAll on Cluster: one script per unit (the units'
+// keys are in different slots), the first limit units not skipped tried
+// (0: all), the pause flags and the claim markers read first in one
+// pipeline, and the markers of the groups whose units were all tried set
+// after the scripts answered (markTried).
+func (l *Ledger) claimCluster(ctx context.Context, b *redislease.Backend, reqs []ledger.ClaimRequest, limit int, now time.Time, out []ledger.ClaimResult) ([]ledger.ClaimResult, error) {
+	// The groups are cut as off Cluster, where the script reads the pause
+	// flags: a paused job's units are in them and tried (their leases
+	// taken, no slot begun), so every replica cuts the same groups
+	// whatever it read of the flags.
+	groups := l.claimGroups(reqs, func(r ledger.ClaimRequest) *ledger.BeginRequest { return l.begins(r, nil) })
+	paused, marked, err := l.clusterReads(ctx, reqs, groups)
+	if err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out, nil
+	}
+	skip := make([]bool, len(reqs))
+	for g, m := range marked {
+		for i := groups[g].first; m && i <= groups[g].last; i++ {
+			skip[i] = true
 		}
 	}
-	var marks []claimGroupOf // the single script's groups to mark, by position in it
-	if !l.cluster {
-		var all []int
-		var err error
-		if all, marks, err = l.skipMarked(ctx, reqs, paused, out); err != nil {
-			for i := range out {
-				out[i].Err = err
-			}
-			return out, nil
+	var tries [][]int
+	for i := range reqs {
+		switch {
+		case skip[i]:
+			out[i] = ledger.ClaimResult{} // held: no grant, Remaining unknown
+		case limit > 0 && len(tries) >= limit:
+			out[i].Err = leasedriver.ErrNotTried
+		default:
+			tries = append(tries, []int{i})
 		}
-		if len(all) == 0 {
-			return out, nil
-		}
-		groups = [][]int{all}
 	}
+	if len(tries) == 0 {
+		return out, nil
+	}
+	if err := l.claimScripts(ctx, b, reqs, tries, paused, now, out, nil); err != nil {
+		return nil, err
+	}
+	l.markTried(ctx, groups, marked, out)
+	return out, nil
+}
+
+// claimScripts runs claimall.lua once per entry of groups (the indexes of
+// the requests of one script), all in one pipeline, and answers those
+// requests in out. A request whose script failed gets its error and its
+// lease, which may have been taken, released on a best effort (its slot,
+// which may have been begun, is found abandoned by the next claim, as
+// after a crash between Begin and the run). complete, when not nil,
+// completes each script's keys and arguments (the limit and the claim
+// markers off Cluster). It returns an error only for a request whose keys
+// cannot be built, before anything is sent.
+func (l *Ledger) claimScripts(ctx context.Context, b *redislease.Backend, reqs []ledger.ClaimRequest, groups [][]int, paused map[string]bool, now time.Time, out []ledger.ClaimResult, complete func(keys []string, args []any) ([]string, []any)) error {
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(groups))
 	for g, idx := range groups {
 		keys, args, err := l.claimCommand(b, reqs, idx, paused, now)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if !l.cluster {
-			args[1] = limit
-			args = append(args, len(marks))
-			for _, m := range marks {
-				keys = append(keys, m.key)
-				args = append(args, m.first+1, m.last+1, max(m.ttl.Milliseconds(), 1))
-			}
+		if complete != nil {
+			keys, args = complete(keys, args)
 		}
 		cmds[g] = claimAllScript.Queue(ctx, pipe, claimAllScript.Prepared(keys, args...))
 	}
@@ -145,7 +190,7 @@ func (l *Ledger) ClaimAll(ctx context.Context, leases leasedriver.Backend, reqs 
 		defer cancel()
 		_ = b.ReleaseAll(rctx, undo)
 	}
-	return out, nil
+	return nil
 }
 
 // skipMarked answers the requests of the claim groups whose marker is set
@@ -230,31 +275,31 @@ func (l *Ledger) begins(r ledger.ClaimRequest, paused map[string]bool) *ledger.B
 	return bg
 }
 
-// pausedJobs reads the pause flags of the jobs of reqs' begins on Cluster
-// (one pipeline); off Cluster the script reads them and the map is empty.
-func (l *Ledger) pausedJobs(ctx context.Context, reqs []ledger.ClaimRequest) (map[string]bool, error) {
-	paused := map[string]bool{}
-	if !l.cluster {
-		return paused, nil
-	}
-	cmds := map[string]*redis.IntCmd{}
+// clusterReads reads, on Cluster, the pause flags of the jobs of reqs'
+// begins and which of groups have their claim marker set, in one
+// pipeline (one round trip per node; the markers of one instant share a
+// hash slot, so they are one MGET).
+func (l *Ledger) clusterReads(ctx context.Context, reqs []ledger.ClaimRequest, groups []claimGroupOf) (paused map[string]bool, marked []bool, err error) {
+	paused = map[string]bool{}
+	flags := map[string]*redis.IntCmd{}
 	pipe := l.rdb.Pipeline()
 	for _, r := range reqs {
-		if r.Begin == nil || cmds[r.Begin.Slot.Job] != nil {
+		if r.Begin == nil || flags[r.Begin.Slot.Job] != nil {
 			continue
 		}
-		cmds[r.Begin.Slot.Job] = pipe.Exists(ctx, l.pausedKey(r.Begin.Slot.Job))
+		flags[r.Begin.Slot.Job] = pipe.Exists(ctx, l.pausedKey(r.Begin.Slot.Job))
 	}
-	if len(cmds) == 0 {
-		return paused, nil
+	markers := queueMarkerReads(ctx, pipe, groups)
+	if pipe.Len() == 0 {
+		return paused, make([]bool, len(groups)), nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("redisledger: claim: pause flags: %w", err)
+		return nil, nil, fmt.Errorf("redisledger: claim: pause flags and markers: %w", err)
 	}
-	for job, cmd := range cmds {
+	for job, cmd := range flags {
 		paused[job] = cmd.Val() == 1
 	}
-	return paused, nil
+	return paused, markers(), nil
 }
 
 // claimResult reads one unit's 4 values of the claim script's reply.

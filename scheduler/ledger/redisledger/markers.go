@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -43,17 +45,23 @@ import (
 // request without a slot to begin or check (CheckOnly) is never in a
 // group and ends the one before it. Its marker's key
 // names the instant of its first slot and a 128-bit hash of its units'
-// lease names and slots, in order: <prefix>claimed:<unix>:<hex>. Replicas
+// lease names and slots, in order: <prefix>claimed:{<unix>}:<hex>. Replicas
 // whose batches hold other units, another order or other slots, compute
-// other keys and try the units as before.
+// other keys and try the units as before. The key's hash tag is the
+// instant, so the markers of one instant are one MGET on Cluster too.
 //
-// Off Cluster only: on Cluster each unit is a script of its own, so no
-// script tries a whole group.
+// On Cluster each unit is a script of its own (its keys share its own hash
+// tag), so no script tries a whole group: ClaimAll reads the markers in
+// the pipeline that reads the pause flags, and sets the markers of the
+// groups it tried whole in one pipeline after the scripts answered
+// (markTried). Set after the tries, such a marker stands for their
+// answers as the script's does; it lives a round trip longer.
 
 var _ ledger.ClaimGroupMarker = (*Ledger)(nil)
 
-// MarksClaimGroups implements ledger.ClaimGroupMarker: true off Cluster.
-func (l *Ledger) MarksClaimGroups() bool { return !l.cluster }
+// MarksClaimGroups implements ledger.ClaimGroupMarker: true, on Cluster
+// as off it.
+func (l *Ledger) MarksClaimGroups() bool { return true }
 
 // maxMarkerTTL bounds a claim marker's TTL (5 s): the time within which
 // a unit whose holder lost its lease waits for its next claim (the next
@@ -65,6 +73,7 @@ const maxMarkerTTL = 5 * time.Second
 // claimGroupOf is a group of ClaimAll's requests: reqs[first..last].
 type claimGroupOf struct {
 	first, last int
+	at          string // the unix second of its first slot: the key's hash tag
 	key         string
 	ttl         time.Duration
 }
@@ -82,9 +91,10 @@ func (l *Ledger) claimGroups(reqs []ledger.ClaimRequest, begins func(ledger.Clai
 			return
 		}
 		sum := h.Sum(nil)
+		at := unix(reqs[first].Begin.Slot.At)
 		groups = append(groups, claimGroupOf{
-			first: first, last: last, ttl: min(ttl, maxMarkerTTL),
-			key: l.prefix + "claimed:" + unix(reqs[first].Begin.Slot.At) + ":" + hex.EncodeToString(sum[:16]),
+			first: first, last: last, at: at, ttl: min(ttl, maxMarkerTTL),
+			key: l.prefix + "claimed:{" + at + "}:" + hex.EncodeToString(sum[:16]),
 		})
 		first = -1
 	}
@@ -116,22 +126,82 @@ func (l *Ledger) claimGroups(reqs []ledger.ClaimRequest, begins func(ledger.Clai
 	return groups
 }
 
-// markedGroups returns which of groups have their marker set (one MGET).
+// markedGroups returns which of groups have their marker set (one MGET
+// per instant, in one pipeline).
 func (l *Ledger) markedGroups(ctx context.Context, groups []claimGroupOf) ([]bool, error) {
-	marked := make([]bool, len(groups))
 	if len(groups) == 0 {
-		return marked, nil
+		return nil, nil
 	}
-	keys := make([]string, len(groups))
-	for i, g := range groups {
-		keys[i] = g.key
-	}
-	vals, err := l.rdb.MGet(ctx, keys...).Result()
-	if err != nil {
+	pipe := l.rdb.Pipeline()
+	marked := queueMarkerReads(ctx, pipe, groups)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("redisledger: claim: markers: %w", err)
 	}
-	for i, v := range vals {
-		marked[i] = v != nil
+	return marked(), nil
+}
+
+// queueMarkerReads queues on pipe the reads of groups' markers, one MGET
+// per instant (the markers of one instant share a hash tag, so a Cluster
+// serves each MGET from one node), and returns the function that reads,
+// after the pipeline ran, which of groups are marked.
+func queueMarkerReads(ctx context.Context, pipe redis.Pipeliner, groups []claimGroupOf) func() []bool {
+	type read struct {
+		groups []int
+		cmd    *redis.SliceCmd
 	}
-	return marked, nil
+	var reads []read
+	byAt := map[string]int{}
+	for g, gr := range groups {
+		r, ok := byAt[gr.at]
+		if !ok {
+			r = len(reads)
+			byAt[gr.at] = r
+			reads = append(reads, read{})
+		}
+		reads[r].groups = append(reads[r].groups, g)
+	}
+	for r := range reads {
+		keys := make([]string, len(reads[r].groups))
+		for i, g := range reads[r].groups {
+			keys[i] = groups[g].key
+		}
+		reads[r].cmd = pipe.MGet(ctx, keys...)
+	}
+	return func() []bool {
+		marked := make([]bool, len(groups))
+		for _, r := range reads {
+			vals := r.cmd.Val()
+			for i, g := range r.groups {
+				marked[g] = i < len(vals) && vals[i] != nil
+			}
+		}
+		return marked
+	}
+}
+
+// markTried sets, on Cluster, the markers of the groups not marked before
+// the claim (marked) whose units were all tried and answered without an
+// error (out), in one pipeline after the scripts answered: a unit's
+// script cannot set a marker, which is in another hash slot. Set after
+// the tries, a marker stands for their answers as off Cluster, and lives
+// its group's shortest lease TTL (5 s at most) from then, a round trip
+// longer than the script's would. A marker that fails to be set is a
+// hint lost: the other replicas try the group.
+func (l *Ledger) markTried(ctx context.Context, groups []claimGroupOf, marked []bool, out []ledger.ClaimResult) {
+	pipe := l.rdb.Pipeline()
+	for g, gr := range groups {
+		if marked[g] {
+			continue
+		}
+		all := true
+		for i := gr.first; all && i <= gr.last; i++ {
+			all = out[i].Err == nil
+		}
+		if all {
+			pipe.Set(ctx, gr.key, "1", max(gr.ttl, time.Millisecond))
+		}
+	}
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx)
+	}
 }

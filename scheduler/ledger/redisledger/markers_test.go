@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -34,7 +35,26 @@ func unitReqs(job string, n int, at time.Time, owner string) []ledger.ClaimReque
 // untried, other slots and other units are tried as before.
 func TestRedisLedgerClaimMarkers(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, s *setup) {
+	eachBackend(t, claimMarkerCases)
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		claimMarkerCases(t, clusterSetup(t))
+	})
+}
+
+// clusterSetup is a ledger on a 3-master Redis Cluster of its own, where
+// ClaimAll runs one script per unit and sets the markers after them.
+func clusterSetup(t *testing.T) *setup {
+	t.Helper()
+	rdb := redisproc.StartCluster(t, 3).Client(t)
+	l, err := New(rdb, Options{Prefix: "cl:ledger:"})
+	require.NoError(t, err)
+	require.True(t, l.cluster)
+	return &setup{rdb: rdb, ledger: l}
+}
+
+func claimMarkerCases(t *testing.T, s *setup) {
+	{
 		ctx := context.Background()
 		b := joinedSetup(t, s)
 		at := time.Unix(1_800_000_000, 0).UTC()
@@ -133,7 +153,40 @@ func TestRedisLedgerClaimMarkers(t *testing.T) {
 				}
 			}
 		})
-	})
+		t.Run("AFailedUnitLeavesItsGroupUnmarked", func(t *testing.T) {
+			reqs := unitReqs("fail", n, at, "a")
+			groups := s.ledger.claimGroups(reqs, begins)
+			require.Greater(t, len(groups), 1)
+			// The last group's first unit's record is of the wrong type:
+			// its script fails.
+			bad := groups[len(groups)-1].first
+			slot := reqs[bad].Begin.Slot
+			require.NoError(t, s.rdb.Set(ctx, s.ledger.keys(slot.Job, slot.Partition).unit, "not a hash", 0).Err())
+			res, err := s.ledger.ClaimAll(ctx, b, reqs, 0, now)
+			require.NoError(t, err)
+			require.Error(t, res[bad].Err)
+			m := marked(reqs)
+			require.False(t, m[len(m)-1], "the group of the unit whose try failed")
+			if s.ledger.cluster {
+				// One script per unit: the others answered and their
+				// groups are marked.
+				require.Equal(t, []bool{true}, uniq(m[:len(m)-1]))
+				require.Equal(t, n-1, acquired(res))
+			}
+		})
+		t.Run("PausedJobsUnitsAreTriedAndMarked", func(t *testing.T) {
+			require.NoError(t, s.rdb.Set(ctx, s.ledger.pausedKey("paused"), "1", 0).Err())
+			reqs := unitReqs("paused", n, at, "a")
+			res, err := s.ledger.ClaimAll(ctx, b, reqs, 0, now)
+			require.NoError(t, err)
+			for i, r := range res {
+				require.NoError(t, r.Err, "unit %d", i)
+				require.True(t, r.Grant.Acquired, "unit %d: its lease is taken", i)
+				require.Equal(t, &ledger.BeginResult{}, r.Begin, "unit %d: its slot is not begun (not clear)", i)
+			}
+			require.Equal(t, []bool{true}, uniq(marked(unitReqs("paused", n, at, "b"))))
+		})
+	}
 }
 
 // uniq returns the distinct values of bs, in order of first appearance.
