@@ -82,9 +82,10 @@
 //     time still to come;
 //  5. releases the lease.
 //
-// When a run ends its claim on a ledger that joins the leases off Cluster,
-// step 5 and the run's outcome are one script, and that script waits for
-// the replica's batch claims under way (the slots due at the same time),
+// When a run ends its claim on a ledger that joins the leases, step 5 and
+// the run's outcome are one script, and on a ledger that marks claim
+// groups (redisledger) that script waits for the replica's batch claims
+// under way (the slots due at the same time),
 // so that the claims, which decide when the runs start, are not queued
 // behind outcomes at the server; the run's place in the pool is free from
 // when its job function returned, and its unit stays claimed, its lease

@@ -98,7 +98,7 @@ func TestSlowJoinedClaimIsRetriedPastItsOwnClaimMarker(t *testing.T) {
 	<-time.After(2500 * time.Millisecond) // the fault's length, not a wait for an event
 	p.Resume()
 	testwait.Until(t, 5*time.Second, "the slow claim's marker", func() bool {
-		keys, err := direct.Keys(ctx, fmt.Sprintf("ledger:claimed:%d:*", slots[1].Unix())).Result()
+		keys, err := direct.Keys(ctx, fmt.Sprintf(`ledger:claimed:\{%d\}:*`, slots[1].Unix())).Result()
 		require.NoError(t, err)
 		return len(keys) == 1
 	})

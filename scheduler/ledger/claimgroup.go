@@ -32,7 +32,8 @@ func ClaimGroupEnds(lease string, slot, next time.Time) bool {
 
 // ClaimGroupMarker is an optional LeaseJoiner interface for a ledger whose
 // ClaimAll marks the claim groups it tried whole and answers the units of
-// a marked group held without trying them (redisledger off Cluster).
+// a marked group held without trying them (redisledger, on Cluster and off
+// it).
 // MarksClaimGroups reports whether it does, without I/O. The scheduler
 // claims in whole claim groups, each replica in a random order of its
 // own, only for such a ledger; otherwise in the order its queue gives.

@@ -31,20 +31,24 @@
 //
 // # Claim markers
 //
-// Off Cluster, ClaimAll cuts its requests into claim groups
-// (ledger.ClaimGroupEnds: about 16 units, the same groups on every
-// replica) and, once its script tried every unit of a group, sets the
-// group's marker, <prefix>claimed:<unix>:<hash>, for the group's shortest
-// lease TTL, 5 s at most (a claim begins a slot only within 5 s of it).
-// A later ClaimAll of the same group (the same units, slots and
-// order) on another replica reads the markers first (one MGET) and answers
-// the units of a marked group held, with Remaining 0 (unknown), without
-// trying them: the replicas that lose a slot pay a share of one read, not
-// a script's reads per unit. A marker stands for the answers tries of its
-// units would have had when it was set (held, or done); it is a hint
-// that no write reads, so the leases and fences decide every run as
-// before. A unit whose holder lost its lease within the marker's TTL is
-// taken over at its next claim, as when a try found the lease still held.
+// ClaimAll cuts its requests into claim groups (ledger.ClaimGroupEnds:
+// about 16 units, the same groups on every replica) and, once every unit
+// of a group was tried, sets the group's marker,
+// <prefix>claimed:{<unix>}:<hash>, for the group's shortest lease TTL, 5 s
+// at most (a claim begins a slot only within 5 s of it). Off Cluster the
+// script that tried the units sets it; on Cluster, where each unit is a
+// script of its own, one pipeline sets the markers of the groups whose
+// units all answered, after the scripts did. A later ClaimAll of the same
+// group (the same units, slots and order) on another replica reads the
+// markers first (one MGET per instant, in the pipeline that reads the
+// pause flags on Cluster) and answers the units of a marked group held,
+// with Remaining 0 (unknown), without trying them: the replicas that lose
+// a slot pay a share of one read, not a script's reads per unit. A marker
+// stands for the answers tries of its units would have had when they were
+// made (held, or done); it is a hint that no write reads, so the leases
+// and fences decide every run as before. A unit whose holder lost its
+// lease within the marker's TTL is taken over at its next claim, as when
+// a try found the lease still held.
 //
 // # Keys
 //

@@ -32,14 +32,15 @@ import (
 // the slots asked for, each in the script that took its lease
 // (claimall.lua): one script for all of reqs on a single server or
 // Sentinel, one per request on Cluster (where only the first limit
-// requests are tried), all in one pipeline (one round trip per node). Off
-// Cluster the claim markers of the requests' groups are read first (one
-// MGET, see markers.go): the requests of a marked group are answered held
-// (no grant, Remaining 0) and not tried, and the script marks every
-// group it tried whole. On
-// Cluster the jobs' pause flags, under another hash tag, are read first
-// (one more round trip): a paused job's slot is not begun (Begin.Clear
-// false), as when State read the flag before Begin. A slot found done
+// requests not skipped are tried), all in one pipeline (one round trip per
+// node). The claim markers of the requests' groups are read first (one
+// MGET per instant, see markers.go): the requests of a marked group are
+// answered held (no grant, Remaining 0) and not tried, and every group
+// tried whole is marked (off Cluster by the script, on Cluster by one
+// more pipeline after the scripts answered). On Cluster the jobs' pause
+// flags, under another hash tag, are read with the markers: a paused
+// job's slot is not begun (Begin.Clear false), as when State read the
+// flag before Begin. A slot found done
 // has its lease, unused, released in the same script (the request is
 // answered not acquired, Begin.Err ledger.ErrSlotDone). A CheckOnly
 // request's slot is read before its lease, as every begin's is, and never

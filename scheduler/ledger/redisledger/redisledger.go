@@ -124,7 +124,7 @@ var (
 // a<n>.* per attempt; a hot run has none until it ends), open, pending,
 // retry and index (sorted sets of slots), pruned (Prune's cutoff), cancel
 // (a cancel request). <prefix>{job}:paused holds the pause flag;
-// <prefix>claimed:<unix>:<hash> are ClaimAll's claim markers (string
+// <prefix>claimed:{<unix>}:<hash> are ClaimAll's claim markers (string
 // "1", with a TTL).
 type Ledger struct {
 	rdb     redis.UniversalClient
