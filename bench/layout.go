@@ -136,54 +136,89 @@ func (f FloorSlot) Total() time.Duration { return f.Claim + f.Finish }
 // slot's server CPU per unit (INFO cpu: rdb must be a server nothing else
 // uses meanwhile). The keys are left for the caller to delete.
 func LayoutFloor(ctx context.Context, rdb redis.UniversalClient, prefix, layout string, units, slots int) ([]FloorSlot, error) {
-	var claim, finish *redis.Script
+	f, err := NewFloor(rdb, prefix, layout, units)
+	if err != nil {
+		return nil, err
+	}
+	var out []FloorSlot
+	for range slots {
+		s, err := f.Slot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Floor is LayoutFloor one slot at a time, so that a caller can measure
+// each slot of the floor right beside the slot it is the floor of
+// (schedbench: on the scheduler's own server, in the seconds before and
+// after each of its slots).
+type Floor struct {
+	rdb           redis.UniversalClient
+	prefix        string
+	layout        string
+	units         int
+	claim, finish *redis.Script
+	base          int64 // the first slot's instant, Unix seconds
+	next          int   // the next slot's index
+}
+
+// NewFloor returns the Floor of layout ("v1" or "v2") for units units on
+// rdb, under prefix; its first slot is now, the next ones a minute apart.
+func NewFloor(rdb redis.UniversalClient, prefix, layout string, units int) (*Floor, error) {
+	f := &Floor{rdb: rdb, prefix: prefix, layout: layout, units: units, base: time.Now().Unix()}
 	switch layout {
 	case "v1":
-		claim, finish = redis.NewScript(v1Claim), redis.NewScript(v1Finish)
+		f.claim, f.finish = redis.NewScript(v1Claim), redis.NewScript(v1Finish)
 	case "v2":
-		claim, finish = redis.NewScript(v2Claim), redis.NewScript(v2Finish)
+		f.claim, f.finish = redis.NewScript(v2Claim), redis.NewScript(v2Finish)
 	default:
 		return nil, fmt.Errorf("layout %q: want v1 or v2", layout)
 	}
-	base := time.Now().Unix()
-	var out []FloorSlot
-	for s := range slots {
-		slot := strconv.FormatInt(base+int64(s*60), 10)
-		var cl, fi time.Duration
-		for b := 0; b < units; b += 256 {
-			var keys []string
-			for u := b; u < min(b+256, units); u++ {
-				tag := fmt.Sprintf("{job%03d|p%03d}", u/100, u%100)
-				lk, lg := prefix+"lease:"+tag, prefix+"ledger:"+tag
-				if layout == "v1" {
-					keys = append(keys, lg+":run:"+slot, lk, lk+":fence", lg+":last", lg+":horizon", lg+":open", lg+":index", lg+":fence")
-				} else {
-					keys = append(keys, lg+":unit", lk, lk+":fence", lg+":run:"+slot, lg+":index", lg+":open", lg+":pending", lg+":retry")
-				}
+	return f, nil
+}
+
+// Slot runs the next slot's bare commands and returns its server CPU per
+// unit (INFO cpu before and after each script call: nothing else may use
+// the server meanwhile). The keys are left for the caller to delete.
+func (f *Floor) Slot(ctx context.Context) (FloorSlot, error) {
+	slot := strconv.FormatInt(f.base+int64(f.next*60), 10)
+	f.next++
+	var cl, fi time.Duration
+	for b := 0; b < f.units; b += 256 {
+		var keys []string
+		for u := b; u < min(b+256, f.units); u++ {
+			tag := fmt.Sprintf("{job%03d|p%03d}", u/100, u%100)
+			lk, lg := f.prefix+"lease:"+tag, f.prefix+"ledger:"+tag
+			if f.layout == "v1" {
+				keys = append(keys, lg+":run:"+slot, lk, lk+":fence", lg+":last", lg+":horizon", lg+":open", lg+":index", lg+":fence")
+			} else {
+				keys = append(keys, lg+":unit", lk, lk+":fence", lg+":run:"+slot, lg+":index", lg+":open", lg+":pending", lg+":retry")
 			}
-			x0, err := ServerCPU(ctx, rdb)
-			if err != nil {
-				return nil, err
-			}
-			if err := claim.Run(ctx, rdb, keys, "1700000000000", slot).Err(); err != nil {
-				return nil, err
-			}
-			x1, err := ServerCPU(ctx, rdb)
-			if err != nil {
-				return nil, err
-			}
-			if err := finish.Run(ctx, rdb, keys, "1700000000000", slot).Err(); err != nil {
-				return nil, err
-			}
-			x2, err := ServerCPU(ctx, rdb)
-			if err != nil {
-				return nil, err
-			}
-			cl += x1 - x0
-			fi += x2 - x1
 		}
-		n := time.Duration(units)
-		out = append(out, FloorSlot{Claim: cl / n, Finish: fi / n, Keys: rdb.DBSize(ctx).Val()})
+		x0, err := ServerCPU(ctx, f.rdb)
+		if err != nil {
+			return FloorSlot{}, err
+		}
+		if err := f.claim.Run(ctx, f.rdb, keys, "1700000000000", slot).Err(); err != nil {
+			return FloorSlot{}, err
+		}
+		x1, err := ServerCPU(ctx, f.rdb)
+		if err != nil {
+			return FloorSlot{}, err
+		}
+		if err := f.finish.Run(ctx, f.rdb, keys, "1700000000000", slot).Err(); err != nil {
+			return FloorSlot{}, err
+		}
+		x2, err := ServerCPU(ctx, f.rdb)
+		if err != nil {
+			return FloorSlot{}, err
+		}
+		cl += x1 - x0
+		fi += x2 - x1
 	}
-	return out, nil
+	n := time.Duration(f.units)
+	return FloorSlot{Claim: cl / n, Finish: fi / n, Keys: f.rdb.DBSize(ctx).Val()}, nil
 }

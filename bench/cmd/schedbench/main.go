@@ -5,7 +5,8 @@
 // Cluster it starts, then a peer, go-co-op/gocron v2 with a bsm/redislock
 // Locker, on the same jobs. It prints:
 //
-//	bench: scheduler slots=10000 replicas=3 claim_all_ms=<x> finish_all_ms=<x> lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n>
+//	bench: scheduler_floor layout=v2 units=10000 redis_us_per_slot=<x> second_us_per_slot=<x> (...)
+//	bench: scheduler slots=10000 replicas=3 claim_all_ms=<x> finish_all_ms=<x> lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n> redis_us_per_slot=<x> ratio_vs_floor=<x>
 //	bench: scheduler_peer gocron slots=10000 replicas=3 skew_ms=0,+300,-300 lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n>
 //	bench: scheduler roundtrips acquire_per_slot_per_replica=<x> total_per_slot=<x>
 //	bench: scheduler cpu redis_ms=<x> redis_us_per_slot=<x> schedulers_ms=<x>
@@ -19,6 +20,11 @@
 // finish_all_ms until its last run's outcome was recorded (counted with an
 // Observer's RunCompleted); the Redis and schedulers' CPU are measured
 // from 200 ms before the slot until then.
+//
+// scheduler_floor is the ledger layout's bare commands (bench.Floor, v2)
+// for the 10,000-slot case's two slots, each measured on the case's
+// server just before and just after its slot; ratio_vs_floor on the
+// scheduler and scheduler_second lines is over their mean.
 //
 // scheduler_second is the same units' next slot, 5 s after the first
 // (the jobs fire every 5 s): the slot of a recurring job whose records
@@ -36,7 +42,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -243,20 +248,14 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 	want := func(c string) bool { return only == "" || only == c }
 
 	if want("scheduler") {
-		floor, err := runFloor(nJobs * nParts)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("bench: scheduler_floor layout=v2 units=%d redis_us_per_slot=%.1f second_us_per_slot=%.1f (claim %.1f + finish %.1f; second %.1f + %.1f)\n",
-			nJobs*nParts, us(floor[0].Total()), us(floor[1].Total()), us(floor[0].Claim), us(floor[0].Finish), us(floor[1].Claim), us(floor[1].Finish))
 		res, err := runHoldfastAdaptive(single, nJobs, nParts, nReplicas, claims, cpuProfile, commandStats, true)
 		if err != nil {
 			return err
 		}
-		res.floor = floor[0].Total()
-		if res.second != nil {
-			res.second.floor = floor[1].Total()
-		}
+		f1, f2 := meanFloor(res.floors), meanFloor(res.second.floors)
+		fmt.Printf("bench: scheduler_floor layout=v2 units=%d redis_us_per_slot=%.1f second_us_per_slot=%.1f (claim %.1f + finish %.1f; second %.1f + %.1f; each slot's the mean of its floor measured on the same server just before and just after it: %.1f and %.1f; %.1f and %.1f)\n",
+			nJobs*nParts, us(f1.Total()), us(f2.Total()), us(f1.Claim), us(f1.Finish), us(f2.Claim), us(f2.Finish),
+			us(res.floors[0].Total()), us(res.floors[1].Total()), us(res.second.floors[0].Total()), us(res.second.floors[1].Total()))
 		res.print("scheduler", nReplicas)
 		fmt.Printf("bench: scheduler roundtrips acquire_per_slot_per_replica=%.2f total_per_slot=%.2f\n",
 			float64(res.acquires)/float64(res.slots*nReplicas), float64(res.roundTrips)/float64(res.slots))
@@ -357,56 +356,93 @@ type result struct {
 	// servers' CPU over Start and the spell.
 	recovery, recoveryCPU time.Duration
 	second                *result // the second slot, when measured
-	// floor is the layout's bare commands' CPU per slot (scheduler_floor)
-	// for this slot: its ratio_vs_floor; 0: not measured.
-	floor time.Duration
+	// floors are the layout's bare commands' CPU per unit for this slot
+	// (bench.Floor, v2) measured on the same server just before and just
+	// after it (scheduler_floor); their mean is the floor of its
+	// ratio_vs_floor. None: not measured.
+	floors []bench.FloorSlot
 }
 
 func (r result) print(name string, replicas int) {
 	ratio := ""
-	if r.floor > 0 {
-		ratio = fmt.Sprintf(" ratio_vs_floor=%.2f", us(r.redisCPU)/float64(r.slots)/us(r.floor))
+	if f := meanFloor(r.floors).Total(); f > 0 {
+		ratio = fmt.Sprintf(" ratio_vs_floor=%.2f", us(r.redisCPU)/float64(r.slots)/us(f))
 	}
 	fmt.Printf("bench: %s slots=%d replicas=%d claim_all_ms=%.0f finish_all_ms=%.0f lag_p50_ms=%.1f lag_p99_ms=%.1f runs=%d duplicates=%d redis_us_per_slot=%.1f%s\n",
 		name, r.slots, replicas, ms(r.claimAll), ms(r.finishAll), r.p50, r.p99, r.runs, r.dups, us(r.redisCPU)/float64(r.slots), ratio)
 }
 
-// floorRuns is how many times runFloor measures the floor: its figure is
-// each slot's median over them (one run moved by a third from run to run
-// on a 2-core host).
-const floorRuns = 3
+// floorPair measures the ledger layout's floor (bench.Floor, v2) beside a
+// case's slots, on its server: before, just before each slot, and after,
+// just after it (once the slot's runs were recorded and the server was
+// quiet), each a Floor of its own, in the next database of the server
+// (its own keyspace: the case's stays as it was).
+type floorPair struct {
+	rdb           *redis.Client
+	prefix        string
+	before, after *bench.Floor
+	got           []bench.FloorSlot // measured since the last take
+	took          time.Duration     // the last measure's time
+}
 
-// runFloor measures the Redis ledger layout's floor (bench.LayoutFloor,
-// v2) for units units over two slots, floorRuns times, each on a
-// redis-server of its own that it starts and stops, so that the keyspace
-// and the server are as fresh as the scheduler case's, and returns each
-// slot's run of median total.
-func runFloor(units int) ([]bench.FloorSlot, error) {
-	runs := make([][]bench.FloorSlot, 0, floorRuns)
-	for range floorRuns {
-		s, err := redisproc.Launch()
-		if err != nil {
-			return nil, fmt.Errorf("%w (install redis-server)", err)
-		}
-		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		res, err := bench.LayoutFloor(context.Background(), rdb, "holdfast-bench:floor:", "v2", units, 2)
-		rdb.Close()
-		s.Close()
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, res)
+func (t target) newFloorPair(prefix string, units int) (*floorPair, error) {
+	o := *t.servers[0]
+	o.DB = (o.DB + 1) % 16
+	p := &floorPair{rdb: redis.NewClient(&o), prefix: prefix}
+	var err error
+	if p.before, err = bench.NewFloor(p.rdb, prefix+"before:", "v2", units); err != nil {
+		_ = p.rdb.Close()
+		return nil, err
 	}
-	out := make([]bench.FloorSlot, 2)
-	for slot := range out {
-		xs := make([]bench.FloorSlot, len(runs))
-		for i, r := range runs {
-			xs[i] = r[slot]
-		}
-		sort.Slice(xs, func(i, j int) bool { return xs[i].Total() < xs[j].Total() })
-		out[slot] = xs[len(xs)/2]
+	if p.after, err = bench.NewFloor(p.rdb, prefix+"after:", "v2", units); err != nil {
+		_ = p.rdb.Close()
+		return nil, err
 	}
-	return out, nil
+	return p, nil
+}
+
+// measure runs f's next slot. With a slot instant, it must end 200 ms
+// before it (where the case's measure starts): a floor that ends later
+// is errNotQuiet, and the case runs again with the long lead.
+func (p *floorPair) measure(ctx context.Context, f *bench.Floor, slot time.Time) error {
+	t0 := time.Now()
+	m, err := f.Slot(ctx)
+	p.took = time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	if !slot.IsZero() && time.Now().After(slot.Add(-200*time.Millisecond)) {
+		return fmt.Errorf("%w: the floor measured before the slot at %v ended at %v", errNotQuiet, slot.Format(time.TimeOnly), time.Now().Format(time.TimeOnly))
+	}
+	p.got = append(p.got, m)
+	return nil
+}
+
+// take returns the floors measured since the last take.
+func (p *floorPair) take() []bench.FloorSlot {
+	got := p.got
+	p.got = nil
+	return got
+}
+
+// close deletes the floors' keys and closes the client.
+func (p *floorPair) close() {
+	ctx := context.Background()
+	iter := p.rdb.Scan(ctx, 0, p.prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		p.rdb.Del(ctx, iter.Val())
+	}
+	_ = p.rdb.Close()
+}
+
+// meanFloor is the mean of floor slots (claim and finish each).
+func meanFloor(fs []bench.FloorSlot) bench.FloorSlot {
+	var m bench.FloorSlot
+	for _, f := range fs {
+		m.Claim += f.Claim / time.Duration(len(fs))
+		m.Finish += f.Finish / time.Duration(len(fs))
+	}
+	return m
 }
 
 // lead is how far ahead of Start the slot is: long enough for every
@@ -543,6 +579,20 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 		return result{}, fmt.Errorf("%w (%v after Start: %v)", errNotQuiet, lead(slots, nReplicas, slow), err)
 	}
 	res.recovery, res.recoveryCPU = busy.Sub(started), t.redisCPU(ctx)-startCPU
+	var floors *floorPair
+	if second && len(t.servers) == 1 {
+		// The floor of each slot, measured on the same server just
+		// before and just after it: the server's speed moves by a third
+		// from one minute to the next on a shared host, so a floor
+		// measured elsewhere or earlier would move the ratio as much.
+		if floors, err = t.newFloorPair(prefix+"floor:", slots); err != nil {
+			return result{}, err
+		}
+		defer floors.close()
+		if err := floors.measure(ctx, floors.before, start); err != nil {
+			return result{}, err
+		}
+	}
 	<-time.After(time.Until(start.Add(-200 * time.Millisecond)))
 	if stats {
 		t.commandStats(ctx, true)
@@ -587,8 +637,21 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 		res.acquires += c.acquire.Load()
 		res.roundTrips += c.total.Load()
 	}
+	if floors != nil {
+		if err := floors.measure(ctx, floors.after, time.Time{}); err != nil {
+			return result{}, err
+		}
+		res.floors = floors.take()
+	}
 	if second {
 		at := start.Add(secondGap)
+		// Just before the second slot, where there is room for it (twice
+		// the last floor's time); else its floor is the one after it.
+		if floors != nil && time.Until(at.Add(-200*time.Millisecond)) > 2*floors.took {
+			if err := floors.measure(ctx, floors.before, at); err != nil {
+				return result{}, err
+			}
+		}
 		<-time.After(time.Until(at.Add(-200 * time.Millisecond)))
 		if stats {
 			t.commandStats(ctx, true)
@@ -610,6 +673,12 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 		rec2.quiet(300*time.Millisecond, time.Now().Add(5*time.Second))
 		s2.slots, s2.runs, s2.dups, s2.p50, s2.p99 = rec2.figures()
 		s2.claimAll = rec2.last.Sub(at)
+		if floors != nil {
+			if err := floors.measure(ctx, floors.after, time.Time{}); err != nil {
+				return result{}, err
+			}
+			s2.floors = floors.take()
+		}
 		res.second = &s2
 	}
 	for _, s := range scheds {
