@@ -10,6 +10,13 @@ type Clock interface {
 	// NewTimer returns a timer that fires once d of elapsed time has
 	// passed (at once for d <= 0), sending the wall-clock time on C.
 	NewTimer(d time.Duration) Timer
+	// AfterFunc returns a timer that, once d of elapsed time has passed
+	// (at once for d <= 0), calls f on a goroutine of its own, as
+	// time.AfterFunc does: nothing waits for the time to pass, and no
+	// goroutine exists until it fires. Its C is nil; Stop and Reset have
+	// time.AfterFunc's meaning (Stop does not wait for an f already
+	// called, and Reset arms it again).
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // Timer is a one-shot timer of a Clock, as time.Timer: C delivers one value
@@ -21,7 +28,8 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
-// Real returns the system clock: time.Now and time.NewTimer. Inside a
+// Real returns the system clock: time.Now, time.NewTimer and
+// time.AfterFunc. Inside a
 // testing/synctest bubble these are the bubble's fake time.
 func Real() Clock { return realClock{} }
 
@@ -30,6 +38,8 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+func (realClock) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
 
 type realTimer struct{ t *time.Timer }
 

@@ -92,3 +92,51 @@ func TestRealFollowsSynctest(t *testing.T) {
 		require.Equal(t, time.Hour, c.Now().Sub(start))
 	})
 }
+
+// AfterFunc on the fake: f runs once Advance reaches d (not on a wall
+// step), not after Stop, again after Reset, at once for d <= 0; C is nil.
+func TestFakeAfterFunc(t *testing.T) {
+	t.Parallel()
+	f := clock.NewFake(t0)
+	calls := make(chan struct{}, 4)
+	tm := f.AfterFunc(time.Second, func() { calls <- struct{}{} })
+	require.Nil(t, tm.C())
+	require.True(t, f.Armed(tm))
+	f.Step(time.Hour)
+	f.Advance(999 * time.Millisecond)
+	require.True(t, f.Armed(tm), "fired before its time")
+	f.Advance(time.Millisecond)
+	require.False(t, f.Armed(tm))
+	<-calls // the call: a test that never sees it times out
+
+	require.False(t, tm.Reset(time.Second), "Reset of a fired timer reported it armed")
+	require.True(t, tm.Stop())
+	f.Advance(time.Hour)
+	select {
+	case <-calls:
+		t.Fatal("a stopped timer called f")
+	default:
+	}
+
+	tm.Reset(0)
+	<-calls
+	require.False(t, f.Armed(tm))
+	require.Equal(t, 0, f.Waiters())
+}
+
+// AfterFunc on the real clock is time.AfterFunc: inside a synctest bubble,
+// f runs when the bubble's time reaches d, on a goroutine of its own.
+func TestRealAfterFunc(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := clock.Real()
+		start := c.Now()
+		at := make(chan time.Time, 1)
+		tm := c.AfterFunc(time.Minute, func() { at <- c.Now() })
+		require.Nil(t, tm.C())
+		synctest.Wait()
+		require.Empty(t, at, "f ran before its time")
+		require.Equal(t, time.Minute, (<-at).Sub(start))
+		require.False(t, tm.Stop(), "Stop of a fired timer reported it armed")
+	})
+}

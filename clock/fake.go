@@ -38,6 +38,14 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 	return t
 }
 
+// AfterFunc returns a timer that calls f, on a goroutine of its own, when
+// Advance has moved elapsed time by d (at once for d <= 0). Its C is nil.
+func (f *Fake) AfterFunc(d time.Duration, fn func()) Timer {
+	t := &fakeTimer{f: f, fn: fn}
+	t.Reset(d)
+	return t
+}
+
 // Advance moves elapsed and wall-clock time forward by d, then fires every
 // timer that came due, in deadline order, each with the final wall time:
 // a large d is what a process frozen for d (SIGSTOP, VM suspend) sees when
@@ -56,10 +64,7 @@ func (f *Fake) Advance(d time.Duration) {
 	slices.SortStableFunc(due, func(a, b *fakeTimer) int { return int(a.at - b.at) })
 	for _, t := range due {
 		f.remove(t)
-		select {
-		case t.c <- f.wall:
-		default:
-		}
+		t.fire(f.wall)
 	}
 	if len(due) > 0 {
 		f.notify()
@@ -128,8 +133,21 @@ func (f *Fake) notify() {
 
 type fakeTimer struct {
 	f  *Fake
-	c  chan time.Time
-	at time.Duration // elapsed reading at which it fires
+	c  chan time.Time // nil for a timer of AfterFunc
+	fn func()         // AfterFunc's f; nil for a timer of NewTimer
+	at time.Duration  // elapsed reading at which it fires
+}
+
+// fire sends wall on c, or starts fn; f.mu is held.
+func (t *fakeTimer) fire(wall time.Time) {
+	if t.fn != nil {
+		go t.fn()
+		return
+	}
+	select {
+	case t.c <- wall:
+	default:
+	}
 }
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
@@ -152,7 +170,7 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	armed := f.remove(t)
 	t.drain()
 	if d <= 0 {
-		t.c <- f.wall
+		t.fire(f.wall)
 		f.notify()
 		return armed
 	}
@@ -165,6 +183,9 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 // drain drops a value sent and not received, as time.Timer does since Go
 // 1.23.
 func (t *fakeTimer) drain() {
+	if t.c == nil {
+		return
+	}
 	select {
 	case <-t.c:
 	default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -186,6 +187,9 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 //
 //go:noinline
 func (s *Scheduler) logClaimed(ctx context.Context, h *hold, f cron.Fire, n int, lag time.Duration) {
+	if !s.log.Enabled(ctx, slog.LevelInfo) { // the attributes cost allocations (owner_id, lag)
+		return
+	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "job_claimed", slog.String("job", h.u.job.Name), slog.String("partition", h.u.partition),
 		slog.Time("slot", f.At), slog.Int("attempt", n), slog.Uint64("token", uint64(h.fence.Token)),
 		slog.String("owner_id", fence.OwnerID(h.fence.Owner)), slog.String("holder", h.fence.Holder), logattr.Duration("lag", lag))
@@ -193,6 +197,9 @@ func (s *Scheduler) logClaimed(ctx context.Context, h *hold, f cron.Fire, n int,
 
 //go:noinline
 func (s *Scheduler) logFinished(ctx context.Context, h *hold, f cron.Fire, n int, o *ledger.Outcome, took time.Duration) {
+	if !s.log.Enabled(ctx, slog.LevelInfo) { // the attributes cost allocations (took)
+		return
+	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_finished", slog.String("job", h.u.job.Name), slog.String("partition", h.u.partition),
 		slog.Time("slot", f.At), slog.Int("attempt", n), slog.String("status", string(o.Status)),
 		logattr.Duration("took", took), slog.String("class", string(o.Class)), slog.String("error", o.Error))
@@ -368,52 +375,103 @@ func (s *Scheduler) jitter(n int64) int64 {
 
 // heartbeat records the attempt alive every LeaseTTL/3 (every second at
 // most, under OverlapCancelOther, so a replacement is noticed quickly)
-// until the returned function is called, which waits for it. Under
-// OverlapCancelOther a heartbeat that finds a cancel request cancels the
-// run with errReplaced.
+// until the returned function is called, which waits for a heartbeat
+// under way. Under OverlapCancelOther a heartbeat that finds a cancel
+// request cancels the run with errReplaced. After ctx ends it records
+// none.
+//
+// It starts no goroutine: a timer of the scheduler's clock (AfterFunc)
+// runs each heartbeat and is armed again after it, for the next one due
+// every after the last one's time (at once when that has passed, as a
+// ticker would). Most runs end before their first heartbeat, so most
+// cost a timer and no goroutine, channel or stack.
 func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, job *registered, replace context.CancelCauseFunc) (stop func()) {
 	every := job.LeaseTTL / 3
 	if job.Overlap == OverlapCancelOther {
 		every = min(every, time.Second)
 	}
-	quit, done := make(chan struct{}), make(chan struct{})
-	tick := s.clock.NewTimer(every)
-	s.beat(tick, true)
-	go func() {
-		defer close(done)
-		defer s.beat(tick, false)
-		defer tick.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C():
-			}
-			// At work (quiet) from here to the answer's handling: counted
-			// before the timer is armed again.
-			s.active.Add(1)
-			tick.Reset(every)
-			err := s.cfg.Ledger.Heartbeat(ctx, slot, f, attempt, s.clock.Now())
-			switch {
-			case errors.Is(err, ledger.ErrCancelRequested):
-				if job.Overlap == OverlapCancelOther {
-					s.log.LogAttrs(ctx, slog.LevelInfo, "job_run_replaced", slog.String("job", slot.Job),
-						slog.String("partition", slot.Partition), slog.Time("slot", slot.At))
-					replace(errReplaced)
-				}
-			case err != nil && ctx.Err() == nil:
-				s.ledgerRefused(ctx, slot, opHeartbeat, err)
-			}
-			s.active.Add(-1)
+	b := &beater{s: s, ctx: ctx, slot: slot, f: f, attempt: attempt, job: job, replace: replace, every: every}
+	b.tick = s.clock.AfterFunc(every, b.fire)
+	s.beat(b.tick, true)
+	return b.stop
+}
+
+// beater is the heartbeat of one attempt (heartbeat).
+type beater struct {
+	s       *Scheduler
+	ctx     context.Context
+	slot    ledger.Slot
+	f       ledger.Fence
+	attempt int
+	job     *registered
+	replace context.CancelCauseFunc
+	every   time.Duration
+	tick    clock.Timer
+
+	mu      sync.Mutex
+	stopped bool
+	firing  sync.WaitGroup // the heartbeat under way
+}
+
+// fire records one heartbeat and arms the timer for the next; it runs on
+// the timer's goroutine.
+func (b *beater) fire() {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	b.firing.Add(1)
+	b.mu.Unlock()
+	defer b.firing.Done()
+	s := b.s
+	if b.ctx.Err() != nil {
+		s.beat(b.tick, false) // no more: not at work, not asleep
+		return
+	}
+	// At work (quiet) from here to the answer's handling: the timer is
+	// not armed meanwhile, and is armed again before the count drops.
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	fired := s.clock.Now()
+	err := s.cfg.Ledger.Heartbeat(b.ctx, b.slot, b.f, b.attempt, fired)
+	switch {
+	case errors.Is(err, ledger.ErrCancelRequested):
+		if b.job.Overlap == OverlapCancelOther {
+			s.log.LogAttrs(b.ctx, slog.LevelInfo, "job_run_replaced", slog.String("job", b.slot.Job),
+				slog.String("partition", b.slot.Partition), slog.Time("slot", b.slot.At))
+			b.replace(errReplaced)
 		}
-	}()
-	return func() { close(quit); <-done }
+	case err != nil && b.ctx.Err() == nil:
+		s.ledgerRefused(b.ctx, b.slot, opHeartbeat, err)
+	}
+	// The next one every after this one's start, as with a ticker; the
+	// wall clock's steps are bounded out (0 to every).
+	took := min(max(s.clock.Now().Sub(fired), 0), b.every)
+	b.mu.Lock()
+	if !b.stopped {
+		b.tick.Reset(b.every - took)
+	}
+	b.mu.Unlock()
+}
+
+// stop ends the heartbeats and waits for the one under way.
+func (b *beater) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	b.mu.Unlock()
+	b.tick.Stop()
+	b.firing.Wait()
+	b.s.beat(b.tick, false)
 }
 
 // beat adds the timer of a heartbeat to s.beats (on), or takes it out.
+// Only quiet reads them, with a fake clock (s.trackBeats): with any other
+// it does nothing.
 func (s *Scheduler) beat(t clock.Timer, on bool) {
+	if !s.trackBeats {
+		return
+	}
 	s.beatMu.Lock()
 	defer s.beatMu.Unlock()
 	if !on {

@@ -64,9 +64,10 @@ func New(cfg Options) (*Scheduler, error) {
 	}
 	joiner := joinerOf(cfg)
 	marker, ok := joiner.(ledger.ClaimGroupMarker)
+	_, fake := cfg.Clock.(interface{ Armed(clock.Timer) bool })
 	return &Scheduler{
 		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock, rand: rand.New(cfg.Jitter),
-		joiner: joiner, grouped: ok && marker.MarksClaimGroups(), tr: newTracer(cfg.TracerProvider),
+		trackBeats: fake, joiner: joiner, grouped: ok && marker.MarksClaimGroups(), tr: newTracer(cfg.TracerProvider),
 		life: lifetime{claim: context.Background(), run: context.Background()},
 		jobs: map[string]*registered{}, units: map[unitKey]*unit{},
 		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims), claims: new(claimGate),

@@ -53,8 +53,9 @@ type Scheduler struct {
 	// beats are the timers of the running attempts' heartbeats (attempt.go),
 	// for quiet: a heartbeat whose timer fired is at work until it counts
 	// itself in active.
-	beatMu sync.Mutex
-	beats  map[clock.Timer]struct{}
+	beatMu     sync.Mutex
+	beats      map[clock.Timer]struct{}
+	trackBeats bool // the clock tells armed timers (clock.Fake): keep beats
 
 	// resetCheckOff turns the finding of a ledger reset off (reset.go):
 	// a test hook, for the negative control of the data-loss tests.

@@ -23,7 +23,10 @@ type skewClock struct{ offset atomic.Int64 }
 
 func (c *skewClock) Now() time.Time                       { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *skewClock) NewTimer(d time.Duration) clock.Timer { return clock.Real().NewTimer(d) }
-func (c *skewClock) step(d time.Duration)                 { c.offset.Add(int64(d)) }
+func (c *skewClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return clock.Real().AfterFunc(d, f)
+}
+func (c *skewClock) step(d time.Duration) { c.offset.Add(int64(d)) }
 
 // leaseView is one replica's lease backend: the store over its link. It
 // remembers the owner of each grant that reached the replica, for the
