@@ -245,6 +245,16 @@ func (b *Backend) Keys(name string) (Keys, error) {
 	return Keys{Lease: lk, Fence: lk + ":fence", Waiting: lk + ":waiting", Holder: lk + ":holder", Released: lk + ":released"}, nil
 }
 
+// LeaseKey is Keys(name).Lease, built alone (one string where Keys builds
+// five): for a caller that passes a script the lease's key and lets it
+// derive the others (the Redis ledger's joined claim). Errors as Keys.
+func (b *Backend) LeaseKey(name string) (string, error) {
+	if err := leasedriver.CheckName(name); err != nil {
+		return "", err
+	}
+	return b.prefix + "{" + name + "}", nil
+}
+
 // redisHandle is the built-in backend's Grant.Handle: the keys and
 // arguments of one acquisition, built and boxed once at acquire and reused
 // by its renewals and its release. Each script's command is prepared in

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -147,6 +148,17 @@ type Schedule struct {
 	gap      GapPolicy  // effective: GapSkip for wildcard specs
 	fold     FoldPolicy // effective: FoldBoth for wildcard specs
 	m        matcher
+	// date is the business date last formatted (fire): the fires of a
+	// schedule fall on few dates, and its users ask for the same fires
+	// many times (each unit of a job, on each replica), so the string is
+	// made once per date rather than per fire.
+	date atomic.Pointer[dateMemo]
+}
+
+// dateMemo is a date and its "2006-01-02" form.
+type dateMemo struct {
+	day int64 // days since 1970-01-01
+	s   string
 }
 
 // Spec returns the spec as given to Parse.

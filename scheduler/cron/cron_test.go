@@ -2,6 +2,7 @@ package cron_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -392,4 +393,35 @@ func TestFireLocalAndRuleOnExample(t *testing.T) {
 	require.Equal(t, "2026-03-08T03:00:00-04:00", f.Local.Format(time.RFC3339))
 	require.Equal(t, "2026-03-08", f.BusinessDate)
 	require.Equal(t, cron.RuleGapRunAfter, f.Rule)
+}
+
+// The business date is made once per date and reused (Schedule.fire):
+// fires asked for out of order, on dates that alternate, concurrently,
+// each carry their own date (in the spec's zone: 23:30 in New York is
+// the next day in UTC).
+func TestBusinessDateOfFiresOutOfOrder(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, "30 23 * * *", cron.Options{Zone: "America/New_York"})
+	days := []time.Time{
+		time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC),
+		time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC),
+		time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC),
+		time.Date(2025, 12, 31, 12, 0, 0, 0, time.UTC),
+	}
+	want := []string{"2026-03-07", "2026-01-01", "2026-03-07", "2025-12-31"}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				for i, d := range days {
+					f, ok := s.Next(d)
+					if !ok || f.BusinessDate != want[i] {
+						t.Errorf("Next(%v): %q (ok %v), want %q", d, f.BusinessDate, ok, want[i])
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

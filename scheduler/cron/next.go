@@ -77,7 +77,18 @@ func (s *Schedule) Between(from, to time.Time, max int) []Fire {
 
 func (s *Schedule) fire(at, wall int64, rule Rule) Fire {
 	u := time.Unix(at, 0).UTC()
-	return Fire{At: u, Local: u.In(s.loc), BusinessDate: formatDate(wall), Rule: rule}
+	return Fire{At: u, Local: u.In(s.loc), BusinessDate: s.businessDate(wall), Rule: rule}
+}
+
+// businessDate is formatDate(wall), the last date's string reused.
+func (s *Schedule) businessDate(wall int64) string {
+	day := floorDiv(wall, secondsPerDay)
+	if m := s.date.Load(); m != nil && m.day == day {
+		return m.s
+	}
+	d := formatDate(wall)
+	s.date.Store(&dateMemo{day: day, s: d})
+	return d
 }
 
 // next returns the first fire instant > a, the wall time it stands for and

@@ -160,15 +160,18 @@ func TestJoinedFinishIsSentInBoundedCalls(t *testing.T) {
 		res := claimed(t, s, b, jobs, at, "me")
 		calls := make([]*finishCall, len(jobs))
 		for i, job := range jobs {
-			k := s.ledger.keys(job, "")
 			lk, err := b.Keys(job)
 			require.NoError(t, err)
 			calls[i] = &finishCall{
-				base: k.base,
-				keys: [8]string{k.unit, k.run(at), k.open, k.retry, k.unit, k.index, lk.Lease, lk.Waiting},
+				base: s.ledger.keys(job, "").base, lease: lk.Lease, at: at,
 				args: [9]any{res[i].Grant.Token.String(), "me", unix(at), 1, "succeeded", "", "", millis(at), ""},
 			}
 		}
+		k := s.ledger.keys(jobs[0], "")
+		lk, err := b.Keys(jobs[0])
+		require.NoError(t, err)
+		require.Equal(t, []string{k.unit, k.run(at), k.open, k.retry, k.unit, k.index, lk.Lease, lk.Waiting}, calls[0].keys(),
+			"a lone finish's keys")
 		g := newScriptGate()
 		close(g.open)
 		s.rdb.AddHook(g)

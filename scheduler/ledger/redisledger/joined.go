@@ -236,23 +236,27 @@ func (l *Ledger) claimCommand(b *redislease.Backend, reqs []ledger.ClaimRequest,
 	// lease's other keys (redislease.Keys: :fence, :waiting, :holder) from
 	// its key, and the unit's from its base.
 	args = append(args, millis(now), 0, len(idx), b.IdleCounterTTL().Milliseconds())
+	var pausedJob, pausedKey string // the last unit's job's pause flag: units come grouped by job
 	for _, i := range idx {
 		r := reqs[i]
-		lk, err := b.Keys(r.Lease.Name)
+		lk, err := b.LeaseKey(r.Lease.Name)
 		if err != nil {
 			return nil, nil, err
 		}
-		keys = append(keys, lk.Lease)
+		keys = append(keys, lk)
 		bg := l.begins(r, paused)
 		if bg == nil {
 			args = append(args, r.Lease.Owner, r.Lease.TTL.Milliseconds(), 1, 0, 0, 0, 0, b.HolderLabel(), "", 0)
 			continue
 		}
 		slot := bg.Slot
-		keys = append(keys, l.keys(slot.Job, slot.Partition).base)
+		keys = append(keys, l.keyBase(slot.Job, slot.Partition))
 		n := 2
 		if !l.cluster {
-			keys = append(keys, l.pausedKey(slot.Job))
+			if pausedKey == "" || slot.Job != pausedJob {
+				pausedJob, pausedKey = slot.Job, l.pausedKey(slot.Job)
+			}
+			keys = append(keys, pausedKey)
 			n++
 		}
 		attempts := max(bg.MaxAttempts, 1)
@@ -378,13 +382,12 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, 
 		finishErr = l.Finish(ctx, s, f, attempt, o, now)
 		return finishErr, leases.Release(ctx, h)
 	}
-	k := l.keys(s.Job, s.Partition)
-	fk, err := k.fenceOf(s, f)
-	if err != nil {
+	// The fence is the unit's (its scope, checked above): the unit hash.
+	if _, err := checkFence(s, f); err != nil {
 		err = fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
 		return err, b.Release(ctx, h)
 	}
-	lk, err := b.Keys(h.Name)
+	lk, err := b.LeaseKey(h.Name)
 	if err != nil {
 		return err, err
 	}
@@ -393,8 +396,7 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, 
 		retry = millis(o.RetryAt)
 	}
 	c := &finishCall{
-		base: k.base,
-		keys: [8]string{fk, k.run(s.At), k.open, k.retry, k.unit, k.index, lk.Lease, lk.Waiting},
+		base: l.keyBase(s.Job, s.Partition), lease: lk, at: s.At,
 		args: [9]any{f.Token.String(), f.Owner, unix(s.At), attempt, string(o.Status), string(o.Class), o.Error, millis(now), retry},
 	}
 	if l.cluster {
@@ -420,9 +422,10 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, 
 // (Ledger.fin): its keys and values as finishrelease.lua's, then its
 // answer.
 type finishCall struct {
-	base string // the unit's key base: finishall.lua's keys are keys[6] and base
-	keys [8]string
-	args [9]any
+	base  string    // the unit's key base: finishall.lua's keys are lease and base
+	lease string    // the lease's key
+	at    time.Time // the slot: its run hash, for finishrelease.lua (keys)
+	args  [9]any
 
 	released, code int64  // the release's answer (1: released), the finish's (1: recorded)
 	cur            string // the stored token when the fence refused the finish
@@ -459,9 +462,18 @@ func (runError) RedisError() {}
 
 var _ redis.Error = runError("")
 
+// keys is finishrelease.lua's keys for c (made only for a call sent
+// alone: finishall.lua derives them from the base): the fence (the unit
+// hash), the run hash, open, retry, the unit hash, the index, the lease and
+// its waiting flag.
+func (c *finishCall) keys() []string {
+	k := keysAt(c.base)
+	return []string{k.unit, k.run(c.at), k.open, k.retry, k.unit, k.index, c.lease, redislease.Keys{Lease: c.lease}.Tagged("waiting")}
+}
+
 // finishOne runs c alone (finishrelease.lua).
 func (l *Ledger) finishOne(ctx context.Context, c *finishCall) {
-	vals, err := finishReleaseScript.Run(ctx, l.pipe, c.keys[:], c.args[:]...).Slice()
+	vals, err := finishReleaseScript.Run(ctx, l.pipe, c.keys(), c.args[:]...).Slice()
 	if err == nil && len(vals) != 3 {
 		err = fmt.Errorf("finish and release script reply of %d values", len(vals))
 	}
@@ -482,7 +494,7 @@ func (l *Ledger) finishMany(ctx context.Context, calls []*finishCall) {
 		args := make([]any, 1, 1+9*len(batch))
 		args[0] = len(batch)
 		for _, c := range batch {
-			keys = append(keys, c.keys[6], c.base)
+			keys = append(keys, c.lease, c.base)
 			args = append(args, c.args[:]...)
 		}
 		vals, err := finishAllScript.Run(ctx, l.pipe, keys, args...).Slice()

@@ -250,7 +250,13 @@ func (l *Ledger) keys(job, partition string) ledgerKeys {
 	// The hash tag is the unit lease's name, so that a joined script
 	// (ClaimAll, FinishRelease) finds the lease's keys in the same Cluster
 	// slot.
-	return keysAt(l.prefix + "{" + ledger.UnitScope(job, partition) + "}:")
+	return keysAt(l.keyBase(job, partition))
+}
+
+// keyBase is keys(job, partition).base alone:
+// "<prefix>{<ledger.UnitScope(job, partition)>}:".
+func (l *Ledger) keyBase(job, partition string) string {
+	return l.prefix + "{" + ledger.UnitScope(job, partition) + "}:"
 }
 
 // keysAt is the keys of the pair whose keys start with b,
