@@ -9,7 +9,7 @@
 //	bench: scheduler slots=10000 replicas=3 claim_all_ms=<x> finish_all_ms=<x> lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n> redis_us_per_slot=<x> ratio_vs_floor=<x>
 //	bench: scheduler_peer gocron slots=10000 replicas=3 skew_ms=0,+300,-300 lag_p50_ms=<x> lag_p99_ms=<x> runs=<n> duplicates=<n>
 //	bench: scheduler roundtrips acquire_per_slot_per_replica=<x> total_per_slot=<x>
-//	bench: scheduler cpu redis_ms=<x> redis_us_per_slot=<x> schedulers_ms=<x>
+//	bench: scheduler cpu redis_ms=<x> redis_us_per_slot=<x> schedulers_ms=<x> allocs_per_slot=<x>
 //	bench: scheduler memory bytes_per_registered_job=<x>
 //	bench: scheduler start units=10000 replicas=3 recovery_ms=<x> redis_us_per_unit_replica=<x>
 //	bench: scheduler_second slots=10000 ... redis_us_per_slot=<x>
@@ -64,6 +64,7 @@ func main() {
 	claims := flag.Int("claims", 256, "MaxConcurrentClaims per instance")
 	only := flag.String("only", "", "run one case only: scheduler, peer, small, cluster")
 	flag.BoolVar(&commandStats, "commandstats", false, "print the server's INFO commandstats and stats of the 10,000-slot case's slot (reset 200 ms before it)")
+	flag.StringVar(&memProfile, "memprofile", "", "write an allocation profile (every allocation sampled) of the 10,000-slot case's slot, from 200 ms before it until every run was recorded, to this file")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the 10,000-slot case's slot (from its start until every run was recorded) to this file")
 	flag.Parse()
 	if err := run(*jobs, *parts, *replicas, *claims, *only); err != nil {
@@ -74,6 +75,7 @@ func main() {
 
 var (
 	cpuProfile   string
+	memProfile   string
 	commandStats bool
 )
 
@@ -182,6 +184,25 @@ func (t target) cleanup(prefix string) {
 	}
 }
 
+// writeHeapProfile writes the allocation profile so far to path (compare
+// two with go tool pprof -base).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// mallocs returns the heap allocations of this process so far
+// (runtime.MemStats.Mallocs).
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
 // processCPU returns this process's CPU time (user + system) so far.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
@@ -259,8 +280,8 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 		res.print("scheduler", nReplicas)
 		fmt.Printf("bench: scheduler roundtrips acquire_per_slot_per_replica=%.2f total_per_slot=%.2f\n",
 			float64(res.acquires)/float64(res.slots*nReplicas), float64(res.roundTrips)/float64(res.slots))
-		fmt.Printf("bench: scheduler cpu redis_ms=%.0f redis_us_per_slot=%.1f schedulers_ms=%.0f (from 200 ms before the slot until every run was recorded)\n",
-			ms(res.redisCPU), us(res.redisCPU)/float64(res.slots), ms(res.procCPU))
+		fmt.Printf("bench: scheduler cpu redis_ms=%.0f redis_us_per_slot=%.1f schedulers_ms=%.0f allocs_per_slot=%.0f (from 200 ms before the slot until every run was recorded; allocs: the three schedulers' heap allocations)\n",
+			ms(res.redisCPU), us(res.redisCPU)/float64(res.slots), ms(res.procCPU), float64(res.mallocs)/float64(res.slots))
 		fmt.Printf("bench: scheduler memory bytes_per_registered_job=%.0f bytes_per_job_partition=%.0f (%d partitions)\n",
 			res.perJob, res.perUnit, nParts)
 		fmt.Printf("bench: scheduler start units=%d replicas=%d recovery_ms=%.0f redis_us_per_unit_replica=%.1f (the recovery claims at Start of units with nothing to recover)\n",
@@ -349,6 +370,7 @@ type result struct {
 	finishAll            time.Duration // from the slot until its last run was recorded (Observer.RunCompleted)
 	p50, p99             float64
 	redisCPU, procCPU    time.Duration
+	mallocs              uint64 // heap allocations of the schedulers (this process) over the same window
 	acquires, roundTrips int64
 	perJob, perUnit      float64
 	// recovery spans the replicas' Starts until the servers last
@@ -597,7 +619,15 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 	if stats {
 		t.commandStats(ctx, true)
 	}
-	redisCPU0, procCPU0 := t.redisCPU(ctx), processCPU()
+	if memProfile != "" && second {
+		// Every allocation from here on, counted apart from those before.
+		runtime.MemProfileRate = 1
+		runtime.GC()
+		if err := writeHeapProfile(memProfile + ".before"); err != nil {
+			return result{}, err
+		}
+	}
+	redisCPU0, procCPU0, mallocs0 := t.redisCPU(ctx), processCPU(), mallocs()
 	var baseAcquires, baseTotal int64
 	for _, c := range counters {
 		baseAcquires += c.acquire.Load()
@@ -620,7 +650,13 @@ func runHoldfast(t target, nJobs, nParts, nReplicas, claims int, profile string,
 		if profile != "" {
 			pprof.StopCPUProfile()
 		}
-		res.redisCPU, res.procCPU = t.redisCPU(ctx)-redisCPU0, processCPU()-procCPU0
+		if memProfile != "" && second {
+			runtime.GC()
+			if err := writeHeapProfile(memProfile); err != nil {
+				return result{}, err
+			}
+		}
+		res.redisCPU, res.procCPU, res.mallocs = t.redisCPU(ctx)-redisCPU0, processCPU()-procCPU0, mallocs()-mallocs0
 		res.finishAll = time.Since(start)
 		if stats {
 			t.commandStats(ctx, false)
