@@ -1,0 +1,104 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
+)
+
+// beatLedger answers Heartbeat once release is closed, counting calls and
+// the times they were asked with.
+type beatLedger struct {
+	ledger.Ledger
+	calls   atomic.Int64
+	at      chan time.Time // each call's now
+	release chan struct{}
+}
+
+func (l *beatLedger) Heartbeat(_ context.Context, _ ledger.Slot, _ ledger.Fence, _ int, now time.Time) error {
+	l.calls.Add(1)
+	l.at <- now
+	<-l.release
+	return nil
+}
+
+// A run's heartbeats come every LeaseTTL/3 on the scheduler's clock, from
+// a timer, one at a time: a heartbeat that takes longer than the period
+// is followed by the next at once, never by two at once; stop waits for
+// the one under way, and none comes after it.
+func TestHeartbeatTimerRunsOneAtATimeAndStopWaits(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+		fake := clock.NewFake(t0)
+		lg := &beatLedger{at: make(chan time.Time, 8), release: make(chan struct{})}
+		s := &Scheduler{clock: fake, cfg: Options{Ledger: lg}, log: slog.New(slog.DiscardHandler), trackBeats: true}
+		job := &registered{Job: Job{Name: "j", LeaseTTL: 3 * time.Second}} // every 1 s
+		stop := s.heartbeat(context.Background(), ledger.Slot{Job: "j", At: t0}, ledger.Fence{}, 1, job, func(error) {})
+		require.Len(t, s.beats, 1)
+
+		fake.Advance(999 * time.Millisecond)
+		synctest.Wait()
+		require.Zero(t, lg.calls.Load(), "a heartbeat before its period")
+		fake.Advance(time.Millisecond)
+		require.Equal(t, t0.Add(time.Second), <-lg.at)
+		require.Equal(t, int64(1), s.active.Load(), "a heartbeat at work counts itself")
+
+		// Blocked for 2.5 periods: no second one meanwhile.
+		fake.Advance(2500 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, int64(1), lg.calls.Load(), "two heartbeats at once")
+		lg.release <- struct{}{}
+		// Overdue: the next comes at once (as a ticker's would).
+		require.Equal(t, t0.Add(3500*time.Millisecond), <-lg.at)
+
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			stop()
+		}()
+		synctest.Wait()
+		select {
+		case <-stopped:
+			t.Fatal("stop returned with a heartbeat under way")
+		default:
+		}
+		close(lg.release)
+		<-stopped
+		fake.Advance(time.Hour)
+		synctest.Wait()
+		require.Equal(t, int64(2), lg.calls.Load(), "a heartbeat after stop")
+		require.Empty(t, s.beats)
+		require.Zero(t, s.active.Load())
+		require.Zero(t, fake.Waiters(), "the timer is left armed")
+	})
+}
+
+// After the run's ctx ended a heartbeat records nothing, arms no timer
+// and leaves quiet's list.
+func TestHeartbeatEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fake := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+		lg := &beatLedger{at: make(chan time.Time, 8), release: make(chan struct{})}
+		close(lg.release)
+		s := &Scheduler{clock: fake, cfg: Options{Ledger: lg}, log: slog.New(slog.DiscardHandler), trackBeats: true}
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := s.heartbeat(ctx, ledger.Slot{Job: "j"}, ledger.Fence{}, 1, &registered{Job: Job{LeaseTTL: 3 * time.Second}}, func(error) {})
+		cancel()
+		fake.Advance(time.Second)
+		synctest.Wait()
+		require.Zero(t, lg.calls.Load())
+		require.Empty(t, s.beats)
+		require.Zero(t, fake.Waiters())
+		stop()
+	})
+}
