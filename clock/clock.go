@@ -20,7 +20,7 @@ type Clock interface {
 }
 
 // Timer is a one-shot timer of a Clock, as time.Timer: C delivers one value
-// when it fires; Stop and Reset have time.Timer's meaning (Go 1.23 and
+// when a timer of NewTimer fires (C is nil for a timer of AfterFunc); Stop and Reset have time.Timer's meaning (Go 1.23 and
 // later: no stale value is received after either returns).
 type Timer interface {
 	C() <-chan time.Time

@@ -47,7 +47,9 @@ func (f *Fake) AfterFunc(d time.Duration, fn func()) Timer {
 }
 
 // Advance moves elapsed and wall-clock time forward by d, then fires every
-// timer that came due, in deadline order, each with the final wall time:
+// timer that came due, in deadline order, each with the final wall time (a
+// timer of AfterFunc has its f started, on a goroutine of its own, in that
+// order; the calls then run in any order):
 // a large d is what a process frozen for d (SIGSTOP, VM suspend) sees when
 // it resumes, or a wall clock that jumped with the process asleep. A test
 // that wants time to pass smoothly advances in steps no longer than the

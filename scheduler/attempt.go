@@ -381,9 +381,9 @@ func (s *Scheduler) jitter(n int64) int64 {
 // none.
 //
 // It starts no goroutine: a timer of the scheduler's clock (AfterFunc)
-// runs each heartbeat and is armed again after it, for the next one due
-// every after the last one's time (at once when that has passed, as a
-// ticker would). Most runs end before their first heartbeat, so most
+// runs each heartbeat and is armed again after it, for the next one a
+// period (LeaseTTL/3) after the last one began (at once when that has
+// passed, as a ticker would). Most runs end before their first heartbeat, so most
 // cost a timer and no goroutine, channel or stack.
 func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, job *registered, replace context.CancelCauseFunc) (stop func()) {
 	every := job.LeaseTTL / 3
@@ -391,8 +391,13 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fe
 		every = min(every, time.Second)
 	}
 	b := &beater{s: s, ctx: ctx, slot: slot, f: f, attempt: attempt, job: job, replace: replace, every: every}
+	// Under b.mu: the timer may fire before AfterFunc returns (a short
+	// period, a fake clock advanced meanwhile), and fire takes b.mu
+	// before it reads b.tick or takes the timer out of s.beats.
+	b.mu.Lock()
 	b.tick = s.clock.AfterFunc(every, b.fire)
 	s.beat(b.tick, true)
+	b.mu.Unlock()
 	return b.stop
 }
 

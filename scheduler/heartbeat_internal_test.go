@@ -15,7 +15,7 @@ import (
 )
 
 // beatLedger answers Heartbeat once release is closed, counting calls and
-// the times they were asked with.
+// sending the times they were asked with on at (none when at is nil).
 type beatLedger struct {
 	ledger.Ledger
 	calls   atomic.Int64
@@ -25,7 +25,9 @@ type beatLedger struct {
 
 func (l *beatLedger) Heartbeat(_ context.Context, _ ledger.Slot, _ ledger.Fence, _ int, now time.Time) error {
 	l.calls.Add(1)
-	l.at <- now
+	if l.at != nil {
+		l.at <- now
+	}
 	<-l.release
 	return nil
 }
@@ -101,4 +103,44 @@ func TestHeartbeatEndsWithItsContext(t *testing.T) {
 		require.Zero(t, fake.Waiters())
 		stop()
 	})
+}
+
+// A heartbeat made while another goroutine moves the clock: its timer may
+// fire before AfterFunc has returned, and fire must see the timer.
+// Control: with the timer stored outside b.mu (as first written, found by
+// review on 2026-12-06) -race reports the store and fire's read of it.
+func TestHeartbeatMadeWhileTheClockMoves(t *testing.T) {
+	t.Parallel()
+	fake := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	lg := &beatLedger{release: make(chan struct{})}
+	close(lg.release)
+	s := &Scheduler{clock: fake, cfg: Options{Ledger: lg}, log: slog.New(slog.DiscardHandler), trackBeats: true}
+	job := &registered{Job: Job{Name: "j", LeaseTTL: 3 * time.Second}}
+	done := make(chan struct{})
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				fake.Advance(time.Second)
+			}
+		}
+	}()
+	for range 100 {
+		var stops []func()
+		for range 20 { // stopped later, so that their timers fire meanwhile
+			stops = append(stops, s.heartbeat(context.Background(), ledger.Slot{Job: "j"}, ledger.Fence{}, 1, job, func(error) {}))
+		}
+		for _, stop := range stops {
+			stop()
+		}
+	}
+	require.NotZero(t, lg.calls.Load(), "no timer fired: the test tried nothing")
+	close(done)
+	<-moved
+	require.Empty(t, s.beats, "a heartbeat left in quiet's list")
+	require.Zero(t, s.active.Load())
 }

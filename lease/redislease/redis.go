@@ -247,7 +247,8 @@ func (b *Backend) Keys(name string) (Keys, error) {
 
 // LeaseKey is Keys(name).Lease, built alone (one string where Keys builds
 // five): for a caller that passes a script the lease's key and lets it
-// derive the others (the Redis ledger's joined claim). Errors as Keys.
+// derive the others (the Redis ledger's joined claim and finish). Errors
+// as Keys.
 func (b *Backend) LeaseKey(name string) (string, error) {
 	if err := leasedriver.CheckName(name); err != nil {
 		return "", err
