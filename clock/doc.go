@@ -13,6 +13,11 @@
 // plus a tolerance (stepped forward, or the process could not run: SIGSTOP,
 // VM suspend, laptop sleep).
 //
+// A timer either sends on its channel (NewTimer) or calls a function on a
+// goroutine of its own (AfterFunc, as time.AfterFunc): the second costs no
+// goroutine until it fires, which the scheduler uses for the heartbeats of
+// its runs, most of which end first.
+//
 // # Real and fake
 //
 // Real reads time.Now and makes time timers, so it follows testing/synctest
