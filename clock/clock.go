@@ -20,8 +20,9 @@ type Clock interface {
 }
 
 // Timer is a one-shot timer of a Clock, as time.Timer: C delivers one value
-// when a timer of NewTimer fires (C is nil for a timer of AfterFunc); Stop and Reset have time.Timer's meaning (Go 1.23 and
-// later: no stale value is received after either returns).
+// when a timer of NewTimer fires (C is nil for a timer of AfterFunc); Stop
+// and Reset have time.Timer's meaning (Go 1.23 and later: no stale value
+// is received after either returns).
 type Timer interface {
 	C() <-chan time.Time
 	Stop() bool
@@ -29,8 +30,8 @@ type Timer interface {
 }
 
 // Real returns the system clock: time.Now, time.NewTimer and
-// time.AfterFunc. Inside a
-// testing/synctest bubble these are the bubble's fake time.
+// time.AfterFunc. Inside a testing/synctest bubble these are the bubble's
+// fake time.
 func Real() Clock { return realClock{} }
 
 type realClock struct{}

@@ -383,8 +383,8 @@ func (s *Scheduler) jitter(n int64) int64 {
 // It starts no goroutine: a timer of the scheduler's clock (AfterFunc)
 // runs each heartbeat and is armed again after it, for the next one a
 // period (LeaseTTL/3) after the last one began (at once when that has
-// passed, as a ticker would). Most runs end before their first heartbeat, so most
-// cost a timer and no goroutine, channel or stack.
+// passed, as a ticker would). Most runs end before their first
+// heartbeat, so most cost a timer and no goroutine, channel or stack.
 func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence, attempt int, job *registered, replace context.CancelCauseFunc) (stop func()) {
 	every := job.LeaseTTL / 3
 	if job.Overlap == OverlapCancelOther {
