@@ -173,14 +173,19 @@ func (t target) quiet(ctx context.Context, d time.Duration, limit time.Time) (bu
 
 // cleanup deletes the keys under prefix.
 func (t target) cleanup(prefix string) {
-	ctx := context.Background()
 	for _, o := range t.servers {
 		rdb := redis.NewClient(o)
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
+		deletePrefix(rdb, prefix)
 		_ = rdb.Close()
+	}
+}
+
+// deletePrefix deletes the keys of rdb's database under prefix.
+func deletePrefix(rdb *redis.Client, prefix string) {
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
 	}
 }
 
@@ -274,9 +279,9 @@ func run(nJobs, nParts, nReplicas, claims int, only string) error {
 			return err
 		}
 		f1, f2 := meanFloor(res.floors), meanFloor(res.second.floors)
-		fmt.Printf("bench: scheduler_floor layout=v2 units=%d redis_us_per_slot=%.1f second_us_per_slot=%.1f (claim %.1f + finish %.1f; second %.1f + %.1f; each slot's the mean of its floor measured on the same server just before and just after it: %.1f and %.1f; %.1f and %.1f)\n",
+		fmt.Printf("bench: scheduler_floor layout=v2 units=%d redis_us_per_slot=%.1f second_us_per_slot=%.1f (claim %.1f + finish %.1f; second %.1f + %.1f; each slot's the mean of its floor measured on the same server just before and just after it: %s; %s)\n",
 			nJobs*nParts, us(f1.Total()), us(f2.Total()), us(f1.Claim), us(f1.Finish), us(f2.Claim), us(f2.Finish),
-			us(res.floors[0].Total()), us(res.floors[1].Total()), us(res.second.floors[0].Total()), us(res.second.floors[1].Total()))
+			floorList(res.floors), floorList(res.second.floors))
 		res.print("scheduler", nReplicas)
 		fmt.Printf("bench: scheduler roundtrips acquire_per_slot_per_replica=%.2f total_per_slot=%.2f\n",
 			float64(res.acquires)/float64(res.slots*nReplicas), float64(res.roundTrips)/float64(res.slots))
@@ -449,12 +454,18 @@ func (p *floorPair) take() []bench.FloorSlot {
 
 // close deletes the floors' keys and closes the client.
 func (p *floorPair) close() {
-	ctx := context.Background()
-	iter := p.rdb.Scan(ctx, 0, p.prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		p.rdb.Del(ctx, iter.Val())
-	}
+	deletePrefix(p.rdb, p.prefix)
 	_ = p.rdb.Close()
+}
+
+// floorList is the floors' totals in µs, "29.9 and 26.9" (one alone when
+// the second slot had no room for its floor before it).
+func floorList(fs []bench.FloorSlot) string {
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, fmt.Sprintf("%.1f", us(f.Total())))
+	}
+	return strings.Join(parts, " and ")
 }
 
 // meanFloor is the mean of floor slots (claim and finish each).
