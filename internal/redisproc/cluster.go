@@ -89,14 +89,17 @@ func startCluster(masters int, launch func(build func(port int, dir string) ([]s
 	c := &Cluster{}
 	busPorts := make([]int, masters)
 	for i := range masters {
+		var busClaim *portClaim
 		n, err := launch(func(port int, dir string) ([]string, error) {
 			// The bus port is picked too: the default, port+10000, may
-			// be taken or in the ephemeral range.
-			bus, err := freePort()
+			// be taken or in the ephemeral range. It is the node's,
+			// as its port is, until the node's end.
+			busClaim.release() // a try before this one failed
+			bus, claim, err := freePort()
 			if err != nil {
 				return nil, err
 			}
-			busPorts[i] = bus
+			busPorts[i], busClaim = bus, claim
 			return append(serverArgs(port, dir),
 				"--cluster-enabled", "yes",
 				"--cluster-port", strconv.Itoa(bus),
@@ -106,8 +109,10 @@ func startCluster(masters int, launch func(build func(port int, dir string) ([]s
 			), nil
 		})
 		if err != nil {
+			busClaim.release()
 			return nil, err
 		}
+		n.hold(busClaim)
 		from := i * 16384 / masters
 		to := (i+1)*16384/masters - 1
 		c.Nodes = append(c.Nodes, n)

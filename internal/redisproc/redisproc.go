@@ -14,6 +14,13 @@
 // t.Cleanup. No goroutine outlives the test: each process has one waiter
 // goroutine, which returns when the process exits.
 //
+// A Server's ports are its own from its start to its end (the test's
+// cleanup, or Close), also while it is killed: they are claimed against
+// every Server of every process that uses this package (go test runs
+// packages side by side) with a lock file per port under os.TempDir(). So
+// another test's server never answers a client that dials the port of a
+// Server that is killed.
+//
 // # Waiting
 //
 // Every wait polls every PollInterval until a deadline (StartTimeout,
@@ -82,6 +89,9 @@ type Server struct {
 
 	mu   sync.Mutex
 	proc *proc // nil while killed
+	// claims are the Server's ports (its port, a cluster node's bus
+	// port), held from start to stop, through Kill and Restart.
+	claims []*portClaim
 }
 
 // Start starts a redis-server on a free loopback port with no persistence,
@@ -162,20 +172,22 @@ func launchIn(bin, dir, kind string, build func(port int, dir string) ([]string,
 	s := &Server{bin: bin, dir: dir}
 	var lastErr error
 	for range 10 {
-		port, err := freePort()
+		port, claim, err := freePort()
 		if err != nil {
 			return nil, err
 		}
 		args, err := build(port, dir)
 		if err != nil {
+			claim.release()
 			return nil, err
 		}
 		s.port, s.args, s.log = port, args, logPath(dir, args)
 		p, err := s.spawn()
 		if err == nil {
-			s.proc = p
+			s.proc, s.claims = p, []*portClaim{claim}
 			return s, nil
 		}
+		claim.release()
 		lastErr = err
 		if !errors.Is(err, errAddrInUse) {
 			break
@@ -294,11 +306,22 @@ func (s *Server) LogTail() string {
 	return strings.Join(lines, "\n")
 }
 
-// stop is the cleanup: kill and wait.
+// stop is the cleanup: kill, wait, and give the ports up.
 func (s *Server) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.killLocked()
+	for _, c := range s.claims {
+		c.release()
+	}
+	s.claims = nil
+}
+
+// hold adds a port claim to those stop gives up.
+func (s *Server) hold(c *portClaim) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claims = append(s.claims, c)
 }
 
 func (s *Server) killLocked() {
@@ -422,19 +445,33 @@ var portRange = sync.OnceValues(func() (lo, hi int) {
 	return lo, hi
 })
 
-// freePort returns a loopback port that nothing listens on right now.
-func freePort() (int, error) {
+// freePort returns a loopback port that no other Server has claimed and
+// nothing listens on right now, claimed for the caller.
+func freePort() (int, *portClaim, error) {
 	lo, hi := portRange()
+	return freePortOf(func() int { return lo + rand.N(hi-lo) })
+}
+
+// freePortOf is freePort over the candidates next returns, 100 at most.
+func freePortOf(next func() int) (int, *portClaim, error) {
 	for range 100 {
-		port := lo + rand.N(hi-lo)
+		port := next()
+		c, ok, err := claimPort(port)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !ok {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
+			c.release()
 			continue
 		}
 		_ = l.Close()
-		return port, nil
+		return port, c, nil
 	}
-	return 0, errors.New("no free port in 100 tries")
+	return 0, nil, errors.New("no free port in 100 tries")
 }
 
 // poll calls check every PollInterval until it returns nil, returns an
