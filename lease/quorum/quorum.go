@@ -35,9 +35,11 @@ type Backend struct {
 	lastProposal atomic.Int64 // µs; proposals of this Backend increase
 
 	format    []formatver.Gate        // per master: its stored format was checked (format.go)
-	checking  []atomic.Bool           // per master: a check is in flight
 	refused   []atomic.Pointer[error] // per master: a refusal a straggling check found, for the next call
 	formatAll atomic.Bool             // every master's was
+	fmu       sync.Mutex
+	checking  []*formatCheck // per master: the check in flight, nil for none (under fmu)
+	checked   chan struct{}  // closed and replaced when a check ends (under fmu)
 }
 
 // heldKey names one acquisition.
@@ -85,8 +87,9 @@ func New(masters []redis.UniversalClient, opts Options) (*Backend, error) {
 		opts:     opts,
 		held:     map[heldKey]*entry{},
 		format:   make([]formatver.Gate, len(masters)),
-		checking: make([]atomic.Bool, len(masters)),
 		refused:  make([]atomic.Pointer[error], len(masters)),
+		checking: make([]*formatCheck, len(masters)),
+		checked:  make(chan struct{}),
 	}, nil
 }
 
