@@ -84,7 +84,19 @@
 // 24 h) and replayed to retries; any other (5xx above all) releases the key,
 // so a retry runs the handler again. A panicking handler releases the key
 // too. A response body above MaxResponseBytes still reaches the client but
-// is stored as a 410 response-not-retained problem.
+// is stored as a 410 response-not-retained problem. What is stored is the
+// response the handler wrote, whether or not its client took it: a client
+// that went away mid-response makes the writes fail, and its retry gets
+// the whole response when the handler wrote every byte of the
+// Content-Length it declared; without a declared length (or with fewer
+// bytes), a body cut at the failed write cannot be told from a whole one,
+// and the response is stored as the same 410 problem: processed, not run
+// again, never replayed cut. Header fields are stored as the handler left
+// them; fields a middleware around this one set before it (a request id, a
+// session cookie) and the handler left unchanged are not stored, so a
+// replay to another request never repeats them. A handler that hijacks
+// the connection (http.Hijacker) answers on it itself: nothing is stored,
+// and the key is released.
 //
 // # Fencing
 //

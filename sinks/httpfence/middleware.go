@@ -527,7 +527,7 @@ func (m *middleware) run(w http.ResponseWriter, c *call) {
 	r2 := c.r.WithContext(hctx)
 	r2.Body = io.NopCloser(bytes.NewReader(body))
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	rec := &recorder{w: w, limit: m.cfg.MaxResponseBytes}
+	rec := newRecorder(w, m.cfg.MaxResponseBytes)
 	done := false
 	defer func() {
 		if !done { // the handler panicked: release the key, keep panicking
@@ -536,14 +536,20 @@ func (m *middleware) run(w http.ResponseWriter, c *call) {
 	}()
 	m.next.ServeHTTP(rec, r2)
 	done = true
+	if rec.hijacked { // the connection is the handler's: nothing to store
+		m.after(ctx, c, rec, evHijacked)
+		return
+	}
 	if rec.status == 0 { // the handler wrote nothing: net/http sends 200
-		rec.status, rec.header = http.StatusOK, rec.w.Header().Clone()
+		rec.status, rec.header = http.StatusOK, rec.handlerHeader()
 	}
 	switch {
 	case !m.cfg.Storable(rec.status):
 		m.after(ctx, c, rec, evUnstorable)
 	case rec.overflow:
 		m.after(ctx, c, rec, evOverflow)
+	case !rec.complete():
+		m.after(ctx, c, rec, evIncomplete)
 	default:
 		m.after(ctx, c, rec, evStorable)
 	}
@@ -563,7 +569,7 @@ func (m *middleware) after(ctx context.Context, c *call, rec *recorder, ev event
 			Type:   m.cfg.ProblemBase + tr.problem,
 			Title:  tr.title,
 			Status: tr.status,
-			Detail: fmt.Sprintf("the request was processed (status %d) but its response exceeded %d bytes and was not kept; it will not be processed again", rec.status, m.cfg.MaxResponseBytes),
+			Detail: notRetained(ev, rec.status, m.cfg.MaxResponseBytes),
 		})
 		resp = &idemstore.Response{Status: tr.status, Header: http.Header{"Content-Type": {problem.ContentType}}, Body: b}
 	}
@@ -572,6 +578,15 @@ func (m *middleware) after(ctx context.Context, c *call, rec *recorder, ev event
 	if err := m.cfg.Store.Complete(sctx, c.storeKey, c.out.Lock, resp, m.cfg.TTL); err != nil {
 		m.cfg.Logger.LogAttrs(ctx, slog.LevelError, "idempotency_store_failed", slog.String("op", "complete"), slog.Any("error", err))
 	}
+}
+
+// notRetained is the detail of the problem stored for a response that was
+// not kept.
+func notRetained(ev event, status int, limit int64) string {
+	if ev == evIncomplete {
+		return fmt.Sprintf("the request was processed (status %d) but its response did not reach the client in full and is not known whole, so it was not kept; it will not be processed again", status)
+	}
+	return fmt.Sprintf("the request was processed (status %d) but its response exceeded %d bytes and was not kept; it will not be processed again", status, limit)
 }
 
 // authenticated reports evBegin when the fencing headers of c may be

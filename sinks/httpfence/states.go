@@ -42,6 +42,8 @@ const (
 	evFenceFailed                        // the fence store failed
 	evStorable                           // the handler's response is kept for replay
 	evOverflow                           // storable, but above MaxResponseBytes
+	evIncomplete                         // storable, but a write to the client failed and the body is not known whole
+	evHijacked                           // the handler took the connection over (http.Hijacker)
 	evUnstorable                         // the handler's status is not storable
 	evPanicked                           // the handler panicked
 )
@@ -111,6 +113,8 @@ var transitions = []transition{
 	// After the handler (described below the status table).
 	{stateRunning, evStorable, actComplete, 0, "", ""},
 	{stateRunning, evOverflow, actComplete, http.StatusGone, problem.NotRetained, "Response not retained"},
+	{stateRunning, evIncomplete, actComplete, http.StatusGone, problem.NotRetained, "Response not retained"},
+	{stateRunning, evHijacked, actAbandon, 0, "", ""},
 	{stateRunning, evUnstorable, actAbandon, 0, "", ""},
 	{stateRunning, evPanicked, actAbandon, 0, "", ""},
 }
