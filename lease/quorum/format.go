@@ -20,15 +20,16 @@ const store = "lease/redislease"
 // marker is another's refuses the acquisition with a *fence.FormatError
 // (fence.ErrUnknownFormat, docs/compatibility.md), whatever the others
 // say. Calls made at once share the checks: one check at a time per
-// master, and every call waits for it, whichever call started it. A call
-// returns once every check it waits for has answered, or once a majority
-// has passed and the others had StragglerWait more: a master that hangs
-// does not hold up the acquisition, and its check runs on to its client's
-// timeout, like the commands of a try (conn.SetNX), and is made again at a
-// later acquisition if it failed; a refusal it finds after its call went
-// on is the next acquisition's answer. With fewer than a majority passed
-// it fails with a *NoQuorumError ("format") that joins the checks'
-// errors. Once every master passed, it costs one atomic load.
+// master, and until a majority has passed every call waits for it,
+// whichever call started it (see startChecks). A call returns once every
+// check it waits for has answered, or once a majority has passed and the
+// others had StragglerWait more: a master that hangs does not hold up the
+// acquisition, and its check runs on to its client's timeout, like the
+// commands of a try (conn.SetNX), and is made again at a later
+// acquisition if it failed; a refusal it finds after its call went on is
+// the next acquisition's answer. With fewer than a majority passed it
+// fails with a *NoQuorumError ("format") that joins the checks' errors.
+// Once every master passed, it costs one atomic load.
 func (b *Backend) checkFormat(ctx context.Context) error {
 	if b.formatAll.Load() {
 		return nil
@@ -47,19 +48,10 @@ func (b *Backend) checkFormat(ctx context.Context) error {
 		b.fmu.Lock()
 		checked := b.checked
 		b.fmu.Unlock()
-		pending := 0
-		for _, c := range awaited {
-			select {
-			case <-c.done:
-				if errors.Is(c.err, fence.ErrUnknownFormat) {
-					b.refused[c.node].Store(nil) // answered here, not again
-					return c.err
-				}
-			default:
-				pending++
-			}
+		if err := b.refusal(awaited); err != nil {
+			return err
 		}
-		if pending == 0 {
+		if finished(awaited) {
 			break
 		}
 		if straggle == nil && b.formatPassed() >= b.quorum {
@@ -73,6 +65,10 @@ func (b *Backend) checkFormat(ctx context.Context) error {
 		case <-straggle:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		// A refusal may have come with the deadline.
+		if err := b.refusal(awaited); err != nil {
+			return err
 		}
 		break
 	}
@@ -94,29 +90,66 @@ func (b *Backend) checkFormat(ctx context.Context) error {
 	return nil
 }
 
+// refusal returns the refusal of a finished check of awaited, nil for
+// none, and takes it back from b.refused unless a later check has put
+// its own there since.
+func (b *Backend) refusal(awaited []*formatCheck) error {
+	for _, c := range awaited {
+		select {
+		case <-c.done:
+			if c.refusal != nil {
+				b.refused[c.node].CompareAndSwap(c.refusal, nil) // answered here, not again
+				return *c.refusal
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+// finished reports whether every check of awaited has answered.
+func finished(awaited []*formatCheck) bool {
+	for _, c := range awaited {
+		select {
+		case <-c.done:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // formatCheck is one check of one master's stored format, shared by the
 // calls that wait for it.
 type formatCheck struct {
-	node int
-	done chan struct{} // closed when err is set
-	err  error
+	node    int
+	done    chan struct{} // closed when err and refusal are set
+	err     error
+	refusal *error // &err when err is a refusal, as stored in b.refused
 }
 
-// startChecks returns the check of every master whose format has not
-// passed yet: the one in flight, or one it starts.
+// startChecks returns the checks the call waits for: of every master
+// whose format has not passed yet, the one in flight or one it starts.
+// Once a majority has passed, a call waits only for the checks it
+// starts: a master that hangs holds up one call per check (StragglerWait),
+// not every call while its check runs on to its client's timeout.
 func (b *Backend) startChecks(ctx context.Context) []*formatCheck {
 	b.fmu.Lock()
 	defer b.fmu.Unlock()
+	majority := b.formatPassed() >= b.quorum
 	var awaited []*formatCheck
 	for i := range b.nodes {
 		if b.format[i].Passed() {
 			continue
 		}
 		c := b.checking[i]
-		if c == nil {
+		switch {
+		case c == nil:
 			c = &formatCheck{node: i, done: make(chan struct{})}
 			b.checking[i] = c
 			go b.check(context.WithoutCancel(ctx), c)
+		case majority:
+			continue
 		}
 		awaited = append(awaited, c)
 	}
@@ -128,12 +161,14 @@ func (b *Backend) check(ctx context.Context, c *formatCheck) {
 	err := b.format[c.node].Check(ctx, func(ctx context.Context) error {
 		return formatver.Redis(ctx, b.nodes[c.node], store, b.opts.Prefix)
 	})
+	var refusal *error
 	if errors.Is(err, fence.ErrUnknownFormat) {
-		b.refused[c.node].Store(&err) // taken back by a call that sees it
+		refusal = &err
+		b.refused[c.node].Store(refusal) // taken back by a call that sees it
 	}
 	b.fmu.Lock()
 	defer b.fmu.Unlock()
-	c.err = err
+	c.err, c.refusal = err, refusal
 	close(c.done)
 	b.checking[c.node] = nil
 	close(b.checked)
