@@ -236,7 +236,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			if stale, ok := readStale(resp); ok {
 				drainClose(resp)
 				if stale.Resource == "" {
-					stale.Resource = r.URL.String()
+					stale.Resource = r.URL.Redacted()
 				}
 				if h, ok := fence.HolderFromContext(ctx); ok && stale.Presented == fence.None {
 					stale.Presented, stale.Scope = h.Token, h.Scope
@@ -249,7 +249,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 					lockLeft = t.baseDelay()
 				}
 				drainClose(resp)
-				inFlight := &InFlightError{URL: r.URL.String(), Wait: lockLeft}
+				inFlight := &InFlightError{URL: r.URL.Redacted(), Wait: lockLeft}
 				// Poll: the lock's remaining time bounds the wait, the
 				// original usually ends far sooner.
 				polls++
@@ -310,6 +310,8 @@ var ErrInFlight = errors.New("httpfence: request with this idempotency key in fl
 // method makes it a deferral (see scheduler.RetryAfter): the scheduler's
 // attempt comes back after Wait without counting a failure.
 type InFlightError struct {
+	// URL is the request's URL with its password, if any, masked
+	// (url.URL.Redacted).
 	URL string
 	// Wait is the server's Retry-After: the lock's remaining time, in
 	// whole seconds rounded up (Transport.BaseDelay when it sent none).

@@ -670,3 +670,40 @@ func TestTransportMapsAClosedSlotScope(t *testing.T) {
 	require.ErrorAs(t, err, &stale)
 	require.Equal(t, fence.StaleTokenError{Resource: "/charges", Scope: scope, Presented: 11, ClosedBefore: time.Unix(1780000001, 0).UTC()}, *stale)
 }
+
+// A password in the request's URL never reaches an error (found by a fresh
+// user's trial: InFlightError's text and the span's status held it, where
+// net/http's own *url.Error masks it): InFlightError.URL and a
+// StaleTokenError's Resource are url.URL.Redacted. Control: URL.String()
+// fails it.
+func TestErrorsMaskTheURLsPassword(t *testing.T) {
+	t.Parallel()
+	stale := answer{status: http.StatusPreconditionFailed, header: map[string]string{"Content-Type": "application/problem+json"},
+		body: `{"type":"https://holdfast.dev/problems/stale-fencing-token","title":"Stale fencing token","status":412,"currentToken":9,"presentedToken":7}`}
+	for name, a := range map[string]answer{"InFlight": inFlight("45"), "Stale": stale} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newScripted(t, a)
+			client, _ := newClient(s.srv, &httpfence.Transport{MaxInFlightWait: -1})
+			u, err := url.Parse(s.srv.URL)
+			require.NoError(t, err)
+			u.User = url.UserPassword("svc", "S3cretPassw0rd")
+			req, err := http.NewRequestWithContext(fencedContext("op-1", 7, "a"), http.MethodPost, u.String(), strings.NewReader("payload"))
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			require.Nil(t, resp)
+			require.Error(t, err)
+			require.NotContains(t, err.Error(), "S3cretPassw0rd")
+			require.Contains(t, err.Error(), "svc:xxxxx@")
+			var inFlight *httpfence.InFlightError
+			if errors.As(err, &inFlight) {
+				require.NotContains(t, inFlight.URL, "S3cretPassw0rd")
+			}
+			var se *fence.StaleTokenError
+			if errors.As(err, &se) {
+				require.NotContains(t, se.Resource, "S3cretPassw0rd")
+			}
+			require.True(t, inFlight != nil || se != nil, "one of the two errors: %v", err)
+		})
+	}
+}
