@@ -1,5 +1,10 @@
 package fence
 
+import (
+	"fmt"
+	"log/slog"
+)
+
 // Holder is what a writer presents to a sink: a token, the lease it was
 // issued for, and the owner of that acquisition.
 //
@@ -22,6 +27,22 @@ type Holder struct {
 	// random owner value). The rule accepts an equal token only from the
 	// same owner.
 	Owner string
+}
+
+// String formats h for people: its scope, token and owner id (OwnerID),
+// never its owner, a write capability (docs/security.md): fmt's %v, %+v
+// and %s of a Holder, or of a value holding one, cannot leak it.
+func (h Holder) String() string {
+	return fmt.Sprintf("{Scope:%q Token:%d OwnerID:%s}", h.Scope, h.Token, OwnerID(h.Owner))
+}
+
+// GoString is String, for fmt's %#v.
+func (h Holder) GoString() string { return "fence.Holder" + h.String() }
+
+// LogValue implements slog.LogValuer: the scope, token and owner_id,
+// never the owner.
+func (h Holder) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("scope", h.Scope), slog.Uint64("token", uint64(h.Token)), slog.String("owner_id", OwnerID(h.Owner)))
 }
 
 // Check applies the acceptance rule (see Check) to h for resource, whose

@@ -144,12 +144,13 @@ func (s *Scheduler) Record(ctx context.Context, job, partition string, at time.T
 	return s.redacted(rec), found, err
 }
 
-// redacted returns rec with its attempts' errors passed through
-// Options.Redact: records stored before Redact was set, or by a replica
+// redacted returns rec with its attempts' errors masked (maskOwner, then
+// Options.Redact): records stored before Redact was set, or by a replica
 // without it, are shown masked too.
 func (s *Scheduler) redacted(rec ledger.Record) ledger.Record {
 	for i := range rec.Attempts {
-		rec.Attempts[i].Error = s.cfg.Redact(rec.Attempts[i].Error)
+		a := &rec.Attempts[i]
+		a.Error = s.cfg.Redact(maskOwner(a.Error, a.Owner))
 	}
 	return rec
 }

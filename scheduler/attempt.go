@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -214,9 +215,10 @@ func (s *Scheduler) outcome(h hold, slot ledger.Slot, runErr error, timedOut, re
 		return decideOutcome(ended{}, s.clock.Now(), nil)
 	}
 	job := h.u.job
-	// The one place a job's error becomes text: masked (Options.Redact)
-	// before the ledger stores it and the log shows it.
-	e := ended{failed: true, text: s.cfg.Redact(runErr.Error()), class: classify(h.ctx(), s.life.run, runErr, timedOut),
+	// The one place a job's error becomes text: masked (the attempt's
+	// owner, then Options.Redact) before the ledger stores it and the log
+	// shows it.
+	e := ended{failed: true, text: s.cfg.Redact(maskOwner(runErr.Error(), h.fence.Owner)), class: classify(h.ctx(), s.life.run, runErr, timedOut),
 		replaced: replaced, left: left}
 	if e.class == ledger.ClassDeferred && !replaced {
 		e.deferFor, e.deferOK = s.deferral(h, slot, runErr)
@@ -600,4 +602,16 @@ func (s *Scheduler) finishRelease(ctx context.Context, h hold, slot ledger.Slot,
 func (s *Scheduler) dueAfter(u *unit, fire cron.Fire) bool {
 	next, ok := u.job.window.next(fire.At)
 	return ok && !next.At.After(s.clock.Now())
+}
+
+// maskOwner replaces owner in text, a job's error, with its owner id
+// (fence.OwnerID): the owner is a write capability, and a job that formats
+// its Run or Holder into an error (fmt's %v of the struct, or Owner
+// itself) would otherwise hand it to the ledger, the logs and every
+// operator view.
+func maskOwner(text, owner string) string {
+	if owner == "" || !strings.Contains(text, owner) {
+		return text
+	}
+	return strings.ReplaceAll(text, owner, "owner_id:"+fence.OwnerID(owner))
 }

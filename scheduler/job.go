@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -405,6 +406,26 @@ type Run struct {
 // (fence.HolderFromContext).
 func (r Run) Holder() fence.Holder {
 	return fence.Holder{Scope: r.Scope, Token: r.Token, Owner: r.Owner}
+}
+
+// String formats r for people: its slot, attempt, token, scope, owner id
+// (fence.OwnerID) and idempotency key, never its owner, a write
+// capability (docs/security.md): fmt's %v, %+v and %s of a Run cannot
+// leak it into an error, a log line or a view.
+func (r Run) String() string {
+	return fmt.Sprintf("{Job:%q Partition:%q At:%s Attempt:%d Token:%d Scope:%q OwnerID:%s IdempotencyKey:%q}",
+		r.Job, r.Partition, r.At.UTC().Format(time.RFC3339), r.Attempt, r.Token, r.Scope, fence.OwnerID(r.Owner), r.IdempotencyKey)
+}
+
+// GoString is String, for fmt's %#v.
+func (r Run) GoString() string { return "scheduler.Run" + r.String() }
+
+// LogValue implements slog.LogValuer: String's fields, the owner id in
+// place of the owner.
+func (r Run) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("job", r.Job), slog.String("partition", r.Partition), slog.Time("slot", r.At),
+		slog.Int("attempt", r.Attempt), slog.Uint64("token", uint64(r.Token)), slog.String("scope", r.Scope),
+		slog.String("owner_id", fence.OwnerID(r.Owner)), slog.String("idempotency_key", r.IdempotencyKey))
 }
 
 // ErrPermanent matches an error wrapped by Permanent:

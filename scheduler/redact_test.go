@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -137,4 +139,78 @@ func TestLedgerReceivesTheMaskedError(t *testing.T) {
 		require.Equal(t, ledger.ClassPermanent, calls[0].outcome.Class)
 		require.Equal(t, `config {"api_key":"***"}: dial postgres://user:***@db.internal/payments: refused`, calls[0].outcome.Error)
 	})
+}
+
+// A job that formats its Run, its Holder or its owner into an error must
+// not hand the owner (a write capability) to the ledger, the logs and the
+// operators' views (found by a fresh user's trial: "settle %v" of
+// run.Holder() and "%+v" of the Run reached GET /admin/jobs/{job}/runs and
+// job_run_finished). Run and fence.Holder format the owner id, and the
+// attempt's owner is replaced by its owner id in the error's text, also
+// for a record stored by a build that did not (Record, Runs). Control:
+// without maskOwner, the "%s" of Owner reaches the ledger.
+func TestFailedJobErrorNeverCarriesTheOwner(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		at := past(1, 0)[0]
+		var mu sync.Mutex
+		var owner string
+		var logged []string
+		record := logTo(func(msg string, attrs map[string]string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for k, v := range attrs {
+				logged = append(logged, msg+" "+k+"="+v)
+			}
+		})
+		job := Job{
+			Name: "payments", Spec: everySecond, StartAt: at, EndAt: at.Add(time.Second), MaxAttempts: 1,
+			Run: func(_ context.Context, r Run) error {
+				mu.Lock()
+				owner = r.Owner
+				mu.Unlock()
+				return fmt.Errorf("settle %v, run %+v, %#v, owner %s: bank 503", r.Holder(), r, r, r.Owner)
+			},
+		}
+		sched := s.replica(t, record)
+		require.NoError(t, sched.Register(job))
+		claimNow(t, sched, "payments", "", at)
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, owner)
+		a, _ := s.record(t, "payments", "", at).Latest()
+		require.NotContains(t, a.Error, owner, "the ledger's record")
+		require.Contains(t, a.Error, "owner owner_id:"+fence.OwnerID(owner)+": bank 503")
+		require.Contains(t, a.Error, "OwnerID:"+fence.OwnerID(owner))
+		rec, _, err := sched.Record(context.Background(), "payments", "", at)
+		require.NoError(t, err)
+		require.NotContains(t, rec.Attempts[0].Error, owner, "Record")
+		for _, l := range logged {
+			require.NotContains(t, l, owner)
+		}
+
+		// A record stored with the owner in its error (an older build):
+		// masked when read.
+		old := ledger.Record{Attempts: []ledger.Attempt{{Owner: owner, Error: "owner " + owner}}}
+		require.Equal(t, "owner owner_id:"+fence.OwnerID(owner), sched.redacted(old).Attempts[0].Error)
+	})
+}
+
+// A Run formatted by fmt or slog shows its owner id, never its owner.
+func TestRunNeverFormatsItsOwner(t *testing.T) {
+	t.Parallel()
+	r := Run{Slot: ledger.Slot{Job: "settle", At: time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)}, Attempt: 2,
+		Token: 1796557722000975, Owner: "c4cf6eb9f6f86911b62410cefdeb973e", Scope: "settle"}
+	id := fence.OwnerID(r.Owner)
+	for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+		got := fmt.Sprintf(verb, r)
+		require.NotContains(t, got, r.Owner, verb)
+		require.Contains(t, got, "OwnerID:"+id, verb)
+		require.Contains(t, got, `Job:"settle"`, verb)
+	}
+	var buf strings.Builder
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "run", r)
+	require.NotContains(t, buf.String(), r.Owner)
+	require.Contains(t, buf.String(), `"owner_id":"`+id+`"`)
+	require.Contains(t, buf.String(), `"attempt":2`)
 }

@@ -1,0 +1,38 @@
+package fence_test
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/fence"
+)
+
+// A Holder formatted by fmt or slog, alone or inside a value that holds
+// it, shows its owner id, never its owner (a write capability; found by a
+// fresh user's trial: a job's fmt.Errorf("%v", run.Holder()) reached the
+// scheduler's admin API). Control: without String, %v prints the owner.
+func TestHolderNeverFormatsItsOwner(t *testing.T) {
+	t.Parallel()
+	h := fence.Holder{Scope: "settle", Token: 1796557722000975, Owner: "c4cf6eb9f6f86911b62410cefdeb973e"}
+	id := fence.OwnerID(h.Owner)
+	type wrapper struct {
+		Name string
+		H    fence.Holder
+	}
+	for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+		for _, v := range []any{h, &h, wrapper{"w", h}, []fence.Holder{h}} {
+			got := fmt.Sprintf(verb, v)
+			require.NotContains(t, got, h.Owner, "%s of %T", verb, v)
+			require.Contains(t, got, id, "%s of %T", verb, v)
+			require.Contains(t, got, "1796557722000975", "%s of %T", verb, v)
+		}
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "holder", h)
+	require.NotContains(t, buf.String(), h.Owner)
+	require.Contains(t, buf.String(), `"holder":{"scope":"settle","token":1796557722000975,"owner_id":"`+id+`"}`)
+}
