@@ -296,6 +296,17 @@ func checkFence(s ledger.Slot, f ledger.Fence) (slotScoped bool, err error) {
 
 func unix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
 
+// ceilUnix is t in unix seconds rounded up: the index's scores are whole
+// seconds, so from <= slot iff ceilUnix(from) <= slot, and slot < to iff
+// slot < ceilUnix(to), also for bounds within a second.
+func ceilUnix(t time.Time) string {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return strconv.FormatInt(s, 10)
+}
+
 // seenArg is BeginRequest.Seen for clear.lua: unix seconds, "0" for none.
 func seenArg(t time.Time) string {
 	if t.IsZero() {
@@ -767,7 +778,7 @@ func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.
 	k := l.keys(job, partition)
 	pipe := l.rdb.Pipeline()
 	idx := pipe.ZRevRangeByScore(ctx, k.index, &redis.ZRangeBy{
-		Min: unix(from), Max: "(" + unix(to), Count: int64(limit),
+		Min: ceilUnix(from), Max: "(" + ceilUnix(to), Count: int64(limit),
 	})
 	hot := pipe.HMGet(ctx, k.unit, hotFields...)
 	if _, err := pipe.Exec(ctx); err != nil {
