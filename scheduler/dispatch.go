@@ -192,9 +192,23 @@ func (s *Scheduler) markBusy(e *entry) bool {
 }
 
 // trigger starts a claim of e's unit, or, when one is running, leaves it a
-// note to look again when it is done.
+// note to look again when it is done; under OverlapCancelOther a scheduled
+// fire then also asks for the running attempt to be replaced: the claim
+// under way may be this replica's own run of an earlier slot, which would
+// otherwise run to its end.
 func (s *Scheduler) trigger(e *entry) {
 	if !s.markBusy(e) {
+		if e.scheduled() && e.u.job.Overlap == OverlapCancelOther {
+			s.active.Add(1) // at work until the request is made
+			s.wg.Go(func() {
+				defer s.active.Add(-1)
+				if err := s.requestReplace(e.u, e.req.fire); err != nil && s.life.claim.Err() == nil {
+					s.obs.LedgerError(e.u.job.Name, opClaim)
+					s.log.LogAttrs(s.life.claim, slog.LevelWarn, "job_replace_request_failed", slog.String("job", e.u.job.Name),
+						slog.String("partition", e.u.partition), slotAttr(e.req.fire.At), slog.Any("error", err))
+				}
+			})
+		}
 		return
 	}
 	s.wg.Go(func() {

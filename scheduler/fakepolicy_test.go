@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -617,4 +618,71 @@ func TestFakeTimeTriggerNeverReplaysAScheduledSlot(t *testing.T) {
 		_, err = s.Trigger(ctx, "every2", "", "again")
 		require.ErrorIs(t, err, scheduler.ErrTriggerTaken, "a second trigger in the same second would share the first's key")
 	})
+}
+
+// OverlapCancelOther when the next slot comes due within LeaseTTL + 1 s
+// (found by a fresh user's trial: every 2 s with LeaseTTL 3 s, no run was
+// ever replaced; the overlapping slots were skipped as under
+// OverlapForbid): on one replica, whose own fire finds its unit busy with
+// the run, and on two, where the replica that lost the race for the
+// running slot waited for the lease past the next fire, which it then only
+// noted; it now stops waiting once the slot it lost is recorded begun.
+// Control: without the request of a busy unit's fire (trigger) the
+// one-replica case runs 10:00:00 to its end; without the loser's check of
+// the slot's record (replaceHolder) its claim is still waiting at
+// 10:00:01.
+func TestFakeTimeOverlapCancelOtherWithinTheLeaseTTL(t *testing.T) {
+	t.Parallel()
+	for _, replicas := range []int{1, 2} {
+		t.Run(strconv.Itoa(replicas), func(t *testing.T) {
+			t.Parallel()
+			onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+				if _, ok := r.ledger.(ledger.Canceler); !ok {
+					t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
+				}
+				g := newGated(r, utc(10, 0, 0))
+				job := scheduler.Job{Name: "replace", Spec: "*/2 * * * * *", LeaseTTL: 3 * time.Second,
+					Overlap: scheduler.OverlapCancelOther, Run: g.run}
+				var logs lockedLog // both replicas'
+				for i := range replicas {
+					r.replicaWith(time.Duration(i)*300*time.Millisecond, func(o *scheduler.Options) {
+						o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+					}, job)
+				}
+				r.tick(3*time.Second, 100*time.Millisecond) // to 10:00:01
+				require.Equal(t, []time.Time{utc(10, 0, 0)}, g.slots())
+				require.NoError(t, g.cause(utc(10, 0, 0)), "nothing replaces the run before the next slot")
+				if replicas == 2 {
+					require.Contains(t, logs.String(), `"msg":"job_claim_skipped","job":"replace","partition":"","slot":"`+utc(10, 0, 0).Format(time.RFC3339)+`","reason":"lease_held"`,
+						"the loser of 10:00:00 stopped waiting for the lease")
+				}
+				r.tick(3*time.Second, 100*time.Millisecond) // to 10:00:04
+				require.ErrorIs(t, g.cause(utc(10, 0, 0)), scheduler.ErrInterrupted, "10:00:02 replaced the run")
+				rec := r.record("replace", utc(10, 0, 0))
+				a, _ := rec.Latest()
+				require.Contains(t, a.Error, "replaced by a newer slot")
+				require.Equal(t, utc(10, 0, 2), g.slots()[1], "and ran")
+				require.Equal(t, ledger.StatusSucceeded, r.record("replace", utc(10, 0, 2)).Status)
+			})
+		})
+	}
+}
+
+// lockedLog is a log's output, safe for concurrent writes.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	return len(p), nil
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
 }

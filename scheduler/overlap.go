@@ -103,24 +103,22 @@ func (s *Scheduler) slotHeld(planner hold, f cron.Fire, held error) error {
 // replaceHolder, under OverlapCancelOther, asks the holder of u's lease to
 // cancel its run (through the ledger, seen at its next heartbeat) and
 // waits for the lease, at most LeaseTTL + 1 s on the scheduler's clock (a
-// dead holder's lease expires by then).
+// dead holder's lease expires by then). It stops waiting, with the lease
+// not acquired, once the ledger records fire's slot begun: the holder is
+// running that very slot (this replica lost the race for it), which no
+// cancel request touches, and this claim would otherwise hold u busy past
+// the next fire, which it would only note.
 func (s *Scheduler) replaceHolder(u *unit, fire cron.Fire) (*lease.Lease, error) {
-	c, ok := s.cfg.Ledger.(ledger.Canceler)
-	if !ok {
-		return nil, fmt.Errorf("%w: the ledger cannot cancel runs", ErrInvalidJob)
-	}
-	if err := c.RequestCancel(s.life.claim, u.job.Name, u.partition, fire.At); err != nil {
+	if err := s.requestReplace(u, fire); err != nil {
 		return nil, err
 	}
-	s.log.LogAttrs(s.life.claim, slog.LevelInfo, "job_replace_requested", slog.String("job", u.job.Name),
-		slog.String("partition", u.partition), slotAttr(fire.At))
 	// Poll rather than lease.Client.Acquire, whose wait is not on the
 	// scheduler's clock.
 	deadline := s.clock.Now().Add(u.job.LeaseTTL + time.Second)
 	for {
 		l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), u.lease, u.job.LeaseTTL)
 		var held *lease.NotAcquiredError
-		if !errors.As(err, &held) || s.clock.Now().After(deadline) {
+		if !errors.As(err, &held) || s.clock.Now().After(deadline) || s.recorded(u, fire.At) {
 			return l, err
 		}
 		wait := min(max(held.RemainingTTL, 10*time.Millisecond), 100*time.Millisecond)
@@ -131,4 +129,20 @@ func (s *Scheduler) replaceHolder(u *unit, fire cron.Fire) (*lease.Lease, error)
 			return nil, s.life.claim.Err()
 		}
 	}
+}
+
+// requestReplace asks, under OverlapCancelOther, that the running attempt
+// of u's slots before fire's stop: the ledger's cancel request, which its
+// holder, on this replica or another, sees at its next heartbeat.
+func (s *Scheduler) requestReplace(u *unit, fire cron.Fire) error {
+	c, ok := s.cfg.Ledger.(ledger.Canceler)
+	if !ok {
+		return fmt.Errorf("%w: the ledger cannot cancel runs", ErrInvalidJob)
+	}
+	if err := c.RequestCancel(s.life.claim, u.job.Name, u.partition, fire.At); err != nil {
+		return err
+	}
+	s.log.LogAttrs(s.life.claim, slog.LevelInfo, "job_replace_requested", slog.String("job", u.job.Name),
+		slog.String("partition", u.partition), slotAttr(fire.At))
+	return nil
 }
