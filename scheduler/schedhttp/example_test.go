@@ -1,7 +1,7 @@
 package schedhttp_test
 
 import (
-	"errors"
+	"crypto/subtle"
 	"log"
 	"log/slog"
 	"net/http"
@@ -21,8 +21,12 @@ func ExampleNew() {
 		Leases: inspector, // GET /leases and the console's leases view
 		Logger: logger,    // the scheduler's, so the admin events land beside its own
 		Authorizer: func(r *http.Request, action schedhttp.Action, job string) error {
-			if r.Header.Get("Authorization") != "Bearer ops-token" {
-				return errors.New("not an operator")
+			// No token, or not the ops token: 401 with WWW-Authenticate
+			// (RFC 6750). Compared in constant time; read the token from a
+			// secret store in a real service.
+			got := []byte(r.Header.Get("Authorization"))
+			if subtle.ConstantTimeCompare(got, []byte("Bearer ops-token")) != 1 {
+				return schedhttp.ErrUnauthenticated
 			}
 			return nil
 		},
