@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
 // Header names. The Idempotency-Key header follows
@@ -123,8 +124,10 @@ func ParseFencing(h http.Header) (holder fence.Holder, present bool, err error) 
 // encoding outside printable ASCII, and '%' and '"', as %xx in lower-case
 // hex), so that every lease name and scheduler partition that is valid
 // UTF-8 ("settle|zürich") can travel. scope must be 0 to MaxScopeLen bytes
-// of valid UTF-8; otherwise FormatScope returns an error matching
-// ErrInvalidScope.
+// of valid UTF-8 without control, format or default-ignorable characters
+// (the rule of lease names; a scope holding one can only be forged, and
+// ParseFencing refuses it); otherwise FormatScope returns an error
+// matching ErrInvalidScope.
 func FormatScope(scope string) (string, error) {
 	switch {
 	case len(scope) > MaxScopeLen:
@@ -133,6 +136,8 @@ func FormatScope(scope string) (string, error) {
 		return quote(scope), nil
 	case !utf8.ValidString(scope):
 		return "", fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidScope, scope)
+	case !safe.Printable(scope):
+		return "", fmt.Errorf("%w: %q holds a control, format or default-ignorable character", ErrInvalidScope, scope)
 	}
 	const hexDigits = "0123456789abcdef"
 	var b strings.Builder
@@ -198,6 +203,11 @@ func parseDisplayString(v string) (string, error) {
 			s := b.String()
 			if !utf8.ValidString(s) {
 				return "", errors.New("display string is not valid UTF-8")
+			}
+			if !safe.Printable(s) {
+				// No lease name holds one (lease.ErrInvalidName): such a
+				// scope can only be forged.
+				return "", errors.New("display string holds a control, format or default-ignorable character")
 			}
 			return s, nil
 		default:

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 )
 
@@ -95,6 +96,10 @@ func TestParseFencing(t *testing.T) {
 		{"display string scope", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {` %"job|z%c3%bcrich %25\\" `}}, 5, "a", `job|zürich %\\`, true, nil},
 		{"display string upper-case hex", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"z%C3%BC"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
 		{"display string not UTF-8", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"%ff"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		// No lease name holds a control or format character: such a
+		// scope can only be forged (a fresh user's trial sent "a\nb").
+		{"display string with a newline", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"a%0ab"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
+		{"display string with U+202E", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"a%e2%80%aeb"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
 		{"display string cut escape", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"a%c"`}}, 0, "", "", false, httpfence.ErrInvalidScope},
 		{"display string raw byte", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {"%\"\xc3\xbc\""}}, 0, "", "", false, httpfence.ErrInvalidScope},
 		{"display string parameters", http.Header{"Fencing-Token": {"5"}, "Fencing-Owner": {`"a"`}, "Fencing-Scope": {`%"a";p=1`}}, 0, "", "", false, httpfence.ErrInvalidScope},
@@ -206,15 +211,16 @@ func FuzzParseFencing(f *testing.F) {
 }
 
 // FuzzFormatScope: FormatScope takes every scope of at most MaxScopeLen
-// bytes of valid UTF-8 and refuses every other with ErrInvalidScope; what it
-// returns parses back to the same scope.
+// bytes of valid UTF-8 that a lease name could be (safe.Printable) and
+// refuses every other with ErrInvalidScope; what it returns parses back to
+// the same scope.
 func FuzzFormatScope(f *testing.F) {
 	for _, s := range []string{"", "settle|tenant-a", `a"b\c`, "settle|zürich", "100%", "\x00\x7f", "\xff", strings.Repeat("ü", 129)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, scope string) {
 		v, err := httpfence.FormatScope(scope)
-		if len(scope) > httpfence.MaxScopeLen || !utf8.ValidString(scope) {
+		if len(scope) > httpfence.MaxScopeLen || !utf8.ValidString(scope) || !safe.Printable(scope) {
 			if !errors.Is(err, httpfence.ErrInvalidScope) {
 				t.Fatalf("FormatScope(%q) = %q, %v: want ErrInvalidScope", scope, v, err)
 			}
