@@ -392,7 +392,7 @@ func (s *Scheduler) heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fe
 	if job.Overlap == OverlapCancelOther {
 		every = min(every, time.Second)
 	}
-	b := &beater{s: s, ctx: ctx, slot: slot, f: f, attempt: attempt, job: job, replace: replace, every: every}
+	b := &beater{s: s, ctx: ctx, slot: slot, f: f, attempt: attempt, job: job, replace: replace, every: every, began: s.clock.Now()}
 	// Under b.mu: the timer may fire before AfterFunc returns (a short
 	// period, a fake clock advanced meanwhile), and fire takes b.mu
 	// before it reads b.tick or takes the timer out of s.beats.
@@ -413,11 +413,28 @@ type beater struct {
 	job     *registered
 	replace context.CancelCauseFunc
 	every   time.Duration
+	began   time.Time // when the attempt began, on the scheduler's clock
 	tick    clock.Timer
 
 	mu      sync.Mutex
 	stopped bool
 	firing  sync.WaitGroup // the heartbeat under way
+}
+
+// overtaken reports whether a slot of the job's schedule, later than the
+// attempt's, came due while the attempt ran (after it began, at or before
+// now): the only attempt a cancel request replaces. The ledger's request
+// names the latest replacing slot and stays (ledger.Canceler), so without
+// this an attempt begun after it (a catch-up step planned before that slot
+// came due, a Retry or Backfill of an older slot) would be cancelled too,
+// although no slot came due during its run.
+func (b *beater) overtaken(now time.Time) bool {
+	from := b.began
+	if b.slot.At.After(from) {
+		from = b.slot.At
+	}
+	next, ok := b.job.window.next(from)
+	return ok && !next.At.After(now)
 }
 
 // fire records one heartbeat and arms the timer for the next; it runs on
@@ -444,7 +461,7 @@ func (b *beater) fire() {
 	err := s.cfg.Ledger.Heartbeat(b.ctx, b.slot, b.f, b.attempt, fired)
 	switch {
 	case errors.Is(err, ledger.ErrCancelRequested):
-		if b.job.Overlap == OverlapCancelOther {
+		if b.job.Overlap == OverlapCancelOther && b.overtaken(fired) {
 			s.log.LogAttrs(b.ctx, slog.LevelInfo, "job_run_replaced", slog.String("job", b.slot.Job),
 				slog.String("partition", b.slot.Partition), slog.Time("slot", b.slot.At))
 			b.replace(errReplaced)

@@ -198,7 +198,7 @@ func (s *Scheduler) markBusy(e *entry) bool {
 // otherwise run to its end.
 func (s *Scheduler) trigger(e *entry) {
 	if !s.markBusy(e) {
-		if e.scheduled() && e.u.job.Overlap == OverlapCancelOther {
+		if e.scheduled() && !e.retry && !e.req.afterError && e.u.job.Overlap == OverlapCancelOther {
 			s.active.Add(1) // at work until the request is made
 			s.wg.Go(func() {
 				defer s.active.Add(-1)

@@ -188,7 +188,10 @@
 //     replica runs it (a cancel request in the ledger, seen at the
 //     holder's next heartbeat, every second at most; the run's ctx ends
 //     with cause ErrInterrupted, the attempt is recorded failed and not
-//     retried) and runs the new slot. OverlapAllow runs every slot when
+//     retried) and runs the new slot. It cancels only an attempt that the
+//     new slot came due during: an attempt begun after it (a catch-up step
+//     planned before it, a Retry or Backfill of an older slot) runs to its
+//     end unless a later slot comes due during it. OverlapAllow runs every slot when
 //     it comes due, so runs of one unit overlap: each slot runs under a
 //     lease of its own ("<job>|<partition>@<unix>", "<job>@<unix>" for the
 //     default partition) with its ledger writes

@@ -686,3 +686,81 @@ func (l *lockedLog) String() string {
 	defer l.mu.Unlock()
 	return string(l.buf)
 }
+
+// timedRun is a job function whose runs take d on the rig's fake clock,
+// logging how each ended ("<slot> ok" or "<slot> killed: <cause>").
+func timedRun(r *rig, d time.Duration, log *lockedLog) func(context.Context, scheduler.Run) error {
+	return func(ctx context.Context, run scheduler.Run) error {
+		tm := r.clk.NewTimer(d)
+		defer tm.Stop()
+		r.held.Add(1)
+		defer r.held.Add(-1)
+		select {
+		case <-tm.C():
+			_, _ = log.Write([]byte(run.At.Format("15:04:05") + " ok\n"))
+			return nil
+		case <-ctx.Done():
+			_, _ = log.Write([]byte(run.At.Format("15:04:05") + " killed: " + context.Cause(ctx).Error() + "\n"))
+			return ctx.Err()
+		}
+	}
+}
+
+// A cancel request replaces only an attempt that a later slot came due
+// during (found by review: the ledger keeps the latest replacing slot, so
+// every attempt of an older slot begun after it was killed at its first
+// heartbeat). Here an operator's Backfill of 09:59, made after 10:00's run
+// was replaced by 10:01, runs to its end. Control: without
+// beater.overtaken it is killed as "replaced by a newer slot".
+func TestFakeTimeOverlapCancelOtherSparesALaterBackfill(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		if _, ok := r.ledger.(ledger.Canceler); !ok {
+			t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
+		}
+		var log lockedLog
+		long, short := timedRun(r, 90*time.Second, &log), timedRun(r, 3*time.Second, &log)
+		job := scheduler.Job{Name: "bf", Spec: "0 * * * * *", Overlap: scheduler.OverlapCancelOther,
+			Run: func(ctx context.Context, run scheduler.Run) error {
+				if run.At.Equal(utc(10, 0, 0)) {
+					return long(ctx, run)
+				}
+				return short(ctx, run)
+			}}
+		s := r.replica(0, job)
+		r.tick(130*time.Second, 100*time.Millisecond) // to 10:02:08
+		require.Contains(t, log.String(), "10:00:00 killed: scheduler: run interrupted: replaced by a newer slot")
+		_, err := s.Backfill(context.Background(), "bf", "", utc(9, 59, 0), utc(10, 0, 0), "late data")
+		require.NoError(t, err)
+		r.settle()
+		r.tick(10*time.Second, 100*time.Millisecond) // to 10:02:18
+		require.Contains(t, log.String(), "09:59:00 ok", "no slot came due during the backfilled run")
+	})
+}
+
+// Catch-up after all replicas were down: the claim's plan, made before
+// 10:05 came due, runs 10:01 to 10:04 in order; 10:05 replaces the run it
+// came due during (10:03), and 10:04, begun after it, runs to its end.
+// Control: without beater.overtaken 10:04 is killed a second after it
+// began.
+func TestFakeTimeOverlapCancelOtherDuringACatchUp(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		if _, ok := r.ledger.(ledger.Canceler); !ok {
+			t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
+		}
+		var log lockedLog
+		job := scheduler.Job{Name: "down", Spec: "0 * * * * *", Overlap: scheduler.OverlapCancelOther, Run: timedRun(r, 3*time.Second, &log)}
+		a := r.replica(0, job)
+		r.tick(10*time.Second, 100*time.Millisecond) // 10:00 runs
+		stopOnFakeTime(r.clk, a, context.Background())
+		r.scheds = nil
+		r.clk.Advance(utc(10, 4, 53).Sub(r.clk.Now())) // every replica down until 10:04:53
+		r.replica(0, job)
+		r.tick(20*time.Second, 100*time.Millisecond) // to 10:05:13
+		got := log.String()
+		for _, want := range []string{"10:01:00 ok", "10:02:00 ok", "10:03:00 killed: scheduler: run interrupted: replaced by a newer slot", "10:04:00 ok", "10:05:00 ok"} {
+			require.Contains(t, got, want)
+		}
+	})
+}

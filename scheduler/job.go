@@ -68,7 +68,8 @@ const (
 	// claimer records a cancel request in the ledger, the holder sees it
 	// at its next heartbeat (every second at most) and its run's ctx ends
 	// with cause ErrInterrupted (replaced); the attempt is recorded failed, class
-	// interrupted, and not retried. Needs a ledger that implements
+	// interrupted, and not retried. Only an attempt that a later slot came
+	// due during is cancelled. Needs a ledger that implements
 	// ledger.Canceler (redisledger and ledgertest.Memory do).
 	OverlapCancelOther
 	// OverlapAllow (Kubernetes' Allow, Temporal's ALLOW_ALL) runs every

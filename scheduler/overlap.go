@@ -104,10 +104,11 @@ func (s *Scheduler) slotHeld(planner hold, f cron.Fire, held error) error {
 // cancel its run (through the ledger, seen at its next heartbeat) and
 // waits for the lease, at most LeaseTTL + 1 s on the scheduler's clock (a
 // dead holder's lease expires by then). It stops waiting, with the lease
-// not acquired, once the ledger records fire's slot begun: the holder is
-// running that very slot (this replica lost the race for it), which no
-// cancel request touches, and this claim would otherwise hold u busy past
-// the next fire, which it would only note.
+// not acquired, once the ledger has a record of fire's slot (begun, most
+// often: this replica lost the race for it, and the holder runs that very
+// slot, which no cancel request touches): the holder answers for it, and
+// this claim would otherwise hold u busy past the next fire, which it
+// would only note.
 func (s *Scheduler) replaceHolder(u *unit, fire cron.Fire) (*lease.Lease, error) {
 	if err := s.requestReplace(u, fire); err != nil {
 		return nil, err
