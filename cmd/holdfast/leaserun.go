@@ -139,9 +139,13 @@ func (a *app) acquire(ctx context.Context, leases *lease.Client, name string, tt
 		l, err = leases.TryAcquire(actx, name, ttl)
 	}
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// A signal to holdfast while it waited (the wait's error also
+		// matches ErrNotAcquired): interrupted, not held elsewhere.
+		return nil, &codedError{code: exitInterrupted, err: fmt.Errorf("lease run: %q: interrupted while waiting for the lease: %w", name, err)}
 	case errors.Is(err, lease.ErrNotAcquired):
 		return nil, &codedError{code: exitLeaseHeld, err: fmt.Errorf("lease run: %q: %w", name, err)}
-	case errors.Is(err, lease.ErrInvalidName):
+	case errors.Is(err, lease.ErrInvalidName), errors.Is(err, lease.ErrInvalidTTL):
 		return nil, usagef("lease run: %v", err)
 	case err != nil:
 		return nil, fmt.Errorf("lease run: %q: %w", name, err)

@@ -12,18 +12,25 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/testwait"
+	"github.com/holdfast-go/holdfast/lease"
 )
 
 // leaseRun runs `holdfast lease run` in a goroutine on the test's own
 // redis-server; the result arrives on the channel.
 func leaseRun(t *testing.T, srv *redisproc.Server, args ...string) <-chan result {
 	t.Helper()
+	return leaseRunCtx(t.Context(), t, srv, args...)
+}
+
+// leaseRunCtx is leaseRun under ctx, whose end is a signal to holdfast.
+func leaseRunCtx(ctx context.Context, t *testing.T, srv *redisproc.Server, args ...string) <-chan result {
+	t.Helper()
 	full := append([]string{"lease", "run"}, args...)
 	full = append(full[:3:3], append([]string{"--redis", "redis://" + srv.Addr() + "/0", "--prefix", "t:"}, full[3:]...)...)
 	done := make(chan result, 1)
 	go func() {
 		var out, errOut lockedBuffer
-		code := run(t.Context(), full, &out, &errOut)
+		code := run(ctx, full, &out, &errOut)
 		done <- result{code: code, stdout: out.String(), stderr: errOut.String()}
 	}()
 	return done
@@ -127,4 +134,25 @@ func TestLeaseRunExitCodes(t *testing.T) {
 	require.Equal(t, exitNotFoundCmd, r.code, r.stderr)
 	r = <-leaseRun(t, srv, "job")
 	require.Equal(t, exitUsage, r.code, r.stderr)
+	// A TTL below the 10 ms minimum is bad usage, like --ttl 0 (a fresh
+	// user's trial: it exited 1).
+	r = <-leaseRun(t, srv, "job", "--ttl", "1ms", "--", "true")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "invalid TTL")
+
+	// Interrupted while it waits for a lease held elsewhere: 130, not
+	// 75 "held by another holder" (a fresh user's trial).
+	other, err := lease.New(rdb, lease.Options{Prefix: "t:"})
+	require.NoError(t, err)
+	held, err := other.TryAcquire(t.Context(), "busy", time.Minute)
+	require.NoError(t, err)
+	defer func() { _ = held.Release(context.Background()) }()
+	r = <-leaseRun(t, srv, "busy", "--", "true")
+	require.Equal(t, exitLeaseHeld, r.code, "held, no wait: %s", r.stderr)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := leaseRunCtx(ctx, t, srv, "busy", "--wait", "20s", "--", "true")
+	cancel()
+	r = <-done
+	require.Equal(t, exitInterrupted, r.code, r.stderr)
+	require.Contains(t, r.stderr, "interrupted")
 }
