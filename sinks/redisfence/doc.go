@@ -163,7 +163,10 @@
 //   - Writes to K that do not go through a Writer are not fenced.
 //   - Redis does not roll back a script that fails halfway: an Eval body
 //     that raises an error after writing leaves that write, and the raised
-//     fence, in place.
+//     fence, in place; so does a write that Redis refuses after the rule
+//     passed (HSet on a key that holds a string: WRONGTYPE), which leaves
+//     the fence raised to its token and the value as it was. The token was
+//     a genuine holder's, so no write is let in that the rule would refuse.
 //   - Durability is the server's: a Redis restart without persistence, or a
 //     failover to a replica that missed the last writes, can lose the fence
 //     state along with the value. Lease tokens resume above every token
