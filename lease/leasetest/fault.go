@@ -14,9 +14,11 @@ import (
 )
 
 // Freeze stops l as a stop-the-world pause would: its keep-alive stops
-// renewing it and its local expiry stops, so l.Context stays live and the
-// holder keeps believing it holds the lease, while Redis lets the key run
-// out (or ForceExpire deletes it). A renewal already on the wire when it is
+// renewing it and its local expiry stops, so l.Context stays live and
+// l.Err stays nil (a paused process checks nothing) and the holder keeps
+// believing it holds the lease, while Redis lets the key run out (or
+// ForceExpire deletes it). A test of the advice to check Err right before
+// an unfenced effect lets the lease expire unfrozen instead. A renewal already on the wire when it is
 // called does not count either way: the frozen lease ignores its answer, as
 // a paused process reads it only once it runs again. Freezing a lost,
 // frozen or nil lease does nothing.
