@@ -199,13 +199,14 @@ func (s *Scheduler) markBusy(e *entry) bool {
 func (s *Scheduler) trigger(e *entry) {
 	if !s.markBusy(e) {
 		if e.scheduled() && !e.retry && !e.req.afterError && e.u.job.Overlap == OverlapCancelOther {
-			s.active.Add(1) // at work until the request is made
+			u, fire := e.u, e.req.fire // e is the dispatcher's
+			s.active.Add(1)            // at work until the request is made
 			s.wg.Go(func() {
 				defer s.active.Add(-1)
-				if err := s.requestReplace(e.u, e.req.fire); err != nil && s.life.claim.Err() == nil {
-					s.obs.LedgerError(e.u.job.Name, opClaim)
-					s.log.LogAttrs(s.life.claim, slog.LevelWarn, "job_replace_request_failed", slog.String("job", e.u.job.Name),
-						slog.String("partition", e.u.partition), slotAttr(e.req.fire.At), slog.Any("error", err))
+				if err := s.requestReplace(u, fire); err != nil && s.life.claim.Err() == nil {
+					s.obs.LedgerError(u.job.Name, opClaim)
+					s.log.LogAttrs(s.life.claim, slog.LevelWarn, "job_replace_request_failed", slog.String("job", u.job.Name),
+						slog.String("partition", u.partition), slotAttr(fire.At), slog.Any("error", err))
 				}
 			})
 		}
