@@ -52,6 +52,16 @@ func TestLeasesFromRedis(t *testing.T) {
 	require.Equal(t, []string{"report|us", "no", "-", "-", "-", gone.Token().String(), "no"}, strings.Fields(lines[2]))
 	require.NotContains(t, out, held.Holder().Owner)
 
+	r := cli(t, append([]string{"lease", "ls"}, conn...)...)
+	require.Equal(t, exitOK, r.code)
+	require.Empty(t, r.stderr, "all of them listed")
+	// At the limit, the output may not be all: it says so (a fresh user's
+	// trial listed 1000 of 2003 leases without a word).
+	r = cli(t, append([]string{"lease", "ls", "--limit", "1"}, conn...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Len(t, strings.Split(strings.TrimSpace(r.stdout), "\n"), 2, r.stdout)
+	require.Contains(t, r.stderr, "showing the first 1 leases by name; there may be more")
+
 	var page schedhttp.LeasesPage
 	okJSON(t, &page, append([]string{"lease", "ls", "--match", "*|eu"}, conn...)...)
 	require.Len(t, page.Leases, 1)
@@ -71,7 +81,7 @@ func TestLeasesFromRedis(t *testing.T) {
 	okJSON(t, &f, append([]string{"fence", "get", "lease", "report|us"}, conn...)...)
 	require.Equal(t, fenceJSON{Kind: "lease", Name: "report|us", Token: gone.Token()}, f)
 
-	r := cli(t, append([]string{"lease", "show", "never"}, conn...)...)
+	r = cli(t, append([]string{"lease", "show", "never"}, conn...)...)
 	require.Equal(t, exitNotFound, r.code, r.stderr)
 	require.Contains(t, r.stderr, `lease "never": never acquired`)
 	r = cli(t, append([]string{"fence", "get", "lease", "never"}, conn...)...)

@@ -59,7 +59,9 @@ func leasesLsCommand() command {
 name: held ones with their holder label (lease.Options.Holder), their owner
 id (a hash of the owner, which is never shown: it is a write capability) and
 the TTL left, released or expired ones with their last token. The scheduler's
-leases are named JOB (the "" partition) and JOB|PARTITION.
+leases are named JOB (the "" partition) and JOB|PARTITION. At most --limit
+(default 1000), the first by name; a list that reaches the limit says so on
+stderr.
 
 Reads Redis when --redis (or REDIS_URL) names it, else Postgres (pglease,
 --schema) when --pg (or DATABASE_URL) does, else the admin handler
@@ -92,6 +94,11 @@ Examples:
 		leases, err := a.listLeases(ctx, lf, match, limit)
 		if err != nil {
 			return err
+		}
+		if len(leases) >= limit {
+			// The output looks whole: say that it may not be (a fresh
+			// user's trial listed 1000 of 2003 without a word).
+			fmt.Fprintf(a.stderr, "holdfast: lease ls: showing the first %d leases by name; there may be more (--limit, --match)\n", limit)
 		}
 		return a.printLeases(leases)
 	}
