@@ -212,7 +212,8 @@ func (s *Scheduler) Runs(ctx context.Context, job, partition string, from, to ti
 // 09:00:00.300 is the 09:00:00 slot). The run starts at the next claim on
 // any replica, at once on this one when started (on a Scheduler never
 // started, at the unit's next fire, retry or restart elsewhere: see
-// "Operations" in the package doc).
+// "Operations" in the package doc); a slot still to come is recorded
+// pending and runs when it comes due, not before.
 //
 // Errors: ErrUnknownJob; ErrInvalidArgument wrapped when at is not a slot
 // of the schedule or lies outside [StartAt, EndAt), or, for an

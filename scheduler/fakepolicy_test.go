@@ -777,3 +777,24 @@ func TestFakeTimeOverlapCancelOtherDuringACatchUp(t *testing.T) {
 		require.NotContains(t, got, "killed: scheduler: run interrupted: replaced by a newer slot (OverlapCancelOther) from 10:05", "no run begun after 10:05 is replaced")
 	})
 }
+
+// Retry of a slot still to come is a request that it runs when it comes
+// due, not before (a fresh user's trial found the pending record and no
+// word in the doc): here 10:05, asked for at 10:00:30, runs at 10:05 once,
+// as attempt 1.
+func TestFakeTimeRetryOfASlotToComeRunsWhenDue(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(10, 0, 30), func(t *testing.T, r *rig) {
+		g := newGated(r)
+		s := r.replica(0, scheduler.Job{Name: "ahead", Spec: "0 */5 * * * *", Run: g.run})
+		require.NoError(t, s.Retry(context.Background(), "ahead", "", utc(10, 5, 0), "early"))
+		r.settle()
+		r.tick(4*time.Minute, time.Second) // to 10:04:30
+		require.Empty(t, g.slots(), "not before it comes due")
+		r.tick(time.Minute, time.Second) // to 10:05:30
+		require.Equal(t, []time.Time{utc(10, 5, 0)}, g.slots())
+		rec := r.record("ahead", utc(10, 5, 0))
+		require.Equal(t, ledger.StatusSucceeded, rec.Status)
+		require.Equal(t, 1, rec.Attempt)
+	})
+}
