@@ -70,6 +70,11 @@ has a larger token). CMD runs in a process group of its own; the signals go
 to the group. Ctrl-C (or SIGTERM) to holdfast stops CMD the same way.
 Unlike etcdctl lock, which never stops its command, a lease loss ends CMD.
 
+A Redis that may evict keys (a maxmemory-policy other than noeviction) is
+refused, as by lease.New: --allow-eviction runs anyway (the sinks still
+fence a holder whose key was evicted). Where CONFIG GET is refused (managed
+Redis), declare the provider's policy with --eviction-policy.
+
 ` + leaseRunCodesHelp + `
 Examples:
   holdfast lease run nightly-export --ttl 30s --redis redis://127.0.0.1:6379/0 -- ./export.sh
@@ -85,6 +90,9 @@ Examples:
 		fs.DurationVar(&wait, "wait", 0, "wait up to this `duration` for a held lease (default: try once, exit 75 when held)")
 		fs.DurationVar(&grace, "grace", defaultStopGrace, "after SIGTERM, wait this `duration` before SIGKILL")
 		fs.StringVar(&holder, "holder", "", "holder `label` shown in lease views (default: the host name)")
+		var eviction redislease.Eviction
+		fs.StringVar(&eviction.Policy, "eviction-policy", "", "declare the Redis maxmemory-`policy` where CONFIG GET is refused (managed Redis; lease.Options.Eviction.Policy)")
+		fs.BoolVar(&eviction.AllowEviction, "allow-eviction", false, "run on a Redis that may evict keys (lease.Options.Eviction.AllowEviction; the sinks still fence)")
 		pos, err := a.parse(fs, args, -1)
 		if err != nil {
 			return err
@@ -103,7 +111,7 @@ Examples:
 			return err
 		}
 		defer rdb.Close()
-		leases, err := lease.New(rdb, lease.Options{Prefix: lf.prefix, Holder: holder})
+		leases, err := lease.New(rdb, lease.Options{Prefix: lf.prefix, Holder: holder, Eviction: eviction})
 		if err != nil {
 			return usagef("lease run: %v", err)
 		}

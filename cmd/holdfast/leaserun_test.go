@@ -156,3 +156,24 @@ func TestLeaseRunExitCodes(t *testing.T) {
 	require.Equal(t, exitInterrupted, r.code, r.stderr)
 	require.Contains(t, r.stderr, "interrupted")
 }
+
+// lease run reaches the eviction options of lease.New: a Redis that
+// refuses CONFIG GET runs with its policy declared, and one that may evict
+// runs with --allow-eviction (a fresh user's trial: the error named
+// lease.Options.Eviction, which a CLI user could not set).
+func TestLeaseRunEvictionOptions(t *testing.T) {
+	t.Parallel()
+	managed := redisproc.Start(t, "--rename-command", "CONFIG", "")
+	r := <-leaseRun(t, managed, "job", "--", "true")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "maxmemory-policy unknown")
+	r = <-leaseRun(t, managed, "job", "--eviction-policy", "noeviction", "--", "true")
+	require.Equal(t, exitOK, r.code, r.stderr)
+
+	evicting := redisproc.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")
+	r = <-leaseRun(t, evicting, "job", "--", "true")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "may evict keys")
+	r = <-leaseRun(t, evicting, "job", "--allow-eviction", "--", "true")
+	require.Equal(t, exitOK, r.code, r.stderr)
+}
