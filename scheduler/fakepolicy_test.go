@@ -165,9 +165,7 @@ func TestFakeTimeOverlapPolicies(t *testing.T) {
 func TestFakeTimeOverlapCancelOther(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-		if _, ok := r.ledger.(ledger.Canceler); !ok {
-			t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
-		}
+		skipWithoutCanceler(t, r)
 		g := newGated(r, utc(10, 0, 0))
 		job := scheduler.Job{Name: "replace", Spec: "* * * * *", Overlap: scheduler.OverlapCancelOther, Run: g.run}
 		r.replica(0, job)
@@ -637,9 +635,7 @@ func TestFakeTimeOverlapCancelOtherWithinTheLeaseTTL(t *testing.T) {
 		t.Run(strconv.Itoa(replicas), func(t *testing.T) {
 			t.Parallel()
 			onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-				if _, ok := r.ledger.(ledger.Canceler); !ok {
-					t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
-				}
+				skipWithoutCanceler(t, r)
 				g := newGated(r, utc(10, 0, 0))
 				job := scheduler.Job{Name: "replace", Spec: "*/2 * * * * *", LeaseTTL: 3 * time.Second,
 					Overlap: scheduler.OverlapCancelOther, Run: g.run}
@@ -727,9 +723,7 @@ func timedRun(r *rig, d time.Duration, log *lockedLog) func(context.Context, sch
 func TestFakeTimeOverlapCancelOtherSparesALaterBackfill(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-		if _, ok := r.ledger.(ledger.Canceler); !ok {
-			t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
-		}
+		skipWithoutCanceler(t, r)
 		var log lockedLog
 		long, short := timedRun(r, 90*time.Second, &log), timedRun(r, 3*time.Second, &log)
 		job := scheduler.Job{Name: "bf", Spec: "0 * * * * *", Overlap: scheduler.OverlapCancelOther,
@@ -758,9 +752,7 @@ func TestFakeTimeOverlapCancelOtherSparesALaterBackfill(t *testing.T) {
 func TestFakeTimeOverlapCancelOtherDuringACatchUp(t *testing.T) {
 	t.Parallel()
 	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
-		if _, ok := r.ledger.(ledger.Canceler); !ok {
-			t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
-		}
+		skipWithoutCanceler(t, r)
 		var log lockedLog
 		job := scheduler.Job{Name: "down", Spec: "0 * * * * *", Overlap: scheduler.OverlapCancelOther, Run: timedRun(r, 3*time.Second, &log)}
 		a := r.replica(0, job)
@@ -797,4 +789,13 @@ func TestFakeTimeRetryOfASlotToComeRunsWhenDue(t *testing.T) {
 		require.Equal(t, ledger.StatusSucceeded, rec.Status)
 		require.Equal(t, 1, rec.Attempt)
 	})
+}
+
+// skipWithoutCanceler skips an OverlapCancelOther test on a ledger that
+// cannot cancel runs (pgledger).
+func skipWithoutCanceler(t *testing.T, r *rig) {
+	t.Helper()
+	if _, ok := r.ledger.(ledger.Canceler); !ok {
+		t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
+	}
 }
