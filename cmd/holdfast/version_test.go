@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"runtime/debug"
 	"testing"
 
@@ -16,6 +17,28 @@ func TestVersionText(t *testing.T) {
 	require.Equal(t, "holdfast v0.3.0\nrevision abc123\ntime 2026-12-04T20:00:00Z\nmodified true\ngo go1.24.1\n", versionText(info, true))
 	require.Equal(t, "holdfast (devel)\ngo go1.24.1\n", versionText(&debug.BuildInfo{GoVersion: "go1.24.1"}, true))
 	require.Equal(t, "holdfast (unknown: no build info)\n", versionText(nil, false))
+
+	modified := true
+	require.Equal(t, buildVersion{Version: "v0.3.0", Revision: "abc123", Time: "2026-12-04T20:00:00Z", Modified: &modified, Go: "go1.24.1"}, versionOf(info, true))
+	require.Equal(t, buildVersion{Version: "(devel)", Go: "go1.24.1"}, versionOf(&debug.BuildInfo{GoVersion: "go1.24.1"}, true))
+	require.Equal(t, buildVersion{Version: "(unknown)"}, versionOf(nil, false))
+}
+
+// version honours -o json and jsonl, as every command does: one object.
+func TestVersionJSON(t *testing.T) {
+	info, ok := debug.ReadBuildInfo()
+	for _, o := range []string{"json", "jsonl"} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"version", "-o", o}, &out, &errOut)
+		require.Equal(t, exitOK, code, "%s: %s", o, errOut.String())
+		var got buildVersion
+		require.NoError(t, json.Unmarshal(out.Bytes(), &got), "-o %s: %q", o, out.String())
+		require.Equal(t, versionOf(info, ok), got, "-o %s", o)
+		require.NotEmpty(t, got.Go, "-o %s", o)
+		if o == "jsonl" {
+			require.Equal(t, 1, bytes.Count(out.Bytes(), []byte("\n")), "-o jsonl: one line")
+		}
+	}
 }
 
 func TestVersionCommandAndFlag(t *testing.T) {
