@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease/pglease"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
@@ -69,23 +70,26 @@ func fenceLeaseCommand() command {
 		name: "fence get lease", args: "NAME", summary: "a lease's fencing counter",
 		help: `Prints the lease's fencing counter: the last token issued for NAME (the
 holder's token while it is held). Exit 3 when none was ever issued. Reads
-Redis (--redis) or the admin handler (--admin).
+Redis (--redis), else Postgres (--pg: pglease's table in --schema), else
+the admin handler (--admin), as lease show does.
 
 Examples:
   holdfast fence get lease 'settle|eu' --redis redis://127.0.0.1:6379/0
+  holdfast fence get lease 'settle|eu' --pg postgres://root@127.0.0.1/test
   holdfast fence get lease report -o json`,
 	}
 	c.run = func(ctx context.Context, a *app, args []string) error {
-		var prefix string
+		lf := leaseFlags{pg: true}
 		fs := a.flagSet(c)
-		fs.StringVar(&prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		fs.StringVar(&lf.prefix, "prefix", redislease.DefaultPrefix, "lease key `prefix` (lease.Options.Prefix; --redis only)")
+		fs.StringVar(&lf.schema, "schema", pglease.DefaultSchema, "lease table's `schema` (pglease.Options.Schema; --pg only)")
 		pos, err := a.parse(fs, args, 1)
 		if err != nil {
 			return err
 		}
 		ctx, cancel := a.withTimeout(ctx)
 		defer cancel()
-		l, err := a.inspectLease(ctx, leaseFlags{prefix: prefix}, pos[0])
+		l, err := a.inspectLease(ctx, lf, pos[0])
 		if err != nil {
 			return err
 		}

@@ -40,4 +40,15 @@ func TestLeasesFromPostgres(t *testing.T) {
 	require.NotContains(t, out, owner)
 	r := cli(t, append([]string{"lease", "show", "never"}, conn...)...)
 	require.Equal(t, exitNotFound, r.code, r.stderr)
+
+	// fence get lease reads the same table: the holder's token, its owner
+	// id, never the owner; exit 3 for a name never taken.
+	var f fenceJSON
+	okJSON(t, &f, append([]string{"fence", "get", "lease", "report|eu"}, conn...)...)
+	require.Equal(t, fenceJSON{Kind: "lease", Name: "report|eu", Token: g.Token, OwnerID: fence.OwnerID(owner)}, f)
+	out = ok(t, append([]string{"fence", "get", "lease", "report|eu"}, conn...)...)
+	require.Contains(t, out, g.Token.String())
+	require.NotContains(t, out, owner)
+	r = cli(t, append([]string{"fence", "get", "lease", "never"}, conn...)...)
+	require.Equal(t, exitNotFound, r.code, r.stderr)
 }
