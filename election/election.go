@@ -202,8 +202,11 @@ type Leader struct {
 	Value string
 	// Token is the fencing token of the leader's lease.
 	Token fence.Token
-	// Owner is the owner of the leader's lease.
-	Owner string
+	// OwnerID is the owner id of the leader's lease (fence.OwnerID of its
+	// owner): it tells two terms' holders apart in views and logs. The
+	// owner itself is a write capability (with Token, what a sink accepts
+	// as the leader's), so it never leaves the leader's Leadership.Holder.
+	OwnerID string
 	// Scope is the name of the leader's lease (the election's name): the
 	// scope of Token, as in fence.Holder.
 	Scope string
@@ -234,7 +237,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err != nil {
 		return Leader{}, fmt.Errorf("election %q: leader: token %q: %w", e.name, res[1], err)
 	}
-	return Leader{Owner: res[0], Token: fence.Token(token), Value: res[2], Scope: e.name}, nil
+	return Leader{OwnerID: fence.OwnerID(res[0]), Token: fence.Token(token), Value: res[2], Scope: e.name}, nil
 }
 
 // Observe returns the current leader, waiting until there is one or ctx

@@ -43,8 +43,10 @@ func (ld *Leadership) Err() error { return ld.lease().Err() }
 // term's. Present it to every sink the leader writes to as part of Holder.
 func (ld *Leadership) Token() fence.Token { return ld.lease().Token() }
 
-// Owner returns the owner value of this term's lease.
-func (ld *Leadership) Owner() string { return ld.lease().Holder().Owner }
+// OwnerID returns the owner id of this term's lease (fence.OwnerID), as
+// Leader reports it to observers. The owner itself is in Holder, for the
+// sinks only.
+func (ld *Leadership) OwnerID() string { return fence.OwnerID(ld.lease().Holder().Owner) }
 
 // Holder returns what the leader presents to every sink: the lease's
 // holder, whose Scope is the election's lease name (see
