@@ -32,7 +32,7 @@ func (a *app) adminClient() (*adminClient, error) {
 	}
 	u, err := url.Parse(a.conn.admin)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usagef("--admin %q: want an http(s) URL such as http://127.0.0.1:8080/admin/", a.conn.admin)
+		return nil, urlUsage("--admin", a.conn.admin, "an http(s) URL such as http://127.0.0.1:8080/admin/", err)
 	}
 	a.warnPlainToken(u)
 	return &adminClient{base: u, token: a.conn.token, http: http.DefaultClient}, nil

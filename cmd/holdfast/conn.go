@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -21,17 +22,32 @@ func (a *app) openRedis() (redis.UniversalClient, error) {
 	if a.conn.cluster {
 		opts, err := redis.ParseClusterURL(a.conn.redis)
 		if err != nil {
-			return nil, usagef("--redis (a Cluster): %v", err)
+			return nil, urlUsage("--redis (a Cluster)", a.conn.redis, "redis://host:port?addr=host2:port2, with USER:PASSWORD@ before the first host if needed", err)
 		}
 		opts.DialerRetries = 1
 		return redis.NewClusterClient(opts), nil
 	}
 	opts, err := redis.ParseURL(a.conn.redis)
 	if err != nil {
-		return nil, usagef("--redis: %v", err)
+		return nil, urlUsage("--redis", a.conn.redis, "redis://host[:port][/db], with USER:PASSWORD@ before the host if needed", err)
 	}
 	opts.DialerRetries = 1
 	return redis.NewClient(opts), nil
+}
+
+// urlUsage is the usage error of flag, whose URL raw did not parse (err),
+// form its shape. It quotes neither raw nor, when raw holds user info
+// ('@'), err's text, which quotes the URL or a part of it: a password that
+// holds a character the URL parser stops at ('/', '?', '#', '@', a space)
+// is past what the redactor can tell is a password, and would be printed.
+func urlUsage(flag, raw, form string, err error) error {
+	if strings.Contains(raw, "@") {
+		return usagef("%s: not a valid URL (want %s; percent-encode any '@', ':', '/', '?', '#', '%%' or space in the user name or password)", flag, form)
+	}
+	if err == nil {
+		return usagef("%s %q: want %s", flag, raw, form)
+	}
+	return usagef("%s: %v (want %s)", flag, err, form)
 }
 
 // openPG connects to --pg (a pgx connection string or URL). The caller

@@ -41,7 +41,19 @@ func TestUsageErrorsMaskSecretsOfTheCommandLine(t *testing.T) {
 		{"GroupEchoesRedisWithoutUser", []string{"fence", "--redis", "redis://:pw0rd1@127.0.0.1:1"}, `"redis://:***@127.0.0.1:1"`},
 		{"PositionalArguments", []string{"job", "ls", "redis://:pw0rd1@127.0.0.1:1", "password=pw0rd1"},
 			`got 2: ["redis://:***@127.0.0.1:1" "password=***"]`},
-		{"BadAdminURL", []string{"job", "ls", "--admin", "ftp://u:pw0rd1@127.0.0.1/"}, `--admin "ftp://u:***@127.0.0.1/"`},
+		{"BadAdminURL", []string{"job", "ls", "--admin", "ftp://u:pw0rd1@127.0.0.1/"}, `--admin: not a valid URL`},
+		{"BadAdminURLWithoutUserInfo", []string{"job", "ls", "--admin", "ftp://127.0.0.1/"}, `--admin "ftp://127.0.0.1/": want an http(s) URL`},
+		// A URL that does not parse was quoted in the parser's error, and
+		// a password holding a character the parser (and the redactor)
+		// stops at was printed whole or in part (a fresh user's trial).
+		{"RedisPasswordWithSlash", []string{"lease", "ls", "--redis", "redis://:pw0rd1/x@127.0.0.1:1/0"}, `--redis: not a valid URL`},
+		{"RedisPasswordWithQuestionMark", []string{"lease", "ls", "--redis", "redis://:pw0rd1?x@127.0.0.1:1/0"}, `--redis: not a valid URL`},
+		{"RedisPasswordWithHash", []string{"lease", "ls", "--redis", "redis://u:x#pw0rd1@127.0.0.1:1/0"}, `--redis: not a valid URL`},
+		{"RedisPasswordWithSpace", []string{"lease", "ls", "--redis", "redis://default:pw0rd1 x@127.0.0.1:1/0"}, `--redis: not a valid URL`},
+		{"RedisWithoutScheme", []string{"lease", "ls", "--redis", ":pw0rd1@127.0.0.1:1"}, `--redis: not a valid URL`},
+		{"ClusterPasswordWithSlash", []string{"lease", "ls", "--redis-cluster", "--redis", "redis://:pw0rd1/x@127.0.0.1:1"}, `--redis (a Cluster): not a valid URL`},
+		{"AdminPasswordWithSlash", []string{"job", "ls", "--admin", "http://u:pw0rd1/x@127.0.0.1:1/admin/"}, `--admin: not a valid URL`},
+		{"RedisBadDatabaseSaysWhy", []string{"lease", "ls", "--redis", "redis://127.0.0.1:1/abc"}, `invalid database number`},
 		{"UnknownCommand", []string{"redis://u:pw0rd1@127.0.0.1"}, `unknown command "redis://u:***@127.0.0.1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
