@@ -149,10 +149,14 @@ func (e *Election) Name() string {
 // service's lifetime context ends (the loss cause is then
 // lease.ErrParentDone).
 //
-// Errors: as lease.Client.Acquire (when ctx ends first, ctx's error joined
-// with lease.ErrNotAcquired; lease.ErrNilContext for a nil ctx); Redis
+// Errors: as lease.Client.Acquire (when ctx ends first, also before the
+// first try could tell, ctx's error joined with lease.ErrNotAcquired;
+// lease.ErrNilContext for a nil ctx); Redis
 // errors writing the leader record (the lease is then released);
-// ErrNotCreated for an Election not made by New.
+// ErrNotCreated for an Election not made by New. A Redis error (Redis
+// restarting, a network error) ends the campaign at once, as it ends
+// Acquire: a service that must always have a candidate calls Campaign
+// again, after a backoff, until its own lifetime ends.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.AcquireOption) (*Leadership, error) {
 	if err := e.ready(ctx); err != nil {
 		return nil, err
@@ -160,6 +164,11 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.Acq
 	for {
 		l, err := e.c.Acquire(ctx, e.name, e.opts.TTL, opts...)
 		if err != nil {
+			if cerr := ctx.Err(); cerr != nil && !errors.Is(err, lease.ErrNotAcquired) {
+				// ctx ended before a try could tell: not elected, as when
+				// it ends while the campaign waits.
+				err = errors.Join(err, lease.ErrNotAcquired)
+			}
 			return nil, fmt.Errorf("election %q: campaign: %w", e.name, err)
 		}
 		ok, err := e.announce(ctx, l, value)
@@ -245,12 +254,16 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // otherwise reads again within Options.ObservePoll.
 //
 // Errors: as Leader, except that no leader makes it wait; when ctx ends
-// first it returns ctx's error joined with ErrNoLeader.
+// first (also before the first read could tell) it returns ctx's error
+// joined with ErrNoLeader.
 func (e *Election) Observe(ctx context.Context) (Leader, error) {
 	if err := e.ready(ctx); err != nil {
 		return Leader{}, err
 	}
 	ld, err := e.Leader(ctx)
+	if cerr := ctx.Err(); err != nil && cerr != nil && !errors.Is(err, ErrNoLeader) {
+		return Leader{}, errors.Join(err, ErrNoLeader) // ctx ended before the read could tell
+	}
 	if !errors.Is(err, ErrNoLeader) {
 		return ld, err
 	}

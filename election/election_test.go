@@ -299,6 +299,33 @@ func TestCampaignGivesUpWhenItsContextEnds(t *testing.T) {
 	})
 }
 
+// A ctx that ended before the first try (or read) could tell keeps the
+// documented errors: Campaign's matches lease.ErrNotAcquired, Observe's
+// ErrNoLeader, with the lease free or held (a fresh user's trial: a
+// shutdown that raced the call was not told apart from a Redis error).
+func TestCampaignAndObserveWithAnEndedContext(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		a, b := s.candidate(t, time.Minute), s.candidate(t, time.Minute)
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		ld, err := a.e.Campaign(ended, "a")
+		require.Nil(t, ld)
+		require.ErrorIs(t, err, context.Canceled, "lease free")
+		require.ErrorIs(t, err, lease.ErrNotAcquired, "lease free")
+		_, err = a.e.Observe(ended)
+		require.ErrorIs(t, err, context.Canceled, "no leader")
+		require.ErrorIs(t, err, election.ErrNoLeader, "no leader")
+
+		first := elected(t, campaign(t, a, "a"), "a")
+		ld, err = b.e.Campaign(ended, "b")
+		require.Nil(t, ld)
+		require.ErrorIs(t, err, context.Canceled, "lease held")
+		require.ErrorIs(t, err, lease.ErrNotAcquired, "lease held")
+		requireLeader(t, b.e, first)
+	})
+}
+
 // Campaign's ctx bounds the wait only: a term won under a 300 ms
 // deadline outlives it (issue 11, part 4).
 func TestCampaignContextBoundsOnlyTheWait(t *testing.T) {
