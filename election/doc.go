@@ -47,6 +47,17 @@
 // leader. Announcements are published on <prefix>{name}:elected, which
 // wakes Observe.
 //
+// The election's lease is an ordinary lease of the client's key space: an
+// election and any other lease of the same name under the same prefix are
+// one lease. In particular a scheduler on the same Redis with the default
+// prefix (scheduler.NewRedis without Namespace, and lease.New's default
+// "holdfast:lease:") names its leases after its jobs ("<job>" and
+// "<job>|<partition>"): an election "report" and a job "report" take turns
+// on one lease, and the job's slots are skipped while the election is led
+// (logged at debug level only, as any claim that finds its lease held).
+// Give elections a client of their own prefix (lease.Options.Prefix, e.g.
+// "myapp:election:"), or the scheduler a Namespace.
+//
 // # Guarantees and non-guarantees
 //
 //   - At most one candidate holds the election's lease at a time in one
@@ -56,4 +67,8 @@
 //   - After a Sentinel or Cluster failover that lost the latest writes, two
 //     candidates can each believe they lead (see package lease); their
 //     tokens decide at the sinks.
+//   - Redis data loss (see docs/guarantees.md, "Not guaranteed"): after a
+//     restart from an older snapshot, Leader may report a leader that has
+//     since resigned, and nobody is elected until that restored lease key's
+//     TTL ends.
 package election

@@ -68,7 +68,11 @@ type Options struct {
 	// it): where the parts they build keep their data, the Redis key
 	// prefix of the leases (Namespace+"lease:") and the ledger
 	// (Namespace+"ledger:"), or the Postgres schema of both. Default "":
-	// the parts' defaults.
+	// the parts' defaults. The leases are named after the jobs ("<job>",
+	// "<job>|<partition>"), so another lease user of the same key space
+	// (an election, lease.New with the default prefix) that takes a lease
+	// of a job's name takes that job's lease: give one of them a prefix
+	// of its own.
 	Namespace string
 	// Holder is this replica's holder label: recorded with every attempt
 	// it begins (ledger.Attempt.Holder) and logged with its job events,
