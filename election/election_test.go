@@ -1,9 +1,11 @@
 package election_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +131,29 @@ func requireLeader(t *testing.T, e *election.Election, ld *election.Leadership) 
 	require.Equal(t, fence.Holder{Scope: e.Name(), Token: ld.Token(), Owner: ld.Holder().Owner}, ld.Holder(), "the leader presents its lease's holder")
 	require.Equal(t, fence.OwnerID(ld.Holder().Owner), got.OwnerID)
 	requireNoOwner(t, ld.Holder().Owner, got)
+}
+
+// A *Leadership formats its value, token and owner id, never the owner
+// (a fresh user's trial found %s of one printing it).
+func TestLeadershipNeverFormatsItsOwner(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		a := s.candidate(t, time.Minute)
+		ld := elected(t, campaign(t, a, "host-a:8080"), "a")
+		owner, id := ld.Holder().Owner, ld.OwnerID()
+		require.Equal(t, fence.OwnerID(owner), id)
+		for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+			for _, v := range []any{ld, []*election.Leadership{ld}, ld.Context()} {
+				require.NotContains(t, fmt.Sprintf(verb, v), owner, "%s of %T", verb, v)
+			}
+			require.Contains(t, fmt.Sprintf(verb, ld), id, verb)
+			require.Contains(t, fmt.Sprintf(verb, ld), "host-a:8080", verb)
+		}
+		var buf bytes.Buffer
+		slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "leadership", ld)
+		require.NotContains(t, buf.String(), owner)
+		require.Contains(t, buf.String(), `"owner_id":"`+id+`"`)
+	})
 }
 
 // requireNoOwner checks that an observer's view of the leader, however

@@ -2,6 +2,8 @@ package election
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/lease"
@@ -52,6 +54,35 @@ func (ld *Leadership) OwnerID() string { return fence.OwnerID(ld.lease().Holder(
 // holder, whose Scope is the election's lease name (see
 // lease.Lease.Holder).
 func (ld *Leadership) Holder() fence.Holder { return ld.lease().Holder() }
+
+// String formats ld for people: the announced value, the term's token and
+// owner id, never its owner, a write capability (docs/security.md).
+func (ld *Leadership) String() string {
+	if ld == nil {
+		return "<nil>"
+	}
+	h := ld.Holder()
+	return fmt.Sprintf("{Value:%q Scope:%q Token:%d OwnerID:%s}", ld.value, h.Scope, h.Token, fence.OwnerID(h.Owner))
+}
+
+// GoString is String, for fmt's %#v.
+func (ld *Leadership) GoString() string {
+	if ld == nil {
+		return "(*election.Leadership)(nil)"
+	}
+	return "&election.Leadership" + ld.String()
+}
+
+// LogValue implements slog.LogValuer: the value, scope, token and
+// owner_id, never the owner.
+func (ld *Leadership) LogValue() slog.Value {
+	if ld == nil {
+		return slog.StringValue("<nil>")
+	}
+	h := ld.Holder()
+	return slog.GroupValue(slog.String("value", ld.value), slog.String("scope", h.Scope),
+		slog.Uint64("token", uint64(h.Token)), slog.String("owner_id", fence.OwnerID(h.Owner)))
+}
 
 // Value returns the value announced for this term.
 func (ld *Leadership) Value() string {

@@ -1,6 +1,7 @@
 package fence_test
 
 import (
+	"context"
 	"bytes"
 	"fmt"
 	"log/slog"
@@ -35,4 +36,27 @@ func TestHolderNeverFormatsItsOwner(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "holder", h)
 	require.NotContains(t, buf.String(), h.Owner)
 	require.Contains(t, buf.String(), `"holder":{"scope":"settle","token":1796557722000975,"owner_id":"`+id+`"}`)
+}
+
+// A context that carries a holder (WithHolder, as a lease's Context does)
+// formats it as an address, never field by field: its owner is in an
+// unexported field of the context, where fmt calls no String method (a
+// fresh user's trial found %#v of a lease's context leaking it).
+func TestContextNeverFormatsItsHoldersOwner(t *testing.T) {
+	t.Parallel()
+	h := fence.Holder{Scope: "settle", Token: 1796557722000975, Owner: "c4cf6eb9f6f86911b62410cefdeb973e"}
+	inner, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx := fence.WithHolder(inner, h) // as lease.Lease.Context: the holder outermost
+	for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+		for _, c := range []context.Context{ctx, context.WithValue(ctx, struct{}{}, 1)} {
+			require.NotContains(t, fmt.Sprintf(verb, c), h.Owner, verb)
+		}
+	}
+	got, ok := fence.HolderFromContext(ctx)
+	require.True(t, ok)
+	require.Equal(t, h, got)
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "ctx", ctx)
+	require.NotContains(t, buf.String(), h.Owner)
 }

@@ -66,15 +66,18 @@ type ctxKey struct{}
 // the lease (a repository layer) passes it to a sink. A lease's Context
 // carries its holder already (package lease).
 func WithHolder(ctx context.Context, h Holder) context.Context {
-	return context.WithValue(ctx, ctxKey{}, h)
+	// A pointer: fmt prints a pointer inside another value (the context's
+	// %#v, %+v) as an address, where a Holder in a context's unexported
+	// field would be printed field by field, its owner with it.
+	return context.WithValue(ctx, ctxKey{}, &h)
 }
 
 // HolderFromContext returns the holder carried by ctx. ok is false when ctx
 // carries none or carries one whose token is None.
 func HolderFromContext(ctx context.Context) (h Holder, ok bool) {
-	h, found := ctx.Value(ctxKey{}).(Holder)
-	if !found || h.Token == None {
+	p, found := ctx.Value(ctxKey{}).(*Holder)
+	if !found || p == nil || p.Token == None {
 		return Holder{}, false
 	}
-	return h, true
+	return *p, true
 }

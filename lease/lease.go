@@ -111,6 +111,33 @@ func (l *Lease) Holder() fence.Holder {
 	return fence.Holder{Scope: l.name, Token: l.token, Owner: l.owner}
 }
 
+// String formats l for people: its name, token and owner id
+// (fence.OwnerID), never its owner, a write capability (docs/security.md):
+// fmt's %v, %+v and %s of a *Lease cannot leak it.
+func (l *Lease) String() string {
+	if l == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("{Name:%q Token:%d OwnerID:%s}", l.name, l.token, fence.OwnerID(l.owner))
+}
+
+// GoString is String, for fmt's %#v.
+func (l *Lease) GoString() string {
+	if l == nil {
+		return "(*lease.Lease)(nil)"
+	}
+	return "&lease.Lease" + l.String()
+}
+
+// LogValue implements slog.LogValuer: the name, token and owner_id, never
+// the owner.
+func (l *Lease) LogValue() slog.Value {
+	if l == nil {
+		return slog.StringValue("<nil>")
+	}
+	return slog.GroupValue(slog.String("name", l.name), slog.Uint64("token", uint64(l.token)), slog.String("owner_id", fence.OwnerID(l.owner)))
+}
+
 // TTL returns the TTL the lease was acquired with.
 func (l *Lease) TTL() time.Duration {
 	if l == nil {

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -94,5 +95,40 @@ func TestHolderLabelOptions(t *testing.T) {
 	}
 	for _, good := range []string{"", "replica-a", "pod-7f9c/eu-west-1", "ü€ 𝄞"} {
 		require.NoError(t, leasedriver.CheckHolder(good), "%q", good)
+	}
+}
+
+// A *Lease, and its Context, never format the owner: %v, %+v, %s, %#v and
+// slog show the name, token and owner id (a fresh user's trial found %v of
+// a *Lease printing its fields, the owner among them).
+func TestLeaseNeverFormatsItsOwner(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := b.New(t)
+			c, err := lease.New(rdb, lease.Options{Prefix: redistest.Prefix(t, rdb)})
+			require.NoError(t, err)
+			l, err := c.TryAcquire(t.Context(), "settle", 5*time.Second)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, l.Release(t.Context())) }()
+			owner, id := l.Holder().Owner, fence.OwnerID(l.Holder().Owner)
+			require.NotEmpty(t, owner)
+			type wrapper struct {
+				L *lease.Lease
+			}
+			for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+				for _, v := range []any{l, wrapper{l}, []*lease.Lease{l}, l.Context()} {
+					got := fmt.Sprintf(verb, v)
+					require.NotContains(t, got, owner, "%s of %T", verb, v)
+				}
+				require.Contains(t, fmt.Sprintf(verb, l), id, verb)
+				require.Contains(t, fmt.Sprintf(verb, l), l.Token().String(), verb)
+			}
+			var buf bytes.Buffer
+			slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "lease", l, "ctx", l.Context())
+			require.NotContains(t, buf.String(), owner)
+			require.Contains(t, buf.String(), `"lease":{"name":"settle","token":`+l.Token().String()+`,"owner_id":"`+id+`"}`)
+		})
 	}
 }
