@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/lease/leasejoin"
 )
@@ -14,19 +15,40 @@ type policyChecker interface {
 	CheckPolicy(ctx context.Context) error
 }
 
+// formatChecker is a lease backend that checks its stored format
+// (redislease.Backend; the Redis ledger checks it in CheckPolicy).
+type formatChecker interface {
+	CheckFormat(ctx context.Context) error
+}
+
 // checkPolicies fails Start at once on a store that refuses its eviction
-// policy (an evicting Redis), rather than every claim later: it returns an
-// error matching redislease.ErrEvictionPolicy or redislease.ErrEvictionPolicyUnknown (internal/redispolicy's errors)
-// from the lease backend or the ledger when they can check it. An I/O
-// error is not Start's: the claims retry it.
+// policy (an evicting Redis) or its stored format, rather than every claim
+// later: it returns an error matching redislease.ErrEvictionPolicy or
+// redislease.ErrEvictionPolicyUnknown (internal/redispolicy's errors), or
+// fence.ErrUnknownFormat (a *fence.FormatError: a marker of another format
+// or another store under the prefix), from the lease backend or the ledger
+// when they can check it. An I/O error is not Start's: the claims retry
+// it.
 func (s *Scheduler) checkPolicies(ctx context.Context) error {
-	for _, store := range []any{leasejoin.Backend(s.cfg.Leases), s.cfg.Ledger} {
-		c, ok := store.(policyChecker)
-		if !ok {
-			continue
+	refused := func(err error) bool {
+		return errors.Is(err, redispolicy.ErrEvictionPolicy) || errors.Is(err, redispolicy.ErrPolicyUnknown) ||
+			errors.Is(err, fence.ErrUnknownFormat)
+	}
+	stores := []any{leasejoin.Backend(s.cfg.Leases), s.cfg.Ledger}
+	// Every policy first: a format check writes its marker when missing,
+	// and nothing is written to a Redis that either store refuses.
+	for _, store := range stores {
+		if c, ok := store.(policyChecker); ok {
+			if err := c.CheckPolicy(ctx); refused(err) {
+				return err
+			}
 		}
-		if err := c.CheckPolicy(ctx); errors.Is(err, redispolicy.ErrEvictionPolicy) || errors.Is(err, redispolicy.ErrPolicyUnknown) {
-			return err
+	}
+	for _, store := range stores {
+		if c, ok := store.(formatChecker); ok {
+			if err := c.CheckFormat(ctx); refused(err) {
+				return err
+			}
 		}
 	}
 	return nil

@@ -142,6 +142,61 @@ func TestRedisStoresRefuseAnotherStoresPrefix(t *testing.T) {
 	}
 }
 
+// The stores' reads (an operator's views: redislease Inspect and List,
+// redisfence Current, what holdfast lease ls/show and fence get read)
+// check the marker without writing it. A read aimed at the wrong prefix
+// (lease ls --prefix <the ledger's>) wrote the lease marker there, and
+// the ledger of that prefix then refused every claim for good (a fresh
+// user's trial). A marker of another format or store still refuses them.
+func TestRedisReadsWriteNoMarker(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	reads := []struct {
+		name  string
+		fixed string
+		read  func(rdb redis.UniversalClient, prefix string) error
+	}{
+		{"lease/redislease", "", func(rdb redis.UniversalClient, prefix string) error {
+			b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
+			require.NoError(t, err)
+			if _, err := b.Inspect(ctx, "job"); err != nil {
+				return err
+			}
+			_, err = b.List(ctx, "*", 10)
+			return err
+		}},
+		{"sinks/redisfence", redisfence.FencePrefix, func(rdb redis.UniversalClient, _ string) error {
+			w, err := redisfence.New(rdb)
+			require.NoError(t, err)
+			_, _, err = w.Current(ctx, "resource", "scope")
+			return err
+		}},
+	}
+	for _, r := range reads {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			rdb, prefix := redisFor(t, redisStore{name: r.name, fixed: r.fixed})
+			require.NoError(t, r.read(rdb, prefix))
+			n, err := rdb.Exists(ctx, prefix+"format").Result()
+			require.NoError(t, err)
+			require.Zero(t, n, "a read writes no marker")
+			if r.fixed == "" {
+				// The ledger of that prefix still starts: no lease marker.
+				l, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix})
+				require.NoError(t, err)
+				require.NoError(t, l.SetPaused(ctx, "job", true))
+			}
+
+			rdb, prefix = redisFor(t, redisStore{name: r.name, fixed: r.fixed})
+			require.NoError(t, rdb.Set(ctx, prefix+"format", "holdfast "+r.name+" format 2", 0).Err())
+			requireFormatError(t, r.read(rdb, prefix), r.name, "holdfast "+r.name+" format 2")
+			rdb, prefix = redisFor(t, redisStore{name: r.name, fixed: r.fixed})
+			require.NoError(t, rdb.HSet(ctx, prefix+"format", "f", "v").Err())
+			requireFormatError(t, r.read(rdb, prefix), r.name, "(a Redis hash)")
+		})
+	}
+}
+
 // A failed check is not remembered: a store that met an error (here a
 // marker of another format, then removed) checks again at its next use.
 func TestFormatCheckIsRetriedAfterAFailure(t *testing.T) {

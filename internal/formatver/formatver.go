@@ -20,10 +20,13 @@ package formatver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/luascript"
@@ -95,6 +98,37 @@ func Redis(ctx context.Context, rdb luascript.Processor, store, prefix string) e
 	found, err := markScript.Run(ctx, rdb, []string{key}, want).Text()
 	if err != nil {
 		return fmt.Errorf("%s: check the stored format at %q: %w", store, key, redispolicy.MemoryFull(err))
+	}
+	if found != want {
+		return &fence.FormatError{Store: store, Where: "Redis key " + strconv.Quote(key), Found: found, Want: want}
+	}
+	return nil
+}
+
+var readScript = luascript.New(`
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+	return false
+end
+if t ~= 'string' then
+	return '(a Redis ' .. t .. ')'
+end
+return redis.call('GET', KEYS[1])
+`)
+
+// RedisRead is Redis for a store's reads (an operator's view): it writes
+// nothing, so a missing marker passes without being created. A read
+// pointed at the wrong prefix (the CLI's --prefix) then cannot leave a
+// marker there that the store of that prefix would refuse.
+func RedisRead(ctx context.Context, rdb luascript.Processor, store, prefix string) error {
+	key := Key(prefix)
+	want := Marker(store)
+	found, err := readScript.Run(ctx, rdb, []string{key}).Text()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: check the stored format at %q: %w", store, key, err)
 	}
 	if found != want {
 		return &fence.FormatError{Store: store, Where: "Redis key " + strconv.Quote(key), Found: found, Want: want}

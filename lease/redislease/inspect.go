@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
@@ -18,6 +19,17 @@ var _ leasedriver.Inspector = (*Backend)(nil)
 
 // scanCount is the COUNT hint of List's SCAN calls: keys examined per call.
 const scanCount = 1000
+
+// checkFormatRead is CheckFormat for the views (Inspect, List): it writes
+// no marker where none is, so an operator's read under a wrong prefix
+// (another store's) cannot leave a lease marker there for that store to
+// refuse.
+func (b *Backend) checkFormatRead(ctx context.Context) error {
+	if b.format.Passed() {
+		return nil
+	}
+	return formatver.RedisRead(ctx, b.rdb, store, b.prefix)
+}
 
 // Inspect implements Inspector: the lease key (owner, PTTL), the fence
 // counter, the waiting flag and the holder label of name, read by one read-only script
@@ -29,7 +41,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, e
 	if err != nil {
 		return leasedriver.Info{}, err
 	}
-	if err := b.CheckFormat(ctx); err != nil {
+	if err := b.checkFormatRead(ctx); err != nil {
 		return leasedriver.Info{}, err
 	}
 	cmd := inspectScript.Run(ctx, b.rdb, []string{k.Lease, k.Fence, k.Waiting, k.Holder})
@@ -56,7 +68,7 @@ func (b *Backend) List(ctx context.Context, match string, limit int) ([]leasedri
 	if strings.ContainsAny(match, "{}") {
 		return nil, fmt.Errorf("%w: List match %q must not hold '{' or '}'", leasedriver.ErrInvalidOptions, match)
 	}
-	if err := b.CheckFormat(ctx); err != nil {
+	if err := b.checkFormatRead(ctx); err != nil {
 		return nil, err
 	}
 	names, err := b.scanNames(ctx, globEscape(b.prefix)+"{"+match+"}*", limit)

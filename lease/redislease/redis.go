@@ -163,7 +163,8 @@ func (b *Backend) CheckPolicy(ctx context.Context) error { return b.policy.Check
 // (written there when missing), a *fence.FormatError (matching
 // fence.ErrUnknownFormat) when it holds anything else: a newer build's
 // format or another store's keys under this prefix (docs/compatibility.md).
-// Every acquisition and inspection calls it first; a package that takes
+// Every acquisition calls it first (the views, Inspect and List, check
+// the marker without writing it); a package that takes
 // leases in scripts of its own (Joinable) calls it before them. On a
 // Cluster the marker is one key, on one shard.
 func (b *Backend) CheckFormat(ctx context.Context) error {

@@ -256,8 +256,13 @@ func (w *Writer) Current(ctx context.Context, key, scope string) (fence.Token, s
 	if err := w.validateKey(key); err != nil {
 		return fence.None, "", err
 	}
-	if err := w.checkFormat(ctx); err != nil {
-		return fence.None, "", err
+	if !w.format.Passed() {
+		// A read writes no marker: an operator's read (holdfast fence get
+		// redis) of a Redis this Writer never wrote to, or would refuse to
+		// (an evicting one), leaves it as it was.
+		if err := formatver.RedisRead(ctx, w.client, store, FencePrefix); err != nil {
+			return fence.None, "", err
+		}
 	}
 	reply, err := currentScript.Run(ctx, w.auto, []string{FenceKey(key)}, scope).Slice()
 	if err != nil {
