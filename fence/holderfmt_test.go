@@ -1,8 +1,8 @@
 package fence_test
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"testing"
