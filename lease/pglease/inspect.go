@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,7 +49,8 @@ func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, e
 
 // List implements leasedriver.Inspector: the rows whose name matches match (a
 // glob as Redis SCAN MATCH reads it: * ? [abc] [^a] [a-z], \ escapes; ""
-// for all), sorted by name, at most limit (limit < 1:
+// for all; read by characters, so ? is one character where Redis reads
+// one byte), sorted by name, at most limit (limit < 1:
 // lease.ErrInvalidOptions).
 func (b *Backend) List(ctx context.Context, match string, limit int) ([]leasedriver.Info, error) {
 	if limit < 1 {
@@ -104,30 +106,33 @@ func scanInfos(rows pgx.Rows) ([]leasedriver.Info, error) {
 }
 
 // globRegexp translates a Redis glob into an anchored POSIX regular
-// expression for Postgres' ~ operator.
+// expression for Postgres' ~ operator. It reads the glob by characters
+// (runes), not bytes: a name's non-ASCII character is one character of
+// the pattern, and '?' matches one character.
 func globRegexp(glob string) (string, error) {
 	var b strings.Builder
 	b.WriteString("^")
-	for i := 0; i < len(glob); i++ {
-		c := glob[i]
+	rs := []rune(glob)
+	for i := 0; i < len(rs); i++ {
+		c := rs[i]
 		switch c {
 		case '*':
 			b.WriteString(".*")
 		case '?':
 			b.WriteString(".")
 		case '\\':
-			if i+1 < len(glob) {
+			if i+1 < len(rs) {
 				i++
-				b.WriteString(regexp.QuoteMeta(glob[i : i+1]))
+				b.WriteString(regexp.QuoteMeta(string(rs[i])))
 			} else {
 				b.WriteString(`\\`)
 			}
 		case '[':
-			end := strings.IndexByte(glob[i+1:], ']')
+			end := slices.Index(rs[i+1:], ']')
 			if end < 0 {
 				return "", errors.New("unclosed [")
 			}
-			class := glob[i+1 : i+1+end]
+			class := string(rs[i+1 : i+1+end])
 			if strings.HasPrefix(class, "^") {
 				class = "^" + strings.ReplaceAll(class[1:], `\`, `\\`)
 			} else {
