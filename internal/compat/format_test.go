@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
+	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/pglease"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
@@ -336,4 +337,94 @@ func TestPostgresFormatIsCheckedOnce(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b2.Acquire(ctx, "job3", "owner-1", time.Minute)
 	require.True(t, errors.Is(err, fence.ErrUnknownFormat), "a new store checks: %v", err)
+}
+
+// A store used before its table exists does not remember that first check
+// as passed: once another build made the table and marked it with another
+// format, the same store's next use refuses it (a fresh user's trial: a
+// Guard and a Backend first used on a database without their tables went
+// on to use format-2 tables). A table without a comment still passes.
+func TestPostgresStoreUsedBeforeItsTableChecksAgain(t *testing.T) {
+	t.Parallel()
+	pool := shared.Pool(t)
+	for _, s := range pgStores {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			schema := pgtest.Schema(t, pool, "compat_")
+			table := pgx.Identifier{schema, s.table}.Sanitize()
+			var use func() error
+			switch s.name {
+			case "lease/pglease":
+				b, err := pglease.New(pool, pglease.Options{Schema: schema})
+				require.NoError(t, err)
+				use = func() error { _, err := b.Acquire(ctx, "job", "owner-1", time.Minute); return err }
+			case "scheduler/ledger/pgledger":
+				l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
+				require.NoError(t, err)
+				use = func() error { return l.SetPaused(ctx, "job", true) }
+			case "sinks/pgfence":
+				g, err := pgfence.New(pgfence.Options{Schema: schema})
+				require.NoError(t, err)
+				use = func() error {
+					return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+						return g.Check(ctx, tx, "resource", holder)
+					})
+				}
+			case "sinks/httpfence/pgstore":
+				st, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
+				require.NoError(t, err)
+				use = func() error { _, err := st.Begin(ctx, "key", "fingerprint", time.Minute); return err }
+			default:
+				t.Fatalf("no case for %s", s.name)
+			}
+			err := use()
+			require.Error(t, err, "no table yet")
+			require.NotErrorIs(t, err, fence.ErrUnknownFormat)
+
+			// Another build makes the table and marks it format 2.
+			require.NoError(t, s.migrate(ctx, t, pool, schema))
+			foreign := "holdfast " + s.name + " format 2"
+			_, err = pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS '`+foreign+`'`)
+			require.NoError(t, err)
+			requireFormatError(t, use(), s.name, foreign)
+			require.Zero(t, rowCount(t, pool, table), "nothing written")
+
+			// A table without a comment (made before markers) passes.
+			_, err = pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS NULL`)
+			require.NoError(t, err)
+			require.NoError(t, use())
+		})
+	}
+}
+
+// pglease's Release and Renew check the stored format first, as every
+// other entry point does: on a fresh backend they ran their UPDATE on a
+// table of another format (a fresh user's trial).
+func TestPgleaseReleaseAndRenewCheckTheFormat(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := shared.Pool(t)
+	schema := pgtest.Schema(t, pool, "compat_")
+	table := pgx.Identifier{schema, "leases"}.Sanitize()
+	first, err := pglease.New(pool, pglease.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, first.Migrate(ctx))
+	g, err := first.Acquire(ctx, "job", "owner-1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	foreign := "holdfast lease/pglease format 2"
+	_, err = pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS '`+foreign+`'`)
+	require.NoError(t, err)
+
+	b, err := pglease.New(pool, pglease.Options{Schema: schema})
+	require.NoError(t, err)
+	held := leasedriver.Held{Name: "job", Owner: "owner-1", TTL: time.Minute}
+	requireFormatError(t, b.Release(ctx, held), "lease/pglease", foreign)
+	for _, err := range b.Renew(ctx, []leasedriver.Held{held, held}) {
+		requireFormatError(t, err, "lease/pglease", foreign)
+	}
+	var owner string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT owner FROM `+table+` WHERE name = 'job'`).Scan(&owner))
+	require.Equal(t, "owner-1", owner, "the row is as it was: nothing written")
 }

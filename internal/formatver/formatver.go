@@ -68,11 +68,20 @@ func (g *Gate) Check(ctx context.Context, check func(context.Context) error) err
 		return nil
 	}
 	if err := check(ctx); err != nil {
+		if errors.Is(err, errNoTable) {
+			return nil // nothing to misread yet: check again at the next use
+		}
 		return err
 	}
 	g.ok.Store(true)
 	return nil
 }
+
+// errNoTable is CheckComment's answer for a table that does not exist
+// yet: the store may go on (its own statements report the missing
+// table), but Gate does not remember the pass, so once another build
+// creates and marks the table, the store's next use checks its marker.
+var errNoTable = errors.New("formatver: no table yet")
 
 // Passed reports whether a check succeeded.
 func (g *Gate) Passed() bool { return g.ok.Load() }
@@ -137,17 +146,23 @@ func RedisRead(ctx context.Context, rdb luascript.Processor, store, prefix strin
 }
 
 // CommentSQL reads the comment of the table named by $1 (schema-qualified,
-// as to_regclass takes it: quoted identifiers): NULL for a missing table or
-// one with no comment. Stores run it their own way (a statement, a batch,
-// the caller's transaction) and pass the result to CheckComment.
-const CommentSQL = `SELECT obj_description(to_regclass($1), 'pg_class')`
+// as to_regclass takes it: quoted identifiers): NULL for a missing table,
+// '' for one with no comment. Stores run it their own way (a statement, a
+// batch, the caller's transaction) and pass the result to CheckComment.
+const CommentSQL = `SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL ELSE coalesce(obj_description(to_regclass($1), 'pg_class'), '') END`
 
 // CheckComment returns a *fence.FormatError when found (CommentSQL's
-// result for table) is not Marker(store). A missing table or one with no
-// comment (nil) passes: the store's own statements report a missing
-// table, and its migrations mark it.
+// result for table) is not Marker(store). A table with no comment ("")
+// passes: its migrations mark it. A missing table (nil) passes too, the
+// store's own statements reporting it, but is not remembered by Gate: a
+// store used before its table exists checks again at its next use (a
+// fresh user's trial: a Guard used before another build made and marked
+// its table format 2 went on to use it).
 func CheckComment(store, table string, found *string) error {
-	if found == nil || *found == Marker(store) {
+	if found == nil {
+		return errNoTable
+	}
+	if *found == "" || *found == Marker(store) {
 		return nil
 	}
 	return &fence.FormatError{Store: store, Where: "the comment of table " + table, Found: *found, Want: Marker(store)}

@@ -229,12 +229,19 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	}
 }
 
-// Renew implements leasedriver.Backend: one statement for the whole batch.
+// Renew implements leasedriver.Backend: one statement for the whole batch,
+// after the stored-format check (every lease's error on a refusal).
 // Each lease is extended by its own TTL if its row still holds its owner
 // and has not expired; ErrNotHeld otherwise. A database error is every
 // lease's error.
 func (b *Backend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
 	errs := make([]error, len(batch))
+	if err := b.format.Check(ctx, b.checkFormat); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	names, owners, ttls := make([]string, len(batch)), make([]string, len(batch)), make([]int64, len(batch))
 	for i, h := range batch {
 		names[i], owners[i], ttls[i] = h.Name, h.Owner, h.TTL.Milliseconds()
@@ -321,10 +328,14 @@ func pick[T any](xs []T, is []int) []T {
 	return out
 }
 
-// Release implements leasedriver.Backend: the row is freed (owner ”, expiry
+// Release implements leasedriver.Backend, after the stored-format check
+// (a *fence.FormatError, nothing written, on a refusal): the row is freed (owner ”, expiry
 // -infinity; its token stays) if it holds h.Owner and has not expired;
 // ErrNotHeld otherwise.
 func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
+	if err := b.format.Check(ctx, b.checkFormat); err != nil {
+		return err
+	}
 	alone := b.alone() != nil
 	if alone {
 		var tag pgconn.CommandTag
