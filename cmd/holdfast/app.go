@@ -101,7 +101,9 @@ func (a *app) main(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	if args[0] == "--version" || args[0] == "-version" {
-		args = []string{"version"}
+		// The version command, with the rest: -o json works, and an
+		// extra argument is a usage error, as after "version".
+		args = append([]string{"version"}, args[1:]...)
 	}
 	args = commandFirst(args)
 	name := args[0]

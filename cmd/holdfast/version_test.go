@@ -29,7 +29,11 @@ func TestVersionJSON(t *testing.T) {
 	info, ok := debug.ReadBuildInfo()
 	for _, o := range []string{"json", "jsonl"} {
 		var out, errOut bytes.Buffer
-		code := run(context.Background(), []string{"version", "-o", o}, &out, &errOut)
+		args := []string{"version", "-o", o}
+		if o == "jsonl" {
+			args[0] = "--version" // the flag form takes -o as well
+		}
+		code := run(context.Background(), args, &out, &errOut)
 		require.Equal(t, exitOK, code, "%s: %s", o, errOut.String())
 		var got buildVersion
 		require.NoError(t, json.Unmarshal(out.Bytes(), &got), "-o %s: %q", o, out.String())
@@ -51,6 +55,8 @@ func TestVersionCommandAndFlag(t *testing.T) {
 		require.Equal(t, want, out.String(), "%v", args)
 		require.Contains(t, out.String(), "go go1.")
 	}
-	var out, errOut bytes.Buffer
-	require.Equal(t, exitUsage, run(context.Background(), []string{"version", "extra"}, &out, &errOut))
+	for _, args := range [][]string{{"version", "extra"}, {"--version", "extra"}, {"--version", "--bogus"}} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, exitUsage, run(context.Background(), args, &out, &errOut), "%v", args)
+	}
 }
