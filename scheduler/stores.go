@@ -20,7 +20,10 @@ import (
 // application its own, such as "billing:"); default the parts' own
 // prefixes (redislease.DefaultPrefix, redisledger.DefaultPrefix).
 // opts.Holder is given to the lease client too, so the leases and the
-// ledger show the same replica (default: the host name, as New).
+// ledger show the same replica (default: the host name, as New), and so is
+// opts.Logger (lease_acquired, lease_lost, ...: see package lease). For the
+// lease client's metrics (lease.Options.Observer, leaseprom), build the
+// client yourself and pass it as Leases.
 //
 // Errors: ErrInvalidOptions for a nil rdb or what New refuses, the parts'
 // ErrInvalidOptions for a Namespace their prefixes refuse. For other
@@ -32,7 +35,9 @@ func NewRedis(rdb redis.UniversalClient, opts Options) (*Scheduler, error) {
 	}
 	holder := quickHolder(opts)
 	if opts.Leases == nil {
-		lopts := lease.Options{Holder: holder}
+		// The scheduler's Logger for the lease client's events too
+		// (lease_lost: the runbooks send operators there).
+		lopts := lease.Options{Holder: holder, Logger: opts.Logger}
 		if opts.Namespace != "" {
 			lopts.Prefix = opts.Namespace + "lease:"
 		}

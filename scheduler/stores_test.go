@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -21,9 +22,15 @@ func TestNewRedisRunsAJob(t *testing.T) {
 		t.Parallel()
 		rdb := redistest.Real(t)
 		ns := redistest.Prefix(t, rdb)
-		s, err := scheduler.NewRedis(rdb, scheduler.Options{Namespace: ns, Holder: "replica-a"})
+		var logs lockedLog
+		s, err := scheduler.NewRedis(rdb, scheduler.Options{Namespace: ns, Holder: "replica-a",
+			Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 		require.NoError(t, err)
 		runOnce(t, s)
+		// The lease client logs to the scheduler's Logger (lease_lost is
+		// where the runbooks send operators): it logged nowhere.
+		require.Contains(t, logs.String(), `"msg":"lease_acquired"`)
+		require.Contains(t, logs.String(), `"msg":"job_run_finished"`)
 		keys, err := rdb.Keys(t.Context(), ns+"*").Result()
 		require.NoError(t, err)
 		var leases, ledgers int

@@ -23,7 +23,16 @@ import (
 // opts.Namespace, when set, is the schema of both parts' tables (a
 // lower-case SQL identifier); default their DefaultSchema ("holdfast").
 // opts.Holder is given to the lease backend too (default: the host name,
-// as scheduler.New).
+// as scheduler.New), and opts.Logger to the lease client (lease_lost and
+// the lease package's other events); for the lease client's metrics
+// (leaseprom) build it yourself and pass it as Leases.
+//
+// Migrate creates tables, so New needs a role with DDL rights on the
+// schema. An application role without them (the tables applied by a DBA
+// from pglease.Migrations and pgledger.Migrations, see docs/operations.md)
+// builds the parts itself: pglease.New, lease.NewWithBackend,
+// pgledger.New, then scheduler.New with Leases and Ledger set; New then
+// migrates neither.
 //
 // Errors: scheduler.ErrInvalidOptions for a nil pool or what scheduler.New refuses; the parts'
 // ErrInvalidOptions for a Namespace that is not a schema name; Migrate's
@@ -44,7 +53,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts scheduler.Options) (*sche
 		if err := b.Migrate(ctx); err != nil {
 			return nil, fmt.Errorf("schedpg: %w", err)
 		}
-		leases, err := lease.NewWithBackend(b, lease.Options{})
+		leases, err := lease.NewWithBackend(b, lease.Options{Logger: opts.Logger}) // lease_lost with the scheduler's events
 		if err != nil {
 			return nil, fmt.Errorf("schedpg: %w", err)
 		}

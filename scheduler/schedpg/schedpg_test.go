@@ -1,7 +1,10 @@
 package schedpg_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,7 +22,9 @@ func TestNewRunsAJobOnPostgres(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.OwnPool(t, nil)
 	schema := pgtest.Schema(t, pool, "schedpg_")
-	s, err := schedpg.New(t.Context(), pool, scheduler.Options{Namespace: schema, Holder: "replica-a"})
+	var logs lockedBuffer
+	s, err := schedpg.New(t.Context(), pool, scheduler.Options{Namespace: schema, Holder: "replica-a",
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	require.NoError(t, err)
 
 	ran := make(chan string, 1)
@@ -38,6 +43,9 @@ func TestNewRunsAJobOnPostgres(t *testing.T) {
 		t.Fatal("the triggered run never ran")
 	}
 	require.NoError(t, s.Stop(context.Background()))
+	// The lease client logs to the scheduler's Logger (lease_lost is where
+	// the runbooks send operators): it logged nowhere.
+	require.Contains(t, logs.String(), `"msg":"lease_acquired"`)
 	rec, found, err := s.Record(context.Background(), "invoice", "", slot.At)
 	require.NoError(t, err)
 	require.True(t, found)
@@ -58,3 +66,17 @@ func TestNewRefusesANilPool(t *testing.T) {
 	_, err := schedpg.New(t.Context(), nil, scheduler.Options{})
 	require.ErrorIs(t, err, scheduler.ErrInvalidOptions)
 }
+
+// lockedBuffer is a log sink safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
