@@ -138,9 +138,10 @@
 // in batched DELETEs of PruneBatch rows, their attempts going with them
 // (ON DELETE CASCADE). It keeps what is still open (pending, running,
 // failed with a retry), each pair's latest slot (job_fences.last_slot,
-// State.Last), and never touches job_fences, job_slot_fences or
-// job_pauses: a deleted fence row would let any token write again and
-// start a new horizon. Gap detection reads job_fences.last_slot, not
+// State.Last), and never touches job_fences or job_pauses: a deleted
+// pair fence row would let any token write again and start a new horizon.
+// Of job_slot_fences it deletes only the rows of the slots it deletes,
+// which are closed by the pair's pruned_before instead (below). Gap detection reads job_fences.last_slot, not
 // job_runs, so a pruned slot is not seen as missed and not run again;
 // Backfill or Retry of a pruned slot creates a new record. Choose the
 // cutoff well beyond every job's CatchUpWindow and what operators look
