@@ -31,9 +31,9 @@ func pruneCommand() command {
 attempt left, skipped, missed) before the cutoff, from the Redis ledger
 (--redis, redisledger) or the Postgres ledger (--pg, pgledger), through
 ledger.Pruner. Running, pending and retryable slots, each (job,
-partition)'s fence, pause flags, horizons and latest slot are kept; a
-deleted slot's own fence (OverlapAllow) goes with it, the slot closed to
-every token. --before is a
+partition)'s fence, pause flags, horizons and latest slot are kept. A
+deleted slot's own fence (OverlapAllow) is kept by the Redis ledger; the
+Postgres ledger deletes it and closes the slot to every token instead. --before is a
 duration back from now (720h) or an RFC 3339 time. --dry-run deletes
 nothing: it prints how many slot records prune would delete now and the
 first --limit of them (job, partition, slot), read with the same rule
