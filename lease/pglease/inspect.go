@@ -79,7 +79,12 @@ func (b *Backend) query(ctx context.Context, sql string, args ...any) ([]leasedr
 			return err
 		})
 	})
-	return out, err
+	if err != nil {
+		// Name the store and the table: "relation does not exist" alone
+		// does not say which schema was read.
+		return nil, fmt.Errorf("pglease: read leases from %s: %w", b.table, err)
+	}
+	return out, nil
 }
 
 func scanInfos(rows pgx.Rows) ([]leasedriver.Info, error) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
@@ -105,4 +106,22 @@ func TestListMatchesNonASCIINames(t *testing.T) {
 	require.Equal(t, []string{"tenant|zürich"}, names("tenant|z[ü]rich"))
 	require.Equal(t, []string{"日本|東京"}, names("日本|*"))
 	require.Equal(t, []string{"日本|東京"}, names("??|東?"))
+}
+
+// A read of a schema without the lease table names the store and the
+// table, and keeps the database's error (a fresh user's trial: the CLI
+// printed "relation "holdfast.leases" does not exist" with no store).
+func TestInspectWithoutTheTableNamesIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := shared.Schema(t, "pglease_notable_")
+	b, err := pglease.New(shared.Pool(t), pglease.Options{Schema: schema})
+	require.NoError(t, err)
+	_, err = b.List(ctx, "*", 10)
+	require.ErrorContains(t, err, `pglease: read leases from "`+schema+`"."leases"`)
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "42P01", pe.Code)
+	_, err = b.Inspect(ctx, "job")
+	require.ErrorContains(t, err, "pglease: read leases from")
 }
