@@ -147,8 +147,9 @@ func RedisRead(ctx context.Context, rdb luascript.Processor, store, prefix strin
 
 // CommentSQL reads the comment of the table named by $1 (schema-qualified,
 // as to_regclass takes it: quoted identifiers): NULL for a missing table,
-// '' for one with no comment. Stores run it their own way (a statement, a
-// batch, the caller's transaction) and pass the result to CheckComment.
+// an empty string for one with no comment. Stores run it their own way (a
+// statement, a batch, the caller's transaction) and pass the result to
+// CheckComment.
 const CommentSQL = `SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL ELSE coalesce(obj_description(to_regclass($1), 'pg_class'), '') END`
 
 // CheckComment returns a *fence.FormatError when found (CommentSQL's
