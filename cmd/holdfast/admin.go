@@ -31,6 +31,9 @@ func (a *app) adminClient() (*adminClient, error) {
 		return nil, usagef("this command needs the admin handler: --admin URL or HOLDFAST_ADMIN")
 	}
 	u, err := url.Parse(a.conn.admin)
+	if err == nil && misreadUserInfo(a.conn.admin) {
+		err = errors.New("misread user info")
+	}
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, urlUsage("--admin", a.conn.admin, "an http(s) URL such as http://127.0.0.1:8080/admin/", err)
 	}

@@ -41,7 +41,7 @@ func TestUsageErrorsMaskSecretsOfTheCommandLine(t *testing.T) {
 		{"GroupEchoesRedisWithoutUser", []string{"fence", "--redis", "redis://:pw0rd1@127.0.0.1:1"}, `"redis://:***@127.0.0.1:1"`},
 		{"PositionalArguments", []string{"job", "ls", "redis://:pw0rd1@127.0.0.1:1", "password=pw0rd1"},
 			`got 2: ["redis://:***@127.0.0.1:1" "password=***"]`},
-		{"BadAdminURL", []string{"job", "ls", "--admin", "ftp://u:pw0rd1@127.0.0.1/"}, `--admin: not a valid URL`},
+		{"BadAdminURL", []string{"job", "ls", "--admin", "ftp://u:pw0rd1@127.0.0.1/"}, `--admin: want an http(s) URL such as http://127.0.0.1:8080/admin/ (the URL is not shown: it holds user info)`},
 		{"BadAdminURLWithoutUserInfo", []string{"job", "ls", "--admin", "ftp://127.0.0.1/"}, `--admin "ftp://127.0.0.1/": want an http(s) URL`},
 		// A URL that does not parse was quoted in the parser's error, and
 		// a password holding a character the parser (and the redactor)
@@ -53,6 +53,13 @@ func TestUsageErrorsMaskSecretsOfTheCommandLine(t *testing.T) {
 		{"RedisWithoutScheme", []string{"lease", "ls", "--redis", ":pw0rd1@127.0.0.1:1"}, `--redis: not a valid URL`},
 		{"ClusterPasswordWithSlash", []string{"lease", "ls", "--redis-cluster", "--redis", "redis://:pw0rd1/x@127.0.0.1:1"}, `--redis (a Cluster): not a valid URL`},
 		{"AdminPasswordWithSlash", []string{"job", "ls", "--admin", "http://u:pw0rd1/x@127.0.0.1:1/admin/"}, `--admin: not a valid URL`},
+		// A password whose part before '#' reads as a port parses without
+		// error, as host "u" with the password in the fragment: the request
+		// error printed it, and a Redis URL went to another server (a
+		// review of the fix above).
+		{"AdminPasswordWithHashAfterDigits", []string{"job", "ls", "--admin", "http://u:8080#pw0rd1@127.0.0.1:1/admin/"}, `--admin: not a valid URL`},
+		{"RedisPasswordWithHashAfterDigits", []string{"lease", "ls", "--redis", "redis://:6379#pw0rd1@127.0.0.1:1"}, `--redis: not a valid URL`},
+		{"RedisPasswordWithSlashAfterDigits", []string{"lease", "ls", "--redis", "redis://u:6379/pw0rd1@127.0.0.1:1"}, `--redis: not a valid URL`},
 		{"RedisBadDatabaseSaysWhy", []string{"lease", "ls", "--redis", "redis://127.0.0.1:1/abc"}, `invalid database number`},
 		{"UnknownCommand", []string{"redis://u:pw0rd1@127.0.0.1"}, `unknown command "redis://u:***@127.0.0.1"`},
 	} {
