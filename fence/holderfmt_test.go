@@ -49,7 +49,7 @@ func TestContextNeverFormatsItsHoldersOwner(t *testing.T) {
 	defer cancel()
 	ctx := fence.WithHolder(inner, h) // as lease.Lease.Context: the holder outermost
 	for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
-		for _, c := range []context.Context{ctx, context.WithValue(ctx, struct{}{}, 1)} {
+		for _, c := range []context.Context{ctx, context.WithValue(ctx, otherKey{}, 1)} {
 			require.NotContains(t, fmt.Sprintf(verb, c), h.Owner, verb)
 		}
 	}
@@ -60,3 +60,6 @@ func TestContextNeverFormatsItsHoldersOwner(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "ctx", ctx)
 	require.NotContains(t, buf.String(), h.Owner)
 }
+
+// otherKey is a context key of the test's own.
+type otherKey struct{}
