@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/pglease"
 	"github.com/holdfast-go/holdfast/lease/redislease"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/pgledger"
 	"github.com/holdfast-go/holdfast/scheduler/ledger/redisledger"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/pgstore"
@@ -166,6 +167,24 @@ func TestRedisReadsWriteNoMarker(t *testing.T) {
 			_, err = b.List(ctx, "*", 10)
 			return err
 		}},
+		{"scheduler/ledger/redisledger", "", func(rdb redis.UniversalClient, prefix string) error {
+			l, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix})
+			require.NoError(t, err)
+			if _, err := l.Paused(ctx, "job"); err != nil {
+				return err
+			}
+			if _, _, err := l.Get(ctx, ledger.Slot{Job: "job", At: time.Unix(1780000000, 0)}); err != nil {
+				return err
+			}
+			if _, err := l.List(ctx, "job", "", time.Unix(0, 0), time.Now(), 10); err != nil {
+				return err
+			}
+			if _, _, err := l.PrunePreview(ctx, time.Now(), 10); err != nil {
+				return err
+			}
+			_, err = l.Prune(ctx, time.Now())
+			return err
+		}},
 		{"sinks/redisfence", redisfence.FencePrefix, func(rdb redis.UniversalClient, _ string) error {
 			w, err := redisfence.New(rdb)
 			require.NoError(t, err)
@@ -182,10 +201,20 @@ func TestRedisReadsWriteNoMarker(t *testing.T) {
 			require.NoError(t, err)
 			require.Zero(t, n, "a read writes no marker")
 			if r.fixed == "" {
-				// The ledger of that prefix still starts: no lease marker.
-				l, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix})
-				require.NoError(t, err)
-				require.NoError(t, l.SetPaused(ctx, "job", true))
+				// Another store of that prefix still starts: no marker of
+				// the reader's there (lease ls --prefix <the ledger's>,
+				// ledger prune --ledger-prefix <the leases'>).
+				if r.name == "lease/redislease" {
+					l, err := redisledger.New(rdb, redisledger.Options{Prefix: prefix})
+					require.NoError(t, err)
+					require.NoError(t, l.SetPaused(ctx, "job", true))
+				} else {
+					b, err := redislease.NewBackend(rdb, redislease.Options{Prefix: prefix})
+					require.NoError(t, err)
+					g, err := b.Acquire(ctx, "job", "owner-1", time.Minute)
+					require.NoError(t, err)
+					require.True(t, g.Acquired)
+				}
 			}
 
 			rdb, prefix = redisFor(t, redisStore{name: r.name, fixed: r.fixed})

@@ -42,7 +42,7 @@ func (l *Ledger) Prune(ctx context.Context, before time.Time) (int64, error) {
 	if ctx == nil {
 		return 0, nilContext("Prune")
 	}
-	if err := l.checkFormat(ctx); err != nil {
+	if err := l.checkFormatRead(ctx); err != nil {
 		return 0, err
 	}
 	bases, err := l.pairBases(ctx)
@@ -113,7 +113,7 @@ func (l *Ledger) PrunePreview(ctx context.Context, before time.Time, limit int) 
 	if ctx == nil {
 		return nil, 0, nilContext("PrunePreview")
 	}
-	if err := l.checkFormat(ctx); err != nil {
+	if err := l.checkFormatRead(ctx); err != nil {
 		return nil, 0, err
 	}
 	bases, err := l.pairBases(ctx)

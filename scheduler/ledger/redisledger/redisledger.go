@@ -218,6 +218,18 @@ func (l *Ledger) checkPolicy(ctx context.Context) error {
 	return l.checkFormat(ctx)
 }
 
+// checkFormatRead is checkFormat for the calls that only read or delete
+// (Get, List, Paused, Prune, PrunePreview: what an operator's tools call):
+// it writes no marker where none is, so one aimed at another store's
+// prefix (holdfast ledger prune --ledger-prefix <the leases'>) leaves no
+// ledger marker there for that store to refuse.
+func (l *Ledger) checkFormatRead(ctx context.Context) error {
+	if l.format.Passed() {
+		return nil
+	}
+	return formatver.RedisRead(ctx, l.rdb, store, l.prefix)
+}
+
 // checkFormat checks the stored format unless done before: the marker key
 // Prefix + "format" must hold "holdfast scheduler/ledger/redisledger format
 // 1" (written there when missing), or every call fails with a
@@ -426,7 +438,7 @@ func (l *Ledger) Paused(ctx context.Context, job string) (bool, error) {
 	if ctx == nil {
 		return false, nilContext("Paused")
 	}
-	if err := l.checkFormat(ctx); err != nil {
+	if err := l.checkFormatRead(ctx); err != nil {
 		return false, err
 	}
 	n, err := l.rdb.Exists(ctx, l.pausedKey(job)).Result()
@@ -721,7 +733,7 @@ func (l *Ledger) Get(ctx context.Context, s ledger.Slot) (ledger.Record, bool, e
 	if ctx == nil {
 		return ledger.Record{}, false, nilContext("Get")
 	}
-	if err := l.checkFormat(ctx); err != nil {
+	if err := l.checkFormatRead(ctx); err != nil {
 		return ledger.Record{}, false, err
 	}
 	k := l.keys(s.Job, s.Partition)
@@ -769,7 +781,7 @@ func (l *Ledger) List(ctx context.Context, job, partition string, from, to time.
 	if ctx == nil {
 		return nil, nilContext("List")
 	}
-	if err := l.checkFormat(ctx); err != nil {
+	if err := l.checkFormatRead(ctx); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
