@@ -16,7 +16,9 @@ type policyChecker interface {
 }
 
 // formatChecker is a lease backend that checks its stored format
-// (redislease.Backend; the Redis ledger checks it in CheckPolicy).
+// (redislease.Backend; the Redis ledger checks it in CheckPolicy). The
+// Postgres stores check theirs at their first use (schedpg.New migrates,
+// which checks it too).
 type formatChecker interface {
 	CheckFormat(ctx context.Context) error
 }
@@ -36,7 +38,9 @@ func (s *Scheduler) checkPolicies(ctx context.Context) error {
 	}
 	stores := []any{leasejoin.Backend(s.cfg.Leases), s.cfg.Ledger}
 	// Every policy first: a format check writes its marker when missing,
-	// and nothing is written to a Redis that either store refuses.
+	// and nothing is written to a Redis whose eviction policy either store
+	// refuses. (A format refusal of one store can come after the other
+	// wrote its own marker, which is right for it.)
 	for _, store := range stores {
 		if c, ok := store.(policyChecker); ok {
 			if err := c.CheckPolicy(ctx); refused(err) {

@@ -159,8 +159,8 @@ func (s *Scheduler) add(job Job, sched *cron.Schedule) error {
 // lease.ErrEvictionPolicy (or lease.ErrEvictionPolicyUnknown) when the
 // lease backend's or the ledger's Redis may evict keys (see their
 // Options.Eviction), or one matching fence.ErrUnknownFormat (a
-// *fence.FormatError) when either finds another stored format, or another
-// store's marker, under its prefix (docs/compatibility.md).
+// *fence.FormatError) when either (on Redis) finds another stored format,
+// or another store's marker, under its prefix (docs/compatibility.md).
 func (s *Scheduler) Start(ctx context.Context) error {
 	if err := s.ready(ctx); err != nil {
 		return err

@@ -119,7 +119,8 @@ func (w *Writer) checkPolicy(ctx context.Context) error {
 // format 1" (written there when missing), or every call fails with a
 // *fence.FormatError (fence.ErrUnknownFormat): fence state of a newer
 // build's format (docs/compatibility.md). Writes call it through
-// checkPolicy; Current and Reset call it first.
+// checkPolicy, Reset first; Current, a read, checks the marker without
+// writing it (formatver.RedisRead).
 func (w *Writer) checkFormat(ctx context.Context) error {
 	if w.format.Passed() {
 		return nil
