@@ -191,6 +191,11 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.Acq
 			}
 		}
 		_ = l.Release(context.WithoutCancel(ctx))
+		if ctx.Err() != nil && !errors.Is(err, lease.ErrNotAcquired) {
+			// ctx ended while announcing: not elected (the lease is
+			// released), as when it ends while the campaign waits.
+			err = errors.Join(err, lease.ErrNotAcquired)
+		}
 		return nil, fmt.Errorf("election %q: announce: %w", e.name, err)
 	}
 }
@@ -280,6 +285,9 @@ func (e *Election) Observe(ctx context.Context) (Leader, error) {
 	<-timer.C
 	for {
 		ld, err = e.Leader(ctx)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ErrNoLeader) {
+			return Leader{}, errors.Join(err, ErrNoLeader) // ctx ended during the read
+		}
 		if !errors.Is(err, ErrNoLeader) {
 			return ld, err
 		}
