@@ -251,7 +251,14 @@ func TestFormatCheckIsRetriedAfterAFailure(t *testing.T) {
 type pgStore struct {
 	name, table string
 	migrate     func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error
-	use         func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error
+	// open makes the store and returns its use (a write), to call as
+	// often as a test needs, on that one store.
+	open func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) func() error
+}
+
+// use is a first use of a new store of s.
+func (s pgStore) use(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+	return s.open(ctx, t, pool, schema)()
 }
 
 var pgStores = []pgStore{
@@ -261,11 +268,10 @@ var pgStores = []pgStore{
 			require.NoError(t, err)
 			return b.Migrate(ctx)
 		},
-		use: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+		open: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) func() error {
 			b, err := pglease.New(pool, pglease.Options{Schema: schema})
 			require.NoError(t, err)
-			_, err = b.Acquire(ctx, "job", "owner-1", time.Minute)
-			return err
+			return func() error { _, err := b.Acquire(ctx, "job", "owner-1", time.Minute); return err }
 		}},
 	{name: "scheduler/ledger/pgledger", table: "job_runs",
 		migrate: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
@@ -273,10 +279,10 @@ var pgStores = []pgStore{
 			require.NoError(t, err)
 			return l.Migrate(ctx)
 		},
-		use: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+		open: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) func() error {
 			l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
 			require.NoError(t, err)
-			return l.SetPaused(ctx, "job", true)
+			return func() error { return l.SetPaused(ctx, "job", true) }
 		}},
 	{name: "sinks/pgfence", table: pgfence.DefaultTable,
 		migrate: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
@@ -284,12 +290,14 @@ var pgStores = []pgStore{
 			require.NoError(t, err)
 			return g.Migrate(ctx, pool)
 		},
-		use: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+		open: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) func() error {
 			g, err := pgfence.New(pgfence.Options{Schema: schema})
 			require.NoError(t, err)
-			return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-				return g.Check(ctx, tx, "resource", holder)
-			})
+			return func() error {
+				return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+					return g.Check(ctx, tx, "resource", holder)
+				})
+			}
 		}},
 	{name: "sinks/httpfence/pgstore", table: "idempotency_keys",
 		migrate: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
@@ -297,11 +305,10 @@ var pgStores = []pgStore{
 			require.NoError(t, err)
 			return s.Migrate(ctx)
 		},
-		use: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) error {
+		open: func(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema string) func() error {
 			s, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
 			require.NoError(t, err)
-			_, err = s.Begin(ctx, "key", "fingerprint", time.Minute)
-			return err
+			return func() error { _, err := s.Begin(ctx, "key", "fingerprint", time.Minute); return err }
 		}},
 }
 
@@ -382,31 +389,7 @@ func TestPostgresStoreUsedBeforeItsTableChecksAgain(t *testing.T) {
 			ctx := t.Context()
 			schema := pgtest.Schema(t, pool, "compat_")
 			table := pgx.Identifier{schema, s.table}.Sanitize()
-			var use func() error
-			switch s.name {
-			case "lease/pglease":
-				b, err := pglease.New(pool, pglease.Options{Schema: schema})
-				require.NoError(t, err)
-				use = func() error { _, err := b.Acquire(ctx, "job", "owner-1", time.Minute); return err }
-			case "scheduler/ledger/pgledger":
-				l, err := pgledger.New(pool, pgledger.Options{Schema: schema})
-				require.NoError(t, err)
-				use = func() error { return l.SetPaused(ctx, "job", true) }
-			case "sinks/pgfence":
-				g, err := pgfence.New(pgfence.Options{Schema: schema})
-				require.NoError(t, err)
-				use = func() error {
-					return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-						return g.Check(ctx, tx, "resource", holder)
-					})
-				}
-			case "sinks/httpfence/pgstore":
-				st, err := pgstore.NewStore(pool, pgstore.Options{Schema: schema})
-				require.NoError(t, err)
-				use = func() error { _, err := st.Begin(ctx, "key", "fingerprint", time.Minute); return err }
-			default:
-				t.Fatalf("no case for %s", s.name)
-			}
+			use := s.open(ctx, t, pool, schema) // one store, used before and after its table is made
 			err := use()
 			require.Error(t, err, "no table yet")
 			require.NotErrorIs(t, err, fence.ErrUnknownFormat)

@@ -102,16 +102,7 @@ return redis.call('GET', KEYS[1])
 // Marker(store) when missing, and returns a *fence.FormatError when it
 // holds anything else. On a Cluster or Ring the key lives on one shard.
 func Redis(ctx context.Context, rdb luascript.Processor, store, prefix string) error {
-	key := Key(prefix)
-	want := Marker(store)
-	found, err := markScript.Run(ctx, rdb, []string{key}, want).Text()
-	if err != nil {
-		return fmt.Errorf("%s: check the stored format at %q: %w", store, key, redispolicy.MemoryFull(err))
-	}
-	if found != want {
-		return &fence.FormatError{Store: store, Where: "Redis key " + strconv.Quote(key), Found: found, Want: want}
-	}
-	return nil
+	return checkMarker(ctx, rdb, markScript, store, prefix, Marker(store))
 }
 
 var readScript = luascript.New(`
@@ -130,14 +121,20 @@ return redis.call('GET', KEYS[1])
 // pointed at the wrong prefix (the CLI's --prefix) then cannot leave a
 // marker there that the store of that prefix would refuse.
 func RedisRead(ctx context.Context, rdb luascript.Processor, store, prefix string) error {
-	key := Key(prefix)
-	want := Marker(store)
-	found, err := readScript.Run(ctx, rdb, []string{key}).Text()
+	return checkMarker(ctx, rdb, readScript, store, prefix)
+}
+
+// checkMarker runs script (markScript or readScript) on the marker key of
+// prefix and compares what it found with Marker(store); no marker (the
+// read script's nil) passes.
+func checkMarker(ctx context.Context, rdb luascript.Processor, script *luascript.Script, store, prefix string, args ...any) error {
+	key, want := Key(prefix), Marker(store)
+	found, err := script.Run(ctx, rdb, []string{key}, args...).Text()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%s: check the stored format at %q: %w", store, key, err)
+		return fmt.Errorf("%s: check the stored format at %q: %w", store, key, redispolicy.MemoryFull(err))
 	}
 	if found != want {
 		return &fence.FormatError{Store: store, Where: "Redis key " + strconv.Quote(key), Found: found, Want: want}
