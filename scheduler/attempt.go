@@ -114,8 +114,11 @@ func (s *Scheduler) newRun(h hold, f cron.Fire, n int) Run {
 // replaces the run (OverlapCancelOther). With last, the claim ends after
 // this run unless a later slot came due meanwhile: then, on a ledger that
 // joins the leases (Scheduler.joiner), the outcome is recorded and h's
-// lease released in one step, and run reports released.
-func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released bool) {
+// lease released in one step, and run reports released. Where that
+// record may wait for the batch claims under way (Scheduler.grouped),
+// run returns it as d, not yet made: the claim's end is then the
+// caller's (unitFrom hands it to the claimGate).
+func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released bool, d *later) {
 	job := h.u.job
 	ctx := h.ctx()
 	run := s.newRun(h, f, n)
@@ -148,38 +151,95 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	timedOut, replaced := errors.Is(cause, errTimeout), errors.Is(cause, errReplaced)
 	cancel(nil)
 
-	o := s.outcome(h, run.Slot, runErr, timedOut, replaced, left)
-	endAttempt(span, o)
-	took := s.clock.Now().Sub(started)
-	// The ledger write must go through even though ctx may have ended: the
-	// fence, not the context, decides whether it is still ours to make.
-	var err error
+	r := &later{h: h, f: f, n: n}
+	r.o = s.outcome(h, run.Slot, runErr, timedOut, replaced, left)
+	endAttempt(span, r.o)
+	r.took = s.clock.Now().Sub(started)
 	if last && s.joiner != nil && !s.dueAfter(h.u, f) {
 		// The claim ends with this step: its place goes back to the
 		// pool, and where finishes are joined (off Cluster: claim groups
-		// are marked there too) the step waits for the batch claims
-		// under way (claimGate).
+		// are marked there too) the record waits for the batch claims
+		// under way (claimGate), in another goroutine.
 		h.place.giveBack()
+		r.release = true
 		if s.grouped {
-			s.claims.wait(s.life.run.Done())
+			return true, r
 		}
-		released, err = true, s.finishRelease(context.WithoutCancel(ctx), h, run.Slot, n, o)
+	}
+	s.record(r)
+	return r.release, nil
+}
+
+// later is a run's outcome to record (record): attempt n of slot f under
+// h, which took took. With release, the record releases h's lease too
+// (finishRelease). A claim that ends with one (run's d) ends with
+// endClaim: at once, or, while batch claims are under way, once they
+// ended (claimGate, finishLater).
+type later struct {
+	h       hold
+	f       cron.Fire
+	n       int
+	o       ledger.Outcome
+	took    time.Duration
+	release bool
+	endSpan func() // the claim's span (claimHeld)
+	place   *place // the claim's place in the pool (unitFrom)
+	after   uint64 // the last batch claim it waits for (claimGate)
+}
+
+// record records r's outcome. The ledger write must go through even though
+// the lease's ctx may have ended: the fence, not the context, decides
+// whether it is still ours to make.
+func (s *Scheduler) record(r *later) {
+	h, slot := r.h, r.h.slot(r.f.At)
+	ctx := h.ctx()
+	var err error
+	if r.release {
+		err = s.finishRelease(context.WithoutCancel(ctx), h, slot, r.n, r.o)
 	} else {
-		err = s.cfg.Ledger.Finish(context.WithoutCancel(ctx), run.Slot, h.fence, n, o, s.clock.Now())
+		err = s.cfg.Ledger.Finish(context.WithoutCancel(ctx), slot, h.fence, r.n, r.o, s.clock.Now())
 	}
 	if err != nil {
-		s.ledgerRefused(ctx, run.Slot, opFinish, err)
-		return released
+		s.ledgerRefused(ctx, slot, opFinish, err)
+		return
 	}
-	s.obs.RunCompleted(job.Name, o.Status, took, s.clock.Now())
-	if o.Status == ledger.StatusFailed {
-		s.obs.RunFailed(job.Name, o.Class, o.RetryAt.IsZero())
+	job := h.u.job
+	s.obs.RunCompleted(job.Name, r.o.Status, r.took, s.clock.Now())
+	if r.o.Status == ledger.StatusFailed {
+		s.obs.RunFailed(job.Name, r.o.Class, r.o.RetryAt.IsZero())
 	}
-	if !o.RetryAt.IsZero() {
-		s.wakeAt(h.u, o.RetryAt)
+	if !r.o.RetryAt.IsZero() {
+		s.wakeAt(h.u, r.o.RetryAt)
 	}
-	s.logFinished(ctx, &h, f, n, &o, took)
-	return released
+	s.logFinished(ctx, &h, r.f, r.n, &r.o, r.took)
+}
+
+// endClaim ends the claim whose run returned r: it records r and ends
+// the claim as claimHeld would (its span, its lease).
+func (s *Scheduler) endClaim(r *later) {
+	s.record(r)
+	r.endSpan()
+	s.release(r.h.l)
+}
+
+// finishLater is how the claimGate's finishers end a claim that waited:
+// endClaim, then the unit goes on as unitFrom would, in a goroutine of its
+// own when something arrived for it meanwhile (the finisher makes the
+// next record).
+func (s *Scheduler) finishLater(r *later) {
+	s.endClaim(r)
+	u, p := r.h.u, r.place
+	next, ok := s.again(u)
+	if !ok {
+		return
+	}
+	s.wg.Go(func() {
+		if !p.take() {
+			s.idle(u)
+			return
+		}
+		s.unitFrom(p, next, nil, nil)
+	})
 }
 
 // logClaimed and logFinished are run's log lines, in functions of their

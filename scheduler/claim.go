@@ -17,14 +17,15 @@ import (
 // claim tries to take u's lease. The replica that gets it works, in order
 // and under that one lease, through everything due for u (see plan.go).
 // Other replicas skip: the holder does their slot too. p is the claim's
-// place in the pool.
-func (s *Scheduler) claim(u *unit, req claimReq, p *place) {
+// place in the pool. A d not nil is the claim's end, left to the caller
+// (claimHeld).
+func (s *Scheduler) claim(u *unit, req claimReq, p *place) (d *later) {
 	if req.followUp && s.recorded(u, req.fire.At) {
-		return
+		return nil
 	}
 	seen := s.noteSeen(u, req)
 	if req.recovery && !s.recoveryNeeded(u, seen) {
-		return
+		return nil
 	}
 	l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), u.lease, u.job.LeaseTTL)
 	if errors.Is(err, lease.ErrNotAcquired) && req.scheduled() && u.job.Overlap == OverlapCancelOther {
@@ -32,11 +33,11 @@ func (s *Scheduler) claim(u *unit, req claimReq, p *place) {
 	}
 	if err != nil {
 		s.claimSkipped(u, req, err)
-		return
+		return nil
 	}
 	h := s.newHold(u, l)
 	h.place = p
-	s.claimHeld(h, req, seen, nil)
+	return s.claimHeld(h, req, seen, nil)
 }
 
 // recoveryNeeded reads u's State without its lease and reports whether
@@ -207,11 +208,21 @@ func (s *Scheduler) recorded(u *unit, at time.Time) bool {
 // claimHeld is the claim's work once it holds h's lease, which it
 // releases: plan (plan.go), carry the steps out, and plan again while
 // slots came due meanwhile. pre, when not nil, is the answer of a
-// ClearBeginner to the fire's fast request, made by the caller.
-func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.BeginResult) {
-	defer s.release(h.l)
+// ClearBeginner to the fire's fast request, made by the caller. A d not
+// nil is a run's record that waits for the batch claims under way (run):
+// the claim's end, its span and its lease included, is then the caller's
+// to hand to finishLater.
+func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.BeginResult) (d *later) {
+	l := h.l
 	h, endSpan := s.traceClaim(h, req)
-	defer endSpan()
+	defer func() {
+		if d != nil {
+			d.endSpan = endSpan
+			return
+		}
+		endSpan()
+		s.release(l)
+	}()
 	if seen.IsZero() { // a claim outside the dispatcher
 		seen = s.clock.Now()
 	}
@@ -224,11 +235,15 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 				pre = &res
 			}
 		}
-		if pre != nil && !s.afterFastBegin(h, req.fire, *pre, cs) {
-			return
+		if pre != nil {
+			plan, d := s.afterFastBegin(h, req.fire, *pre, cs)
+			if !plan {
+				return d
+			}
 		}
 	}
 	s.planLoop(h, req, cs)
+	return nil
 }
 
 // planLoop is claimHeld's planning: read the unit's state, plan, carry the
@@ -390,26 +405,30 @@ func (s *Scheduler) fastRequest(u *unit, req claimReq, now time.Time) (ledger.Be
 
 // afterFastBegin runs the slot a ClearBeginner began. It reports whether
 // the claim must go on and plan: the ledger saw something else due, or a
-// slot came due during the run.
-func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResult, cs *claimState) (plan bool) {
+// slot came due during the run; d is the run's record when it waits
+// (run).
+func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResult, cs *claimState) (plan bool, d *later) {
 	switch {
 	case !res.Clear:
-		return true
+		return true, nil
 	case res.Err != nil:
 		s.ledgerRefused(h.ctx(), h.slot(fire.At), opBegin, res.Err)
 		if !settled(res.Err) {
 			// Not begun: plan it again soon (reset.go).
 			s.noteDoubt(h.u, fire.At)
 			s.retryClaim(h.u, claimReq{}, s.clock.Now().Add(wakeRetry))
-			return false
+			return false, nil
 		}
 		s.noteSure(h.u, fire.At, !errors.Is(res.Err, fence.ErrStaleToken))
-		return false
+		return false, nil
 	}
 	s.noteSure(h.u, fire.At, true)
 	cs.handled[fire.At] = true
 	cs.runFrom = s.clock.Now()
-	released := s.run(h, fire, res.Attempt, res.Left, true)
+	released, d := s.run(h, fire, res.Attempt, res.Left, true)
+	if d != nil {
+		return false, d
+	}
 	cs.runTo = s.clock.Now()
-	return !released && s.dueAfter(h.u, fire)
+	return !released && s.dueAfter(h.u, fire), nil
 }

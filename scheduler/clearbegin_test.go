@@ -166,7 +166,7 @@ func TestClaimAfterStopBeginsNothing(t *testing.T) {
 		stopped, stop := context.WithCancel(context.Background())
 		stop()
 		sched.life.claim = stopped
-		sched.claimHeld(sched.newHold(u, l), claimReq{fire: fire, prev: noFire}, time.Now(), nil)
+		sched.claimHeldNow(sched.newHold(u, l), claimReq{fire: fire, prev: noFire}, time.Now(), nil)
 		require.Zero(t, ran)
 		require.Equal(t, ledger.Status(""), s.status("late", "", at), "nothing begun")
 		require.ErrorIs(t, l.Err(), lease.ErrReleased, "the lease is released")
@@ -216,7 +216,7 @@ func TestLateClaimOfADoneSlotTakesNoLease(t *testing.T) {
 		require.True(t, pre == nil || !pre.Clear, "nothing begun: the claim plans")
 		require.Equal(t, ledger.Status(""), s.status("late", "", at))
 		outsideLife(first)
-		first.claimHeld(first.newHold(unitOf(t, first, "late", ""), l), claimReq{fire: fire}, time.Time{}, pre)
+		first.claimHeldNow(first.newHold(unitOf(t, first, "late", ""), l), claimReq{fire: fire}, time.Time{}, pre)
 		require.Equal(t, ledger.StatusSkipped, s.status("late", "", at), "recorded by the missed-slot policy")
 
 		before := tokens()
@@ -255,7 +255,7 @@ func TestLateFireUnderCatchUpBeginsWithoutState(t *testing.T) {
 			require.NotNil(t, pre[0])
 			require.Equal(t, ledger.BeginResult{Attempt: 1, Left: 2, Clear: true}, *pre[0], "begun in the claim (3 attempts by default)")
 			outsideLife(sched)
-			sched.claimHeld(sched.newHold(u, leases[0]), claimReq{fire: fire}, time.Time{}, pre[0])
+			sched.claimHeldNow(sched.newHold(u, leases[0]), claimReq{fire: fire}, time.Time{}, pre[0])
 			require.Equal(t, 1, ran)
 			require.Equal(t, ledger.StatusSucceeded, s.status(name, "", at))
 			counting.mu.Lock()

@@ -384,20 +384,35 @@ func (s *Scheduler) takePlaces(n int) int {
 // held, when not nil, is the unit's lease, already acquired for e's fire,
 // and pre the ledger's answer to its fast request (nil: none made).
 func (s *Scheduler) unitLoop(e *entry, held *hold, pre *ledger.BeginResult) {
-	p := &place{s: s, held: true}
-	defer p.giveBack()
+	s.unitFrom(&place{s: s, held: true}, e, held, pre)
+}
+
+// unitFrom is unitLoop in place p, which holds a place in the pool. A
+// claim that ends with a record (later) while batch claims are under way
+// leaves it to the claimGate, which ends the claim and goes on with the
+// unit once they ended (finishLater), and unitFrom returns.
+func (s *Scheduler) unitFrom(p *place, e *entry, held *hold, pre *ledger.BeginResult) {
 	for {
+		var d *later
 		if held != nil {
 			seen := s.noteSeen(e.u, e.req)
 			h := *held
 			h.place = p
-			s.claimHeld(h, e.req, seen, pre)
+			d = s.claimHeld(h, e.req, seen, pre)
 			held = nil
 		} else {
-			s.claim(e.u, e.req, p)
+			d = s.claim(e.u, e.req, p)
+		}
+		if d != nil {
+			d.place = p
+			if s.claims.hold(d) {
+				return
+			}
+			s.endClaim(d)
 		}
 		next, ok := s.again(e.u)
 		if !ok {
+			p.giveBack()
 			return
 		}
 		if !p.take() {

@@ -2,8 +2,10 @@ package scheduler
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
 // Quiet is quiet, for the fake-time tests of package scheduler_test.
@@ -60,4 +62,20 @@ func (s *Scheduler) QuietState() string {
 	}
 	return fmt.Sprintf("now=%v parked_at=%v wait=%v armed=%v woken=%v queue=%d head=%s active=%d waiting=%d",
 		now, s.parked.at, s.parked.wait, armed, s.woken, s.queue.Len(), head, s.active.Load(), s.waiting.Load())
+}
+
+// claimHeldNow is claimHeld for a test outside the dispatcher: a claim that
+// ends with a record makes it at once.
+func (s *Scheduler) claimHeldNow(h hold, req claimReq, seen time.Time, pre *ledger.BeginResult) {
+	if d := s.claimHeld(h, req, seen, pre); d != nil {
+		s.endClaim(d)
+	}
+}
+
+// claimNow is claim for a test outside the dispatcher, in no place of the
+// pool: a claim that ends with a record makes it at once.
+func (s *Scheduler) claimNow(u *unit, req claimReq) {
+	if d := s.claim(u, req, nil); d != nil {
+		s.endClaim(d)
+	}
 }

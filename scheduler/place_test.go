@@ -2,6 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,6 +61,8 @@ func TestAnOutcomeWaitsForTheBatchClaimUnderWay(t *testing.T) {
 		clk := clock.NewFake(t0.Add(500 * time.Millisecond))
 		l := &heldClaimLedger{asked: make(chan []string, 1), hold: make(chan struct{})}
 		ran := make(chan string, 2)
+		// The replica's goroutines carry the test's name (goroutineIn).
+		pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("test", t.Name())))
 		sched := s.started(t, Job{
 			Name: "gate", Spec: everySecond, Partitions: []string{"a", "b"},
 			StartAt: t0, EndAt: t0.Add(1500 * time.Millisecond),
@@ -87,6 +92,11 @@ func TestAnOutcomeWaitsForTheBatchClaimUnderWay(t *testing.T) {
 			return sched.claims.waiters() == 1
 		})
 		require.Zero(t, l.finishes.Load(), "no outcome recorded while the batch claim is under way")
+		// It waits as a record: the run's goroutine ended (its stack,
+		// grown by the run, is free for the next run's).
+		testwait.Until(t, 10*time.Second, "the first run's goroutine ends", func() bool {
+			return !goroutineIn(t, "scheduler.(*Scheduler).unitFrom")
+		})
 
 		unhold()
 		require.Equal(t, second, <-ran)
@@ -100,56 +110,150 @@ func TestAnOutcomeWaitsForTheBatchClaimUnderWay(t *testing.T) {
 	})
 }
 
-// claimGate.wait waits for the batch claims under way when it is called,
-// not for one begun later (a claim every second that never lets up would
-// hold an outcome back for ever), and not at all past
-// maxDeferredFinishes waiting outcomes or once done is closed.
+// A record handed to the claimGate waits for the batch claims under way
+// when it was handed over, not for one begun later (a claim every second
+// that never lets up would hold an outcome back for ever), and not at all
+// with no batch under way, past maxDeferredFinishes waiting records or
+// once the runs' lifetime ended (end).
 func TestClaimGateWaitsForTheBatchesUnderWayOnly(t *testing.T) {
 	t.Parallel()
-	var g claimGate
-	waited := func(done <-chan struct{}) <-chan struct{} {
-		c := make(chan struct{})
-		go func() {
-			defer close(c)
-			g.wait(done)
-		}()
-		return c
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	made := make(chan *later, 8)
+	g := newClaimGate(wg.Go, func(r *later) { made <- r })
+	madeNow := func(want *later) {
+		t.Helper()
+		select {
+		case r := <-made:
+			require.Same(t, want, r)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the record was not made")
+		}
 	}
-	select {
-	case <-waited(nil):
-	case <-time.After(10 * time.Second):
-		t.Fatal("a wait with no batch under way returns at once")
-	}
+
+	require.False(t, g.hold(new(later)), "no batch under way: the caller records at once")
 
 	leave1 := g.enter()
-	w := waited(nil)
-	testwait.Until(t, 10*time.Second, "the outcome waits", func() bool { return g.waiters() == 1 })
-	leave2 := g.enter() // begun after the wait: not waited for
+	r1 := new(later)
+	require.True(t, g.hold(r1))
+	require.Equal(t, 1, g.waiters())
+	leave2 := g.enter() // begun after the record came: not waited for
+	require.Empty(t, made)
 	leave1()
-	select {
-	case <-w:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the wait ends with the batch under way at its call")
-	}
-	require.Zero(t, g.waiters())
+	madeNow(r1)
+	testwait.Until(t, 10*time.Second, "no record waits", func() bool { return g.waiters() == 0 })
 
-	stop := make(chan struct{})
-	w = waited(stop)
-	testwait.Until(t, 10*time.Second, "the outcome waits", func() bool { return g.waiters() == 1 })
-	close(stop)
-	<-w
-	require.Zero(t, g.waiters())
-
+	r2 := new(later)
+	require.True(t, g.hold(r2), "batch 2 is under way")
+	require.Empty(t, made)
 	g.mu.Lock()
-	g.waiting = maxDeferredFinishes
+	full := g.wait
+	g.wait = append(g.wait, make([]*later, maxDeferredFinishes-1)...)
 	g.mu.Unlock()
-	select {
-	case <-waited(nil):
-	case <-time.After(10 * time.Second):
-		t.Fatal("past maxDeferredFinishes an outcome does not wait")
-	}
+	require.False(t, g.hold(new(later)), "past maxDeferredFinishes a record does not wait")
+	g.mu.Lock()
+	g.wait = full
+	g.mu.Unlock()
+
+	g.end() // the runs' lifetime ended
+	madeNow(r2)
+	require.False(t, g.hold(new(later)), "once the runs' lifetime ended nothing waits")
 	leave2()
 	g.mu.Lock()
 	require.Empty(t, g.active)
+	require.Empty(t, g.wait)
 	g.mu.Unlock()
+}
+
+// A record waits for every batch begun before it that is still under
+// way, whatever order the batches end in.
+func TestClaimGateWaitsForBatchesEndingInAnyOrder(t *testing.T) {
+	t.Parallel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	made := make(chan *later, 8)
+	g := newClaimGate(wg.Go, func(r *later) { made <- r })
+	madeNow := func(want *later) {
+		t.Helper()
+		select {
+		case r := <-made:
+			require.Same(t, want, r)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the record was not made")
+		}
+	}
+	leave1, leave2 := g.enter(), g.enter()
+	r1 := new(later)
+	require.True(t, g.hold(r1)) // waits for 1 and 2
+	leave2()
+	r2 := new(later)
+	require.True(t, g.hold(r2)) // waits for 1
+	leave3 := g.enter()
+	r3 := new(later)
+	require.True(t, g.hold(r3)) // waits for 1 and 3
+	require.Empty(t, made)
+	leave1()
+	got := []*later{<-made, <-made}
+	require.ElementsMatch(t, []*later{r1, r2}, got)
+	require.Empty(t, made, "r3 waits for batch 3")
+	testwait.Until(t, 10*time.Second, "r3 alone waits", func() bool { return g.waiters() == 1 })
+	leave3()
+	madeNow(r3)
+}
+
+// The records whose wait is over are made by at most maxFinishers
+// goroutines, each making one after the other, and every one is made.
+func TestClaimGateMakesRecordsInBoundedFinishers(t *testing.T) {
+	t.Parallel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var started, running, most atomic.Int32
+	unblock := make(chan struct{})
+	var made atomic.Int32
+	g := newClaimGate(func(f func()) {
+		started.Add(1)
+		wg.Go(f)
+	}, func(*later) {
+		n := running.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		<-unblock
+		running.Add(-1)
+		made.Add(1)
+	})
+	const records = maxFinishers + 44
+	leave := g.enter()
+	for range records {
+		require.True(t, g.hold(new(later)))
+	}
+	require.Zero(t, started.Load(), "no finisher while the batch is under way")
+	leave()
+	testwait.Until(t, 10*time.Second, "every finisher makes a record", func() bool { return running.Load() == maxFinishers })
+	require.EqualValues(t, maxFinishers, started.Load())
+	close(unblock)
+	testwait.Until(t, 10*time.Second, "every record made", func() bool { return made.Load() == records })
+	require.EqualValues(t, maxFinishers, most.Load())
+	testwait.Until(t, 10*time.Second, "the finishers end", func() bool { return g.waiters() == 0 })
+	g.mu.Lock()
+	require.Zero(t, g.finishers)
+	g.mu.Unlock()
+}
+
+// goroutineIn reports whether a goroutine labeled with t's name (the
+// pprof label "test") is in fn (a function's name as stack traces print
+// it, package and receiver).
+func goroutineIn(t *testing.T, fn string) bool {
+	var b strings.Builder
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&b, 1))
+	label := fmt.Sprintf("%q:%q", "test", t.Name())
+	for group := range strings.SplitSeq(b.String(), "\n\n") {
+		if strings.Contains(group, label) && strings.Contains(group, fn+"+") {
+			return true
+		}
+	}
+	return false
 }

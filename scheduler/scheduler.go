@@ -65,14 +65,16 @@ func New(cfg Options) (*Scheduler, error) {
 	joiner := joinerOf(cfg)
 	marker, ok := joiner.(ledger.ClaimGroupMarker)
 	_, fake := cfg.Clock.(interface{ Armed(clock.Timer) bool })
-	return &Scheduler{
+	s := &Scheduler{
 		cfg: cfg, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock, rand: rand.New(cfg.Jitter),
 		trackBeats: fake, joiner: joiner, grouped: ok && marker.MarksClaimGroups(), tr: newTracer(cfg.TracerProvider),
 		life: lifetime{claim: context.Background(), run: context.Background()},
 		jobs: map[string]*registered{}, units: map[unitKey]*unit{},
-		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims), claims: new(claimGate),
+		wake: make(chan struct{}, 1), sem: make(chan struct{}, cfg.MaxConcurrentClaims),
 		stopped: make(chan struct{}),
-	}, nil
+	}
+	s.claims = newClaimGate(s.wg.Go, s.finishLater)
+	return s, nil
 }
 
 // defaultHolder is Options.Holder's default: the lease client's label,
@@ -178,6 +180,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	claimCtx, claimCancel := context.WithCancel(ctx)
 	s.life = lifetime{claim: claimCtx, run: runCtx}
 	s.runCancel, s.claimCancel = runCancel, claimCancel
+	// Past the grace period no record waits for the batch claims.
+	context.AfterFunc(runCtx, s.claims.end)
 	now := s.clock.Now()
 	sr, batched := s.cfg.Ledger.(ledger.StatesReader)
 	for _, u := range s.order {

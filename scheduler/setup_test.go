@@ -237,7 +237,7 @@ func claimNow(t *testing.T, sched *Scheduler, job, partition string, at time.Tim
 	require.True(t, ok)
 	require.Equal(t, at, fire.At)
 	outsideLife(sched)
-	sched.claim(u, claimReq{fire: fire}, nil)
+	sched.claimNow(u, claimReq{fire: fire})
 }
 
 // claimWake runs one claim of (job, partition) as a wake-up would (a retry
@@ -246,7 +246,7 @@ func claimWake(t *testing.T, sched *Scheduler, job, partition string) {
 	t.Helper()
 	u := unitOf(t, sched, job, partition)
 	outsideLife(sched)
-	sched.claim(u, claimReq{}, nil)
+	sched.claimNow(u, claimReq{})
 }
 
 // onClock makes a replica read clk (a fake clock the test moves).
