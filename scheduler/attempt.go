@@ -151,30 +151,41 @@ func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released b
 	timedOut, replaced := errors.Is(cause, errTimeout), errors.Is(cause, errReplaced)
 	cancel(nil)
 
-	r := &later{h: h, f: f, n: n}
-	r.o = s.outcome(h, run.Slot, runErr, timedOut, replaced, left)
-	endAttempt(span, r.o)
-	r.took = s.clock.Now().Sub(started)
+	o := s.outcome(h, run.Slot, runErr, timedOut, replaced, left)
+	endAttempt(span, o)
+	took := s.clock.Now().Sub(started)
+	release := false
 	if last && s.joiner != nil && !s.dueAfter(h.u, f) {
 		// The claim ends with this step: its place goes back to the
 		// pool, and where finishes are joined (off Cluster: claim groups
-		// are marked there too) the record waits for the batch claims
-		// under way (claimGate), in another goroutine.
+		// are marked there too) the record may wait for the batch claims
+		// under way (claimGate), as data.
 		h.place.giveBack()
-		r.release = true
+		release = true
 		if s.grouped {
-			return true, r
+			return true, &later{h: h, f: f, n: n, o: o, took: took, release: true}
 		}
 	}
-	s.record(r)
-	return r.release, nil
+	s.recordNow(h, f, n, &o, took, release)
+	return release, nil
+}
+
+// recordNow records the outcome o of a run that does not wait (record),
+// from a frame of its own: the record's fields are not in run's frame,
+// nor on the heap.
+//
+//go:noinline
+func (s *Scheduler) recordNow(h hold, f cron.Fire, n int, o *ledger.Outcome, took time.Duration, release bool) {
+	r := later{h: h, f: f, n: n, o: *o, took: took, release: release}
+	s.record(&r)
 }
 
 // later is a run's outcome to record (record): attempt n of slot f under
 // h, which took took. With release, the record releases h's lease too
 // (finishRelease). A claim that ends with one (run's d) ends with
 // endClaim: at once, or, while batch claims are under way, once they
-// ended (claimGate, finishLater).
+// ended (claimGate, finishLater); h.place is the claim's place in the
+// pool (unitFrom's), given back already.
 type later struct {
 	h       hold
 	f       cron.Fire
@@ -183,7 +194,6 @@ type later struct {
 	took    time.Duration
 	release bool
 	endSpan func() // the claim's span (claimHeld)
-	place   *place // the claim's place in the pool (unitFrom)
 	after   uint64 // the last batch claim it waits for (claimGate)
 }
 
@@ -228,7 +238,7 @@ func (s *Scheduler) endClaim(r *later) {
 // next record).
 func (s *Scheduler) finishLater(r *later) {
 	s.endClaim(r)
-	u, p := r.h.u, r.place
+	u, p := r.h.u, r.h.place
 	next, ok := s.again(u)
 	if !ok {
 		return
@@ -242,9 +252,9 @@ func (s *Scheduler) finishLater(r *later) {
 	})
 }
 
-// logClaimed and logFinished are run's log lines, in functions of their
-// own so that their attributes are not in run's frame: a run's goroutine
-// then fits its first stack (see planLoop).
+// logClaimed and logFinished are a run's log lines (run's and record's),
+// in functions of their own so that their attributes are not in their
+// callers' frames (see planLoop).
 //
 //go:noinline
 func (s *Scheduler) logClaimed(ctx context.Context, h *hold, f cron.Fire, n int, lag time.Duration) {

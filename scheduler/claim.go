@@ -18,7 +18,7 @@ import (
 // and under that one lease, through everything due for u (see plan.go).
 // Other replicas skip: the holder does their slot too. p is the claim's
 // place in the pool. A d not nil is the claim's end, left to the caller
-// (claimHeld).
+// (claimHeld's d).
 func (s *Scheduler) claim(u *unit, req claimReq, p *place) (d *later) {
 	if req.followUp && s.recorded(u, req.fire.At) {
 		return nil
@@ -210,8 +210,9 @@ func (s *Scheduler) recorded(u *unit, at time.Time) bool {
 // slots came due meanwhile. pre, when not nil, is the answer of a
 // ClearBeginner to the fire's fast request, made by the caller. A d not
 // nil is a run's record that waits for the batch claims under way (run):
-// the claim's end, its span and its lease included, is then the caller's
-// to hand to finishLater.
+// the claim's end, its span and its lease included, is then the caller's:
+// unitFrom hands it to the claimGate, or ends the claim at once
+// (endClaim) when the gate refuses it.
 func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.BeginResult) (d *later) {
 	l := h.l
 	h, endSpan := s.traceClaim(h, req)
@@ -249,8 +250,8 @@ func (s *Scheduler) claimHeld(h hold, req claimReq, seen time.Time, pre *ledger.
 // planLoop is claimHeld's planning: read the unit's state, plan, carry the
 // steps out, again while slots came due meanwhile. It is a function of its
 // own so that its locals (the state, the plan) are not in the frame of
-// claimHeld, under which every run of a fast begin goes on: the run's
-// goroutine then fits its first stack, with no copy to a larger one.
+// claimHeld, under which every run of a fast begin goes on: the smaller
+// the frames under a run, the less stack the runtime grows for it.
 func (s *Scheduler) planLoop(h hold, req claimReq, cs *claimState) {
 	for s.holding(h) {
 		now := s.clock.Now()

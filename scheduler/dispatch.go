@@ -404,7 +404,6 @@ func (s *Scheduler) unitFrom(p *place, e *entry, held *hold, pre *ledger.BeginRe
 			d = s.claim(e.u, e.req, p)
 		}
 		if d != nil {
-			d.place = p
 			if s.claims.hold(d) {
 				return
 			}

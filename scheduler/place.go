@@ -7,11 +7,12 @@ import (
 )
 
 // place is a claim's place in the pool (Options.MaxConcurrentClaims,
-// Scheduler.sem), owned by the goroutine that runs the claim (unitLoop).
+// Scheduler.sem), owned by the goroutine that runs the claim (unitFrom).
 // A run that ends its claim gives the place back before its outcome is
 // recorded (run, last), so that the batch claims of due slots need not
-// wait for a recording; unitLoop takes one again before it claims once
-// more.
+// wait for a recording; unitFrom takes one again before it claims once
+// more. A record handed to the claimGate takes p along: the goroutine of
+// finishLater that goes on with the unit owns it then.
 type place struct {
 	s    *Scheduler
 	held bool
@@ -46,18 +47,21 @@ func (p *place) take() bool {
 const maxDeferredFinishes = 4096
 
 // maxFinishers bounds the goroutines of one Scheduler that make the
-// records of runs whose wait is over (claimGate): the records of a
-// thousand runs go out as joined scripts of up to that many, made by
-// goroutines that each make one record after the other, and so grow a
-// stack once, not once per record. schedbench's lag and finish times
-// came out alike at 16, 64 and 256 (2026-12-06).
-const maxFinishers = 64
+// records of runs whose wait is over (claimGate), each one record after
+// the other, so that each grows a stack once, not once per record. Off
+// Cluster their finishes go out joined (up to about that many per
+// script, as many as a batch claim takes); on Cluster, where each finish
+// is a script of its own, each finisher sends its records one after the
+// other. The Observer's and Logger's calls of a record run in its
+// finisher: a slow one holds up the records queued behind it. schedbench's
+// lag and finish times came out alike at 16, 64 and 256 (2026-12-06).
+const maxFinishers = 256
 
 // claimGate lets the recording of a run that ends its claim (a finish and
 // release: where finishes are joined, one script per batch of runs) wait
-// for the batch claims of the Scheduler under way when the run ended
-// (claimBatches, from its start until every unit it was given was tried).
-// A slot's lag is the time until its run starts. When many slots come due
+// for the batch claims of the Scheduler under way when the record was
+// handed over (hold, as the run ended; claimBatches, from its start until
+// every unit it was given was tried). A slot's lag is the time until its run starts. When many slots come due
 // together, the server runs the claims and the finishes in the order they
 // arrive, and every finish sent among the claims makes the claims queued
 // behind it later by its cost. Recorded after them, the outcomes cost the
@@ -118,7 +122,7 @@ func (g *claimGate) enter() (leave func()) {
 func (g *claimGate) hold(r *later) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.active) == 0 || g.over || len(g.wait)+len(g.ready) >= maxDeferredFinishes {
+	if len(g.active) == 0 || g.over || len(g.wait)+len(g.ready)+g.making >= maxDeferredFinishes {
 		return false
 	}
 	r.after = g.next - 1 // the last batch begun, so wait is in after's order

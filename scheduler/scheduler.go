@@ -221,7 +221,10 @@ const interruptWait = 5 * time.Second
 // claim) and releases their leases, releases every other lease and waits
 // for every goroutine. A job function that ignores its ctx cannot be
 // stopped: Stop then returns ctx's error at most 5 s after ctx ended,
-// leaving that attempt running; call Stop again to wait for it.
+// leaving that attempt running; call Stop again to wait for it. Outcomes
+// still being recorded when ctx ends (up to 256 goroutines record a
+// burst's, one after the other: an Observer or a Logger handler that
+// blocks holds them up) make Stop return ctx's error the same way.
 // Stop is safe to call twice; called before Start it makes a later Start
 // return ErrStarted. It returns ctx's error when the grace period ran out.
 func (s *Scheduler) Stop(ctx context.Context) error {
