@@ -112,6 +112,24 @@ func TestAnOutcomeWaitsForTheBatchClaimUnderWay(t *testing.T) {
 	})
 }
 
+// newTestGate returns a claimGate whose finishers run in wg and send the
+// records they make on made.
+func newTestGate(wg *sync.WaitGroup) (g *claimGate, made chan *later) {
+	made = make(chan *later, 8)
+	return newClaimGate(wg.Go, func(r *later) { made <- r }), made
+}
+
+// requireMade requires want to be the next record made.
+func requireMade(t *testing.T, made <-chan *later, want *later) {
+	t.Helper()
+	select {
+	case r := <-made:
+		require.Same(t, want, r)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record was not made")
+	}
+}
+
 // A record handed to the claimGate waits for the batch claims under way
 // when it was handed over, not for one begun later (a claim every second
 // that never lets up would hold an outcome back for ever), and not at all
@@ -121,17 +139,7 @@ func TestClaimGateWaitsForTheBatchesUnderWayOnly(t *testing.T) {
 	t.Parallel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	made := make(chan *later, 8)
-	g := newClaimGate(wg.Go, func(r *later) { made <- r })
-	madeNow := func(want *later) {
-		t.Helper()
-		select {
-		case r := <-made:
-			require.Same(t, want, r)
-		case <-time.After(10 * time.Second):
-			t.Fatal("the record was not made")
-		}
-	}
+	g, made := newTestGate(&wg)
 
 	require.False(t, g.hold(new(later)), "no batch under way: the caller records at once")
 
@@ -142,7 +150,7 @@ func TestClaimGateWaitsForTheBatchesUnderWayOnly(t *testing.T) {
 	leave2 := g.enter() // begun after the record came: not waited for
 	require.Empty(t, made)
 	leave1()
-	madeNow(r1)
+	requireMade(t, made, r1)
 	testwait.Until(t, 10*time.Second, "no record waits", func() bool { return g.waiters() == 0 })
 
 	r2 := new(later)
@@ -158,7 +166,7 @@ func TestClaimGateWaitsForTheBatchesUnderWayOnly(t *testing.T) {
 	g.mu.Unlock()
 
 	g.end() // the runs' lifetime ended
-	madeNow(r2)
+	requireMade(t, made, r2)
 	require.False(t, g.hold(new(later)), "once the runs' lifetime ended nothing waits")
 	leave2()
 	g.mu.Lock()
@@ -173,17 +181,7 @@ func TestClaimGateWaitsForBatchesEndingInAnyOrder(t *testing.T) {
 	t.Parallel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	made := make(chan *later, 8)
-	g := newClaimGate(wg.Go, func(r *later) { made <- r })
-	madeNow := func(want *later) {
-		t.Helper()
-		select {
-		case r := <-made:
-			require.Same(t, want, r)
-		case <-time.After(10 * time.Second):
-			t.Fatal("the record was not made")
-		}
-	}
+	g, made := newTestGate(&wg)
 	leave1, leave2 := g.enter(), g.enter()
 	r1 := new(later)
 	require.True(t, g.hold(r1)) // waits for 1 and 2
@@ -200,7 +198,7 @@ func TestClaimGateWaitsForBatchesEndingInAnyOrder(t *testing.T) {
 	require.Empty(t, made, "r3 waits for batch 3")
 	testwait.Until(t, 10*time.Second, "r3 alone waits", func() bool { return g.waiters() == 1 })
 	leave3()
-	madeNow(r3)
+	requireMade(t, made, r3)
 }
 
 // The records whose wait is over are made by at most maxFinishers
