@@ -322,33 +322,46 @@ func rowCount(t *testing.T, pool *pgxpool.Pool, table string) int {
 // table marked with another format refuses it, in Migrate (under the
 // migration lock, before any DDL) and on first use, before writing.
 func TestPostgresStoresMarkAndCheckTheirFormat(t *testing.T) {
+	eachPgStore(t, func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, s pgStore, schema, table string) {
+		require.NoError(t, s.migrate(ctx, t, pool, schema))
+		var comment string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT obj_description($1::regclass, 'pg_class')`, table).Scan(&comment))
+		require.Equal(t, "holdfast "+s.name+" format 1", comment)
+		require.NoError(t, s.use(ctx, t, pool, schema))
+		require.NoError(t, s.migrate(ctx, t, pool, schema), "Migrate again on its own format")
+
+		for _, foreign := range []string{"holdfast " + s.name + " format 2", "the orders table, kept by billing"} {
+			schema := pgtest.Schema(t, pool, "compat_")
+			table := pgx.Identifier{schema, s.table}.Sanitize()
+			require.NoError(t, s.migrate(ctx, t, pool, schema))
+			commentTable(ctx, t, pool, table, foreign)
+			requireFormatError(t, s.use(ctx, t, pool, schema), s.name, foreign)
+			require.Zero(t, rowCount(t, pool, table), "nothing written")
+			requireFormatError(t, s.migrate(ctx, t, pool, schema), s.name, foreign)
+		}
+	})
+}
+
+// eachPgStore runs check for every Postgres store, in parallel subtests,
+// each with a fresh schema and the store's table in it (quoted).
+func eachPgStore(t *testing.T, check func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, s pgStore, schema, table string)) {
 	t.Parallel()
 	pool := shared.Pool(t)
 	for _, s := range pgStores {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := t.Context()
 			schema := pgtest.Schema(t, pool, "compat_")
-			table := pgx.Identifier{schema, s.table}.Sanitize()
-			require.NoError(t, s.migrate(ctx, t, pool, schema))
-			var comment string
-			require.NoError(t, pool.QueryRow(ctx, `SELECT obj_description($1::regclass, 'pg_class')`, table).Scan(&comment))
-			require.Equal(t, "holdfast "+s.name+" format 1", comment)
-			require.NoError(t, s.use(ctx, t, pool, schema))
-			require.NoError(t, s.migrate(ctx, t, pool, schema), "Migrate again on its own format")
-
-			for _, foreign := range []string{"holdfast " + s.name + " format 2", "the orders table, kept by billing"} {
-				schema := pgtest.Schema(t, pool, "compat_")
-				table := pgx.Identifier{schema, s.table}.Sanitize()
-				require.NoError(t, s.migrate(ctx, t, pool, schema))
-				_, err := pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS '`+foreign+`'`)
-				require.NoError(t, err)
-				requireFormatError(t, s.use(ctx, t, pool, schema), s.name, foreign)
-				require.Zero(t, rowCount(t, pool, table), "nothing written")
-				requireFormatError(t, s.migrate(ctx, t, pool, schema), s.name, foreign)
-			}
+			check(t, t.Context(), pool, s, schema, pgx.Identifier{schema, s.table}.Sanitize())
 		})
 	}
+}
+
+// commentTable sets the comment of table (quoted), where the stores keep
+// their format marker.
+func commentTable(ctx context.Context, t *testing.T, pool *pgxpool.Pool, table, comment string) {
+	t.Helper()
+	_, err := pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS '`+comment+`'`)
+	require.NoError(t, err)
 }
 
 // The check is one statement per store, on its first use only.
@@ -365,8 +378,7 @@ func TestPostgresFormatIsCheckedOnce(t *testing.T) {
 	require.True(t, g.Acquired)
 	// A marker changed under a running store is not seen again: the
 	// check guards a store's start, not every statement.
-	_, err = pool.Exec(ctx, `COMMENT ON TABLE `+pgx.Identifier{schema, "leases"}.Sanitize()+` IS 'holdfast lease/pglease format 2'`)
-	require.NoError(t, err)
+	commentTable(ctx, t, pool, pgx.Identifier{schema, "leases"}.Sanitize(), "holdfast lease/pglease format 2")
 	_, err = b.Acquire(ctx, "job2", "owner-1", time.Minute)
 	require.NoError(t, err)
 	b2, err := pglease.New(pool, pglease.Options{Schema: schema})
@@ -381,33 +393,24 @@ func TestPostgresFormatIsCheckedOnce(t *testing.T) {
 // Guard and a Backend first used on a database without their tables went
 // on to use format-2 tables). A table without a comment still passes.
 func TestPostgresStoreUsedBeforeItsTableChecksAgain(t *testing.T) {
-	t.Parallel()
-	pool := shared.Pool(t)
-	for _, s := range pgStores {
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			schema := pgtest.Schema(t, pool, "compat_")
-			table := pgx.Identifier{schema, s.table}.Sanitize()
-			use := s.open(ctx, t, pool, schema) // one store, used before and after its table is made
-			err := use()
-			require.Error(t, err, "no table yet")
-			require.NotErrorIs(t, err, fence.ErrUnknownFormat)
+	eachPgStore(t, func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, s pgStore, schema, table string) {
+		use := s.open(ctx, t, pool, schema) // one store, used before and after its table is made
+		err := use()
+		require.Error(t, err, "no table yet")
+		require.NotErrorIs(t, err, fence.ErrUnknownFormat)
 
-			// Another build makes the table and marks it format 2.
-			require.NoError(t, s.migrate(ctx, t, pool, schema))
-			foreign := "holdfast " + s.name + " format 2"
-			_, err = pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS '`+foreign+`'`)
-			require.NoError(t, err)
-			requireFormatError(t, use(), s.name, foreign)
-			require.Zero(t, rowCount(t, pool, table), "nothing written")
+		// Another build makes the table and marks it format 2.
+		require.NoError(t, s.migrate(ctx, t, pool, schema))
+		foreign := "holdfast " + s.name + " format 2"
+		commentTable(ctx, t, pool, table, foreign)
+		requireFormatError(t, use(), s.name, foreign)
+		require.Zero(t, rowCount(t, pool, table), "nothing written")
 
-			// A table without a comment (made before markers) passes.
-			_, err = pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS NULL`)
-			require.NoError(t, err)
-			require.NoError(t, use())
-		})
-	}
+		// A table without a comment (made before markers) passes.
+		_, err = pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS NULL`)
+		require.NoError(t, err)
+		require.NoError(t, use())
+	})
 }
 
 // pglease's Release and Renew check the stored format first, as every
@@ -426,8 +429,7 @@ func TestPgleaseReleaseAndRenewCheckTheFormat(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, g.Acquired)
 	foreign := "holdfast lease/pglease format 2"
-	_, err = pool.Exec(ctx, `COMMENT ON TABLE `+table+` IS '`+foreign+`'`)
-	require.NoError(t, err)
+	commentTable(ctx, t, pool, table, foreign)
 
 	b, err := pglease.New(pool, pglease.Options{Schema: schema})
 	require.NoError(t, err)
