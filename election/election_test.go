@@ -485,3 +485,22 @@ func TestElectionOnCluster(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "b", got.Value)
 }
+
+// TestRedisCommandsNeverShowTheOwner: the text of every command a campaign
+// sends (its lease's and the election's own), as redisotel's tracing hook
+// records it (db.statement) and as a logging hook prints it, never holds
+// the leader's owner: campaign (the lease and the announcement), resign.
+func TestRedisCommandsNeverShowTheOwner(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		seen := redistest.RecordStatements(s.rdb)
+		a := s.candidate(t, time.Minute)
+		ld := elected(t, campaign(t, a, "host-a:8080"), "a")
+		owner := ld.Holder().Owner
+		require.NoError(t, ld.Resign(t.Context()))
+
+		require.NotEmpty(t, owner)
+		require.Empty(t, seen.Showing(owner), "a command shows the owner")
+		require.Contains(t, seen.String(), "[owner]")
+	})
+}

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -129,6 +130,52 @@ func TestLeaseNeverFormatsItsOwner(t *testing.T) {
 			slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "lease", l, "ctx", l.Context())
 			require.NotContains(t, buf.String(), owner)
 			require.Contains(t, buf.String(), `"lease":{"name":"settle","token":`+l.Token().String()+`,"owner_id":"`+id+`"}`)
+		})
+	}
+}
+
+// TestRedisCommandsNeverShowTheOwner: the text of every command the
+// Client sends, as redisotel's tracing hook records it (db.statement) and
+// as a logging hook prints it, never holds an owner: acquire (alone,
+// waiting, batched), renew and release. The owner is still sent: the
+// commands show it as [owner], and a second Client cannot take the leases.
+func TestRedisCommandsNeverShowTheOwner(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := b.New(t)
+			seen := redistest.RecordStatements(rdb)
+			prefix := redistest.Prefix(t, rdb)
+			c, err := lease.New(rdb, lease.Options{Prefix: prefix})
+			require.NoError(t, err)
+			other, err := lease.New(rdb, lease.Options{Prefix: prefix})
+			require.NoError(t, err)
+
+			one, err := c.TryAcquire(t.Context(), "one", 5*time.Second)
+			require.NoError(t, err)
+			waited, err := c.Acquire(t.Context(), "waited", 5*time.Second)
+			require.NoError(t, err)
+			batch, errs := c.TryAcquireAll(t.Context(), []string{"a", "b"}, 5*time.Second)
+			require.NoError(t, errors.Join(errs...))
+			held := append([]*lease.Lease{one, waited}, batch...)
+			for _, l := range held {
+				require.NoError(t, l.Renew(t.Context()))
+				_, err := other.TryAcquire(t.Context(), l.Name(), time.Second)
+				require.ErrorIs(t, err, lease.ErrNotAcquired, "the owner reached Redis: %s is held", l.Name())
+			}
+			owners := make([]string, len(held))
+			for i, l := range held {
+				owners[i] = l.Holder().Owner
+				require.NoError(t, l.Release(t.Context()))
+			}
+
+			for _, owner := range owners {
+				require.NotEmpty(t, owner)
+			}
+			require.Empty(t, seen.Showing(owners...), "a command shows an owner")
+			require.Greater(t, seen.Len(), 10)
+			require.Contains(t, seen.String(), "[owner]")
 		})
 	}
 }

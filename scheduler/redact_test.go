@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
@@ -213,4 +214,51 @@ func TestRunNeverFormatsItsOwner(t *testing.T) {
 	require.NotContains(t, buf.String(), r.Owner)
 	require.Contains(t, buf.String(), `"owner_id":"`+id+`"`)
 	require.Contains(t, buf.String(), `"attempt":2`)
+}
+
+// TestRedisCommandsNeverShowARunsOwner: the text of every command the
+// scheduler's lease client and ledger send, as redisotel's tracing hook
+// records it (db.statement) and as a logging hook prints it, never holds
+// an attempt's owner: batch claims of a partitioned job, a failed
+// attempt's record, its retry's claim and the success.
+func TestRedisCommandsNeverShowARunsOwner(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, s *setup) {
+		seen := redistest.RecordStatements(s.rdb)
+		var log runLog
+		failed := map[string]bool{}
+		var mu sync.Mutex
+		job := Job{Name: "settle", Spec: yearly, Partitions: []string{"a", "b"}, MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond,
+			Run: func(ctx context.Context, run Run) error {
+				log.add(run)
+				mu.Lock()
+				defer mu.Unlock()
+				if !failed[run.Slot.Partition] {
+					failed[run.Slot.Partition] = true
+					return errors.New("downstream unavailable")
+				}
+				return nil
+			}}
+		a := s.started(t, job)
+		at := map[string]time.Time{}
+		for _, p := range job.Partitions {
+			slot, err := a.Trigger(context.Background(), "settle", p, "")
+			require.NoError(t, err)
+			at[p] = slot.At
+		}
+		testwait.Until(t, 10*time.Second, "both partitions succeeded on their second attempt", func() bool {
+			return s.status("settle", "a", at["a"]) == ledger.StatusSucceeded && s.status("settle", "b", at["b"]) == ledger.StatusSucceeded
+		})
+		require.NoError(t, a.Stop(context.Background()))
+
+		runs := log.all()
+		require.Len(t, runs, 4, "two attempts per partition")
+		owners := make([]string, len(runs))
+		for i, r := range runs {
+			require.NotEmpty(t, r.Owner)
+			owners[i] = r.Owner
+		}
+		require.Empty(t, seen.Showing(owners...), "a command shows an owner")
+		require.Contains(t, seen.String(), "[owner]")
+	})
 }

@@ -12,6 +12,8 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/internal/redisarg"
 )
 
 // pool is redsync's goredis/v9 pool for one master, with two commands
@@ -76,7 +78,7 @@ func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
 	if call != nil {
 		proposal = call.proposal
 	}
-	res, err := acquireScript.Run(ctx, c.p.rdb, []string{name, name + fenceSuffix}, value, expiry.Milliseconds(), proposal).Slice()
+	res, err := acquireScript.Run(ctx, c.p.rdb, []string{name, name + fenceSuffix}, redisarg.Owner(value), expiry.Milliseconds(), proposal).Slice()
 	var r reply
 	switch {
 	case err != nil && neverSent(err):
@@ -95,7 +97,7 @@ func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
 	if call != nil {
 		var undoErr error
 		if !call.record(c.p.node, r) {
-			undoErr = releaseScript.Run(ctx, c.p.rdb, []string{name}, value).Err()
+			undoErr = releaseScript.Run(ctx, c.p.rdb, []string{name}, redisarg.Owner(value)).Err()
 		}
 		call.done(undoErr)
 	}
@@ -106,18 +108,37 @@ func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
 // script is replaced by the release script (same replies, plus a PUBLISH),
 // and during Acquire, where redsync's clean-up after a failed try is left
 // to Backend.Acquire: it knows which masters granted, and releases those
-// before it returns or tries again.
+// before it returns or tries again. The string arguments of redsync's
+// scripts (after their keys) are the owner: they go to go-redis as
+// redisarg.Owner, which prints as [owner] in traces and logs.
 func (c *conn) Eval(script *redsyncredis.Script, keysAndArgs ...any) (any, error) {
 	switch call := c.ctx.Value(callKey{}).(type) {
 	case *int:
 		if call == releaseCall && len(keysAndArgs) == 2 {
 			key, _ := keysAndArgs[0].(string)
-			return releaseScript.Run(c.ctx, c.p.rdb, []string{key}, keysAndArgs[1]).Int64()
+			return releaseScript.Run(c.ctx, c.p.rdb, []string{key}, ownerArgs(keysAndArgs[1:])...).Int64()
 		}
 	case *acquireCall:
 		return int64(0), nil
 	}
+	if script.KeyCount >= 0 && script.KeyCount <= len(keysAndArgs) {
+		keysAndArgs = append(slices.Clip(keysAndArgs[:script.KeyCount]), ownerArgs(keysAndArgs[script.KeyCount:])...)
+	}
 	return c.Conn.Eval(script, keysAndArgs...)
+}
+
+// ownerArgs returns args with every string made a redisarg.Owner (a new
+// slice): redsync's delete and touch scripts take the owner as their one
+// string argument.
+func ownerArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			a = redisarg.Owner(s)
+		}
+		out[i] = a
+	}
+	return out
 }
 
 func asInt(v any) int64 {

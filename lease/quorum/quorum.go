@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"fmt"
-	"github.com/holdfast-go/holdfast/internal/formatver"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/holdfast-go/holdfast/internal/formatver"
+	"github.com/holdfast-go/holdfast/internal/redisarg"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
@@ -239,7 +240,7 @@ func (b *Backend) undo(ctx context.Context, leaseKey, owner string, v votes) boo
 	for i, r := range v.replies {
 		if r.state.mayHold() {
 			wg.Go(func() {
-				if releaseScript.Run(ctx, b.nodes[i], keys, owner).Err() != nil {
+				if releaseScript.Run(ctx, b.nodes[i], keys, redisarg.Owner(owner)).Err() != nil {
 					failed.Store(true)
 				}
 			})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
+	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/internal/testwait"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
@@ -506,5 +507,36 @@ func TestWaiterIsWokenByAQuorumRelease(t *testing.T) {
 		cancel()
 		<-got
 		t.Fatal("waiter not woken by the release")
+	}
+}
+
+// TestRedisCommandsNeverShowTheOwner: the text of every command the
+// quorum sends to each master (its acquire script, redsync's touch script
+// when renewing, the release), as redisotel's tracing hook records it
+// (db.statement) and as a logging hook prints it, never holds the owner.
+// The owner still reaches the masters: another Client cannot take the
+// lease, and the holder's renewal and release succeed.
+func TestRedisCommandsNeverShowTheOwner(t *testing.T) {
+	t.Parallel()
+	m := startMasters(t, 3)
+	seen := make([]*redistest.Statements, len(m.rdbs))
+	for i, rdb := range m.rdbs {
+		seen[i] = redistest.RecordStatements(rdb)
+	}
+	c, _ := m.client(t)
+	other, _ := m.client(t)
+	ctx := t.Context()
+	l, err := c.TryAcquire(ctx, "settle", time.Minute)
+	require.NoError(t, err)
+	held(t, l)
+	require.NoError(t, l.Renew(ctx))
+	_, err = other.TryAcquire(ctx, "settle", time.Second)
+	require.ErrorIs(t, err, lease.ErrNotAcquired)
+	require.NoError(t, l.Release(ctx))
+	owner := l.Holder().Owner
+	require.NotEmpty(t, owner)
+	for i, s := range seen {
+		require.Empty(t, s.Showing(owner), "master %d: a command shows the owner", i)
+		require.Contains(t, s.String(), "[owner]", "master %d", i)
 	}
 }

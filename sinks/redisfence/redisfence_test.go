@@ -330,3 +330,31 @@ func TestNewRefusesANilClient(t *testing.T) {
 		require.ErrorIs(t, err, redisfence.ErrInvalidClient)
 	}
 }
+
+// TestRedisCommandsNeverShowTheOwner: the text of every command a Writer
+// sends, as redisotel's tracing hook records it (db.statement) and as a
+// logging hook prints it, never holds the holder's owner (a write
+// capability: with the token it passes this very sink): Set, HSet, Eval,
+// and a stale write refused. The owner still reaches the fence.
+func TestRedisCommandsNeverShowTheOwner(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		seen := redistest.RecordStatements(b.rdb)
+		h := fence.Holder{Token: 10, Owner: "c4cf6eb9f6f86911b62410cefdeb973e"}
+		stale := fence.Holder{Token: 9, Owner: "0f2b2d0e4c3a40c1a5e8f1d2c3b4a596"}
+		key := b.prefix + "settlement"
+		require.NoError(t, b.w.Set(ctx, key, "v10", h, 0))
+		require.NoError(t, b.w.HSet(ctx, b.prefix+"totals", map[string]string{"eur": "10"}, h))
+		_, err := b.w.Eval(ctx, redisfence.NewScript(`return redis.call('SET', KEYS[1], ARGV[1])`), []string{b.prefix + "note"}, h, "paid")
+		require.NoError(t, err)
+		requireStale(t, b.w.Set(ctx, key, "v9", stale, 0), key, 9, 10)
+		tok, owner, err := b.w.Current(ctx, key, "")
+		require.NoError(t, err)
+		require.Equal(t, h.Token, tok)
+		require.Equal(t, h.Owner, owner, "the owner reached the fence")
+
+		require.Empty(t, seen.Showing(h.Owner, stale.Owner), "a command shows an owner")
+		require.Contains(t, seen.String(), "[owner]")
+	})
+}

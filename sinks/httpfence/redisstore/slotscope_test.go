@@ -371,3 +371,32 @@ func TestSlotScopesCloseOnCluster(t *testing.T) {
 	s := sinktest.FenceSink(b.f).(sinktest.SlotScopeSink)
 	require.NoError(t, sinktest.CheckSlotScopesClose(t.Context(), s, "cluster"))
 }
+
+// TestRedisCommandsNeverShowTheOwner: the text of every command the Fence
+// sends, as redisotel's tracing hook records it (db.statement) and as a
+// logging hook prints it, never holds a holder's owner (a write
+// capability), for a plain scope and a slot scope, accepted and stale. The
+// owners still reach the fences.
+func TestRedisCommandsNeverShowTheOwner(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			b := newBundle(t, be.New(t))
+			seen := redistest.RecordStatements(b.rdb)
+			ctx := t.Context()
+			const res, unit = "/pay", "settle|eu"
+			plain := fence.Holder{Scope: unit, Token: 9, Owner: "c4cf6eb9f6f86911b62410cefdeb973e"}
+			slot := fence.Holder{Scope: unit + "@1772928000", Token: 7, Owner: "0f2b2d0e4c3a40c1a5e8f1d2c3b4a596"}
+			require.NoError(t, b.f.Accept(ctx, res, plain))
+			require.NoError(t, b.f.Accept(ctx, res, slot))
+			stale := fence.Holder{Scope: unit, Token: 8, Owner: "9d8c7b6a5f4e3d2c1b0a998877665544"}
+			require.ErrorIs(t, b.f.Accept(ctx, res, stale), fence.ErrStaleToken)
+			require.Equal(t, slot.Owner, b.rdb.HGet(ctx, unitKey(b.prefix, res, unit), "owner:1772928000").Val())
+			require.Equal(t, plain.Owner, b.rdb.HGet(ctx, pairKey(b.prefix, res, unit), "owner").Val())
+
+			require.Empty(t, seen.Showing(plain.Owner, slot.Owner, stale.Owner), "a command shows an owner")
+			require.Contains(t, seen.String(), "[owner]")
+		})
+	}
+}
