@@ -12,7 +12,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
-	"github.com/holdfast-go/holdfast/internal/redisarg"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
@@ -204,7 +204,7 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...lease.Acq
 // announce writes the leader record if l still holds the lease.
 func (e *Election) announce(ctx context.Context, l *lease.Lease, value string) (bool, error) {
 	n, err := announceScript.Run(ctx, e.rdb, []string{e.leaseKey, e.recordKey},
-		redisarg.Owner(l.Holder().Owner), l.Token().String(), value, e.channel).Int64()
+		ownerarg.Owner(l.Holder().Owner), l.Token().String(), value, e.channel).Int64()
 	if err != nil {
 		return false, safe.JoinCtx(ctx, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/internal/formatver/pgformat"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/pgmigrate"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
@@ -197,7 +198,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	}
 	var taken bool
 	var token, remainingMS int64
-	args := []any{name, owner, ttl.Milliseconds(), b.holder}
+	args := []any{name, ownerarg.Owner(owner), ttl.Milliseconds(), b.holder}
 	err := pgx.ErrNoRows
 	if q := b.alone(); q != nil {
 		err = pgtx.Retry(ctx, func() error {
@@ -280,7 +281,7 @@ func (b *Backend) renewed(ctx context.Context, names, owners []string, ttls []in
 	if alone != nil {
 		err := pgtx.Retry(ctx, func() error {
 			clear(out) // an attempt that failed renewed nothing
-			rows, err := alone.Query(ctx, b.sql.renew, names, owners, ttls)
+			rows, err := alone.Query(ctx, b.sql.renew, names, ownerarg.Owners(owners), ttls)
 			if err != nil {
 				return err
 			}
@@ -304,7 +305,7 @@ func (b *Backend) renewed(ctx context.Context, names, owners []string, ttls []in
 	}
 	var got map[held]bool
 	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
-		batch.Queue(b.sql.renew, names, owners, ttls).Query(func(rows pgx.Rows) error {
+		batch.Queue(b.sql.renew, names, ownerarg.Owners(owners), ttls).Query(func(rows pgx.Rows) error {
 			got = make(map[held]bool, len(names)) // per attempt
 			return collect(rows, got)
 		})
@@ -340,7 +341,7 @@ func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 	if alone {
 		var tag pgconn.CommandTag
 		err := pgtx.Retry(ctx, func() (err error) {
-			tag, err = b.db.Exec(ctx, b.sql.release, h.Name, h.Owner)
+			tag, err = b.db.Exec(ctx, b.sql.release, h.Name, ownerarg.Owner(h.Owner))
 			return err
 		})
 		if err != nil || tag.RowsAffected() == 1 {
@@ -351,7 +352,7 @@ func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 	}
 	var tag pgconn.CommandTag
 	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
-		batch.Queue(b.sql.release, h.Name, h.Owner).Exec(func(t pgconn.CommandTag) error {
+		batch.Queue(b.sql.release, h.Name, ownerarg.Owner(h.Owner)).Exec(func(t pgconn.CommandTag) error {
 			tag = t
 			return nil
 		})

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/pglease"
@@ -111,4 +113,42 @@ func TestRenewAnswersEachLeaseOfABatch(t *testing.T) {
 	g, err = b.Acquire(ctx, "y", "b", time.Minute)
 	require.NoError(t, err)
 	require.Greater(t, g.Remaining, time.Minute, "y was renewed for its own TTL")
+}
+
+// TestQueryLogsNeverShowTheOwner: what pgx's tracelog logs of every
+// statement (the arguments included) never holds an owner: acquire,
+// renew (one and a batch), release. The owners still reach the table:
+// another owner cannot take the leases, and renew and release succeed.
+func TestQueryLogsNeverShowTheOwner(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	var logged *pgtest.Args
+	pool := pgtest.OwnPool(t, func(cfg *pgxpool.Config) { logged = pgtest.RecordArgs(cfg) })
+	b, err := pglease.New(pool, pglease.Options{Schema: shared.Schema(t, "pglease_test_")})
+	require.NoError(t, err)
+	require.NoError(t, b.Migrate(ctx))
+	c, err := lease.NewWithBackend(b, lease.Options{})
+	require.NoError(t, err)
+
+	one, err := c.TryAcquire(ctx, "one", time.Minute)
+	require.NoError(t, err)
+	two, err := c.TryAcquire(ctx, "two", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, one.Renew(ctx))
+	held := []leasedriver.Held{
+		{Name: "one", Owner: one.Holder().Owner, TTL: time.Minute},
+		{Name: "two", Owner: two.Holder().Owner, TTL: time.Minute},
+	}
+	require.Equal(t, []error{nil, nil}, b.Renew(ctx, held), "a batch")
+	g, err := b.Acquire(ctx, "one", "someone-else", time.Minute)
+	require.NoError(t, err)
+	require.False(t, g.Acquired, "the owner reached the table")
+	require.NoError(t, one.Release(ctx))
+	require.NoError(t, two.Release(ctx))
+
+	owners := []string{one.Holder().Owner, two.Holder().Owner}
+	require.NotContains(t, owners, "")
+	require.Empty(t, logged.Showing(owners...), "a query log shows an owner")
+	require.Greater(t, logged.Statements(), 5)
+	require.Contains(t, logged.String(), "[owner]")
 }

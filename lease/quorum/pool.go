@@ -13,7 +13,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/holdfast-go/holdfast/internal/redisarg"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 )
 
 // pool is redsync's goredis/v9 pool for one master, with two commands
@@ -78,7 +78,7 @@ func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
 	if call != nil {
 		proposal = call.proposal
 	}
-	res, err := acquireScript.Run(ctx, c.p.rdb, []string{name, name + fenceSuffix}, redisarg.Owner(value), expiry.Milliseconds(), proposal).Slice()
+	res, err := acquireScript.Run(ctx, c.p.rdb, []string{name, name + fenceSuffix}, ownerarg.Owner(value), expiry.Milliseconds(), proposal).Slice()
 	var r reply
 	switch {
 	case err != nil && neverSent(err):
@@ -97,7 +97,7 @@ func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
 	if call != nil {
 		var undoErr error
 		if !call.record(c.p.node, r) {
-			undoErr = releaseScript.Run(ctx, c.p.rdb, []string{name}, redisarg.Owner(value)).Err()
+			undoErr = releaseScript.Run(ctx, c.p.rdb, []string{name}, ownerarg.Owner(value)).Err()
 		}
 		call.done(undoErr)
 	}
@@ -110,7 +110,7 @@ func (c *conn) SetNX(name, value string, expiry time.Duration) (bool, error) {
 // to Backend.Acquire: it knows which masters granted, and releases those
 // before it returns or tries again. The string arguments of redsync's
 // scripts (after their keys) are the owner: they go to go-redis as
-// redisarg.Owner, which prints as [owner] in traces and logs.
+// ownerarg.Owner, which prints as [owner] in traces and logs.
 func (c *conn) Eval(script *redsyncredis.Script, keysAndArgs ...any) (any, error) {
 	switch call := c.ctx.Value(callKey{}).(type) {
 	case *int:
@@ -127,14 +127,14 @@ func (c *conn) Eval(script *redsyncredis.Script, keysAndArgs ...any) (any, error
 	return c.Conn.Eval(script, keysAndArgs...)
 }
 
-// ownerArgs returns args with every string made a redisarg.Owner (a new
+// ownerArgs returns args with every string made a ownerarg.Owner (a new
 // slice): redsync's delete and touch scripts take the owner as their one
 // string argument.
 func ownerArgs(args []any) []any {
 	out := make([]any, len(args))
 	for i, a := range args {
 		if s, ok := a.(string); ok {
-			a = redisarg.Owner(s)
+			a = ownerarg.Owner(s)
 		}
 		out[i] = a
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/internal/formatver"
-	"github.com/holdfast-go/holdfast/internal/redisarg"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
 
@@ -240,7 +240,7 @@ func (b *Backend) undo(ctx context.Context, leaseKey, owner string, v votes) boo
 	for i, r := range v.replies {
 		if r.state.mayHold() {
 			wg.Go(func() {
-				if releaseScript.Run(ctx, b.nodes[i], keys, redisarg.Owner(owner)).Err() != nil {
+				if releaseScript.Run(ctx, b.nodes[i], keys, ownerarg.Owner(owner)).Err() != nil {
 					failed.Store(true)
 				}
 			})

@@ -13,7 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/internal/luascript"
-	"github.com/holdfast-go/holdfast/internal/redisarg"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
@@ -284,7 +284,7 @@ func (b *Backend) newHandle(name, owner string, ttl time.Duration) *redisHandle 
 		leaseArg   any = keys[:n]
 		fenceArg   any = keys[:n+len(":fence")]
 		waitingArg any = keys[n+len(":fence"):]
-		ownerArg   any = redisarg.Owner(owner) // sent as is, printed as [owner]
+		ownerArg   any = ownerarg.Owner(owner) // sent as is, printed as [owner]
 		ttlArg         = b.ttlArgument(ttl)
 	)
 	sent := 9

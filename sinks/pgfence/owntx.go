@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
@@ -62,11 +63,11 @@ func (g *Guard) CheckOwnTx(ctx context.Context, db Batcher, resource string, h f
 			// As Guard.checkSlot: the closed table's row made to exist,
 			// then locked FOR SHARE by the check (slotscope.go).
 			b.Queue(g.slot.ensure, resource, unit)
-			b.Queue(g.slot.check, resource, h.Scope, int64(h.Token), h.Owner, unit, slot).QueryRow(func(row pgx.Row) error {
+			b.Queue(g.slot.check, resource, h.Scope, int64(h.Token), ownerarg.Owner(h.Owner), unit, slot).QueryRow(func(row pgx.Row) error {
 				return row.Scan(&closed, &accepted)
 			})
 		} else {
-			b.Queue(g.checkSQL, resource, h.Scope, int64(h.Token), h.Owner).QueryRow(func(row pgx.Row) error {
+			b.Queue(g.checkSQL, resource, h.Scope, int64(h.Token), ownerarg.Owner(h.Owner)).QueryRow(func(row pgx.Row) error {
 				var raised int64
 				err := row.Scan(&raised)
 				if errors.Is(err, pgx.ErrNoRows) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/holdfast-go/holdfast/internal/formatver"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"math"
 	"regexp"
 	"strings"
@@ -185,7 +186,7 @@ func (g *Guard) Check(ctx context.Context, tx DBTX, resource string, h fence.Hol
 	}
 	t := h.Token
 	var raised int64
-	err = tx.QueryRow(ctx, g.checkSQL, resource, h.Scope, int64(t), h.Owner).Scan(&raised)
+	err = tx.QueryRow(ctx, g.checkSQL, resource, h.Scope, int64(t), ownerarg.Owner(h.Owner)).Scan(&raised)
 	switch {
 	case err == nil:
 		return nil

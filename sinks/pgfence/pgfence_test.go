@@ -667,3 +667,38 @@ func TestCheckWithoutMigrateReturnsPgError(t *testing.T) {
 	_, _, err = guard.Current(t.Context(), pool, "res", "")
 	require.ErrorAs(t, err, &pgErr)
 }
+
+// TestQueryLogsNeverShowTheOwner: what pgx's tracelog logs of every
+// statement (the arguments included) never holds a holder's owner (a
+// write capability): Check in the caller's transaction (a plain and a
+// slot scope, and a stale token refused), CheckOwnTx, FencedUpsert and
+// FencedUpdate. The owners still reach the fences and the row.
+func TestQueryLogsNeverShowTheOwner(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	var logged *pgtest.Args
+	pool := pgtest.OwnPool(t, func(cfg *pgxpool.Config) { logged = pgtest.RecordArgs(cfg) })
+	b, tb := setup(t), newTable(t)
+	h := fence.Holder{Token: 10, Owner: "c4cf6eb9f6f86911b62410cefdeb973e", Scope: "settle"}
+	slot := fence.Holder{Token: 7, Owner: "0f2b2d0e4c3a40c1a5e8f1d2c3b4a596", Scope: "settle|eu@1772928000"}
+	stale := fence.Holder{Token: 9, Owner: "9d8c7b6a5f4e3d2c1b0a998877665544", Scope: "settle"}
+	check := func(h fence.Holder) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return b.guard.Check(ctx, tx, "/pay", h) })
+	}
+	require.NoError(t, check(h))
+	require.NoError(t, check(slot))
+	require.ErrorIs(t, check(stale), fence.ErrStaleToken)
+	require.NoError(t, b.guard.CheckOwnTx(ctx, pool, "/ledger", h))
+	require.NoError(t, pgfence.FencedUpsert(ctx, pool, tb.row("a"), map[string]any{"value": "paid"}, h))
+	require.NoError(t, pgfence.FencedUpdate(ctx, pool, tb.row("a"), map[string]any{"value": "paid twice"}, h))
+	_, owner, err := b.guard.Current(ctx, pool, "/pay", h.Scope)
+	require.NoError(t, err)
+	require.Equal(t, h.Owner, owner, "the owner reached the fence")
+	var rowOwner string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT fence_owner FROM `+tb.ident.Sanitize()+` WHERE id = 'a'`).Scan(&rowOwner))
+	require.Equal(t, h.Owner, rowOwner, "the owner reached the row")
+
+	require.Empty(t, logged.Showing(h.Owner, slot.Owner, stale.Owner), "a query log shows an owner")
+	require.Greater(t, logged.Statements(), 5)
+	require.Contains(t, logged.String(), "[owner]")
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 )
 
 // prepareWrite checks the input of FencedUpdate and FencedUpsert and
@@ -113,7 +114,7 @@ func isFenceColumn(col string) bool {
 // $3 the owner, $4 the scope, then the values of set in column order.
 func (sh *shape) args(row Row, set map[string]any, h fence.Holder) []any {
 	args := make([]any, 0, 4+len(sh.cols))
-	args = append(args, row.Key, int64(h.Token), h.Owner, h.Scope)
+	args = append(args, row.Key, int64(h.Token), ownerarg.Owner(h.Owner), h.Scope)
 	for _, col := range sh.cols {
 		args = append(args, set[col])
 	}

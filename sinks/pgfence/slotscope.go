@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
@@ -90,7 +91,7 @@ func (g *Guard) checkSlot(ctx context.Context, db DBTX, resource string, h fence
 		closed   *int64
 		accepted bool
 	)
-	args := []any{resource, h.Scope, int64(h.Token), h.Owner, unit, slot}
+	args := []any{resource, h.Scope, int64(h.Token), ownerarg.Owner(h.Owner), unit, slot}
 	if b, ok := db.(interface {
 		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
 	}); ok {

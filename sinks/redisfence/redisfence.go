@@ -13,7 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/autopipe"
 	"github.com/holdfast-go/holdfast/internal/formatver"
-	"github.com/holdfast-go/holdfast/internal/redisarg"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 )
 
@@ -176,7 +176,7 @@ func (w *Writer) Set(ctx context.Context, key string, value any, h fence.Holder,
 	if err := w.checkPolicy(ctx); err != nil {
 		return err
 	}
-	reply, err := setScript.Run(ctx, w.auto, []string{key, FenceKey(key)}, h.Token.String(), redisarg.Owner(h.Owner), h.Scope, value, px).Slice()
+	reply, err := setScript.Run(ctx, w.auto, []string{key, FenceKey(key)}, h.Token.String(), ownerarg.Owner(h.Owner), h.Scope, value, px).Slice()
 	if err != nil {
 		return wrapRedisError(ctx, "fenced set of", key, err)
 	}
@@ -195,7 +195,7 @@ func (w *Writer) HSet(ctx context.Context, key string, fields map[string]string,
 		return fmt.Errorf("%w: key %q", ErrNoFields, key)
 	}
 	args := make([]any, 0, 3+2*len(fields))
-	args = append(args, h.Token.String(), redisarg.Owner(h.Owner), h.Scope)
+	args = append(args, h.Token.String(), ownerarg.Owner(h.Owner), h.Scope)
 	for f, v := range fields {
 		args = append(args, f, v)
 	}
@@ -237,7 +237,7 @@ func (w *Writer) Eval(ctx context.Context, script *Script, keys []string, h fenc
 	allKeys := make([]string, 0, len(keys)+1)
 	allKeys = append(append(allKeys, keys...), FenceKey(keys[0]))
 	allArgs := make([]any, 0, len(args)+3)
-	allArgs = append(append(allArgs, h.Token.String(), redisarg.Owner(h.Owner), h.Scope), args...)
+	allArgs = append(append(allArgs, h.Token.String(), ownerarg.Owner(h.Owner), h.Scope), args...)
 	if err := w.checkPolicy(ctx); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/holdfast-go/holdfast/internal/formatver"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"math"
 	"regexp"
@@ -181,7 +182,7 @@ func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot ledger.Sl
 		if u := f.Planner; u != nil {
 			// The planner's fence: checked and raised on the pair's row.
 			err = l.check(ctx, tx, op, fenceResource(slot.Job, slot.Partition), *u,
-				l.sql.raise, []any{slot.Job, slot.Partition, int64(u.Token), u.Owner, last, now},
+				l.sql.raise, []any{slot.Job, slot.Partition, int64(u.Token), ownerarg.Owner(u.Owner), last, now},
 				l.sql.fenceToken, []any{slot.Job, slot.Partition})
 		} else {
 			err = l.lockFence(ctx, tx, op, slot.Job, slot.Partition, last, now)
@@ -201,11 +202,11 @@ func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot ledger.Sl
 			})
 		}
 		return l.check(ctx, tx, op, slotFenceResource(slot), f,
-			l.sql.raiseSlot, []any{slot.Job, slot.Partition, at, int64(f.Token), f.Owner},
+			l.sql.raiseSlot, []any{slot.Job, slot.Partition, at, int64(f.Token), ownerarg.Owner(f.Owner)},
 			l.sql.slotFenceToken, []any{slot.Job, slot.Partition, at})
 	}
 	return l.check(ctx, tx, op, fenceResource(slot.Job, slot.Partition), f,
-		l.sql.raise, []any{slot.Job, slot.Partition, int64(f.Token), f.Owner, last, now},
+		l.sql.raise, []any{slot.Job, slot.Partition, int64(f.Token), ownerarg.Owner(f.Owner), last, now},
 		l.sql.fenceToken, []any{slot.Job, slot.Partition})
 }
 

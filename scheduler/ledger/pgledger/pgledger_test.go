@@ -316,3 +316,40 @@ func TestPerSlotFenceIsARowOfItsOwn(t *testing.T) {
 		` WHERE job_name = 'settle' AND partition_key = 'eu'`).Scan(&pairToken))
 	require.Equal(t, int64(pair.Token), pairToken, "the pair's token after a pair-fenced Begin")
 }
+
+// TestQueryLogsNeverShowTheOwner: what pgx's tracelog logs of every
+// statement (the arguments included) never holds an attempt's owner:
+// begin, heartbeat, a failed attempt with a retry, the retry's begin and
+// success, and a skip. The owners still reach the records.
+func TestQueryLogsNeverShowTheOwner(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	var logged *pgtest.Args
+	l := newLedgerOn(t, pgtest.OwnPool(t, func(cfg *pgxpool.Config) { logged = pgtest.RecordArgs(cfg) }))
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	at := now.Truncate(time.Second)
+	slot := ledger.Slot{Job: "settle", Partition: "eu", At: at}
+	first := ledger.Fence{Scope: ledger.UnitScope("settle", "eu"), Token: 10, Owner: "c4cf6eb9f6f86911b62410cefdeb973e", Holder: "vm"}
+	second := ledger.Fence{Scope: first.Scope, Token: 11, Owner: "0f2b2d0e4c3a40c1a5e8f1d2c3b4a596", Holder: "vm"}
+	skipper := ledger.Fence{Scope: first.Scope, Token: 12, Owner: "9d8c7b6a5f4e3d2c1b0a998877665544", Holder: "vm"}
+
+	attempt, _, err := l.Begin(ctx, slot, first, 2, now)
+	require.NoError(t, err)
+	require.NoError(t, l.Heartbeat(ctx, slot, first, attempt, now))
+	require.NoError(t, l.Finish(ctx, slot, first, attempt, ledger.Outcome{Status: ledger.StatusFailed, Error: "downstream unavailable",
+		Class: ledger.ClassRetryable, RetryAt: now.Add(time.Millisecond)}, now))
+	attempt, _, err = l.Begin(ctx, slot, second, 2, now.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 2, attempt)
+	require.NoError(t, l.Finish(ctx, slot, second, attempt, ledger.Outcome{Status: ledger.StatusSucceeded}, now.Add(time.Second)))
+	require.NoError(t, l.Skip(ctx, ledger.Slot{Job: "settle", Partition: "eu", At: at.Add(time.Minute)}, skipper, ledger.StatusSkipped, "paused", now.Add(2*time.Second)))
+	rec, found, err := l.Get(ctx, slot)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Len(t, rec.Attempts, 2)
+	require.Equal(t, []string{first.Owner, second.Owner}, []string{rec.Attempts[0].Owner, rec.Attempts[1].Owner}, "the owners reached the records")
+
+	require.Empty(t, logged.Showing(first.Owner, second.Owner, skipper.Owner), "a query log shows an owner")
+	require.Greater(t, logged.Statements(), 5)
+	require.Contains(t, logged.String(), "[owner]")
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -92,11 +93,11 @@ func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 			return err
 		}
 		if !r.found {
-			if err := tx.QueryRow(ctx, l.sql.insertRun, slot.Job, at, slot.Partition, f.Owner, int64(f.Token), now).Scan(&r.id); err != nil {
+			if err := tx.QueryRow(ctx, l.sql.insertRun, slot.Job, at, slot.Partition, ownerarg.Owner(f.Owner), int64(f.Token), now).Scan(&r.id); err != nil {
 				return wrapDBError(op, slotName(slot), err)
 			}
 			attempt = 1
-			return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now, f.Holder)
+			return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, ownerarg.Owner(f.Owner), int64(f.Token), now, f.Holder)
 		}
 		switch r.status {
 		case ledger.StatusSucceeded, ledger.StatusSkipped, ledger.StatusMissed:
@@ -132,10 +133,10 @@ func (l *Ledger) Begin(ctx context.Context, slot ledger.Slot, f ledger.Fence, ma
 			return l.exec(ctx, tx, op, slot, l.sql.exhaust, r.id, string(final), now)
 		}
 		base = r.base
-		if err := tx.QueryRow(ctx, l.sql.startAttempt, r.id, f.Owner, int64(f.Token), now).Scan(&attempt); err != nil {
+		if err := tx.QueryRow(ctx, l.sql.startAttempt, r.id, ownerarg.Owner(f.Owner), int64(f.Token), now).Scan(&attempt); err != nil {
 			return wrapDBError(op, slotName(slot), err)
 		}
-		return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, f.Owner, int64(f.Token), now, f.Holder)
+		return l.exec(ctx, tx, op, slot, l.sql.insertAtt, r.id, attempt, ownerarg.Owner(f.Owner), int64(f.Token), now, f.Holder)
 	})
 	switch {
 	case err != nil:
@@ -162,7 +163,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, slot ledger.Slot, f ledger.Fence
 			return err
 		}
 		var n int
-		err := tx.QueryRow(ctx, l.sql.heartbeat, slot.Job, slotTime(slot.At), slot.Partition, f.Owner, attempt, now).Scan(&n)
+		err := tx.QueryRow(ctx, l.sql.heartbeat, slot.Job, slotTime(slot.At), slot.Partition, ownerarg.Owner(f.Owner), attempt, now).Scan(&n)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return l.notRunning(ctx, tx, op, slot, f, attempt, "")
@@ -206,7 +207,7 @@ func (l *Ledger) Finish(ctx context.Context, slot ledger.Slot, f ledger.Fence, a
 			return err
 		}
 		var n int
-		err := tx.QueryRow(ctx, l.sql.finish, slot.Job, slotTime(slot.At), slot.Partition, f.Owner, attempt, now,
+		err := tx.QueryRow(ctx, l.sql.finish, slot.Job, slotTime(slot.At), slot.Partition, ownerarg.Owner(f.Owner), attempt, now,
 			string(o.Status), cleanText(string(o.Class)), cleanText(o.Error), retryAt, deferral).Scan(&n)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -271,7 +272,7 @@ func (l *Ledger) Skip(ctx context.Context, slot ledger.Slot, f ledger.Fence, sta
 		}
 		var id int64
 		err := tx.QueryRow(ctx, l.sql.insertSkip, slot.Job, at, slot.Partition, string(status), cleanText(reason),
-			f.Owner, int64(f.Token), now).Scan(&id)
+			ownerarg.Owner(f.Owner), int64(f.Token), now).Scan(&id)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil // it has a record: left as it is

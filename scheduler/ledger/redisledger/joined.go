@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/internal/redisarg"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
@@ -247,7 +247,7 @@ func (l *Ledger) claimCommand(b *redislease.Backend, reqs []ledger.ClaimRequest,
 		keys = append(keys, lk)
 		bg := l.begins(r, paused)
 		if bg == nil {
-			args = append(args, redisarg.Owner(r.Lease.Owner), r.Lease.TTL.Milliseconds(), 1, 0, 0, 0, 0, b.HolderLabel(), "", 0)
+			args = append(args, ownerarg.Owner(r.Lease.Owner), r.Lease.TTL.Milliseconds(), 1, 0, 0, 0, 0, b.HolderLabel(), "", 0)
 			continue
 		}
 		slot := bg.Slot
@@ -264,7 +264,7 @@ func (l *Ledger) claimCommand(b *redislease.Backend, reqs []ledger.ClaimRequest,
 		if r.CheckOnly {
 			attempts = 0 // read for done, never begun
 		}
-		args = append(args, redisarg.Owner(r.Lease.Owner), r.Lease.TTL.Milliseconds(), n,
+		args = append(args, ownerarg.Owner(r.Lease.Owner), r.Lease.TTL.Milliseconds(), n,
 			unix(slot.At), attempts, unix(bg.Prev), unix(bg.Since), b.HolderLabel(), bg.Fence.Holder, seenArg(bg.Seen))
 	}
 	return keys, args, nil
@@ -398,7 +398,7 @@ func (l *Ledger) FinishRelease(ctx context.Context, leases leasedriver.Backend, 
 	}
 	c := &finishCall{
 		base: l.keyBase(s.Job, s.Partition), lease: lk, at: s.At,
-		args: [9]any{f.Token.String(), redisarg.Owner(f.Owner), unix(s.At), attempt, string(o.Status), string(o.Class), o.Error, millis(now), retry},
+		args: [9]any{f.Token.String(), ownerarg.Owner(f.Owner), unix(s.At), attempt, string(o.Status), string(o.Class), o.Error, millis(now), retry},
 	}
 	if l.cluster {
 		l.finishOne(ctx, c) // the units' keys are in different slots

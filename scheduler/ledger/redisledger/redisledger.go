@@ -20,7 +20,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/internal/leaselua"
 	"github.com/holdfast-go/holdfast/internal/luascript"
-	"github.com/holdfast-go/holdfast/internal/redisarg"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -465,10 +465,10 @@ func (l *Ledger) Begin(ctx context.Context, s ledger.Slot, f ledger.Fence, maxAt
 		return 0, 0, fmt.Errorf("redisledger: begin %s: %w", s.Key(), err)
 	}
 	keys := []string{fk, k.run(s.At), k.open, k.unit, k.index, k.pending, k.retry}
-	args := []any{f.Token.String(), redisarg.Owner(f.Owner), unix(s.At), millis(now), max(maxAttempts, 1), f.Holder}
+	args := []any{f.Token.String(), ownerarg.Owner(f.Owner), unix(s.At), millis(now), max(maxAttempts, 1), f.Holder}
 	if p := f.Planner; p != nil {
 		keys = append(keys, k.unit)
-		args = append(args, p.Token.String(), redisarg.Owner(p.Owner))
+		args = append(args, p.Token.String(), ownerarg.Owner(p.Owner))
 	}
 	res, err := parseReply(beginScript.Run(ctx, l.pipe, keys, args...))
 	if err != nil {
@@ -516,7 +516,7 @@ func (l *Ledger) BeginIfClear(ctx context.Context, reqs []ledger.BeginRequest, n
 		k, s := l.keys(r.Slot.Job, r.Slot.Partition), r.Slot
 		cmds[i] = claimScript.Queue(ctx, pipe, claimScript.Prepared(
 			[]string{k.unit, k.run(s.At), k.open, k.index, k.pending, k.retry, l.pausedKey(s.Job)},
-			r.Fence.Token.String(), redisarg.Owner(r.Fence.Owner), unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since), r.Fence.Holder, seenArg(r.Seen)))
+			r.Fence.Token.String(), ownerarg.Owner(r.Fence.Owner), unix(s.At), millis(now), max(r.MaxAttempts, 1), unix(r.Prev), unix(r.Since), r.Fence.Holder, seenArg(r.Seen)))
 	}
 	if pipe.Len() == 0 {
 		return out
@@ -603,7 +603,7 @@ func (l *Ledger) Heartbeat(ctx context.Context, s ledger.Slot, f ledger.Fence, a
 		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
 	}
 	res, err := parseReply(heartbeatScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.base + "cancel", k.unit},
-		f.Token.String(), redisarg.Owner(f.Owner), attempt, millis(now), unix(s.At)))
+		f.Token.String(), ownerarg.Owner(f.Owner), attempt, millis(now), unix(s.At)))
 	if err != nil {
 		return fmt.Errorf("redisledger: heartbeat %s: %w", s.Key(), err)
 	}
@@ -651,7 +651,7 @@ func (l *Ledger) Finish(ctx context.Context, s ledger.Slot, f ledger.Fence, atte
 		retry = millis(o.RetryAt)
 	}
 	res, err := parseReply(finishScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.open, k.retry, k.unit, k.index},
-		f.Token.String(), redisarg.Owner(f.Owner), unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
+		f.Token.String(), ownerarg.Owner(f.Owner), unix(s.At), attempt, string(o.Status), string(o.Class), o.Error,
 		millis(now), retry))
 	if err != nil {
 		return fmt.Errorf("redisledger: finish %s: %w", s.Key(), err)
@@ -679,7 +679,7 @@ func (l *Ledger) Skip(ctx context.Context, s ledger.Slot, f ledger.Fence, status
 		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
 	}
 	res, err := parseReply(skipScript.Run(ctx, l.pipe, []string{fk, k.run(s.At), k.unit, k.index},
-		f.Token.String(), redisarg.Owner(f.Owner), unix(s.At), string(status), reason, millis(now)))
+		f.Token.String(), ownerarg.Owner(f.Owner), unix(s.At), string(status), reason, millis(now)))
 	if err != nil {
 		return fmt.Errorf("redisledger: skip %s: %w", s.Key(), err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 	"github.com/holdfast-go/holdfast/sinks/httpfence/idemstore"
@@ -85,7 +86,7 @@ func (s *Store) BeginFenced(ctx context.Context, key, fingerprint string, lockTT
 		status            *int32
 		header, body      []byte
 	)
-	args := []any{key, fingerprint, lock, lockTTL.Milliseconds(), resource, h.Scope, int64(h.Token), h.Owner}
+	args := []any{key, fingerprint, lock, lockTTL.Milliseconds(), resource, h.Scope, int64(h.Token), ownerarg.Owner(h.Owner)}
 	dest := []any{&claimed, &accepted, &same, &inFlight, &leftMS, &status, &header, &body}
 	hint := guardHint{table: f.guard.Table().Sanitize(), resource: resource, scope: h.Scope}
 	sqls := s.fencedSQL(hint.table)

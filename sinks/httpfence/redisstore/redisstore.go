@@ -16,7 +16,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/formatver"
 	"github.com/holdfast-go/holdfast/internal/luascript"
-	"github.com/holdfast-go/holdfast/internal/redisarg"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
@@ -326,7 +326,7 @@ func (f *Fence) Accept(ctx context.Context, resource string, h fence.Holder) err
 	if unit, slot, ok := fence.SplitSlotScope(h.Scope); ok {
 		return f.acceptSlot(ctx, resource, h, unit, slot)
 	}
-	res, err := fenceScript.Run(ctx, f.auto, []string{fenceKey(f.prefix, resource, h.Scope)}, h.Token.String(), redisarg.Owner(h.Owner), resource, h.Scope).Slice()
+	res, err := fenceScript.Run(ctx, f.auto, []string{fenceKey(f.prefix, resource, h.Scope)}, h.Token.String(), ownerarg.Owner(h.Owner), resource, h.Scope).Slice()
 	if err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: %w", resource, redispolicy.MemoryFull(err))
 	}

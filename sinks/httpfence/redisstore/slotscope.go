@@ -10,7 +10,7 @@ import (
 	"github.com/holdfast-go/holdfast/fence"
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/luascript"
-	"github.com/holdfast-go/holdfast/internal/redisarg"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 )
@@ -49,7 +49,7 @@ func unitKey(prefix, resource, unit string) string {
 // in the unit hash, refused as closed below its watermark.
 func (f *Fence) acceptSlot(ctx context.Context, resource string, h fence.Holder, unit string, slot int64) error {
 	res, err := slotFenceScript.Run(ctx, f.auto, []string{unitKey(f.prefix, resource, unit)},
-		h.Token.String(), redisarg.Owner(h.Owner), resource, unit, strconv.FormatInt(slot, 10)).Slice()
+		h.Token.String(), ownerarg.Owner(h.Owner), resource, unit, strconv.FormatInt(slot, 10)).Slice()
 	if err != nil {
 		return fmt.Errorf("httpfence: redis fence %q: %w", resource, redispolicy.MemoryFull(err))
 	}
