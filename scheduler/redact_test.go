@@ -219,8 +219,9 @@ func TestRunNeverFormatsItsOwner(t *testing.T) {
 // TestRedisCommandsNeverShowARunsOwner: the text of every command the
 // scheduler's lease client and ledger send, as redisotel's tracing hook
 // records it (db.statement) and as a logging hook prints it, never holds
-// an attempt's owner: batch claims of a partitioned job, a failed
-// attempt's record, its retry's claim and the success.
+// an attempt's owner, end to end: triggered slots of a partitioned job, a
+// failed attempt's record, its retry and the success. (redisledger's
+// TestRedisCommandsNeverShowTheOwner covers each ledger transition.)
 func TestRedisCommandsNeverShowARunsOwner(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {

@@ -15,13 +15,10 @@
 //     and it and its extra/rediscmd print an argument of a type they do
 //     not know with fmt, which calls Format;
 //   - pgx encodes a driver.Valuer by the value it returns (the string: a
-//     text parameter, as before) before any other rule, and tracelog logs
-//     an argument that is not a plain string or []byte as it is, for the
-//     logger to print (fmt: Format; encoding/json: MarshalJSON; slog:
-//     LogValue).
-//
-// There is deliberately no String method: pgx encodes a fmt.Stringer it
-// has no other rule for by its String.
+//     text parameter, as before; its other rules for a named type skip a
+//     Valuer), in every query mode, and tracelog logs an argument that is
+//     not a plain string or []byte as it is, for the logger to print (fmt:
+//     Format; encoding/json: MarshalJSON; slog: LogValue).
 package ownerarg
 
 import (

@@ -117,7 +117,9 @@ func TestRenewAnswersEachLeaseOfABatch(t *testing.T) {
 
 // TestQueryLogsNeverShowTheOwner: what pgx's tracelog logs of every
 // statement (the arguments included) never holds an owner: acquire,
-// renew (one and a batch), release. The owners still reach the table:
+// renew (one and a batch), release, and the READ COMMITTED statements
+// that tell why a lease was not renewed or released. The owners still
+// reach the table:
 // another owner cannot take the leases, and renew and release succeed.
 func TestQueryLogsNeverShowTheOwner(t *testing.T) {
 	t.Parallel()
@@ -145,6 +147,10 @@ func TestQueryLogsNeverShowTheOwner(t *testing.T) {
 	require.False(t, g.Acquired, "the owner reached the table")
 	require.NoError(t, one.Release(ctx))
 	require.NoError(t, two.Release(ctx))
+	// Not held any more: the direct statements change nothing, and the
+	// statements in a READ COMMITTED transaction tell why.
+	require.Equal(t, []error{lease.ErrNotHeld, lease.ErrNotHeld}, b.Renew(ctx, held))
+	require.ErrorIs(t, b.Release(ctx, held[0]), lease.ErrNotHeld)
 
 	owners := []string{one.Holder().Owner, two.Holder().Owner}
 	require.NotContains(t, owners, "")

@@ -27,7 +27,8 @@ import (
 //     scripts/release.lua: the same compare-and-delete, plus a PUBLISH.
 //
 // Everything else (Extend's touch script, redsync's clean-up after a
-// failed try) goes through redsync's goredis pool unchanged.
+// failed try) goes through redsync's goredis pool, its owner argument
+// made an ownerarg.Owner (see Eval).
 type pool struct {
 	inner redsyncredis.Pool
 	rdb   redis.UniversalClient

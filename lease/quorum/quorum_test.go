@@ -513,7 +513,8 @@ func TestWaiterIsWokenByAQuorumRelease(t *testing.T) {
 // TestRedisCommandsNeverShowTheOwner: the text of every command the
 // quorum sends to each master (its acquire script, redsync's touch script
 // when renewing, the release), as redisotel's tracing hook records it
-// (db.statement) and as a logging hook prints it, never holds the owner.
+// (db.statement) and as a logging hook prints it, never holds the owner,
+// nor that of a failed acquisition undone on the master that granted it.
 // The owner still reaches the masters: another Client cannot take the
 // lease, and the holder's renewal and release succeed.
 func TestRedisCommandsNeverShowTheOwner(t *testing.T) {
@@ -535,8 +536,21 @@ func TestRedisCommandsNeverShowTheOwner(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 	owner := l.Holder().Owner
 	require.NotEmpty(t, owner)
+
+	// A failed acquisition: two masters hold the key for someone else, the
+	// third grants it, and the grant is undone there.
+	b := m.backend(t)
+	const failed = "0f2b2d0e4c3a40c1a5e8f1d2c3b4a596"
+	for _, rdb := range m.rdbs[1:] {
+		require.NoError(t, rdb.Set(ctx, m.prefix+"{contested}", "someone-else", time.Minute).Err())
+	}
+	g, err := b.Acquire(ctx, "contested", failed, time.Minute)
+	require.NoError(t, err)
+	require.False(t, g.Acquired)
+	require.Zero(t, m.rdbs[0].Exists(ctx, m.prefix+"{contested}").Val(), "the grant was undone")
+
 	for i, s := range seen {
-		require.Empty(t, s.Showing(owner), "master %d: a command shows the owner", i)
+		require.Empty(t, s.Showing(owner, failed), "master %d: a command shows an owner", i)
 		require.Contains(t, s.String(), "[owner]", "master %d", i)
 	}
 }

@@ -671,7 +671,7 @@ func TestCheckWithoutMigrateReturnsPgError(t *testing.T) {
 // TestQueryLogsNeverShowTheOwner: what pgx's tracelog logs of every
 // statement (the arguments included) never holds a holder's owner (a
 // write capability): Check in the caller's transaction (a plain and a
-// slot scope, and a stale token refused), CheckOwnTx, FencedUpsert and
+// slot scope, and a stale token refused), CheckOwnTx (both scopes), FencedUpsert and
 // FencedUpdate. The owners still reach the fences and the row.
 func TestQueryLogsNeverShowTheOwner(t *testing.T) {
 	t.Parallel()
@@ -689,6 +689,7 @@ func TestQueryLogsNeverShowTheOwner(t *testing.T) {
 	require.NoError(t, check(slot))
 	require.ErrorIs(t, check(stale), fence.ErrStaleToken)
 	require.NoError(t, b.guard.CheckOwnTx(ctx, pool, "/ledger", h))
+	require.NoError(t, b.guard.CheckOwnTx(ctx, pool, "/ledger", slot))
 	require.NoError(t, pgfence.FencedUpsert(ctx, pool, tb.row("a"), map[string]any{"value": "paid"}, h))
 	require.NoError(t, pgfence.FencedUpdate(ctx, pool, tb.row("a"), map[string]any{"value": "paid twice"}, h))
 	_, owner, err := b.guard.Current(ctx, pool, "/pay", h.Scope)

@@ -320,7 +320,8 @@ func TestPerSlotFenceIsARowOfItsOwn(t *testing.T) {
 // TestQueryLogsNeverShowTheOwner: what pgx's tracelog logs of every
 // statement (the arguments included) never holds an attempt's owner:
 // begin, heartbeat, a failed attempt with a retry, the retry's begin and
-// success, and a skip. The owners still reach the records.
+// success, a skip, and a slot-scoped begin under its planner. The owners
+// still reach the records.
 func TestQueryLogsNeverShowTheOwner(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -343,13 +344,20 @@ func TestQueryLogsNeverShowTheOwner(t *testing.T) {
 	require.Equal(t, 2, attempt)
 	require.NoError(t, l.Finish(ctx, slot, second, attempt, ledger.Outcome{Status: ledger.StatusSucceeded}, now.Add(time.Second)))
 	require.NoError(t, l.Skip(ctx, ledger.Slot{Job: "settle", Partition: "eu", At: at.Add(time.Minute)}, skipper, ledger.StatusSkipped, "paused", now.Add(2*time.Second)))
+	// A slot-scoped run (OverlapAllow) begun under its planner's unit
+	// fence.
+	allow := ledger.Slot{Job: "allow", At: at}
+	planner := ledger.Fence{Scope: ledger.UnitScope("allow", ""), Token: 20, Owner: "5e4d3c2b1a09f8e7d6c5b4a392817065", Holder: "vm"}
+	run := ledger.Fence{Scope: ledger.SlotScope(allow), Token: 21, Owner: "7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d", Holder: "vm", Planner: &planner}
+	_, _, err = l.Begin(ctx, allow, run, 1, now)
+	require.NoError(t, err)
 	rec, found, err := l.Get(ctx, slot)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Len(t, rec.Attempts, 2)
 	require.Equal(t, []string{first.Owner, second.Owner}, []string{rec.Attempts[0].Owner, rec.Attempts[1].Owner}, "the owners reached the records")
 
-	require.Empty(t, logged.Showing(first.Owner, second.Owner, skipper.Owner), "a query log shows an owner")
+	require.Empty(t, logged.Showing(first.Owner, second.Owner, skipper.Owner, planner.Owner, run.Owner), "a query log shows an owner")
 	require.Greater(t, logged.Statements(), 5)
 	require.Contains(t, logged.String(), "[owner]")
 }
