@@ -14,12 +14,11 @@
 //     the bytes it returns (a script reads the same ARGV as for a string),
 //     and it and its extra/rediscmd print an argument of a type they do
 //     not know with fmt, which calls Format;
-//   - pgx encodes an Owner as a text parameter, as it did the string
-//     (pgtype.TextValuer), and Owners by the []string it returns
-//     (driver.Valuer: pgx's other rules for a named type skip a Valuer),
-//     in every query mode; tracelog logs an argument that is not a plain
-//     string or []byte as it is, for the logger to print (fmt: Format;
-//     encoding/json: MarshalJSON; slog: LogValue).
+//   - pgx encodes a driver.Valuer by the value it returns (the string: a
+//     text parameter, as before; its other rules for a named type skip a
+//     Valuer), in every query mode, and tracelog logs an argument that is
+//     not a plain string or []byte as it is, for the logger to print (fmt:
+//     Format; encoding/json: MarshalJSON; slog: LogValue).
 package ownerarg
 
 import (
@@ -28,8 +27,6 @@ import (
 	"io"
 	"log/slog"
 	"unsafe"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Redacted is how an Owner prints.
@@ -47,12 +44,8 @@ func (o Owner) MarshalBinary() ([]byte, error) {
 	return unsafe.Slice(unsafe.StringData(string(o)), len(o)), nil
 }
 
-// TextValue returns the owner as pgx's text value (pgtype.TextValuer):
-// pgx's first rule for a text parameter, which plans nothing per call.
-func (o Owner) TextValue() (pgtype.Text, error) { return pgtype.Text{String: string(o), Valid: true}, nil }
-
-// Value returns the owner as a string (driver.Valuer), for database/sql
-// and any pgx rule that asks for a Valuer.
+// Value returns the owner as a string (driver.Valuer), for pgx and
+// database/sql.
 func (o Owner) Value() (driver.Value, error) { return string(o), nil }
 
 // Format prints Redacted for every verb and flag (%d and %x included),
