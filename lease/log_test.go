@@ -174,7 +174,7 @@ func TestRedisCommandsNeverShowTheOwner(t *testing.T) {
 				require.NotEmpty(t, owner)
 			}
 			require.Empty(t, seen.Showing(owners...), "a command shows an owner")
-			require.Greater(t, seen.Len(), 10)
+			require.Greater(t, seen.Count(), 10)
 			require.Contains(t, seen.String(), "[owner]")
 		})
 	}

@@ -97,7 +97,7 @@ func TestOwnerIsSentAsItsValueToPostgres(t *testing.T) {
 			require.Equal(t, owner, got)
 			require.Equal(t, []string{owner, "b"}, gotAll)
 			require.True(t, same)
-			require.Equal(t, 1, logged.Statements())
+			require.Equal(t, 1, logged.Count())
 			require.Contains(t, logged.String(), "[owner]")
 			line := logged.Showing(owner)
 			require.NotEmpty(t, line, "the plain string argument shows: the log is read")

@@ -6,22 +6,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/tracelog"
+
+	"github.com/holdfast-go/holdfast/internal/leaktest"
 )
 
 // Args is what pgx's tracelog logs of every statement a pool runs (its
 // SQL and arguments, which tracelog hands to the logger as they are but
 // for long strings and byte slices), printed three ways as loggers print
 // it: fmt (%v), encoding/json, and slog's JSON handler. Tests use it to
-// show that a secret (a lease owner) never shows in a query log.
+// show that a secret (a lease owner) never shows in a query log
+// (Showing). Count is the logged entries that carried arguments.
 type Args struct {
-	mu sync.Mutex
-	b  strings.Builder
-	n  int
+	leaktest.Text
 }
 
 // RecordArgs makes cfg's connections log every statement, at the most
@@ -44,37 +43,6 @@ func (a *Args) Log(_ context.Context, _ tracelog.LogLevel, msg string, data map[
 	if err != nil {
 		js = []byte(err.Error())
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, ok := data["args"]; ok {
-		a.n++
-	}
-	fmt.Fprintf(&a.b, "%s %v\n%s\n%s", msg, data, js, sl.Bytes())
-}
-
-// String returns everything logged.
-func (a *Args) String() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.b.String()
-}
-
-// Statements returns how many logged entries carried arguments.
-func (a *Args) Statements() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.n
-}
-
-// Showing returns the first logged line that holds one of secrets, ""
-// when none does (an empty secret is skipped).
-func (a *Args) Showing(secrets ...string) string {
-	for line := range strings.Lines(a.String()) {
-		for _, secret := range secrets {
-			if secret != "" && strings.Contains(line, secret) {
-				return line
-			}
-		}
-	}
-	return ""
+	_, args := data["args"]
+	a.Add(args, fmt.Sprintf("%s %v\n%s\n%s", msg, data, js, bytes.TrimSuffix(sl.Bytes(), []byte("\n"))))
 }

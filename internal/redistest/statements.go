@@ -3,11 +3,11 @@ package redistest
 import (
 	"context"
 	"net"
-	"strings"
-	"sync"
 
 	"github.com/redis/go-redis/extra/rediscmd/v9"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/holdfast-go/holdfast/internal/leaktest"
 )
 
 // Statements is the text of every command sent through a client, as the
@@ -15,14 +15,13 @@ import (
 // hook (a span's db.statement is extra/rediscmd's CmdString of the
 // command, with its error, or CmdsString of a pipeline) and a logging
 // hook printing cmd.String() before the command is sent. Tests use it to
-// show that a secret (a lease owner) never shows in them. Replies are not
-// recorded (redisotel records none): a reply carries what the command
-// read, and the ledger stores each attempt's owner (its fence), which
-// anyone who may read the keys may read.
+// show that a secret (a lease owner) never shows in them (Showing).
+// Replies are not recorded (redisotel records none): a reply carries what
+// the command read, and the ledger stores each attempt's owner (its
+// fence), which anyone who may read the keys may read. Count is the
+// commands sent.
 type Statements struct {
-	mu sync.Mutex
-	b  strings.Builder
-	n  int
+	leaktest.Text
 }
 
 // RecordStatements adds a hook to rdb that records into the returned
@@ -32,55 +31,6 @@ func RecordStatements(rdb redis.UniversalClient) *Statements {
 	s := new(Statements)
 	rdb.AddHook(s)
 	return s
-}
-
-// String returns everything recorded, one command per line.
-func (s *Statements) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// Showing returns the first recorded line that holds one of secrets, ""
-// when none does (an empty secret is skipped).
-func (s *Statements) Showing(secrets ...string) string {
-	for line := range strings.Lines(s.String()) {
-		for _, secret := range secrets {
-			if secret != "" && strings.Contains(line, secret) {
-				return line
-			}
-		}
-	}
-	return ""
-}
-
-// Len returns how many commands were recorded (a pipeline's count each).
-func (s *Statements) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n
-}
-
-// sending records cmd.String() of commands about to be sent (their
-// arguments: no reply yet).
-func (s *Statements) sending(cmds ...redis.Cmder) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, cmd := range cmds {
-		s.b.WriteString(cmd.String())
-		s.b.WriteByte('\n')
-	}
-}
-
-// sent records rediscmd's text of commands that ran (arguments and error).
-func (s *Statements) sent(cmds ...redis.Cmder) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, cmd := range cmds {
-		s.n++
-		s.b.WriteString(rediscmd.CmdString(cmd))
-		s.b.WriteByte('\n')
-	}
 }
 
 // DialHook implements redis.Hook.
@@ -93,9 +43,9 @@ func (s *Statements) DialHook(next redis.DialHook) redis.DialHook {
 // ProcessHook implements redis.Hook.
 func (s *Statements) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		s.sending(cmd)
+		s.Add(false, cmd.String()) // the arguments: no reply yet
 		err := next(ctx, cmd)
-		s.sent(cmd)
+		s.Add(true, rediscmd.CmdString(cmd))
 		return err
 	}
 }
@@ -103,14 +53,15 @@ func (s *Statements) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // ProcessPipelineHook implements redis.Hook.
 func (s *Statements) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		s.sending(cmds...)
+		for _, cmd := range cmds {
+			s.Add(false, cmd.String())
+		}
 		err := next(ctx, cmds)
 		_, text := rediscmd.CmdsString(cmds)
-		s.mu.Lock()
-		s.b.WriteString(text)
-		s.b.WriteByte('\n')
-		s.mu.Unlock()
-		s.sent(cmds...)
+		s.Add(false, text)
+		for _, cmd := range cmds {
+			s.Add(true, rediscmd.CmdString(cmd))
+		}
 		return err
 	}
 }
