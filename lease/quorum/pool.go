@@ -128,7 +128,7 @@ func (c *conn) Eval(script *redsyncredis.Script, keysAndArgs ...any) (any, error
 	return c.Conn.Eval(script, keysAndArgs...)
 }
 
-// ownerArgs returns args with every string made a ownerarg.Owner (a new
+// ownerArgs returns args with every string made an ownerarg.Owner (a new
 // slice): redsync's delete and touch scripts take the owner as their one
 // string argument.
 func ownerArgs(args []any) []any {
