@@ -259,11 +259,13 @@ func TestPanicInABatchAnswersTheOthers(t *testing.T) {
 	})
 }
 
-// holdAll holds every plain command until open is closed, and counts plain
-// commands and the commands sent in pipelines (gate holds only the first).
+// holdAll holds every send (a plain command or a pipeline) until open is
+// closed, and counts plain commands and the commands sent in pipelines
+// (gate holds only the first plain command).
 type holdAll struct {
 	gate
-	onWire atomic.Int64 // plain commands held
+	onWire     atomic.Int64 // sends held
+	cmdsOnWire atomic.Int64 // commands in the sends held
 }
 
 // newHoldAll returns a holdAll that lets everything go at the end of the
@@ -283,17 +285,40 @@ func (h *holdAll) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		h.plain.Add(1)
+		h.cmdsOnWire.Add(1)
 		h.onWire.Add(1)
 		<-h.open
 		return next(ctx, cmd)
 	}
 }
 
-// Up to InFlight calls go out at once as plain commands, each on its own
-// connection; the calls made while that many are on the wire queue, and
-// the first send to end hands them all to one pipeline, in the order they
-// were made.
-func TestInFlightBoundsPlainSendsAndBatchesTheRestInOrder(t *testing.T) {
+func (h *holdAll) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 0 || cmds[0].Name() == "client" {
+			return next(ctx, cmds)
+		}
+		h.pipelines.Add(1)
+		h.pipelinedOp.Add(int64(len(cmds)))
+		h.cmdsOnWire.Add(int64(len(cmds)))
+		h.onWire.Add(1)
+		<-h.open
+		return next(ctx, cmds)
+	}
+}
+
+// setYield makes p's Joiners call yield where they would yield their
+// processor to gather a batch.
+func setYield(p *Pipe, yield func()) {
+	p.yield = yield
+	p.j.yield = yield
+}
+
+// A call made while nothing is on the wire goes out at once as a plain
+// command and never yields; one made while sends are on the wire, with
+// room for more, goes out without waiting for their answers; the calls
+// made while InFlight sends are on the wire queue, and the first send to
+// end hands them all to one pipeline, in the order they were made.
+func TestInFlightBoundsSendsAndBatchesTheRestInOrder(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
@@ -301,12 +326,16 @@ func TestInFlightBoundsPlainSendsAndBatchesTheRestInOrder(t *testing.T) {
 		rdb.AddHook(h)
 		const inFlight, queued = 3, 6
 		p := NewInFlight(rdb, inFlight)
+		var yields atomic.Int64
+		setYield(p, func() { yields.Add(1) })
 		errs := make(chan error, inFlight+queued)
 		for i := range inFlight {
+			// One at a time: none finds another gathering.
 			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "incrby", fmt.Sprintf("%sp%d", prefix, i), 1)) }()
+			testwait.Until(t, 10*time.Second, "the send on the wire", func() bool { return h.onWire.Load() == int64(i+1) })
 		}
-		testwait.Until(t, 10*time.Second, "the plain sends on the wire", func() bool { return h.onWire.Load() == inFlight })
 		require.Equal(t, inFlight, p.InFlight())
+		require.Equal(t, int64(inFlight-1), yields.Load(), "every call but the first, made while others were on the wire, gathered")
 		for i := range queued {
 			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "rpush", prefix+"order", i)) }()
 			testwait.Until(t, 10*time.Second, "the call queued", func() bool { return p.Queued() == i+1 })
@@ -315,12 +344,70 @@ func TestInFlightBoundsPlainSendsAndBatchesTheRestInOrder(t *testing.T) {
 		for range inFlight + queued {
 			require.NoError(t, <-errs)
 		}
-		require.Equal(t, int64(inFlight), h.plain.Load(), "no more than InFlight plain commands")
+		require.Equal(t, int64(inFlight), h.plain.Load(), "no more than InFlight sends, each alone: plain commands")
 		require.Equal(t, int64(1), h.pipelines.Load(), "the queued calls went out in one pipeline")
 		require.Equal(t, int64(queued), h.pipelinedOp.Load())
 		order, err := rdb.LRange(ctx, prefix+"order", 0, -1).Result()
 		require.NoError(t, err)
 		require.Equal(t, []string{"0", "1", "2", "3", "4", "5"}, order, "the batch ran in the calls' order")
+		require.True(t, p.Idle())
+
+		plain := h.plain.Load()
+		for range 5 {
+			require.NoError(t, p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"lone")))
+		}
+		require.Equal(t, int64(inFlight-1), yields.Load(), "calls made one after another never yield")
+		require.Equal(t, plain+5, h.plain.Load(), "and go out as plain commands")
+	})
+}
+
+// The calls made while a call gathers a batch (sends are on the wire, with
+// room for more) join it and go out with it in one pipeline, in the order
+// they were made, while the send ahead of them is still unanswered; one
+// whose ctx ends before the batch goes out leaves it and is not sent.
+func TestCallsMadeWhileOneGathersGoOutTogetherWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		h := newHoldAll(t)
+		rdb.AddHook(h)
+		p := NewInFlight(rdb, 4)
+		yielded, resume := make(chan struct{}), make(chan struct{})
+		setYield(p, func() { yielded <- struct{}{}; <-resume })
+		errs := make(chan error, 6)
+		go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"first")) }()
+		testwait.Until(t, 10*time.Second, "the first call on the wire", func() bool { return h.onWire.Load() == 1 })
+		push := func(ctx context.Context, v string) {
+			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "rpush", prefix+"order", v)) }()
+		}
+		push(ctx, "a")
+		select {
+		case <-yielded: // a gathers
+		case <-time.After(10 * time.Second):
+			t.Fatal("a call made while another was on the wire did not gather")
+		}
+		push(ctx, "b")
+		testwait.Until(t, 10*time.Second, "b joined", func() bool { return p.Gathered() == 1 })
+		leaving, leave := context.WithCancel(ctx)
+		push(leaving, "gone")
+		testwait.Until(t, 10*time.Second, "gone joined", func() bool { return p.Gathered() == 2 })
+		push(ctx, "c")
+		testwait.Until(t, 10*time.Second, "c joined", func() bool { return p.Gathered() == 3 })
+		leave()
+		require.ErrorIs(t, <-errs, context.Canceled, "the call whose ctx ended left the batch")
+		require.Equal(t, 2, p.Gathered())
+		close(resume)
+		testwait.Until(t, 10*time.Second, "the batch on the wire beside the first call", func() bool { return h.onWire.Load() == 2 })
+		require.Equal(t, int64(1+3), h.cmdsOnWire.Load(), "the first call, and a, b and c in one pipeline")
+		require.Equal(t, int64(1), h.pipelines.Load())
+		require.Equal(t, int64(1), h.plain.Load())
+		h.release()
+		for range 4 {
+			require.NoError(t, <-errs)
+		}
+		order, err := rdb.LRange(ctx, prefix+"order", 0, -1).Result()
+		require.NoError(t, err)
+		require.Equal(t, []string{"a", "b", "c"}, order, "in the calls' order, without the one that left")
 		require.True(t, p.Idle())
 	})
 }
@@ -394,8 +481,8 @@ func TestClientClosedWhileInFlight(t *testing.T) {
 		for i := range calls {
 			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", fmt.Sprintf("%sk%d", prefix, i))) }()
 		}
-		testwait.Until(t, 10*time.Second, "two on the wire, the rest queued", func() bool {
-			return h.onWire.Load() == 2 && p.Queued() == calls-2
+		testwait.Until(t, 10*time.Second, "two sends on the wire, the rest queued", func() bool {
+			return h.onWire.Load() == 2 && h.cmdsOnWire.Load()+int64(p.Queued()) == calls
 		})
 		require.NoError(t, rdb.Close())
 		h.release()

@@ -3,19 +3,26 @@ package autopipe
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
 )
 
-// Joiner joins the calls of concurrent callers into batches: up to a
-// bound of sends in flight at once, a call made while fewer are in flight
-// is sent at once on its own (One), and calls made while the bound is
-// reached wait; when a send ends, the calls queued meanwhile are sent
-// together (Many): a caller that finished a send hands the next batch to
-// the first call queued, so no caller sends more than one batch. It starts
-// no goroutine. Pipe is a Joiner of Redis commands; the Redis ledger joins
-// the ends of concurrent runs into one script call.
+// Joiner joins the calls of concurrent callers into batches, with up to a
+// bound of sends in flight at once. A call made while nothing is in flight
+// is sent at once on its own (One). Calls made while the bound is reached
+// wait; when a send ends, the calls queued meanwhile are sent together
+// (Many): a caller that finished a send hands the next batch to the first
+// call queued, so no caller sends more than one batch. Between the two,
+// with some sends in flight and room for more, a call is sent at once on
+// its own, or, when gathering is on (SetGather), it opens a batch: it
+// yields its processor once (runtime.Gosched), so that the calls made
+// meanwhile (typically those of the callers the last answers woke, runnable
+// on the same processor) join it, and sends what joined, without waiting
+// for any answer. It starts no goroutine. Pipe is a Joiner of Redis
+// commands; the Redis ledger joins the ends of concurrent runs into one
+// script call.
 //
 // C is a call's request and, once sent, its answer (a pointer: One, Many
 // and Fail record the answer in it).
@@ -31,9 +38,15 @@ type Joiner[C any] struct {
 	Fail func(c C, err error)
 
 	limit    int
+	gather   bool
 	mu       sync.Mutex
-	inFlight int // sends in flight, or whose leader is being handed over
+	inFlight int // sends in flight, being gathered, or whose leader is being handed over
 	queue    []*joinCall[C]
+	// While a call gathers a batch (gathering), the calls made meanwhile
+	// join it (gathered) rather than open sends of their own.
+	gathering bool
+	gathered  []*joinCall[C]
+	yield     func() // runtime.Gosched when nil (tests set it)
 }
 
 type joinCall[C any] struct {
@@ -47,10 +60,14 @@ type joinCall[C any] struct {
 // (stop-and-wait). Call it before the first Do.
 func (j *Joiner[C]) SetInFlight(n int) { j.limit = max(n, 1) }
 
+// SetGather turns gathering on or off (off by default; see Joiner). Call
+// it before the first Do.
+func (j *Joiner[C]) SetGather(on bool) { j.gather = on }
+
 // Do sends c, joined with the calls of concurrent callers, and returns
 // when c has its answer. A call whose ctx ends while it waits for a send
-// ahead of it leaves the queue (Fail with ctx's error; it is not sent);
-// once sent, it waits for the answer. A ctx that already ended sends
+// ahead of it, or for the batch it joined to be sent, leaves (Fail with
+// ctx's error; it is not sent); once sent, it waits for the answer. A ctx that already ended sends
 // nothing. A panic in One or Many reaches the caller that sent the batch;
 // the other calls of the batch are failed, and the Joiner goes on.
 func (j *Joiner[C]) Do(ctx context.Context, c C) {
@@ -59,22 +76,59 @@ func (j *Joiner[C]) Do(ctx context.Context, c C) {
 		return
 	}
 	j.mu.Lock()
-	if j.inFlight < max(j.limit, 1) {
-		// Room: at once, on its own, allocating nothing here.
-		j.inFlight++
+	if j.gathering {
+		jc := &joinCall[C]{ctx: ctx, c: c, done: make(chan struct{})}
+		j.gathered = append(j.gathered, jc)
 		j.mu.Unlock()
-		defer j.handOver()
-		j.One(ctx, c)
+		j.wait(ctx, jc)
+		return
+	}
+	if j.inFlight < max(j.limit, 1) {
+		j.inFlight++
+		if !j.gather || j.inFlight == 1 {
+			// Nothing else in flight, or not gathering: at once, on its
+			// own, allocating nothing here.
+			j.mu.Unlock()
+			defer j.handOver()
+			j.One(ctx, c)
+			return
+		}
+		j.gathering = true
+		j.mu.Unlock()
+		if j.yield != nil {
+			j.yield()
+		} else {
+			runtime.Gosched()
+		}
+		j.mu.Lock()
+		others := j.gathered
+		j.gathering, j.gathered = false, nil
+		j.mu.Unlock()
+		if len(others) == 0 {
+			defer j.handOver()
+			j.One(ctx, c)
+			return
+		}
+		jc := &joinCall[C]{ctx: ctx, c: c}
+		jc.batch = append([]*joinCall[C]{jc}, others...)
+		j.lead(jc)
 		return
 	}
 	jc := &joinCall[C]{ctx: ctx, c: c, done: make(chan struct{})}
 	j.queue = append(j.queue, jc)
 	j.mu.Unlock()
+	j.wait(ctx, jc)
+}
+
+// wait waits for jc, queued or gathered, to be answered, or to be made
+// the leader of a batch, which it then sends. A call whose ctx ends before
+// it is in a batch leaves (Fail with ctx's error).
+func (j *Joiner[C]) wait(ctx context.Context, jc *joinCall[C]) {
 	select {
 	case <-jc.done:
 	case <-ctx.Done():
 		if j.abandon(jc) {
-			j.Fail(c, ctx.Err())
+			j.Fail(jc.c, ctx.Err())
 			return
 		}
 		<-jc.done // sent, or made leader: see below
@@ -84,17 +138,21 @@ func (j *Joiner[C]) Do(ctx context.Context, c C) {
 	}
 }
 
-// abandon takes jc, whose caller's ctx ended, out of the queue. It reports
-// false when jc is in a batch already (its own, as leader, or another's).
+// abandon takes jc, whose caller's ctx ended, out of the queue or the
+// batch being gathered. It reports false when jc is in a batch already
+// (its own, as leader, or another's).
 func (j *Joiner[C]) abandon(jc *joinCall[C]) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	i := slices.Index(j.queue, jc)
-	if i < 0 {
-		return false
+	if i := slices.Index(j.queue, jc); i >= 0 {
+		j.queue = slices.Delete(j.queue, i, i+1)
+		return true
 	}
-	j.queue = slices.Delete(j.queue, i, i+1)
-	return true
+	if i := slices.Index(j.gathered, jc); i >= 0 {
+		j.gathered = slices.Delete(j.gathered, i, i+1)
+		return true
+	}
+	return false
 }
 
 // lead sends jc's batch, answers the other calls and hands over. A leader
@@ -182,6 +240,14 @@ func (j *Joiner[C]) send(ctx context.Context, batch []*joinCall[C]) {
 	j.Many(ctx, cs)
 }
 
+// Gathered returns how many calls joined the batch being gathered (for
+// tests).
+func (j *Joiner[C]) Gathered() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.gathered)
+}
+
 // Queued returns how many calls wait for a place (for tests).
 func (j *Joiner[C]) Queued() int {
 	j.mu.Lock()
@@ -200,5 +266,5 @@ func (j *Joiner[C]) InFlight() int {
 func (j *Joiner[C]) Idle() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.inFlight == 0 && len(j.queue) == 0
+	return j.inFlight == 0 && len(j.queue) == 0 && len(j.gathered) == 0
 }
