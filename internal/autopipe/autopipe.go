@@ -14,7 +14,11 @@ import (
 // Pipe sends the commands of concurrent calls, batched, up to a bound of
 // sends (a plain command or a pipeline, one connection each) on the wire
 // at once: by default the client's pool size, so that no call waits for
-// another's answer while a connection is free.
+// another's answer while a connection is free. The bound is the Pipe's
+// own: the lease client, redisfence and httpfence's Redis stores each
+// have one, and share the client's pool with each other and with the
+// application's commands; a send that finds no free connection waits for
+// one in go-redis, as a plain command does (Options.PoolTimeout).
 //
 //   - A call made while nothing is on the wire goes out at once as a plain
 //     command: a caller used from one goroutine pays nothing.
@@ -25,10 +29,11 @@ import (
 //     join are typically those of the callers the last answers woke,
 //     runnable on the same processor: their next calls go out together,
 //     in one write and one read on each side rather than one per call.
-//   - A call made while the bound is reached waits; when a send ends, the
-//     calls queued meanwhile go out together in one pipeline (a caller
-//     that finished a send hands the next batch to the first call queued,
-//     so no caller sends more than one batch).
+//   - A call made while the bound is reached (and no batch is being
+//     gathered, which it would join) waits; when a send ends, the calls
+//     queued meanwhile go out together in one pipeline (a caller that
+//     finished a send hands the next batch to the first call queued, so no
+//     caller sends more than one batch).
 //
 // The batching saves the server's CPU and the client's (one write and one
 // read for many commands, where go-redis also pays a pool check and, with
@@ -141,8 +146,9 @@ func (noRetryCmd) NoRetry() bool { return true }
 
 // Process runs cmd, batched with the commands of concurrent calls, and
 // returns cmd's error. A call whose ctx ends while it waits for a send
-// ahead of it leaves the queue (its command is not sent) and returns ctx's
-// error; once its command is on the wire it waits for the answer. A batch
+// ahead of it, or while its batch is being gathered, leaves (its command
+// is not sent) and returns ctx's error; once its batch is gathered it is
+// sent, and it waits for the answer. A batch
 // of several is sent without its sender's cancellation (it carries other
 // calls' commands) but with the latest deadline among its calls (none if
 // one has none), so with go-redis' ContextTimeoutEnabled no call waits on

@@ -412,6 +412,43 @@ func TestCallsMadeWhileOneGathersGoOutTogetherWithoutWaiting(t *testing.T) {
 	})
 }
 
+// A call whose ctx ends while it gathers a batch that nobody joins leaves:
+// its command is not sent, as a queued call made leader after its ctx
+// ended is not.
+func TestCallWhoseContextEndsWhileItGathersSendsNothing(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		h := newHoldAll(t)
+		rdb.AddHook(h)
+		p := NewInFlight(rdb, 4)
+		first := make(chan error, 1)
+		go func() { first <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"first")) }()
+		testwait.Until(t, 10*time.Second, "the first call on the wire", func() bool { return h.onWire.Load() == 1 })
+		gathering, cancel := context.WithCancel(ctx)
+		setYield(p, cancel) // its ctx ends while it gathers
+		gone := make(chan error, 1)
+		go func() { gone <- p.Process(gathering, redis.NewIntCmd(gathering, "incr", prefix+"gone")) }()
+		var err error
+		testwait.Until(t, 10*time.Second, "the call that gathered returned or was sent", func() bool {
+			select {
+			case err = <-gone:
+				return true
+			default:
+				return h.onWire.Load() > 1
+			}
+		})
+		require.Equal(t, int64(1), h.onWire.Load(), "nothing sent but the first call")
+		require.ErrorIs(t, err, context.Canceled)
+		h.release()
+		require.NoError(t, <-first)
+		require.True(t, p.Idle())
+		n, err := rdb.Exists(ctx, prefix+"gone").Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "the call that left did not run")
+	})
+}
+
 // endingCtx is a context whose Err turns to Canceled when end is set, with
 // no Done channel: the caller does not notice while it waits, only the
 // leader's check before its send does.

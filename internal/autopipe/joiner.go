@@ -14,7 +14,9 @@ import (
 // is sent at once on its own (One). Calls made while the bound is reached
 // wait; when a send ends, the calls queued meanwhile are sent together
 // (Many): a caller that finished a send hands the next batch to the first
-// call queued, so no caller sends more than one batch. Between the two,
+// call queued, so no caller sends more than one batch (a call made while a
+// batch is being gathered joins it instead, whatever is in flight: the
+// batch's sender holds its place). Between the two,
 // with some sends in flight and room for more, a call is sent at once on
 // its own, or, when gathering is on (SetGather), it opens a batch: it
 // yields its processor once (runtime.Gosched), so that the calls made
@@ -66,8 +68,9 @@ func (j *Joiner[C]) SetGather(on bool) { j.gather = on }
 
 // Do sends c, joined with the calls of concurrent callers, and returns
 // when c has its answer. A call whose ctx ends while it waits for a send
-// ahead of it, or for the batch it joined to be sent, leaves (Fail with
-// ctx's error; it is not sent); once sent, it waits for the answer. A ctx that already ended sends
+// ahead of it, or while the batch it made or joined is being gathered,
+// leaves (Fail with ctx's error; it is not sent); once its batch is
+// gathered, it is sent and waits for the answer. A ctx that already ended sends
 // nothing. A panic in One or Many reaches the caller that sent the batch;
 // the other calls of the batch are failed, and the Joiner goes on.
 func (j *Joiner[C]) Do(ctx context.Context, c C) {
@@ -106,6 +109,12 @@ func (j *Joiner[C]) Do(ctx context.Context, c C) {
 		j.mu.Unlock()
 		if len(others) == 0 {
 			defer j.handOver()
+			if err := ctx.Err(); err != nil {
+				// Ended while it gathered: it leaves, as a queued call
+				// made leader after its ctx ended does (lead).
+				j.Fail(c, err)
+				return
+			}
 			j.One(ctx, c)
 			return
 		}
