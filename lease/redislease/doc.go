@@ -9,6 +9,15 @@
 // waiters, the replica acknowledgements (Options.ReplicaAck) and the
 // eviction-policy check (Options.Eviction).
 //
+// Concurrent acquire and release calls share round trips: a call made
+// while none is on the wire is one plain command; one made while others
+// are gathers the calls made meanwhile (it yields its processor once) and
+// sends them in one pipeline at once; calls queue for an answer only when
+// as many sends are on the wire as the client has pooled connections
+// (go-redis Options.PoolSize, per master on a Cluster), so size the pool
+// for the application's own commands and the Client's together
+// (docs/design.md, section Leases).
+//
 // Most users never name it: lease.New(rdb, opts) builds a lease.Client on
 // a Backend of this package. NewBackend builds one for
 // lease.NewWithBackend, for the operator views (Inspect, List) and for a
