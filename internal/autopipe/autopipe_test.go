@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -528,4 +529,26 @@ func TestClientClosedWhileInFlight(t *testing.T) {
 		}
 		require.True(t, p.Idle())
 	})
+}
+
+// New gathers and bounds the sends on the wire by the client's pool size
+// (per node on a Cluster, go-redis' default when the options leave it
+// unset); NewQueued never gathers.
+func TestNewBoundIsThePoolSize(t *testing.T) {
+	t.Parallel()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 3})
+	defer c.Close()
+	require.Equal(t, 3, New(c).limit)
+	d := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer d.Close()
+	require.Equal(t, 10*runtime.GOMAXPROCS(0), New(d).limit, "go-redis' default pool size")
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, PoolSize: 5})
+	defer cc.Close()
+	require.Equal(t, 5, New(cc).limit)
+	r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, PoolSize: 7})
+	defer r.Close()
+	require.Equal(t, 7, New(r).limit)
+	require.Equal(t, 1, NewInFlight(c, 0).limit, "n < 1 means stop-and-wait")
+	require.True(t, New(c).j.gather, "New gathers")
+	require.False(t, NewQueued(c, 2).j.gather, "a queued pipe never gathers")
 }
