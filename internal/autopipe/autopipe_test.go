@@ -307,6 +307,23 @@ func (h *holdAll) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
+// heldPipe returns a Pipe over rdb of at most inFlight sends on the wire,
+// and the holdAll that holds them there.
+func heldPipe(t *testing.T, rdb redis.UniversalClient, inFlight int) (*holdAll, *Pipe) {
+	h := newHoldAll(t)
+	rdb.AddHook(h)
+	return h, NewInFlight(rdb, inFlight)
+}
+
+// sendFirst makes a call of p, alone on the wire, that h holds there; its
+// error arrives on the channel returned.
+func sendFirst(t *testing.T, ctx context.Context, h *holdAll, p *Pipe, key string) <-chan error {
+	first := make(chan error, 1)
+	go func() { first <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", key)) }()
+	testwait.Until(t, 10*time.Second, "the first call on the wire", func() bool { return h.onWire.Load() == 1 })
+	return first
+}
+
 // setYield makes p's Joiners call yield where they would yield their
 // processor to gather a batch.
 func setYield(p *Pipe, yield func()) {
@@ -323,10 +340,8 @@ func TestInFlightBoundsSendsAndBatchesTheRestInOrder(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
-		h := newHoldAll(t)
-		rdb.AddHook(h)
 		const inFlight, queued = 3, 6
-		p := NewInFlight(rdb, inFlight)
+		h, p := heldPipe(t, rdb, inFlight)
 		var yields atomic.Int64
 		setYield(p, func() { yields.Add(1) })
 		errs := make(chan error, inFlight+queued)
@@ -370,14 +385,11 @@ func TestCallsMadeWhileOneGathersGoOutTogetherWithoutWaiting(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
-		h := newHoldAll(t)
-		rdb.AddHook(h)
-		p := NewInFlight(rdb, 4)
+		h, p := heldPipe(t, rdb, 4)
 		yielded, resume := make(chan struct{}), make(chan struct{})
 		setYield(p, func() { yielded <- struct{}{}; <-resume })
-		errs := make(chan error, 6)
-		go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"first")) }()
-		testwait.Until(t, 10*time.Second, "the first call on the wire", func() bool { return h.onWire.Load() == 1 })
+		first := sendFirst(t, ctx, h, p, prefix+"first")
+		errs := make(chan error, 5)
 		push := func(ctx context.Context, v string) {
 			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "rpush", prefix+"order", v)) }()
 		}
@@ -403,7 +415,8 @@ func TestCallsMadeWhileOneGathersGoOutTogetherWithoutWaiting(t *testing.T) {
 		require.Equal(t, int64(1), h.pipelines.Load())
 		require.Equal(t, int64(1), h.plain.Load())
 		h.release()
-		for range 4 {
+		require.NoError(t, <-first)
+		for range 3 {
 			require.NoError(t, <-errs)
 		}
 		order, err := rdb.LRange(ctx, prefix+"order", 0, -1).Result()
@@ -420,12 +433,8 @@ func TestCallWhoseContextEndsWhileItGathersSendsNothing(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
-		h := newHoldAll(t)
-		rdb.AddHook(h)
-		p := NewInFlight(rdb, 4)
-		first := make(chan error, 1)
-		go func() { first <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", prefix+"first")) }()
-		testwait.Until(t, 10*time.Second, "the first call on the wire", func() bool { return h.onWire.Load() == 1 })
+		h, p := heldPipe(t, rdb, 4)
+		first := sendFirst(t, ctx, h, p, prefix+"first")
 		gathering, cancel := context.WithCancel(ctx)
 		setYield(p, cancel) // its ctx ends while it gathers
 		gone := make(chan error, 1)
@@ -511,9 +520,7 @@ func TestClientClosedWhileInFlight(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
-		h := newHoldAll(t)
-		rdb.AddHook(h)
-		p := NewInFlight(rdb, 2)
+		h, p := heldPipe(t, rdb, 2)
 		const calls = 6
 		errs := make(chan error, calls)
 		for i := range calls {
