@@ -37,11 +37,11 @@ import (
 //
 // The batching saves the server's CPU and the client's (one write and one
 // read for many commands, where go-redis also pays a pool check and, with
-// RESP3, a read for push notifications per send); gathering without waiting for answers
-// keeps it from costing a round trip where the round trip, not the CPU, is
-// the bottleneck. The one yield may let other runnable goroutines of the
-// process run first, as any wake-up from the network does. It starts no
-// goroutine.
+// RESP3, a read for push notifications per send); gathering without waiting
+// for answers keeps it from costing a round trip where the round trip, not
+// the CPU, is the bottleneck. The one yield may let other runnable
+// goroutines of the process run first, as any wake-up from the network does.
+// It starts no goroutine.
 //
 // On a Cluster (*redis.ClusterClient) the calls are joined per master: a
 // script call (EVAL, EVALSHA) is joined with the calls whose first key
@@ -145,17 +145,16 @@ type noRetryCmd struct{ redis.Cmder }
 func (noRetryCmd) NoRetry() bool { return true }
 
 // Process runs cmd, batched with the commands of concurrent calls, and
-// returns cmd's error. A call whose ctx ends while it waits for a send
-// ahead of it, or while its batch is being gathered, leaves (its command
-// is not sent) and returns ctx's error; once its batch is gathered it is
-// sent, and it waits for the answer. A batch
-// of several is sent without its sender's cancellation (it carries other
-// calls' commands) but with the latest deadline among its calls (none if
-// one has none), so with go-redis' ContextTimeoutEnabled no call waits on
-// a hung server past the deadlines of its batch. A ctx that already ended
-// sends nothing. A panic in go-redis or a hook reaches the caller that
-// sent the batch; the other calls of the batch get an error, and the pipe
-// goes on.
+// returns cmd's error. A call whose ctx ends while it waits for a send ahead
+// of it, or while its batch is being gathered, leaves (its command is not
+// sent) and returns ctx's error; once its batch is gathered it is sent, and
+// it waits for the answer. A batch of several is sent without its sender's
+// cancellation (it carries other calls' commands) but with the latest
+// deadline among its calls (none if one has none), so with go-redis'
+// ContextTimeoutEnabled no call waits on a hung server past the deadlines of
+// its batch. A ctx that already ended sends nothing. A panic in go-redis or
+// a hook reaches the caller that sent the batch; the other calls of the
+// batch get an error, and the pipe goes on.
 func (p *Pipe) Process(ctx context.Context, cmd redis.Cmder) error {
 	j := &p.j
 	if p.cluster != nil {

@@ -16,15 +16,14 @@ import (
 // (Many): a caller that finished a send hands the next batch to the first
 // call queued, so no caller sends more than one batch (a call made while a
 // batch is being gathered joins it instead, whatever is in flight: the
-// batch's sender holds its place). Between the two,
-// with some sends in flight and room for more, a call is sent at once on
-// its own, or, when gathering is on (SetGather), it opens a batch: it
-// yields its processor once (runtime.Gosched), so that the calls made
-// meanwhile (typically those of the callers the last answers woke, runnable
-// on the same processor) join it, and sends what joined, without waiting
-// for any answer. It starts no goroutine. Pipe is a Joiner of Redis
-// commands; the Redis ledger joins the ends of concurrent runs into one
-// script call.
+// batch's sender holds its place). Between the two, with some sends in
+// flight and room for more, a call is sent at once on its own, or, when
+// gathering is on (SetGather), it opens a batch: it yields its processor
+// once (runtime.Gosched), so that the calls made meanwhile (typically those
+// of the callers the last answers woke, runnable on the same processor) join
+// it, and sends what joined, without waiting for any answer. It starts no
+// goroutine. Pipe is a Joiner of Redis commands; the Redis ledger joins the
+// ends of concurrent runs into one script call.
 //
 // C is a call's request and, once sent, its answer (a pointer: One, Many
 // and Fail record the answer in it).
@@ -66,13 +65,13 @@ func (j *Joiner[C]) SetInFlight(n int) { j.limit = max(n, 1) }
 // it before the first Do.
 func (j *Joiner[C]) SetGather(on bool) { j.gather = on }
 
-// Do sends c, joined with the calls of concurrent callers, and returns
-// when c has its answer. A call whose ctx ends while it waits for a send
-// ahead of it, or while the batch it made or joined is being gathered,
-// leaves (Fail with ctx's error; it is not sent); once its batch is
-// gathered, it is sent and waits for the answer. A ctx that already ended sends
-// nothing. A panic in One or Many reaches the caller that sent the batch;
-// the other calls of the batch are failed, and the Joiner goes on.
+// Do sends c, joined with the calls of concurrent callers, and returns when
+// c has its answer. A call whose ctx ends while it waits for a send ahead of
+// it, or while the batch it made or joined is being gathered, leaves (Fail
+// with ctx's error; it is not sent); once its batch is gathered, it is sent
+// and waits for the answer. A ctx that already ended sends nothing. A panic
+// in One or Many reaches the caller that sent the batch; the other calls of
+// the batch are failed, and the Joiner goes on.
 func (j *Joiner[C]) Do(ctx context.Context, c C) {
 	if err := ctx.Err(); err != nil {
 		j.Fail(c, err)
