@@ -324,6 +324,12 @@ func sendFirst(t *testing.T, ctx context.Context, h *holdAll, p *Pipe, key strin
 	return first
 }
 
+// gatherFrom makes p's calls gather from n sends on the wire on.
+func gatherFrom(p *Pipe, n int) {
+	p.gatherFrom = n
+	p.j.SetGather(n)
+}
+
 // setYield makes p's Joiners call yield where they would yield their
 // processor to gather a batch.
 func setYield(p *Pipe, yield func()) {
@@ -342,6 +348,7 @@ func TestInFlightBoundsSendsAndBatchesTheRestInOrder(t *testing.T) {
 		ctx := context.Background()
 		const inFlight, queued = 3, 6
 		h, p := heldPipe(t, rdb, inFlight)
+		gatherFrom(p, 1)
 		var yields atomic.Int64
 		setYield(p, func() { yields.Add(1) })
 		errs := make(chan error, inFlight+queued)
@@ -386,6 +393,7 @@ func TestCallsMadeWhileOneGathersGoOutTogetherWithoutWaiting(t *testing.T) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		h, p := heldPipe(t, rdb, 4)
+		gatherFrom(p, 1)
 		yielded, resume := make(chan struct{}), make(chan struct{})
 		setYield(p, func() { yielded <- struct{}{}; <-resume })
 		first := sendFirst(t, ctx, h, p, prefix+"first")
@@ -434,6 +442,7 @@ func TestCallWhoseContextEndsWhileItGathersSendsNothing(t *testing.T) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		h, p := heldPipe(t, rdb, 4)
+		gatherFrom(p, 1)
 		first := sendFirst(t, ctx, h, p, prefix+"first")
 		gathering, cancel := context.WithCancel(ctx)
 		setYield(p, cancel) // its ctx ends while it gathers
@@ -556,6 +565,34 @@ func TestNewBoundIsThePoolSize(t *testing.T) {
 	defer r.Close()
 	require.Equal(t, 7, New(r).limit)
 	require.Equal(t, 1, NewInFlight(c, 0).limit, "n < 1 means stop-and-wait")
-	require.True(t, New(c).j.gather, "New gathers")
-	require.False(t, NewQueued(c, 2).j.gather, "a queued pipe never gathers")
+	require.Equal(t, DirectSends, New(c).j.gatherFrom, "New gathers from DirectSends sends on")
+	require.Zero(t, NewQueued(c, 2).j.gatherFrom, "a queued pipe never gathers")
+}
+
+// New's calls go out plain, without yielding, while fewer than
+// DirectSends are on the wire; the next one gathers.
+func TestNewGathersFromDirectSendsOn(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		h := newHoldAll(t)
+		rdb.AddHook(h)
+		p := New(rdb)
+		var yields atomic.Int64
+		setYield(p, func() { yields.Add(1) })
+		errs := make(chan error, DirectSends+1)
+		for i := range DirectSends + 1 {
+			go func() { errs <- p.Process(ctx, redis.NewIntCmd(ctx, "incr", fmt.Sprintf("%sk%d", prefix, i))) }()
+			testwait.Until(t, 10*time.Second, "the send on the wire", func() bool { return h.onWire.Load() == int64(i+1) })
+			if i < DirectSends {
+				require.Zero(t, yields.Load(), "fewer than DirectSends on the wire: no yield")
+			}
+		}
+		require.Equal(t, int64(1), yields.Load(), "the call made while DirectSends were on the wire gathered")
+		h.release()
+		for range DirectSends + 1 {
+			require.NoError(t, <-errs)
+		}
+		require.True(t, p.Idle())
+	})
 }

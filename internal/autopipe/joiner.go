@@ -17,8 +17,9 @@ import (
 // call queued, so no caller sends more than one batch (a call made while a
 // batch is being gathered joins it instead, whatever is in flight: the
 // batch's sender holds its place). Between the two, with some sends in
-// flight and room for more, a call is sent at once on its own, or, when
-// gathering is on (SetGather), it opens a batch: it yields its processor
+// flight and room for more, a call is sent at once on its own, or, once
+// enough are in flight for gathering (SetGather), it opens a batch: it
+// yields its processor
 // once (runtime.Gosched), so that the calls made meanwhile (typically those
 // of the callers the last answers woke, runnable on the same processor) join
 // it, and sends what joined, without waiting for any answer. It starts no
@@ -38,11 +39,11 @@ type Joiner[C any] struct {
 	// (ctx's error), or the sender of its batch panicked.
 	Fail func(c C, err error)
 
-	limit    int
-	gather   bool
-	mu       sync.Mutex
-	inFlight int // sends in flight, being gathered, or whose leader is being handed over
-	queue    []*joinCall[C]
+	limit      int
+	gatherFrom int // a call made while this many sends or more are in flight gathers; < 1: never
+	mu         sync.Mutex
+	inFlight   int // sends in flight, being gathered, or whose leader is being handed over
+	queue      []*joinCall[C]
 	// While a call gathers a batch (gathering), the calls made meanwhile
 	// join it (gathered) rather than open sends of their own.
 	gathering bool
@@ -61,9 +62,11 @@ type joinCall[C any] struct {
 // (stop-and-wait). Call it before the first Do.
 func (j *Joiner[C]) SetInFlight(n int) { j.limit = max(n, 1) }
 
-// SetGather turns gathering on or off (off by default; see Joiner). Call
-// it before the first Do.
-func (j *Joiner[C]) SetGather(on bool) { j.gather = on }
+// SetGather makes a call made while from or more sends are in flight (and
+// fewer than the bound) gather a batch (see Joiner); below from, a call
+// is sent at once on its own. from < 1 turns gathering off (the default).
+// Call it before the first Do.
+func (j *Joiner[C]) SetGather(from int) { j.gatherFrom = from }
 
 // Do sends c, joined with the calls of concurrent callers, and returns when
 // c has its answer. A call whose ctx ends while it waits for a send ahead of
@@ -87,9 +90,9 @@ func (j *Joiner[C]) Do(ctx context.Context, c C) {
 	}
 	if j.inFlight < max(j.limit, 1) {
 		j.inFlight++
-		if !j.gather || j.inFlight == 1 {
-			// Nothing else in flight, or not gathering: at once, on its
-			// own, allocating nothing here.
+		if j.gatherFrom < 1 || j.inFlight <= j.gatherFrom {
+			// Fewer than gatherFrom in flight before it, or not
+			// gathering: at once, on its own, allocating nothing here.
 			j.mu.Unlock()
 			defer j.handOver()
 			j.One(ctx, c)

@@ -10,8 +10,8 @@
 // eviction-policy check (Options.Eviction).
 //
 // Concurrent acquire and release calls share round trips: a call made
-// while none is on the wire is one plain command; one made while others
-// are gathers the calls made meanwhile (it yields its processor once) and
+// while fewer than 4 are on the wire is one plain command; one made while
+// 4 or more are gathers the calls made meanwhile (it yields its processor once) and
 // sends them in one pipeline at once; calls queue for an answer only when
 // as many sends are on the wire as the client has pooled connections
 // (go-redis Options.PoolSize, per master on a Cluster), so size the pool
