@@ -88,9 +88,10 @@ func NewInFlight(rdb redis.UniversalClient, n int) *Pipe { return newPipe(rdb, n
 // sends, the rest queued: 0.88 to 0.98) and 1.83 at 64 (1.61).
 const DirectSends = 4
 
-// DefaultQueued is the bound of sends on the wire of the scheduler's Redis
-// ledger's Pipe (NewQueued), measured with bench's schedbench.
-const DefaultQueued = 4
+// QueuedInFlight is the bound of sends on the wire that the scheduler's
+// Redis ledger gives its Pipe (NewQueued; not a queue length), measured
+// with bench's schedbench.
+const QueuedInFlight = 4
 
 // NewQueued returns a Pipe that never gathers: up to n sends on the wire
 // at once, each call made while fewer are goes out at once on its own, and

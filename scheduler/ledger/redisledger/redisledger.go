@@ -172,7 +172,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Ledger, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	l := &Ledger{rdb: rdb, pipe: autopipe.NewQueued(rdb, autopipe.DefaultQueued), prefix: prefix, cluster: cluster,
+	l := &Ledger{rdb: rdb, pipe: autopipe.NewQueued(rdb, autopipe.QueuedInFlight), prefix: prefix, cluster: cluster,
 		policy: redispolicy.New(rdb, opts.Eviction, "redisledger.Options.Eviction")}
 	l.fin = autopipe.Joiner[*finishCall]{One: l.finishOne, Many: l.finishMany, Fail: (*finishCall).fail}
 	l.fin.SetInFlight(finishInFlight)
