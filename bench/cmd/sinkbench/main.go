@@ -7,7 +7,8 @@
 //
 // pg_update compares a plain UPDATE (of the same columns: value, token,
 // owner, scope) with pgfence.FencedUpdate on the same
-// 64-row table, at 1 and 16 goroutines, in paired rounds whose order
+// 64-row table, at 1 goroutine call by call and at 16 in runs of each
+// (plain, fenced, fenced, plain, or the reverse), in rounds whose order
 // alternates (medians of each, and the median of the per-round ratios).
 // httpfence_pg_new_key compares the middleware over the Postgres stores (a
 // new key per request) with one plain INSERT and one plain UPDATE of the
@@ -110,16 +111,43 @@ INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) 
 		return pgfence.FencedUpdate(ctx, pool, pgfence.Row{Table: tbl, KeyColumn: "id", Key: worker},
 			map[string]any{"v": "value"}, fence.Holder{Scope: "bench", Token: fence.Token(token.Add(1)), Owner: "bench-owner"})
 	}
-	for _, g := range []int{1, 16} {
-		p, f, ratio, err := paired(rounds, func(first bool) (float64, float64, error) {
-			return pair(first, func() (float64, error) { return throughput(g, ops, plain) },
-				func() (float64, error) { return throughput(g, ops, fenced) })
-		})
-		if err != nil {
-			return err
+	// At one goroutine the two alternate call by call (interleaved), in
+	// an order that alternates from round to round: a host whose round
+	// trip changes speed for seconds at a time (a small VM's does, 20 to
+	// 60 µs) then slows both alike, where rounds of 1,000 calls of one
+	// and then the other measured the same build from 0.84 to 1.24. At 16
+	// goroutines a call's time is mostly its wait behind the others', so
+	// calls alternating within a run would hide the difference: each round
+	// runs both twice instead, plain, fenced, fenced, plain (or the
+	// reverse), so a load that rises or falls through a round falls on
+	// both alike.
+	p, f, ratio, err := paired(rounds, func(plainFirst bool) (float64, float64, error) {
+		fns := []func(int) error{plain, fenced}
+		if !plainFirst {
+			fns = []func(int) error{fenced, plain}
 		}
-		fmt.Printf("bench: pg_update_%dg plain=%.0f fenced=%.0f ratio=%.2f\n", g, p, f, ratio)
+		means, err := interleaved(ops, fns...)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !plainFirst {
+			means[0], means[1] = means[1], means[0]
+		}
+		return 1e6 / means[0], 1e6 / means[1], nil
+	})
+	if err != nil {
+		return err
 	}
+	fmt.Printf("bench: pg_update_1g plain=%.0f fenced=%.0f ratio=%.2f\n", p, f, ratio)
+	const g = 16
+	p, f, ratio, err = paired(rounds, func(plainFirst bool) (float64, float64, error) {
+		return abba(plainFirst, func() (float64, error) { return throughput(g, ops, plain) },
+			func() (float64, error) { return throughput(g, ops, fenced) })
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("bench: pg_update_%dg plain=%.0f fenced=%.0f ratio=%.2f\n", g, p, f, ratio)
 	return nil
 }
 
@@ -143,18 +171,26 @@ func paired(rounds int, run func(baselineFirst bool) (base, cont float64, err er
 	return median(bs), median(cs), median(rs), nil
 }
 
-// pair measures base and cont, base first when baseFirst.
-func pair(baseFirst bool, base, cont func() (float64, error)) (b, c float64, err error) {
-	if baseFirst {
-		if b, err = base(); err == nil {
-			c, err = cont()
+// abba measures the throughputs (ops/s) of base and cont twice each, in
+// the order base, cont, cont, base (cont, base, base, cont unless
+// baseFirst), and returns each one's over its two runs.
+func abba(baseFirst bool, base, cont func() (float64, error)) (b, c float64, err error) {
+	order := []func() (float64, error){base, cont, cont, base}
+	if !baseFirst {
+		order = []func() (float64, error){cont, base, base, cont}
+	}
+	var x [4]float64
+	for i, run := range order {
+		if x[i], err = run(); err != nil {
+			return 0, 0, err
 		}
-		return b, c, err
 	}
-	if c, err = cont(); err == nil {
-		b, err = base()
+	// Two runs of the same ops: 2 / (1/x1 + 1/x2), the ops over the time.
+	both := func(x1, x2 float64) float64 { return 2 / (1/x1 + 1/x2) }
+	if baseFirst {
+		return both(x[0], x[3]), both(x[1], x[2]), nil
 	}
-	return b, c, err
+	return both(x[1], x[2]), both(x[0], x[3]), nil
 }
 
 // throughput runs ops calls of fn over g goroutines (worker w touches row
