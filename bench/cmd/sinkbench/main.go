@@ -152,9 +152,10 @@ INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) 
 }
 
 // paired runs rounds+1 rounds of run (the first warms up and is dropped),
-// each measuring the baseline and the contender back to back, in an
-// order that alternates from round to round, so that load from other
-// processes falls on both alike. It returns the medians of each and the
+// each measuring the baseline and the contender (one after the other,
+// call by call, or in runs: run decides) with the one that goes first
+// alternating from round to round, so that load from other processes
+// falls on both alike. It returns the medians of each and the
 // median of the per-round ratios contender/baseline, which a slow drift
 // of the load moves less than the ratio of the medians.
 func paired(rounds int, run func(baselineFirst bool) (base, cont float64, err error)) (mb, mc, ratio float64, err error) {
@@ -173,7 +174,7 @@ func paired(rounds int, run func(baselineFirst bool) (base, cont float64, err er
 
 // abba measures the throughputs (ops/s) of base and cont twice each, in
 // the order base, cont, cont, base (cont, base, base, cont unless
-// baseFirst), and returns each one's over its two runs.
+// baseFirst), and returns each one's throughput over its two runs.
 func abba(baseFirst bool, base, cont func() (float64, error)) (b, c float64, err error) {
 	order := []func() (float64, error){base, cont, cont, base}
 	if !baseFirst {

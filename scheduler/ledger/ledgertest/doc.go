@@ -76,7 +76,7 @@
 //     those slots (and deletes nothing), at most its limit. Its slots are in January 2000, far before every other case's,
 //     because Prune works on the whole store: a store shared with other
 //     data loses its done records of slots before 2000-01-01T00:30Z, and
-//     every pair's State.Pruned rises to that cutoff;
+//     the State.Pruned of every pair it holds then rises to that cutoff;
 //   - misuse: every method, the optional ones included, called with a nil
 //     context returns an error matching ledger.ErrNilContext, never
 //     panics, and writes nothing (no record, pause flag or open slot).

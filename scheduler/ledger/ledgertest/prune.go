@@ -20,8 +20,8 @@ var pruneCases = []testCase{
 // of every other case, so that its Prune, which works on the whole store,
 // deletes none of theirs when they share a ledger. A store shared with
 // other data loses its done records of slots before 2000-01-01T00:30Z,
-// and every pair's State.Pruned rises to that cutoff (the StatesReader
-// case allows for it).
+// and the State.Pruned of every pair it holds then rises to that cutoff
+// (the StatesReader case allows for it).
 var pruneBase = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // testPrune is the Prune contract (ledger.Pruner): on slots of every
