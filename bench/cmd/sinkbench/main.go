@@ -115,7 +115,7 @@ INSERT INTO `+tbl.Sanitize()+` (id, v) SELECT g, '' FROM generate_series(0, 63) 
 	// an order that alternates from round to round: a host whose round
 	// trip changes speed for seconds at a time (a small VM's does, 20 to
 	// 60 µs) then slows both alike, where rounds of 1,000 calls of one
-	// and then the other measured the same build from 0.84 to 1.24. At 16
+	// and then the other measured the same build from 0.85 to 1.24. At 16
 	// goroutines a call's time is mostly its wait behind the others', so
 	// calls alternating within a run would hide the difference: each round
 	// runs both twice instead, plain, fenced, fenced, plain (or the
