@@ -1,7 +1,8 @@
 // Command leasebench measures holdfast's lease against a hand-written
 // minimal lease ("ideal"), redsync, bsm/redislock and the ideal with
 // holdfast's clock floor on the token ("ideal_floor") on one Redis, in one
-// run, with the contenders interleaved round by round, and prints one line
+// run, with the contenders interleaved round by round (call by call at one
+// goroutine), and prints one line
 // per scenario (see bench/README.md), first on the host as it is, then
 // again (prefixed "loaded_") with two CPU-bound busy loops of its own
 // running beside it, then (prefixed "latency250_") with every contender
@@ -331,6 +332,9 @@ type result struct {
 // every contender, each round in the next of the contenders' orders
 // (orders), and returns the figures of each contender.
 func (r *runner) scenario(ctx context.Context, sc scenario, rounds int) (result, error) {
+	if sc.goroutines == 1 {
+		return r.scenarioInterleaved(ctx, sc, rounds)
+	}
 	n := len(r.contenders)
 	samples := make([][]sample, n)
 	ops := r.cfg.ops * sc.opsFactor
@@ -381,6 +385,120 @@ func (r *runner) scenario(ctx context.Context, sc scenario, rounds int) (result,
 	}
 	return res, nil
 }
+
+// scenarioInterleaved runs a one-goroutine scenario with the contenders
+// interleaved call by call: in each round every contender runs one
+// operation in turn, in the next of the contenders' orders at every turn,
+// and each operation is timed on its own. A contender's ops/s is its
+// operations over the time they took. Rounds of one contender after
+// another measured the same build from 0.89 to 1.20 of the ideal on a host
+// whose round trip changes speed for seconds at a time (a small VM's:
+// about x or 2x); calls side by side meet the same speed.
+//
+// The allocations of a call cannot be told apart from another contender's
+// in an interleaved round, so they come from allocRounds rounds of each
+// contender on its own after the timed ones (allocations do not depend on
+// the host's speed).
+func (r *runner) scenarioInterleaved(ctx context.Context, sc scenario, rounds int) (result, error) {
+	n := len(r.contenders)
+	ops := r.cfg.ops * sc.opsFactor
+	workers := make([]bench.Worker, n)
+	for c, con := range r.contenders {
+		workers[c] = con.Worker(sc.name)
+		if sc.held {
+			ok, err := workers[c].Acquire(ctx)
+			if err == nil && !ok {
+				err = errHeld
+			}
+			if err != nil {
+				return result{}, fmt.Errorf("%s: setup: %w", con.Name(), err)
+			}
+		}
+	}
+	samples := make([][]sample, n)
+	perms := orders(n)
+	turn := 0
+	for round := -1; round < rounds; round++ {
+		warm := round < 0
+		k := ops
+		if warm { // connections up, scripts loaded
+			k = min(ops/10, 200)
+		}
+		took := make([]time.Duration, n)
+		acquired := make([]int, n)
+		start := time.Now()
+		for range k {
+			for _, c := range perms[turn%len(perms)] {
+				t0 := time.Now()
+				ok, err := sc.op(ctx, workers[c])
+				took[c] += time.Since(t0)
+				if err != nil {
+					return result{}, fmt.Errorf("%s: %w", r.contenders[c].Name(), err)
+				}
+				if ok {
+					acquired[c]++
+				}
+			}
+			turn++
+		}
+		if warm {
+			continue
+		}
+		for c := range n {
+			s := sample{ops: k, acquired: acquired[c], took: took[c]}
+			samples[c] = append(samples[c], s)
+		}
+		if r.cfg.verbose {
+			fmt.Fprintf(r.stderr, "# %-14s round %-3d interleaved in %v:", sc.name, round+1, time.Since(start).Round(time.Millisecond))
+			for c, s := range took {
+				fmt.Fprintf(r.stderr, " %s=%.1fus", r.contenders[c].Name(), float64(s.Nanoseconds())/1e3/float64(k))
+			}
+			fmt.Fprintln(r.stderr)
+		}
+	}
+	if sc.held {
+		for c, w := range workers {
+			if err := w.Release(ctx); err != nil {
+				return result{}, fmt.Errorf("%s: teardown: %w", r.contenders[c].Name(), err)
+			}
+		}
+	}
+	res := result{opsPerSec: make([]float64, n), allocs: make([]float64, n), bytes: make([]float64, n)}
+	for c, ss := range samples {
+		res.opsPerSec[c] = trimmedOpsPerSec(ss)
+	}
+	allocs := make([][]sample, n)
+	for round := range min(rounds, allocRounds) {
+		for _, c := range perms[round%len(perms)] {
+			s, err := r.round(ctx, r.contenders[c], sc, ops)
+			if err != nil {
+				return result{}, fmt.Errorf("%s: %w", r.contenders[c].Name(), err)
+			}
+			allocs[c] = append(allocs[c], s)
+		}
+	}
+	for c, ss := range allocs {
+		res.allocs[c] = median(ss, sample.allocsPerOp)
+		res.bytes[c] = median(ss, sample.bytesPerOp)
+	}
+	if r.cfg.verbose {
+		paired := make([]float64, len(samples[0]))
+		for i := range paired {
+			paired[i] = samples[0][i].opsPerSec() / samples[1][i].opsPerSec()
+		}
+		slices.Sort(paired)
+		fmt.Fprintf(r.stderr, "# %-14s median paired ratio_vs_ideal=%.2f cpu_us/op (rounds of one contender)", sc.name, paired[len(paired)/2])
+		for c, ss := range allocs {
+			fmt.Fprintf(r.stderr, " %s=%.1f", r.contenders[c].Name(), median(ss, sample.cpuPerOp))
+		}
+		fmt.Fprintln(r.stderr)
+	}
+	return res, nil
+}
+
+// allocRounds is how many rounds of each contender on its own a
+// one-goroutine scenario runs for its allocation figures.
+const allocRounds = 5
 
 // orders returns every order of n contenders (24 for 4), in an order where
 // each contender runs in each place, and right after each other one,
