@@ -2,13 +2,13 @@
 // minimal lease ("ideal"), redsync, bsm/redislock and the ideal with
 // holdfast's clock floor on the token ("ideal_floor") on one Redis, in one
 // run, with the contenders interleaved round by round (call by call at one
-// goroutine), and prints one line
-// per scenario (see bench/README.md), first on the host as it is, then
-// again (prefixed "loaded_") with two CPU-bound busy loops of its own
-// running beside it, then (prefixed "latency250_") with every contender
-// through one loopback proxy that adds 125 µs each way (a network between
-// two hosts of one zone). Its header names the host's regime: Redis µs per
-// acquire script (INFO commandstats) and the loopback round trip.
+// goroutine), and prints one line per scenario (see bench/README.md),
+// first on the host as it is, then again (prefixed "loaded_") with two
+// CPU-bound busy loops of its own running beside it, then (prefixed
+// "latency250_") with every contender through one loopback proxy that
+// adds 125 µs each way (a network between two hosts of one zone). Its
+// header names the host's regime: Redis µs per acquire script (INFO
+// commandstats) and the loopback round trip.
 //
 //	# regime redis_us_per_acquire_evalsha=<x> loopback_rtt_us_p50=<x> ...
 //	bench: <scenario> holdfast=<ops/s> ideal=<ops/s> redsync=<ops/s> redislock=<ops/s> ideal_floor=<ops/s> ratio_vs_ideal=<x.xx> ratio_vs_ideal_floor=<x.xx> allocs=<n>
@@ -209,7 +209,7 @@ type scenario struct {
 	held       bool // the key is acquired before the round and released after
 	opsFactor  int  // ops per round = cfg.ops * opsFactor
 	op         func(context.Context, bench.Worker) (acquired bool, err error)
-	allocsLine bool // also print the allocs line (every contender's allocations) from these rounds
+	allocsLine bool // also print the allocs line (every contender's allocations and bytes per op)
 	halfRounds bool // half the run's rounds: the longest rounds, far from a target's edge (keeps make bench under 8 min)
 }
 
@@ -330,7 +330,8 @@ type result struct {
 
 // scenario runs one warm-up round and rounds measured rounds of sc for
 // every contender, each round in the next of the contenders' orders
-// (orders), and returns the figures of each contender.
+// (orders), and returns the figures of each contender. A one-goroutine
+// scenario runs call by call instead (scenarioInterleaved).
 func (r *runner) scenario(ctx context.Context, sc scenario, rounds int) (result, error) {
 	if sc.goroutines == 1 {
 		return r.scenarioInterleaved(ctx, sc, rounds)
@@ -370,43 +371,45 @@ func (r *runner) scenario(ctx context.Context, sc scenario, rounds int) (result,
 		res.bytes[c] = median(ss, sample.bytesPerOp)
 	}
 	if r.cfg.verbose {
-		// Less sensitive to other processes than the ratio of medians:
-		// holdfast against ideal within each round, and CPU time per op.
-		paired := make([]float64, len(samples[0]))
-		for i := range paired {
-			paired[i] = samples[0][i].opsPerSec() / samples[1][i].opsPerSec()
-		}
-		slices.Sort(paired)
-		fmt.Fprintf(r.stderr, "# %-14s median paired ratio_vs_ideal=%.2f cpu_us/op", sc.name, paired[len(paired)/2])
-		for c, ss := range samples {
-			fmt.Fprintf(r.stderr, " %s=%.1f", r.contenders[c].Name(), median(ss, sample.cpuPerOp))
-		}
-		fmt.Fprintln(r.stderr)
+		r.printPaired(sc.name, samples, samples)
 	}
 	return res, nil
 }
 
 // scenarioInterleaved runs a one-goroutine scenario with the contenders
 // interleaved call by call: in each round every contender runs one
-// operation in turn, in the next of the contenders' orders at every turn,
-// and each operation is timed on its own. A contender's ops/s is its
-// operations over the time they took. Rounds of one contender after
-// another measured the same build from 0.89 to 1.20 of the ideal on a host
-// whose round trip changes speed for seconds at a time (a small VM's:
-// about x or 2x); calls side by side meet the same speed.
+// operation (an acquire+release, or a renew) in turn, in the next of the
+// contenders' orders at every turn, and each operation is timed on its
+// own. A contender's ops/s in a round is its operations over the time they
+// took. Rounds of one contender after another measured the same build from
+// 0.89 to 1.20 of ideal_floor on a host whose round trip changes speed for
+// seconds at a time (a small VM's: about x or 2x); calls side by side meet
+// the same speed. A round ends early once it took cfg.roundMax per
+// contender, after a whole turn, so that every contender made as many
+// calls. The heap is collected before each round, untimed; a collection
+// that starts within a round falls on the calls then in flight.
 //
 // The allocations of a call cannot be told apart from another contender's
-// in an interleaved round, so they come from allocRounds rounds of each
-// contender on its own after the timed ones (allocations do not depend on
-// the host's speed).
-func (r *runner) scenarioInterleaved(ctx context.Context, sc scenario, rounds int) (result, error) {
+// in an interleaved round, so they (and -v's CPU per op) come from up to
+// allocRounds rounds of each contender on its own after the timed ones
+// (allocations do not depend on the host's speed).
+func (r *runner) scenarioInterleaved(ctx context.Context, sc scenario, rounds int) (res result, err error) {
 	n := len(r.contenders)
 	ops := r.cfg.ops * sc.opsFactor
-	workers := make([]bench.Worker, n)
-	for c, con := range r.contenders {
-		workers[c] = con.Worker(sc.name)
+	workers := make([]bench.Worker, 0, n)
+	if sc.held {
+		defer func() {
+			for c, w := range workers {
+				if rerr := w.Release(ctx); rerr != nil {
+					err = errors.Join(err, fmt.Errorf("%s: teardown: %w", r.contenders[c].Name(), rerr))
+				}
+			}
+		}()
+	}
+	for _, con := range r.contenders {
+		w := con.Worker(sc.name)
 		if sc.held {
-			ok, err := workers[c].Acquire(ctx)
+			ok, err := w.Acquire(ctx)
 			if err == nil && !ok {
 				err = errHeld
 			}
@@ -414,6 +417,7 @@ func (r *runner) scenarioInterleaved(ctx context.Context, sc scenario, rounds in
 				return result{}, fmt.Errorf("%s: setup: %w", con.Name(), err)
 			}
 		}
+		workers = append(workers, w)
 	}
 	samples := make([][]sample, n)
 	perms := orders(n)
@@ -426,8 +430,11 @@ func (r *runner) scenarioInterleaved(ctx context.Context, sc scenario, rounds in
 		}
 		took := make([]time.Duration, n)
 		acquired := make([]int, n)
+		runtime.GC()
 		start := time.Now()
-		for range k {
+		deadline := start.Add(time.Duration(n) * r.cfg.roundMax)
+		done := 0
+		for done < k {
 			for _, c := range perms[turn%len(perms)] {
 				t0 := time.Now()
 				ok, err := sc.op(ctx, workers[c])
@@ -440,63 +447,73 @@ func (r *runner) scenarioInterleaved(ctx context.Context, sc scenario, rounds in
 				}
 			}
 			turn++
+			done++
+			if time.Now().After(deadline) {
+				break
+			}
 		}
 		if warm {
 			continue
 		}
 		for c := range n {
-			s := sample{ops: k, acquired: acquired[c], took: took[c]}
-			samples[c] = append(samples[c], s)
+			samples[c] = append(samples[c], sample{ops: done, acquired: acquired[c], took: took[c]})
 		}
 		if r.cfg.verbose {
-			fmt.Fprintf(r.stderr, "# %-14s round %-3d interleaved in %v:", sc.name, round+1, time.Since(start).Round(time.Millisecond))
-			for c, s := range took {
-				fmt.Fprintf(r.stderr, " %s=%.1fus", r.contenders[c].Name(), float64(s.Nanoseconds())/1e3/float64(k))
+			fmt.Fprintf(r.stderr, "# %-14s round %-3d %d calls each, interleaved, in %v; wall µs per op:", sc.name, round+1, done, time.Since(start).Round(time.Millisecond))
+			for c, d := range took {
+				fmt.Fprintf(r.stderr, " %s=%.1f", r.contenders[c].Name(), d.Seconds()*1e6/float64(done))
 			}
 			fmt.Fprintln(r.stderr)
 		}
 	}
-	if sc.held {
-		for c, w := range workers {
-			if err := w.Release(ctx); err != nil {
-				return result{}, fmt.Errorf("%s: teardown: %w", r.contenders[c].Name(), err)
-			}
-		}
-	}
-	res := result{opsPerSec: make([]float64, n), allocs: make([]float64, n), bytes: make([]float64, n)}
+	res = result{opsPerSec: make([]float64, n), allocs: make([]float64, n), bytes: make([]float64, n)}
 	for c, ss := range samples {
 		res.opsPerSec[c] = trimmedOpsPerSec(ss)
 	}
-	allocs := make([][]sample, n)
-	for round := range min(rounds, allocRounds) {
-		for _, c := range perms[round%len(perms)] {
+	// The rounds of each contender on its own, stepping through the
+	// orders so that each contender goes first in some.
+	solo := make([][]sample, n)
+	nsolo := min(rounds, allocRounds)
+	for round := range nsolo {
+		for _, c := range perms[round*len(perms)/nsolo] {
 			s, err := r.round(ctx, r.contenders[c], sc, ops)
 			if err != nil {
 				return result{}, fmt.Errorf("%s: %w", r.contenders[c].Name(), err)
 			}
-			allocs[c] = append(allocs[c], s)
+			if r.cfg.verbose {
+				fmt.Fprintf(r.stderr, "# %-14s solo %-4d %-9s %v\n", sc.name, round+1, r.contenders[c].Name(), s)
+			}
+			solo[c] = append(solo[c], s)
 		}
 	}
-	for c, ss := range allocs {
+	for c, ss := range solo {
 		res.allocs[c] = median(ss, sample.allocsPerOp)
 		res.bytes[c] = median(ss, sample.bytesPerOp)
 	}
 	if r.cfg.verbose {
-		paired := make([]float64, len(samples[0]))
-		for i := range paired {
-			paired[i] = samples[0][i].opsPerSec() / samples[1][i].opsPerSec()
-		}
-		slices.Sort(paired)
-		fmt.Fprintf(r.stderr, "# %-14s median paired ratio_vs_ideal=%.2f cpu_us/op (rounds of one contender)", sc.name, paired[len(paired)/2])
-		for c, ss := range allocs {
-			fmt.Fprintf(r.stderr, " %s=%.1f", r.contenders[c].Name(), median(ss, sample.cpuPerOp))
-		}
-		fmt.Fprintln(r.stderr)
+		r.printPaired(sc.name, samples, solo)
 	}
 	return res, nil
 }
 
-// allocRounds is how many rounds of each contender on its own a
+// printPaired prints, to stderr, the median over rounds of holdfast's
+// ops/s over the ideal's in the same round (less sensitive to other
+// processes than the ratio of the figures), and each contender's median
+// CPU time per op over the rounds of cpu.
+func (r *runner) printPaired(name string, rounds, cpu [][]sample) {
+	paired := make([]float64, len(rounds[0]))
+	for i := range paired {
+		paired[i] = rounds[0][i].opsPerSec() / rounds[1][i].opsPerSec()
+	}
+	slices.Sort(paired)
+	fmt.Fprintf(r.stderr, "# %-14s median paired ratio_vs_ideal=%.2f cpu_us/op", name, paired[len(paired)/2])
+	for c, ss := range cpu {
+		fmt.Fprintf(r.stderr, " %s=%.1f", r.contenders[c].Name(), median(ss, sample.cpuPerOp))
+	}
+	fmt.Fprintln(r.stderr)
+}
+
+// allocRounds is how many rounds of each contender on its own (at most) a
 // one-goroutine scenario runs for its allocation figures.
 const allocRounds = 5
 
