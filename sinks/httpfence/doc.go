@@ -80,9 +80,13 @@
 // followed by the name above.
 //
 // After the handler: a response whose status DefaultStorable accepts (every
-// status below 500 except 408, 409, 425 and 429) is stored for TTL (default
-// 24 h) and replayed to retries; any other (5xx above all) releases the key,
-// so a retry runs the handler again. A panicking handler releases the key
+// status below 500 except 408, 409, 412, 425 and 429) is stored for TTL
+// (default 24 h) and replayed to retries; any other (5xx above all) releases
+// the key, so a retry runs the handler again. A handler that fences its own
+// write and refuses an old holder (412 stale-fencing-token, or 409) thus
+// leaves the key free for the current holder, exactly as the middleware's
+// own 412 does: stored, the refusal would be replayed to the current holder
+// sending the same slot's key, and the slot would never run. A panicking handler releases the key
 // too. A response body above MaxResponseBytes still reaches the client but
 // is stored as a 410 response-not-retained problem. What is stored is the
 // response the handler wrote, whether or not its client took it: a client

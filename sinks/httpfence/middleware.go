@@ -175,7 +175,11 @@ type Options struct {
 
 	// Storable reports whether a response with the handler's status code is
 	// stored for replay; when false the key is released and a retry runs the
-	// handler again. Default DefaultStorable.
+	// handler again. Default DefaultStorable (every status below 500 except
+	// 408, 409, 412, 425 and 429: a handler's own 412 stale-fencing-token
+	// or 409 is not replayed to the next holder of the key). A Storable
+	// that keeps 412 makes a key refused to a stale holder refused to
+	// every later holder for TTL.
 	Storable func(status int) bool
 
 	// ProblemBase prefixes the problem type URIs. Default
@@ -187,12 +191,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultStorable stores every response below 500 except 408, 409, 425 and
-// 429, which tell the client to come back: a retry of a 5xx or of one of
-// these runs the handler again.
+// DefaultStorable stores every response below 500 except 408, 409, 412,
+// 425 and 429: a retry of a 5xx or of one of these runs the handler again.
+// 408, 425 and 429 tell the client to come back. 409 and 412 are what a
+// handler that fences its own write (see "Non-guarantees" in the package
+// documentation) answers a holder it refuses: stored, a 412
+// stale-fencing-token given to an old holder would be replayed to the
+// current holder sending the same slot's key (the Transport would report
+// the old holder's token as stale, and the slot would never run); so they
+// release the key, as the middleware's own 409 and 412 do. A handler that
+// answers 412 for its own preconditions (If-Match) has made no change, so
+// running it again on a retry is safe.
 func DefaultStorable(status int) bool {
 	switch status {
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusPreconditionFailed, http.StatusTooEarly, http.StatusTooManyRequests:
 		return false
 	}
 	return status < 500

@@ -468,8 +468,8 @@ func TestMiddlewareConfigValidation(t *testing.T) {
 
 func TestDefaultStorable(t *testing.T) {
 	t.Parallel()
-	for status, want := range map[int]bool{200: true, 201: true, 204: true, 302: true, 400: true, 404: true, 412: true, 422: true,
-		408: false, 409: false, 425: false, 429: false, 500: false, 502: false, 503: false} {
+	for status, want := range map[int]bool{200: true, 201: true, 204: true, 302: true, 400: true, 404: true, 422: true,
+		408: false, 409: false, 412: false, 425: false, 429: false, 500: false, 502: false, 503: false} {
 		require.Equal(t, want, httpfence.DefaultStorable(status), "status %d", status)
 	}
 }
