@@ -71,7 +71,9 @@ var ErrInvalidSigningKey = errors.New("httpfence: invalid signing key")
 // the service (Options.Verifier) share. Only a party that knows Secret can
 // present a fencing token the service admits: give it to the replicas that
 // hold the leases, and to nobody else. Load it from a secret store; never
-// put it in source, logs or command lines.
+// put it in source, logs or command lines. fmt (every verb) and slog print
+// a Key, a *Signer and a *Verifier as their key ids with the secret
+// "[redacted]" ({ID:"2026-12" Secret:[redacted]}).
 type Key struct {
 	// ID names the key in every signature (kid), so that the service can
 	// hold several keys during a rotation: 1 to MaxKeyIDLen bytes of
