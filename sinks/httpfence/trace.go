@@ -34,17 +34,22 @@ func propagatorOr(p propagation.TextMapPropagator) propagation.TextMapPropagator
 	return p
 }
 
-// requestAttrs are the attributes both sides give a fenced request.
-func requestAttrs(r *http.Request) []attribute.KeyValue {
+// requestAttrs are the attributes both sides give a fenced request with
+// header h: the method, the path, and the idempotency key, scope and token
+// as parsed from h (a field that does not parse is left out). Never the
+// owner.
+func requestAttrs(r *http.Request, h http.Header) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{attribute.String("http.request.method", r.Method),
 		attribute.String("url.path", r.URL.Path)}
-	if k, err := ParseKey(r.Header.Get(KeyHeader)); err == nil && k != "" {
+	if k, err := ParseKey(h.Get(KeyHeader)); err == nil && k != "" {
 		attrs = append(attrs, attribute.String("holdfast.idempotency_key", k))
 	}
-	if s := r.Header.Get(ScopeHeader); s != "" {
-		attrs = append(attrs, attribute.String("holdfast.fence.scope", s))
+	if v := h.Get(ScopeHeader); v != "" {
+		if s, err := parseScope(v); err == nil {
+			attrs = append(attrs, attribute.String("holdfast.fence.scope", s))
+		}
 	}
-	if tok := r.Header.Get(TokenHeader); tok != "" {
+	if tok := h.Get(TokenHeader); tok != "" {
 		attrs = append(attrs, attribute.String("holdfast.fence.token", tok))
 	}
 	return attrs
@@ -73,7 +78,15 @@ func endHTTPSpan(span trace.Span, status int, err error) {
 func (t *Transport) startRequest(req *http.Request) (*http.Request, trace.Span) {
 	ctx, span := tracerOf(t.TracerProvider).Start(req.Context(), "holdfast.httpfence.request", trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
-		span.SetAttributes(requestAttrs(req)...)
+		// The key and the fencing headers come from the context (set on
+		// each attempt by roundTrip): read them as they will be sent.
+		// An error here is roundTrip's to return.
+		h := req.Header.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		_ = setHeaders(req.Context(), h)
+		span.SetAttributes(requestAttrs(req, h)...)
 	}
 	return req.WithContext(ctx), span
 }
@@ -116,7 +129,7 @@ func (m *middleware) traced(w http.ResponseWriter, r *http.Request, serve func(h
 		serve(w, r.WithContext(ctx))
 		return
 	}
-	span.SetAttributes(requestAttrs(r)...)
+	span.SetAttributes(requestAttrs(r, r.Header)...)
 	rec := &statusRecorder{ResponseWriter: w}
 	serve(rec, r.WithContext(ctx))
 	if rec.status == http.StatusPreconditionFailed {
