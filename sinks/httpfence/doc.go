@@ -57,6 +57,10 @@
 //	                              ahead of the server clock in µs; checked
 //	                              after the signature, so a caller without a
 //	                              key learns nothing from it
+//	500 invalid-identity          Options.Identity returned bytes that are not
+//	                              valid UTF-8 or hold a NUL byte (a server
+//	                              configuration error); no store is touched,
+//	                              and identity_invalid is logged
 //	422 idempotency-key-reused    key live with another fingerprint (in flight or completed)
 //	409 request-in-flight         key in flight with this fingerprint (Retry-After: the lock's remaining seconds, rounded up)
 //	(stored status)               key completed: the stored status, header fields and

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -93,6 +94,15 @@ type Options struct {
 	// bytes); problems still report Resource(r). It runs after the handlers
 	// wrapping the middleware (authentication, say) and before the key
 	// lookup.
+	// It must return valid UTF-8 without NUL bytes (PostgreSQL's text
+	// holds neither; encode a binary or Latin-1 subject first, in hex or
+	// base64): any other value is answered, on every store and before any
+	// is touched, with 500 invalid-identity and an identity_invalid log
+	// event (reason, length and offset of the first bad byte; never the
+	// identity). 500, not 4xx: Identity is the server's own function, so
+	// the fault is the server's configuration, and it should show in the
+	// server's error rate; the Transport retries a 500 within MaxAttempts
+	// like any 5xx.
 	Identity func(r *http.Request) string
 
 	// MaxTokenAhead refuses, with a 400 implausible-fencing-token problem,
@@ -459,6 +469,9 @@ func (m *middleware) begin(c *call) event {
 	var id string
 	if m.cfg.Identity != nil {
 		if id = m.cfg.Identity(r); id != "" {
+			if ev := m.checkIdentity(c, id); ev != evBegin {
+				return ev
+			}
 			// Keys are printable ASCII, so the last 0x1f splits the pair.
 			c.storeKey = id + "\x1f" + c.key
 		}
@@ -492,6 +505,35 @@ func (m *middleware) begin(c *call) event {
 		c.detail = "state " + c.out.State.String()
 	}
 	return evBegin
+}
+
+// checkIdentity refuses an identity no store can key by: bytes that are
+// not valid UTF-8 (PostgreSQL's text refuses them) or a NUL byte (which
+// no PostgreSQL text holds). Refused in the middleware, before any store,
+// so that the answer does not depend on the store, and so that an input
+// problem is not answered like an outage (503, retried). The log event
+// gives the identity's length and the offset of the first bad byte, never
+// the identity's bytes.
+func (m *middleware) checkIdentity(c *call, id string) event {
+	at, why := -1, ""
+	for i := 0; i < len(id); {
+		r, n := utf8.DecodeRuneInString(id[i:])
+		if r == 0 || (r == utf8.RuneError && n == 1) {
+			at, why = i, "a NUL byte"
+			if r != 0 {
+				why = "a byte that is not valid UTF-8"
+			}
+			break
+		}
+		i += n
+	}
+	if at < 0 {
+		return evBegin
+	}
+	m.cfg.Logger.LogAttrs(c.r.Context(), slog.LevelError, "identity_invalid",
+		slog.String("reason", why), slog.Int("identity_len", len(id)), slog.Int("offset", at))
+	c.detail = fmt.Sprintf("Options.Identity returned %d bytes with %s at byte %d; an identity must be valid UTF-8 without NUL bytes", len(id), why, at)
+	return evBadIdentity
 }
 
 // accept checks c's token against the Fence (raising it), unless there is

@@ -34,6 +34,7 @@ const (
 	evBadSignature                       // Fencing-Signature malformed or repeated
 	evSignatureRejected                  // fencing headers not signed by a key holder
 	evImplausible                        // token beyond MaxTokenAhead
+	evBadIdentity                        // Identity(r) is not valid UTF-8 or holds a NUL byte
 	evBegin                              // Begin reported the key's state
 	evBeginFailed                        // Begin failed
 	evFenceAccepted                      // the fence accepted the token (or there is none)
@@ -86,6 +87,7 @@ var transitions = []transition{
 	{stateUnclaimed, evBadSignature, actRefuse, http.StatusBadRequest, problem.InvalidSignature, "Invalid " + SignatureHeader + " header"},
 	{stateUnclaimed, evSignatureRejected, actRefuse, http.StatusForbidden, problem.SignatureRejected, "Fencing headers not signed by a lease holder"},
 	{stateUnclaimed, evImplausible, actRefuse, http.StatusBadRequest, problem.ImplausibleToken, "Fencing token implausibly far ahead of the server clock"},
+	{stateUnclaimed, evBadIdentity, actRefuse, http.StatusInternalServerError, problem.InvalidIdentity, "Identity not usable as an idempotency scope"},
 
 	{idemstore.StateMismatch, evBegin, actRefuse, http.StatusUnprocessableEntity, problem.KeyReused, "Idempotency-Key reused with a different request"},
 	{idemstore.StateInFlight, evBegin, actRetry, http.StatusConflict, problem.InFlight, "A request with this Idempotency-Key is in progress"},

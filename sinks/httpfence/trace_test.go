@@ -50,8 +50,8 @@ func TestSpansCarryKeyScopeAndToken(t *testing.T) {
 	for _, sp := range rec.Ended() {
 		attrs := map[string]string{}
 		for _, a := range sp.Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
-			require.NotContains(t, a.Value.Emit(), owner, "span %s attribute %s", sp.Name(), a.Key)
+			attrs[string(a.Key)] = a.Value.String()
+			require.NotContains(t, a.Value.String(), owner, "span %s attribute %s", sp.Name(), a.Key)
 		}
 		spans[sp.Name()] = attrs
 	}

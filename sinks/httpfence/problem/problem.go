@@ -23,6 +23,9 @@ const (
 	StaleToken       = "stale-fencing-token"       // 412
 	NotRetained      = "response-not-retained"     // 410
 	StoreUnavailable = "store-unavailable"         // 503
+	// InvalidIdentity (500): Options.Identity returned a value that is not
+	// valid UTF-8 or holds a NUL byte, which no store can key by.
+	InvalidIdentity = "invalid-identity" // 500
 )
 
 // Problem types of authenticated fencing (Options.Verifier).
