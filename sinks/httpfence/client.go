@@ -96,7 +96,11 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 // ends long before its lock would, so RoundTrip waits the shorter of the
 // Retry-After and a jittered backoff of its own that starts at BaseDelay
 // and doubles per in-flight answer up to MaxDelay (100 ms, 200 ms, 400 ms,
-// ... with the defaults; each a draw between half and all of it). It
+// ... with the defaults; each a draw between half and all of it). So a
+// concurrent duplicate learns the original's answer up to one wait after
+// the original completes, a wait that grows with the time polled so far
+// (about as long as all the waits before it) up to MaxDelay (10 s by
+// default): lower MaxDelay to bound that lag, at the cost of more polls. It
 // keeps polling as long as the waits on in-flight answers stay within
 // MaxInFlightWait in all and each wait ends before the request context's
 // deadline. Otherwise it closes the
