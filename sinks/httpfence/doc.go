@@ -178,13 +178,28 @@
 // before to MaxSignatureAge after its time (a signer's clock may be ahead
 // or behind), so for 2*MaxSignatureAge of server time; since Middleware
 // requires TTL >= 2*MaxSignatureAge, and a record's TTL starts when it
-// completes, after the original arrived, such a replay finds the
-// original's record and gets its stored answer (or 409,
+// completes, after the original arrived, such a replay by the original's
+// identity (the same Identity(r); every caller when Identity is not set)
+// finds the original's record and gets its stored answer (or 409,
 // or, when the original failed with a status that is not stored, runs the
 // same request the holder would have retried). It cannot raise a fence
-// past the holder's own token. A key holder can still present any token:
-// the key is a write capability, like the owner, for the holders only.
-// TLS keeps both off the wire.
+// past the holder's own token.
+//
+// Not guaranteed: with Identity and a Verifier both set, a replay by
+// another authenticated identity within MaxSignatureAge finds no record,
+// since keys and fences are per identity; the signature does not cover the
+// identity, so it is admitted, and the handler runs once more, under that
+// identity's key and fence, with the original holder's token and owner in
+// its context. Mitigations: keep the fencing headers (Fencing-Signature
+// above all) out of logs, use TLS, keep MaxSignatureAge short, and give
+// each identity a signing key of its own (all listed in the Verifier) with
+// a handler wrapping the middleware, after authentication, that refuses a
+// request whose Fencing-Signature kid (ParseSignature(...).KeyID) is not
+// the authenticated caller's key. TestReplayByAnotherIdentityIsNotDeduplicated
+// pins this behaviour.
+//
+// A key holder can still present any token: the key is a write capability,
+// like the owner, for the holders only. TLS keeps both off the wire.
 //
 // Without a Verifier, Identity (fences per authenticated client) is the
 // other way to keep clients from fencing each other. A Fence with neither

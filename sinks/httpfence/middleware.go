@@ -133,8 +133,14 @@ type Options struct {
 	// 2*MaxSignatureAge of server time (its time minus MaxSignatureAge,
 	// with a client clock ahead, to its time plus MaxSignatureAge), so TTL
 	// must be at least 2*MaxSignatureAge (ErrInvalidOptions otherwise):
-	// then a replay finds the original's record (and is answered from it)
-	// rather than running the handler again. Default 5 min. Used with Verifier only.
+	// then a replay by the original's identity (the same Identity(r), or
+	// any caller without Identity) finds the original's record (and is
+	// answered from it) rather than running the handler again. With
+	// Identity set, a replay by another authenticated identity finds no
+	// record (keys and fences are per identity) and runs the handler once
+	// more under that identity, with the original holder's token: see
+	// "Authenticated fencing" in the package documentation. Default 5 min.
+	// Used with Verifier only.
 	MaxSignatureAge time.Duration
 
 	// AllowUnauthenticatedFencing admits fencing headers from any caller
