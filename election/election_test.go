@@ -142,7 +142,7 @@ func TestLeadershipNeverFormatsItsOwner(t *testing.T) {
 		ld := elected(t, campaign(t, a, "host-a:8080"), "a")
 		owner, id := ld.Holder().Owner, ld.OwnerID()
 		require.Equal(t, fence.OwnerID(owner), id)
-		for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%d", "%x", "%X"} {
 			for _, v := range []any{ld, []*election.Leadership{ld}, ld.Context()} {
 				require.NotContains(t, fmt.Sprintf(verb, v), owner, "%s of %T", verb, v)
 			}

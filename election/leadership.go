@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/lease"
 )
 
@@ -71,6 +72,14 @@ func (ld *Leadership) GoString() string {
 		return "(*election.Leadership)(nil)"
 	}
 	return "&election.Leadership" + ld.String()
+}
+
+// Format implements fmt.Formatter: %#v prints GoString, %q String quoted,
+// every other verb (%d and %x included) String, so no verb prints the
+// owner. A struct that keeps a *Leadership in an unexported field is
+// printed by reflection, which calls no method: see fence.Holder.String.
+func (ld *Leadership) Format(f fmt.State, verb rune) {
+	ownerarg.FormatMasked(f, verb, ld.String(), ld.GoString())
 }
 
 // LogValue implements slog.LogValuer: the value, scope, token and

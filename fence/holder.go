@@ -3,6 +3,8 @@ package fence
 import (
 	"fmt"
 	"log/slog"
+
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 )
 
 // Holder is what a writer presents to a sink: a token, the lease it was
@@ -30,14 +32,30 @@ type Holder struct {
 }
 
 // String formats h for people: its scope, token and owner id (OwnerID),
-// never its owner, a write capability (docs/security.md): fmt's %v, %+v
-// and %s of a Holder, or of a value holding one, cannot leak it.
+// never its owner, a write capability (docs/security.md).
+//
+// Every fmt verb prints this masked form (Format): a Holder, a *Holder,
+// and a value that holds one in an exported field, a slice or a map. fmt
+// cannot call a method of a value in an unexported struct field: it
+// prints a Holder there (directly, or in a slice, array or map there) by
+// reflection, field by field, owner included, and no type can prevent
+// that (a *Holder there prints as an address). So do not format a
+// struct that keeps a Holder in an unexported field, or give that struct
+// a String or Format method of its own.
 func (h Holder) String() string {
 	return fmt.Sprintf("{Scope:%q Token:%d OwnerID:%s}", h.Scope, h.Token, OwnerID(h.Owner))
 }
 
 // GoString is String, for fmt's %#v.
 func (h Holder) GoString() string { return "fence.Holder" + h.String() }
+
+// Format implements fmt.Formatter, so that no verb prints the owner (%d
+// and %x of a struct print its fields one by one): %#v prints GoString,
+// %q String quoted, every other verb String. Flags and widths are
+// ignored.
+func (h Holder) Format(f fmt.State, verb rune) {
+	ownerarg.FormatMasked(f, verb, h.String(), h.GoString())
+}
 
 // LogValue implements slog.LogValuer: the scope, token and owner_id,
 // never the owner.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 )
@@ -113,7 +114,7 @@ func (l *Lease) Holder() fence.Holder {
 
 // String formats l for people: its name, token and owner id
 // (fence.OwnerID), never its owner, a write capability (docs/security.md):
-// fmt's %v, %+v and %s of a *Lease cannot leak it.
+// no fmt verb of a *Lease prints it (Format).
 func (l *Lease) String() string {
 	if l == nil {
 		return "<nil>"
@@ -127,6 +128,14 @@ func (l *Lease) GoString() string {
 		return "(*lease.Lease)(nil)"
 	}
 	return "&lease.Lease" + l.String()
+}
+
+// Format implements fmt.Formatter: %#v prints GoString, %q String quoted,
+// every other verb (%d and %x included) String, so no verb prints the
+// owner. A struct that keeps a *Lease in an unexported field is printed
+// by reflection, which calls no method: see fence.Holder.String.
+func (l *Lease) Format(f fmt.State, verb rune) {
+	ownerarg.FormatMasked(f, verb, l.String(), l.GoString())
 }
 
 // LogValue implements slog.LogValuer: the name, token and owner_id, never

@@ -99,7 +99,7 @@ func TestHolderLabelOptions(t *testing.T) {
 	}
 }
 
-// A *Lease, and its Context, never format the owner: %v, %+v, %s, %#v and
+// A *Lease, and its Context, never format the owner: every fmt verb and
 // slog show the name, token and owner id (a fresh user's trial found %v of
 // a *Lease printing its fields, the owner among them).
 func TestLeaseNeverFormatsItsOwner(t *testing.T) {
@@ -118,7 +118,7 @@ func TestLeaseNeverFormatsItsOwner(t *testing.T) {
 			type wrapper struct {
 				L *lease.Lease
 			}
-			for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+			for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%d", "%x", "%X"} {
 				for _, v := range []any{l, wrapper{l}, []*lease.Lease{l}, l.Context()} {
 					got := fmt.Sprintf(verb, v)
 					require.NotContains(t, got, owner, "%s of %T", verb, v)

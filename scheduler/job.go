@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/safe"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/scheduler/cron"
@@ -411,8 +412,9 @@ func (r Run) Holder() fence.Holder {
 
 // String formats r for people: its slot, attempt, token, scope, owner id
 // (fence.OwnerID) and idempotency key, never its owner, a write
-// capability (docs/security.md): fmt's %v, %+v and %s of a Run cannot
-// leak it into an error, a log line or a view.
+// capability (docs/security.md): no fmt verb of a Run, or of a value
+// holding one in an exported field, prints it (Format); in an unexported
+// field fmt prints it by reflection (see fence.Holder.String).
 func (r Run) String() string {
 	return fmt.Sprintf("{Job:%q Partition:%q At:%s Attempt:%d Token:%d Scope:%q OwnerID:%s IdempotencyKey:%q}",
 		r.Job, r.Partition, r.At.UTC().Format(time.RFC3339), r.Attempt, r.Token, r.Scope, fence.OwnerID(r.Owner), r.IdempotencyKey)
@@ -420,6 +422,12 @@ func (r Run) String() string {
 
 // GoString is String, for fmt's %#v.
 func (r Run) GoString() string { return "scheduler.Run" + r.String() }
+
+// Format implements fmt.Formatter: %#v prints GoString, %q String quoted,
+// every other verb (%d and %x included) String, so no verb prints the
+// owner. A struct that keeps a Run in an unexported field is printed by
+// reflection, which calls no method: see fence.Holder.String.
+func (r Run) Format(f fmt.State, verb rune) { ownerarg.FormatMasked(f, verb, r.String(), r.GoString()) }
 
 // LogValue implements slog.LogValuer: String's fields, the owner id in
 // place of the owner.

@@ -197,17 +197,19 @@ func TestFailedJobErrorNeverCarriesTheOwner(t *testing.T) {
 	})
 }
 
-// A Run formatted by fmt or slog shows its owner id, never its owner.
+// A Run formatted by fmt (every verb: before Format, %d printed the
+// owner) or slog shows its owner id, never its owner.
 func TestRunNeverFormatsItsOwner(t *testing.T) {
 	t.Parallel()
 	r := Run{Slot: ledger.Slot{Job: "settle", At: time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC)}, Attempt: 2,
 		Token: 1796557722000975, Owner: "c4cf6eb9f6f86911b62410cefdeb973e", Scope: "settle"}
 	id := fence.OwnerID(r.Owner)
-	for _, verb := range []string{"%v", "%+v", "%s", "%#v"} {
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%d", "%x", "%X"} {
 		got := fmt.Sprintf(verb, r)
 		require.NotContains(t, got, r.Owner, verb)
 		require.Contains(t, got, "OwnerID:"+id, verb)
-		require.Contains(t, got, `Job:"settle"`, verb)
+		require.Contains(t, got, `Job:`, verb)
+		require.Contains(t, got, "1796557722000975", verb)
 	}
 	var buf strings.Builder
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "run", r)

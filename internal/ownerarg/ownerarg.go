@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"unsafe"
 )
 
@@ -74,6 +75,22 @@ func (Owners) LogValue() slog.Value { return slog.StringValue(Redacted) }
 
 // MarshalJSON returns Redacted as a JSON string (encoding/json).
 func (Owners) MarshalJSON() ([]byte, error) { return []byte(`"` + Redacted + `"`), nil }
+
+// FormatMasked writes the masked forms of a value that holds an owner
+// (fence.Holder, *lease.Lease, scheduler.Run, *election.Leadership) for
+// its fmt.Formatter: goString for %#v, s quoted for %q, s for every other
+// verb (%d and %x included), flags and widths ignored. Without a Format
+// method, fmt prints such a value's fields one by one for every verb but
+// %v, %s, %q, %x and %X, owner included.
+func FormatMasked(f fmt.State, verb rune, s, goString string) {
+	switch {
+	case verb == 'v' && f.Flag('#'):
+		s = goString
+	case verb == 'q':
+		s = strconv.Quote(s)
+	}
+	_, _ = io.WriteString(f, s)
+}
 
 func format(f fmt.State, verb rune) {
 	if verb == 'v' && f.Flag('#') {
