@@ -325,8 +325,9 @@
 // (scheduler/schedprom turns them into Prometheus collectors).
 //
 // A failed job's error becomes text in one place, where Options.Redact
-// (default DefaultRedact) masks the secrets it recognizes (URL passwords,
-// password=..., "token":"...", Bearer credentials) before the ledger
+// (default DefaultRedact) masks the secrets it recognizes (URL and MySQL
+// DSN passwords, password=..., "token":"...", Bearer credentials, Cookie
+// headers; not prose such as "invalid token: expired at ...") before the ledger
 // stores the text and job_run_finished logs it; Record, Runs and JobStatus
 // mask what they read again. The admin API, the console and the CLI show
 // only that text.

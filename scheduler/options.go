@@ -92,8 +92,8 @@ type Options struct {
 	// attribute. Runs and Record apply it again to what they read, for
 	// records stored before it was set or by a replica that lacks it, so
 	// it must leave its own output unchanged. Default DefaultRedact (URL
-	// passwords, password=/token:/"api_key":"..." values, Bearer
-	// credentials). Wrap DefaultRedact to mask more; pass a function
+	// and MySQL DSN passwords, password=/token: s3cret/"api_key":"..."
+	// values, Bearer credentials, Cookie headers). Wrap DefaultRedact to mask more; pass a function
 	// that returns its argument to store errors as they are.
 	Redact func(string) string
 	// TracerProvider gives the tracer of the scheduler's spans
@@ -104,12 +104,26 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
-// DefaultRedact is the default Options.Redact: it masks the password of a
-// URL's userinfo, any scheme (postgres://user:s3cret@db becomes
-// postgres://user:***@db, redis://:s3cret@h becomes redis://:***@h), the
-// value of a key naming a secret (password, passwd, pwd, secret, token,
-// api_key or apikey, access_key, private_key, credential, authorization;
-// any case; as k=v, k: v, "k":"v") and a Bearer credential, with "***".
+// DefaultRedact is the default Options.Redact. It masks, with "***" and
+// in any case: the password of a URL's userinfo, any scheme
+// (postgres://user:s3cret@db becomes postgres://user:***@db,
+// redis://:s3cret@h becomes redis://:***@h) and of a Go MySQL driver DSN
+// (app:s3cret@tcp(db:3306)/x); the value of a key naming a secret
+// (password, passwd, passphrase, pwd, secret, token, api_key or apikey,
+// access_key, private_key, credential, authorization, or a key that is
+// pass or ends in _pass, -pass or .pass) as k=v, k:v, k: v, "k":"v";
+// Bearer and Basic credentials; and a Cookie or Set-Cookie header's
+// name=value pairs, to the end of the line.
+//
+// A key word preceded by '/' (the end of a path: "open /etc/passwd:
+// permission denied") or by a letter, digit, '_', '.' or '-' (a longer
+// word) is not a key. After "k: " (a colon and white space, nothing
+// quoted), a value of letters only followed by a space or tab and a
+// letter is prose and is kept ("invalid token: expired at ...", "vault:
+// secret: not found"); any other value there is masked, and after "k=",
+// "k:" and a quoted key or value the value is always masked.
+//
 // It is a best effort over free text: a secret in a form it does not know
-// passes through, so jobs should not put secrets in their errors.
+// passes through (a letters-only password followed by more words after
+// "password: " included), so jobs should not put secrets in their errors.
 func DefaultRedact(s string) string { return redact.String(s) }

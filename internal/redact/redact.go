@@ -9,23 +9,46 @@
 //   - the password of a URL's userinfo, any scheme:
 //     postgres://user:s3cret@db/x becomes postgres://user:***@db/x, and
 //     redis://:s3cret@cache:6379 becomes redis://:***@cache:6379;
-//   - the value of a key that names a secret (a key holding password,
-//     passwd, pwd, secret, token, api_key or apikey, access_key,
-//     private_key, credential, authorization), in the forms k=v, k: v,
-//     "k":"v" and 'k': 'v' (a quoted value keeps its quotes):
-//     password=s3cret, X-Api-Key: abc, {"client_secret":"abc"};
+//   - the password of a Go MySQL driver DSN, user:password@proto(...):
+//     app:s3cret@tcp(db:3306)/x becomes app:***@tcp(db:3306)/x;
+//   - the value of a key that names a secret: a key holding password,
+//     passwd, passphrase, pwd, secret, token, api_key or apikey,
+//     access_key, private_key, credential or authorization, or a key that
+//     is pass or ends in _pass, -pass or .pass (PGPASS=, db_pass=), in the
+//     forms k=v, k:v, k: v, "k":"v" and 'k': 'v' (a quoted value keeps
+//     its quotes): password=s3cret, X-Api-Key: abc, {"client_secret":"abc"};
 //   - a bearer or basic credential of 8 characters or more: "Bearer
-//     abcdef.123" becomes "Bearer ***".
+//     abcdef.123" becomes "Bearer ***";
+//   - the value of a Cookie or Set-Cookie header that holds a name=value
+//     pair, to the end of its line or a double quote: "Cookie: session=abc;
+//     theme=x" becomes "Cookie: ***".
+//
+// What is not a key: a key word preceded by '/' ends a path
+// ("open /etc/passwd: permission denied", ".../serviceaccount/token: no
+// such file"), and one preceded by a letter, digit, '_', '.' or '-' is
+// part of a longer word ("bypass=1"). Neither is masked.
+//
+// When the value is prose: after a colon and white space ("k: v"), with
+// neither the key nor the value quoted, a value made of letters only that
+// is followed by a space or tab and another letter is taken as the start
+// of a sentence and kept: "invalid token: expired at 12:00" and "vault:
+// secret: not found" stay as they are. Every other value after "k: " is
+// masked: one with a digit or a symbol ("token: s3cret", "token: 17"),
+// one that ends the text, the line or a clause ("password: hunter",
+// "secret: abc, next"). After "k=", "k = " and "k:" (no space) the value
+// is always masked. So a letters-only password followed by more words
+// ("password: hunter was refused") passes through.
 //
 // It is a best effort over free text, not a parser: a secret in a form it
-// does not know (a bare word, a custom header name) passes through, and
-// text that only looks like a key-value pair ("token: 42") is masked too.
+// does not know (a bare word, a custom header name) passes through.
 // Masking is idempotent: String(String(s)) == String(s).
 package redact
 
 import (
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Mask replaces every secret.
@@ -41,11 +64,19 @@ var (
 	// separator ('=' or ':'), then the value: a quoted string, an escaped
 	// quoted string, a scheme and a credential (Authorization: Bearer x),
 	// or a bare word.
-	pair = regexp.MustCompile(`(?i)((?:\\?["'])?)([a-z0-9_.\-]*(?:` + secretKeys + `)[a-z0-9_.\-]*)((?:\\?["'])?)(\s*[=:]\s*)(` +
+	pair = regexp.MustCompile(`(?i)((?:\\?["'])?)([a-z0-9_.\-]*(?:` + secretKeys + `)[a-z0-9_.\-]*|(?:[a-z0-9_.\-]*[_.\-])?pass)((?:\\?["'])?)(\s*[=:]\s*)(` +
 		`\\"[^"]*\\"|"(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?|(?:bearer|basic)\s+` + word + `|` + word + `)`)
 	// scheme: a credential of at least 8 characters after Bearer (any
 	// case) or Basic (capitalized: "basic" is a common word).
 	scheme = regexp.MustCompile(`\b((?i:bearer)|Basic)\s+[A-Za-z0-9\-._~+/]{8,}=*`)
+	// mysqlDSN: the Go MySQL driver's user ":" password "@" protocol "("
+	// (tcp, unix, ...). The user starts the text or follows white space, a
+	// quote, '=', '(' or ','; the password runs to the last "@proto(".
+	mysqlDSN = regexp.MustCompile(`(?i)(^|[\s"'=(,])([^\s:@/"'(]*):(\S*)@([a-z][a-z0-9]*\()`)
+	// cookie: a Cookie or Set-Cookie header whose value holds a name=value
+	// pair; the value runs to the end of the line, a double quote or a
+	// backslash (an escaped quote).
+	cookie = regexp.MustCompile(`(?i)(^|[^a-z0-9_.\-])((?:set-)?cookie\s*:[ \t]*)([^\r\n"\\]*=[^\r\n"\\]*)`)
 )
 
 // word is a bare value: up to white space, one of ,;&"'<>)]} or a
@@ -53,13 +84,19 @@ var (
 const word = `(?:[^\s\\,;&"'<>)\]}]|\\[^"'])+`
 
 // secretKeys are the words that make a key name a secret.
-const secretKeys = `password|passwd|pwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|credential|authorization`
+const secretKeys = `password|passwd|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|credential|authorization`
 
 // String returns s with the secrets it recognizes replaced by Mask (see
 // the package documentation). Text without one is returned as it is.
 func String(s string) string {
 	if strings.Contains(s, "://") {
 		s = userinfo.ReplaceAllString(s, "$1:"+Mask+"@")
+	}
+	if strings.Contains(s, "@") {
+		s = mysqlDSN.ReplaceAllStringFunc(s, maskDSN)
+	}
+	if strings.Contains(strings.ToLower(s), "cookie") {
+		s = cookie.ReplaceAllString(s, "$1$2"+Mask)
 	}
 	if strings.ContainsAny(s, "=:") {
 		s = maskPairs(s)
@@ -71,18 +108,36 @@ func String(s string) string {
 }
 
 // maskPairs keeps each pair's quotes, key and separator and masks its
-// value.
+// value, unless the key is not one (it ends a path or a longer word) or
+// the value is prose (see the package documentation).
 func maskPairs(s string) string {
-	found := pair.FindAllStringSubmatchIndex(s, -1)
-	if found == nil {
-		return s
-	}
 	var b strings.Builder
-	b.Grow(len(s))
-	last := 0
-	for _, m := range found {
-		b.WriteString(s[last:m[10]]) // up to the value (group 5)
+	last, from := 0, 0
+	for from < len(s) {
+		m := pair.FindStringSubmatchIndex(s[from:])
+		if m == nil {
+			break
+		}
+		for i := range m {
+			if m[i] >= 0 {
+				m[i] += from
+			}
+		}
+		if !isKey(s, m[0]) {
+			from = m[5] // rescan after the key: the value may hold a pair
+			continue
+		}
 		value := s[m[10]:m[11]]
+		sep := s[m[8]:m[9]]
+		quoted := m[3] > m[2] || m[7] > m[6]
+		if !quoted && isProse(s, sep, value, m[11]) {
+			from = m[1]
+			continue
+		}
+		if b.Cap() == 0 {
+			b.Grow(len(s))
+		}
+		b.WriteString(s[last:m[10]]) // up to the value (group 5)
 		switch {
 		case strings.HasPrefix(value, `\"`):
 			b.WriteString(`\"` + Mask + `\"`)
@@ -96,10 +151,53 @@ func maskPairs(s string) string {
 			}
 			b.WriteString(Mask)
 		}
-		last = m[1]
+		last, from = m[1], m[1]
+	}
+	if last == 0 {
+		return s
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// isKey reports whether the pair found at start is a key: not the end of
+// a path ('/' before it) nor the end of a longer word.
+func isKey(s string, start int) bool {
+	if start == 0 {
+		return true
+	}
+	c := s[start-1]
+	return c != '/' && c != '_' && c != '.' && c != '-' &&
+		!('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9')
+}
+
+// isProse reports whether an unquoted value after "k: " (a colon and white
+// space) is the start of a sentence: letters only, followed by a space or
+// a tab and a letter.
+func isProse(s, sep, value string, end int) bool {
+	if !strings.Contains(sep, ":") || !strings.ContainsAny(sep[len(sep)-1:], " \t") {
+		return false
+	}
+	for _, r := range value {
+		if !unicode.IsLetter(r) {
+			return false
+		}
+	}
+	if end+1 >= len(s) || s[end] != ' ' && s[end] != '\t' {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(s[end+1:])
+	return unicode.IsLetter(r)
+}
+
+// maskDSN masks the password of a MySQL DSN, unless the match is part of
+// a URL (the userinfo rule's).
+func maskDSN(m string) string {
+	if strings.Contains(m, "://") {
+		return m
+	}
+	sub := mysqlDSN.FindStringSubmatch(m)
+	return sub[1] + sub[2] + ":" + Mask + "@" + sub[4]
 }
 
 // maskScheme masks the credential after Bearer or Basic.

@@ -55,12 +55,64 @@ func TestString(t *testing.T) {
 	}
 }
 
+// Found by a fresh user's trial: words that end a path, and prose after
+// "key: ", were masked ("fork/exec /etc/passwd: *** denied"), while a
+// MySQL DSN's password, passphrase=, pass= and a Cookie header passed
+// through. Each case both ways: the secret masked, the prose kept.
+// Control: the old code masks every "kept" case and none of the new forms.
+func TestStringKeysPathsAndProse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, in, want string }{
+		// Kept: a key word that ends a path is not a key.
+		{"PathPasswd", "fork/exec /etc/passwd: permission denied", "fork/exec /etc/passwd: permission denied"},
+		{"PathToken", "open /var/run/secrets/kubernetes.io/serviceaccount/token: no such file or directory", "open /var/run/secrets/kubernetes.io/serviceaccount/token: no such file or directory"},
+		{"PathAPIKey", "open /etc/app/api_key: permission denied", "open /etc/app/api_key: permission denied"},
+		// Kept: a letters-only value after "key: " followed by more words.
+		{"ProseExpired", "invalid token: expired at 2026-12-01", "invalid token: expired at 2026-12-01"},
+		{"ProseNotFound", "vault: secret: not found", "vault: secret: not found"},
+		{"ProseSignature", "auth: token: signature is invalid", "auth: token: signature is invalid"},
+		// Kept: a key word inside a longer word.
+		{"LongerWord", "bypass=1 compass: north", "bypass=1 compass: north"},
+		// Masked: the same keys with secret values.
+		{"PasswdValue", "passwd: hunter2 rejected", "passwd: *** rejected"},
+		{"TokenValueWithDigit", "invalid token: s3cret at 2026-12-01", "invalid token: *** at 2026-12-01"},
+		{"SecretLettersEndingText", "vault: secret: hunter", "vault: secret: ***"},
+		{"SecretLettersEndingClause", "secret: hunter, next", "secret: ***, next"},
+		{"SecretLettersEndingLine", "secret: hunter\nnext line", "secret: ***\nnext line"},
+		{"NumericToken", "stale token: 17 < 18", "stale token: *** < 18"},
+		{"NoSpaceAfterColon", "token:expired at", "token:*** at"},
+		{"EqualsAlwaysMasked", "token=expired at", "token=*** at"},
+		{"QuotedKeyAlwaysMasked", `{"token": "expired at"}`, `{"token": "***"}`},
+		{"PathThenKey", "/etc/app password=s3cret", "/etc/app password=***"},
+		{"AfterASkippedPath", "open /etc/passwd: denied; password=s3cret", "open /etc/passwd: denied; password=***"},
+		// Masked: the new forms.
+		{"MySQLDSN", "mysql: user:hunter2@tcp(db:3306)/x", "mysql: user:***@tcp(db:3306)/x"},
+		{"MySQLDSNAtStart", "app:p@ss@unix(/run/mysqld.sock)/x?parseTime=true", "app:***@unix(/run/mysqld.sock)/x?parseTime=true"},
+		{"MySQLDSNQuoted", `open "app:hunter2@tcp(db)/x": refused`, `open "app:***@tcp(db)/x": refused`},
+		{"MySQLDSNNoPassword", "dial app@tcp(db:3306)/x", "dial app@tcp(db:3306)/x"},
+		{"MySQLURL", "mysql://app:hunter2@tcp(db)/x", "mysql://app:***@tcp(db)/x"},
+		{"Passphrase", "passphrase=hunter2 ssh_passphrase: abc1", "passphrase=*** ssh_passphrase: ***"},
+		{"Pass", "pass=hunter2 DB_PASS=hunter2 smtp.pass: x1", "pass=*** DB_PASS=*** smtp.pass: ***"},
+		{"Cookie", "GET /x: Cookie: session=hunter2; theme=dark", "GET /x: Cookie: ***"},
+		{"SetCookie", "Set-Cookie: sid=hunter2; Path=/; HttpOnly\nnext", "Set-Cookie: ***\nnext"},
+		{"CookieInQuotes", `header "Cookie: sid=hunter2" sent`, `header "Cookie: ***" sent`},
+		{"CookieProse", "invalid cookie: missing session", "invalid cookie: missing session"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := redact.String(tc.in)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, got, redact.String(got), "idempotent")
+		})
+	}
+}
+
 // FuzzString: masking never panics, keeps valid UTF-8 valid, is
 // idempotent, and a password planted in a URL's userinfo or after
 // password= never survives, whatever text surrounds it.
 func FuzzString(f *testing.F) {
 	for _, s := range []string{"", "dial postgres://user:s3cret@db/x", "password=x", `{"token":"x"}`, `\"token\":\"`,
-		"redis://:p@h", "Authorization: Bearer abcdefgh", "a://b:c@d@e/f", "token: 'x", `password="`, "ü€𝄞"} {
+		"redis://:p@h", "Authorization: Bearer abcdefgh", "/etc/passwd: no such", "u:p@tcp(h)/d", "Cookie: a=b; c=d", "pass=x", "a://b:c@d@e/f", "token: 'x", `password="`, "ü€𝄞"} {
 		f.Add(s, "")
 	}
 	f.Fuzz(func(t *testing.T, text, pass string) {
