@@ -59,7 +59,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Client, error) {
 // ReplicaAck. The holder
 // label is the backend's too (Labeled: redislease.Options.Holder,
 // pglease.Options.Holder): a non-empty Options.Holder other than the
-// backend's is refused with ErrInvalidOptions.
+// backend's is refused with ErrInvalidOptions, and so is any non-empty
+// Holder over a backend that stores no label (lease/quorum: its views show
+// the owner id only).
 func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
 	if safe.IsNil(b) {
 		return nil, fmt.Errorf("%w: NewWithBackend got a nil backend", leasedriver.ErrNilClient)
@@ -74,8 +76,12 @@ func NewWithBackend(b leasedriver.Backend, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: Prefix %q: the backend's keys are its own (redislease.Options.Prefix, quorum.Options.Prefix)", ErrInvalidOptions, opts.Prefix)
 	}
 	label := ""
-	if lb, ok := b.(leasedriver.Labeled); ok {
+	lb, labeled := b.(leasedriver.Labeled)
+	if labeled {
 		label = lb.HolderLabel()
+	}
+	if opts.Holder != "" && !labeled {
+		return nil, fmt.Errorf("%w: Holder %q: the backend stores no holder label (lease/quorum keeps none: leave Holder empty; views show the owner id)", ErrInvalidOptions, opts.Holder)
 	}
 	if opts.Holder != "" && opts.Holder != label {
 		return nil, fmt.Errorf("%w: Holder %q: the backend stores its own holder label (%q; redislease.Options.Holder, pglease.Options.Holder)", ErrInvalidOptions, opts.Holder, label)

@@ -71,9 +71,18 @@ type Options struct {
 	// answer it, their counters are at the token already, and the raise
 	// round trip is left out. When it is not (a clock behind the masters'
 	// by more than the lead, or racing acquirers), the candidates differ
-	// and the raise runs: the lead costs speed, never safety. Tokens run
-	// ahead of the masters' clocks by up to the lead. Default
-	// DefaultTokenLead (10 ms); -1 disables proposals.
+	// and the raise runs. Tokens run ahead of the masters' clocks by up
+	// to the lead. While every master keeps its counter, the lead costs
+	// speed, never safety. When a master loses its counter (restart
+	// without persistence), the proposal is what keeps tokens increasing,
+	// so every holder of a lease must use the same lead: an acquisition
+	// with a lower lead (or -1) that follows one with a higher lead
+	// within their difference may get a smaller token. Lower it only
+	// after stopping every holder on the old lead and waiting the
+	// difference; raise it only with every holder at once, or accept the
+	// same risk during the change (docs/quorum.md, assumption 3). Keep it
+	// below what a master restart takes. Default DefaultTokenLead
+	// (10 ms); -1 disables proposals; at most an hour.
 	TokenLead time.Duration
 }
 

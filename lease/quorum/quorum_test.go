@@ -61,6 +61,14 @@ func TestNewRefusesBadMastersAndOptions(t *testing.T) {
 	}
 	b, err := quorum.New(clients[:5], quorum.Options{})
 	require.NoError(t, err)
+	// The quorum backend stores no holder label: lease.Options.Holder is
+	// refused with an error that says so (a fresh user's trial got one
+	// naming redislease and pglease only).
+	_, err = lease.NewWithBackend(b, lease.Options{Holder: "pod-7"})
+	require.ErrorIs(t, err, lease.ErrInvalidOptions)
+	require.ErrorContains(t, err, "lease/quorum keeps none")
+	_, err = lease.NewWithBackend(b, lease.Options{})
+	require.NoError(t, err)
 	require.Equal(t, 5, b.Nodes())
 	require.Equal(t, 3, b.Quorum())
 	leaseKey, fenceKey := b.Keys("job")
