@@ -62,7 +62,10 @@ type Options struct {
 	// slots, each pair's latest slot, horizons, fences), so Retention may
 	// be shorter than a CatchUpWindow; it bounds how long operators see
 	// done records. 0 (the default) prunes nothing: call Prune yourself
-	// (`holdfast ledger prune`, a cron job). Negative is refused.
+	// (`holdfast ledger prune`, a cron job). Negative is refused, and so
+	// is a positive Retention below ledger.PruneMargin (1 hour): the
+	// ledger refuses such a cutoff anyway, since it could close slots
+	// that may still run (ErrInvalidOptions).
 	Retention time.Duration
 	// Namespace is read by NewRedis and schedpg.New only (New ignores
 	// it): where the parts they build keep their data, the Redis key

@@ -25,14 +25,19 @@ func pruneInterval(r time.Duration) time.Duration {
 	return min(max(r/10, time.Minute), time.Hour)
 }
 
-// checkRetention refuses a negative Retention, and a positive one over a
-// Ledger that cannot prune.
+// checkRetention refuses a negative Retention, a positive one below
+// ledger.PruneMargin (its cutoff could close slots that may still run:
+// the ledger would refuse every Prune), and a positive one over a Ledger
+// that cannot prune.
 func checkRetention(cfg Options) error {
 	switch {
 	case cfg.Retention < 0:
 		return fmt.Errorf("%w: Retention %v, want 0 (off) or more", ErrInvalidOptions, cfg.Retention)
 	case cfg.Retention == 0:
 		return nil
+	case cfg.Retention < ledger.PruneMargin:
+		return fmt.Errorf("%w: Retention %v, want 0 (off) or at least ledger.PruneMargin (%v): a later cutoff could close slots that may still run",
+			ErrInvalidOptions, cfg.Retention, ledger.PruneMargin)
 	}
 	if _, ok := cfg.Ledger.(ledger.Pruner); !ok {
 		return fmt.Errorf("%w: Retention %v: the Ledger (%T) does not implement ledger.Pruner", ErrInvalidOptions, cfg.Retention, cfg.Ledger)

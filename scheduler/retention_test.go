@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,11 @@ func TestRetentionNeedsAPrunerAndIsNotNegative(t *testing.T) {
 	leases := s.replica(t).cfg.Leases
 	_, err := New(Options{Leases: leases, Ledger: ledgertest.NewMemory(), Retention: -time.Second})
 	require.ErrorIs(t, err, ErrInvalidOptions)
+	for _, r := range []time.Duration{time.Second, ledger.PruneMargin - time.Second} {
+		_, err = New(Options{Leases: leases, Ledger: ledgertest.NewMemory(), Retention: r})
+		require.ErrorIs(t, err, ErrInvalidOptions, "Retention %v, below ledger.PruneMargin", r)
+		require.ErrorContains(t, err, "PruneMargin")
+	}
 	_, err = New(Options{Leases: leases, Ledger: hiddenPruner{ledgertest.NewMemory()}, Retention: time.Hour})
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = New(Options{Leases: leases, Ledger: ledgertest.NewMemory(), Retention: time.Hour})
@@ -138,4 +144,32 @@ func TestSlotScopeSinksAreForOverlapAllowWithRetention(t *testing.T) {
 	require.NoError(t, withRetention.Register(Job{Name: "allow", Spec: "@daily", Run: run, Overlap: OverlapAllow, Timeout: time.Minute, SlotScopeSinks: sinks}))
 	noRetention := s.replica(t)
 	require.ErrorIs(t, noRetention.Register(Job{Name: "allow", Spec: "@daily", Run: run, Overlap: OverlapAllow, Timeout: time.Minute, SlotScopeSinks: sinks}), ErrInvalidJob)
+}
+
+// A prune cutoff in the future (2999, or a relative one from a clock that
+// is ahead) is refused by the ledger, and an OverlapAllow job, whose
+// slots the cutoff would have closed, keeps running afterwards.
+func TestFuturePruneCutoffIsRefusedAndOverlapAllowRunsOn(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *setup) {
+		var runs atomic.Int64
+		a := s.replica(t)
+		require.NoError(t, a.Register(Job{Name: "allow", Spec: everySecond, Overlap: OverlapAllow,
+			Run: func(context.Context, Run) error { runs.Add(1); return nil }}))
+		require.NoError(t, a.Start(t.Context()))
+		testwait.Until(t, 10*time.Second, "a first run", func() bool { return runs.Load() >= 1 })
+
+		var errs []error
+		for _, cutoff := range []time.Time{time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC), time.Now().Add(time.Hour)} {
+			n, err := s.ledger.Prune(t.Context(), cutoff)
+			require.Zero(t, n, "nothing pruned")
+			errs = append(errs, err)
+			_, _, err = s.ledger.PrunePreview(t.Context(), cutoff, 10)
+			errs = append(errs, err)
+		}
+		after := runs.Load()
+		testwait.Until(t, 10*time.Second, "three more runs after the refused Prune", func() bool { return runs.Load() >= after+3 })
+		for _, err := range errs {
+			require.ErrorIs(t, err, ledger.ErrPruneCutoff)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,6 +40,13 @@ nothing: it prints how many slot records prune would delete now and the
 first --limit of them (job, partition, slot), read with the same rule
 (ledger.PrunePreviewer); it fails, as prune does, when the ledger cannot
 prune.
+
+The cutoff must be at least an hour (ledger.PruneMargin) before the
+store's clock (Redis TIME, Postgres now()), whatever this host's clock
+says: a later cutoff, one in the future above all, would close slots that
+may still run, for good (an OverlapAllow job would stop). Such a cutoff
+is refused, with and without --dry-run: exit 2, a message naming the
+cutoff and the latest one allowed, nothing deleted.
 
 Examples:
   holdfast ledger prune --redis redis://127.0.0.1:6379/0 --before 720h
@@ -81,7 +89,7 @@ Examples:
 			return a.prunePreview(ctx, l, out, max(limit, 1))
 		}
 		if out.Deleted, err = p.Prune(ctx, cutoff); err != nil {
-			return fmt.Errorf("prune: %w", err)
+			return pruneError("prune", err)
 		}
 		if a.machine() {
 			return a.printJSON(out)
@@ -101,7 +109,7 @@ func (a *app) prunePreview(ctx context.Context, l ledger.Ledger, out pruneJSON, 
 	}
 	slots, total, err := pp.PrunePreview(ctx, out.Before, limit)
 	if err != nil {
-		return fmt.Errorf("prune --dry-run: %w", err)
+		return pruneError("prune --dry-run", err)
 	}
 	out.WouldDelete = total
 	for _, s := range slots {
@@ -126,6 +134,17 @@ func (a *app) prunePreview(ctx context.Context, l ledger.Ledger, out pruneJSON, 
 		fmt.Fprintf(a.stdout, "... and %d more (--limit)\n", more)
 	}
 	return nil
+}
+
+// pruneError wraps a Prune or PrunePreview error: a cutoff the ledger
+// refuses (ledger.ErrPruneCutoff) is bad input (exitUsage), anything else
+// an error (exitError).
+func pruneError(op string, err error) error {
+	err = fmt.Errorf("%s: %w", op, err)
+	if errors.Is(err, ledger.ErrPruneCutoff) {
+		return &codedError{code: exitUsage, err: err}
+	}
+	return err
 }
 
 // parseCutoff reads --before: a positive duration back from now, or an

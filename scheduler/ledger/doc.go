@@ -45,7 +45,8 @@
 // each on every ledger that implements it (redisledger both,
 // ledgertest.Memory Canceler), so a store of a user's own can add them and
 // be held to the same rules. Pruner (retention: delete done records
-// before a cutoff, keeping what catch-up reads) is implemented by
+// before a cutoff at least PruneMargin behind the store's clock, keeping
+// what catch-up reads) is implemented by
 // redisledger, pgledger and ledgertest.Memory and checked the same way.
 // StatesReader (State of many pairs in one call, which the scheduler's
 // recovery at Start reads in batches before it takes any lease) is

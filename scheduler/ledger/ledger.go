@@ -119,6 +119,50 @@ var (
 	ErrNilContext = fmt.Errorf("ledger: %w", errfamily.ErrNilContext)
 )
 
+// PruneMargin is how far behind the store's clock a prune cutoff must be
+// (1 hour): Pruner.Prune and PrunePreviewer.PrunePreview refuse a before
+// later than the store's now minus PruneMargin with a *PruneCutoffError
+// (matching ErrPruneCutoff), deleting and raising nothing. A cutoff is a
+// watermark that never goes down: slots before it without a record are
+// closed for good under OverlapAllow, so a cutoff that reaches slots that
+// may still begin stops the job. The hour covers what may still begin a
+// slot after its instant: a late timer, a replica waiting out a crashed
+// holder's lease (Job.LeaseTTL, 30 s by default), the skew between the
+// caller's clock and the store's, all far below an hour when the system
+// is healthy. It is no retention to aim at: keep what operators read
+// (docs/operations.md, "Retention and growth").
+const PruneMargin = time.Hour
+
+// ErrPruneCutoff is matched (errors.Is) by every *PruneCutoffError.
+var ErrPruneCutoff = errors.New("ledger: prune cutoff too recent")
+
+// PruneCutoffError is the error of a Prune or PrunePreview whose cutoff
+// Before is later than Limit, the store's clock Now minus PruneMargin.
+// It matches ErrPruneCutoff.
+type PruneCutoffError struct {
+	Before time.Time // the cutoff asked for
+	Limit  time.Time // the latest cutoff allowed: Now - PruneMargin
+	Now    time.Time // the store's clock when the cutoff was checked
+}
+
+func (e *PruneCutoffError) Error() string {
+	return fmt.Sprintf("ledger: prune cutoff %s is later than %s (the store's clock %s minus %v): it would close slots that may still run; nothing pruned",
+		e.Before.UTC().Format(time.RFC3339), e.Limit.UTC().Format(time.RFC3339), e.Now.UTC().Format(time.RFC3339), PruneMargin)
+}
+
+// Is reports whether target is ErrPruneCutoff.
+func (e *PruneCutoffError) Is(target error) bool { return target == ErrPruneCutoff }
+
+// CheckPruneCutoff returns a *PruneCutoffError if before is later than now
+// minus PruneMargin, nil otherwise. Ledgers call it with their store's
+// clock (Redis TIME, Postgres now()) before a Prune or PrunePreview.
+func CheckPruneCutoff(before, now time.Time) error {
+	if limit := now.Add(-PruneMargin); before.After(limit) {
+		return &PruneCutoffError{Before: before, Limit: limit, Now: now}
+	}
+	return nil
+}
+
 // Pruner is an optional Ledger interface: retention. Prune deletes the
 // records (and their attempts) of slots before before that are done
 // (succeeded, failed with no attempt left, skipped, missed) and returns how
@@ -137,6 +181,10 @@ var (
 // (Backfill, Retry) of such a slot may record it pending again, but no
 // attempt of it can begin: under OverlapAllow, backfill only what is
 // newer than the retention.
+//
+// Prune refuses a cutoff later than the store's clock minus PruneMargin
+// with a *PruneCutoffError (ErrPruneCutoff) and changes nothing
+// (CheckPruneCutoff).
 type Pruner interface {
 	Prune(ctx context.Context, before time.Time) (deleted int64, err error)
 }
@@ -144,7 +192,8 @@ type Pruner interface {
 // PrunePreviewer is an optional Ledger interface, beside Pruner: a dry
 // run. PrunePreview lists the slots Prune(ctx, before) would delete now,
 // changing nothing: at most limit of them (limit > 0), and how many there
-// are in all. redisledger, pgledger and ledgertest.Memory implement it;
+// are in all. It refuses a cutoff as Prune does (ErrPruneCutoff).
+// redisledger, pgledger and ledgertest.Memory implement it;
 // ledgertest.Exercise checks that it lists what Prune then deletes.
 type PrunePreviewer interface {
 	PrunePreview(ctx context.Context, before time.Time, limit int) (slots []Slot, total int64, err error)

@@ -387,10 +387,16 @@ func (r *memRun) copy() ledger.Record {
 }
 
 // Prune implements ledger.Pruner: it deletes the records of done slots
-// before before (see isDone), except each pair's State.Last.
+// before before (see isDone), except each pair's State.Last. Its store's
+// clock is the process's wall clock (time.Now): a cutoff later than
+// time.Now() minus ledger.PruneMargin is refused
+// (*ledger.PruneCutoffError) with nothing changed.
 func (m *Memory) Prune(ctx context.Context, before time.Time) (int64, error) {
 	if ctx == nil {
 		return 0, nilContext("Prune")
+	}
+	if err := ledger.CheckPruneCutoff(before, time.Now()); err != nil {
+		return 0, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -411,10 +417,14 @@ func (m *Memory) Prune(ctx context.Context, before time.Time) (int64, error) {
 }
 
 // PrunePreview implements ledger.PrunePreviewer: the slots Prune would
-// delete, oldest first, at most limit, and their count.
+// delete, oldest first, at most limit, and their count. It refuses a
+// cutoff as Prune does.
 func (m *Memory) PrunePreview(ctx context.Context, before time.Time, limit int) ([]ledger.Slot, int64, error) {
 	if ctx == nil {
 		return nil, 0, nilContext("PrunePreview")
+	}
+	if err := ledger.CheckPruneCutoff(before, time.Now()); err != nil {
+		return nil, 0, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -14,6 +14,66 @@ import (
 // otherwise).
 var pruneCases = []testCase{
 	{"PrunerDeletesOnlyDoneSlotsAndKeepsState", testPrune},
+	{"PruneRefusesACutoffOfSlotsThatMayStillRun", testPruneRefusesRecentCutoff},
+}
+
+// testPruneRefusesRecentCutoff: Prune and PrunePreview refuse a cutoff in
+// the future, or within ledger.PruneMargin of now, with a
+// *ledger.PruneCutoffError naming the cutoff, and change nothing: the
+// pair's State.Pruned does not move, a done slot before the cutoff keeps
+// its record, and an OverlapAllow slot (its own slot fence) that comes
+// due after the refusal begins and succeeds.
+func testPruneRefusesRecentCutoff(t *testing.T, x *fixture) {
+	p, ok := x.raw.(ledger.Pruner)
+	if !ok {
+		t.Skip("the ledger does not implement ledger.Pruner")
+	}
+	ctx := t.Context()
+	h := holder(1)
+	done := x.slot(0) // base is an hour ahead of now: these slots are still to come
+	n := x.begin(done, perSlot(1), 3, x.now(0, 0))
+	x.succeed(done, perSlot(1), n, x.now(0, time.Second))
+
+	future := time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, cutoff := range []time.Time{future, x.at(2), time.Now().Add(-time.Second), time.Now().Add(-ledger.PruneMargin + time.Minute)} {
+		_, err := p.Prune(ctx, cutoff)
+		requireCutoffRefused(t, err, cutoff, "Prune")
+		if pp, ok := x.raw.(ledger.PrunePreviewer); ok {
+			_, _, err := pp.PrunePreview(ctx, cutoff, 10)
+			requireCutoffRefused(t, err, cutoff, "PrunePreview")
+		}
+	}
+	// (A shared store's other cases may raise it to their own cutoff, far
+	// before this one's slots.)
+	pruned := x.state("", x.at(-10)).Pruned
+	require.True(t, pruned.Before(x.at(0)), "State.Pruned %v not raised to a refused cutoff", pruned)
+	require.Equal(t, ledger.StatusSucceeded, x.get(done).Status, "the done slot's record is kept")
+
+	// The job goes on: its next slots begin, each under its own fence,
+	// and under the unit's.
+	for i := 1; i <= 2; i++ {
+		f := perSlot(1 + i)
+		n := x.begin(x.slot(i), f, 3, x.now(i, 0))
+		require.Equal(t, 1, n, "slot %d begins at attempt 1 after the refused Prune", i)
+		x.succeed(x.slot(i), f, n, x.now(i, time.Second))
+	}
+	require.Equal(t, 1, x.begin(x.slot(3), h, 3, x.now(3, 0)), "a unit-fenced slot begins too")
+}
+
+// requireCutoffRefused checks that err is the refusal of cutoff: a
+// *ledger.PruneCutoffError (ledger.ErrPruneCutoff) whose limit is at
+// least PruneMargin before the cutoff's check time and before cutoff.
+func requireCutoffRefused(t *testing.T, err error, cutoff time.Time, what string) {
+	t.Helper()
+	require.ErrorIs(t, err, ledger.ErrPruneCutoff, "%s of %v", what, cutoff)
+	var ce *ledger.PruneCutoffError
+	require.ErrorAs(t, err, &ce, "%s of %v", what, cutoff)
+	require.True(t, ce.Before.Equal(cutoff), "%s: Before %v, want %v", what, ce.Before, cutoff)
+	require.True(t, ce.Limit.Before(cutoff), "%s: Limit %v before the cutoff %v", what, ce.Limit, cutoff)
+	require.Equal(t, ledger.PruneMargin, ce.Now.Sub(ce.Limit), "%s: Limit is the store's now minus PruneMargin", what)
+	require.WithinDuration(t, time.Now(), ce.Now, time.Minute, "%s: the store's clock", what)
+	require.ErrorContains(t, err, cutoff.UTC().Format(time.RFC3339), "%s: the message names the cutoff", what)
+	require.ErrorContains(t, err, ce.Limit.UTC().Format(time.RFC3339), "%s: and the limit", what)
 }
 
 // pruneBase is where the Prune check's slots start: far before the slots

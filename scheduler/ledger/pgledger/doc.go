@@ -134,7 +134,7 @@
 //
 // job_runs and job_run_attempts grow by one row per slot (and one per
 // attempt) until Prune (ledger.Pruner) deletes the done ones before a
-// cutoff: succeeded, skipped, missed, abandoned and finally failed slots,
+// cutoff (at least ledger.PruneMargin before the database's now()): succeeded, skipped, missed, abandoned and finally failed slots,
 // in batched DELETEs of PruneBatch rows, their attempts going with them
 // (ON DELETE CASCADE). It keeps what is still open (pending, running,
 // failed with a retry), each pair's latest slot (job_fences.last_slot,

@@ -28,7 +28,10 @@ var _ ledger.Pruner = (*Ledger)(nil)
 // token refused (docs/operations.md, "Retention"). A row a concurrent transition has locked is skipped
 // (FOR UPDATE SKIP LOCKED), so Prune never waits on a claim; the next
 // Prune takes it. It returns the rows deleted until ctx ended or an error
-// came, with that error (wrapped, as every pgledger error).
+// came, with that error (wrapped, as every pgledger error). A cutoff later
+// than the database's clock (now()) minus ledger.PruneMargin is refused
+// first, in the cutoff's transaction (*ledger.PruneCutoffError), with
+// nothing changed.
 func (l *Ledger) Prune(ctx context.Context, before time.Time) (deleted int64, err error) {
 	if ctx == nil {
 		return 0, nilContext("Prune")
@@ -41,6 +44,13 @@ func (l *Ledger) Prune(ctx context.Context, before time.Time) (deleted int64, er
 	// The cutoff first: no record is gone before State.Pruned says it
 	// may be.
 	if err := l.inTx(ctx, op, what, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+			return wrapDBError(op, what, err)
+		}
+		if err := ledger.CheckPruneCutoff(before, now); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, l.sql.pruneCutoff, before); err != nil {
 			return wrapDBError(op, what, err)
 		}
@@ -82,11 +92,26 @@ var _ ledger.PrunePreviewer = (*Ledger)(nil)
 // predicate (no transaction, no lock), at most limit rows ordered by job,
 // partition and slot, and the count of all. A row that a concurrent
 // transition holds is listed, where Prune would skip it until its next run.
+// It refuses a cutoff as Prune does.
 func (l *Ledger) PrunePreview(ctx context.Context, before time.Time, limit int) ([]ledger.Slot, int64, error) {
 	if ctx == nil {
 		return nil, 0, nilContext("PrunePreview")
 	}
 	if err := l.use(ctx); err != nil {
+		return nil, 0, err
+	}
+	var now time.Time
+	if err := l.read(ctx, "prune_preview", "the database's clock", func() error {
+		rows, err := l.db.Query(ctx, "SELECT now()")
+		if err != nil {
+			return err
+		}
+		now, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[time.Time])
+		return err
+	}); err != nil {
+		return nil, 0, err
+	}
+	if err := ledger.CheckPruneCutoff(before, now); err != nil {
 		return nil, 0, err
 	}
 	var out []ledger.Slot

@@ -82,7 +82,7 @@
 // # Retention
 //
 // Run hashes stay until Prune (ledger.Pruner) deletes those of done slots
-// before a cutoff: a SCAN of the ledger's index keys, then per (job,
+// before a cutoff (at least ledger.PruneMargin before Redis TIME): a SCAN of the ledger's index keys, then per (job,
 // partition) batches of PruneBatch slots, each one script on the pair's
 // hash tag (Cluster-safe). Unit hashes (fence, horizon, last slot), cancel
 // marks and pause flags stay: they are a few keys per pair, and a lost

@@ -37,12 +37,17 @@ var _ ledger.Pruner = (*Ledger)(nil)
 // pending or retryable slot, the pair's last slot (State.Last), the
 // fences (fence, fence:<unix>), the horizon, the cancel mark and the pause
 // flag. It returns the records deleted until an error or the end of ctx,
-// with that error.
+// with that error. A cutoff later than Redis's clock (TIME) minus
+// ledger.PruneMargin is refused first (*ledger.PruneCutoffError), with
+// nothing changed.
 func (l *Ledger) Prune(ctx context.Context, before time.Time) (int64, error) {
 	if ctx == nil {
 		return 0, nilContext("Prune")
 	}
 	if err := l.checkFormatRead(ctx); err != nil {
+		return 0, err
+	}
+	if err := l.checkCutoff(ctx, before); err != nil {
 		return 0, err
 	}
 	bases, err := l.pairBases(ctx)
@@ -58,6 +63,18 @@ func (l *Ledger) Prune(ctx context.Context, before time.Time) (int64, error) {
 		}
 	}
 	return deleted, nil
+}
+
+// checkCutoff refuses a prune cutoff later than Redis's clock (TIME, one
+// round trip; on a Cluster, any node's) minus ledger.PruneMargin: the
+// store's clock, not the caller's, so that a caller whose clock is ahead
+// cannot close slots still to run.
+func (l *Ledger) checkCutoff(ctx context.Context, before time.Time) error {
+	now, err := l.rdb.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("redisledger: prune: read the server's clock: %w", err)
+	}
+	return ledger.CheckPruneCutoff(before, now)
 }
 
 // prunedMember is the one member of a pair's pruned zset (ledgerKeys).
@@ -108,12 +125,16 @@ var _ ledger.PrunePreviewer = (*Ledger)(nil)
 // PrunePreview implements ledger.PrunePreviewer: it walks the pairs and
 // batches as Prune does, with scripts/prune.lua in its "list" mode, which
 // applies the same rule and writes nothing. It returns at most limit
-// slots, a pair's oldest first, and the count of all.
+// slots, a pair's oldest first, and the count of all. It refuses a
+// cutoff as Prune does.
 func (l *Ledger) PrunePreview(ctx context.Context, before time.Time, limit int) ([]ledger.Slot, int64, error) {
 	if ctx == nil {
 		return nil, 0, nilContext("PrunePreview")
 	}
 	if err := l.checkFormatRead(ctx); err != nil {
+		return nil, 0, err
+	}
+	if err := l.checkCutoff(ctx, before); err != nil {
 		return nil, 0, err
 	}
 	bases, err := l.pairBases(ctx)
