@@ -60,15 +60,15 @@ func (s *Scheduler) skip(h hold, st step) error {
 	return nil
 }
 
-// attempt runs one attempt of slot f under h, fenced in the ledger. It
-// reports whether the job function ran, and Begin's error (logged) when
-// it did not.
-func (s *Scheduler) attempt(h hold, f cron.Fire) (ran bool, err error) {
+// attempt runs one attempt of slot f under h, fenced in the ledger; open
+// is the step's (step.open). It reports whether the job function ran, and
+// Begin's error (logged) when it did not.
+func (s *Scheduler) attempt(h hold, f cron.Fire, open bool) (ran bool, err error) {
 	n, left, err := s.begin(h, h.fence, f)
 	if err != nil {
 		return false, err
 	}
-	s.run(h, f, n, left, false)
+	s.run(h, f, n, left, false, open)
 	return true, nil
 }
 
@@ -117,13 +117,18 @@ func (s *Scheduler) newRun(h hold, f cron.Fire, n int) Run {
 // lease released in one step, and run reports released. Where that
 // record may wait for the batch claims under way (Scheduler.grouped),
 // run returns it as d, not yet made: the claim's end is then the
-// caller's (unitFrom hands it to the claimGate).
-func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last bool) (released bool, d *later) {
+// caller's (unitFrom hands it to the claimGate). open says the ledger
+// listed the slot (step.open): its lag is not the schedule's
+// (ScheduleLagObserver).
+func (s *Scheduler) run(h hold, f cron.Fire, n, left int, last, open bool) (released bool, d *later) {
 	job := h.u.job
 	ctx := h.ctx()
 	run := s.newRun(h, f, n)
 	lag := s.clock.Now().Sub(f.At)
 	s.obs.RunStarted(job.Name, lag)
+	if lo, ok := s.obs.(ScheduleLagObserver); ok && n == 1 && !open {
+		lo.ScheduleLag(job.Name, lag)
+	}
 	s.logClaimed(ctx, &h, f, n, lag)
 
 	runCtx, cancel := context.WithCancelCause(ctx)

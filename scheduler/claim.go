@@ -328,11 +328,11 @@ func (s *Scheduler) carryOut(h hold, req claimReq, p plan, cs *claimState) (agai
 		case st.skip != "":
 			err = s.skip(h, st)
 		case job.Overlap == OverlapAllow:
-			err = s.startSlot(h, st.fire)
+			err = s.startSlot(h, st.fire, st.open)
 		default:
 			started := s.clock.Now()
 			var ran bool
-			if ran, err = s.attempt(h, st.fire); ran {
+			if ran, err = s.attempt(h, st.fire, st.open); ran {
 				if cs.runFrom.IsZero() {
 					cs.runFrom = started
 				}
@@ -426,7 +426,7 @@ func (s *Scheduler) afterFastBegin(h hold, fire cron.Fire, res ledger.BeginResul
 	s.noteSure(h.u, fire.At, true)
 	cs.handled[fire.At] = true
 	cs.runFrom = s.clock.Now()
-	released, d := s.run(h, fire, res.Attempt, res.Left, true)
+	released, d := s.run(h, fire, res.Attempt, res.Left, true, false) // the claim's own fire, clear of open slots
 	if d != nil {
 		return false, d
 	}

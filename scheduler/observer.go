@@ -11,8 +11,10 @@ import (
 // called synchronously and must not block. job is a registered job name (a
 // bounded set); slots, owners and partitions are never passed.
 type Observer interface {
-	// RunStarted is called when an attempt begins; lag is how late it
-	// started after its slot's scheduled instant.
+	// RunStarted is called when an attempt begins, any attempt (retries,
+	// and runs an operator asked for, included); lag is how late it
+	// started after its slot's instant. For the lag of the schedule
+	// alone, implement ScheduleLagObserver too.
 	RunStarted(job string, lag time.Duration)
 	// RunCompleted is called when an attempt ends, with its status
 	// (succeeded or failed) and duration.
@@ -43,6 +45,18 @@ type Observer interface {
 	// docs/guarantees.md): scheduler/schedprom counts it in
 	// job_ledger_reset_total{job}.
 	LedgerReset(job string)
+}
+
+// ScheduleLagObserver is an optional Observer interface: ScheduleLag is
+// called, after RunStarted, for the first attempt of a slot that came due
+// on the job's schedule (catch-up after downtime included), with how late
+// it started after the slot's instant. It is not called for runs an
+// operator asked for (Trigger, Backfill, Retry: their slots may be years
+// old) nor for later attempts (they wait for their backoff), so that a
+// percentile of lag measures the scheduler, not the operators.
+// scheduler/schedprom implements it (job_schedule_lag_seconds).
+type ScheduleLagObserver interface {
+	ScheduleLag(job string, lag time.Duration)
 }
 
 // The op values of Observer.LedgerError.

@@ -42,7 +42,8 @@ import (
 // a planner that lost the job lease can no longer skip slots once this one
 // began any; the run's later writes carry the slot's fence alone.
 // The error (logged) is the lease's or Begin's when the run did not start.
-func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
+// open is the step's (step.open), passed to run.
+func (s *Scheduler) startSlot(planner hold, f cron.Fire, open bool) error {
 	u := planner.u
 	l, err := s.cfg.Leases.TryAcquire(s.leaseCtx(), ledger.SlotScope(planner.slot(f.At)), u.job.LeaseTTL)
 	if errors.Is(err, lease.ErrNotAcquired) {
@@ -75,7 +76,7 @@ func (s *Scheduler) startSlot(planner hold, f cron.Fire) error {
 	s.wg.Go(func() {
 		defer s.active.Add(-1)
 		defer s.release(l)
-		s.run(h, f, n, left, false)
+		s.run(h, f, n, left, false, open)
 	})
 	return nil
 }

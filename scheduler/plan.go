@@ -53,6 +53,7 @@ type step struct {
 	fire   cron.Fire
 	skip   ledger.Status // "" to run
 	reason string
+	open   bool // listed by the ledger (State.Open): asked for by an operator, retried or taken over
 }
 
 // claimState is what one claim carries from one plan to the next.
@@ -173,7 +174,7 @@ func (pl *planner) open(open []ledger.OpenSlot) {
 			}
 			continue
 		}
-		pl.add(step{fire: pl.job.window.fireAt(o.At)})
+		pl.add(step{fire: pl.job.window.fireAt(o.At), open: true})
 	}
 }
 

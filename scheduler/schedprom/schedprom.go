@@ -11,7 +11,9 @@
 //	job_run_duration_seconds{job}            histogram
 //	job_claim_conflict_total{job}            claims that found the lease held
 //	job_run_stale_total{job}                 ledger writes refused as stale
-//	job_schedule_lag_seconds{job}            histogram: start - scheduled instant
+//	job_schedule_lag_seconds{job}            histogram: start - scheduled instant, of the first
+//	                                         attempts of slots that came due on the schedule only
+//	                                         (not Trigger, Backfill, Retry, nor retries)
 //	job_last_success_timestamp{job}          unix seconds of the last success
 //	job_slot_skipped_total{job,status}       status: skipped | missed
 //	job_run_failed_total{job,class,final}    failed attempts by ledger.ErrorClass (retryable |
@@ -106,7 +108,7 @@ func New(opts Options) (*Observer, error) {
 		stale: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_run_stale_total",
 			Help: "Ledger writes refused because this replica's token was stale."}, job),
 		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "job_schedule_lag_seconds",
-			Help: "Time from a slot's scheduled instant to the start of its attempt.", Buckets: lags}, job),
+			Help: "Time from a slot's scheduled instant to the start of its first attempt, for slots that came due on the schedule (catch-up included; runs an operator asked for by trigger, backfill or retry, and retries, are not observed).", Buckets: lags}, job),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "job_last_success_timestamp",
 			Help: "Unix time (s) of the job's last successful attempt on this replica."}, job),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "job_slot_skipped_total",
@@ -139,8 +141,17 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RunStarted implements scheduler.Observer.
-func (o *Observer) RunStarted(job string, lag time.Duration) {
+// It counts the attempt; the lag goes to job_schedule_lag_seconds
+// through ScheduleLag, for scheduled slots only.
+func (o *Observer) RunStarted(job string, _ time.Duration) {
 	o.started.WithLabelValues(job).Inc()
+}
+
+var _ scheduler.ScheduleLagObserver = (*Observer)(nil)
+
+// ScheduleLag implements scheduler.ScheduleLagObserver: it observes lag
+// (negative counts as 0) in job_schedule_lag_seconds.
+func (o *Observer) ScheduleLag(job string, lag time.Duration) {
 	o.lag.WithLabelValues(job).Observe(max(lag, 0).Seconds())
 }
 
