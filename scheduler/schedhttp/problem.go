@@ -157,13 +157,25 @@ func readBody(r *http.Request) ([]byte, error) {
 // whose value does not decode, is a 400 that names it (Problem.Field);
 // an oversized body is a 413.
 func decode(r *http.Request, v any) error {
+	_, err := decodeMembers(r, v)
+	return err
+}
+
+// decodeMembers is decode that also returns the names of the members the
+// body holds (none for an empty body): a member present with the zero
+// value (a time of year 1) is told apart from one absent. A body that is
+// not a JSON object (null, an array, trailing data) is a 400.
+func decodeMembers(r *http.Request, v any) (map[string]bool, error) {
 	b, err := readBody(r)
 	if err != nil || b == nil {
-		return err
+		return nil, err
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(b, &members); err != nil {
-		return fmt.Errorf("%w: body: want a JSON object: %w", errBadRequest, err)
+		return nil, fmt.Errorf("%w: body: want a JSON object: %w", errBadRequest, err)
+	}
+	if members == nil { // null
+		return nil, fmt.Errorf("%w: body: want a JSON object, not null", errBadRequest)
 	}
 	rv := reflect.ValueOf(v).Elem()
 	fields := map[string]int{}
@@ -171,14 +183,16 @@ func decode(r *http.Request, v any) error {
 		name, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
 		fields[name] = i
 	}
+	present := make(map[string]bool, len(members))
 	for _, name := range slices.Sorted(maps.Keys(members)) {
 		i, ok := fields[name]
 		if !ok {
-			return badField(clip(name), "unknown field")
+			return nil, badField(clip(name), "unknown field")
 		}
 		if err := json.Unmarshal(members[name], rv.Field(i).Addr().Interface()); err != nil {
-			return badField(name, "%v", err)
+			return nil, badField(name, "%v", err)
 		}
+		present[name] = true
 	}
-	return nil
+	return present, nil
 }

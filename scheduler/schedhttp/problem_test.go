@@ -34,6 +34,9 @@ func TestAdminProblemsNameTypeAndField(t *testing.T) {
 		{"UnknownField", "POST", "/jobs/settle/retry", "application/json", `{"slott":"x"}`, 400, "invalid-request", "slott"},
 		{"NotAnObject", "POST", "/jobs/settle/retry", "application/json", `[1]`, 400, "invalid-request", ""},
 		{"BackfillRange", "POST", "/jobs/settle/backfill", "application/json", `{"partition":"eu","from":"2026-11-20T00:00:00Z"}`, 400, "invalid-request", "to"},
+		{"BackfillNoFrom", "POST", "/jobs/settle/backfill", "application/json", `{"partition":"eu","to":"2026-11-20T00:00:00Z"}`, 400, "invalid-request", "from"},
+		{"BackfillFromNull", "POST", "/jobs/settle/backfill", "application/json", `{"partition":"eu","from":null,"to":"2026-11-20T00:00:00Z"}`, 400, "invalid-request", "from"},
+		{"BackfillToBeforeYear1From", "POST", "/jobs/settle/backfill", "application/json", `{"partition":"eu","from":"0001-01-01T00:00:01Z","to":"0001-01-01T00:00:00Z"}`, 400, "invalid-request", "to"},
 		{"NotASlot", "POST", "/jobs/settle/retry", "application/json", `{"partition":"eu","slot":"2026-11-29T01:30:00Z"}`, 400, "invalid-argument", ""},
 		{"BadLimit", "GET", "/jobs/settle/runs?limit=0", "", "", 400, "invalid-request", "limit"},
 		{"BadFrom", "GET", "/jobs/settle/runs?from=" + long, "", "", 400, "invalid-request", "from"},
@@ -85,5 +88,63 @@ func TestAdminProblemChunkedOversizedBody(t *testing.T) {
 		rec = httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	}
+}
+
+// A backfill from the year 1 (the zero time.Time, 0001-01-01T00:00:00Z)
+// is a present from, not a missing one: it is not answered "to: want
+// from < to", and a retry of that slot is not "slot: required".
+func TestAdminBackfillFromTheYearOne(t *testing.T) {
+	t.Parallel()
+	s, _ := newAdminScheduler(t)
+	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil }})
+	require.NoError(t, err)
+	post := func(path, body string) (int, string) {
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	code, body := post("/jobs/settle/backfill", `{"partition":"eu","from":"0001-01-01T00:00:00Z","to":"0001-01-03T00:00:00Z"}`)
+	require.NotContains(t, body, "want from < to")
+	require.Equal(t, http.StatusAccepted, code, body)
+	var got schedhttp.SlotsResponse
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	require.Len(t, got.Slots, 2, "the 02:00 Berlin slots of 1 and 2 January of the year 1: %s", body)
+	code, body = post("/jobs/settle/retry", `{"partition":"eu","slot":"0001-01-01T00:00:00Z"}`)
+	require.NotContains(t, body, "required")
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, "invalid-argument", "not a slot of the schedule: %s", body)
+}
+
+// Pause takes no body or {} (schedhttp.New): null, trailing data after
+// the {}, or a second value are refused with 400 and the job is not
+// paused; resume refuses null too. {} and an empty body still pause.
+func TestAdminPauseRefusesNullAndTrailingData(t *testing.T) {
+	t.Parallel()
+	s, _ := newAdminScheduler(t)
+	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil }})
+	require.NoError(t, err)
+	post := func(path, body string) (int, string) {
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	for _, body := range []string{`{} {"x":1}`, `null`, `{}{}`, `{} x`, ` null `} {
+		code, answer := post("/jobs/settle/pause", body)
+		require.Equal(t, http.StatusBadRequest, code, "pause %q: %s", body, answer)
+		require.Contains(t, answer, "invalid-request", "pause %q", body)
+		st, err := s.JobStatus(t.Context(), "settle")
+		require.NoError(t, err)
+		require.False(t, st.Paused, "a refused pause %q pauses nothing", body)
+	}
+	code, answer := post("/jobs/settle/resume", `null`)
+	require.Equal(t, http.StatusBadRequest, code, "resume null: %s", answer)
+	for _, body := range []string{`{}`, ``, ` {} `} {
+		code, answer := post("/jobs/settle/pause", body)
+		require.Equal(t, http.StatusOK, code, "pause %q: %s", body, answer)
 	}
 }

@@ -49,10 +49,11 @@ func (h *adminHandler) run(w http.ResponseWriter, r *http.Request) error {
 
 func (h *adminHandler) retry(w http.ResponseWriter, r *http.Request) error {
 	var req RetryRequest
-	if err := decode(r, &req); err != nil {
+	present, err := decodeMembers(r, &req)
+	if err != nil {
 		return err
 	}
-	if req.Slot.IsZero() {
+	if !present["slot"] {
 		return badField("slot", "required")
 	}
 	job := r.PathValue("job")
@@ -83,10 +84,16 @@ func (h *adminHandler) trigger(w http.ResponseWriter, r *http.Request) error {
 
 func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {
 	var req BackfillRequest
-	if err := decode(r, &req); err != nil {
+	present, err := decodeMembers(r, &req)
+	if err != nil {
 		return err
 	}
-	if req.From.IsZero() || !req.To.After(req.From.Time) {
+	switch { // present, not IsZero: 0001-01-01T00:00:00Z is a time
+	case !present["from"]:
+		return badField("from", "required")
+	case !present["to"]:
+		return badField("to", "required")
+	case !req.To.After(req.From.Time):
 		return badField("to", "want from < to")
 	}
 	if err := h.needPartition(r.PathValue("job"), req.Partition); err != nil {

@@ -276,8 +276,9 @@ func (h *adminHandler) actionAllowed(w http.ResponseWriter, r *http.Request, act
 }
 
 // decodeEmpty reads a body that carries nothing (pause): empty or
-// the JSON object {}; anything else is a bad request, and a body over
-// MaxBodyBytes is refused (413) as on every POST.
+// the JSON object {}; anything else (null, a member, trailing data after
+// the {}) is a bad request, and a body over MaxBodyBytes is refused (413)
+// as on every POST.
 func decodeEmpty(r *http.Request) error {
 	b, err := readBody(r)
 	if err != nil || b == nil {
@@ -285,9 +286,15 @@ func decodeEmpty(r *http.Request) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var none struct{}
+	var none *struct{}
 	if err := dec.Decode(&none); err != nil {
 		return fmt.Errorf("%w: body: want none or {}: %w", errBadRequest, err)
+	}
+	if none == nil {
+		return fmt.Errorf("%w: body: want none or {}, not null", errBadRequest)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: body: want none or {}, and nothing after it", errBadRequest)
 	}
 	return nil
 }
