@@ -121,6 +121,22 @@ func (s *Scheduler) JobStatus(ctx context.Context, job string) (JobStatus, error
 	return st, nil
 }
 
+// Paused reports job's pause flag (Pause, Resume): while it is set, no
+// replica runs the job, and a Trigger, Retry or Backfill asked for
+// meanwhile waits for Resume. It writes nothing on a ledger that
+// implements ledger.PauseReader (as JobStatus). ErrUnknownJob for an
+// unknown job; ledger errors.
+func (s *Scheduler) Paused(ctx context.Context, job string) (bool, error) {
+	if err := s.ready(ctx); err != nil {
+		return false, err
+	}
+	r, ok := s.jobByName(job)
+	if !ok {
+		return false, fmt.Errorf("%w: %q", ErrUnknownJob, job)
+	}
+	return s.paused(ctx, job, r.Partitions[0])
+}
+
 func (s *Scheduler) paused(ctx context.Context, job, partition string) (bool, error) {
 	if pr, ok := s.cfg.Ledger.(ledger.PauseReader); ok {
 		return pr.Paused(ctx, job)

@@ -418,3 +418,22 @@ func TestConnectionFlagsBeforeTheCommand(t *testing.T) {
 	r = cli(t, "--admin", svc.admin[1])
 	require.Equal(t, exitUsage, r.code, "no command: %s", r.stderr)
 }
+
+// job trigger on a paused job says the run waits for resume (the API's
+// "paused": true); on a running job it says nothing of the kind. (One
+// trigger per (job, partition) here: a second in the same second is
+// refused as taken.)
+func TestTriggerOnAPausedJobSaysTheRunWaits(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	require.NotContains(t, ok(t, svc.cmd("job", "trigger", "settle", "--partition", "eu")...), "paused")
+
+	ok(t, svc.cmd("job", "pause", "settle")...)
+	ok(t, svc.cmd("job", "pause", "block")...)
+	var out schedhttp.SlotResponse
+	okJSON(t, &out, svc.cmd("job", "trigger", "settle", "--partition", "us")...)
+	require.True(t, out.Paused, "the answer says the job is paused")
+	require.Equal(t, "us", out.Slot.Partition)
+	text := ok(t, svc.cmd("job", "trigger", "block")...)
+	require.Contains(t, text, "job block is paused: the run waits until it is resumed (holdfast job resume block)")
+}

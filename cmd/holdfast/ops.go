@@ -148,7 +148,9 @@ func triggerCommand() command {
 		name: "job trigger", args: "JOB [--partition P] [--reason R]", summary: "run a job now (an extra slot)",
 		help: `Asks the service to run JOB now, in an extra slot at the current time.
 A job before its StartAt or at or after its EndAt has no slot now: a usage
-error (400, exit 2).
+error (400, exit 2). On a paused job the run is recorded but waits until
+the job is resumed (holdfast job resume): the output says so ("paused":
+true with -o json).
 
 Examples:
   holdfast job trigger settle --partition us --reason "month end"
@@ -162,7 +164,11 @@ Examples:
 		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "trigger"), req, &out); err != nil {
 			return err
 		}
-		return a.printSlots("triggered", out, []schedhttp.SlotJSON{out.Slot})
+		if err := a.printSlots("triggered", out, []schedhttp.SlotJSON{out.Slot}); err != nil || !out.Paused || a.machine() {
+			return err
+		}
+		_, err := fmt.Fprintf(a.stdout, "job %s is paused: the run waits until it is resumed (holdfast job resume %s)\n", job, job)
+		return err
 	})
 }
 

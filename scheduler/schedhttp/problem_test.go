@@ -148,3 +148,30 @@ func TestAdminPauseRefusesNullAndTrailingData(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "pause %q: %s", body, answer)
 	}
 }
+
+// A trigger on a paused job answers 202 with "paused": true: the run is
+// recorded and waits for resume. Not paused, the field is left out.
+func TestAdminTriggerOnAPausedJobSaysSo(t *testing.T) {
+	t.Parallel()
+	s, _ := newAdminScheduler(t)
+	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil }})
+	require.NoError(t, err)
+	post := func(path, body string) (int, string) {
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	code, body := post("/jobs/settle/trigger", `{"partition":"eu"}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	require.NotContains(t, body, "paused")
+	code, body = post("/jobs/settle/pause", `{}`)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = post("/jobs/settle/trigger", `{"partition":"us"}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	var got schedhttp.SlotResponse
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	require.True(t, got.Paused, "the answer says the run waits: %s", body)
+	require.Equal(t, "us", got.Slot.Partition)
+}

@@ -79,7 +79,10 @@ func (h *adminHandler) trigger(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusAccepted, SlotResponse{Slot: slotJSON(slot)})
+	// The run is recorded: a failed read of the pause flag leaves Paused
+	// out rather than fail an answer the client might repeat (another run).
+	paused, _ := h.s.Paused(r.Context(), r.PathValue("job"))
+	return writeJSON(w, http.StatusAccepted, SlotResponse{Slot: slotJSON(slot), Paused: paused})
 }
 
 func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {

@@ -124,6 +124,11 @@ type SlotJSON struct {
 // SlotResponse is the body of POST retry and trigger (202).
 type SlotResponse struct {
 	Slot SlotJSON `json:"slot"`
+	// Paused (trigger only) is true when the job is paused: the run is
+	// recorded but waits until the job is resumed (POST resume). Omitted
+	// when false, or when the pause flag could not be read after the
+	// trigger was recorded.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // SlotsResponse is the body of POST backfill (202): the slots asked for.
