@@ -412,7 +412,7 @@ func TestRetryAndBackfillRefuseClosedSlotsOfOverlapAllow(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s *setup) {
 		ctx := context.Background()
-		slots := past(5, time.Minute)
+		slots := past(5, ledger.PruneMargin+time.Minute) // a cutoff the ledger takes (ledger.PruneMargin)
 		a := s.replica(t)
 		noop := func(context.Context, Run) error { return nil }
 		require.NoError(t, a.Register(Job{Name: "allow", Spec: everySecond, Overlap: OverlapAllow, Run: noop}))
