@@ -30,8 +30,20 @@ type ledgerStore struct {
 }
 
 func newLedgerStore(mut mutation, chk *checker) *ledgerStore {
-	return &ledgerStore{mut: mut, chk: chk, mem: ledgertest.NewMemory(),
+	return &ledgerStore{mut: mut, chk: chk, mem: newMemory(),
 		horizons: map[[2]string]time.Time{}, hidden: map[[2]string]time.Time{}}
+}
+
+// pruneMargin is how old the operator's prune cutoffs are (op_prune):
+// a minute, where real ledgers want ledger.PruneMargin (an hour), so that
+// runs of a few simulated minutes prune what they checked already (Grace).
+const pruneMargin = time.Minute
+
+// newMemory returns an empty ledger that takes the operator's prunes.
+func newMemory() *ledgertest.Memory {
+	m := ledgertest.NewMemory()
+	m.SetPruneMargin(pruneMargin)
+	return m
 }
 
 // crash takes the store down (every call fails) and loses its data.
@@ -39,7 +51,7 @@ func (s *ledgerStore) crash() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.down = true
-	s.mem = ledgertest.NewMemory()
+	s.mem = newMemory()
 	s.chk.ledgerLost()
 	if s.mut.has(resetUnrecorded) {
 		for pair := range s.horizons {

@@ -65,7 +65,10 @@ type Result struct {
 	// not in the trace.
 	Effects, Grants int
 	// Refused counts the stale writes the sink refused (not in the trace).
-	Refused    int
+	Refused int
+	// Pruned counts the records the operator's prunes deleted (op_prune;
+	// not in the trace).
+	Pruned     int64
 	Violations []Violation
 	// Trace is the run's trace: the schedule it carried out and the
 	// per-step facts it checked (see docs/simulation.md). TraceHash is
@@ -230,6 +233,7 @@ func Run(cfg Config) (Result, error) {
 	res.Effects = len(chk.effects)
 	res.Grants = len(chk.tokens)
 	res.Refused = chk.refused
+	res.Pruned = chk.prunedN
 	chk.mu.Unlock()
 	for _, v := range res.Violations {
 		trace("violation %s", v)
@@ -389,7 +393,7 @@ func (w *world) apply(e event) {
 			// slots older than a minute, all checked already (Grace).
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			before := time.Now().Add(-time.Minute)
+			before := time.Now().Add(-pruneMargin)
 			_ = w.ledger.do(func(m *ledgertest.Memory) error {
 				n, err := m.Prune(ctx, before)
 				w.chk.pruned(n)

@@ -219,3 +219,18 @@ func TestRunRefusesBadInput(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidConfig)
 	})
 }
+
+// The operator's prunes delete records: the simulation's ledger takes a
+// cutoff a minute old (pruneMargin), where real ledgers want an hour
+// (ledger.PruneMargin), which runs of a few simulated minutes never reach.
+// Control: with the ledger's default margin, every run prunes nothing.
+func TestOperatorPrunesDeleteRecords(t *testing.T) {
+	t.Parallel()
+	var pruned int64
+	for seed := uint64(1); seed <= 3; seed++ {
+		res := runSeed(t, Config{Seed: seed, Steps: 180})
+		require.Empty(t, res.Violations, "seed %d", seed)
+		pruned += res.Pruned
+	}
+	require.Positive(t, pruned, "three runs of 180 steps pruned no record")
+}

@@ -140,14 +140,15 @@ var ErrPruneCutoff = errors.New("ledger: prune cutoff too recent")
 // Before is later than Limit, the store's clock Now minus PruneMargin.
 // It matches ErrPruneCutoff.
 type PruneCutoffError struct {
-	Before time.Time // the cutoff asked for
-	Limit  time.Time // the latest cutoff allowed: Now - PruneMargin
-	Now    time.Time // the store's clock when the cutoff was checked
+	Before time.Time     // the cutoff asked for
+	Limit  time.Time     // the latest cutoff allowed: Now - Margin
+	Now    time.Time     // the store's clock when the cutoff was checked
+	Margin time.Duration // PruneMargin (ledgertest.Memory: its own, SetPruneMargin)
 }
 
 func (e *PruneCutoffError) Error() string {
 	return fmt.Sprintf("ledger: prune cutoff %s is later than %s (the store's clock %s minus %v): it would close slots that may still run; nothing pruned",
-		e.Before.UTC().Format(time.RFC3339), e.Limit.UTC().Format(time.RFC3339), e.Now.UTC().Format(time.RFC3339), PruneMargin)
+		e.Before.UTC().Format(time.RFC3339), e.Limit.UTC().Format(time.RFC3339), e.Now.UTC().Format(time.RFC3339), e.Margin)
 }
 
 // Is reports whether target is ErrPruneCutoff.
@@ -157,8 +158,15 @@ func (e *PruneCutoffError) Is(target error) bool { return target == ErrPruneCuto
 // minus PruneMargin, nil otherwise. Ledgers call it with their store's
 // clock (Redis TIME, Postgres now()) before a Prune or PrunePreview.
 func CheckPruneCutoff(before, now time.Time) error {
-	if limit := now.Add(-PruneMargin); before.After(limit) {
-		return &PruneCutoffError{Before: before, Limit: limit, Now: now}
+	return CheckPruneCutoffMargin(before, now, PruneMargin)
+}
+
+// CheckPruneCutoffMargin is CheckPruneCutoff with a margin of the
+// caller's: ledgertest.Memory's, which a simulation shortens
+// (SetPruneMargin). A store that real schedulers share uses PruneMargin.
+func CheckPruneCutoffMargin(before, now time.Time, margin time.Duration) error {
+	if limit := now.Add(-margin); before.After(limit) {
+		return &PruneCutoffError{Before: before, Limit: limit, Now: now, Margin: margin}
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ type Memory struct {
 	pairs   map[pairKey]*memPair
 	paused  map[string]bool
 	cancels map[pairKey]time.Time // the latest slot a RequestCancel named
+	margin  time.Duration         // of a prune cutoff (SetPruneMargin)
 }
 
 var (
@@ -51,7 +52,29 @@ type memRun struct {
 
 // NewMemory returns an empty Memory ledger.
 func NewMemory() *Memory {
-	return &Memory{pairs: map[pairKey]*memPair{}, paused: map[string]bool{}, cancels: map[pairKey]time.Time{}}
+	return &Memory{pairs: map[pairKey]*memPair{}, paused: map[string]bool{}, cancels: map[pairKey]time.Time{}, margin: ledger.PruneMargin}
+}
+
+// SetPruneMargin sets how far behind time.Now a cutoff of Prune and
+// PrunePreview must be: ledger.PruneMargin (1 h) by default, as on every
+// ledger real schedulers share. A simulation whose runs last minutes (package
+// sim) shortens it, to prune the slots it has checked already; d <= 0
+// keeps the default.
+func (m *Memory) SetPruneMargin(d time.Duration) {
+	if d <= 0 {
+		d = ledger.PruneMargin
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.margin = d
+}
+
+// checkCutoff is ledger.CheckPruneCutoffMargin with m's margin.
+func (m *Memory) checkCutoff(before time.Time) error {
+	m.mu.Lock()
+	margin := m.margin
+	m.mu.Unlock()
+	return ledger.CheckPruneCutoffMargin(before, time.Now(), margin)
 }
 
 // pair returns the pair of (job, partition), creating it (and starting its
@@ -389,13 +412,13 @@ func (r *memRun) copy() ledger.Record {
 // Prune implements ledger.Pruner: it deletes the records of done slots
 // before before (see isDone), except each pair's State.Last. Its store's
 // clock is the process's wall clock (time.Now): a cutoff later than
-// time.Now() minus ledger.PruneMargin is refused
+// time.Now() minus ledger.PruneMargin (or SetPruneMargin's) is refused
 // (*ledger.PruneCutoffError) with nothing changed.
 func (m *Memory) Prune(ctx context.Context, before time.Time) (int64, error) {
 	if ctx == nil {
 		return 0, nilContext("Prune")
 	}
-	if err := ledger.CheckPruneCutoff(before, time.Now()); err != nil {
+	if err := m.checkCutoff(before); err != nil {
 		return 0, err
 	}
 	m.mu.Lock()
@@ -423,7 +446,7 @@ func (m *Memory) PrunePreview(ctx context.Context, before time.Time, limit int) 
 	if ctx == nil {
 		return nil, 0, nilContext("PrunePreview")
 	}
-	if err := ledger.CheckPruneCutoff(before, time.Now()); err != nil {
+	if err := m.checkCutoff(before); err != nil {
 		return nil, 0, err
 	}
 	m.mu.Lock()
