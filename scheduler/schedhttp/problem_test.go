@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
@@ -91,21 +92,29 @@ func TestAdminProblemChunkedOversizedBody(t *testing.T) {
 	}
 }
 
-// A backfill from the year 1 (the zero time.Time, 0001-01-01T00:00:00Z)
-// is a present from, not a missing one: it is not answered "to: want
-// from < to", and a retry of that slot is not "slot: required".
-func TestAdminBackfillFromTheYearOne(t *testing.T) {
-	t.Parallel()
+// newAdminPoster returns an admin scheduler and a function that POSTs a
+// JSON body to its operations API (every action allowed) and returns the
+// answer's status and body.
+func newAdminPoster(t *testing.T) (*scheduler.Scheduler, func(path, body string) (int, string)) {
+	t.Helper()
 	s, _ := newAdminScheduler(t)
 	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil }})
 	require.NoError(t, err)
-	post := func(path, body string) (int, string) {
+	return s, func(path, body string) (int, string) {
 		req := httptest.NewRequest("POST", path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		return rec.Code, rec.Body.String()
 	}
+}
+
+// A backfill from the year 1 (the zero time.Time, 0001-01-01T00:00:00Z)
+// is a present from, not a missing one: it is not answered "to: want
+// from < to", and a retry of that slot is not "slot: required".
+func TestAdminBackfillFromTheYearOne(t *testing.T) {
+	t.Parallel()
+	_, post := newAdminPoster(t)
 	code, body := post("/jobs/settle/backfill", `{"partition":"eu","from":"0001-01-01T00:00:00Z","to":"0001-01-03T00:00:00Z"}`)
 	require.NotContains(t, body, "want from < to")
 	require.Equal(t, http.StatusAccepted, code, body)
@@ -123,16 +132,7 @@ func TestAdminBackfillFromTheYearOne(t *testing.T) {
 // paused; resume refuses null too. {} and an empty body still pause.
 func TestAdminPauseRefusesNullAndTrailingData(t *testing.T) {
 	t.Parallel()
-	s, _ := newAdminScheduler(t)
-	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil }})
-	require.NoError(t, err)
-	post := func(path, body string) (int, string) {
-		req := httptest.NewRequest("POST", path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.Code, rec.Body.String()
-	}
+	s, post := newAdminPoster(t)
 	for _, body := range []string{`{} {"x":1}`, `null`, `{}{}`, `{} x`, ` null `} {
 		code, answer := post("/jobs/settle/pause", body)
 		require.Equal(t, http.StatusBadRequest, code, "pause %q: %s", body, answer)
@@ -153,16 +153,7 @@ func TestAdminPauseRefusesNullAndTrailingData(t *testing.T) {
 // recorded and waits for resume. Not paused, the field is left out.
 func TestAdminTriggerOnAPausedJobSaysSo(t *testing.T) {
 	t.Parallel()
-	s, _ := newAdminScheduler(t)
-	h, err := schedhttp.New(s, schedhttp.Options{Authorizer: func(*http.Request, schedhttp.Action, string) error { return nil }})
-	require.NoError(t, err)
-	post := func(path, body string) (int, string) {
-		req := httptest.NewRequest("POST", path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.Code, rec.Body.String()
-	}
+	_, post := newAdminPoster(t)
 	code, body := post("/jobs/settle/trigger", `{"partition":"eu"}`)
 	require.Equal(t, http.StatusAccepted, code, body)
 	require.NotContains(t, body, "paused")

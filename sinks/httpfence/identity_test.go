@@ -1,11 +1,8 @@
 package httpfence_test
 
 import (
-	"bytes"
-	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,13 +23,7 @@ func TestIdentityNoStoreCanKeyByIsRefused(t *testing.T) {
 		"ok":     "tenant-secret-é",
 	}
 	eachBackend(t, func(t *testing.T, s stores) {
-		var buf bytes.Buffer
-		var mu sync.Mutex
-		logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return buf.Write(p)
-		}), nil))
+		logger, logged := jsonLog()
 		f := newFixture(t, s, func(o *httpfence.Options) {
 			o.Logger = logger
 			o.Identity = func(r *http.Request) string { return identities[r.Header.Get("X-Tenant")] }
@@ -50,9 +41,7 @@ func TestIdentityNoStoreCanKeyByIsRefused(t *testing.T) {
 		a := f.do(t, call{path: "/settle", key: `"k-ok"`, token: "1000", owner: `"holder-a"`, tenant: "ok"})
 		require.Equal(t, http.StatusCreated, a.status, "%s", a.body)
 
-		mu.Lock()
-		defer mu.Unlock()
-		logs := buf.String()
+		logs := logged()
 		require.Equal(t, 2, strings.Count(logs, `"msg":"identity_invalid"`), logs)
 		require.Contains(t, logs, `"reason":"a byte that is not valid UTF-8","identity_len":15,"offset":14`)
 		require.Contains(t, logs, `"reason":"a NUL byte","identity_len":15,"offset":13`)

@@ -480,22 +480,32 @@ func TestDefaultStorable(t *testing.T) {
 func TestStaleTokenLogNamesTheOwnerID(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, s stores) {
-		var buf bytes.Buffer
-		var mu sync.Mutex
-		logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return buf.Write(p)
-		}), nil))
+		logger, logged := jsonLog()
 		f := newFixture(t, s, func(o *httpfence.Options) { o.Logger = logger })
 		require.Equal(t, 201, f.do(t, call{path: "/settle", key: `"new"`, token: "1001", owner: `"holder-b-0123456789"`}).status)
 		require.Equal(t, 412, f.do(t, call{path: "/settle", key: `"old"`, token: "1000", owner: `"holder-a-0123456789"`}).status)
+		logs := logged()
+		require.Contains(t, logs, `"msg":"stale_token_rejected"`)
+		require.Contains(t, logs, `"owner_id":"`+fence.OwnerID("holder-a-0123456789")+`"`)
+		require.NotContains(t, logs, "holder-a-0123456789")
+	})
+}
+
+// jsonLog returns a JSON logger safe for concurrent use and a function
+// that returns what it logged so far.
+func jsonLog() (*slog.Logger, func() string) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		require.Contains(t, buf.String(), `"msg":"stale_token_rejected"`)
-		require.Contains(t, buf.String(), `"owner_id":"`+fence.OwnerID("holder-a-0123456789")+`"`)
-		require.NotContains(t, buf.String(), "holder-a-0123456789")
-	})
+		return buf.Write(p)
+	}), nil))
+	return logger, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
 }
 
 type writerFunc func([]byte) (int, error)
