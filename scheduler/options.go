@@ -118,15 +118,17 @@ type Options struct {
 // Bearer and Basic credentials; and a Cookie or Set-Cookie header's
 // name=value pairs, to the end of the line.
 //
-// A key word preceded by '/' (the end of a path: "open /etc/passwd:
-// permission denied") or by a letter, digit, '_', '.' or '-' (a longer
-// word) is not a key. After "k: " (a colon and white space, nothing
-// quoted), a value of letters only followed by a space or tab and a
-// letter is prose and is kept ("invalid token: expired at ...", "vault:
-// secret: not found"); any other value there is masked, and after "k=",
+// A key word preceded by a letter, digit, '_', '.' or '-' (a longer word,
+// "bypass=1") is not a key. After "k: " (a colon and white space, nothing
+// quoted), a value of 1 to 12 lower-case ASCII letters followed by a space
+// or tab and a letter is a word of a sentence and is kept ("invalid
+// token: expired at ...", "vault: secret: not found"), and after a key
+// that ends a path ('/' before it: "open /etc/passwd: permission denied")
+// such a value is kept whatever follows; any other value there is masked
+// (a digit, a capital, a symbol, more than 12 letters), and after "k=",
 // "k:" and a quoted key or value the value is always masked.
 //
 // It is a best effort over free text: a secret in a form it does not know
-// passes through (a letters-only password followed by more words after
-// "password: " included), so jobs should not put secrets in their errors.
+// passes through (a short lower-case password followed by more words
+// after "password: " included), so jobs should not put secrets in their errors.
 func DefaultRedact(s string) string { return redact.String(s) }

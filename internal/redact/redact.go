@@ -14,7 +14,7 @@
 //   - the value of a key that names a secret: a key holding password,
 //     passwd, passphrase, pwd, secret, token, api_key or apikey,
 //     access_key, private_key, credential or authorization, or a key that
-//     is pass or ends in _pass, -pass or .pass (PGPASS=, db_pass=), in the
+//     is pass or ends in _pass, -pass or .pass (DB_PASS=, smtp.pass=), in the
 //     forms k=v, k:v, k: v, "k":"v" and 'k': 'v' (a quoted value keeps
 //     its quotes): password=s3cret, X-Api-Key: abc, {"client_secret":"abc"};
 //   - a bearer or basic credential of 8 characters or more: "Bearer
@@ -23,21 +23,24 @@
 //     pair, to the end of its line or a double quote: "Cookie: session=abc;
 //     theme=x" becomes "Cookie: ***".
 //
-// What is not a key: a key word preceded by '/' ends a path
-// ("open /etc/passwd: permission denied", ".../serviceaccount/token: no
-// such file"), and one preceded by a letter, digit, '_', '.' or '-' is
-// part of a longer word ("bypass=1"). Neither is masked.
+// What is not a key: an unquoted key word preceded by a letter, digit,
+// '_', '.' or '-' is part of a longer word ("bypass=1"), and is not
+// masked.
 //
 // When the value is prose: after a colon and white space ("k: v"), with
-// neither the key nor the value quoted, a value made of letters only that
-// is followed by a space or tab and another letter is taken as the start
-// of a sentence and kept: "invalid token: expired at 12:00" and "vault:
-// secret: not found" stay as they are. Every other value after "k: " is
-// masked: one with a digit or a symbol ("token: s3cret", "token: 17"),
-// one that ends the text, the line or a clause ("password: hunter",
-// "secret: abc, next"). After "k=", "k = " and "k:" (no space) the value
-// is always masked. So a letters-only password followed by more words
-// ("password: hunter was refused") passes through.
+// neither the key nor the value quoted, a value of 1 to 12 lower-case
+// ASCII letters followed by a space or tab and another letter is taken as
+// a word of a sentence and kept: "invalid token: expired at 12:00" and
+// "vault: secret: not found" stay as they are; after a key that ends a
+// path ("open /etc/passwd: permission denied", ".../serviceaccount/token:
+// no such file") such a value is kept whatever follows it. Every other
+// value after "k: " is masked: one with a digit, a capital or a symbol
+// ("token: s3cret", "token: 17", "X-Api-Key: AbCdEfGh sent"), one longer
+// than 12 letters, one that ends the text, the line or a clause
+// ("password: hunter", "secret: abc, next"). After "k=", "k = " and "k:"
+// (no space) the value is always masked ("secret/app/password=x" too). So
+// a short lower-case password followed by more words ("password: hunter
+// was refused") passes through.
 //
 // It is a best effort over free text, not a parser: a secret in a form it
 // does not know (a bare word, a custom header name) passes through.
@@ -123,14 +126,14 @@ func maskPairs(s string) string {
 				m[i] += from
 			}
 		}
-		if !isKey(s, m[0]) {
-			from = m[5] // rescan after the key: the value may hold a pair
-			continue
-		}
 		value := s[m[10]:m[11]]
 		sep := s[m[8]:m[9]]
-		quoted := m[3] > m[2] || m[7] > m[6]
-		if !quoted && isProse(s, sep, value, m[11]) {
+		openQuote := m[3] > m[2]
+		quoted := openQuote || m[7] > m[6]
+		// A key opened by a quote is one, whatever precedes the quote.
+		// Past a pair not taken, the scan goes on after its value: a
+		// rescan inside it would cost time quadratic in its length.
+		if !openQuote && !isKey(s, m[0]) || !quoted && isProse(s, m[0], sep, value, m[11]) {
 			from = m[1]
 			continue
 		}
@@ -161,27 +164,38 @@ func maskPairs(s string) string {
 }
 
 // isKey reports whether the pair found at start is a key: not the end of
-// a path ('/' before it) nor the end of a longer word.
+// a longer word (a letter, digit, '_', '.' or '-' before it).
 func isKey(s string, start int) bool {
 	if start == 0 {
 		return true
 	}
 	c := s[start-1]
-	return c != '/' && c != '_' && c != '.' && c != '-' &&
+	return c != '_' && c != '.' && c != '-' &&
 		!('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9')
 }
 
+// maxProse is the longest value isProse takes for a word of a sentence.
+const maxProse = 12
+
 // isProse reports whether an unquoted value after "k: " (a colon and white
-// space) is the start of a sentence: letters only, followed by a space or
-// a tab and a letter.
-func isProse(s, sep, value string, end int) bool {
+// space) is a word of a sentence rather than a secret: 1 to maxProse
+// lower-case ASCII letters, followed by a space or a tab and a letter, or,
+// when the key ends a path ('/' before it, "open /etc/passwd: denied;"),
+// by anything.
+func isProse(s string, start int, sep, value string, end int) bool {
 	if !strings.Contains(sep, ":") || !strings.ContainsAny(sep[len(sep)-1:], " \t") {
 		return false
 	}
-	for _, r := range value {
-		if !unicode.IsLetter(r) {
+	if len(value) == 0 || len(value) > maxProse {
+		return false
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < 'a' || c > 'z' {
 			return false
 		}
+	}
+	if start > 0 && s[start-1] == '/' {
+		return true
 	}
 	if end+1 >= len(s) || s[end] != ' ' && s[end] != '\t' {
 		return false
