@@ -34,11 +34,10 @@ func (k Key) LogValue() slog.Value {
 
 // Format implements fmt.Formatter: every verb prints
 // {ID:"<id>" Secret:[redacted]} (%#v: &httpfence.Signer{...}; a nil
-// Signer: <nil>), never the secret.
-func (sg *Signer) Format(f fmt.State, verb rune) {
+// *Signer: <nil>), never the secret. A value receiver, so that a Signer
+// value formats as a *Signer does.
+func (sg Signer) Format(f fmt.State, verb rune) {
 	switch {
-	case sg == nil:
-		_, _ = fmt.Fprint(f, "<nil>")
 	case verb == 'v' && f.Flag('#'):
 		_, _ = fmt.Fprintf(f, "&httpfence.Signer{ID:%s, Secret:%s}", strconv.Quote(sg.id), redacted)
 	default:
@@ -48,15 +47,12 @@ func (sg *Signer) Format(f fmt.State, verb rune) {
 
 // LogValue implements slog.LogValuer: a group of id and secret
 // ("[redacted]").
-func (sg *Signer) LogValue() slog.Value {
-	if sg == nil {
-		return slog.StringValue("<nil>")
-	}
+func (sg Signer) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("id", sg.id), slog.String("secret", redacted))
 }
 
 // ids returns v's key ids, sorted.
-func (v *Verifier) ids() []string {
+func (v Verifier) ids() []string {
 	ids := make([]string, 0, len(v.keys))
 	for id := range v.keys {
 		ids = append(ids, id)
@@ -67,12 +63,9 @@ func (v *Verifier) ids() []string {
 
 // Format implements fmt.Formatter: every verb prints
 // {IDs:["<id>" ...] Secrets:[redacted]}, the ids sorted (%#v:
-// &httpfence.Verifier{...}; a nil Verifier: <nil>), never a secret.
-func (v *Verifier) Format(f fmt.State, verb rune) {
-	if v == nil {
-		_, _ = fmt.Fprint(f, "<nil>")
-		return
-	}
+// &httpfence.Verifier{...}; a nil *Verifier: <nil>), never a secret.
+// A value receiver, as Signer's.
+func (v Verifier) Format(f fmt.State, verb rune) {
 	ids := v.ids()
 	for i, id := range ids {
 		ids[i] = strconv.Quote(id)
@@ -87,9 +80,6 @@ func (v *Verifier) Format(f fmt.State, verb rune) {
 
 // LogValue implements slog.LogValuer: a group of ids (sorted) and secrets
 // ("[redacted]").
-func (v *Verifier) LogValue() slog.Value {
-	if v == nil {
-		return slog.StringValue("<nil>")
-	}
+func (v Verifier) LogValue() slog.Value {
 	return slog.GroupValue(slog.Any("ids", v.ids()), slog.String("secrets", redacted))
 }

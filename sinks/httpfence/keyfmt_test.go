@@ -37,12 +37,23 @@ func TestSigningSecretsDoNotPrint(t *testing.T) {
 	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%10v"} {
 		t.Run(verb, func(t *testing.T) {
 			for name, v := range map[string]any{"Key": key, "*Key": &key, "Signer": signer, "Verifier": verifier,
+				"Signer value": *signer, "Verifier value": *verifier,
 				"[]Key": []httpfence.Key{key}, "struct": struct{ K httpfence.Key }{key}} {
 				out := fmt.Sprintf(verb, v)
 				leaks(t, out, secret, key2.Secret)
 				require.Contains(t, out, "k1", "%s: the key id is shown: %s", name, out)
 				require.Contains(t, out, "[redacted]", "%s: %s", name, out)
 			}
+			// In an unexported field fmt cannot call Format and prints by
+			// reflection: a Signer's or Verifier's secret is out of its
+			// reach there too (a Key's exported Secret is not: see Key).
+			hidden := struct {
+				s  httpfence.Signer
+				v  httpfence.Verifier
+				pv *httpfence.Verifier
+			}{*signer, *verifier, verifier}
+			leaks(t, fmt.Sprintf(verb, hidden), secret, key2.Secret)
+			leaks(t, fmt.Sprintf(verb, &hidden), secret, key2.Secret)
 		})
 	}
 	require.Equal(t, `{ID:"k1" Secret:[redacted]}`, fmt.Sprintf("%+v", key))

@@ -72,8 +72,12 @@ var ErrInvalidSigningKey = errors.New("httpfence: invalid signing key")
 // present a fencing token the service admits: give it to the replicas that
 // hold the leases, and to nobody else. Load it from a secret store; never
 // put it in source, logs or command lines. fmt (every verb) and slog print
-// a Key, a *Signer and a *Verifier as their key ids with the secret
-// "[redacted]" ({ID:"2026-12" Secret:[redacted]}).
+// a Key, a Signer and a Verifier (values or pointers) as their key ids with
+// the secret "[redacted]" ({ID:"2026-12" Secret:[redacted]}). A Key kept
+// in an unexported struct field is the exception: fmt prints such a field
+// by reflection, Secret included, and no type can prevent it; drop the Key
+// once NewSigner or NewVerifier has copied it (a Signer or Verifier keeps
+// its secret where reflection cannot reach it).
 type Key struct {
 	// ID names the key in every signature (kid), so that the service can
 	// hold several keys during a rotation: 1 to MaxKeyIDLen bytes of
@@ -106,7 +110,19 @@ func keyIDByte(c byte) bool {
 // with NewSigner; safe for concurrent use.
 type Signer struct {
 	id     string
-	secret []byte
+	secret secretBytes
+}
+
+// secretBytes returns a key's secret: a closure, because fmt prints a
+// Signer or Verifier kept in an unexported field (where it cannot call
+// Format) by reflection, which shows a func as an address and cannot reach
+// what it captured.
+type secretBytes func() []byte
+
+// hold returns the secretBytes of a copy of secret.
+func hold(secret []byte) secretBytes {
+	b := append([]byte(nil), secret...)
+	return func() []byte { return b }
 }
 
 // NewSigner returns a Signer with a copy of k, or an error matching
@@ -115,13 +131,13 @@ func NewSigner(k Key) (*Signer, error) {
 	if err := k.validate(); err != nil {
 		return nil, err
 	}
-	return &Signer{id: k.ID, secret: append([]byte(nil), k.Secret...)}, nil
+	return &Signer{id: k.ID, secret: hold(k.Secret)}, nil
 }
 
 // Verifier holds the keys a Middleware accepts signatures from
 // (Options.Verifier). Make it with NewVerifier; safe for concurrent use.
 type Verifier struct {
-	keys map[string][]byte
+	keys map[string]secretBytes
 }
 
 // NewVerifier returns a Verifier that accepts signatures made with any of
@@ -133,7 +149,7 @@ func NewVerifier(keys ...Key) (*Verifier, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: NewVerifier needs at least one key", ErrInvalidSigningKey)
 	}
-	v := &Verifier{keys: make(map[string][]byte, len(keys))}
+	v := &Verifier{keys: make(map[string]secretBytes, len(keys))}
 	for _, k := range keys {
 		if err := k.validate(); err != nil {
 			return nil, err
@@ -141,7 +157,7 @@ func NewVerifier(keys ...Key) (*Verifier, error) {
 		if _, dup := v.keys[k.ID]; dup {
 			return nil, fmt.Errorf("%w: two keys with ID %q", ErrInvalidSigningKey, k.ID)
 		}
-		v.keys[k.ID] = append([]byte(nil), k.Secret...)
+		v.keys[k.ID] = hold(k.Secret)
 	}
 	return v, nil
 }
@@ -178,7 +194,7 @@ func writePart(h hash.Hash, part []byte) {
 // header returns the Fencing-Signature value for s signed at t.
 func (sg *Signer) header(s *signed, t time.Time) string {
 	unix := t.Unix()
-	sig := s.mac(sg.secret, sg.id, unix)
+	sig := s.mac(sg.secret(), sg.id, unix)
 	return `kid="` + sg.id + `", t=` + strconv.FormatInt(unix, 10) + ", sig=:" + base64.StdEncoding.EncodeToString(sig) + ":"
 }
 
@@ -200,7 +216,7 @@ func (v *Verifier) verify(value string, s *signed, now time.Time, maxAge time.Du
 		return sig.KeyID, errSignature("unknown key id")
 	}
 	// The MAC first: a caller without the key learns nothing else.
-	if !hmac.Equal(s.mac(secret, sig.KeyID, sig.Time), sig.MAC) {
+	if !hmac.Equal(s.mac(secret(), sig.KeyID, sig.Time), sig.MAC) {
 		return sig.KeyID, errSignature("signature does not match the request")
 	}
 	if d := now.Sub(time.Unix(sig.Time, 0)); d > maxAge || d < -maxAge {
