@@ -60,12 +60,18 @@ type Options struct {
 	// Retention. The Ledger must implement ledger.Pruner
 	// (ErrInvalidOptions otherwise). Prune keeps what catch-up reads (open
 	// slots, each pair's latest slot, horizons, fences), so Retention may
-	// be shorter than a CatchUpWindow; it bounds how long operators see
-	// done records. 0 (the default) prunes nothing: call Prune yourself
-	// (`holdfast ledger prune`, a cron job). Negative is refused, and so
-	// is a positive Retention below ledger.PruneMargin (1 hour): the
-	// ledger refuses such a cutoff anyway, since it could close slots
-	// that may still run (ErrInvalidOptions).
+	// be shorter than a CatchUpWindow, except under OverlapAllow: there a
+	// prune closes for good every slot before its cutoff that has no
+	// record yet (docs/operations.md, "Retention and growth"), so keep
+	// Retention above the CatchUpWindow and the LeaseTTL of such jobs. It
+	// bounds how long operators see done records. 0 (the default) prunes
+	// nothing: call Prune yourself (`holdfast ledger prune`, a cron job).
+	// Negative is refused, and so is a positive Retention below
+	// ledger.PruneMargin (1 hour): the ledger refuses such a cutoff
+	// anyway, since it could close slots that may still run
+	// (ErrInvalidOptions). When the store refuses the cutoff because this
+	// replica's clock is ahead of the store's (ledger.PruneCutoffError),
+	// the prune runs again with the store's own limit, which keeps more.
 	Retention time.Duration
 	// Namespace is read by NewRedis and schedpg.New only (New ignores
 	// it): where the parts they build keep their data, the Redis key

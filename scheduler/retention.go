@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -72,6 +73,13 @@ func (s *Scheduler) prune() {
 	before := s.clock.Now().Add(-s.cfg.Retention)
 	started := s.clock.Now()
 	n, err := s.cfg.Ledger.(ledger.Pruner).Prune(l.Context(), before)
+	if ce, ok := errors.AsType[*ledger.PruneCutoffError](err); ok && ce.Limit.Before(before) {
+		// This replica's clock is ahead of the store's by more than
+		// Retention - PruneMargin: prune to the store's own limit, which
+		// keeps more (Retention == PruneMargin would otherwise never prune).
+		before = ce.Limit
+		n, err = s.cfg.Ledger.(ledger.Pruner).Prune(l.Context(), before)
+	}
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn

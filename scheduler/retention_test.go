@@ -48,6 +48,37 @@ func TestRetentionPrunesDoneSlotsPeriodically(t *testing.T) {
 	})
 }
 
+// A replica whose clock is ahead of the store's with Retention ==
+// ledger.PruneMargin asks for a cutoff the store refuses (later than its
+// own clock minus the margin); it prunes to the store's limit instead, so
+// that the records do not grow for ever. Control: without the fallback
+// every Prune is refused and the old slot stays.
+func TestRetentionOfTheMarginPrunesWithAClockAhead(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *setup) {
+		ctx := t.Context()
+		now := time.Now().UTC().Truncate(time.Second)
+		clk := clock.NewFake(now.Add(10 * time.Minute)) // ahead of Redis' TIME
+		old := ledger.Slot{Job: "pruned", At: now.Add(-3 * time.Hour)}
+		last := ledger.Slot{Job: "pruned", At: now.Add(-170 * time.Minute)}
+		f := ledger.Fence{Scope: ledger.UnitScope("pruned", ""), Token: fence.Token(1), Owner: "seed"}
+		for _, sl := range []ledger.Slot{old, last} {
+			require.NoError(t, s.ledger.Skip(ctx, sl, f, ledger.StatusSkipped, "seeded", sl.At))
+		}
+		sched := s.replica(t, onClock(clk), func(o *Options) { o.Retention = ledger.PruneMargin })
+		require.NoError(t, sched.Start(ctx))
+
+		testwait.Until(t, 10*time.Second, "the old slot pruned", func() bool {
+			clk.Advance(pruneInterval(ledger.PruneMargin))
+			_, found, err := s.ledger.Get(ctx, old)
+			require.NoError(t, err)
+			return !found
+		})
+		st, err := s.ledger.State(ctx, "pruned", "", old.At, now)
+		require.NoError(t, err)
+		require.False(t, st.Pruned.After(time.Now().Add(-ledger.PruneMargin)), "the cutoff is the store's limit at the latest: %v", st.Pruned)
+	})
+}
+
 // hiddenPruner is a ledger whose Prune the scheduler cannot see.
 type hiddenPruner struct{ ledger.Ledger }
 

@@ -172,7 +172,8 @@ func (l *Ledger) inTx(ctx context.Context, op, what string, fn func(pgx.Tx) erro
 // f.Planner. The tables are those of the stored format before fences were
 // named by scope.
 // now, the caller's clock, starts the pair's horizon when its row is
-// created: the database's clock never enters a decision.
+// created: the database's clock never enters raise's decision (Prune's
+// cutoff check alone reads it).
 func (l *Ledger) raise(ctx context.Context, tx pgx.Tx, op string, slot ledger.Slot, f ledger.Fence, last *time.Time, now time.Time) error {
 	slotScoped, err := f.Check(slot)
 	if err != nil {

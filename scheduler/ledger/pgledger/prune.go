@@ -30,8 +30,8 @@ var _ ledger.Pruner = (*Ledger)(nil)
 // Prune takes it. It returns the rows deleted until ctx ended or an error
 // came, with that error (wrapped, as every pgledger error). A cutoff later
 // than the database's clock (now()) minus ledger.PruneMargin is refused
-// first, in the cutoff's transaction (*ledger.PruneCutoffError), with
-// nothing changed.
+// first, in the cutoff's transaction, with a *ledger.PruneCutoffError
+// returned as it is (not wrapped), and nothing changed.
 func (l *Ledger) Prune(ctx context.Context, before time.Time) (deleted int64, err error) {
 	if ctx == nil {
 		return 0, nilContext("Prune")
