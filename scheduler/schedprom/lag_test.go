@@ -68,6 +68,14 @@ type sample struct{ count, sum float64 }
 // (count), or a histogram's sample count and sum.
 func metric(t *testing.T, o *schedprom.Observer, name, job string) sample {
 	t.Helper()
+	return series(t, o, name, job)
+}
+
+// series sums the family name's series of o with the label job (every
+// series when job is "", a name no job has): counter values (count), or
+// histogram sample counts and sums.
+func series(t *testing.T, o *schedprom.Observer, name, job string) sample {
+	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(o))
 	fams, err := reg.Gather()
@@ -78,7 +86,7 @@ func metric(t *testing.T, o *schedprom.Observer, name, job string) sample {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			ours := false
+			ours := job == ""
 			for _, l := range m.GetLabel() {
 				ours = ours || (l.GetName() == "job" && l.GetValue() == job)
 			}

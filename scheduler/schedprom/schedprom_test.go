@@ -103,28 +103,11 @@ func TestObserverCountsRunsAcrossReplicas(t *testing.T) {
 	}
 }
 
-// total sums one metric family of o: counter values, or histogram sample
-// counts.
+// total sums one metric family of o over every series: counter values,
+// or histogram sample counts.
 func total(t *testing.T, o *schedprom.Observer, name string) float64 {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(o))
-	fams, err := reg.Gather()
-	require.NoError(t, err)
-	var sum float64
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if h := m.GetHistogram(); h != nil {
-				sum += float64(h.GetSampleCount())
-				continue
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return series(t, o, name, "").count
 }
 
 func TestNewRefusesBucketsThatDoNotIncrease(t *testing.T) {
