@@ -93,8 +93,21 @@ func (r *report) line() string {
 	for _, c := range r.counts {
 		fmt.Fprintf(&b, " %s=%s", c.name, c.value)
 	}
+	if lead := r.wallLead(); lead >= time.Second {
+		// The machine was suspended (or its wall clock stepped): every
+		// process saw that much wall time pass at once.
+		fmt.Fprintf(&b, " wall_clock_lead=%v", lead.Round(100*time.Millisecond))
+	}
 	fmt.Fprintf(&b, " control=fired %d/%d", r.fired, r.controls)
 	return b.String()
+}
+
+// wallLead is how far the wall clock moved ahead of the monotonic clock
+// since the report began: time a suspended virtual machine did not run
+// (Linux's monotonic clock stops while suspended) or a step of the wall
+// clock. Zero when they agree.
+func (r *report) wallLead() time.Duration {
+	return max(0, time.Now().Round(0).Sub(r.start.Round(0))-time.Since(r.start))
 }
 
 // finish prints the line on stdout (with the wall time on stderr) and fails

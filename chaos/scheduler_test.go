@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,7 +106,16 @@ func schedWorker() error {
 	if err != nil {
 		return err
 	}
-	sched, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg})
+	var logger *slog.Logger
+	if dir := os.Getenv(envSchedLog); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("worker-%s-%d.log", os.Getenv(envWorkerID), os.Getpid())))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logger = slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	sched, err := scheduler.New(scheduler.Options{Leases: leases, Ledger: ldg, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -116,6 +127,11 @@ func schedWorker() error {
 			Name: name, Spec: "* * * * * *", LeaseTTL: schedTTL, Overlap: overlapPolicy,
 			StartAt: time.Unix(start, 0), EndAt: time.Unix(end, 0),
 			RetryBackoff: 200 * time.Millisecond, RetryMaxBackoff: time.Second, MaxAttempts: 5,
+			// Every slot missed while the machine did not run (a CI
+			// VM suspended for 21 s took 20 slots of 30 at once, and
+			// the default MaxCatchUp of 16 skipped 4 by policy) runs
+			// late: the scenario counts slots run.
+			MaxCatchUp: catchUpAll,
 			Run: func(_ context.Context, run scheduler.Run) error {
 				out.Lock()
 				fmt.Printf("run %s %d\n", run.Job, run.At.Unix())
@@ -314,8 +330,18 @@ func workerLedger(pool *pgxpool.Pool, schema string, rdb redis.UniversalClient) 
 	return pgledger.New(pool, pgledger.Options{Schema: schema})
 }
 
+// catchUpAll is the scheduler workers' MaxCatchUp: more than the slots
+// of the longest window (10 min at full scale), so that a missed-slot
+// claim runs all of them.
+const catchUpAll = 1000
+
 // envLedger picks a scheduler worker's ledger: "redis" or pgledger.
 const envLedger = "CHAOS_LEDGER"
+
+// envSchedLog, when set, names a directory where each scheduler worker
+// writes its scheduler's log (JSON, Debug and up) to
+// worker-<id>-<pid>.log: to follow a failed scenario's claims.
+const envSchedLog = "CHAOS_SCHED_LOG"
 
 func schedulerMix(t *testing.T, name string, redisLedger bool) {
 	duration := max(30*time.Second, time.Duration(float64(10*time.Minute)*scale()))
