@@ -119,10 +119,12 @@ type Options struct {
 // redis://:s3cret@h becomes redis://:***@h) and of a Go MySQL driver DSN
 // (app:s3cret@tcp(db:3306)/x); the value of a key naming a secret
 // (password, passwd, passphrase, pwd, secret, token, api_key or apikey,
-// access_key, private_key, credential, authorization, or a key that is
-// pass or ends in _pass, -pass or .pass) as k=v, k:v, k: v, "k":"v";
-// Bearer and Basic credentials; and a Cookie or Set-Cookie header's
-// name=value pairs, to the end of the line.
+// access_key, private_key, credential, authorization, signature, or a
+// key that is pass or ends in _pass, -pass or .pass) as k=v, k:v, k: v,
+// "k":"v", and of sig= and auth= (a presigned or SAS URL's signature);
+// Bearer and Basic credentials; a Cookie or Set-Cookie header's
+// name=value pairs, to the end of the line; and the body of a PEM private
+// key.
 //
 // A key word preceded by a letter, digit, '_', '.' or '-' (a longer word,
 // "bypass=1") is not a key. After "k: " (a colon and white space, nothing

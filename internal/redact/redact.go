@@ -13,15 +13,24 @@
 //     app:s3cret@tcp(db:3306)/x becomes app:***@tcp(db:3306)/x;
 //   - the value of a key that names a secret: a key holding password,
 //     passwd, passphrase, pwd, secret, token, api_key or apikey,
-//     access_key, private_key, credential or authorization, or a key that
+//     access_key, private_key, credential, authorization or signature (a
+//     presigned URL's X-Amz-Signature=, X-Goog-Signature=), or a key that
 //     is pass or ends in _pass, -pass or .pass (DB_PASS=, smtp.pass=), in the
 //     forms k=v, k:v, k: v, "k":"v" and 'k': 'v' (a quoted value keeps
 //     its quotes): password=s3cret, X-Api-Key: abc, {"client_secret":"abc"};
+//   - the value of a sig or auth key in the form k=v only (an Azure SAS
+//     URL's &sig=, a query's auth=): "auth: " and "sig: " start words of
+//     an error message more often than a secret;
 //   - a bearer or basic credential of 8 characters or more: "Bearer
 //     abcdef.123" becomes "Bearer ***";
 //   - the value of a Cookie or Set-Cookie header that holds a name=value
 //     pair, to the end of its line or a double quote: "Cookie: session=abc;
-//     theme=x" becomes "Cookie: ***".
+//     theme=x" becomes "Cookie: ***";
+//   - the body of a PEM private key (RSA, EC, OPENSSH, ENCRYPTED, ...),
+//     from its BEGIN line to its END line or the end of the text:
+//     "-----BEGIN RSA PRIVATE KEY-----\nMIIE...\n-----END RSA PRIVATE
+//     KEY-----" becomes "-----BEGIN RSA PRIVATE KEY-----***-----END RSA
+//     PRIVATE KEY-----" (a certificate, public, is kept).
 //
 // What is not a key: an unquoted key word preceded by a letter, digit,
 // '_', '.' or '-' is part of a longer word ("bypass=1"), and is not
@@ -67,7 +76,7 @@ var (
 	// separator ('=' or ':'), then the value: a quoted string, an escaped
 	// quoted string, a scheme and a credential (Authorization: Bearer x),
 	// or a bare word.
-	pair = regexp.MustCompile(`(?i)((?:\\?["'])?)([a-z0-9_.\-]*(?:` + secretKeys + `)[a-z0-9_.\-]*|(?:[a-z0-9_.\-]*[_.\-])?pass)((?:\\?["'])?)(\s*[=:]\s*)(` +
+	pair = regexp.MustCompile(`(?i)((?:\\?["'])?)([a-z0-9_.\-]*(?:` + secretKeys + `)[a-z0-9_.\-]*|(?:[a-z0-9_.\-]*[_.\-])?pass|sig|auth)((?:\\?["'])?)(\s*[=:]\s*)(` +
 		`\\"[^"]*\\"|"(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?|(?:bearer|basic)\s+` + word + `|` + word + `)`)
 	// scheme: a credential of at least 8 characters after Bearer (any
 	// case) or Basic (capitalized: "basic" is a common word).
@@ -80,6 +89,10 @@ var (
 	// pair; the value runs to the end of the line, a double quote or a
 	// backslash (an escaped quote).
 	cookie = regexp.MustCompile(`(?i)(^|[^a-z0-9_.\-])((?:set-)?cookie\s*:[ \t]*)([^\r\n"\\]*=[^\r\n"\\]*)`)
+	// pemKey: a PEM private key's BEGIN line, its body (lazily, to the
+	// first END line of the same label) and that END line, or the end of
+	// the text when it has none (a truncated error).
+	pemKey = regexp.MustCompile(`(-----BEGIN ([A-Z0-9 ]*PRIVATE KEY)-----)(?s:.)*?(?:(-----END ([A-Z0-9 ]*PRIVATE KEY)-----)|$)`)
 )
 
 // word is a bare value: up to white space, one of ,;&"'<>)]} or a
@@ -87,11 +100,14 @@ var (
 const word = `(?:[^\s\\,;&"'<>)\]}]|\\[^"'])+`
 
 // secretKeys are the words that make a key name a secret.
-const secretKeys = `password|passwd|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|credential|authorization`
+const secretKeys = `password|passwd|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|credential|authorization|signature`
 
 // String returns s with the secrets it recognizes replaced by Mask (see
 // the package documentation). Text without one is returned as it is.
 func String(s string) string {
+	if strings.Contains(s, "PRIVATE KEY-----") {
+		s = pemKey.ReplaceAllString(s, "$1"+Mask+"$3")
+	}
 	if strings.Contains(s, "://") {
 		s = userinfo.ReplaceAllString(s, "$1:"+Mask+"@")
 	}
@@ -133,7 +149,7 @@ func maskPairs(s string) string {
 		// A key opened by a quote is one, whatever precedes the quote.
 		// Past a pair not taken, the scan goes on after its value: a
 		// rescan inside it would cost time quadratic in its length.
-		if !openQuote && !isKey(s, m[0]) || !quoted && isProse(s, m[0], sep, value, m[11]) {
+		if !openQuote && !isKey(s, m[0]) || !quoted && isProse(s, m[0], sep, value, m[11]) || shortKeyWithColon(s[m[4]:m[5]], sep) {
 			from = m[1]
 			continue
 		}
@@ -172,6 +188,13 @@ func isKey(s string, start int) bool {
 	c := s[start-1]
 	return c != '_' && c != '.' && c != '-' &&
 		!('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9')
+}
+
+// shortKeyWithColon reports whether key is sig or auth, keys only in the
+// form k=v (a query's sig=, auth=): "auth: ..." and "sig: ..." are left to
+// the rest of the text's rules, as words of an error message.
+func shortKeyWithColon(key, sep string) bool {
+	return strings.Contains(sep, ":") && (strings.EqualFold(key, "sig") || strings.EqualFold(key, "auth"))
 }
 
 // maxProse is the longest value isProse takes for a word of a sentence.

@@ -44,6 +44,17 @@ func TestString(t *testing.T) {
 		{"ValueStopsAtAmpersand", "?token=abc&x=1", "?token=***&x=1"},
 		{"ValueStopsAtBracket", "(password=abc)", "(password=***)"},
 		{"Unicode", "ü password=ü€ ü", "ü password=*** ü"},
+		{"PEMPrivateKey", "load key: -----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n+x/y=\n-----END RSA PRIVATE KEY----- rejected", "load key: -----BEGIN RSA PRIVATE KEY-----***-----END RSA PRIVATE KEY----- rejected"},
+		{"PEMTruncated", "bad key \"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA", "bad key \"-----BEGIN OPENSSH PRIVATE KEY-----***"},
+		{"PEMTwoKeys", "-----BEGIN EC PRIVATE KEY-----\nAA\n-----END EC PRIVATE KEY----- and -----BEGIN PRIVATE KEY-----\nBB\n-----END PRIVATE KEY-----", "-----BEGIN EC PRIVATE KEY-----***-----END EC PRIVATE KEY----- and -----BEGIN PRIVATE KEY-----***-----END PRIVATE KEY-----"},
+		{"PEMCertificateKept", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"},
+		{"PresignedS3URL", "GET https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20261207&X-Amz-Signature=9f8e7d: 403",
+			"GET https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***&X-Amz-Signature=*** 403"},
+		{"PresignedGCSURL", "?X-Goog-Signature=abc123&x=1", "?X-Goog-Signature=***&x=1"},
+		{"AzureSAS", "PUT https://a.blob.core.windows.net/c/b?sv=2022-11-02&sig=AbC%2Bd%3D&se=2026: 403", "PUT https://a.blob.core.windows.net/c/b?sv=2022-11-02&sig=***&se=2026: 403"},
+		{"AuthQuery", "https://h/x?auth=s3cret&y=1", "https://h/x?auth=***&y=1"},
+		{"AuthAndSigWordsKept", "redis: auth: WRONGPASS invalid; sig: 11; design=x; signal=9", "redis: auth: WRONGPASS invalid; sig: 11; design=x; signal=9"},
+		{"SignatureProseKept", "signature: invalid length", "signature: invalid length"},
 		{"Wrapped", `scheduler: job panicked: dial "redis://default:s3cret@cache:6379": i/o timeout`, `scheduler: job panicked: dial "redis://default:***@cache:6379": i/o timeout`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,7 +154,8 @@ func BenchmarkStringLongValueOfKeys(b *testing.B) {
 func FuzzString(f *testing.F) {
 	for _, s := range []string{"", "dial postgres://user:s3cret@db/x", "password=x", `{"token":"x"}`, `\"token\":\"`,
 		"redis://:p@h", "Authorization: Bearer abcdefgh", "/etc/passwd: no such", "u:p@tcp(h)/d", "Cookie: a=b; c=d", "pass=x", "a://b:c@d@e/f", "token: 'x", `password="`, "ü€𝄞",
-		`token=abc'password=x`, `token=abc"password":"x"`, "auth/token: abc123", "/pass:/pass:/pass:", "token: ümlaut next"} {
+		`token=abc'password=x`, `token=abc"password":"x"`, "auth/token: abc123", "/pass:/pass:/pass:", "token: ümlaut next",
+		"-----BEGIN RSA PRIVATE KEY-----\nAB\n-----END RSA PRIVATE KEY-----", "-----BEGIN PRIVATE KEY-----", "?sig=x&auth=y&X-Amz-Signature=z"} {
 		f.Add(s, "")
 	}
 	f.Fuzz(func(t *testing.T, text, pass string) {
