@@ -437,3 +437,27 @@ func TestTriggerOnAPausedJobSaysTheRunWaits(t *testing.T) {
 	text := ok(t, svc.cmd("job", "trigger", "block")...)
 	require.Contains(t, text, "job block is paused: the run waits until it is resumed (holdfast job resume block)")
 }
+
+// job retry and job backfill of a paused job say that the runs wait, as
+// trigger does (they said nothing: the operator saw "retry asked" and no
+// run); of a running job they do not.
+func TestRetryAndBackfillOfAPausedJobSayTheRunsWait(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	// settle runs at midnight on 1 January, Berlin: 23:00 UTC the day before.
+	require.NotContains(t, ok(t, svc.cmd("job", "retry", "settle", "--partition", "eu", "--slot", "2024-12-31T23:00:00Z")...), "paused")
+
+	ok(t, svc.cmd("job", "pause", "settle")...)
+	text := ok(t, svc.cmd("job", "retry", "settle", "--partition", "us", "--slot", "2024-12-31T23:00:00Z")...)
+	require.Contains(t, text, "job settle is paused: the run waits until it is resumed (holdfast job resume settle)")
+	var one schedhttp.SlotResponse
+	okJSON(t, &one, svc.cmd("job", "retry", "settle", "--partition", "eu", "--slot", "2023-12-31T23:00:00Z")...)
+	require.True(t, one.Paused)
+
+	text = ok(t, svc.cmd("job", "backfill", "settle", "--all-partitions", "--from", "2022-12-01T00:00:00Z", "--to", "2023-02-01T00:00:00Z")...)
+	require.Contains(t, text, "job settle is paused: the runs wait until it is resumed (holdfast job resume settle)")
+	var many schedhttp.SlotsResponse
+	okJSON(t, &many, svc.cmd("job", "backfill", "settle", "--partition", "eu", "--from", "2020-12-01T00:00:00Z", "--to", "2022-02-01T00:00:00Z")...)
+	require.True(t, many.Paused)
+	require.Len(t, many.Slots, 2)
+}

@@ -91,6 +91,21 @@ func (a *app) eachPartition(ctx context.Context, cl *adminClient, job string, f 
 	return out, first
 }
 
+// printSlotsPaused is printSlots followed, for people, by a line saying
+// that the runs asked for wait: job is paused (the API's "paused": true,
+// which machine output carries in v).
+func (a *app) printSlotsPaused(verb string, v any, slots []schedhttp.SlotJSON, job string, paused bool) error {
+	if err := a.printSlots(verb, v, slots); err != nil || !paused || a.machine() {
+		return err
+	}
+	runs := "the runs wait"
+	if len(slots) == 1 {
+		runs = "the run waits"
+	}
+	_, err := fmt.Fprintf(a.stdout, "job %s is paused: %s until it is resumed (holdfast job resume %s)\n", job, runs, job)
+	return err
+}
+
 func reasonFlag(fs *flag.FlagSet, f *opFlags) {
 	fs.StringVar(&f.reason, "reason", "", "why, recorded with the run (`text`)")
 }
@@ -103,7 +118,9 @@ the next claim. A slot that is running is refused (409, exit 4); a time that
 is not a slot of JOB, or is outside its StartAt/EndAt, is a usage error (400,
 exit 2). --all-partitions retries the slot in every partition of JOB (read
 from GET /jobs), going on past a partition that refuses (a running slot) and
-exiting with the first refusal's code.
+exiting with the first refusal's code. On a paused job the retry is recorded
+but waits until the job is resumed: the output says so ("paused": true with
+-o json).
 
 Examples:
   holdfast job retry settle --slot 2026-11-29T01:00:00Z --partition eu --reason "bank was down"
@@ -122,21 +139,23 @@ Examples:
 		if err != nil {
 			return err
 		}
+		paused := false
 		slots, err := a.eachPartition(ctx, cl, job, f, func(p string) ([]schedhttp.SlotJSON, error) {
 			var out schedhttp.SlotResponse
 			req := schedhttp.RetryRequest{Partition: p, Slot: schedhttp.Time{Time: slot}, Reason: f.reason}
 			if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "retry"), req, &out); err != nil {
 				return nil, err
 			}
+			paused = paused || out.Paused
 			return []schedhttp.SlotJSON{out.Slot}, nil
 		})
 		switch {
 		case !f.allPartitions && err != nil, len(slots) == 0 && err != nil:
 			return err
 		case !f.allPartitions:
-			return a.printSlots("retry asked", schedhttp.SlotResponse{Slot: slots[0]}, slots)
+			return a.printSlotsPaused("retry asked", schedhttp.SlotResponse{Slot: slots[0], Paused: paused}, slots, job, paused)
 		}
-		if perr := a.printSlots("retry asked", schedhttp.SlotsResponse{Slots: nonNil(slots)}, slots); perr != nil {
+		if perr := a.printSlotsPaused("retry asked", schedhttp.SlotsResponse{Slots: nonNil(slots), Paused: paused}, slots, job, paused); perr != nil {
 			return perr
 		}
 		return err
@@ -164,11 +183,7 @@ Examples:
 		if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "trigger"), req, &out); err != nil {
 			return err
 		}
-		if err := a.printSlots("triggered", out, []schedhttp.SlotJSON{out.Slot}); err != nil || !out.Paused || a.machine() {
-			return err
-		}
-		_, err := fmt.Fprintf(a.stdout, "job %s is paused: the run waits until it is resumed (holdfast job resume %s)\n", job, job)
-		return err
+		return a.printSlotsPaused("triggered", out, []schedhttp.SlotJSON{out.Slot}, job, out.Paused)
 	})
 }
 
@@ -182,7 +197,9 @@ are fenced per slot: each attempt writes with its own lease's fencing token
 and the slot's idempotency key, so a sink keyed by them can apply a slot once.
 The range is clipped to the job's StartAt/EndAt; a range with nothing left
 inside them is a usage error (400, exit 2). --all-partitions backfills every
-partition of JOB (read from GET /jobs).
+partition of JOB (read from GET /jobs). On a paused job the slots are
+recorded but wait until the job is resumed: the output says so ("paused":
+true with -o json).
 
 Examples:
   holdfast job backfill settle --partition us --from 2026-11-20T00:00:00Z --to 2026-11-23T00:00:00Z
@@ -206,18 +223,20 @@ Examples:
 		if err != nil {
 			return err
 		}
+		paused := false
 		slots, err := a.eachPartition(ctx, cl, job, f, func(p string) ([]schedhttp.SlotJSON, error) {
 			var out schedhttp.SlotsResponse
 			req := schedhttp.BackfillRequest{Partition: p, From: schedhttp.Time{Time: from}, To: schedhttp.Time{Time: to}, Reason: f.reason}
 			if err := cl.do(ctx, "POST", cl.url(nil, "jobs", job, "backfill"), req, &out); err != nil {
 				return nil, err
 			}
+			paused = paused || out.Paused
 			return out.Slots, nil
 		})
 		if len(slots) == 0 && err != nil {
 			return err
 		}
-		if perr := a.printSlots("backfill asked", schedhttp.SlotsResponse{Slots: nonNil(slots)}, slots); perr != nil {
+		if perr := a.printSlotsPaused("backfill asked", schedhttp.SlotsResponse{Slots: nonNil(slots), Paused: paused}, slots, job, paused); perr != nil {
 			return perr
 		}
 		return err

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -165,4 +166,33 @@ func TestAdminTriggerOnAPausedJobSaysSo(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
 	require.True(t, got.Paused, "the answer says the run waits: %s", body)
 	require.Equal(t, "us", got.Slot.Partition)
+}
+
+// A retry and a backfill of a paused job answer "paused": true as a
+// trigger does: the slots are recorded and wait for resume (they said
+// nothing: an operator saw 202 and no run). Not paused, the field is left
+// out.
+func TestAdminRetryAndBackfillOfAPausedJobSaySo(t *testing.T) {
+	t.Parallel()
+	_, post := newAdminPoster(t)
+	// settle runs at 02:00 Berlin: 01:00 UTC in winter.
+	code, body := post("/jobs/settle/backfill", `{"partition":"us","from":"2026-12-03T01:00:00Z","to":"2026-12-03T01:00:01Z"}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	require.NotContains(t, body, "paused")
+
+	code, body = post("/jobs/settle/pause", `{}`)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = post("/jobs/settle/retry", `{"partition":"eu","slot":"2026-12-01T01:00:00Z"}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	var got schedhttp.SlotResponse
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	require.True(t, got.Paused, "the retry's answer says it waits: %s", body)
+	require.Equal(t, "2026-12-01T01:00:00Z", got.Slot.Slot.UTC().Format(time.RFC3339))
+
+	code, body = post("/jobs/settle/backfill", `{"partition":"eu","from":"2026-12-02T01:00:00Z","to":"2026-12-02T01:00:01Z"}`)
+	require.Equal(t, http.StatusAccepted, code, body)
+	var slots schedhttp.SlotsResponse
+	require.NoError(t, json.Unmarshal([]byte(body), &slots))
+	require.True(t, slots.Paused, "the backfill's answer says it waits: %s", body)
+	require.Len(t, slots.Slots, 1, body)
 }

@@ -64,7 +64,7 @@ func (h *adminHandler) retry(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	slot := ledger.Slot{Job: job, At: req.Slot.UTC().Truncate(time.Second), Partition: req.Partition}
-	return writeJSON(w, http.StatusAccepted, SlotResponse{Slot: slotJSON(slot)})
+	return writeJSON(w, http.StatusAccepted, SlotResponse{Slot: slotJSON(slot), Paused: h.paused(r, job)})
 }
 
 func (h *adminHandler) trigger(w http.ResponseWriter, r *http.Request) error {
@@ -79,10 +79,7 @@ func (h *adminHandler) trigger(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The run is recorded: a failed read of the pause flag leaves Paused
-	// out rather than fail an answer the client might repeat (another run).
-	paused, _ := h.s.Paused(r.Context(), r.PathValue("job"))
-	return writeJSON(w, http.StatusAccepted, SlotResponse{Slot: slotJSON(slot), Paused: paused})
+	return writeJSON(w, http.StatusAccepted, SlotResponse{Slot: slotJSON(slot), Paused: h.paused(r, r.PathValue("job"))})
 }
 
 func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {
@@ -106,11 +103,21 @@ func (h *adminHandler) backfill(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := SlotsResponse{Slots: []SlotJSON{}}
+	out := SlotsResponse{Slots: []SlotJSON{}, Paused: h.paused(r, r.PathValue("job"))}
 	for _, s := range slots {
 		out.Slots = append(out.Slots, slotJSON(s))
 	}
 	return writeJSON(w, http.StatusAccepted, out)
+}
+
+// paused reports whether job is paused, for the answer to a request that
+// asked for runs (retry, trigger, backfill): they are recorded, and wait
+// until the job is resumed. A failed read of the pause flag answers false
+// (the field left out) rather than fail an answer whose request is done
+// and which the client might repeat.
+func (h *adminHandler) paused(r *http.Request, job string) bool {
+	paused, _ := h.s.Paused(r.Context(), job)
+	return paused
 }
 
 // needPartition answers 400 for a request that names no partition (the

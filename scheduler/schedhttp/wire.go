@@ -124,16 +124,19 @@ type SlotJSON struct {
 // SlotResponse is the body of POST retry and trigger (202).
 type SlotResponse struct {
 	Slot SlotJSON `json:"slot"`
-	// Paused (trigger only) is true when the job is paused: the run is
-	// recorded but waits until the job is resumed (POST resume). Omitted
-	// when false, or when the pause flag could not be read after the
-	// trigger was recorded.
+	// Paused is true when the job is paused: the run is recorded but
+	// waits until the job is resumed (POST resume). Omitted when false,
+	// or when the pause flag could not be read after the request was
+	// recorded.
 	Paused bool `json:"paused,omitempty"`
 }
 
 // SlotsResponse is the body of POST backfill (202): the slots asked for.
 type SlotsResponse struct {
 	Slots []SlotJSON `json:"slots"`
+	// Paused is as SlotResponse's: the slots wait until the job is
+	// resumed.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // PausedResponse is the body of POST pause and resume (200).
