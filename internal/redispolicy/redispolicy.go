@@ -27,10 +27,14 @@
 // Check reads every master of a *redis.ClusterClient (ForEachMaster) and
 // every shard of a *redis.Ring; other clients (a single server, a
 // Sentinel failover client) answer from the server they send to, the
-// master. The answer is read once: a successful check is cached for the
-// Checker's life; a refusal or an I/O error is not, so the next call
-// reads again. A policy changed later with CONFIG SET, or a failover to a
-// master configured otherwise, is not seen.
+// master. A refusal or an I/O error is not cached, so the next call reads
+// again. A successful read is trusted for RecheckInterval (1 min); the
+// first call after it reads again while the other calls go on, so a policy
+// changed later with CONFIG SET, or a failover to a master configured
+// otherwise, is refused from the next write after at most that long
+// (plus the read's round trip). A re-read that fails on I/O keeps the
+// last answer and is tried again by the next call. A declared policy
+// (Options.Policy) is never read.
 package redispolicy
 
 import (
@@ -41,6 +45,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -179,8 +184,11 @@ type Checker struct {
 	opts   Options
 	option string
 
-	ok  atomic.Bool   // a check passed: never read again
-	sem chan struct{} // one read at a time
+	ok     atomic.Bool  // a check passed: trusted until RecheckInterval after passed
+	passed atomic.Int64 // when the last read passed, ns on the monotonic clock since base
+	base   time.Time    // the origin of passed (its monotonic reading)
+	now    func() time.Time
+	sem    chan struct{} // one read at a time
 
 	evicting atomic.Bool // the Redis may evict (and AllowEviction let it run)
 	noCount  atomic.Bool // INFO stats refused: evictions cannot be counted
@@ -191,8 +199,26 @@ type Checker struct {
 // New returns a Checker of rdb. option names the caller's option field in
 // messages ("redislease.Options.Eviction"). It sends nothing.
 func New(rdb redis.UniversalClient, opts Options, option string) *Checker {
-	return &Checker{rdb: rdb, opts: opts, option: option, sem: make(chan struct{}, 1)}
+	return NewWithClock(rdb, opts, option, time.Now)
 }
+
+// NewWithClock is New with the clock that times RecheckInterval (tests);
+// only differences of its readings are used.
+func NewWithClock(rdb redis.UniversalClient, opts Options, option string, now func() time.Time) *Checker {
+	return &Checker{rdb: rdb, opts: opts, option: option, sem: make(chan struct{}, 1), now: now, base: now()}
+}
+
+// RecheckInterval is how long a Checker trusts a read that passed before
+// it reads the policy again (see the package documentation).
+const RecheckInterval = time.Minute
+
+// fresh reports whether the last passed read is recent enough to trust.
+func (c *Checker) fresh() bool {
+	return c.opts.Policy != "" || c.elapsed()-c.passed.Load() < int64(RecheckInterval)
+}
+
+// elapsed is the Checker's clock, in ns since base.
+func (c *Checker) elapsed() int64 { return int64(c.now().Sub(c.base)) }
 
 // Evicting reports whether a passed check found (or was told) that the
 // Redis may evict keys, and AllowEviction let it run.
@@ -201,10 +227,29 @@ func (c *Checker) Evicting() bool { return c != nil && c.evicting.Load() }
 // Check returns nil when the Redis keeps every key, or may evict keys and
 // AllowEviction is set; *PolicyError or *UnknownError otherwise; or the
 // I/O error of the read (joined with ctx's when it ended), which is
-// retried by the next call. After the first nil it costs one atomic load.
+// retried by the next call. After a nil it costs two atomic loads and a
+// clock reading, until RecheckInterval passed: then one call reads again
+// (the others meanwhile answer nil at once), and answers as the first did,
+// but an I/O error, which keeps the last answer (nil) for the next call to
+// read again.
 func (c *Checker) Check(ctx context.Context) error {
-	if c == nil || c.ok.Load() {
+	if c == nil {
 		return nil
+	}
+	if c.ok.Load() {
+		if c.fresh() {
+			return nil
+		}
+		select {
+		case c.sem <- struct{}{}:
+		default:
+			return nil // another call reads again
+		}
+		defer func() { <-c.sem }()
+		if c.fresh() {
+			return nil
+		}
+		return c.recheck(ctx)
 	}
 	select {
 	case c.sem <- struct{}{}:
@@ -215,10 +260,42 @@ func (c *Checker) Check(ctx context.Context) error {
 	if c.ok.Load() {
 		return nil
 	}
+	return c.first(ctx)
+}
+
+// recheck reads the policy of a Checker that passed before: a refusal ends
+// the pass, an I/O error keeps it. c.sem is held.
+func (c *Checker) recheck(ctx context.Context) error {
+	evicting, err := c.read(ctx)
+	var perr *PolicyError
+	var uerr *UnknownError
+	switch {
+	case errors.As(err, &perr), errors.As(err, &uerr):
+		c.ok.Store(false)
+		c.evicting.Store(false)
+		return err
+	case err != nil:
+		return nil
+	case evicting && !c.evicting.Load():
+		return c.pass(ctx, true)
+	}
+	c.evicting.Store(evicting)
+	c.passed.Store(c.elapsed())
+	return nil
+}
+
+// first makes the first read, or the one after a refusal. c.sem is held.
+func (c *Checker) first(ctx context.Context) error {
 	evicting, err := c.read(ctx)
 	if err != nil {
 		return err
 	}
+	return c.pass(ctx, evicting)
+}
+
+// pass records a read that passed: evicting (allowed by AllowEviction)
+// or not. c.sem is held.
+func (c *Checker) pass(ctx context.Context, evicting bool) error {
 	if evicting {
 		c.evicting.Store(true)
 		// The baseline of the counter: evictions before this point
@@ -232,6 +309,7 @@ func (c *Checker) Check(ctx context.Context) error {
 			c.noCount.Store(true) // INFO refused: nothing to count with
 		}
 	}
+	c.passed.Store(c.elapsed())
 	c.ok.Store(true)
 	return nil
 }

@@ -97,6 +97,64 @@ func TestCheckReadsOnceAndCachesOnlyAPass(t *testing.T) {
 	require.NoError(t, fresh.Check(t.Context()), "an I/O error is not cached")
 }
 
+// A passed check is trusted for RecheckInterval, then read again: a
+// policy changed with CONFIG SET to one that evicts is refused from the
+// next check after it (it was trusted for the Checker's life, so a
+// Redis switched to allkeys-lru went on holding leases and fences). A
+// re-read that fails on I/O keeps the pass, and the next check reads
+// again. Control: without the re-read, the check after the interval
+// passes.
+func TestCheckReadsAgainAfterRecheckInterval(t *testing.T) {
+	t.Parallel()
+	srv := redisproc.Start(t)
+	var configs atomic.Int64
+	rdb := srv.Client(t)
+	rdb.AddHook(countConfig{&configs})
+	var now atomic.Int64 // ns since the test's origin
+	origin := time.Now()
+	clock := func() time.Time { return origin.Add(time.Duration(now.Load())) }
+
+	c := redispolicy.NewWithClock(rdb, redispolicy.Options{}, "x.Options.Eviction", clock)
+	require.NoError(t, c.Check(t.Context()))
+	require.Equal(t, int64(1), configs.Load())
+
+	admin := srv.Client(t)
+	require.NoError(t, admin.ConfigSet(t.Context(), "maxmemory", "64mb").Err())
+	require.NoError(t, admin.ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err())
+	now.Store(int64(redispolicy.RecheckInterval - time.Millisecond))
+	require.NoError(t, c.Check(t.Context()), "trusted within the interval")
+	require.Equal(t, int64(1), configs.Load())
+
+	now.Store(int64(redispolicy.RecheckInterval))
+	err := c.Check(t.Context())
+	var perr *redispolicy.PolicyError
+	require.ErrorAs(t, err, &perr, "read again after the interval")
+	require.Equal(t, "allkeys-lru", perr.Policy)
+	require.Equal(t, int64(2), configs.Load())
+	require.ErrorIs(t, c.Check(t.Context()), redispolicy.ErrEvictionPolicy, "a refusal is not cached")
+	require.Equal(t, int64(3), configs.Load())
+
+	require.NoError(t, admin.ConfigSet(t.Context(), "maxmemory-policy", "noeviction").Err())
+	require.NoError(t, c.Check(t.Context()))
+	require.Equal(t, int64(4), configs.Load())
+
+	now.Add(int64(redispolicy.RecheckInterval))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.NoError(t, c.Check(ctx), "a re-read that fails on I/O keeps the pass")
+	tried := configs.Load()
+	require.NoError(t, c.Check(t.Context()))
+	require.Equal(t, tried+1, configs.Load(), "and the next check reads again")
+	require.NoError(t, c.Check(t.Context()))
+	require.Equal(t, tried+1, configs.Load(), "trusted again for an interval")
+
+	declared := redispolicy.NewWithClock(rdb, redispolicy.Options{Policy: redispolicy.NoEviction}, "x", clock)
+	require.NoError(t, declared.Check(t.Context()))
+	now.Add(2 * int64(redispolicy.RecheckInterval))
+	require.NoError(t, declared.Check(t.Context()))
+	require.Equal(t, tried+1, configs.Load(), "a declared policy is never read")
+}
+
 // On a Cluster, every master is read: one evicting master refuses.
 func TestCheckReadsEveryClusterMaster(t *testing.T) {
 	t.Parallel()
