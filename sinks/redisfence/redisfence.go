@@ -55,7 +55,8 @@ const store = "sinks/redisfence"
 // Options configure a Writer (NewWithOptions). The zero value is valid.
 type Options struct {
 	// Eviction: the zero value reads maxmemory-policy (CONFIG GET, before
-	// the first write and again a minute after each read that passed) and refuses a Redis that may evict keys
+	// the first write and again a minute after each read that passed)
+	// and refuses a Redis that may evict keys
 	// (ErrEvictionPolicy) or refuses CONFIG GET (ErrEvictionPolicyUnknown):
 	// an evicted fence key forgets the highest token, and a stale holder's
 	// write is then accepted once. See redislease.Eviction for declaring the

@@ -36,7 +36,8 @@ type Options struct {
 	// Default DefaultPrefix ("holdfast:ledger:").
 	Prefix string
 	// Eviction: the zero value reads maxmemory-policy (CONFIG GET, before
-	// the first write and again a minute after each read that passed) and refuses a Redis that may evict keys
+	// the first write and again a minute after each read that passed)
+	// and refuses a Redis that may evict keys
 	// (ErrEvictionPolicy) or refuses CONFIG GET (ErrEvictionPolicyUnknown):
 	// an evicted record or fence loses a slot's history, and can let a
 	// succeeded slot run again. See redislease.Eviction for declaring the

@@ -37,7 +37,8 @@ type Options struct {
 	// DefaultFencePrefix ("holdfast:fence:") for NewFence.
 	Prefix string
 	// Eviction: the zero value reads maxmemory-policy (CONFIG GET, before
-	// the first write and again a minute after each read that passed) and refuses a Redis that may evict keys
+	// the first write and again a minute after each read that passed)
+	// and refuses a Redis that may evict keys
 	// (ErrEvictionPolicy) or refuses CONFIG GET (ErrEvictionPolicyUnknown):
 	// an evicted record runs a handler again, an evicted fence accepts a
 	// stale token once. See redislease.Eviction for declaring the policy
