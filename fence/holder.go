@@ -51,8 +51,8 @@ func (h Holder) GoString() string { return "fence.Holder" + h.String() }
 
 // Format implements fmt.Formatter, so that no verb prints the owner (%d
 // and %x of a struct print its fields one by one): %#v prints GoString,
-// %q String quoted, every other verb String. Flags and widths are
-// ignored.
+// %q String quoted, every other verb String, each
+// with the width, precision and flags it would apply to a string.
 func (h Holder) Format(f fmt.State, verb rune) {
 	ownerarg.FormatMasked(f, verb, h.String(), h.GoString())
 }

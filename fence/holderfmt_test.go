@@ -44,6 +44,26 @@ func TestHolderNeverFormatsItsOwner(t *testing.T) {
 	require.Contains(t, buf.String(), `"holder":{"scope":"settle","token":1796557722000975,"owner_id":"`+id+`"}`)
 }
 
+// Widths, precision and the '-' flag apply to a Holder's masked form as
+// to a string (they were ignored: a table printed with %-60v lost its
+// columns), and %+q and %#q quote it as they quote a string. Control:
+// the same directives on the String form print the same text.
+func TestHolderFormatsWithWidthAndFlags(t *testing.T) {
+	t.Parallel()
+	h := fence.Holder{Scope: "settle", Token: 42, Owner: "c4cf6eb9f6f86911b62410cefdeb973e"}
+	str := h.String()
+	for _, tc := range []struct{ verb, asString string }{
+		{"%80v|", "%80s|"}, {"%-80v|", "%-80s|"}, {"%.10v|", "%.10s|"}, {"%-80d|", "%-80s|"},
+		{"%80q|", "%80q|"}, {"%+q|", "%+q|"}, {"%#q|", "%#q|"}, {"%x|", "%s|"},
+	} {
+		got := fmt.Sprintf(tc.verb, h)
+		require.Equal(t, fmt.Sprintf(tc.asString, str), got, tc.verb)
+		require.NotContains(t, got, h.Owner, tc.verb)
+	}
+	require.Len(t, fmt.Sprintf("%-80v", h), 80)
+	require.Equal(t, h.GoString(), fmt.Sprintf("%#v", h))
+}
+
 // The documented limitation (String's doc, docs/security.md row 1): fmt
 // prints a Holder in an unexported struct field by reflection, owner
 // included, because it cannot call a method there. Should fmt ever change

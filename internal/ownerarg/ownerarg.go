@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"unsafe"
 )
 
@@ -79,17 +78,22 @@ func (Owners) MarshalJSON() ([]byte, error) { return []byte(`"` + Redacted + `"`
 // FormatMasked writes the masked forms of a value that holds an owner
 // (fence.Holder, *lease.Lease, scheduler.Run, *election.Leadership) for
 // its fmt.Formatter: goString for %#v, s quoted for %q, s for every other
-// verb (%d and %x included), flags and widths ignored. Without a Format
-// method, fmt prints such a value's fields one by one for every verb but
-// %v, %s, %q, %x and %X, owner included.
+// verb (%d and %x included), as a string: width, precision and the '-'
+// flag apply as to %s ("%-40v" pads, "%.8v" cuts), and %+q and %#q quote
+// as they do a string. Without a Format method, fmt prints such a value's
+// fields one by one for every verb but %v, %s, %q, %x and %X, owner
+// included.
 func FormatMasked(f fmt.State, verb rune, s, goString string) {
 	switch {
 	case verb == 'v' && f.Flag('#'):
 		s = goString
-	case verb == 'q':
-		s = strconv.Quote(s)
+		verb = 's'
+	case verb != 'q':
+		verb = 's'
 	}
-	_, _ = io.WriteString(f, s)
+	// FormatString keeps the flags: '#' and '+' mean nothing to %s, and
+	// quote as they should with %q.
+	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), s)
 }
 
 func format(f fmt.State, verb rune) {

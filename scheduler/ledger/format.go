@@ -29,8 +29,8 @@ func (f Fence) String() string {
 func (f Fence) GoString() string { return "ledger.Fence" + f.String() }
 
 // Format implements fmt.Formatter: %#v prints GoString, %q String quoted,
-// every other verb String, so that no verb prints an owner. Flags and
-// widths are ignored.
+// every other verb String, so that no verb prints an owner; widths, precision
+// and flags apply as to a string.
 func (f Fence) Format(s fmt.State, verb rune) {
 	ownerarg.FormatMasked(s, verb, f.String(), f.GoString())
 }
