@@ -28,7 +28,8 @@ var (
 	ErrNotCreated = fmt.Errorf("lease: client %w", errfamily.ErrNotCreated)
 	// ErrNilContext is returned for a nil context.Context: pass
 	// context.Background() (or context.TODO()) when there is none.
-	ErrNilContext = fmt.Errorf("lease: %w", errfamily.ErrNilContext)
+	// It is leasedriver.ErrNilContext, which the backends return.
+	ErrNilContext = leasedriver.ErrNilContext
 )
 
 // Errors for lease states.

@@ -1,6 +1,7 @@
 package leasedriver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,7 +31,28 @@ var (
 	// caller could use and found this one free): nothing was taken, and
 	// nothing is logged or observed for it.
 	ErrNotTried = errors.New("lease: acquisition not tried")
+	// ErrNilContext is returned by a backend's methods called with a nil
+	// context.Context, before any I/O.
+	ErrNilContext = fmt.Errorf("lease: %w", errfamily.ErrNilContext)
 )
+
+// Errs returns n copies of err: the answer of a batch method to a call
+// refused whole.
+func Errs(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// CheckContext returns ErrNilContext for a nil ctx, nil otherwise.
+func CheckContext(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	return nil
+}
 
 // Limits on input.
 const (

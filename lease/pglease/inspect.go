@@ -34,6 +34,9 @@ FROM ` + table + ` ` + where
 // (lease's) for an empty name. Waiting is always false: Postgres leases
 // have no wait flag.
 func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return leasedriver.Info{}, err
+	}
 	if name == "" {
 		return leasedriver.Info{}, fmt.Errorf("%w: empty name", lease.ErrInvalidName)
 	}
@@ -53,6 +56,9 @@ func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, e
 // one byte), sorted by name, at most limit (limit < 1:
 // lease.ErrInvalidOptions).
 func (b *Backend) List(ctx context.Context, match string, limit int) ([]leasedriver.Info, error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: List limit %d, at least 1", lease.ErrInvalidOptions, limit)
 	}

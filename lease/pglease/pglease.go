@@ -166,6 +166,9 @@ func Migrations(opts Options) (fs.FS, error) {
 // take for the same schema (internal/pgmigrate). It needs the privilege to
 // create the schema (or its existence) and a table in it.
 func (b *Backend) Migrate(ctx context.Context) error {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return err
+	}
 	script, err := pgmigrate.Script(migrations, b.schema, strings.NewReplacer("{{schema}}", pgx.Identifier{b.schema}.Sanitize()))
 	if err != nil {
 		return fmt.Errorf("pglease: %w", err)
@@ -193,6 +196,9 @@ func (b *Backend) Migrate(ctx context.Context) error {
 // lease. A serialization failure or deadlock left even so is retried
 // (pgtx.MaxAttempts attempts, jittered backoff, within ctx).
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return leasedriver.Grant{}, err
+	}
 	if err := b.format.Check(ctx, b.checkFormat); err != nil {
 		return leasedriver.Grant{}, err
 	}
@@ -236,6 +242,9 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 // and has not expired; ErrNotHeld otherwise. A database error is every
 // lease's error.
 func (b *Backend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return leasedriver.Errs(len(batch), err)
+	}
 	errs := make([]error, len(batch))
 	if err := b.format.Check(ctx, b.checkFormat); err != nil {
 		for i := range errs {
@@ -334,6 +343,9 @@ func pick[T any](xs []T, is []int) []T {
 // -infinity; its token stays) if it holds h.Owner and has not expired;
 // ErrNotHeld otherwise.
 func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return err
+	}
 	if err := b.format.Check(ctx, b.checkFormat); err != nil {
 		return err
 	}
@@ -400,6 +412,9 @@ const MinIdle = time.Hour
 // past. It returns an error matching ErrInvalidOptions for idle below
 // MinIdle.
 func (b *Backend) PruneIdle(ctx context.Context, idle time.Duration) (int64, error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return 0, err
+	}
 	if idle < MinIdle {
 		return 0, fmt.Errorf("%w: PruneIdle idle %v: at least %v", ErrInvalidOptions, idle, MinIdle)
 	}

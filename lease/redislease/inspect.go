@@ -37,6 +37,9 @@ func (b *Backend) checkFormatRead(ctx context.Context) error {
 // tag, so this works on a Cluster too. Keys under the prefix that are not
 // a lease's (another store's prefix) give ErrInvalidOptions.
 func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return leasedriver.Info{}, err
+	}
 	k, err := b.Keys(name)
 	if err != nil {
 		return leasedriver.Info{}, err
@@ -59,6 +62,9 @@ func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, e
 // (* ? [ ] \) are escaped. The SCAN guarantees apply: a key present for the
 // whole scan is found, one created or deleted during it may or may not be.
 func (b *Backend) List(ctx context.Context, match string, limit int) ([]leasedriver.Info, error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: List limit %d, at least 1", leasedriver.ErrInvalidOptions, limit)
 	}

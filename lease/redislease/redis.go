@@ -157,7 +157,12 @@ func NewBackend(rdb redis.UniversalClient, opts Options) (*Backend, error) {
 // ErrEvictionPolicyUnknown when refused, or the read's I/O error. Every
 // acquisition calls it first; a package that takes leases in scripts of
 // its own (Joinable) calls it before them.
-func (b *Backend) CheckPolicy(ctx context.Context) error { return b.policy.Check(ctx) }
+func (b *Backend) CheckPolicy(ctx context.Context) error {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return err
+	}
+	return b.policy.Check(ctx)
+}
 
 // CheckFormat checks the stored format unless done before: nil when the
 // marker key Prefix + "format" holds "holdfast lease/redislease format 1"
@@ -169,6 +174,9 @@ func (b *Backend) CheckPolicy(ctx context.Context) error { return b.policy.Check
 // leases in scripts of its own (Joinable) calls it before them. On a
 // Cluster the marker is one key, on one shard.
 func (b *Backend) CheckFormat(ctx context.Context) error {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return err
+	}
 	if b.format.Passed() {
 		return nil
 	}
@@ -181,7 +189,12 @@ func (b *Backend) CheckFormat(ctx context.Context) error {
 // previous call (INFO stats evicted_keys, over every master), read only
 // when Options.Eviction.AllowEviction let the backend run on a Redis
 // that may evict keys; 0 without I/O otherwise.
-func (b *Backend) Evictions(ctx context.Context) (int64, error) { return b.policy.Evictions(ctx) }
+func (b *Backend) Evictions(ctx context.Context) (int64, error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return 0, err
+	}
+	return b.policy.Evictions(ctx)
+}
 
 var _ leasedriver.Labeled = (*Backend)(nil)
 
@@ -311,6 +324,9 @@ func (b *Backend) handle(h leasedriver.Held) *redisHandle {
 }
 
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return leasedriver.Grant{}, err
+	}
 	h := b.newHandle(name, owner, ttl)
 	return b.acquire(ctx, h, ttl, h.acquireArgs[:h.acquireN])
 }
@@ -321,6 +337,9 @@ var _ leasedriver.WaitingAcquirer = (*Backend)(nil)
 // lease as waited for (acquire.lua's KEYS[3]) for flagTTL, so that its
 // release publishes.
 func (b *Backend) AcquireWaiting(ctx context.Context, name, owner string, ttl, flagTTL time.Duration) (leasedriver.Grant, error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return leasedriver.Grant{}, err
+	}
 	h := b.newHandle(name, owner, ttl)
 	a, waitingKey := &h.acquireArgs, h.releaseArgs[4]
 	// evalsha sha 3 lease fence waiting owner ttl label idle flagTTL
@@ -365,6 +384,9 @@ var _ leasedriver.BatchAcquirer = (*Backend)(nil)
 // Cluster), the acquire script answers an acquisition it already granted
 // to the same owner with the same token.
 func (b *Backend) AcquireAll(ctx context.Context, reqs []leasedriver.AcquireRequest) ([]leasedriver.Grant, []error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return make([]leasedriver.Grant, len(reqs)), leasedriver.Errs(len(reqs), err)
+	}
 	err := b.policy.Check(ctx)
 	if err == nil {
 		err = b.CheckFormat(ctx)
@@ -438,6 +460,9 @@ func (b *Backend) undo(ctx context.Context, hs []*redisHandle, ttl time.Duration
 }
 
 func (b *Backend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return leasedriver.Errs(len(batch), err)
+	}
 	if len(batch) == 1 {
 		// Lease.Renew: a plain call costs half the allocations of a
 		// pipeline of one.
@@ -483,6 +508,9 @@ func (b *Backend) pipeline(ctx context.Context, batch []leasedriver.Held) ([]*re
 }
 
 func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return err
+	}
 	n, err := releaseScript.RunPrepared(ctx, b.auto, b.handle(h).releaseArgs[:]).Int64()
 	if err != nil {
 		return err
@@ -496,6 +524,9 @@ func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 // Released subscribes to the lease's release channel; it returns once the
 // subscription is active, so a release after it is never missed.
 func (b *Backend) Released(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return nil, nil, err
+	}
 	sub := b.rdb.Subscribe(ctx, b.prefix+"{"+name+"}:released")
 	if _, err := sub.Receive(ctx); err != nil {
 		_ = sub.Close()
@@ -522,6 +553,9 @@ var _ leasedriver.BatchReleaser = (*Backend)(nil)
 
 // ReleaseAll implements BatchReleaser: one pipeline of release scripts.
 func (b *Backend) ReleaseAll(ctx context.Context, batch []leasedriver.Held) []error {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return leasedriver.Errs(len(batch), err)
+	}
 	errs := make([]error, len(batch))
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))

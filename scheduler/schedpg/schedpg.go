@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/holdfast-go/holdfast/lease/pglease"
@@ -34,12 +35,16 @@ import (
 // pgledger.New, then scheduler.New with Leases and Ledger set; New then
 // migrates neither.
 //
-// Errors: scheduler.ErrInvalidOptions for a nil pool or what scheduler.New refuses; the parts'
+// Errors: scheduler.ErrInvalidOptions for a nil pool or what scheduler.New refuses;
+// scheduler.ErrInvalidArgument for a nil ctx; the parts'
 // ErrInvalidOptions for a Namespace that is not a schema name; Migrate's
 // errors (the database's, joined with ctx's).
 func New(ctx context.Context, pool *pgxpool.Pool, opts scheduler.Options) (*scheduler.Scheduler, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: schedpg.New: nil pool", scheduler.ErrInvalidOptions)
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: schedpg.New: %w", scheduler.ErrInvalidArgument, errfamily.ErrNilContext)
 	}
 	holder := opts.Holder
 	if holder == "" && opts.Leases == nil {

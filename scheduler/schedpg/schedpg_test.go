@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/scheduler"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
@@ -80,3 +81,13 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 }
 
 func (b *lockedBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+// A nil context is refused with scheduler.ErrInvalidArgument before any
+// I/O (Migrate dereferenced it: a panic, a fresh user's trial).
+func TestNewRefusesANilContext(t *testing.T) {
+	t.Parallel()
+	var nilCtx context.Context
+	_, err := schedpg.New(nilCtx, pgtest.OwnPool(t, nil), scheduler.Options{})
+	require.ErrorIs(t, err, scheduler.ErrInvalidArgument)
+	require.ErrorIs(t, err, errfamily.ErrNilContext)
+}
