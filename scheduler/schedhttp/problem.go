@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -75,6 +76,35 @@ func clip(s string) string {
 		cut--
 	}
 	return s[:cut] + "..."
+}
+
+// clipQuoted clips every Go-quoted string of detail (a backend's error
+// text, which quotes the job names, partitions and times it repeats with
+// %q) whose value is over maxEcho bytes, as echo does: so a detail
+// repeats at most maxEcho bytes of any input, wherever its text was made.
+func clipQuoted(detail string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(detail); i++ {
+		if detail[i] != '"' {
+			continue
+		}
+		q, err := strconv.QuotedPrefix(detail[i:])
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.Unquote(q); err == nil && len(v) > maxEcho {
+			b.WriteString(detail[last:i])
+			b.WriteString(echo(v))
+			last = i + len(q)
+		}
+		i += len(q) - 1
+	}
+	if last == 0 {
+		return detail
+	}
+	b.WriteString(detail[last:])
+	return b.String()
 }
 
 // echo quotes input from the request for a problem's detail, clipped.

@@ -29,6 +29,11 @@ func TestAdminProblemsNameTypeAndField(t *testing.T) {
 		kind, field                     string
 	}{
 		{"UnknownJob", "POST", "/jobs/nope/pause", "application/json", "", 404, "unknown-job", ""},
+		// The scheduler's error text quotes the whole name (a 5000-byte
+		// job name came back in a 515-byte detail: a fresh user's trial).
+		{"UnknownLongJob", "POST", "/jobs/" + long + "/pause", "application/json", "", 404, "unknown-job", ""},
+		{"UnknownLongJobRuns", "GET", "/jobs/" + long + "/runs", "", "", 404, "unknown-job", ""},
+		{"UnknownLongPartition", "POST", "/jobs/settle/trigger", "application/json", `{"partition":"` + long + `"}`, 404, "unknown-job", ""},
 		{"NeedsPartition", "POST", "/jobs/settle/trigger", "application/json", `{}`, 400, "partition-required", "partition"},
 		{"NeedsSlot", "POST", "/jobs/settle/retry", "application/json", `{"partition":"eu"}`, 400, "invalid-request", "slot"},
 		{"BadSlot", "POST", "/jobs/settle/retry", "application/json", `{"partition":"eu","slot":"tomorrow"}`, 400, "invalid-request", "slot"},
@@ -65,6 +70,7 @@ func TestAdminProblemsNameTypeAndField(t *testing.T) {
 		require.Equal(t, tc.status, p.Status, tc.name)
 		require.Equal(t, tc.field, p.Field, "%s: %s", tc.name, rec.Body.String())
 		require.Less(t, len(p.Detail), 200, "%s: the detail quotes a short cut of the input: %s", tc.name, p.Detail)
+		require.NotContains(t, p.Detail, strings.Repeat("y", 65), "%s: at most 64 bytes of an input", tc.name)
 	}
 }
 

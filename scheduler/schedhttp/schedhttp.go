@@ -239,7 +239,7 @@ func (h *adminHandler) guard(action Action, next func(http.ResponseWriter, *http
 				writeProblem(w, status, kind, "", "internal error; see the server log")
 				return
 			}
-			writeProblem(w, status, kind, field, err.Error())
+			writeProblem(w, status, kind, field, clipQuoted(err.Error()))
 		}
 	}
 }
