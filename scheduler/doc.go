@@ -226,7 +226,8 @@
 //
 // Whatever the policy, missed slots and retries older than CatchUpWindow
 // (default 1 h) or before StartAt are not run late (slots an operator
-// requests are), and a job whose ledger shows no slot starts at its first
+// requests are, and so are their retries: a retry whose time is within
+// CatchUpWindow runs whatever its slot's age), and a job whose ledger shows no slot starts at its first
 // claim: there is no backfill of the time before it existed. CatchUpWindow
 // bounds MaxCatchUp: an hourly job with the default window catches up one
 // slot at most. Gaps stay visible: the slots older than CatchUpWindow are

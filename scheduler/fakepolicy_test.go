@@ -799,3 +799,40 @@ func skipWithoutCanceler(t *testing.T, r *rig) {
 		t.Skip("OverlapCancelOther needs a Canceler; only the Redis ledger is one")
 	}
 }
+
+// A backfilled slot older than CatchUpWindow gets its MaxAttempts: its
+// retries, due within the window, run (they were left out of State as
+// older than the window: the record showed a retry time that never came,
+// a fresh user's trial). A scheduled slot's retry due within the window
+// runs too, whatever the slot's age; one whose retry time passed the
+// window does not.
+func TestFakeTimeBackfilledOldSlotIsRetried(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(10, 0, 30), func(t *testing.T, r *rig) {
+		var mu sync.Mutex
+		calls := map[time.Time]int{}
+		old := utc(8, 0, 0) // two hours back: older than the default 1 h window
+		s := r.replica(0, scheduler.Job{Name: "bf", Spec: "0 0 * * * *", MaxAttempts: 3,
+			RetryBackoff: time.Second, RetryMaxBackoff: time.Second,
+			Run: func(_ context.Context, run scheduler.Run) error {
+				mu.Lock()
+				defer mu.Unlock()
+				calls[run.At]++
+				if run.At.Equal(old) && calls[run.At] < 3 {
+					return errors.New("bank down")
+				}
+				return nil
+			}})
+		backfilled, err := s.Backfill(context.Background(), "bf", "", old, old.Add(time.Second), "late data")
+		require.NoError(t, err)
+		require.Len(t, backfilled, 1)
+		r.settle()
+		r.tick(10*time.Second, time.Second)
+		rec := r.record("bf", old)
+		require.Equal(t, ledger.StatusSucceeded, rec.Status, "retried to success: %+v", rec)
+		require.Equal(t, 3, rec.Attempt)
+		mu.Lock()
+		require.Equal(t, 3, calls[old])
+		mu.Unlock()
+	})
+}

@@ -356,9 +356,12 @@ type OpenSlot struct {
 
 // State is what a ledger knows of one (job, partition) for a claim.
 type State struct {
-	// Open lists the slots that need an attempt, oldest first: failed with
-	// attempts left and running ones at or after the asked-for time, and
-	// pending ones (asked for by an operator) whatever their time. A lease
+	// Open lists the slots that need an attempt, oldest first: running
+	// ones at or after the asked-for time, failed ones with attempts left
+	// whose slot or retry time is at or after it (a retry that comes due
+	// within the window is run, whatever the slot's age: the retries of a
+	// slot an operator asked for, Request, run as its first attempt did),
+	// and pending ones (asked for by an operator) whatever their time. A lease
 	// holder calls State only between its own attempts, so a running slot
 	// it sees belongs to a holder that lost the lease: it is abandoned,
 	// and the next Begin takes it over.

@@ -43,9 +43,10 @@
 //     changes nothing; a refusal's fence.StaleTokenError names the
 //     refusing fence's Scope; a Planner rides only on a slot-scoped Fence,
 //     with the unit scope (ErrInvalidFence, ErrUnknownScope);
-//   - State: Open lists pending slots, failures with a retry, and slots
-//     running under a holder that lost the lease (abandoned), at or after
-//     since, oldest first, with RetryAt; not succeeded, final, skipped,
+//   - State: Open lists pending slots, failures with a retry whose slot
+//     or retry time is at or after since, and slots running under a
+//     holder that lost the lease (abandoned) at or after since, oldest
+//     first, with RetryAt; not succeeded, final, skipped,
 //     missed or spent slots, nor a slot running under the current holder.
 //     Last is the latest slot begun, skipped or missed; Horizon is set on
 //     first use, from the caller's now (never the store's clock), and never

@@ -19,10 +19,12 @@ var stateCases = []testCase{
 }
 
 // One slot in each state; Open holds exactly the pending ones (whatever
-// since says: an operator asked for them), and the failures with a retry
-// and the running ones at or after since, oldest first. A lease holder
-// reads State only between its own attempts, so a running slot it sees is
-// abandoned (slot 4).
+// since says: an operator asked for them), the running ones at or after
+// since, and the failures with a retry whose slot or retry time is at or
+// after since (slot 0's retry comes due after since: a requested slot's
+// retries run whatever its age), oldest first. A lease holder reads State
+// only between its own attempts, so a running slot it sees is abandoned
+// (slot 4).
 func testOpenLists(t *testing.T, x *fixture) {
 	ctx := t.Context()
 	h := holder(1)
@@ -30,8 +32,9 @@ func testOpenLists(t *testing.T, x *fixture) {
 
 	// Slot -1: pending, before since.
 	require.NoError(t, x.ledger.Request(ctx, x.slot(-1), "backfill", x.now(-1, 0)))
-	// Slot 0: failed with a retry, before since.
+	// Slot 0: failed with a retry, before since; the retry at(1) + 2.25 s.
 	x.fail(x.slot(0), h, begin(0), x.now(0, 2*time.Second))
+	retry0 := x.now(0, 2*time.Second).Add(time.Minute)
 	// Slot 1: pending, by a Request of a slot never begun.
 	require.NoError(t, x.ledger.Request(ctx, x.slot(1), "backfill", x.now(1, 0)))
 	// Slot 2: failed with a retry.
@@ -57,15 +60,18 @@ func testOpenLists(t *testing.T, x *fixture) {
 	}, x.now(8, 5*time.Second))
 
 	st := x.state("", x.at(1)) // since is inclusive
-	x.requireOpen(st, x.at(-1), x.at(1), x.at(2), x.at(4), x.at(8))
+	x.requireOpen(st, x.at(-1), x.at(0), x.at(1), x.at(2), x.at(4), x.at(8))
 	requireTime(t, time.Time{}, st.Open[0].RetryAt, "pending slot's RetryAt (zero: now)")
-	requireTime(t, time.Time{}, st.Open[1].RetryAt, "pending slot's RetryAt (zero: now)")
-	requireTime(t, retry2, st.Open[2].RetryAt, "failed slot's RetryAt")
-	requireTime(t, time.Time{}, st.Open[3].RetryAt, "running slot's RetryAt (zero: now)")
-	requireTime(t, retry8, st.Open[4].RetryAt, "failed slot's RetryAt")
+	requireTime(t, retry0, st.Open[1].RetryAt, "failed slot's RetryAt, the slot before since")
+	requireTime(t, time.Time{}, st.Open[2].RetryAt, "pending slot's RetryAt (zero: now)")
+	requireTime(t, retry2, st.Open[3].RetryAt, "failed slot's RetryAt")
+	requireTime(t, time.Time{}, st.Open[4].RetryAt, "running slot's RetryAt (zero: now)")
+	requireTime(t, retry8, st.Open[5].RetryAt, "failed slot's RetryAt")
 
 	x.requireOpen(x.state("", x.at(0)), x.at(-1), x.at(0), x.at(1), x.at(2), x.at(4), x.at(8))
-	x.requireOpen(x.state("", x.at(1).Add(time.Second)), x.at(-1), x.at(1), x.at(2), x.at(4), x.at(8))
+	x.requireOpen(x.state("", retry0), x.at(-1), x.at(0), x.at(1), x.at(2), x.at(4), x.at(8))
+	// Past slot 0's retry time, its retry is older than since: not run.
+	x.requireOpen(x.state("", x.at(1).Add(3*time.Second)), x.at(-1), x.at(1), x.at(2), x.at(4), x.at(8))
 	x.requireOpen(x.state("", x.at(9)), x.at(-1), x.at(1))
 }
 

@@ -228,7 +228,8 @@ SELECT (SELECT horizon FROM f), (SELECT last_slot FROM f), (SELECT pruned_before
   LEFT JOIN {{runs}} r
     ON r.job_name = $1 AND r.partition_key = $2
    AND (r.status = 'pending'
-        OR (r.schedule_slot >= $3 AND (r.status = 'running' OR (r.status = 'failed' AND r.retry_at IS NOT NULL))))
+        OR (r.schedule_slot >= $3 AND r.status = 'running')
+        OR (r.status = 'failed' AND (r.schedule_slot >= $3 OR r.retry_at >= $3) AND r.retry_at IS NOT NULL))
  ORDER BY r.schedule_slot`),
 		// state for many pairs in one statement: the rows of each pair,
 		// its index (from 1) first, in the order asked, each pair's first
@@ -241,7 +242,8 @@ SELECT (SELECT horizon FROM f), (SELECT last_slot FROM f), (SELECT pruned_before
   LEFT JOIN {{runs}} r
     ON r.job_name = q.job AND r.partition_key = q.part
    AND (r.status = 'pending'
-        OR (r.schedule_slot >= q.since AND (r.status = 'running' OR (r.status = 'failed' AND r.retry_at IS NOT NULL))))
+        OR (r.schedule_slot >= q.since AND r.status = 'running')
+        OR (r.status = 'failed' AND (r.schedule_slot >= q.since OR r.retry_at >= q.since) AND r.retry_at IS NOT NULL))
  ORDER BY q.i, r.schedule_slot`),
 		get: records(r, `job_name = $1 AND schedule_slot = $2 AND partition_key = $3`),
 		list: records(r, `job_name = $1 AND partition_key = $2 AND schedule_slot >= $3 AND schedule_slot < $4

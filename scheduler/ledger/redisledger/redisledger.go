@@ -405,13 +405,17 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 	out := make([]ledger.State, len(reqs))
 	for i, r := range rs {
 		retryAt := map[string]time.Time{}
+		open := append(r.open.Val(), r.pending.Val()...)
 		for _, z := range r.retry.Val() {
-			retryAt[fmt.Sprint(z.Member)] = time.UnixMilli(int64(z.Score)).UTC()
+			m := fmt.Sprint(z.Member)
+			retryAt[m] = time.UnixMilli(int64(z.Score)).UTC()
+			if !retryAt[m].Before(reqs[i].Since) {
+				open = append(open, m) // a retry due within the window, whatever the slot's age
+			}
 		}
 		seen := map[string]bool{}
 		st := &out[i]
 		u := r.unit.Val()
-		open := append(r.open.Val(), r.pending.Val()...)
 		if hot := str(u[2]); hot != "" && fromUnix(hot).Unix() >= reqs[i].Since.Unix() {
 			open = append(open, hot) // the hot run (scripts/fence.lua)
 		}

@@ -33,7 +33,9 @@ local function begin_attempt(K, A, seen, holder)
     return {0, 0}
   end
   if status == 'failed' and not redis.call('ZSCORE', K[3], A[3]) then
-    return {0, 0} -- failed for good
+    -- Failed for good; a retry entry left by an older build goes.
+    if seen.retry ~= false then redis.call('ZREM', K[7], A[3]) end
+    return {0, 0}
   end
   if status == 'running' then
     if cur_run[4] == A[2] then
@@ -46,6 +48,9 @@ local function begin_attempt(K, A, seen, holder)
     redis.call('HSET', run, 'status', status == 'running' and 'abandoned' or status)
     redis.call('ZREM', K[3], A[3])
     redis.call('ZREM', K[6], A[3])
+    -- Spent: its retry entry goes too (State lists a retry due within
+    -- the window whatever the slot's age, so a stale one would list it).
+    if seen.retry ~= false then redis.call('ZREM', K[7], A[3]) end
     return {0, 0}
   end
   attempt = attempt + 1
