@@ -120,55 +120,45 @@ var (
 )
 
 // PruneMargin is how far behind the store's clock a prune cutoff must be
-// (1 hour): Pruner.Prune and PrunePreviewer.PrunePreview refuse a before
-// later than the store's now minus PruneMargin with a *PruneCutoffError
-// (matching ErrPruneCutoff), deleting and raising nothing. A cutoff is a
-// watermark that never goes down: slots before it without a record are
-// closed for good under OverlapAllow, so a cutoff that reaches slots that
-// may still begin stops the job. The hour covers what may still begin a
-// slot after its instant: a late timer, a replica waiting out a crashed
-// holder's lease (Job.LeaseTTL, 30 s by default), the skew between the
-// caller's clock and the store's, all far below an hour when the system
-// is healthy. It is no retention to aim at: keep what operators read
+// (1 hour; fence.PruneMargin, which sinks' PruneSlotScopes use too):
+// Pruner.Prune and PrunePreviewer.PrunePreview refuse a before later than
+// the store's now minus PruneMargin with a *PruneCutoffError (matching
+// ErrPruneCutoff), deleting and raising nothing. A cutoff is a watermark
+// that never goes down: slots before it without a record are closed for
+// good under OverlapAllow, so a cutoff that reaches slots that may still
+// begin stops the job. The hour covers what may still begin a slot after
+// its instant: a late timer, a replica waiting out a crashed holder's
+// lease (Job.LeaseTTL, 30 s by default), the skew between the caller's
+// clock and the store's, all far below an hour when the system is
+// healthy. It is no retention to aim at: keep what operators read
 // (docs/operations.md, "Retention and growth").
-const PruneMargin = time.Hour
+const PruneMargin = fence.PruneMargin
 
-// ErrPruneCutoff is matched (errors.Is) by every *PruneCutoffError.
-var ErrPruneCutoff = errors.New("ledger: prune cutoff too recent")
+// ErrPruneCutoff is matched (errors.Is) by every *PruneCutoffError. It is
+// fence.ErrPruneCutoff, which a sink's refused PruneSlotScopes matches too.
+var ErrPruneCutoff = fence.ErrPruneCutoff
 
 // PruneCutoffError is the error of a Prune or PrunePreview whose cutoff
-// Before is later than Limit, the store's clock Now minus PruneMargin.
-// It matches ErrPruneCutoff.
-type PruneCutoffError struct {
-	Before time.Time     // the cutoff asked for
-	Limit  time.Time     // the latest cutoff allowed: Now - Margin
-	Now    time.Time     // the store's clock when the cutoff was checked
-	Margin time.Duration // PruneMargin (ledgertest.Memory: its own, SetPruneMargin)
-}
-
-func (e *PruneCutoffError) Error() string {
-	return fmt.Sprintf("ledger: prune cutoff %s is later than %s (the store's clock %s minus %v): it would close slots that may still run; nothing pruned",
-		e.Before.UTC().Format(time.RFC3339), e.Limit.UTC().Format(time.RFC3339), e.Now.UTC().Format(time.RFC3339), e.Margin)
-}
-
-// Is reports whether target is ErrPruneCutoff.
-func (e *PruneCutoffError) Is(target error) bool { return target == ErrPruneCutoff }
+// Before is later than Limit, the store's clock Now minus PruneMargin
+// (Margin; ledgertest.Memory: its own, SetPruneMargin). It matches
+// ErrPruneCutoff. It is fence.PruneCutoffError, the error of a refused
+// PruneSlotScopes too.
+type PruneCutoffError = fence.PruneCutoffError
 
 // CheckPruneCutoff returns a *PruneCutoffError if before is later than now
-// minus PruneMargin, nil otherwise. Ledgers call it with their store's
-// clock (Redis TIME, Postgres now()) before a Prune or PrunePreview.
+// minus PruneMargin, nil otherwise (fence.CheckPruneCutoff). Ledgers call
+// it with their store's clock (Redis TIME, Postgres now()) before a Prune
+// or PrunePreview.
 func CheckPruneCutoff(before, now time.Time) error {
-	return CheckPruneCutoffMargin(before, now, PruneMargin)
+	return fence.CheckPruneCutoff(before, now)
 }
 
 // CheckPruneCutoffMargin is CheckPruneCutoff with a margin of the
-// caller's: ledgertest.Memory's, which a simulation shortens
-// (SetPruneMargin). A store that real schedulers share uses PruneMargin.
+// caller's (fence.CheckPruneCutoffMargin): ledgertest.Memory's, which a
+// simulation shortens (SetPruneMargin). A store that real schedulers
+// share uses PruneMargin.
 func CheckPruneCutoffMargin(before, now time.Time, margin time.Duration) error {
-	if limit := now.Add(-margin); before.After(limit) {
-		return &PruneCutoffError{Before: before, Limit: limit, Now: now, Margin: margin}
-	}
-	return nil
+	return fence.CheckPruneCutoffMargin(before, now, margin)
 }
 
 // Pruner is an optional Ledger interface: retention. Prune deletes the
