@@ -128,10 +128,13 @@
 // The cutoff: use the scheduler ledger's prune cutoff, or an older one. A
 // slot before it is over for the ledger too (its Backfill and Retry refuse
 // it), and a run of such a slot still going is refused from then on, so
-// pick a cutoff beyond any run's length. Lease names of your own count: a
-// scope shaped "U@123" is slot 123 of unit U here, and closes when U's
-// slots before it are pruned. Watermarks beyond +-10^15 s are stored as
-// +-10^15, which closes the same slots (all, or none).
+// pick a cutoff beyond any run's length. A cutoff later than Redis's
+// clock (TIME, read in the prune's script) minus fence.PruneMargin (1
+// hour) is refused with nothing changed: a *fence.PruneCutoffError
+// (fence.ErrPruneCutoff), as the ledger refuses it. Lease names of your
+// own count: a scope shaped "U@123" is slot 123 of unit U here, and closes
+// when U's slots before it are pruned. Watermarks below -10^15 s are
+// stored as -10^15, which closes the same slots (none).
 //
 // Pruned as it goes, a resource's hash holds the kept slots' fences and one
 // field per pruned unit. Each slot scope's fence ("settle|eu@<10 digits>",

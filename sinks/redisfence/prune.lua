@@ -1,12 +1,17 @@
 -- prune.lua: close the slot scopes of one unit of a resource below a
--- watermark and delete their fences (Writer.PruneSlotScopes; slotscope.lua
--- is prepended).
+-- watermark and delete their fences (Writer.PruneSlotScopes; prunecutoff.lua
+-- and slotscope.lua are prepended).
 --
 -- KEYS[1]  the fence key: FenceKey(the resource key), see redisfence.go
 -- ARGV[1]  the unit (not empty)
 -- ARGV[2]  the watermark: unix seconds, a canonical decimal within
 --          +-10^15 (exact as a Lua number)
+-- ARGV[3]  the cutoff's microseconds within the second ARGV[2] (0-999999)
+-- ARGV[4]  the margin, microseconds (fence.PruneMargin)
 --
+-- First refuses a cutoff (ARGV[2] s and ARGV[3] us) later than the
+-- server's clock (TIME) minus ARGV[4]: returns TIME's reply {seconds,
+-- microseconds} and changes nothing (prunecutoff.lua).
 -- Raises field "closed:<unit>" to the greater of its value and ARGV[2]
 -- (never lowers it), then deletes fields "token:<s>" and "owner:<s>" of
 -- every slot scope s of the unit (slotscope.lua) whose slot is below the
@@ -16,6 +21,10 @@
 --
 -- Returns the number of scopes whose fences it deleted.
 
+local now = holdfast_prune_cutoff_refused(ARGV[2], ARGV[3], ARGV[4])
+if now then
+  return now
+end
 local unit, field = ARGV[1], 'closed:' .. ARGV[1]
 local closed = redis.call('HGET', KEYS[1], field)
 if not closed or tonumber(closed) < tonumber(ARGV[2]) then

@@ -5,6 +5,7 @@ import (
 
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/luascript"
+	"github.com/holdfast-go/holdfast/internal/prunecutoff"
 )
 
 // The Lua sources. Each file's header names its KEYS and ARGV.
@@ -31,13 +32,14 @@ var (
 // fallback on NOSCRIPT (internal/luascript). Every write starts with the
 // acceptance rule (fencerule.Lua), the parse of slot scopes
 // (slotscope.lua) and the scoped fence state (fence.lua); pruneScript
+// checks its cutoff against the server's clock (prunecutoff.Lua) and
 // parses scopes with the same slotscope.lua.
 var (
 	setScript     = luascript.New(fencerule.Lua, slotScopeLua, fenceLua, setLua)
 	hsetScript    = luascript.New(fencerule.Lua, slotScopeLua, fenceLua, hsetLua)
 	currentScript = luascript.New(currentLua)
 	resetScript   = luascript.New(resetLua)
-	pruneScript   = luascript.New(slotScopeLua, pruneLua)
+	pruneScript   = luascript.New(prunecutoff.Lua, slotScopeLua, pruneLua)
 )
 
 // Script is a caller's Lua body made into a fenced script: Writer.Eval runs

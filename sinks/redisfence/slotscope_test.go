@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
@@ -78,11 +80,15 @@ func FuzzSlotScopeParseInLua(f *testing.F) {
 
 // The same cases through the writes and PruneSlotScopes: a scope is
 // closed by its own unit's watermark above its slot, and by nothing else
-// (another split of it, the scope itself as a unit, at any watermark).
+// (another split of it, the scope itself as a unit, at any watermark the
+// server takes). A slot the server's clock has not left fence.PruneMargin
+// behind cannot be closed: the cutoff that would close it is refused.
 func TestPruneAndWritesParseScopesAsGoDoes(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b *bundle) {
 		ctx := t.Context()
+		// The latest cutoff the server takes, with a minute to spare.
+		latest := time.Now().Add(-fence.PruneMargin - time.Minute)
 		for i, c := range slotScopeCases {
 			key := fmt.Sprintf("%sparse:%d", b.prefix, i)
 			h := fence.Holder{Scope: c.scope, Token: 10, Owner: "a"}
@@ -98,13 +104,19 @@ func TestPruneAndWritesParseScopesAsGoDoes(t *testing.T) {
 				if u == "" || (c.ok && u == c.unit) {
 					continue
 				}
-				n, err := b.w.PruneSlotScopes(ctx, key, u, time.Unix(1<<53, 0))
+				n, err := b.w.PruneSlotScopes(ctx, key, u, latest)
 				require.NoError(t, err)
 				require.Zero(t, n, "%q: unit %q pruned it", c.scope, u)
 			}
 			require.NoError(t, b.w.Set(ctx, key, "v", h, 0), "%q: closed by another unit", c.scope)
 			requireStaleNotClosed(t, b.w.Set(ctx, key, "v", fence.Holder{Scope: c.scope, Token: 9, Owner: "b"}, 0), c.scope)
 			if !c.ok {
+				continue
+			}
+			if time.Unix(c.at+1, 0).After(latest) {
+				_, err := b.w.PruneSlotScopes(ctx, key, c.unit, time.Unix(c.at+1, 0))
+				require.ErrorIs(t, err, fence.ErrPruneCutoff, "%q", c.scope)
+				require.NoError(t, b.w.Set(ctx, key, "v", h, 0), "%q: closed by a refused prune", c.scope)
 				continue
 			}
 			n, err := b.w.PruneSlotScopes(ctx, key, c.unit, time.Unix(c.at, 0))
@@ -210,7 +222,8 @@ func TestPrunedSlotScopeRefusesEveryWritePath(t *testing.T) {
 }
 
 // The watermark only rises, is whole seconds (before.Unix()), and is
-// clamped to +-10^15 s, which closes the same slots: all of them, or none.
+// clamped to -10^15 s, which closes the same slots (none). A cutoff far in
+// the future is refused (fence.ErrPruneCutoff), writing nothing.
 func TestPruneWatermark(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, b *bundle) {
@@ -233,11 +246,11 @@ func TestPruneWatermark(t *testing.T) {
 		require.Equal(t, "100", b.rdb.HGet(ctx, redisfence.FenceKey(key), "closed:u").Val())
 
 		key = b.prefix + "far-future"
-		prune(key, time.Unix(1<<62, 0))
-		require.Equal(t, "1000000000000000", b.rdb.HGet(ctx, redisfence.FenceKey(key), "closed:u").Val())
-		requireClosed(t, write(key, "u@999999999999999"), key, "u@999999999999999", 1, 1e15)
-		requireClosed(t, write(key, "u@-999999999999999"), key, "u@-999999999999999", 1, 1e15)
-		require.NoError(t, write(key, "u@1000000000000000"), "16 digits: no slot scope")
+		_, err := b.w.PruneSlotScopes(ctx, key, "u", time.Unix(1<<62, 0))
+		require.ErrorIs(t, err, fence.ErrPruneCutoff)
+		require.Zero(t, b.rdb.Exists(ctx, redisfence.FenceKey(key)).Val(), "nothing written")
+		require.NoError(t, write(key, "u@999999999999999"))
+		require.NoError(t, write(key, "u@-999999999999999"))
 
 		key = b.prefix + "far-past"
 		prune(key, time.Unix(-1<<62, 0))
@@ -422,4 +435,77 @@ func TestPruneSlotScopesOnCluster(t *testing.T) {
 		requireClosed(t, w.Set(ctx, key, "late", h, 0), key, h.Scope, h.Token, 1772928001)
 		require.Equal(t, "v", rdb.Get(ctx, key).Val())
 	}
+}
+
+// A cutoff later than Redis's clock minus fence.PruneMargin is refused
+// with a *fence.PruneCutoffError and changes nothing: the fence hash is
+// as it was (no watermark, every fence), and the slot just below the
+// refused cutoff takes its holder's writes. An older cutoff prunes as
+// before.
+func TestPruneSlotScopesRefusesACutoffOfSlotsThatMayStillRun(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		const unit = "settle|eu"
+		key := b.prefix + "payouts"
+		now := time.Now()
+		old := fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, now.Add(-3*fence.PruneMargin).Unix()), Token: 5, Owner: "a"}
+		recent := fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, now.Add(-time.Second).Unix()), Token: 7, Owner: "b"}
+		require.NoError(t, b.w.Set(ctx, key, "v", old, 0))
+		require.NoError(t, b.w.Set(ctx, key, "v", recent, 0))
+		fields := b.rdb.HGetAll(ctx, redisfence.FenceKey(key)).Val()
+
+		for _, cutoff := range []time.Time{now.Add(time.Hour), now, now.Add(-fence.PruneMargin + time.Minute)} {
+			n, err := b.w.PruneSlotScopes(ctx, key, unit, cutoff)
+			require.ErrorIs(t, err, fence.ErrPruneCutoff, "%v", cutoff)
+			require.ErrorContains(t, err, key, "the error names the resource")
+			var ce *fence.PruneCutoffError
+			require.ErrorAs(t, err, &ce)
+			require.True(t, ce.Before.Equal(cutoff))
+			require.Equal(t, fence.PruneMargin, ce.Margin)
+			require.Equal(t, ce.Now.Add(-fence.PruneMargin), ce.Limit)
+			require.WithinDuration(t, now, ce.Now, time.Minute, "Redis's clock")
+			require.Zero(t, n)
+			require.Equal(t, fields, b.rdb.HGetAll(ctx, redisfence.FenceKey(key)).Val(), "nothing changed")
+		}
+		require.NoError(t, b.w.Set(ctx, key, "v", recent, 0), "the slot below the refused cutoff is open")
+		requireStaleNotClosed(t, b.w.Set(ctx, key, "v", fence.Holder{Scope: recent.Scope, Token: 6, Owner: "c"}, 0), recent.Scope)
+		require.NoError(t, b.w.Set(ctx, key, "v", old, 0))
+
+		cutoff := now.Add(-fence.PruneMargin - time.Minute)
+		n, err := b.w.PruneSlotScopes(ctx, key, unit, cutoff)
+		require.NoError(t, err, "a cutoff older than the limit")
+		require.Equal(t, 1, n, "the old slot's fence")
+		requireClosed(t, b.w.Set(ctx, key, "v", old, 0), key, old.Scope, old.Token, cutoff.Unix())
+		require.NoError(t, b.w.Set(ctx, key, "v", recent, 0))
+	})
+}
+
+// Redis's clock decides, not the caller's: on a miniredis whose clock is
+// two days behind, a cutoff two hours behind the caller's clock is
+// refused, naming the server's clock; two days ahead, a cutoff of the
+// caller's now is taken.
+func TestPruneSlotScopesCutoffIsCheckedOnRedisClock(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	w := newWriter(t, rdb)
+	ctx := t.Context()
+	now := time.Now()
+
+	behind := now.Add(-48 * time.Hour).Truncate(time.Microsecond)
+	mr.SetTime(behind)
+	cutoff := now.Add(-2 * fence.PruneMargin)
+	_, err := w.PruneSlotScopes(ctx, "payouts", "u", cutoff)
+	var ce *fence.PruneCutoffError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, fence.PruneCutoffError{Before: cutoff, Limit: behind.UTC().Add(-fence.PruneMargin), Now: behind.UTC(), Margin: fence.PruneMargin}, *ce)
+	require.Zero(t, rdb.Exists(ctx, redisfence.FenceKey("payouts")).Val(), "nothing written")
+
+	mr.SetTime(now.Add(48 * time.Hour))
+	_, err = w.PruneSlotScopes(ctx, "payouts", "u", now)
+	require.NoError(t, err)
+	require.Equal(t, strconv.FormatInt(now.Unix(), 10), rdb.HGet(ctx, redisfence.FenceKey("payouts"), "closed:u").Val())
 }
