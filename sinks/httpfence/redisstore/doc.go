@@ -49,7 +49,10 @@
 //
 // Prune with the cutoff the scheduler's ledger prunes at, or an older one:
 // a slot before it is over for the ledger too, and a run of such a slot
-// still going is refused from then on. Lease names of your own shaped like
+// still going is refused from then on. A cutoff later than Redis's clock
+// (TIME, read in the prune's script) minus fence.PruneMargin (1 hour) is
+// refused with nothing changed, as the ledger refuses it: a
+// *fence.PruneCutoffError (fence.ErrPruneCutoff). Lease names of your own shaped like
 // "U@123" are slot scopes too (slot 123 of unit U) and close with U's
 // slots; the scheduler's job and partition names never hold '@'.
 package redisstore

@@ -11,6 +11,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/luascript"
 	"github.com/holdfast-go/holdfast/internal/ownerarg"
+	"github.com/holdfast-go/holdfast/internal/prunecutoff"
 	"github.com/holdfast-go/holdfast/internal/redispolicy"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
 )
@@ -24,7 +25,7 @@ var (
 
 	//go:embed scripts/prune.lua
 	pruneSrc    string
-	pruneScript = luascript.New(pruneSrc)
+	pruneScript = luascript.New(prunecutoff.Lua, pruneSrc)
 )
 
 // Limits of PruneSlotScopes' arguments: they bound mistakes (a body passed
@@ -95,11 +96,19 @@ func fenceOutcome(resource string, h fence.Holder, res []any) error {
 // the scheduler ledger's prune cutoff or an older one) and the hash stays
 // small. See the package documentation, "Pruning slot scopes".
 //
+// A before later than Redis's clock (TIME, read in the same script) minus
+// fence.PruneMargin (1 hour) is refused first, with nothing changed (no
+// watermark raised, no fence deleted): a watermark never goes down, and
+// one in the future would close the slot scopes of runs still going, for
+// good. The error wraps a *fence.PruneCutoffError naming the cutoff, the
+// limit and Redis's clock (errors.As), and matches fence.ErrPruneCutoff
+// (errors.Is). The caller's clock plays no part.
+//
 // Errors, before Redis is contacted: one matching
 // httpfence.ErrInvalidOptions for a Fence not made by NewFence, an empty
 // resource or unit, or one over 1 MiB; one matching idemstore.ErrNilContext for a nil ctx. Then those
-// of the eviction-policy and format checks, as for the first Accept, and
-// Redis's, wrapped.
+// of the eviction-policy and format checks, as for the first Accept, the
+// refused cutoff's, and Redis's, wrapped.
 func (f *Fence) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
 	if f == nil || f.auto == nil {
 		return 0, fmt.Errorf("%w: redisstore.Fence not made by NewFence", httpfence.ErrInvalidOptions)
@@ -116,12 +125,22 @@ func (f *Fence) PruneSlotScopes(ctx context.Context, resource, unit string, befo
 	if err := checkFormat(ctx, &f.format, f.auto, fenceName, f.prefix); err != nil {
 		return 0, err
 	}
-	n, err := pruneScript.Run(ctx, f.auto, []string{unitKey(f.prefix, resource, unit)},
-		strconv.FormatInt(before.Unix(), 10), resource, unit).Int()
+	res, err := pruneScript.Run(ctx, f.auto, []string{unitKey(f.prefix, resource, unit)},
+		strconv.FormatInt(before.Unix(), 10), resource, unit, prunecutoff.Micros(before), prunecutoff.Margin).Result()
 	if err != nil {
 		return 0, fmt.Errorf("httpfence: redis prune slot scopes of %q: %w", resource, redispolicy.MemoryFull(err))
 	}
-	return n, nil
+	switch v := res.(type) {
+	case int64:
+		return int(v), nil
+	case []any: // Redis's clock: the cutoff is refused
+		ce, err := prunecutoff.Refused(before, v)
+		if err != nil {
+			return 0, fmt.Errorf("httpfence: redis prune slot scopes of %q: unexpected reply: %w", resource, err)
+		}
+		return 0, fmt.Errorf("httpfence: redis prune slot scopes of %q: %w", resource, ce)
+	}
+	return 0, fmt.Errorf("httpfence: redis prune slot scopes of %q: unexpected reply %v (%T)", resource, res, res)
 }
 
 // validPrune checks PruneSlotScopes' resource and unit.

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
@@ -195,27 +197,27 @@ func TestPruneSlotScopesValidatesFirst(t *testing.T) {
 	rdb, sent := countingClient(t)
 	f, err := redisstore.NewFence(rdb, redisstore.Options{})
 	require.NoError(t, err)
-	ctx, now := t.Context(), time.Now()
+	ctx, cutoff := t.Context(), time.Now().Add(-2*fence.PruneMargin) // one Redis takes
 	for _, c := range []struct{ name, resource, unit string }{
 		{"EmptyResource", "", "u"},
 		{"OversizedResource", strings.Repeat("r", 1<<20+1), "u"},
 		{"EmptyUnit", "/pay", ""},
 		{"OversizedUnit", "/pay", strings.Repeat("u", 1<<20+1)},
 	} {
-		_, err := f.PruneSlotScopes(ctx, c.resource, c.unit, now)
+		_, err := f.PruneSlotScopes(ctx, c.resource, c.unit, cutoff)
 		require.ErrorIs(t, err, httpfence.ErrInvalidOptions, c.name)
 	}
 	var nilCtx context.Context
-	_, err = f.PruneSlotScopes(nilCtx, "/pay", "u", now)
+	_, err = f.PruneSlotScopes(nilCtx, "/pay", "u", cutoff)
 	require.ErrorIs(t, err, idemstore.ErrNilContext)
 	var zero *redisstore.Fence
-	_, err = zero.PruneSlotScopes(ctx, "/pay", "u", now)
+	_, err = zero.PruneSlotScopes(ctx, "/pay", "u", cutoff)
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
-	_, err = (&redisstore.Fence{}).PruneSlotScopes(ctx, "/pay", "u", now)
+	_, err = (&redisstore.Fence{}).PruneSlotScopes(ctx, "/pay", "u", cutoff)
 	require.ErrorIs(t, err, httpfence.ErrInvalidOptions)
 	require.Zero(t, sent.Load(), "no command sent")
 
-	_, err = f.PruneSlotScopes(ctx, strings.Repeat("r", 1<<20), strings.Repeat("u", httpfence.MaxScopeLen-2), now)
+	_, err = f.PruneSlotScopes(ctx, strings.Repeat("r", 1<<20), strings.Repeat("u", httpfence.MaxScopeLen-2), cutoff)
 	require.NoError(t, err, "the longest resource and unit")
 	require.NotZero(t, sent.Load())
 }
@@ -230,13 +232,14 @@ func TestPruneSlotScopesChecksTheFormat(t *testing.T) {
 	require.NoError(t, rdb.Set(ctx, "other:format", "holdfast sinks/httpfence/redisstore.Store format 1", 0).Err())
 	f, err := redisstore.NewFence(rdb, redisstore.Options{Prefix: "other:"})
 	require.NoError(t, err)
-	_, err = f.PruneSlotScopes(ctx, "/pay", "settle", time.Now())
+	cutoff := time.Now().Add(-2 * fence.PruneMargin) // one Redis takes
+	_, err = f.PruneSlotScopes(ctx, "/pay", "settle", cutoff)
 	require.ErrorIs(t, err, fence.ErrUnknownFormat)
 	require.Zero(t, rdb.Exists(ctx, unitKey("other:", "/pay", "settle")).Val(), "nothing written")
 
 	f, err = redisstore.NewFence(rdb, redisstore.Options{Prefix: "mine:"})
 	require.NoError(t, err)
-	_, err = f.PruneSlotScopes(ctx, "/pay", "settle", time.Now())
+	_, err = f.PruneSlotScopes(ctx, "/pay", "settle", cutoff)
 	require.NoError(t, err)
 	require.Equal(t, "holdfast sinks/httpfence/redisstore.Fence format 1", rdb.Get(ctx, "mine:format").Val())
 }
@@ -399,4 +402,85 @@ func TestRedisCommandsNeverShowTheOwner(t *testing.T) {
 			require.Contains(t, seen.String(), "[owner]")
 		})
 	}
+}
+
+// A cutoff later than Redis's clock minus fence.PruneMargin is refused
+// with a *fence.PruneCutoffError and changes nothing: the unit hash is as
+// it was (no watermark, every fence), and the slot just below the refused
+// cutoff takes its holder's Accept. An older cutoff prunes as before.
+func TestPruneSlotScopesRefusesACutoffOfSlotsThatMayStillRun(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb := be.New(t)
+			b := newBundle(t, rdb)
+			ctx := t.Context()
+			const res, unit = "/settle", "settle|eu"
+			now := time.Now()
+			old := fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, now.Add(-3*fence.PruneMargin).Unix()), Token: 5, Owner: "a"}
+			recent := fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, now.Add(-time.Second).Unix()), Token: 7, Owner: "b"}
+			require.NoError(t, b.f.Accept(ctx, res, old))
+			require.NoError(t, b.f.Accept(ctx, res, recent))
+			key := unitKey(b.prefix, res, unit)
+			fields := rdb.HGetAll(ctx, key).Val()
+
+			for _, cutoff := range []time.Time{now.Add(time.Hour), now, now.Add(-fence.PruneMargin + time.Minute)} {
+				n, err := b.f.PruneSlotScopes(ctx, res, unit, cutoff)
+				require.ErrorIs(t, err, fence.ErrPruneCutoff, "%v", cutoff)
+				require.ErrorContains(t, err, res, "the error names the resource")
+				var ce *fence.PruneCutoffError
+				require.ErrorAs(t, err, &ce)
+				require.True(t, ce.Before.Equal(cutoff))
+				require.Equal(t, fence.PruneMargin, ce.Margin)
+				require.Equal(t, ce.Now.Add(-fence.PruneMargin), ce.Limit)
+				require.WithinDuration(t, now, ce.Now, time.Minute, "Redis's clock")
+				require.Zero(t, n)
+				require.Equal(t, fields, rdb.HGetAll(ctx, key).Val(), "nothing changed")
+			}
+			require.NoError(t, b.f.Accept(ctx, res, recent), "the slot below the refused cutoff is open")
+			err := b.f.Accept(ctx, res, fence.Holder{Scope: recent.Scope, Token: 6, Owner: "c"})
+			require.ErrorIs(t, err, fence.ErrStaleToken)
+			require.NotErrorIs(t, err, fence.ErrScopeClosed)
+			require.NoError(t, b.f.Accept(ctx, res, old))
+
+			cutoff := now.Add(-fence.PruneMargin - time.Minute)
+			n, err := b.f.PruneSlotScopes(ctx, res, unit, cutoff)
+			require.NoError(t, err, "a cutoff older than the limit")
+			require.Equal(t, 1, n, "the old slot's fence")
+			require.Equal(t, strconv.FormatInt(cutoff.Unix(), 10), rdb.HGet(ctx, key, "closed").Val())
+			require.ErrorIs(t, b.f.Accept(ctx, res, old), fence.ErrScopeClosed)
+			require.NoError(t, b.f.Accept(ctx, res, recent))
+		})
+	}
+}
+
+// Redis's clock decides, not the caller's: on a miniredis whose clock is
+// two days behind, a cutoff two hours behind the caller's clock is
+// refused, naming the server's clock; two days ahead, a cutoff of the
+// caller's now is taken.
+func TestPruneSlotScopesCutoffIsCheckedOnRedisClock(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	miniconf.Register(mr)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b := newBundle(t, rdb)
+	ctx := t.Context()
+	now := time.Now()
+	key := unitKey(b.prefix, "/settle", "u")
+
+	behind := now.Add(-48 * time.Hour).Truncate(time.Microsecond)
+	mr.SetTime(behind)
+	cutoff := now.Add(-2 * fence.PruneMargin)
+	_, err := b.f.PruneSlotScopes(ctx, "/settle", "u", cutoff)
+	var ce *fence.PruneCutoffError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, fence.PruneCutoffError{Before: cutoff, Limit: behind.UTC().Add(-fence.PruneMargin), Now: behind.UTC(), Margin: fence.PruneMargin}, *ce)
+	require.Zero(t, rdb.Exists(ctx, key).Val(), "nothing written")
+
+	mr.SetTime(now.Add(48 * time.Hour))
+	_, err = b.f.PruneSlotScopes(ctx, "/settle", "u", now)
+	require.NoError(t, err)
+	require.Equal(t, strconv.FormatInt(now.Unix(), 10), rdb.HGet(ctx, key, "closed").Val())
 }
