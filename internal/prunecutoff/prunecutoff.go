@@ -22,7 +22,7 @@ import (
 var Lua string
 
 // Margin is fence.PruneMargin in microseconds, as a decimal: the margin
-// argument of the Lua function and of SQL's.
+// argument of the Lua function.
 var Margin = strconv.FormatInt(fence.PruneMargin.Microseconds(), 10)
 
 // Micros returns the micros argument of the Lua function for before: its
@@ -58,7 +58,8 @@ func Refused(before time.Time, reply []any) (*fence.PruneCutoffError, error) {
 // the transaction that raises the watermark: cutoff (a timestamptz
 // parameter, SQLCutoff(before)) is at most now(), the transaction's start
 // on the database's clock and so the same in each of its statements,
-// minus margin (a bigint parameter: Margin, microseconds).
+// minus margin (a bigint parameter, microseconds:
+// fence.PruneMargin.Microseconds()).
 func SQL(cutoff, margin string) string {
 	return cutoff + "::timestamptz <= now() - " + margin + "::bigint * interval '1 microsecond'"
 }

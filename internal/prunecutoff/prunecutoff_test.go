@@ -115,7 +115,7 @@ func TestSQLLimitIsNowMinusTheMargin(t *testing.T) {
 		passes := func(before time.Time) bool {
 			t.Helper()
 			var ok bool
-			require.NoError(t, tx.QueryRow(ctx, cond, prunecutoff.SQLCutoff(before), prunecutoff.Margin).Scan(&ok))
+			require.NoError(t, tx.QueryRow(ctx, cond, prunecutoff.SQLCutoff(before), fence.PruneMargin.Microseconds()).Scan(&ok))
 			return ok
 		}
 		limit := now.Add(-fence.PruneMargin)

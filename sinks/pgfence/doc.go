@@ -113,9 +113,15 @@
 // transaction to end (once per (resource, unit)). A PruneSlotScopes waiting
 // for an open Check holds up the unit's new Checks, of every slot, behind
 // it: it waits PruneLockTimeout (500 ms) at most, then fails (IsLockTimeout)
-// with nothing changed, to be run again. A cutoff in the future closes
-// slots still to come and cannot be lowered through the API
-// (docs/operations.md, "Per-slot sink fences", says how by hand).
+// with nothing changed, to be run again.
+//
+// A watermark cannot be lowered through the API (docs/operations.md,
+// "Per-slot sink fences", says how by hand), so PruneSlotScopes refuses a
+// cutoff later than the database's clock (now(), in its own transaction)
+// minus fence.PruneMargin (1 hour), as the scheduler's ledger does, with
+// a *fence.PruneCutoffError (fence.ErrPruneCutoff) and nothing changed: a
+// cutoff in the future, or from a caller whose clock is ahead, would
+// close the slot scopes of runs still going.
 //
 // A lease of your own named like a slot scope ("U@123") is slot 123 of
 // unit U to the guard: pruning U closes it. The scheduler's job and

@@ -3,8 +3,8 @@ package pgfence
 import "strings"
 
 // PruneStatements returns the two statements PruneSlotScopes runs in its
-// transaction (raise the watermark, delete the guard rows below it), so a
-// test can run them in a transaction it holds open.
+// transaction (check the cutoff and raise the watermark, delete the guard
+// rows below it), so a test can run them in a transaction it holds open.
 func PruneStatements(g *Guard) (raise, deleteBelow string) { return g.slot.raise, g.slot.deleteBelow }
 
 // WithoutWatermarkLock returns a Guard like New(opts) whose slot-scoped

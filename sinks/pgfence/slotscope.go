@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/fencerule"
 	"github.com/holdfast-go/holdfast/internal/ownerarg"
 	"github.com/holdfast-go/holdfast/internal/pgtx"
+	"github.com/holdfast-go/holdfast/internal/prunecutoff"
 	"github.com/holdfast-go/holdfast/internal/safe"
 )
 
@@ -37,9 +38,13 @@ type slotSQL struct {
 	// watermark (NULL: none) and whether the guard row was raised.
 	check string
 	// raise takes the (resource, unit) row FOR UPDATE and raises its
-	// watermark ($1 resource, $2 unit, $3 before); deleteBelow then deletes
-	// the guard rows of unit's slot scopes below the watermark ($1
-	// resource, $2 unit; the row raise locked) and counts them.
+	// watermark ($1 resource, $2 unit, $3 before's unix seconds) if the
+	// cutoff passes ($4 before, a timestamptz; $5 the margin,
+	// microseconds: prunecutoff.SQL), and returns now() and whether it
+	// passed; deleteBelow then deletes the guard rows of unit's slot
+	// scopes below the watermark ($1 resource, $2 unit; the row raise
+	// locked), under the same condition ($3 before, $4 the margin: now()
+	// is the transaction's, the same in both), and counts them.
 	raise, deleteBelow string
 }
 
@@ -64,9 +69,13 @@ func newSlotSQL(guard, closed string) slotSQL {
 		check: `WITH w AS (SELECT closed_before FROM ` + closed + ` WHERE resource = $1 AND unit = $5 FOR SHARE),
 up AS (` + up + `)
 SELECT (SELECT closed_before FROM w), EXISTS (SELECT 1 FROM up)`,
-		raise: `INSERT INTO ` + closed + ` AS c (resource, unit, closed_before) VALUES ($1, $2, $3)
-ON CONFLICT (resource, unit) DO UPDATE
-   SET closed_before = GREATEST(c.closed_before, EXCLUDED.closed_before), updated_at = now()`,
+		raise: `WITH raised AS (
+  INSERT INTO ` + closed + ` AS c (resource, unit, closed_before)
+  SELECT $1, $2, $3 WHERE ` + prunecutoff.SQL("$4", "$5") + `
+  ON CONFLICT (resource, unit) DO UPDATE
+     SET closed_before = GREATEST(c.closed_before, EXCLUDED.closed_before), updated_at = now()
+  RETURNING 1)
+SELECT now(), EXISTS (SELECT 1 FROM raised)`,
 		// The same parse as fence.SplitSlotScope: scope is unit, '@' and a
 		// canonical decimal of at most 15 digits.
 		deleteBelow: `WITH gone AS (
@@ -76,6 +85,7 @@ ON CONFLICT (resource, unit) DO UPDATE
      AND substr(scope, length($2) + 2) ~ '^(0|-?[1-9][0-9]{0,` + strconv.Itoa(fence.MaxSlotDigits-1) + `})$'
      AND substr(scope, length($2) + 2)::bigint <
          (SELECT closed_before FROM ` + closed + ` WHERE resource = $1 AND unit = $2)
+     AND ` + prunecutoff.SQL("$3", "$4") + `
   RETURNING 1)
 SELECT count(*) FROM gone`,
 	}
@@ -146,15 +156,22 @@ func (g *Guard) slotOutcome(ctx context.Context, db DBTX, resource string, h fen
 // short, and prune where a short stall of the unit's writers is fine.
 //
 // before must be a cutoff in the past (the ledger's): a watermark never
-// goes down, so a cutoff in the future closes slots still to come, for
-// good, through this API (docs/operations.md says how to undo it by hand).
+// goes down. A before later than the database's clock (now(), in the
+// prune's own transaction) minus fence.PruneMargin (1 hour) is refused,
+// with nothing changed (no watermark raised, no row deleted, no lock
+// waited for): a cutoff in the future would close the slot scopes of runs
+// still going, for good. The error wraps a *fence.PruneCutoffError naming
+// the cutoff, the limit and the database's clock (errors.As), and matches
+// fence.ErrPruneCutoff (errors.Is). The caller's clock plays no part;
+// before is compared at the microsecond (timestamptz).
 //
 // Errors: ErrInvalidResource, ErrInvalidScope (an empty or invalid unit, or
 // one holding no slot scope: longer than MaxScopeLen-2), ErrInvalidOptions
 // (nil db or ctx, or a pgx.Tx: the prune is a transaction of its own; do
 // not give it a connection inside a transaction begun by hand either), a
-// lock timeout (IsLockTimeout), or the database's, wrapped. A serialization
-// failure or deadlock is retried as in CheckOwnTx.
+// refused cutoff (fence.ErrPruneCutoff), a lock timeout (IsLockTimeout), or
+// the database's, wrapped. A serialization failure or deadlock is retried
+// as in CheckOwnTx.
 func (g *Guard) PruneSlotScopes(ctx context.Context, db Batcher, resource, unit string, before time.Time) (int, error) {
 	if err := g.ready(); err != nil {
 		return 0, err
@@ -177,7 +194,12 @@ func (g *Guard) PruneSlotScopes(ctx context.Context, db Batcher, resource, unit 
 	if _, inTx := db.(pgx.Tx); inTx {
 		return 0, fmt.Errorf("%w: prune slot scopes of %q: a pgx.Tx; PruneSlotScopes runs a transaction of its own: give it a pool or a connection", ErrInvalidOptions, resource)
 	}
-	var deleted int64
+	var (
+		deleted int64
+		now     time.Time
+		passed  bool
+	)
+	cutoff, margin := prunecutoff.SQLCutoff(before), fence.PruneMargin.Microseconds()
 	err := pgtx.Batch(ctx, db, func(b *pgx.Batch) {
 		deleted = 0
 		// A prune waiting for a Check holds up every new Check of the
@@ -185,14 +207,21 @@ func (g *Guard) PruneSlotScopes(ctx context.Context, db Batcher, resource, unit 
 		// behind the prune's lock): it waits PruneLockTimeout at most, then
 		// fails and is run again later.
 		b.Queue(pruneLockTimeoutSQL)
-		b.Queue(g.slot.raise, resource, unit, before.Unix())
+		// The cutoff is checked against the database's clock in the
+		// statements themselves: a refused one raises, locks and deletes
+		// nothing.
+		b.Queue(g.slot.raise, resource, unit, before.Unix(), cutoff, margin).QueryRow(func(row pgx.Row) error { return row.Scan(&now, &passed) })
 		// A statement of its own, so its snapshot is taken once raise
 		// holds the row: every Check that passed the old watermark has
 		// committed (or rolled back) by then, and its guard row is seen.
-		b.Queue(g.slot.deleteBelow, resource, unit).QueryRow(func(row pgx.Row) error { return row.Scan(&deleted) })
+		b.Queue(g.slot.deleteBelow, resource, unit, cutoff, margin).QueryRow(func(row pgx.Row) error { return row.Scan(&deleted) })
 	})
 	if err != nil {
 		return 0, wrapDBError("prune slot scopes of", resource, err)
+	}
+	if !passed {
+		return 0, fmt.Errorf("pgfence: prune slot scopes of %q: %w", resource,
+			&fence.PruneCutoffError{Before: before, Limit: now.Add(-fence.PruneMargin), Now: now, Margin: fence.PruneMargin})
 	}
 	return int(deleted), nil
 }
@@ -226,7 +255,9 @@ func validateUnit(unit string) error {
 }
 
 // Pruner returns g's PruneSlotScopes through db as a fence.SlotScopePruner
-// (for scheduler.Job.SlotScopeSinks).
+// (for scheduler.Job.SlotScopeSinks): it refuses a cutoff later than the
+// database's clock minus fence.PruneMargin as PruneSlotScopes does
+// (fence.ErrPruneCutoff, nothing changed).
 func (g *Guard) Pruner(db Batcher) fence.SlotScopePruner { return guardPruner{g, db} }
 
 type guardPruner struct {

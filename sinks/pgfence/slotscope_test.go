@@ -53,10 +53,15 @@ func pruneInFlight(t *testing.T, b *bundle, resource, unit string, before int64)
 	tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	_, err = tx.Exec(ctx, raise, resource, unit, before)
-	require.NoError(t, err)
+	cutoff, margin := time.Unix(before, 0), fence.PruneMargin.Microseconds()
+	var (
+		now    time.Time
+		passed bool
+	)
+	require.NoError(t, tx.QueryRow(ctx, raise, resource, unit, before, cutoff, margin).Scan(&now, &passed))
+	require.True(t, passed, "the cutoff passes")
 	var deleted int
-	require.NoError(t, tx.QueryRow(ctx, deleteBelow, resource, unit).Scan(&deleted))
+	require.NoError(t, tx.QueryRow(ctx, deleteBelow, resource, unit, cutoff, margin).Scan(&deleted))
 	require.Equal(t, 1, deleted, "the prune deleted the slot's guard row")
 	return tx
 }
@@ -216,4 +221,74 @@ func TestPruneGivesUpOnAnOpenCheck(t *testing.T) {
 		return b.guard.CheckOwnTx(ctx, tx, res, fence.Holder{Scope: unit, Token: 1, Owner: "c"})
 	})
 	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
+}
+
+// A cutoff later than the database's clock minus fence.PruneMargin is
+// refused with a *fence.PruneCutoffError, through PruneSlotScopes and
+// Pruner alike, and changes nothing: the closed table and the guard rows
+// are as they were, a slot-scoped Check still open is not waited for
+// (no lock is taken), and the slot just below the refused cutoff takes
+// its holder's Check. An older cutoff prunes as before.
+func TestPruneSlotScopesRefusesACutoffOfSlotsThatMayStillRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	const unit, res = "settle|eu", "recent/charges"
+	now := time.Now()
+	old := fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, now.Add(-3*fence.PruneMargin).Unix()), Token: 5, Owner: "a"}
+	recent := fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, now.Add(-time.Second).Unix()), Token: 7, Owner: "b"}
+	require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, res, old))
+	require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, res, recent))
+	guard := pgx.Identifier{b.schema, pgfence.DefaultTable}.Sanitize()
+	closed := pgx.Identifier{b.schema, pgfence.DefaultTable + pgfence.ClosedTableSuffix}.Sanitize()
+	rows := func() string {
+		t.Helper()
+		var out string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT coalesce((SELECT string_agg(format('%s %s %s %s', resource, unit, closed_before, updated_at), ';' ORDER BY unit) FROM `+closed+`), '')
+			|| '|' || coalesce((SELECT string_agg(format('%s %s %s %s %s', resource, scope, token, owner, updated_at), ';' ORDER BY scope) FROM `+guard+`), '')`).Scan(&out))
+		return out
+	}
+	before := rows()
+
+	// A slot-scoped Check of the unit still open: a prune that took the
+	// watermark's lock would wait for it (PruneLockTimeout).
+	open, err := b.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = open.Rollback(context.Background()) })
+	require.NoError(t, b.guard.Check(ctx, open, res, fence.Holder{Scope: fmt.Sprintf("%s@%d", unit, now.Unix()), Token: 9, Owner: "c"}))
+
+	prunes := map[string]func(time.Time) (int, error){
+		"PruneSlotScopes": func(c time.Time) (int, error) { return b.guard.PruneSlotScopes(ctx, b.pool, res, unit, c) },
+		"Pruner":          func(c time.Time) (int, error) { return b.guard.Pruner(b.pool).PruneSlotScopes(ctx, res, unit, c) },
+	}
+	for name, prune := range prunes {
+		for _, cutoff := range []time.Time{now.Add(time.Hour), now, now.Add(-fence.PruneMargin + time.Minute), time.Unix(1<<62, 0)} {
+			n, err := prune(cutoff)
+			require.ErrorIs(t, err, fence.ErrPruneCutoff, "%s at %v", name, cutoff)
+			require.False(t, pgfence.IsLockTimeout(err), "no lock waited for")
+			require.ErrorContains(t, err, res, "the error names the resource")
+			var ce *fence.PruneCutoffError
+			require.ErrorAs(t, err, &ce)
+			require.True(t, ce.Before.Equal(cutoff))
+			require.Equal(t, fence.PruneMargin, ce.Margin)
+			require.Equal(t, ce.Now.Add(-fence.PruneMargin), ce.Limit)
+			require.WithinDuration(t, now, ce.Now, time.Minute, "the database's clock")
+			require.Zero(t, n)
+			require.Equal(t, before, rows(), "nothing changed")
+		}
+	}
+	require.NoError(t, open.Rollback(ctx))
+	require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, res, recent), "the slot below the refused cutoff is open")
+	err = b.guard.CheckOwnTx(ctx, b.pool, res, fence.Holder{Scope: recent.Scope, Token: 6, Owner: "d"})
+	require.ErrorIs(t, err, fence.ErrStaleToken)
+	require.NotErrorIs(t, err, fence.ErrScopeClosed)
+
+	cutoff := now.Add(-fence.PruneMargin - time.Minute)
+	n, err := b.guard.PruneSlotScopes(ctx, b.pool, res, unit, cutoff)
+	require.NoError(t, err, "a cutoff older than the limit")
+	require.Equal(t, 1, n, "the old slot's guard row")
+	var stale *fence.StaleTokenError
+	require.ErrorAs(t, b.guard.CheckOwnTx(ctx, b.pool, res, old), &stale)
+	require.Equal(t, cutoff.Unix(), stale.ClosedBefore.Unix())
+	require.NoError(t, b.guard.CheckOwnTx(ctx, b.pool, res, recent))
 }

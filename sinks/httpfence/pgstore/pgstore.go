@@ -425,6 +425,12 @@ var _ fence.SlotScopePruner = (*Fence)(nil)
 // answers it 412 like any stale token, with closedBefore). Name the
 // resource as the Fence sees it: with httpfence.Options.Identity, that is
 // httpfence.FenceResource(identity, resource).
+//
+// A before later than the database's clock (now(), in the prune's own
+// transaction) minus fence.PruneMargin (1 hour) is refused with nothing
+// changed: the error wraps a *fence.PruneCutoffError (errors.As) and
+// matches fence.ErrPruneCutoff (errors.Is). A watermark never goes down,
+// and one in the future would close the slot scopes of runs still going.
 func (f *Fence) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
 	return f.guard.PruneSlotScopes(ctx, f.db, resource, unit, before)
 }
