@@ -113,12 +113,13 @@ func cloneResponse(r *idemstore.Response) *idemstore.Response {
 
 // MemoryFence is a idemstore.FenceStore in process memory, for tests and examples:
 // one fence per (resource, scope), and, as a fence.SlotScopePruner, a
-// watermark per (resource, unit) below which slot scopes are closed. Safe
-// for concurrent use.
+// watermark per (resource, unit) below which slot scopes are closed. Its
+// clock is the process's (time.Now). Safe for concurrent use.
 type MemoryFence struct {
 	mu     sync.Mutex
 	seen   map[memFence]memToken
 	closed map[memUnit]int64 // PruneSlotScopes' watermarks, unix seconds
+	margin time.Duration     // of a prune cutoff (SetPruneMargin); 0: fence.PruneMargin
 }
 
 type memFence struct{ resource, scope string }
@@ -132,7 +133,20 @@ type memToken struct {
 
 // NewMemoryFence returns an empty MemoryFence.
 func NewMemoryFence() *MemoryFence {
-	return &MemoryFence{seen: map[memFence]memToken{}, closed: map[memUnit]int64{}}
+	return &MemoryFence{seen: map[memFence]memToken{}, closed: map[memUnit]int64{}, margin: fence.PruneMargin}
+}
+
+// SetPruneMargin sets how far behind time.Now a cutoff of PruneSlotScopes
+// must be: fence.PruneMargin (1 h) by default, as on every store real
+// schedulers share. A test or simulation whose runs last minutes shortens
+// it, to prune the slots it is done with; d <= 0 keeps the default.
+func (f *MemoryFence) SetPruneMargin(d time.Duration) {
+	if d <= 0 {
+		d = fence.PruneMargin
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.margin = d
 }
 
 // Accept implements idemstore.FenceStore. A slot scope
@@ -161,6 +175,11 @@ func (f *MemoryFence) Accept(_ context.Context, resource string, h fence.Holder)
 // scopes for resource below it, returning how many it deleted. It returns
 // an error matching httpfence.ErrInvalidOptions for an empty resource or
 // unit, and one matching idemstore.ErrNilContext for a nil ctx.
+//
+// A before later than time.Now minus fence.PruneMargin (1 hour;
+// SetPruneMargin's) is refused with nothing changed, as the stores refuse
+// it on their own clocks: the error wraps a *fence.PruneCutoffError
+// (errors.As) and matches fence.ErrPruneCutoff (errors.Is).
 func (f *MemoryFence) PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error) {
 	switch {
 	case ctx == nil:
@@ -172,6 +191,13 @@ func (f *MemoryFence) PruneSlotScopes(ctx context.Context, resource, unit string
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	margin := f.margin
+	if margin <= 0 { // a MemoryFence not made by NewMemoryFence
+		margin = fence.PruneMargin
+	}
+	if err := fence.CheckPruneCutoffMargin(before, time.Now(), margin); err != nil {
+		return 0, fmt.Errorf("MemoryFence.PruneSlotScopes of %q: %w", resource, err)
+	}
 	u := memUnit{resource, unit}
 	w, ok := f.closed[u]
 	if b := before.Unix(); !ok || b > w {
