@@ -49,7 +49,14 @@ func slotScopesClose(t *testing.T, s Sink) {
 //     the unit's own scope, another unit (also one whose name extends the
 //     unit's, "U|x"), another resource, and scopes that only look like
 //     slot scopes ("U@0042") are untouched;
-//   - a lower watermark later does not reopen anything.
+//   - a lower watermark later does not reopen anything;
+//   - a cutoff later than the store's clock minus fence.PruneMargin (one
+//     in the future, the store's now, one within the margin) is refused
+//     with a *fence.PruneCutoffError matching fence.ErrPruneCutoff,
+//     naming the cutoff and a limit of the store's now minus PruneMargin,
+//     and changes nothing: a slot just below the refused cutoff keeps its
+//     fence and stays open (its holder accepted, a stale token refused by
+//     the rule, not as closed).
 //
 // Exercise runs it on every SlotScopeSink; it is exported for the
 // negative controls of sinks whose closing can be removed.
@@ -151,6 +158,48 @@ func CheckSlotScopesClose(ctx context.Context, s SlotScopeSink, prefix string) e
 		},
 		func() error { return refuseClosed("slot 1 after a lower watermark", scope(unit, 1), 4, "c", slot(2)) },
 		func() error { return accept("slot 2 after a lower watermark", res, scope(unit, 2), 10, "d") },
+	}
+	// Last, so that the negative controls above fail where they are meant
+	// to: cutoffs the store must refuse (its clock is the test's, give or
+	// take seconds of skew, which the margin dwarfs), each with a slot
+	// just below it, written before the refusal and open after it.
+	now := time.Now()
+	refused := []time.Time{now.Add(time.Hour), now, now.Add(-fence.PruneMargin + time.Minute)}
+	below := func(cutoff time.Time) string { return fmt.Sprintf("%s@%d", unit, cutoff.Add(-time.Second).Unix()) }
+	refuseCutoff := func(cutoff time.Time) error {
+		n, err := s.PruneSlotScopes(ctx, res, unit, cutoff)
+		var ce *fence.PruneCutoffError
+		switch {
+		case err == nil:
+			return fmt.Errorf("PruneSlotScopes at %v, later than the store's clock minus fence.PruneMargin, was taken (deleted %d): it closes slots that may still run", cutoff, n)
+		case !errors.Is(err, fence.ErrPruneCutoff) || !errors.As(err, &ce):
+			return fmt.Errorf("PruneSlotScopes at %v: %v, want a *fence.PruneCutoffError matching fence.ErrPruneCutoff", cutoff, err)
+		case n != 0:
+			return fmt.Errorf("PruneSlotScopes at %v refused, yet deleted %d", cutoff, n)
+		case !ce.Before.Equal(cutoff):
+			return fmt.Errorf("refusal names the cutoff %v, want %v", ce.Before, cutoff)
+		case ce.Margin != fence.PruneMargin || !ce.Limit.Equal(ce.Now.Add(-fence.PruneMargin)) || !ce.Limit.Before(cutoff):
+			return fmt.Errorf("refusal of %v: limit %v, store's clock %v, margin %v; want the clock minus fence.PruneMargin (%v), before the cutoff",
+				cutoff, ce.Limit, ce.Now, ce.Margin, fence.PruneMargin)
+		case ce.Now.Sub(now).Abs() > time.Minute:
+			return fmt.Errorf("refusal of %v: the store's clock %v is over a minute from the test's %v", cutoff, ce.Now, now)
+		}
+		return nil
+	}
+	for i, cutoff := range refused {
+		tok := fence.Token(20 + i)
+		steps = append(steps, func() error { return accept("a slot below a cutoff to refuse", res, below(cutoff), tok, "r") })
+	}
+	for _, cutoff := range refused {
+		steps = append(steps, func() error { return refuseCutoff(cutoff) })
+	}
+	for i, cutoff := range refused {
+		tok := fence.Token(20 + i)
+		steps = append(steps,
+			func() error { return accept("a slot below a refused cutoff, its holder", res, below(cutoff), tok, "r") },
+			func() error {
+				return refuseStale("a slot below a refused cutoff stays fenced", res, below(cutoff), tok-1, "s")
+			})
 	}
 	for _, st := range steps {
 		if err := st(); err != nil {
