@@ -43,7 +43,10 @@
 // below it, and from then on refuses any write under such a slot's scope,
 // whatever its token (a *StaleTokenError with ClosedBefore set, matching
 // ErrScopeClosed). Deleting the fences without the watermark would reopen
-// them: an empty fence accepts any token, the stale holder's included.
+// them: an empty fence accepts any token, the stale holder's included. The
+// watermark never goes down, so a cutoff later than the store's clock
+// minus PruneMargin (1 hour) is refused (ErrPruneCutoff, PruneCutoffError),
+// changing nothing: it would close the scopes of runs still going.
 //
 // # The acceptance rule
 //

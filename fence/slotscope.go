@@ -87,6 +87,16 @@ func SplitSlotScope(scope string) (unit string, at int64, ok bool) {
 // one): a slot before it is over for the ledger too (its Backfill and
 // Retry refuse it). A run of such a slot still going is refused from then
 // on; pick a cutoff beyond any run's length.
+//
+// Since the watermark never goes down, a cutoff in the future (or from a
+// caller whose clock is ahead) would close the scopes of runs still going,
+// for good. So PruneSlotScopes refuses a before later than the store's own
+// clock (Redis TIME, PostgreSQL now(), read in the same script or
+// transaction that raises the watermark; never the caller's) minus
+// PruneMargin (1 hour), as the scheduler's ledgers refuse such a cutoff,
+// and changes nothing: no watermark raised, no fence deleted. Its error
+// wraps a *PruneCutoffError (errors.As) naming the cutoff, the limit and
+// the store's clock, and matches ErrPruneCutoff (errors.Is).
 type SlotScopePruner interface {
 	PruneSlotScopes(ctx context.Context, resource, unit string, before time.Time) (int, error)
 }

@@ -251,7 +251,10 @@ type Job struct {
 	// (fence.SlotScopePruner), so their per-slot fences stay bounded and a
 	// slot pruned from the ledger is closed in the sinks too: a late
 	// holder of it is refused whatever its token (fence.ErrScopeClosed).
-	// Each prune is logged sink_slot_scopes_pruned. A run still going
+	// Each prune is logged sink_slot_scopes_pruned; a sink whose store's
+	// clock is behind the ledger store's may refuse the cutoff (later than
+	// its clock minus fence.PruneMargin: fence.ErrPruneCutoff), logged at
+	// warn, closing nothing until a later prune. A run still going
 	// when its slot falls behind the cutoff would be refused by these
 	// sinks, so the job needs a Timeout below Retention. Only registered
 	// partitions are pruned (a partition removed from the code keeps its
