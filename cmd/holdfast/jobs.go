@@ -220,7 +220,7 @@ func (a *app) printRuns(runs []schedhttp.RunJSON) error {
 	t := a.table("PARTITION", "SLOT", "STATUS", "ATTEMPT", "TOKEN", "HOLDER", "OWNER ID", "STARTED", "FINISHED", "ERROR CLASS")
 	for _, r := range runs {
 		at := latest(r)
-		t.row(r.Partition, fmtTime(r.Slot), r.Status, strconv.Itoa(r.Attempt), tokenText(at), at.Holder, at.OwnerID,
+		t.row(r.Partition, fmtSlot(r.Slot), r.Status, strconv.Itoa(r.Attempt), tokenText(at), at.Holder, at.OwnerID,
 			fmtTime(at.Started), fmtTime(at.Finished), at.ErrorClass)
 	}
 	return t.flush()
@@ -247,7 +247,7 @@ func (a *app) showSlot(ctx context.Context, cl *adminClient, job string, partiti
 		return a.printJSON(r)
 	}
 	fmt.Fprintf(a.stdout, "job %s  partition %s  slot %s  status %s  attempt %d\n",
-		r.Job, dash(r.Partition), fmtTime(r.Slot), r.Status, r.Attempt)
+		r.Job, dash(r.Partition), fmtSlot(r.Slot), r.Status, r.Attempt)
 	if !r.RetryAt.IsZero() {
 		fmt.Fprintf(a.stdout, "retry at %s\n", fmtTime(r.RetryAt))
 	}

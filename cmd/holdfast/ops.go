@@ -293,7 +293,7 @@ func (a *app) printSlots(what string, out any, slots []schedhttp.SlotJSON) error
 	fmt.Fprintf(a.stdout, "%s: %d slot(s)\n", what, len(slots))
 	t := a.table("JOB", "PARTITION", "SLOT")
 	for _, s := range slots {
-		t.row(s.Job, s.Partition, fmtTime(s.Slot))
+		t.row(s.Job, s.Partition, fmtSlot(s.Slot))
 	}
 	return t.flush()
 }

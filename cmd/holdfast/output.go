@@ -94,6 +94,11 @@ func fmtTime(t schedhttp.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// fmtSlot writes a slot's instant: every one is a time, the year 1's
+// (0001-01-01T00:00:00Z, a slot of a schedule as any other) included, where
+// fmtTime leaves a zero time blank.
+func fmtSlot(t schedhttp.Time) string { return t.UTC().Format(time.RFC3339) }
+
 // fmtMS writes a duration of ms, rounded to ms.
 func fmtMS(ms int64) string {
 	return (time.Duration(ms) * time.Millisecond).String()

@@ -125,7 +125,7 @@ func (a *app) prunePreview(ctx context.Context, l ledger.Ledger, out pruneJSON, 
 	}
 	t := a.table("JOB", "PARTITION", "SLOT")
 	for _, s := range out.Slots {
-		t.row(s.Job, s.Partition, fmtTime(s.Slot))
+		t.row(s.Job, s.Partition, fmtSlot(s.Slot))
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
 
 func TestUsageErrorsExit2WithUsage(t *testing.T) {
@@ -165,4 +167,18 @@ func TestLeasesHelpSaysSourcePrecedence(t *testing.T) {
 		out := ok(t, append(name, "--help")...)
 		require.Contains(t, out, "with both set, Redis wins", name)
 	}
+}
+
+// A slot at the year 1's first second (0001-01-01T00:00:00Z, the zero
+// time, a slot of a schedule like any other) is printed, not left blank
+// as an unset time is (a fresh user's trial: "SLOT -" could not be told
+// apart or addressed).
+func TestSlotOfTheYearOneIsPrinted(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	a := &app{stdout: &out, stderr: io.Discard}
+	slots := []schedhttp.SlotJSON{{Job: "settle", Partition: "eu", Slot: schedhttp.Time{}}}
+	require.NoError(t, a.printSlots("retry asked", schedhttp.SlotResponse{Slot: slots[0]}, slots))
+	require.Contains(t, out.String(), "settle  eu         0001-01-01T00:00:00Z")
+	require.Equal(t, "", fmtTime(schedhttp.Time{}), "an unset time stays blank")
 }

@@ -116,7 +116,7 @@ func (w *watcher) poll(ctx context.Context) error {
 	for i := len(runs) - 1; i >= 0; i-- { // oldest first, as they happened
 		r := runs[i]
 		at := latest(r)
-		key := r.Partition + "|" + fmtTime(r.Slot)
+		key := r.Partition + "|" + fmtSlot(r.Slot)
 		fp := fmt.Sprint(r.Status, r.Attempt, at.Token, at.OwnerID)
 		if w.runs[key] == fp {
 			continue
@@ -124,7 +124,7 @@ func (w *watcher) poll(ctx context.Context) error {
 		w.runs[key] = fp
 		w.print(watchEvent{At: now, Kind: "run", Run: &r},
 			fmt.Sprintf("run    %s  %s  %s  attempt %d  token %s  holder %s  %s",
-				dash(r.Partition), fmtTime(r.Slot), r.Status, r.Attempt, dash(tokenText(at)), dash(holderText(at.Holder, at.OwnerID)), at.ErrorClass))
+				dash(r.Partition), fmtSlot(r.Slot), r.Status, r.Attempt, dash(tokenText(at)), dash(holderText(at.Holder, at.OwnerID)), at.ErrorClass))
 	}
 	return w.pollLeases(ctx, now)
 }
