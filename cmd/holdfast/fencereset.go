@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
+	"github.com/holdfast-go/holdfast/lease/pglease"
 	"github.com/holdfast-go/holdfast/lease/redislease"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
@@ -35,6 +36,8 @@ func fenceResetCommand() command {
 type resetFlags struct {
 	sinkFlags
 	reason, actor, prefix string
+	leaseSchema           string // pg only: pglease's schema, for the held-lease check
+	pgLeases              bool   // pg only: the lease check may read pglease through --pg
 	expect                uint64
 	idle                  time.Duration // pg only
 	force                 bool
@@ -68,7 +71,8 @@ lease was checked, reason, actor; never the owner).
 Removing a fence lets a paused holder's late write in, so the command
 refuses (exit 4) a fence in active use, unless --force:
   - the lease named by the scope is held (read from --redis with --prefix,
-    or --admin); without either the command refuses (exit 2), and when the
+    else --admin, else, for pg, from Postgres through --pg in --lease-schema
+    (pglease)); without any the command refuses (exit 2), and when the
     source has no record of that lease at all (a lease's token counter is
     kept for ever once taken, so the prefix is wrong or there never was
     such a lease) it refuses too (exit 4);
@@ -97,6 +101,8 @@ Examples:
 			fs.StringVar(&f.schema, "schema", pgfence.DefaultSchema, "the guard table's `schema`")
 			fs.StringVar(&f.table, "table", pgfence.DefaultTable, "the guard `table`")
 			fs.DurationVar(&f.idle, "idle", defaultResetIdle, "a fence raised less than this long ago is in active use")
+			fs.StringVar(&f.leaseSchema, "lease-schema", pglease.DefaultSchema, "pglease's `schema`, for the held-lease check through --pg when neither --redis nor --admin is given (pglease.Options.Schema)")
+			f.pgLeases = true
 		}
 		if _, err := a.parse(fs, args, 0); err != nil {
 			return err
@@ -166,23 +172,28 @@ func (a *app) resetLeaseCheck(ctx context.Context, f resetFlags) (token fence.To
 		fmt.Fprintf(a.stderr, "holdfast: warning: the lease of scope %q was not checked (--force): %v\n", f.scope, refusal)
 		return fence.None, false, nil
 	}
+	// The lease source: --redis, else --admin, else (pg) pglease through --pg.
+	lf := leaseFlags{prefix: f.prefix, schema: f.leaseSchema, pg: f.pgLeases && a.conn.redis == "" && a.conn.admin == "" && a.conn.pg != ""}
 	switch {
-	case a.conn.redis == "" && a.conn.admin == "":
+	case a.conn.redis == "" && a.conn.admin == "" && !lf.pg:
 		return unchecked(usagef("cannot check whether the lease of scope %q is held without a lease source: give --redis (and --prefix) or --admin, or --force to reset unchecked", f.scope))
 	case f.scope == "":
 		return unchecked(&codedError{code: exitRefused, err: errors.New(`scope "" names no lease, so whether a holder is writing cannot be checked; --force to reset unchecked`)})
 	}
-	l, err := a.inspectLease(ctx, leaseFlags{prefix: f.prefix}, f.scope)
+	l, err := a.inspectLease(ctx, lf, f.scope)
 	if err != nil {
 		return unchecked(fmt.Errorf("check the lease %q (--force to skip): %w", f.scope, err))
 	}
 	if l.Token == fence.None && !l.Held {
-		where := "the admin handler"
-		if a.conn.redis != "" {
-			where = fmt.Sprintf("Redis under --prefix %q", f.prefix)
+		where, fix := "the admin handler", "--admin"
+		switch {
+		case a.conn.redis != "":
+			where, fix = fmt.Sprintf("Redis under --prefix %q", f.prefix), "--prefix"
+		case lf.pg:
+			where, fix = fmt.Sprintf("Postgres (pglease) in --lease-schema %q", f.leaseSchema), "--lease-schema"
 		}
 		return unchecked(&codedError{code: exitRefused, err: fmt.Errorf(
-			"%s has no record of lease %q: a lease's token counter is kept for ever once taken, so the prefix is wrong or no such lease was ever taken; fix --prefix, or --force to reset unchecked", where, f.scope)})
+			"%s has no record of lease %q: a lease's token counter is kept for ever once taken, so the source is wrong or no such lease was ever taken; fix %s, or --force to reset unchecked", where, f.scope, fix)})
 	}
 	if l.Held && !f.force {
 		return l.Token, true, &codedError{code: exitRefused, err: fmt.Errorf(

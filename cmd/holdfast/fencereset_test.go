@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/lease"
+	"github.com/holdfast-go/holdfast/lease/pglease"
 	"github.com/holdfast-go/holdfast/sinks/pgfence"
 	"github.com/holdfast-go/holdfast/sinks/redisfence"
 )
@@ -132,11 +133,14 @@ func TestFenceReset(t *testing.T) {
 	})
 }
 
-// The held-lease check is never skipped in silence: without a lease source
-// the reset is a usage error, with a source that has no record of the lease
-// at all (a wrong --prefix) it is refused, and --force resets anyway with
-// lease_checked false in the audit event. The fence is untouched by every
-// refusal.
+// The held-lease check is never skipped in silence: with a source that has
+// no record of the lease at all (a wrong --prefix, a --lease-schema whose
+// pglease table never saw it) the reset is refused, and --force resets
+// anyway with lease_checked false in the audit event. The fence is
+// untouched by every refusal. A Postgres-only deployment's lease is read
+// through --pg (pglease, --lease-schema) when neither --redis nor --admin
+// is given (it was a usage error: only --force could reset; a fresh
+// user's trial).
 func TestFenceResetNeedsTheLeaseCheck(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -161,12 +165,33 @@ func TestFenceResetNeedsTheLeaseCheck(t *testing.T) {
 		require.Equal(t, forged.Token, cur, "the refusal changed nothing")
 	}
 
+	pgb, err := pglease.New(pool, pglease.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, pgb.Migrate(ctx))
+	pgLeases, err := lease.NewWithBackend(pgb, lease.Options{})
+	require.NoError(t, err)
+	cmd = append(cmd, "--lease-schema", schema)
+
 	r := cli(t, cmd...)
-	require.Equal(t, exitUsage, r.code, r.stderr)
-	require.Contains(t, r.stderr, "--redis")
-	require.Contains(t, r.stderr, "--admin")
+	require.Equal(t, exitRefused, r.code, r.stderr)
+	require.Contains(t, r.stderr, `Postgres (pglease) in --lease-schema "`+schema+`" has no record of lease "push"`)
 	require.NotContains(t, r.stderr, "fence_reset")
 	unchanged()
+
+	held, err := pgLeases.TryAcquire(ctx, "push", time.Minute)
+	require.NoError(t, err)
+	r = cli(t, cmd...)
+	require.Equal(t, exitRefused, r.code, r.stderr)
+	require.Contains(t, r.stderr, `lease "push" is held`)
+	unchanged()
+	require.NoError(t, held.Release(ctx))
+	r = cli(t, cmd...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	ev := auditEvent(t, r.stderr)
+	require.Equal(t, true, ev["lease_checked"])
+	require.Equal(t, false, ev["forced"])
+	require.EqualValues(t, held.Token(), ev["lease_token"])
+	poison()
 
 	wrongPrefix := append(append([]string(nil), cmd...), "--redis", redistest.URL(), "--prefix", prefix+"nolease:")
 	r = cli(t, wrongPrefix...)
@@ -177,13 +202,14 @@ func TestFenceResetNeedsTheLeaseCheck(t *testing.T) {
 
 	r = cli(t, append(wrongPrefix, "--force")...)
 	require.Equal(t, exitOK, r.code, r.stderr)
-	ev := auditEvent(t, r.stderr)
+	ev = auditEvent(t, r.stderr)
 	require.Equal(t, false, ev["lease_checked"])
 	require.Equal(t, true, ev["forced"])
 	require.NotContains(t, ev, "lease_token")
 
 	poison()
-	r = cli(t, append(cmd, "--force")...)
+	noRecord := append(append([]string(nil), cmd...), "--lease-schema", schema+"_none")
+	r = cli(t, append(noRecord, "--force")...)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stderr, "was not checked (--force)")
 	ev = auditEvent(t, r.stderr)
