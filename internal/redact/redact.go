@@ -90,8 +90,9 @@ var (
 	// backslash (an escaped quote).
 	cookie = regexp.MustCompile(`(?i)(^|[^a-z0-9_.\-])((?:set-)?cookie\s*:[ \t]*)([^\r\n"\\]*=[^\r\n"\\]*)`)
 	// pemKey: a PEM private key's BEGIN line, its body (lazily, to the
-	// first END line of the same label) and that END line, or the end of
-	// the text when it has none (a truncated error).
+	// first private key's END line, whatever its label: RE2 cannot match
+	// the BEGIN's) and that END line, or the end of the text when it has
+	// none (a truncated error).
 	pemKey = regexp.MustCompile(`(-----BEGIN ([A-Z0-9 ]*PRIVATE KEY)-----)(?s:.)*?(?:(-----END ([A-Z0-9 ]*PRIVATE KEY)-----)|$)`)
 )
 
