@@ -17,6 +17,7 @@ import (
 var optionalCases = []testCase{
 	{"CancelerNamesOnlyALaterSlot", testCanceler},
 	{"ClearBeginnerBeginsOnlyWhenNothingElseIsDue", testClearBeginner},
+	{"ClearBeginnerSeesAnOlderSlotsRetryDueWithinSince", testClearBeginnerOldRetry},
 	{"PauseReaderFollowsSetPaused", testPauseReader},
 	{"StatesReaderAnswersAsState", testStatesReader},
 }
@@ -207,6 +208,37 @@ func testClearBeginner(t *testing.T, x *fixture) {
 	// A pending slot (an operator's request): not clear.
 	require.NoError(t, x.ledger.Request(ctx, x.slot(1), "again", x.now(3, 0)))
 	require.False(t, one(req(3, a, 2), 3).Clear, "slot 1 pending")
+}
+
+// ClearBeginner: a slot before since whose retry is due at or after since
+// (a backfilled slot older than the catch-up window) is listed by State,
+// so it is due: BeginIfClear of a later scheduled slot is not clear until
+// it ran (the fast path would otherwise leave it to a wake-up that a
+// replica's restart loses).
+func testClearBeginnerOldRetry(t *testing.T, x *fixture) {
+	cb, ok := x.raw.(ledger.ClearBeginner)
+	if !ok {
+		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
+	}
+	ctx := t.Context()
+	a := holder(1)
+	since := x.at(2)
+	// Slot 0 fails late, its retry at(3) + 0.25 s: after since.
+	x.fail(x.slot(0), a, x.begin(x.slot(0), a, 3, x.now(0, time.Second)), x.now(2, 0))
+	x.succeed(x.slot(1), a, x.begin(x.slot(1), a, 3, x.now(1, time.Second)), x.now(1, 2*time.Second))
+	x.requireOpen(x.state("", since), x.at(0))
+	req := ledger.BeginRequest{Slot: x.slot(2), Fence: fill(x.slot(2), a), MaxAttempts: 3, Prev: x.at(1), Since: since}
+	res := cb.BeginIfClear(ctx, []ledger.BeginRequest{req}, x.now(2, time.Second))
+	require.Len(t, res, 1)
+	require.False(t, res[0].Clear, "slot 0's retry is due within since")
+	x.requireAbsent(x.slot(2))
+
+	require.Equal(t, 2, x.begin(x.slot(0), a, 3, x.now(3, time.Second)))
+	x.succeed(x.slot(0), a, 2, x.now(3, 2*time.Second))
+	res = cb.BeginIfClear(ctx, []ledger.BeginRequest{req}, x.now(3, 3*time.Second))
+	require.True(t, res[0].Clear, "slot 0 done: clear")
+	require.NoError(t, res[0].Err)
+	require.Equal(t, 1, res[0].Attempt)
 }
 
 // sameButPruned reports whether a and b are the same State but for

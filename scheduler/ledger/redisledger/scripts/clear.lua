@@ -22,7 +22,8 @@
 -- the ledger recorded (ledger.BeginRequest.Seen).
 --
 -- Returns {2} when something else needs planning (paused, another open or
--- pending slot, the slot waiting for its retry time, a slot between the
+-- pending slot, another slot's retry due at or after since, the slot
+-- waiting for its retry time, a slot between the
 -- last one seen and this one that nobody began, or a last slot missing or
 -- before seen: the store lost data the caller saw, which only a State
 -- read, compared with what it saw, tells): nothing changed but the
@@ -105,6 +106,11 @@ local function begin_if_clear(K, A, run, holder, seen, u)
   end
   local retry = redis.call('ZSCORE', K[6], slot)
   if retry and tonumber(retry) > tonumber(A[4]) then return {2} end
+  -- Another slot's retry due within the window, whatever that slot's age
+  -- (State lists it: a backfilled slot older than the window).
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[6], tonumber(A[7]) * 1000, '+inf', 'LIMIT', 0, 2)) do
+    if m ~= slot then return {2} end
+  end
   if n < floor or (n ~= 0 and n < tonumber(A[6])) then return {2} end
   return begin_attempt(attempt_keys(K, A[3]), A, {run = run, last = last, pending = pending, retry = retry ~= false, cold = true}, holder)
 end
