@@ -34,12 +34,15 @@ package pgtx
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/holdfast-go/holdfast/internal/errfamily"
 	"github.com/holdfast-go/holdfast/internal/retry"
 )
 
@@ -96,6 +99,31 @@ func Retryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
+// ErrInTransaction is returned by Batch and Tx, before any I/O, for a
+// database that is inside a transaction they did not begin: a pgx.Tx given
+// to Batch, or a connection (*pgx.Conn, *pgxpool.Conn) whose session is in
+// a transaction begun by hand (BEGIN through Exec). Their BEGIN would only
+// warn there, and their COMMIT would commit the caller's transaction. Tx
+// takes a pgx.Tx (pgx begins a savepoint in it). It matches the family's
+// ErrInvalidOptions.
+var ErrInTransaction = fmt.Errorf("%w: the database is inside a transaction (a pgx.Tx, or a connection in a transaction begun by hand): "+
+	"this call runs a transaction of its own, whose COMMIT would commit yours; give it a pool, or a connection outside a transaction", errfamily.ErrInvalidOptions)
+
+// InTransaction reports whether db is a pgx.Tx, or a connection whose
+// session is inside a transaction (its last ReadyForQuery said 'T' or
+// 'E'). It sends nothing.
+func InTransaction(db any) bool {
+	switch c := db.(type) {
+	case pgx.Tx:
+		return true
+	case *pgx.Conn:
+		return c != nil && c.PgConn().TxStatus() != 'I'
+	case *pgxpool.Conn:
+		return c != nil && c.Conn().PgConn().TxStatus() != 'I'
+	}
+	return false
+}
+
 // Batch runs the statements queue puts in a batch (with their
 // QueuedQuery callbacks) in one READ COMMITTED transaction, in one round
 // trip: BEGIN, the statements and COMMIT are pipelined. queue is called
@@ -104,6 +132,9 @@ func Retryable(err error) bool {
 // connection goes back clean. It returns the first error of the batch
 // (a callback's included).
 func Batch(ctx context.Context, db Batcher, queue func(b *pgx.Batch)) error {
+	if InTransaction(db) {
+		return ErrInTransaction
+	}
 	return Retry(ctx, func() error {
 		b := &pgx.Batch{}
 		b.BeginTx(ReadCommitted)
@@ -131,6 +162,9 @@ func Batch(ctx context.Context, db Batcher, queue func(b *pgx.Batch)) error {
 // Tx runs fn in a READ COMMITTED transaction begun on db and commits it
 // when fn returns nil; otherwise it rolls it back and returns fn's error.
 func Tx(ctx context.Context, db Beginner, fn func(tx pgx.Tx) error) error {
+	if _, isTx := db.(pgx.Tx); !isTx && InTransaction(db) {
+		return ErrInTransaction
+	}
 	return Retry(ctx, func() error {
 		tx, err := db.BeginTx(ctx, ReadCommitted)
 		if err != nil {

@@ -215,3 +215,61 @@ func TestRetry(t *testing.T) {
 	require.False(t, pgtx.Retryable(errors.New("x")))
 	require.False(t, pgtx.Retryable(nil))
 }
+
+// Batch and Tx refuse, before any I/O, a connection inside a transaction
+// begun by hand (and Batch a pgx.Tx): their BEGIN would only warn, and
+// their COMMIT would commit the caller's transaction, so a row the caller
+// then rolled back stayed. Control: the same batch sent as Batch sends it
+// commits the caller's row.
+func TestBatchAndTxRefuseAConnectionInsideATransaction(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := shared.Pool(t)
+	schema := shared.Schema(t, "pgtx_intx_")
+	table := pgx.Identifier{schema, "rows"}.Sanitize()
+	_, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`; CREATE TABLE `+table+` (id int PRIMARY KEY)`)
+	require.NoError(t, err)
+	count := func() (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n))
+		return n
+	}
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+
+	_, err = conn.Exec(ctx, `BEGIN`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `INSERT INTO `+table+` VALUES (1)`)
+	require.NoError(t, err)
+	require.True(t, pgtx.InTransaction(conn))
+	require.True(t, pgtx.InTransaction(conn.Conn()))
+	nothing := func(*pgx.Batch) { t.Fatal("queued a statement") }
+	require.ErrorIs(t, pgtx.Batch(ctx, conn, nothing), pgtx.ErrInTransaction)
+	require.ErrorIs(t, pgtx.Batch(ctx, conn.Conn(), nothing), pgtx.ErrInTransaction)
+	require.ErrorIs(t, pgtx.Tx(ctx, conn.Conn(), func(pgx.Tx) error { t.Fatal("ran"); return nil }), pgtx.ErrInTransaction)
+	require.Equal(t, byte('T'), conn.Conn().PgConn().TxStatus(), "the caller's transaction is still open")
+	_, err = conn.Exec(ctx, `ROLLBACK`)
+	require.NoError(t, err)
+	require.Zero(t, count(), "the caller's rollback undid its row")
+	require.False(t, pgtx.InTransaction(conn), "idle again")
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.ErrorIs(t, pgtx.Batch(ctx, tx, nothing), pgtx.ErrInTransaction, "a pgx.Tx")
+	require.NoError(t, tx.Rollback(ctx))
+
+	// Control: Batch's pipeline (BEGIN, a statement, COMMIT) on that
+	// connection commits the row of the caller's transaction.
+	_, err = conn.Exec(ctx, `BEGIN`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `INSERT INTO `+table+` VALUES (2)`)
+	require.NoError(t, err)
+	b := &pgx.Batch{}
+	b.BeginTx(pgtx.ReadCommitted)
+	b.Queue(`SELECT 1`)
+	b.Queue("COMMIT")
+	require.NoError(t, conn.SendBatch(ctx, b).Close())
+	_, err = conn.Exec(ctx, `ROLLBACK`)
+	require.NoError(t, err)
+	require.Equal(t, 1, count(), "the unguarded batch committed the caller's row")
+}

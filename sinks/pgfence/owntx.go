@@ -16,7 +16,9 @@ import (
 )
 
 // Batcher is what CheckOwnTx sends its transaction on: *pgxpool.Pool and
-// *pgx.Conn are Batchers (not a pgx.Tx: the transaction is CheckOwnTx's).
+// *pgx.Conn are Batchers (not a pgx.Tx, nor a connection inside a
+// transaction begun by hand: the transaction is CheckOwnTx's, and its
+// COMMIT would commit yours; both are refused with ErrInvalidOptions).
 type Batcher interface {
 	DBTX
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
@@ -31,7 +33,8 @@ type Batcher interface {
 // jittered backoff from 5 ms to 100 ms, within ctx). It returns what Check
 // returns: nil when the rule accepted (the stored token raised), a
 // *fence.StaleTokenError (fence.ErrStaleToken) when it refused, Check's
-// input errors, or the database's error.
+// input errors, ErrInvalidOptions for a db inside a transaction, or the
+// database's error.
 func (g *Guard) CheckOwnTx(ctx context.Context, db Batcher, resource string, h fence.Holder) (err error) {
 	if err := g.Validate(resource, h); err != nil {
 		return err
@@ -42,8 +45,8 @@ func (g *Guard) CheckOwnTx(ctx context.Context, db Batcher, resource string, h f
 	if safe.IsNil(db) {
 		return fmt.Errorf("%w: check %q: nil database", ErrInvalidOptions, resource)
 	}
-	if _, inTx := db.(pgx.Tx); inTx {
-		return fmt.Errorf("%w: check %q: a pgx.Tx; CheckOwnTx runs a transaction of its own (use Check in yours)", ErrInvalidOptions, resource)
+	if pgtx.InTransaction(db) {
+		return fmt.Errorf("%w: check %q: a pgx.Tx, or a connection inside a transaction; CheckOwnTx runs a transaction of its own (use Check in yours)", ErrInvalidOptions, resource)
 	}
 	var span trace.Span
 	ctx, span = startWrite(ctx, g.tracer, "check", resource, h)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -106,4 +107,30 @@ func TestCheckOwnTxDecidesUnderASerializableDefault(t *testing.T) {
 	tok, _, err := b.guard.Current(t.Context(), b.pool, "race", "s")
 	require.NoError(t, err)
 	require.Equal(t, fence.Token(n), tok)
+}
+
+// CheckOwnTx and PruneSlotScopes refuse, with ErrInvalidOptions and
+// before any write, a connection inside a transaction begun by hand (and
+// a pgx.Tx): their own COMMIT would commit the caller's transaction. The
+// caller's transaction stays open and its rollback undoes its own write.
+func TestOwnTransactionsRefuseAConnectionInsideATransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	conn, err := b.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `BEGIN`)
+	require.NoError(t, err)
+	require.NoError(t, b.guard.Check(ctx, conn, "intx", fence.Holder{Scope: "s", Token: 7, Owner: "a"}), "Check writes in the caller's transaction")
+	err = b.guard.CheckOwnTx(ctx, conn, "intx", fence.Holder{Scope: "s", Token: 8, Owner: "a"})
+	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
+	_, err = b.guard.PruneSlotScopes(ctx, conn, "intx", "unit", time.Now().Add(-2*time.Hour))
+	require.ErrorIs(t, err, pgfence.ErrInvalidOptions)
+	require.Equal(t, byte('T'), conn.Conn().PgConn().TxStatus(), "the caller's transaction is still open")
+	_, err = conn.Exec(ctx, `ROLLBACK`)
+	require.NoError(t, err)
+	tok, _, err := b.guard.Current(ctx, b.pool, "intx", "s")
+	require.NoError(t, err)
+	require.Equal(t, fence.None, tok, "the caller's rollback undid its Check")
 }

@@ -167,8 +167,9 @@ func (g *Guard) slotOutcome(ctx context.Context, db DBTX, resource string, h fen
 //
 // Errors: ErrInvalidResource, ErrInvalidScope (an empty or invalid unit, or
 // one holding no slot scope: longer than MaxScopeLen-2), ErrInvalidOptions
-// (nil db or ctx, or a pgx.Tx: the prune is a transaction of its own; do
-// not give it a connection inside a transaction begun by hand either), a
+// (nil db or ctx, a pgx.Tx, or a connection inside a transaction begun by
+// hand: the prune is a transaction of its own, whose COMMIT would commit
+// yours), a
 // refused cutoff (fence.ErrPruneCutoff), a lock timeout (IsLockTimeout), or
 // the database's, wrapped. A serialization failure or deadlock is retried
 // as in CheckOwnTx.
@@ -191,8 +192,8 @@ func (g *Guard) PruneSlotScopes(ctx context.Context, db Batcher, resource, unit 
 	if err := g.CheckFormat(ctx, db); err != nil {
 		return 0, err
 	}
-	if _, inTx := db.(pgx.Tx); inTx {
-		return 0, fmt.Errorf("%w: prune slot scopes of %q: a pgx.Tx; PruneSlotScopes runs a transaction of its own: give it a pool or a connection", ErrInvalidOptions, resource)
+	if pgtx.InTransaction(db) {
+		return 0, fmt.Errorf("%w: prune slot scopes of %q: a pgx.Tx, or a connection inside a transaction; PruneSlotScopes runs a transaction of its own: give it a pool or a connection outside one", ErrInvalidOptions, resource)
 	}
 	var (
 		deleted int64

@@ -139,6 +139,11 @@ func (l *Ledger) checkFormat(ctx context.Context) error {
 // COMMIT. The rollback of a failed transaction outlives ctx (bounded by
 // rollbackTimeout), so a canceled call leaves a usable connection.
 func (l *Ledger) inTx(ctx context.Context, op, what string, fn func(pgx.Tx) error) error {
+	if _, isTx := l.db.(pgx.Tx); !isTx && pgtx.InTransaction(l.db) {
+		// A connection in a transaction begun by hand: BEGIN would only
+		// warn, and COMMIT would commit the caller's transaction.
+		return fmt.Errorf("pgledger: %s %s: %w", op, what, pgtx.ErrInTransaction)
+	}
 	tx, err := l.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return wrapDBError(op, what, err)
