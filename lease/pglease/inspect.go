@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/internal/pgtx"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
 	"github.com/jackc/pgx/v5"
@@ -34,7 +33,7 @@ FROM ` + table + ` ` + where
 // (lease's) for an empty name. Waiting is always false: Postgres leases
 // have no wait flag.
 func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, error) {
-	if err := leasedriver.CheckContext(ctx); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return leasedriver.Info{}, err
 	}
 	if name == "" {
@@ -56,7 +55,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (leasedriver.Info, e
 // one byte), sorted by name, at most limit (limit < 1:
 // lease.ErrInvalidOptions).
 func (b *Backend) List(ctx context.Context, match string, limit int) ([]leasedriver.Info, error) {
-	if err := leasedriver.CheckContext(ctx); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return nil, err
 	}
 	if limit < 1 {
@@ -78,7 +77,7 @@ func (b *Backend) query(ctx context.Context, sql string, args ...any) ([]leasedr
 		return nil, err
 	}
 	var out []leasedriver.Info
-	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+	err := b.batch(ctx, func(batch *pgx.Batch) {
 		batch.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			infos, err := scanInfos(rows)
 			out = infos

@@ -40,9 +40,10 @@ var ErrInvalidOptions = fmt.Errorf("pglease: %w", errfamily.ErrInvalidOptions)
 // statement and COMMIT in one pipelined round trip) and Migrate's script,
 // each on whatever connection is free. *pgxpool.Pool satisfies it (a
 // *pgx.Conn too, but it is not safe for concurrent use, and a Client
-// renews from a goroutine of its own). A pgx.Tx does not work: the backend
-// commits its own transactions. Nothing is held on a session between
-// calls.
+// renews from a goroutine of its own). A pgx.Tx, or a connection inside
+// a transaction begun by hand, is refused at each call with
+// ErrInvalidOptions: the backend commits its own transactions. Nothing is
+// held on a session between calls.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
@@ -97,6 +98,31 @@ func (b *Backend) alone() queryer {
 		return nil
 	}
 	return b.direct
+}
+
+// ready refuses, before any I/O, a nil ctx (lease.ErrNilContext) and a
+// database inside a transaction begun by hand (ErrInvalidOptions): the
+// backend's statements run alone or in transactions of their own, and
+// would run in the caller's transaction, or commit it.
+func (b *Backend) ready(ctx context.Context) error {
+	if err := leasedriver.CheckContext(ctx); err != nil {
+		return err
+	}
+	if pgtx.InTransaction(b.db) {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, pgtx.ErrInTransaction)
+	}
+	return nil
+}
+
+// batch is pgtx.Batch on the backend's database: a connection inside a
+// transaction begun by hand (or a pgx.Tx) is refused with
+// ErrInvalidOptions, before any I/O (the batch's COMMIT would commit it).
+func (b *Backend) batch(ctx context.Context, queue func(*pgx.Batch)) error {
+	err := pgtx.Batch(ctx, b.db, queue)
+	if errors.Is(err, pgtx.ErrInTransaction) {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return err
 }
 
 // store names the package in format markers and errors.
@@ -166,7 +192,7 @@ func Migrations(opts Options) (fs.FS, error) {
 // take for the same schema (internal/pgmigrate). It needs the privilege to
 // create the schema (or its existence) and a table in it.
 func (b *Backend) Migrate(ctx context.Context) error {
-	if err := leasedriver.CheckContext(ctx); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return err
 	}
 	script, err := pgmigrate.Script(migrations, b.schema, strings.NewReplacer("{{schema}}", pgx.Identifier{b.schema}.Sanitize()))
@@ -196,7 +222,7 @@ func (b *Backend) Migrate(ctx context.Context) error {
 // lease. A serialization failure or deadlock left even so is retried
 // (pgtx.MaxAttempts attempts, jittered backoff, within ctx).
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (leasedriver.Grant, error) {
-	if err := leasedriver.CheckContext(ctx); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return leasedriver.Grant{}, err
 	}
 	if err := b.format.Check(ctx, b.checkFormat); err != nil {
@@ -217,7 +243,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+		err = b.batch(ctx, func(batch *pgx.Batch) {
 			batch.Queue(b.sql.acquire, args...).QueryRow(func(row pgx.Row) error {
 				return row.Scan(&taken, &token, &remainingMS)
 			})
@@ -242,7 +268,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 // and has not expired; ErrNotHeld otherwise. A database error is every
 // lease's error.
 func (b *Backend) Renew(ctx context.Context, batch []leasedriver.Held) []error {
-	if err := leasedriver.CheckContext(ctx); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return leasedriver.Errs(len(batch), err)
 	}
 	errs := make([]error, len(batch))
@@ -313,7 +339,7 @@ func (b *Backend) renewed(ctx context.Context, names, owners []string, ttls []in
 		names, owners, ttls = pick(names, again), pick(owners, again), pick(ttls, again)
 	}
 	var got map[held]bool
-	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+	err := b.batch(ctx, func(batch *pgx.Batch) {
 		batch.Queue(b.sql.renew, names, ownerarg.Owners(owners), ttls).Query(func(rows pgx.Rows) error {
 			got = make(map[held]bool, len(names)) // per attempt
 			return collect(rows, got)
@@ -343,7 +369,7 @@ func pick[T any](xs []T, is []int) []T {
 // -infinity; its token stays) if it holds h.Owner and has not expired;
 // ErrNotHeld otherwise.
 func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
-	if err := leasedriver.CheckContext(ctx); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return err
 	}
 	if err := b.format.Check(ctx, b.checkFormat); err != nil {
@@ -363,7 +389,7 @@ func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 		// a READ COMMITTED transaction tells which.
 	}
 	var tag pgconn.CommandTag
-	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+	err := b.batch(ctx, func(batch *pgx.Batch) {
 		batch.Queue(b.sql.release, h.Name, ownerarg.Owner(h.Owner)).Exec(func(t pgconn.CommandTag) error {
 			tag = t
 			return nil
@@ -385,7 +411,7 @@ func (b *Backend) Release(ctx context.Context, h leasedriver.Held) error {
 // refuses another format with a *fence.FormatError (docs/compatibility.md).
 func (b *Backend) checkFormat(ctx context.Context) error {
 	var found *string
-	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+	err := b.batch(ctx, func(batch *pgx.Batch) {
 		batch.Queue(formatver.CommentSQL, b.table).QueryRow(func(row pgx.Row) error { return row.Scan(&found) })
 	})
 	if err != nil {
@@ -412,7 +438,7 @@ const MinIdle = time.Hour
 // past. It returns an error matching ErrInvalidOptions for idle below
 // MinIdle.
 func (b *Backend) PruneIdle(ctx context.Context, idle time.Duration) (int64, error) {
-	if err := leasedriver.CheckContext(ctx); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
 	if idle < MinIdle {
@@ -422,7 +448,7 @@ func (b *Backend) PruneIdle(ctx context.Context, idle time.Duration) (int64, err
 		return 0, err
 	}
 	var tag pgconn.CommandTag
-	err := pgtx.Batch(ctx, b.db, func(batch *pgx.Batch) {
+	err := b.batch(ctx, func(batch *pgx.Batch) {
 		batch.Queue(`DELETE FROM `+b.table+`
 WHERE expires_at <= clock_timestamp()
   AND token < (extract(epoch FROM clock_timestamp()) * 1000000)::bigint - $1::bigint`, idle.Microseconds()).Exec(func(t pgconn.CommandTag) error {

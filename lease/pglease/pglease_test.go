@@ -195,3 +195,34 @@ func TestMethodsRefuseANilContext(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, info.Held, "never acquired")
 }
+
+// A backend on a connection inside a transaction begun by hand refuses
+// every call with ErrInvalidOptions before any I/O: its own COMMIT would
+// commit the caller's transaction.
+func TestBackendRefusesAConnectionInsideATransaction(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	schema := shared.Schema(t, "pglease_intx_")
+	b, err := pglease.New(shared.Pool(t), pglease.Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, b.Migrate(ctx))
+	conn, err := shared.Pool(t).Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	onConn, err := pglease.New(conn, pglease.Options{Schema: schema})
+	require.NoError(t, err)
+	_, err = onConn.Acquire(ctx, "intx", "owner-a", time.Minute)
+	require.NoError(t, err, "outside a transaction")
+	_, err = conn.Exec(ctx, `BEGIN`)
+	require.NoError(t, err)
+	_, err = onConn.Acquire(ctx, "intx2", "owner-a", time.Minute)
+	require.ErrorIs(t, err, pglease.ErrInvalidOptions)
+	_, err = onConn.Inspect(ctx, "intx")
+	require.ErrorIs(t, err, pglease.ErrInvalidOptions)
+	require.Equal(t, byte('T'), conn.Conn().PgConn().TxStatus(), "the caller's transaction is still open")
+	_, err = conn.Exec(ctx, `ROLLBACK`)
+	require.NoError(t, err)
+	info, err := b.Inspect(ctx, "intx2")
+	require.NoError(t, err)
+	require.False(t, info.Held)
+}

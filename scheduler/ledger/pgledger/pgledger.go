@@ -142,7 +142,7 @@ func (l *Ledger) inTx(ctx context.Context, op, what string, fn func(pgx.Tx) erro
 	if _, isTx := l.db.(pgx.Tx); !isTx && pgtx.InTransaction(l.db) {
 		// A connection in a transaction begun by hand: BEGIN would only
 		// warn, and COMMIT would commit the caller's transaction.
-		return fmt.Errorf("pgledger: %s %s: %w", op, what, pgtx.ErrInTransaction)
+		return fmt.Errorf("%w: %s %s: %w", ErrInvalidOptions, op, what, pgtx.ErrInTransaction)
 	}
 	tx, err := l.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {

@@ -441,9 +441,21 @@ func (s *Store) queryRow(ctx context.Context, sql string, args []any, dest ...an
 	if err := s.checkFormat(ctx); err != nil {
 		return err
 	}
-	return pgtx.Batch(ctx, s.db, func(b *pgx.Batch) {
+	return s.batch(ctx, func(b *pgx.Batch) {
 		b.Queue(sql, args...).QueryRow(func(row pgx.Row) error { return row.Scan(dest...) })
 	})
+}
+
+// batch is pgtx.Batch on the Store's database: a connection inside a
+// transaction begun by hand (or a pgx.Tx) is refused with
+// httpfence.ErrInvalidOptions, before any I/O (the batch's COMMIT would
+// commit it).
+func (s *Store) batch(ctx context.Context, queue func(*pgx.Batch)) error {
+	err := pgtx.Batch(ctx, s.db, queue)
+	if errors.Is(err, pgtx.ErrInTransaction) {
+		return fmt.Errorf("%w: %w", httpfence.ErrInvalidOptions, err)
+	}
+	return err
 }
 
 // checkFormat is the stored format check of the Store's first use (every
@@ -466,7 +478,7 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 		return pgconn.CommandTag{}, err
 	}
 	var tag pgconn.CommandTag
-	err := pgtx.Batch(ctx, s.db, func(b *pgx.Batch) {
+	err := s.batch(ctx, func(b *pgx.Batch) {
 		b.Queue(sql, args...).Exec(func(t pgconn.CommandTag) error {
 			tag = t
 			return nil
