@@ -29,8 +29,12 @@
 // The server keeps one record per key (scoped by Options.Identity)
 // in a Store: in flight under a lock while the handler runs, then completed
 // with the response. The record holds a fingerprint of the request (method,
-// path, query, body; not the headers, hence neither key nor token), so a key
-// reused for another request is detected.
+// path, query, body; not the headers, hence neither key nor token, nor
+// the Host), so a key reused for another request is detected. Keys are
+// per store (its prefix or table) and per Identity: services or virtual
+// hosts that share a store and set no Identity share their keys, and a
+// request to one is answered with the other's stored response. Give each
+// its own prefix (redisstore.Options.Prefix) or table, or an Identity.
 //
 // # Status table
 //
