@@ -14,6 +14,7 @@ import (
 	"github.com/holdfast-go/holdfast/internal/pgtest"
 	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/lease/leasedriver"
+	"github.com/holdfast-go/holdfast/lease/leasedriver/leasedrivertest"
 	"github.com/holdfast-go/holdfast/lease/pglease"
 )
 
@@ -162,38 +163,16 @@ func TestQueryLogsNeverShowTheOwner(t *testing.T) {
 
 // Every method that takes a context refuses a nil one with
 // lease.ErrNilContext, before any I/O (they dereferenced it: a panic, a
-// fresh user's trial). The lease row is untouched.
+// fresh user's trial), Migrate and PruneIdle too. The lease row is
+// untouched.
 func TestMethodsRefuseANilContext(t *testing.T) {
 	t.Parallel()
 	b, _ := newBackend(t)
-	g, err := b.Acquire(t.Context(), "nilctx", "owner-a", time.Minute)
-	require.NoError(t, err)
-	require.True(t, g.Acquired)
-	h := leasedriver.Held{Name: "nilctx", Owner: "owner-a", TTL: time.Minute, Handle: g.Handle}
+	leasedrivertest.RequireNilContextRefused(t, b, "nilctx")
 	var nilCtx context.Context
-	_, err = b.Acquire(nilCtx, "nilctx2", "owner-b", time.Minute)
-	require.ErrorIs(t, err, lease.ErrNilContext)
-	errs := b.Renew(nilCtx, []leasedriver.Held{h, h})
-	require.Len(t, errs, 2)
-	for _, err := range errs {
-		require.ErrorIs(t, err, lease.ErrNilContext)
-	}
-	require.ErrorIs(t, b.Release(nilCtx, h), lease.ErrNilContext)
 	require.ErrorIs(t, b.Migrate(nilCtx), lease.ErrNilContext)
-	_, err = b.PruneIdle(nilCtx, pglease.MinIdle)
+	_, err := b.PruneIdle(nilCtx, pglease.MinIdle)
 	require.ErrorIs(t, err, lease.ErrNilContext)
-	_, err = b.Inspect(nilCtx, "nilctx")
-	require.ErrorIs(t, err, lease.ErrNilContext)
-	_, err = b.List(nilCtx, "", 10)
-	require.ErrorIs(t, err, lease.ErrNilContext)
-
-	info, err := b.Inspect(t.Context(), "nilctx")
-	require.NoError(t, err)
-	require.True(t, info.Held, "still held by the first acquisition")
-	require.Equal(t, fence.OwnerID("owner-a"), info.OwnerID)
-	info, err = b.Inspect(t.Context(), "nilctx2")
-	require.NoError(t, err)
-	require.False(t, info.Held, "never acquired")
 }
 
 // A backend on a connection inside a transaction begun by hand refuses

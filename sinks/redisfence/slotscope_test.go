@@ -457,15 +457,7 @@ func TestPruneSlotScopesRefusesACutoffOfSlotsThatMayStillRun(t *testing.T) {
 
 		for _, cutoff := range []time.Time{now.Add(time.Hour), now, now.Add(-fence.PruneMargin + time.Minute)} {
 			n, err := b.w.PruneSlotScopes(ctx, key, unit, cutoff)
-			require.ErrorIs(t, err, fence.ErrPruneCutoff, "%v", cutoff)
-			require.ErrorContains(t, err, key, "the error names the resource")
-			var ce *fence.PruneCutoffError
-			require.ErrorAs(t, err, &ce)
-			require.True(t, ce.Before.Equal(cutoff))
-			require.Equal(t, fence.PruneMargin, ce.Margin)
-			require.Equal(t, ce.Now.Add(-fence.PruneMargin), ce.Limit)
-			require.WithinDuration(t, now, ce.Now, time.Minute, "Redis's clock")
-			require.Zero(t, n)
+			sinktest.RequirePruneCutoffRefused(t, err, n, key, cutoff, now, "Redis's clock")
 			require.Equal(t, fields, b.rdb.HGetAll(ctx, redisfence.FenceKey(key)).Val(), "nothing changed")
 		}
 		require.NoError(t, b.w.Set(ctx, key, "v", recent, 0), "the slot below the refused cutoff is open")

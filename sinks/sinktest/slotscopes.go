@@ -208,3 +208,22 @@ func CheckSlotScopesClose(ctx context.Context, s SlotScopeSink, prefix string) e
 	}
 	return nil
 }
+
+// RequirePruneCutoffRefused fails t unless err, the answer of a
+// PruneSlotScopes of resource at cutoff that pruned n, is the refusal of a
+// cutoff too recent: a *fence.PruneCutoffError matching
+// fence.ErrPruneCutoff, naming resource, the cutoff and fence.PruneMargin,
+// with a store clock within a minute of near, and n zero. clock names the
+// store's clock in the message ("Redis's clock").
+func RequirePruneCutoffRefused(t testing.TB, err error, n int, resource string, cutoff, near time.Time, clock string) {
+	t.Helper()
+	require.ErrorIs(t, err, fence.ErrPruneCutoff, "%v", cutoff)
+	require.ErrorContains(t, err, resource, "the error names the resource")
+	var ce *fence.PruneCutoffError
+	require.ErrorAs(t, err, &ce)
+	require.True(t, ce.Before.Equal(cutoff))
+	require.Equal(t, fence.PruneMargin, ce.Margin)
+	require.Equal(t, ce.Now.Add(-fence.PruneMargin), ce.Limit)
+	require.WithinDuration(t, near, ce.Now, time.Minute, clock)
+	require.Zero(t, n)
+}

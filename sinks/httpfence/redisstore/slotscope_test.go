@@ -427,15 +427,7 @@ func TestPruneSlotScopesRefusesACutoffOfSlotsThatMayStillRun(t *testing.T) {
 
 			for _, cutoff := range []time.Time{now.Add(time.Hour), now, now.Add(-fence.PruneMargin + time.Minute)} {
 				n, err := b.f.PruneSlotScopes(ctx, res, unit, cutoff)
-				require.ErrorIs(t, err, fence.ErrPruneCutoff, "%v", cutoff)
-				require.ErrorContains(t, err, res, "the error names the resource")
-				var ce *fence.PruneCutoffError
-				require.ErrorAs(t, err, &ce)
-				require.True(t, ce.Before.Equal(cutoff))
-				require.Equal(t, fence.PruneMargin, ce.Margin)
-				require.Equal(t, ce.Now.Add(-fence.PruneMargin), ce.Limit)
-				require.WithinDuration(t, now, ce.Now, time.Minute, "Redis's clock")
-				require.Zero(t, n)
+				sinktest.RequirePruneCutoffRefused(t, err, n, res, cutoff, now, "Redis's clock")
 				require.Equal(t, fields, rdb.HGetAll(ctx, key).Val(), "nothing changed")
 			}
 			require.NoError(t, b.f.Accept(ctx, res, recent), "the slot below the refused cutoff is open")
