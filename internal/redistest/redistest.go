@@ -67,11 +67,19 @@ func Real(t testing.TB) redis.UniversalClient {
 // (internal/miniconf), so holdfast's eviction-policy check passes.
 func Mini(t testing.TB) redis.UniversalClient {
 	t.Helper()
+	_, rdb := MiniServer(t)
+	return rdb
+}
+
+// MiniServer is Mini with the miniredis itself, for tests that move its
+// clock (SetTime) or fast-forward its keys.
+func MiniServer(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
+	t.Helper()
 	mr := miniredis.RunT(t)
 	miniconf.Register(mr)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return mr, rdb
 }
 
 // Prefix returns a key prefix unique to this call, ending in ':'. When the

@@ -13,12 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/fence"
-	"github.com/holdfast-go/holdfast/internal/miniconf"
 	"github.com/holdfast-go/holdfast/internal/redisproc"
 	"github.com/holdfast-go/holdfast/internal/redistest"
 	"github.com/holdfast-go/holdfast/sinks/httpfence"
@@ -453,10 +451,7 @@ func TestPruneSlotScopesRefusesACutoffOfSlotsThatMayStillRun(t *testing.T) {
 // caller's now is taken.
 func TestPruneSlotScopesCutoffIsCheckedOnRedisClock(t *testing.T) {
 	t.Parallel()
-	mr := miniredis.RunT(t)
-	miniconf.Register(mr)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	mr, rdb := redistest.MiniServer(t)
 	b := newBundle(t, rdb)
 	ctx := t.Context()
 	now := time.Now()
