@@ -7,16 +7,20 @@
 // PATH; without them it prints a line saying so and exits 0), and counts
 // (callgrind_control -z, then -d) what the server runs for:
 //
-//   - floor: the layout's bare commands for -units units' first slot;
+//   - floor: the layout's bare commands for -units units' first slot,
+//     then for their second slot, a minute later;
 //   - holdfast: the joined claim (RedisLedger.ClaimAll, 256 units a call,
 //     as the scheduler's batches) of the same number of units' first slot
 //     by one owner, then the finish and release of each
 //     (RedisLedger.FinishRelease, concurrent, joined as the scheduler's
-//     runs are).
+//     runs are); then the same for their second slot, whose units'
+//     records, fences and lease counters exist (schedbench's
+//     scheduler_second).
 //
 // It prints
 //
 //	bench: scheduler_instructions units=<n> floor_ir_per_slot=<x> holdfast_ir_per_slot=<x> ratio_vs_floor=<x.xx> (claim <x> + finish <x>)
+//	bench: scheduler_instructions_second units=<n> floor_ir_per_slot=<x> holdfast_ir_per_slot=<x> ratio_vs_floor=<x.xx> (claim <x> + finish <x>)
 //
 // It counts a slot's winner only: the replicas that find the unit held
 // (schedbench's other replicas) are not in it. With -cluster the server
@@ -73,71 +77,102 @@ func run(units int, cluster bool) error {
 	if err := s.Zero(); err != nil {
 		return err
 	}
-	var floor int64
+	var floor [2]int64 // per slot
 	if !cluster {
-		if _, err := bench.LayoutFloor(ctx, s.Client, "floor:", "v2", units, 1); err != nil {
+		f, err := bench.NewFloor(s.Client, "floor:", "v2", units)
+		if err != nil {
 			return err
 		}
-		if floor, err = s.Count(); err != nil {
-			return err
+		for i := range floor {
+			if err := s.Zero(); err != nil {
+				return err
+			}
+			if _, err := f.Slot(ctx); err != nil {
+				return err
+			}
+			if floor[i], err = s.Count(); err != nil {
+				return err
+			}
 		}
 	}
-	claim, finish, err := holdfast(ctx, s, units)
+	counts, err := holdfast(ctx, s, units, !cluster)
 	if err != nil {
 		return err
 	}
 	n := float64(units)
 	if cluster {
+		c := counts[0]
 		fmt.Printf("bench: scheduler_instructions_cluster1 units=%d holdfast_ir_per_slot=%.0f (claim %.0f + finish %.0f)\n",
-			units, float64(claim+finish)/n, float64(claim)/n, float64(finish)/n)
+			units, float64(c.claim+c.finish)/n, float64(c.claim)/n, float64(c.finish)/n)
 		return nil
 	}
-	fmt.Printf("bench: scheduler_instructions units=%d floor_ir_per_slot=%.0f holdfast_ir_per_slot=%.0f ratio_vs_floor=%.2f (claim %.0f + finish %.0f)\n",
-		units, float64(floor)/n, float64(claim+finish)/n, float64(claim+finish)/float64(floor), float64(claim)/n, float64(finish)/n)
+	for i, name := range []string{"scheduler_instructions", "scheduler_instructions_second"} {
+		c := counts[i]
+		fmt.Printf("bench: %s units=%d floor_ir_per_slot=%.0f holdfast_ir_per_slot=%.0f ratio_vs_floor=%.2f (claim %.0f + finish %.0f)\n",
+			name, units, float64(floor[i])/n, float64(c.claim+c.finish)/n, float64(c.claim+c.finish)/float64(floor[i]), float64(c.claim)/n, float64(c.finish)/n)
+	}
 	return nil
 }
 
+// slotCount is the server's instructions for one slot's claims and for
+// its finishes.
+type slotCount struct{ claim, finish int64 }
+
 // holdfast claims units' first slot and finishes every run, as one
 // replica of the scheduler that wins them all, and returns the server's
-// instructions for the claims and for the finishes.
-func holdfast(ctx context.Context, s *bench.Callgrind, units int) (claim, finish int64, err error) {
+// instructions for the claims and for the finishes; with second, then
+// the same for the units' next slot, a minute later.
+func holdfast(ctx context.Context, s *bench.Callgrind, units int, second bool) ([]slotCount, error) {
 	b, err := redislease.NewBackend(s.Client, redislease.Options{Prefix: "hf:lease:"})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	l, err := redisledger.New(s.Client, redisledger.Options{Prefix: "hf:ledger:"})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	at := time.Now().Truncate(time.Second)
+	first := time.Now().Truncate(time.Minute)
 	owner := "0123456789abcdef0123456789abcdef" // the lease package's owners are 32 hex digits
-	req := func(job, part string) ledger.ClaimRequest {
+	req := func(job, part string, at, prev time.Time) ledger.ClaimRequest {
 		return ledger.ClaimRequest{
 			Lease: leasedriver.AcquireRequest{Name: ledger.UnitScope(job, part), Owner: owner, TTL: time.Minute},
-			Begin: &ledger.BeginRequest{Slot: ledger.Slot{Job: job, Partition: part, At: at}, MaxAttempts: 1, Prev: time.Unix(0, 0), Since: at},
+			Begin: &ledger.BeginRequest{Slot: ledger.Slot{Job: job, Partition: part, At: at}, MaxAttempts: 1, Prev: prev, Since: first},
 		}
 	}
 	// A first unit loads the scripts and checks the stored format: not
 	// counted.
-	if _, err := claimFinish(ctx, l, b, []ledger.ClaimRequest{req("warm", "w")}, nil); err != nil {
-		return 0, 0, err
+	if _, err := claimFinish(ctx, l, b, []ledger.ClaimRequest{req("warm", "w", first, time.Unix(0, 0))}, nil); err != nil {
+		return nil, err
 	}
-	var all []ledger.ClaimRequest
-	for u := range units {
-		all = append(all, req(fmt.Sprintf("job%03d", u/100), fmt.Sprintf("p%03d", u%100)))
+	slots := []time.Time{first}
+	if second {
+		slots = append(slots, first.Add(time.Minute))
 	}
-	if err := s.Zero(); err != nil {
-		return 0, 0, err
+	var out []slotCount
+	prev := time.Unix(0, 0)
+	for _, at := range slots {
+		var all []ledger.ClaimRequest
+		for u := range units {
+			all = append(all, req(fmt.Sprintf("job%03d", u/100), fmt.Sprintf("p%03d", u%100), at, prev))
+		}
+		if err := s.Zero(); err != nil {
+			return nil, err
+		}
+		var c slotCount
+		_, err = claimFinish(ctx, l, b, all, func() error {
+			c.claim, err = s.Count()
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if c.finish, err = s.Count(); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+		prev = at
 	}
-	_, err = claimFinish(ctx, l, b, all, func() error {
-		claim, err = s.Count()
-		return err
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	finish, err = s.Count()
-	return claim, finish, err
+	return out, nil
 }
 
 // claimFinish claims reqs in calls of 256, calls between (when not nil)
