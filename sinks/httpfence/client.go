@@ -85,6 +85,17 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 // returned as is. Cancelling the request's context ends the wait at once;
 // the error then matches both the context error and the last attempt's.
 // The last attempt's outcome is returned unchanged, whatever its status.
+// Every send is one of the attempts: net/http's Transport resends on its
+// own a request whose Header map holds an Idempotency-Key (or
+// X-Idempotency-Key) entry when a reused connection closes before the
+// answer (http.Transport's retry rule), which would run a handler that
+// released the key (it panicked, say) once more than MaxAttempts allows; so
+// Transport hands Base the field under its lower-case name
+// (idempotency-key), which the rule does not match and the server reads
+// the same (field names are case-insensitive, RFC 9110 §5.1). A Base that
+// reads the field with Header.Get finds it under Header["idempotency-key"]
+// instead. net/http still resends a GET, HEAD, OPTIONS or TRACE request so,
+// as for any client.
 //
 // In flight: a 409 whose RFC 9457 problem type ends in "/request-in-flight"
 // (what Middleware sends while another request holds the key, for
@@ -234,6 +245,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if sign != nil {
 			r.Header.Set(SignatureHeader, t.Signer.header(sign, t.now()))
 		}
+		sendOnce(r.Header)
 		resp, err := t.base().RoundTrip(r)
 		sent = true
 		if err == nil {
@@ -455,6 +467,20 @@ func canResend(r *http.Request) bool {
 		}
 	}
 	return r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
+}
+
+// sendOnce moves h's Idempotency-Key and X-Idempotency-Key entries to
+// their lower-case names, so that net/http's Transport does not send the
+// request again on its own (see Transport: its retry rule matches the
+// canonical entries only). The fields go out on the wire as before.
+func sendOnce(h http.Header) {
+	for _, k := range [...]string{KeyHeader, "X-Idempotency-Key"} {
+		if v, ok := h[k]; ok {
+			delete(h, k)
+			lower := strings.ToLower(k)
+			h[lower] = append(h[lower], v...)
+		}
+	}
 }
 
 // retryableOutcome is the one place that decides whether an attempt's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -706,4 +707,48 @@ func TestErrorsMaskTheURLsPassword(t *testing.T) {
 			require.True(t, inFlight != nil || se != nil, "one of the two errors: %v", err)
 		})
 	}
+}
+
+// Every send is an attempt: net/http resends a request with an
+// Idempotency-Key on its own when a reused connection closes before the
+// answer, which ran a handler that released its key (it aborted) once
+// more than MaxAttempts allows (a fresh user's trial: 2 runs with
+// MaxAttempts 1). Transport hands the field to Base under its lower-case
+// name, which the middleware reads the same.
+func TestTransportSendsEachAttemptOnce(t *testing.T) {
+	t.Parallel()
+	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore()})
+	require.NoError(t, err)
+	var (
+		mu   sync.Mutex
+		runs = map[string]int{}
+	)
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		runs[r.URL.Path]++
+		mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/abort") {
+			panic(http.ErrAbortHandler) // after its effect: the key is released, the connection closed
+		}
+		w.WriteHeader(http.StatusCreated)
+	})))
+	t.Cleanup(srv.Close)
+	send := func(maxAttempts int, path, key string) {
+		t.Helper()
+		client := &http.Client{Transport: &httpfence.Transport{MaxAttempts: maxAttempts, Base: srv.Client().Transport, Sleep: (&sleeps{}).sleep}}
+		req, err := http.NewRequestWithContext(httpfence.WithIdempotencyKey(t.Context(), key), http.MethodPost, srv.URL+path, strings.NewReader("b"))
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			require.NoError(t, resp.Body.Close())
+		}
+	}
+	for _, attempts := range []int{1, 2} {
+		send(attempts, "/ok", fmt.Sprint("warm-", attempts)) // a connection to reuse
+		send(attempts, fmt.Sprint("/abort-", attempts), fmt.Sprint("abort-", attempts))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{"/ok": 2, "/abort-1": 1, "/abort-2": 2}, runs, "one handler run per attempt")
 }

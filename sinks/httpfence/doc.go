@@ -38,7 +38,8 @@
 //
 // # Status table
 //
-// For a request whose method is in Options.Methods, in this order:
+// For a request whose method is in Options.Methods (matched without regard
+// to case), in this order:
 //
 //	400 missing-idempotency-key   no Idempotency-Key
 //	400 invalid-idempotency-key   not one valid sf-string of 1-255 printable ASCII bytes

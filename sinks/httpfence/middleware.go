@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -161,7 +162,10 @@ type Options struct {
 
 	// Methods lists the methods the middleware applies to; requests with
 	// other methods go to the handler untouched. Default DefaultMethods
-	// (POST, PUT, PATCH, DELETE).
+	// (POST, PUT, PATCH, DELETE). A method is matched without regard to
+	// case: methods are case-sensitive (RFC 9110 §9.1), so "post" is not
+	// POST, but a handler that does not look at the method serves it as
+	// one, and the middleware must not let it through unguarded.
 	Methods []string
 
 	// MaxBodyBytes limits the request body, which is read in full to
@@ -339,7 +343,7 @@ type call struct {
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !slices.Contains(m.cfg.Methods, r.Method) {
+	if !slices.ContainsFunc(m.cfg.Methods, func(x string) bool { return strings.EqualFold(x, r.Method) }) {
 		m.next.ServeHTTP(w, r)
 		return
 	}

@@ -224,6 +224,15 @@ func TestStatusCodes(t *testing.T) {
 		},
 		{name: "TenantsDoNotShareKeys", before: []call{with(ok, func(c *call) { c.tenant = "acme" })}, req: with(ok, func(c *call) { c.tenant = "globex" }), status: 201, runs: 2},
 		{name: "GetPassesThrough", req: call{method: http.MethodGet, path: "/pay"}, status: 201, runs: 1},
+		// A method in Methods but for its case is guarded too: a handler
+		// that does not check the method serves "post" as POST (a fresh
+		// user's trial: it went through unkeyed and unfenced).
+		{name: "LowerCaseMethodNeedsAKey", req: with(ok, func(c *call) { c.method, c.key = "post", "" }), status: 400, problem: "missing-idempotency-key"},
+		{
+			name:   "LowerCaseMethodIsFenced",
+			before: []call{with(ok, func(c *call) { c.key, c.token = `"k0"`, "99" })},
+			req:    with(ok, func(c *call) { c.method = "pOsT" }), status: 412, problem: "stale-fencing-token", runs: 1,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
