@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -61,6 +62,20 @@ func (h Holder) Format(f fmt.State, verb rune) {
 // never the owner.
 func (h Holder) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("scope", h.Scope), slog.Uint64("token", uint64(h.Token)), slog.String("owner_id", OwnerID(h.Owner)))
+}
+
+// MarshalJSON encodes h as {"Scope":…,"Token":…,"OwnerID":…}
+// (encoding/json), its owner id and never its owner, as fmt and slog print
+// it: a struct dumped as JSON (a debug endpoint, a config echo) does not
+// carry the write capability. The JSON does not decode back into a
+// Holder: hand a sink the owner itself (httpfence's Transport sends it
+// in a header).
+func (h Holder) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Scope   string
+		Token   Token
+		OwnerID string
+	}{h.Scope, h.Token, OwnerID(h.Owner)})
 }
 
 // Check applies the acceptance rule (see Check) to h for resource, whose

@@ -3,8 +3,10 @@ package fence_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -42,6 +44,13 @@ func TestHolderNeverFormatsItsOwner(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "holder", h)
 	require.NotContains(t, buf.String(), h.Owner)
 	require.Contains(t, buf.String(), `"holder":{"scope":"settle","token":1796557722000975,"owner_id":"`+id+`"}`)
+	// encoding/json: alone, behind a pointer, in a struct or a list (it
+	// printed the owner: a fresh user's trial).
+	b, err := json.Marshal(map[string]any{"h": h, "p": &h, "w": wrapper{"w", h}, "l": []fence.Holder{h}})
+	require.NoError(t, err)
+	require.NotContains(t, string(b), h.Owner)
+	require.Contains(t, string(b), `"h":{"Scope":"settle","Token":1796557722000975,"OwnerID":"`+id+`"}`)
+	require.Equal(t, 4, strings.Count(string(b), `"OwnerID":"`+id+`"`), string(b))
 }
 
 // Widths, precision and the '-' flag apply to a Holder's masked form as

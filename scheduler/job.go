@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -438,6 +439,18 @@ func (r Run) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("job", r.Job), slog.String("partition", r.Partition), slog.Time("slot", r.At),
 		slog.Int("attempt", r.Attempt), slog.Uint64("token", uint64(r.Token)), slog.String("scope", r.Scope),
 		slog.String("owner_id", fence.OwnerID(r.Owner)), slog.String("idempotency_key", r.IdempotencyKey))
+}
+
+// MarshalJSON encodes r's fields as encoding/json would, but for its
+// owner: "Owner" is "[owner]", and "OwnerID" its owner id, as fmt and slog
+// print it. The JSON of a Run does not decode back into one.
+func (r Run) MarshalJSON() ([]byte, error) {
+	type fields Run // Run's fields, without this method
+	return json.Marshal(struct {
+		fields
+		Owner   string // shadows the owner
+		OwnerID string
+	}{fields(r), ownerarg.Redacted, fence.OwnerID(r.Owner)})
 }
 
 // ErrPermanent matches an error wrapped by Permanent:

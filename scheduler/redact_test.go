@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -216,6 +217,15 @@ func TestRunNeverFormatsItsOwner(t *testing.T) {
 	require.NotContains(t, buf.String(), r.Owner)
 	require.Contains(t, buf.String(), `"owner_id":"`+id+`"`)
 	require.Contains(t, buf.String(), `"attempt":2`)
+	// encoding/json: every field but the owner (it printed the owner: a
+	// fresh user's trial).
+	b, err := json.Marshal([]any{r, &r})
+	require.NoError(t, err)
+	require.NotContains(t, string(b), r.Owner)
+	require.Equal(t, 2, strings.Count(string(b), `"Owner":"[owner]","OwnerID":"`+id+`"`), string(b))
+	require.Contains(t, string(b), `"Job":"settle","At":"2026-03-08T07:00:00Z","Partition":""`)
+	require.Contains(t, string(b), `"Attempt":2,"Token":1796557722000975,`)
+	require.Contains(t, string(b), `"Scope":"settle"`)
 }
 
 // TestRedisCommandsNeverShowARunsOwner: the text of every command the

@@ -1,6 +1,7 @@
 package httpfence
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,7 +11,8 @@ import (
 
 // A signing secret is a write capability, like an owner: fmt and slog show
 // the key ids of Key, Signer and Verifier and never a secret byte, whatever
-// the verb (%v, %+v, %#v, %s, %q, %x, %d, ...).
+// the verb (%v, %+v, %#v, %s, %q, %x, %d, ...); encoding/json shows a
+// Key's id and no secret.
 
 // redacted stands for a secret in fmt and slog output.
 const redacted = "[redacted]"
@@ -30,6 +32,13 @@ func (k Key) Format(f fmt.State, verb rune) {
 // ("[redacted]").
 func (k Key) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("id", k.ID), slog.String("secret", redacted))
+}
+
+// MarshalJSON encodes k as {"ID":…,"Secret":"[redacted]"} (encoding/json):
+// a configuration dumped as JSON does not carry the secret. Decoding a Key
+// from JSON is not affected.
+func (k Key) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct{ ID, Secret string }{k.ID, redacted})
 }
 
 // Format implements fmt.Formatter: every verb prints

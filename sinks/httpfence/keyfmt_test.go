@@ -2,7 +2,9 @@ package httpfence_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -82,4 +84,21 @@ func TestSigningSecretsDoNotPrint(t *testing.T) {
 			}
 		})
 	}
+
+	// encoding/json: a Key alone, behind a pointer, in a configuration
+	// struct or a list shows its id and no secret (it printed the secret
+	// in base64: a fresh user's trial); a Signer or Verifier shows
+	// nothing of its keys. A Key decodes from JSON as before.
+	b, err := json.Marshal(map[string]any{"key": key, "keyptr": &key, "config": struct{ Keys []httpfence.Key }{[]httpfence.Key{key, key2}},
+		"signer": signer, "verifier": verifier})
+	require.NoError(t, err)
+	leaks(t, string(b), secret, key2.Secret)
+	for _, s := range [][]byte{secret, key2.Secret} {
+		require.NotContains(t, string(b), base64.StdEncoding.EncodeToString(s))
+	}
+	require.Contains(t, string(b), `"key":{"ID":"k1","Secret":"[redacted]"}`)
+	require.Contains(t, string(b), `"config":{"Keys":[{"ID":"k1","Secret":"[redacted]"},{"ID":"k0","Secret":"[redacted]"}]}`)
+	var decoded httpfence.Key
+	require.NoError(t, json.Unmarshal([]byte(`{"ID":"k1","Secret":"`+base64.StdEncoding.EncodeToString(secret)+`"}`), &decoded))
+	require.Equal(t, key, decoded)
 }
