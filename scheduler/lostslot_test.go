@@ -115,3 +115,55 @@ func TestFakeTimeAllowSlotWhoseLeaseHolderStalledIsNotLost(t *testing.T) {
 		require.ElementsMatch(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0), utc(10, 2, 0), utc(10, 3, 0), utc(10, 4, 0), utc(10, 5, 0)}, g.slots())
 	})
 }
+
+// A slot whose holder crashed mid-run is taken over at the unit's next
+// claim however old it is by then: a job that fires every minute with a
+// CatchUpWindow of 30 s, whose slot 10:00 a holder began and then died
+// (its lease released here rather than waited out), is run again as
+// attempt 2 by the next fire's claim, 10:01, with 10:01 itself. It stayed
+// running for good, outside the window, where no Retry could reach it (a
+// fresh user's trial: kill -9 of the replica running the slot).
+func TestFakeTimeCrashedHoldersSlotIsTakenOverOutsideTheWindow(t *testing.T) {
+	t.Parallel()
+	onFakeTime(t, utc(9, 59, 58), func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		var (
+			mu  sync.Mutex
+			ran []time.Time
+		)
+		job := scheduler.Job{Name: "crashy", Spec: "* * * * *", CatchUpWindow: 30 * time.Second, LeaseTTL: 3 * time.Second,
+			Run: func(_ context.Context, run scheduler.Run) error {
+				mu.Lock()
+				defer mu.Unlock()
+				ran = append(ran, run.Slot.At)
+				return nil
+			}}
+		r.replica(0, job)
+		// The holder that crashes: it has the unit's lease at 10:00 and
+		// begins the slot; the replica's claim of 10:00 finds the lease
+		// held and leaves the slot to it.
+		scope := ledger.UnitScope("crashy", "")
+		l, err := r.leases.TryAcquire(ctx, scope, 3*time.Second)
+		require.NoError(t, err)
+		h := l.Holder()
+		attempt, _, err := r.ledger.Begin(ctx, ledger.Slot{Job: "crashy", At: utc(10, 0, 0)},
+			ledger.Fence{Scope: scope, Token: h.Token, Owner: h.Owner}, 3, utc(10, 0, 0))
+		require.NoError(t, err)
+		require.Equal(t, 1, attempt)
+		r.advanceTo(utc(10, 0, 0))
+		r.tick(5*time.Second, time.Second)
+		require.Equal(t, ledger.StatusRunning, r.record("crashy", utc(10, 0, 0)).Status, "left to its holder")
+		require.NoError(t, l.Release(ctx)) // the holder dies
+
+		r.advanceTo(utc(10, 1, 0))
+		r.tick(5*time.Second, time.Second)
+		rec := r.record("crashy", utc(10, 0, 0))
+		require.Equal(t, ledger.StatusSucceeded, rec.Status, "taken over")
+		require.Equal(t, 2, rec.Attempt)
+		require.Equal(t, ledger.StatusAbandoned, rec.Attempts[0].Status)
+		require.Equal(t, ledger.StatusSucceeded, r.record("crashy", utc(10, 1, 0)).Status)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, []time.Time{utc(10, 0, 0), utc(10, 1, 0)}, ran)
+	})
+}

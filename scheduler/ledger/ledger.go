@@ -347,7 +347,10 @@ type OpenSlot struct {
 // State is what a ledger knows of one (job, partition) for a claim.
 type State struct {
 	// Open lists the slots that need an attempt, oldest first: running
-	// ones at or after the asked-for time, failed ones with attempts left
+	// ones whatever their time (a running slot older than the window
+	// was left by a holder that crashed, and is taken over however old:
+	// left out, it stayed running for good, where no Request could reach
+	// it), failed ones with attempts left
 	// whose slot or retry time is at or after it (a retry that comes due
 	// within the window is run, whatever the slot's age: the retries of a
 	// slot an operator asked for, Request, run as its first attempt did),

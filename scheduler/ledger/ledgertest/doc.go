@@ -45,7 +45,7 @@
 //     with the unit scope (ErrInvalidFence, ErrUnknownScope);
 //   - State: Open lists pending slots, failures with a retry whose slot
 //     or retry time is at or after since, and slots running under a
-//     holder that lost the lease (abandoned) at or after since, oldest
+//     holder that lost the lease (abandoned) whatever since says, oldest
 //     first, with RetryAt; not succeeded, final, skipped,
 //     missed or spent slots, nor a slot running under the current holder.
 //     Last is the latest slot begun, skipped or missed; Horizon is set on

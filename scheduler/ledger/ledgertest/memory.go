@@ -141,7 +141,7 @@ func (m *Memory) State(ctx context.Context, job, partition string, since, now ti
 	p := m.pair(job, partition, now)
 	st := ledger.State{Last: p.last, Horizon: p.horizon, Paused: m.paused[job], Pruned: p.pruned}
 	for _, r := range p.runs {
-		if r.rec.Status != ledger.StatusPending && r.rec.Slot.At.Before(since) &&
+		if r.rec.Status != ledger.StatusPending && r.rec.Status != ledger.StatusRunning && r.rec.Slot.At.Before(since) &&
 			(r.rec.Status != ledger.StatusFailed || r.rec.RetryAt.Before(since)) {
 			continue
 		}

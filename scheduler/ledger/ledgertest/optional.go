@@ -18,6 +18,7 @@ var optionalCases = []testCase{
 	{"CancelerNamesOnlyALaterSlot", testCanceler},
 	{"ClearBeginnerBeginsOnlyWhenNothingElseIsDue", testClearBeginner},
 	{"ClearBeginnerSeesAnOlderSlotsRetryDueWithinSince", testClearBeginnerOldRetry},
+	{"ClearBeginnerIsNotClearWhileAnOlderSlotRunsAbandoned", testClearBeginnerOldRun},
 	{"PauseReaderFollowsSetPaused", testPauseReader},
 	{"StatesReaderAnswersAsState", testStatesReader},
 }
@@ -41,7 +42,7 @@ func testStatesReader(t *testing.T, x *fixture) {
 		{Job: x.job, Partition: "", Since: x.at(0)},
 		{Job: x.job, Partition: "b", Since: x.at(0)},
 		{Job: x.job, Partition: "new", Since: x.at(0)},
-		{Job: x.job, Partition: "", Since: x.at(1)}, // since leaves slot 0 out
+		{Job: x.job, Partition: "", Since: x.at(3)}, // after both slots and the retry: the running one is still listed
 		{Job: paused, Partition: "", Since: x.at(0)},
 	}
 	now := x.now(3, 0)
@@ -77,7 +78,7 @@ func testStatesReader(t *testing.T, x *fixture) {
 	require.Equal(t, []ledger.OpenSlot{{At: x.at(2)}}, got[1].Open, "the pending request")
 	require.Empty(t, got[2].Open)
 	require.WithinDuration(t, now, got[2].Horizon, time.Second, "a new pair's horizon starts at now")
-	require.Len(t, got[3].Open, 1, "since leaves the running slot 0 out")
+	require.Equal(t, []ledger.OpenSlot{{At: x.at(0)}}, got[3].Open, "since leaves out slot 1's retry, not the running slot 0")
 	require.True(t, got[4].Paused)
 	require.False(t, got[0].Paused)
 	none, err := sr.States(ctx, nil, now)
@@ -239,6 +240,56 @@ func testClearBeginnerOldRetry(t *testing.T, x *fixture) {
 	require.True(t, res[0].Clear, "slot 0 done: clear")
 	require.NoError(t, res[0].Err)
 	require.Equal(t, 1, res[0].Attempt)
+}
+
+// BeginIfClear of a slot while an older slot is still running under a
+// holder that lost the lease (it crashed: this request's holder has the
+// lease now) is not clear, however old that slot is, so that the plan
+// takes it over (State lists it): slot 0 begun clear by a (a hot run, in
+// the Redis ledger), slot 1 begun by Begin; b's requests come after
+// since passed both (c and d for slot 1: a later lease's holders). It
+// left them running for good once the window passed
+// them (a fresh user's trial: a killed replica's slot).
+func testClearBeginnerOldRun(t *testing.T, x *fixture) {
+	cb, ok := x.raw.(ledger.ClearBeginner)
+	if !ok {
+		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
+	}
+	ctx := t.Context()
+	a, b := holder(1), holder(2)
+	// prev is the schedule's fire before slot i: the last one begun, so
+	// that no gap between them makes the request unclear.
+	clear := func(i int, h ledger.Fence, prev, since, now time.Time) ledger.BeginResult {
+		t.Helper()
+		res := cb.BeginIfClear(ctx, []ledger.BeginRequest{{Slot: x.slot(i), Fence: fill(x.slot(i), h), MaxAttempts: 3, Prev: prev, Since: since}}, now)
+		require.Len(t, res, 1)
+		require.NoError(t, res[0].Err)
+		return res[0]
+	}
+	first := clear(0, a, x.at(-1), x.at(0), x.now(0, time.Second))
+	require.True(t, first.Clear, "nothing else open: clear")
+	require.Equal(t, 1, first.Attempt)
+
+	// a crashed; b's claims come after since passed slot 0.
+	res := clear(5, b, x.at(0), x.at(4), x.now(5, time.Second))
+	require.False(t, res.Clear, "slot 0 runs abandoned, before since")
+	x.requireAbsent(x.slot(5))
+	x.requireOpen(x.state("", x.at(4)), x.at(0))
+	require.Equal(t, 2, x.begin(x.slot(0), b, 3, x.now(5, 2*time.Second)), "taken over")
+	x.succeed(x.slot(0), b, 2, x.now(5, 3*time.Second))
+
+	// Slot 1 begun by Begin (a run hash, no hot run) by c, who crashed.
+	c, d := holder(3), holder(4)
+	require.Equal(t, 1, x.begin(x.slot(1), c, 3, x.now(6, 0)))
+	res = clear(7, d, x.at(1), x.at(6).Add(time.Second), x.now(7, time.Second))
+	require.False(t, res.Clear, "slot 1 runs abandoned, before since")
+	x.requireOpen(x.state("", x.at(7)), x.at(1))
+	require.Equal(t, 2, x.begin(x.slot(1), d, 3, x.now(7, 2*time.Second)), "taken over")
+	x.succeed(x.slot(1), d, 2, x.now(7, 3*time.Second))
+
+	res = clear(2, d, x.at(1), x.at(2), x.now(7, 4*time.Second))
+	require.True(t, res.Clear, "nothing else open: clear")
+	require.Equal(t, 1, res.Attempt)
 }
 
 // sameButPruned reports whether a and b are the same State but for

@@ -19,8 +19,8 @@ var stateCases = []testCase{
 }
 
 // One slot in each state; Open holds exactly the pending ones (whatever
-// since says: an operator asked for them), the running ones at or after
-// since, and the failures with a retry whose slot or retry time is at or
+// since says: an operator asked for them), the running ones (whatever since
+// says), and the failures with a retry whose slot or retry time is at or
 // after since (slot 0's retry comes due after since: a requested slot's
 // retries run whatever its age), oldest first. A lease holder reads State
 // only between its own attempts, so a running slot it sees is abandoned
@@ -72,7 +72,10 @@ func testOpenLists(t *testing.T, x *fixture) {
 	x.requireOpen(x.state("", retry0), x.at(-1), x.at(0), x.at(1), x.at(2), x.at(4), x.at(8))
 	// Past slot 0's retry time, its retry is older than since: not run.
 	x.requireOpen(x.state("", x.at(1).Add(3*time.Second)), x.at(-1), x.at(1), x.at(2), x.at(4), x.at(8))
-	x.requireOpen(x.state("", x.at(9)), x.at(-1), x.at(1))
+	// A running slot is open whatever since says: left out, the slot of a
+	// holder that crashed stayed running for good once the window passed
+	// it (no Request reaches a running slot).
+	x.requireOpen(x.state("", x.at(9)), x.at(-1), x.at(1), x.at(4))
 }
 
 // "A running attempt whose holder lost the job lease is abandoned", and
@@ -89,6 +92,7 @@ func testLostHoldersSlotIsOpen(t *testing.T, x *fixture) {
 	st := x.state("", x.at(0))
 	x.requireOpen(st, x.at(1))
 	requireTime(t, time.Time{}, st.Open[0].RetryAt, "abandoned slot's RetryAt (zero: now)")
+	x.requireOpen(x.state("", x.at(3)), x.at(1)) // however old
 
 	require.Equal(t, 2, x.begin(x.slot(1), b, 3, x.now(2, 5*time.Second)))
 	x.succeed(x.slot(1), b, 2, x.now(2, 6*time.Second))

@@ -215,9 +215,9 @@ ON CONFLICT (job_name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = now(
 		// $1 job, $2 partition, $3 since. One statement, one snapshot: the
 		// first row carries the pair's fence and pause flag, and the open
 		// slots if any (NULL slot columns when there is none). Pending slots
-		// are open whatever since says (an operator asked for them); a
-		// running slot is open because a lease holder reads State only
-		// between its own attempts: any running slot it sees is abandoned.
+		// are open whatever since says (an operator asked for them), and so
+		// are running ones: a lease holder reads State only between its own
+		// attempts, so any running slot it sees is abandoned, however old.
 		paused: r.Replace(`SELECT COALESCE((SELECT paused FROM {{pauses}} WHERE job_name = $1), false)`),
 		state: r.Replace(`WITH f AS (
     SELECT horizon, last_slot, token, pruned_before FROM {{fences}} WHERE job_name = $1 AND partition_key = $2)
@@ -228,7 +228,7 @@ SELECT (SELECT horizon FROM f), (SELECT last_slot FROM f), (SELECT pruned_before
   LEFT JOIN {{runs}} r
     ON r.job_name = $1 AND r.partition_key = $2
    AND (r.status = 'pending'
-        OR (r.schedule_slot >= $3 AND r.status = 'running')
+        OR r.status = 'running'
         OR (r.status = 'failed' AND (r.schedule_slot >= $3 OR r.retry_at >= $3) AND r.retry_at IS NOT NULL))
  ORDER BY r.schedule_slot`),
 		// state for many pairs in one statement: the rows of each pair,
@@ -242,7 +242,7 @@ SELECT (SELECT horizon FROM f), (SELECT last_slot FROM f), (SELECT pruned_before
   LEFT JOIN {{runs}} r
     ON r.job_name = q.job AND r.partition_key = q.part
    AND (r.status = 'pending'
-        OR (r.schedule_slot >= q.since AND r.status = 'running')
+        OR r.status = 'running'
         OR (r.status = 'failed' AND (r.schedule_slot >= q.since OR r.retry_at >= q.since) AND r.retry_at IS NOT NULL))
  ORDER BY q.i, r.schedule_slot`),
 		get: records(r, `job_name = $1 AND schedule_slot = $2 AND partition_key = $3`),

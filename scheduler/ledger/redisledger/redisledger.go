@@ -377,7 +377,7 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 	for i, q := range reqs {
 		k := l.keys(q.Job, q.Partition)
 		rs[i] = reads{
-			open:    pipe.ZRangeByScore(ctx, k.open, &redis.ZRangeBy{Min: unix(q.Since), Max: "+inf"}),
+			open:    pipe.ZRange(ctx, k.open, 0, -1), // those before Since count when running (below)
 			pending: pipe.ZRange(ctx, k.pending, 0, -1),
 			retry:   pipe.ZRangeWithScores(ctx, k.retry, 0, -1),
 		}
@@ -403,22 +403,47 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 		return nil, fmt.Errorf("redisledger: state %s: %w", reqs[0].Job, err)
 	}
 	out := make([]ledger.State, len(reqs))
+	opens := make([][]string, len(reqs))
+	retries := make([]map[string]time.Time, len(reqs))
+	var old []oldOpen
 	for i, r := range rs {
 		retryAt := map[string]time.Time{}
-		open := append(r.open.Val(), r.pending.Val()...)
 		for _, z := range r.retry.Val() {
-			m := fmt.Sprint(z.Member)
-			retryAt[m] = time.UnixMilli(int64(z.Score)).UTC()
-			if !retryAt[m].Before(reqs[i].Since) {
+			retryAt[fmt.Sprint(z.Member)] = time.UnixMilli(int64(z.Score)).UTC()
+		}
+		retries[i] = retryAt
+		open := r.pending.Val()
+		since := reqs[i].Since.Unix()
+		for _, m := range r.open.Val() {
+			_, retried := retryAt[m]
+			switch {
+			case fromUnix(m).Unix() >= since:
+				open = append(open, m)
+			case !retried:
+				// Open before the window without a retry to come: running,
+				// abandoned by a holder that lost the lease, unless its
+				// record says otherwise (read below).
+				old = append(old, oldOpen{i, m})
+			}
+		}
+		for m, at := range retryAt {
+			if !at.Before(reqs[i].Since) {
 				open = append(open, m) // a retry due within the window, whatever the slot's age
 			}
 		}
+		if hot := str(r.unit.Val()[2]); hot != "" {
+			open = append(open, hot) // the hot run (scripts/fence.lua), running whatever its age
+		}
+		opens[i] = open
+	}
+	if err := l.running(ctx, reqs, old, opens); err != nil {
+		return nil, err
+	}
+	for i, r := range rs {
+		open, retryAt := opens[i], retries[i]
 		seen := map[string]bool{}
 		st := &out[i]
 		u := r.unit.Val()
-		if hot := str(u[2]); hot != "" && fromUnix(hot).Unix() >= reqs[i].Since.Unix() {
-			open = append(open, hot) // the hot run (scripts/fence.lua)
-		}
 		for _, m := range open {
 			if seen[m] {
 				continue
@@ -437,6 +462,40 @@ func (l *Ledger) States(ctx context.Context, reqs []ledger.StateRequest, now tim
 		}
 	}
 	return out, nil
+}
+
+// oldOpen is a member of a pair's open zset before its State's Since
+// without a retry entry: running, unless its record says otherwise.
+type oldOpen struct {
+	req  int    // the pair's index in States' requests
+	slot string // the member: the slot in unix seconds
+}
+
+// running adds to opens (per request) the slots of old whose run hash
+// says running, in one pipeline (none when old is empty): a slot a holder
+// left running when it crashed is open whatever its age (ledger.State).
+func (l *Ledger) running(ctx context.Context, reqs []ledger.StateRequest, old []oldOpen, opens [][]string) error {
+	if len(old) == 0 {
+		return nil
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(old))
+	for j, o := range old {
+		q := reqs[o.req]
+		cmds[j] = pipe.HGet(ctx, l.keys(q.Job, q.Partition).run(fromUnix(o.slot)), "status")
+	}
+	_, _ = pipe.Exec(ctx) // each command's error is looked at: redis.Nil (no record) is none
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("redisledger: state of %d pairs: running slots: %w", len(reqs), err)
+		}
+	}
+	for j, o := range old {
+		if cmds[j].Val() == string(ledger.StatusRunning) {
+			opens[o.req] = append(opens[o.req], o.slot)
+		}
+	}
+	return nil
 }
 
 // Paused implements ledger.PauseReader: one EXISTS.

@@ -22,7 +22,9 @@
 -- the ledger recorded (ledger.BeginRequest.Seen).
 --
 -- Returns {2} when something else needs planning (paused, another open or
--- pending slot, another slot's retry due at or after since, the slot
+-- pending slot, another slot's run abandoned (hot, or the oldest open slot
+-- before since without a retry entry) whatever its age, another slot's
+-- retry due at or after since, the slot
 -- waiting for its retry time, a slot between the
 -- last one seen and this one that nobody began, or a last slot missing or
 -- before seen: the store lost data the caller saw, which only a State
@@ -73,6 +75,12 @@ local function begin_if_clear(K, A, run, holder, seen, u)
     -- owner's claim is sent again): written out, it is an open slot.
     materialize(unit, redis.call('HMGET', unit, unpack(HOT)))
     run = nil
+    if u[5] ~= A[3] then
+      -- Another slot's run, abandoned: taken over by the plan (State
+      -- lists it whatever its age), before this slot.
+      if not u[4] then redis.call('HSET', unit, 'horizon', A[4]) end
+      return {2}
+    end
   end
   -- The common case, nothing paused, open, pending or waiting for a
   -- retry, costs one EXISTS over the four keys rather than a read each.
@@ -99,6 +107,11 @@ local function begin_if_clear(K, A, run, holder, seen, u)
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[3], A[7], '+inf', 'LIMIT', 0, 2)) do
     if m ~= slot then return {2} end
   end
+  -- The oldest open slot before since, without a retry entry, is running:
+  -- abandoned by a holder that lost the lease (this call holds it),
+  -- however old; the plan takes it over (State lists it).
+  local oldest = redis.call('ZRANGEBYSCORE', K[3], '-inf', '(' .. A[7], 'LIMIT', 0, 1)[1]
+  if oldest and oldest ~= slot and not redis.call('ZSCORE', K[6], oldest) then return {2} end
   local pending = false
   for _, m in ipairs(redis.call('ZRANGE', K[5], 0, 1)) do
     if m ~= slot then return {2} end
