@@ -176,9 +176,11 @@ type Job struct {
 	// error is Permanent or matches fence.ErrScopeMismatch (a sink that
 	// fences the write under another lease refuses every attempt alike).
 	Run func(ctx context.Context, run Run) error
-	// LeaseTTL is the TTL of the job's lease: loss is signalled within it
-	// and a crashed holder's slot is taken over after it. Default 30 s;
-	// at least leasedriver.MinTTL.
+	// LeaseTTL is the TTL of the job's lease: loss is signalled within it,
+	// and a crashed holder's slot is taken over once it ran out, at the
+	// unit's next claim (its next fire, a retry or request coming due, a
+	// replica's Start), however old the slot is by then. Default 30 s; at
+	// least leasedriver.MinTTL.
 	LeaseTTL time.Duration
 	// Timeout bounds one attempt (0: none). A run that times out is failed
 	// with ClassTimeout and retried.
