@@ -461,3 +461,22 @@ func TestRetryAndBackfillOfAPausedJobSayTheRunsWait(t *testing.T) {
 	require.True(t, many.Paused)
 	require.Len(t, many.Slots, 2)
 }
+
+// Free text from the ledger reaches the terminal as text: an operator's
+// reason with a terminal escape, a carriage return, a line feed and a bidi
+// override is printed escaped (it was printed raw: it cleared the screen
+// and forged a row; a fresh user's trial), and -o json keeps it whole.
+func TestRunsPrintControlCharactersEscaped(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	reason := "ok\x1b[2J\x1b[31mFAKE\r\nN  STATUS succeeded\u202etxt.exe"
+	ok(t, svc.cmd("job", "retry", "settle", "--partition", "eu", "--slot", "2024-12-31T23:00:00Z", "--reason", reason)...)
+	text := ok(t, svc.cmd("job", "runs", "settle", "--partition", "eu", "--slot", "2024-12-31T23:00:00Z")...)
+	for _, raw := range []string{"\x1b", "\r", "\u202e", "FAKE\n"} {
+		require.NotContains(t, text, raw)
+	}
+	require.Contains(t, text, `reason: retry: ok\x1b[2J\x1b[31mFAKE\r\nN  STATUS succeeded\u202etxt.exe`+"\n")
+	var run schedhttp.RunJSON
+	okJSON(t, &run, svc.cmd("job", "runs", "settle", "--partition", "eu", "--slot", "2024-12-31T23:00:00Z", "-o", "json")...)
+	require.Equal(t, "retry: "+reason, run.Reason)
+}

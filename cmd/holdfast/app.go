@@ -137,7 +137,7 @@ func (a *app) report(err error) int {
 	if qe := (*quietError)(nil); errors.As(err, &qe) {
 		return codeOf(err) // lease run's CMD failed and said so itself
 	}
-	fmt.Fprintf(a.stderr, "holdfast: %s\n", redactText(err.Error()))
+	fmt.Fprintf(a.stderr, "holdfast: %s\n", printable(redactText(err.Error())))
 	return codeOf(err)
 }
 

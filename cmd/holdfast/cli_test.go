@@ -75,3 +75,17 @@ func start(t *testing.T, stdout *lockedBuffer, args ...string) (stop func() resu
 		return result{code: code, stdout: stdout.String(), stderr: errOut.String()}
 	}
 }
+
+func TestPrintableEscapesControlAndFormatCharacters(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"plain text, ünïcödé, 東京":    "plain text, ünïcödé, 東京",
+		"a\tb\nc\rd\x00e\x7ff\u0085": `a\tb\nc\rd\x00e\x7ff\u0085`,
+		"\x1b[31mred\x1b[0m":         `\x1b[31mred\x1b[0m`,
+		"abc\u202edcba\u200b\ufeff":  `abc\u202edcba\u200b\ufeff`,
+		"\xff broken \x9b[2J":        `\xff broken \x9b[2J`,
+		"":                           "",
+	} {
+		require.Equal(t, want, printable(in), "%q", in)
+	}
+}

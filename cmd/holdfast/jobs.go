@@ -252,7 +252,7 @@ func (a *app) showSlot(ctx context.Context, cl *adminClient, job string, partiti
 		fmt.Fprintf(a.stdout, "retry at %s\n", fmtTime(r.RetryAt))
 	}
 	if r.Reason != "" {
-		fmt.Fprintf(a.stdout, "reason: %s\n", r.Reason)
+		fmt.Fprintf(a.stdout, "reason: %s\n", printable(r.Reason))
 	}
 	t := a.table("N", "STATUS", "TOKEN", "HOLDER", "OWNER ID", "STARTED", "HEARTBEAT", "FINISHED", "ERROR CLASS", "ERROR")
 	for _, at := range r.Attempts {

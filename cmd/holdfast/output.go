@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/holdfast-go/holdfast/scheduler/schedhttp"
 )
@@ -63,11 +66,43 @@ func (a *app) table(header ...string) *table {
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
 		if c == "" {
-			cells[i] = "-"
+			c = "-"
 		}
+		cells[i] = printable(c)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }
+
+// printable returns s with every control character (C0, DEL, C1: escape,
+// carriage return, tab, line feed, ...) and every format character
+// (Unicode Cf: bidi overrides, zero-width marks) written as its Go escape
+// (\x1b, \r, \u202e), and every byte that is not UTF-8 as \xNN: free text from the ledger and the admin API (a
+// job's error, an operator's reason) reaches a terminal as text, never as
+// an escape sequence, a forged row or text that reads backwards. -o json
+// escapes them as JSON does.
+func printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, hidden) {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0]) // a byte that is not UTF-8 (0x9b is a C1 CSI to some terminals)
+		case hidden(r):
+			q := strconv.QuoteRune(r) // '\x1b', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// hidden reports whether r is a control or a format character.
+func hidden(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) }
 
 func (t *table) flush() error { return t.tw.Flush() }
 
