@@ -147,6 +147,8 @@ type Job struct {
 	// right-to-left override, ...) characters, and a name of white space
 	// alone is refused: operators tell jobs and tenants apart by these
 	// names in the console and the CLI, so no name may look like another.
+	// "." and ".." are refused too: the admin API's paths name a job in
+	// a segment, and clients resolve those away.
 	Name string
 	// Spec is a cron spec: 5 fields, 6 with seconds first, a descriptor
 	// such as @daily, @every 10s (whole seconds only), optionally prefixed
@@ -328,6 +330,8 @@ func (j Job) validate() error {
 		return fmt.Errorf("%w: name %q is not printable UTF-8 (no control or format character)", ErrInvalidJob, j.Name)
 	case safe.Blank(j.Name):
 		return fmt.Errorf("%w: name %q is blank", ErrInvalidJob, j.Name)
+	case j.Name == "." || j.Name == "..":
+		return fmt.Errorf("%w: name %q is a dot segment: the admin API's paths name a job in a segment, which clients resolve away (RFC 3986 §5.2.4)", ErrInvalidJob, j.Name)
 	case j.Run == nil:
 		return fmt.Errorf("%w: %q has no Run", ErrInvalidJob, j.Name)
 	case j.LeaseTTL < 0 || j.CatchUpWindow < 0 || j.MaxAttempts < 0 || j.MaxCatchUp < 0 ||

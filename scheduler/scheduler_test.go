@@ -508,6 +508,10 @@ func TestRegisterAndNewRejectBadInput(t *testing.T) {
 			// in the console and the CLI.
 			{"BlankName", func(j *Job) { j.Name = " " }, []error{ErrInvalidJob}},
 			{"BlankNameOfWideSpaces", func(j *Job) { j.Name = "\u3000\u00a0" }, []error{ErrInvalidJob}},
+			// The CLI's and a browser's request for job ".." went to
+			// /admin/pause (a fresh user's trial): refused.
+			{"DotName", func(j *Job) { j.Name = "." }, []error{ErrInvalidJob}},
+			{"DotDotName", func(j *Job) { j.Name = ".." }, []error{ErrInvalidJob}},
 			{"NameWithZeroWidthSpace", func(j *Job) { j.Name = "settle\u200b" }, []error{ErrInvalidJob}},
 			{"NameWithRightToLeftOverride", func(j *Job) { j.Name = "\u202eelttes" }, []error{ErrInvalidJob}},
 			{"BlankPartition", func(j *Job) { j.Partitions = []string{"eu", "  "} }, []error{ErrInvalidJob}},
