@@ -25,7 +25,8 @@
 // Options.Logger. A problem's type names it (ProblemBase +
 // "invalid-request", "unknown-job", "body-too-large", ...: the list is at
 // ProblemBase), a 400 about one field of the body or the query names it in
-// the problem's "field" member, a body over Options.MaxBodyBytes is a 413
+// the problem's "field" member (an unknown member, a value of the wrong
+// type, a member given twice: RFC 7493 §2.3), a body over Options.MaxBodyBytes is a 413
 // whatever its Content-Type, and a detail quotes at most 64 bytes of any
 // input it repeats.
 //

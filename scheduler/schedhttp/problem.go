@@ -207,6 +207,9 @@ func decodeMembers(r *http.Request, v any) (map[string]bool, error) {
 	if members == nil { // null
 		return nil, fmt.Errorf("%w: body: want a JSON object, not null", errBadRequest)
 	}
+	if name, twice := duplicateMember(b); twice {
+		return nil, badField(clip(name), "given twice")
+	}
 	rv := reflect.ValueOf(v).Elem()
 	fields := map[string]int{}
 	for i := range rv.NumField() {
@@ -225,4 +228,33 @@ func decodeMembers(r *http.Request, v any) (map[string]bool, error) {
 		present[name] = true
 	}
 	return present, nil
+}
+
+// duplicateMember returns a member name that the JSON object b holds
+// twice, and true; encoding/json keeps the last one's value, where a
+// reader of the body sees the first (names "SHOULD be unique", RFC 8259
+// §4; I-JSON, RFC 7493 §2.3, requires it). b is an object already read
+// whole by encoding/json.
+func duplicateMember(b []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := t.(string)
+		if seen[name] {
+			return name, true
+		}
+		seen[name] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }

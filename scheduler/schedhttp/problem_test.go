@@ -40,6 +40,11 @@ func TestAdminProblemsNameTypeAndField(t *testing.T) {
 		{"SlotOfWrongType", "POST", "/jobs/settle/retry", "application/json", `{"partition":"eu","slot":7}`, 400, "invalid-request", "slot"},
 		{"UnknownField", "POST", "/jobs/settle/retry", "application/json", `{"slott":"x"}`, 400, "invalid-request", "slott"},
 		{"NotAnObject", "POST", "/jobs/settle/retry", "application/json", `[1]`, 400, "invalid-request", ""},
+		// A member given twice: encoding/json kept the last, so the retry
+		// ran another slot than a reader of the body saw first (a fresh
+		// user's trial).
+		{"SlotGivenTwice", "POST", "/jobs/settle/retry", "application/json", `{"slot":"2026-11-29T01:00:00Z","partition":"eu","slot":"2026-11-30T01:00:00Z"}`, 400, "invalid-request", "slot"},
+		{"PartitionGivenTwice", "POST", "/jobs/settle/trigger", "application/json", `{"partition":"eu","partition":"us"}`, 400, "invalid-request", "partition"},
 		{"BackfillRange", "POST", "/jobs/settle/backfill", "application/json", `{"partition":"eu","from":"2026-11-20T00:00:00Z"}`, 400, "invalid-request", "to"},
 		{"BackfillNoFrom", "POST", "/jobs/settle/backfill", "application/json", `{"partition":"eu","to":"2026-11-20T00:00:00Z"}`, 400, "invalid-request", "from"},
 		{"BackfillFromNull", "POST", "/jobs/settle/backfill", "application/json", `{"partition":"eu","from":null,"to":"2026-11-20T00:00:00Z"}`, 400, "invalid-request", "from"},
