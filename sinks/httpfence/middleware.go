@@ -391,9 +391,12 @@ func (m *middleware) answer(w http.ResponseWriter, c *call, tr transition) {
 	p := problem.Details{Type: m.cfg.ProblemBase + tr.problem, Title: tr.title, Status: tr.status, Detail: c.detail}
 	if tr.problem == problem.StaleToken {
 		h := c.holder
-		m.cfg.Logger.LogAttrs(c.r.Context(), slog.LevelWarn, "stale_token_rejected",
-			slog.String("resource", c.resource), slog.String("scope", h.Scope), slog.String("owner_id", fence.OwnerID(h.Owner)),
-			slog.Uint64("presented", uint64(h.Token)), slog.Uint64("current", uint64(c.current)), slog.Time("closed_before", c.closed))
+		attrs := []slog.Attr{slog.String("resource", c.resource), slog.String("scope", h.Scope), slog.String("owner_id", fence.OwnerID(h.Owner)),
+			slog.Uint64("presented", uint64(h.Token)), slog.Uint64("current", uint64(c.current))}
+		if !c.closed.IsZero() {
+			attrs = append(attrs, slog.Time("closed_before", c.closed))
+		}
+		m.cfg.Logger.LogAttrs(c.r.Context(), slog.LevelWarn, "stale_token_rejected", attrs...)
 		p.Resource, p.Scope, p.CurrentToken, p.PresentedToken = c.resource, h.Scope, c.current, h.Token
 		if !c.closed.IsZero() {
 			p.ClosedBefore = c.closed.UTC().Format(time.RFC3339)

@@ -44,7 +44,7 @@ var (
 	// ErrInvalidIdentifier is returned by FencedUpdate and FencedUpsert for
 	// a table name, key column or set column that is empty, not valid UTF-8
 	// or holds a NUL byte, and for a set column that names the key column
-	// or one of the fence columns (TokenColumn, OwnerColumn).
+	// or one of the fence columns (TokenColumn, OwnerColumn, ScopeColumn).
 	ErrInvalidIdentifier = errors.New("pgfence: invalid identifier")
 )
 
