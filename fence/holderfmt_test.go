@@ -89,6 +89,11 @@ func TestHolderInAnUnexportedFieldIsPrintedByReflection(t *testing.T) {
 	// A struct of the user's own with a String (or Format) method is not
 	// printed by reflection.
 	require.Equal(t, "j "+h.String(), fmt.Sprintf("%+v", maskedState{"j", h}))
+	// %p, the verb for pointers, of a value: fmt reports the bad verb and
+	// prints the value by reflection, calling no method (a fresh user's
+	// trial; docs/security.md names it). Of a pointer it prints the address.
+	require.Equal(t, "%!p(fence.Holder={settle 42 c4cf6eb9f6f86911b62410cefdeb973e})", fmt.Sprintf("%p", h))
+	require.NotContains(t, fmt.Sprintf("%p", &h), h.Owner)
 }
 
 // maskedState keeps a Holder in an unexported field and formats itself.

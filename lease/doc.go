@@ -110,9 +110,12 @@
 // A Redis with maxmemory set and a maxmemory-policy other than noeviction
 // may evict a held lease's key; a competitor can then take the lease before
 // the holder's next renewal tells it, which breaks the loss signal above.
-// The Redis backend therefore reads the policy (CONFIG GET, once, before
-// its first acquisition; every master of a Cluster) and refuses such a
-// Redis with redislease.ErrEvictionPolicy, and one that refuses CONFIG GET
+// The Redis backend therefore reads the policy (CONFIG GET, before its
+// first acquisition, and again a minute after each read that passed, so a
+// CONFIG SET or a failover to an evicting policy is seen within about a
+// minute: the acquisitions of that minute were not checked, and a key
+// evicted then can pass to a competitor before its holder's loss signal;
+// every master of a Cluster) and refuses such a Redis with redislease.ErrEvictionPolicy, and one that refuses CONFIG GET
 // (managed Redis) with redislease.ErrEvictionPolicyUnknown, unless Options.Eviction declares
 // the policy (Eviction.Policy) or opts in (Eviction.AllowEviction). Opted
 // in, the Client reads Redis's eviction counter on its renewal passes (at

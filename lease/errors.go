@@ -13,8 +13,9 @@ import (
 var (
 	// ErrInvalidName is returned for an empty or oversized lease name, one
 	// that holds a '{' or '}' (they would break the Cluster hash tag), one
-	// that is not UTF-8 without control (Unicode Cc) or format (Cf: U+200B,
-	// U+202E, ...) characters, or one of white space alone: names that
+	// that is not UTF-8 without control (Unicode Cc), format (Cf: U+200B,
+	// U+202E, ...) or other default-ignorable characters (U+3164, U+034F,
+	// ...), or one of white space alone: names that
 	// would look like other names, or like nothing, to an operator.
 	ErrInvalidName = leasedriver.ErrInvalidName
 	// ErrInvalidTTL is returned for a TTL below leasedriver.MinTTL (10 ms).
@@ -35,8 +36,10 @@ var (
 // Errors for lease states.
 var (
 	// ErrNotAcquired matches every *NotAcquiredError: the lease is held by
-	// another owner.
-	ErrNotAcquired = errors.New("lease: not acquired, held by another owner")
+	// another owner. Acquire and election's Campaign also join it to the
+	// context's error when the context ended before a try could tell, so
+	// its own text says no more than "not acquired".
+	ErrNotAcquired = errors.New("lease: not acquired")
 	// ErrNotHeld is returned by Renew and Release, and is the cause of a
 	// loss, when the key no longer holds our owner: it expired, was
 	// deleted, or was taken by someone else.

@@ -66,8 +66,9 @@ const (
 // CheckName returns an error matching ErrInvalidName unless name is a
 // valid lease name: not empty, at most MaxNameLen bytes, without '{' or
 // '}' (they would break a Redis Cluster hash tag), UTF-8 without control
-// (Unicode Cc) or format (Cf: U+200B, U+202E, ...) characters, and not
-// white space alone: names that would look like other names, or like
+// (Unicode Cc), format (Cf: U+200B, U+202E, ...) or other default-ignorable
+// characters (U+3164, U+034F, variation selectors, ...), and not white
+// space alone: names that would look like other names, or like
 // nothing, to an operator. lease.Client checks every name with it before
 // any I/O; backends that derive keys from names check them with it too.
 func CheckName(name string) error {
@@ -79,7 +80,7 @@ func CheckName(name string) error {
 	case strings.ContainsAny(name, "{}"):
 		return fmt.Errorf("%w: %q holds '{' or '}'", ErrInvalidName, name)
 	case !safe.Printable(name):
-		return fmt.Errorf("%w: %q is not UTF-8 without control or format characters", ErrInvalidName, name)
+		return fmt.Errorf("%w: %q is not UTF-8 without control, format or default-ignorable characters", ErrInvalidName, name)
 	case safe.Blank(name):
 		return fmt.Errorf("%w: %q is blank", ErrInvalidName, name)
 	}
@@ -98,7 +99,7 @@ func CheckHolder(label string) error {
 	case label != "" && strings.TrimSpace(label) == "":
 		return fmt.Errorf("%w: Holder %q is blank", ErrInvalidOptions, label)
 	case !safe.Printable(label) || strings.ContainsFunc(label, isFormat):
-		return fmt.Errorf("%w: Holder %q is not UTF-8 without control or format characters", ErrInvalidOptions, label)
+		return fmt.Errorf("%w: Holder %q is not UTF-8 without control, format or default-ignorable characters", ErrInvalidOptions, label)
 	}
 	return nil
 }

@@ -245,6 +245,11 @@ type Keys struct {
 }
 
 // Tagged returns the key Lease + ":" + suffix, in the lease's hash slot.
+// The lease's own keys are Tagged("fence"), Tagged("waiting") and
+// Tagged("holder"), and its release channel Tagged("released"): a key of
+// another package under Tagged takes another suffix (election's are
+// "leader" and "elected"), or it overwrites the lease's token counter or
+// flags.
 func (k Keys) Tagged(suffix string) string { return k.Lease + ":" + suffix }
 
 // Keys returns the keys of the lease called name. The name is checked as
