@@ -19,6 +19,7 @@ var optionalCases = []testCase{
 	{"ClearBeginnerBeginsOnlyWhenNothingElseIsDue", testClearBeginner},
 	{"ClearBeginnerSeesAnOlderSlotsRetryDueWithinSince", testClearBeginnerOldRetry},
 	{"ClearBeginnerIsNotClearWhileAnOlderSlotRunsAbandoned", testClearBeginnerOldRun},
+	{"ClearBeginnerSeesAnAbandonedRunBehindAnOldRetry", testClearBeginnerOldRunBehindRetry},
 	{"PauseReaderFollowsSetPaused", testPauseReader},
 	{"StatesReaderAnswersAsState", testStatesReader},
 }
@@ -290,6 +291,30 @@ func testClearBeginnerOldRun(t *testing.T, x *fixture) {
 	res = clear(2, d, x.at(1), x.at(2), x.now(7, 4*time.Second))
 	require.True(t, res.Clear, "nothing else open: clear")
 	require.Equal(t, 1, res.Attempt)
+}
+
+// An abandoned run is seen by BeginIfClear behind an older failure whose
+// retry time passed before since (its open and retry entries are kept: a
+// daily job whose retry came due while no replica was up): the first cut
+// looked at the oldest open slot before since only, found its retry entry
+// and answered clear (a review's finding), and the abandoned slot 1 stayed
+// running for good on the Redis ledger.
+func testClearBeginnerOldRunBehindRetry(t *testing.T, x *fixture) {
+	cb, ok := x.raw.(ledger.ClearBeginner)
+	if !ok {
+		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
+	}
+	a, b := holder(1), holder(2)
+	x.fail(x.slot(0), a, x.begin(x.slot(0), a, 3, x.now(0, time.Second)), x.now(0, 2*time.Second))
+	require.Equal(t, 1, x.begin(x.slot(1), a, 3, x.now(1, time.Second))) // a crashes
+	since := x.at(5)
+	x.requireOpen(x.state("", since), x.at(1))
+	req := ledger.BeginRequest{Slot: x.slot(6), Fence: fill(x.slot(6), b), MaxAttempts: 3, Prev: x.at(1), Since: since}
+	res := cb.BeginIfClear(t.Context(), []ledger.BeginRequest{req}, x.now(6, time.Second))
+	require.Len(t, res, 1)
+	require.NoError(t, res[0].Err)
+	require.False(t, res[0].Clear, "slot 1 runs abandoned behind slot 0's old retry")
+	x.requireAbsent(x.slot(6))
 }
 
 // sameButPruned reports whether a and b are the same State but for

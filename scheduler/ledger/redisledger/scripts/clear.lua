@@ -22,8 +22,8 @@
 -- the ledger recorded (ledger.BeginRequest.Seen).
 --
 -- Returns {2} when something else needs planning (paused, another open or
--- pending slot, another slot's run abandoned (hot, or the oldest open slot
--- before since without a retry entry) whatever its age, another slot's
+-- pending slot, another slot's run abandoned (hot, or one of the newest 16
+-- open slots before since whose run says running) whatever its age, another slot's
 -- retry due at or after since, the slot
 -- waiting for its retry time, a slot between the
 -- last one seen and this one that nobody began, or a last slot missing or
@@ -63,6 +63,10 @@ local function attempt_keys(K, slot)
   end
   return {K[1], K[2], K[3], K[1], K[4], K[5], K[6]}
 end
+
+-- OLD_OPEN bounds the open slots before since that begin_if_clear looks at
+-- for an abandoned run.
+local OLD_OPEN = 16
 
 local function begin_if_clear(K, A, run, holder, seen, u)
   local unit = K[1]
@@ -107,11 +111,17 @@ local function begin_if_clear(K, A, run, holder, seen, u)
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', K[3], A[7], '+inf', 'LIMIT', 0, 2)) do
     if m ~= slot then return {2} end
   end
-  -- The oldest open slot before since, without a retry entry, is running:
-  -- abandoned by a holder that lost the lease (this call holds it),
-  -- however old; the plan takes it over (State lists it).
-  local oldest = redis.call('ZRANGEBYSCORE', K[3], '-inf', '(' .. A[7], 'LIMIT', 0, 1)[1]
-  if oldest and oldest ~= slot and not redis.call('ZSCORE', K[6], oldest) then return {2} end
+  -- An open slot before since whose run says running was abandoned by a
+  -- holder that lost the lease (this call holds it), however old: the
+  -- plan takes it over (State lists it). The newest OLD_OPEN of them are
+  -- looked at (an abandoned run is the latest begun; older open slots are
+  -- failures whose retry time passed, kept with their retry entries).
+  for _, m in ipairs(redis.call('ZREVRANGEBYSCORE', K[3], '(' .. A[7], '-inf', 'LIMIT', 0, OLD_OPEN)) do
+    if m ~= slot and not redis.call('ZSCORE', K[6], m) then
+      local base = string.sub(unit, 1, #unit - 4)
+      if redis.call('HGET', base .. 'run:' .. m, 'status') == 'running' then return {2} end
+    end
+  end
   local pending = false
   for _, m in ipairs(redis.call('ZRANGE', K[5], 0, 1)) do
     if m ~= slot then return {2} end
