@@ -85,17 +85,15 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 // returned as is. Cancelling the request's context ends the wait at once;
 // the error then matches both the context error and the last attempt's.
 // The last attempt's outcome is returned unchanged, whatever its status.
-// Every send is one of the attempts: net/http's Transport resends on its
-// own a request whose Header map holds an Idempotency-Key (or
-// X-Idempotency-Key) entry when a reused connection closes before the
-// answer (http.Transport's retry rule), which would run a handler that
-// released the key (it panicked, say) once more than MaxAttempts allows; so
-// Transport hands Base the field under its lower-case name
-// (idempotency-key), which the rule does not match and the server reads
-// the same (field names are case-insensitive, RFC 9110 §5.1). A Base that
-// reads the field with Header.Get finds it under Header["idempotency-key"]
-// instead. net/http still resends a GET, HEAD, OPTIONS or TRACE request so,
-// as for any client.
+// Every send of a request with a body is one of the attempts: net/http's
+// Transport resends on its own a request with an Idempotency-Key when a
+// reused connection closes before the answer, if the request has no body
+// or a GetBody (http.Transport's retry rule), which would run a handler
+// that released the key (it panicked, say) once more than MaxAttempts
+// allows; so Base gets the request without its GetBody (Transport keeps it
+// to rewind the body for its own attempts). Such a closed connection is
+// then an attempt's error. A request without a body can still be sent again
+// by net/http so, as can a GET, HEAD, OPTIONS or TRACE request.
 //
 // In flight: a 409 whose RFC 9457 problem type ends in "/request-in-flight"
 // (what Middleware sends while another request holds the key, for
@@ -245,8 +243,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if sign != nil {
 			r.Header.Set(SignatureHeader, t.Signer.header(sign, t.now()))
 		}
-		sendOnce(r.Header)
-		resp, err := t.base().RoundTrip(r)
+		resp, err := t.base().RoundTrip(sendOnce(r))
 		sent = true
 		if err == nil {
 			if stale, ok := readStale(resp); ok {
@@ -469,18 +466,16 @@ func canResend(r *http.Request) bool {
 	return r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
 }
 
-// sendOnce moves h's Idempotency-Key and X-Idempotency-Key entries to
-// their lower-case names, so that net/http's Transport does not send the
-// request again on its own (see Transport: its retry rule matches the
-// canonical entries only). The fields go out on the wire as before.
-func sendOnce(h http.Header) {
-	for _, k := range [...]string{KeyHeader, "X-Idempotency-Key"} {
-		if v, ok := h[k]; ok {
-			delete(h, k)
-			lower := strings.ToLower(k)
-			h[lower] = append(h[lower], v...)
-		}
+// sendOnce returns r as Base gets it: without its GetBody when it has a
+// body, so that net/http's Transport does not send it again on its own
+// (see Transport). r itself keeps it.
+func sendOnce(r *http.Request) *http.Request {
+	if r.GetBody == nil || r.Body == nil || r.Body == http.NoBody {
+		return r
 	}
+	once := *r // a shallow copy, as Request.WithContext makes
+	once.GetBody = nil
+	return &once
 }
 
 // retryableOutcome is the one place that decides whether an attempt's

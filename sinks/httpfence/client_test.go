@@ -713,8 +713,9 @@ func TestErrorsMaskTheURLsPassword(t *testing.T) {
 // Idempotency-Key on its own when a reused connection closes before the
 // answer, which ran a handler that released its key (it aborted) once
 // more than MaxAttempts allows (a fresh user's trial: 2 runs with
-// MaxAttempts 1). Transport hands the field to Base under its lower-case
-// name, which the middleware reads the same.
+// MaxAttempts 1). Base gets the request without its GetBody, and the
+// headers as they were (a Base that reads the key with Header.Get, or
+// serves the request in process, finds it).
 func TestTransportSendsEachAttemptOnce(t *testing.T) {
 	t.Parallel()
 	mw, err := httpfence.Middleware(httpfence.Options{Store: httpfencetest.NewMemoryStore()})
@@ -749,6 +750,21 @@ func TestTransportSendsEachAttemptOnce(t *testing.T) {
 		send(attempts, fmt.Sprint("/abort-", attempts), fmt.Sprint("abort-", attempts))
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	require.Equal(t, map[string]int{"/ok": 2, "/abort-1": 1, "/abort-2": 2}, runs, "one handler run per attempt")
+	mu.Unlock()
+
+	// A Base that serves the request in process sees the key as sent.
+	inProcess := &http.Client{Transport: &httpfence.Transport{MaxAttempts: 1, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		require.Nil(t, r.GetBody)
+		require.Equal(t, `"in-process"`, r.Header.Get("Idempotency-Key"))
+		rec := httptest.NewRecorder()
+		srv.Config.Handler.ServeHTTP(rec, r)
+		return rec.Result(), nil
+	})}}
+	req, err := http.NewRequestWithContext(httpfence.WithIdempotencyKey(t.Context(), "in-process"), http.MethodPost, srv.URL+"/ok", strings.NewReader("b"))
+	require.NoError(t, err)
+	resp, err := inProcess.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
 }

@@ -63,16 +63,6 @@ func (c *captured) RoundTrip(r *http.Request) (*http.Response, error) {
 		b, _ = io.ReadAll(r.Body)
 		_ = r.Body.Close()
 	}
-	// As a server reads it: field names canonical (Transport hands Base
-	// the Idempotency-Key field as idempotency-key, see its docs).
-	r = r.Clone(r.Context())
-	wire := http.Header{}
-	for k, vs := range r.Header {
-		for _, v := range vs {
-			wire.Add(k, v)
-		}
-	}
-	r.Header = wire
 	c.mu.Lock()
 	c.reqs, c.body = append(c.reqs, r), append(c.body, b)
 	c.mu.Unlock()
