@@ -69,7 +69,8 @@ func (h Holder) LogValue() slog.Value {
 // it: a struct dumped as JSON (a debug endpoint, a config echo) does not
 // carry the write capability. The JSON does not decode back into a
 // Holder: hand a sink the owner itself (httpfence's Transport sends it
-// in a header).
+// in a header). A struct that embeds a Holder marshals as the Holder alone
+// (encoding/json calls the promoted method): name the field instead.
 func (h Holder) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Scope   string

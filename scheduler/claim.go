@@ -116,6 +116,23 @@ func (s *Scheduler) recoverAll(sr ledger.StatesReader, units []*unit) {
 // it claims again (1 s), when it must (claimSkipped).
 const wakeRetry = time.Second
 
+// heldRetry is how long a wake-up's claim (a retry time, an operator's
+// request, the recovery at Start) that found the lease held for the n-th
+// time in a row waits before it claims again: wakeRetry, doubled at each
+// try, up to the holder's remaining TTL (err's) plus wakeRetry. A holder
+// that crashed is seen soon after its lease ran out, and a run of hours is
+// not polled every second (the recovery of a replica started during such
+// a run was, for the whole run, once the ledger listed running slots
+// whatever their age).
+func heldRetry(n int, err error) time.Duration {
+	ceil := wakeRetry
+	var held *lease.NotAcquiredError
+	if errors.As(err, &held) {
+		ceil += held.RemainingTTL
+	}
+	return min(wakeRetry<<min(max(n-1, 0), 16), ceil)
+}
+
 // noteSeen records that a claim of req starts and returns the latest fire
 // whose claim started before it: a never-begun slot at or before that one
 // was missed.
@@ -167,7 +184,8 @@ func (s *Scheduler) claimSkipped(u *unit, req claimReq, err error) {
 		req.afterError = true
 		s.retryClaim(u, req, s.clock.Now().Add(wakeRetry))
 	case !req.scheduled():
-		s.retryClaim(u, req, s.clock.Now().Add(wakeRetry))
+		req.held++
+		s.retryClaim(u, req, s.clock.Now().Add(heldRetry(req.held, err)))
 	case req.afterError:
 		s.followUp(u, req, err)
 	}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-go/holdfast/clock"
+	"github.com/holdfast-go/holdfast/lease"
 	"github.com/holdfast-go/holdfast/scheduler/ledger"
 )
 
@@ -147,4 +149,19 @@ func TestHeartbeatMadeWhileTheClockMoves(t *testing.T) {
 	<-moved
 	require.Empty(t, s.beats, "a heartbeat left in quiet's list")
 	require.Zero(t, s.active.Load())
+}
+
+// A wake-up's claim that keeps finding the lease held backs off from
+// wakeRetry to the holder's remaining TTL plus wakeRetry (a review's
+// finding: a replica started during a run of hours polled every second).
+func TestHeldRetryBacksOffToTheRemainingTTL(t *testing.T) {
+	held := &lease.NotAcquiredError{Name: "u", RemainingTTL: 20 * time.Second}
+	var got []time.Duration
+	for n := 1; n <= 7; n++ {
+		got = append(got, heldRetry(n, held))
+	}
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 21 * time.Second, 21 * time.Second}, got)
+	require.Equal(t, time.Second, heldRetry(1, errors.New("not a NotAcquiredError")))
+	require.Equal(t, time.Second, heldRetry(9, &lease.NotAcquiredError{Name: "u"}), "no remaining TTL known")
+	require.Equal(t, 21*time.Second, heldRetry(1000, held), "no overflow")
 }

@@ -233,7 +233,8 @@ type Job struct {
 	// CatchUpWindow: slots older than this are not run late, whatever the
 	// policy; they are recorded skipped, reason "missed: older than
 	// CatchUpWindow" (at most 1000 per claim, the rest logged
-	// slots_unrecorded). It bounds MaxCatchUp too: with the default 1 h an
+	// slots_unrecorded). Not a slot begun and left running by a holder that
+	// lost its lease (it crashed): that one is taken over however old. It bounds MaxCatchUp too: with the default 1 h an
 	// hourly job catches up one slot at most. Default 1 h.
 	CatchUpWindow time.Duration
 	// MaxCatchUp bounds how many missed slots one claim runs under
@@ -449,7 +450,9 @@ func (r Run) LogValue() slog.Value {
 
 // MarshalJSON encodes r's fields as encoding/json would, but for its
 // owner: "Owner" is "[owner]", and "OwnerID" its owner id, as fmt and slog
-// print it. The JSON of a Run does not decode back into one.
+// print it. The JSON of a Run does not decode back into one. A struct
+// that embeds a Run marshals as the Run alone (encoding/json calls the
+// promoted method): name the field instead.
 func (r Run) MarshalJSON() ([]byte, error) {
 	type fields Run // Run's fields, without this method
 	return json.Marshal(struct {

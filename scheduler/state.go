@@ -239,6 +239,9 @@ type claimReq struct {
 	// ledger first, and claims only when there is something to do
 	// (recoveryNeeded).
 	recovery bool
+	// held counts a wake-up's claims in a row that found the lease held
+	// (heldRetry).
+	held int
 }
 
 func (r claimReq) scheduled() bool { return !r.fire.At.IsZero() }

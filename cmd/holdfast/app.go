@@ -265,7 +265,7 @@ func (a *app) parse(fs *flag.FlagSet, args []string, want int) ([]string, error)
 // badUsage prints the error (secrets masked) and fs's usage, as the flag
 // package does for a bad flag, and returns errFlagParse (exit 2).
 func (a *app) badUsage(fs *flag.FlagSet, format string, args ...any) error {
-	fmt.Fprintf(a.stderr, "holdfast: %s\n", redactText(fmt.Sprintf(format, args...)))
+	fmt.Fprintf(a.stderr, "holdfast: %s\n", printable(redactText(fmt.Sprintf(format, args...))))
 	fs.Usage()
 	return errFlagParse
 }

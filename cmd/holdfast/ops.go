@@ -82,7 +82,7 @@ func (a *app) eachPartition(ctx context.Context, cl *adminClient, job string, f 
 		slots, err := ask(p)
 		out = append(out, slots...)
 		if err != nil {
-			fmt.Fprintf(a.stderr, "holdfast: partition %q: %s\n", p, redactText(err.Error()))
+			fmt.Fprintf(a.stderr, "holdfast: partition %q: %s\n", p, printable(redactText(err.Error())))
 			if first == nil {
 				first = err
 			}

@@ -90,7 +90,7 @@ func (w *watcher) loop(ctx context.Context, interval time.Duration) error {
 				return err // usage, not found, refused: polling again changes nothing
 			}
 			// The service restarting, a timeout: say so, and poll again.
-			fmt.Fprintf(w.a.stderr, "holdfast: watch: %s (polling again)\n", redactText(err.Error()))
+			fmt.Fprintf(w.a.stderr, "holdfast: watch: %s (polling again)\n", printable(redactText(err.Error())))
 		}
 		select {
 		case <-ctx.Done():
@@ -137,7 +137,7 @@ func (w *watcher) pollLeases(ctx context.Context, now time.Time) error {
 	if err != nil {
 		if codeOf(err) == exitNotFound && w.a.conn.redis == "" {
 			w.noLeases = true // no lease inspector on the admin handler
-			fmt.Fprintf(w.a.stderr, "holdfast: watch: no leases from the admin handler (%s); following runs only\n", redactText(err.Error()))
+			fmt.Fprintf(w.a.stderr, "holdfast: watch: no leases from the admin handler (%s); following runs only\n", printable(redactText(err.Error())))
 			return nil
 		}
 		return err

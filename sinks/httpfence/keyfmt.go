@@ -36,7 +36,8 @@ func (k Key) LogValue() slog.Value {
 
 // MarshalJSON encodes k as {"ID":…,"Secret":"[redacted]"} (encoding/json):
 // a configuration dumped as JSON does not carry the secret. Decoding a Key
-// from JSON is not affected.
+// from JSON is not affected. A struct that embeds a Key marshals as the Key
+// alone (encoding/json calls the promoted method): name the field instead.
 func (k Key) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct{ ID, Secret string }{k.ID, redacted})
 }
