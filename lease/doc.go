@@ -115,9 +115,10 @@
 // CONFIG SET or a failover to an evicting policy is seen within about a
 // minute: the acquisitions of that minute were not checked, and a key
 // evicted then can pass to a competitor before its holder's loss signal;
-// every master of a Cluster) and refuses such a Redis with redislease.ErrEvictionPolicy, and one that refuses CONFIG GET
-// (managed Redis) with redislease.ErrEvictionPolicyUnknown, unless Options.Eviction declares
-// the policy (Eviction.Policy) or opts in (Eviction.AllowEviction). Opted
+// every master of a Cluster) and refuses such a Redis with
+// redislease.ErrEvictionPolicy, and one that refuses CONFIG GET (managed
+// Redis) with redislease.ErrEvictionPolicyUnknown, unless Options.Eviction
+// declares the policy (Eviction.Policy) or opts in (Eviction.AllowEviction). Opted
 // in, the Client reads Redis's eviction counter on its renewal passes (at
 // most once a second), logs redis_evictions, tells its
 // Observer.ObserveEvictions,

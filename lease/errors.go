@@ -15,8 +15,8 @@ var (
 	// that holds a '{' or '}' (they would break the Cluster hash tag), one
 	// that is not UTF-8 without control (Unicode Cc), format (Cf: U+200B,
 	// U+202E, ...) or other default-ignorable characters (U+3164, U+034F,
-	// ...), or one of white space alone: names that
-	// would look like other names, or like nothing, to an operator.
+	// ...), or one of white space alone: names that would look like other
+	// names, or like nothing, to an operator.
 	ErrInvalidName = leasedriver.ErrInvalidName
 	// ErrInvalidTTL is returned for a TTL below leasedriver.MinTTL (10 ms).
 	ErrInvalidTTL = leasedriver.ErrInvalidTTL

@@ -328,8 +328,9 @@ var ErrTriggerTaken = errors.New("scheduler: trigger second is taken by a schedu
 // are not asked for. It returns the slots asked for. Running slots are
 // left alone. Slots after now are asked for too, as Retry asks for one:
 // recorded pending (a prune keeps them), each runs once when it comes due,
-// its schedule's fire included. ErrInvalidArgument for from >= to, a range with nothing left
-// inside [StartAt, EndAt), one of more than 1000 slots, or, for an
+// its schedule's fire included. ErrInvalidArgument for from >= to, a range
+// with nothing left inside [StartAt, EndAt), one of more than 1000 slots,
+// or, for an
 // OverlapAllow job, one that starts before the ledger's prune cutoff (its
 // pruned slots are closed: ledger.Pruner).
 func (s *Scheduler) Backfill(ctx context.Context, job, partition string, from, to time.Time, reason string) ([]ledger.Slot, error) {

@@ -234,8 +234,9 @@ type Job struct {
 	// policy; they are recorded skipped, reason "missed: older than
 	// CatchUpWindow" (at most 1000 per claim, the rest logged
 	// slots_unrecorded). Not a slot begun and left running by a holder that
-	// lost its lease (it crashed): that one is taken over however old. It bounds MaxCatchUp too: with the default 1 h an
-	// hourly job catches up one slot at most. Default 1 h.
+	// lost its lease (it crashed): that one is taken over however old. It
+	// bounds MaxCatchUp too: with the default 1 h an hourly job catches up
+	// one slot at most. Default 1 h.
 	CatchUpWindow time.Duration
 	// MaxCatchUp bounds how many missed slots one claim runs under
 	// MissedCatchUp, within CatchUpWindow. Default 16.

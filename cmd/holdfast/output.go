@@ -76,10 +76,11 @@ func (t *table) row(cells ...string) {
 // printable returns s with every control character (C0, DEL, C1: escape,
 // carriage return, tab, line feed, ...) and every format character
 // (Unicode Cf: bidi overrides, zero-width marks) written as its Go escape
-// (\x1b, \r, \u202e), and every byte that is not UTF-8 as \xNN: free text from the ledger and the admin API (a
-// job's error, an operator's reason) reaches a terminal as text, never as
-// an escape sequence, a forged row or text that reads backwards. -o json
-// escapes them as JSON does.
+// (\x1b, \r, \u202e), and every byte that is not UTF-8 as \xNN: free
+// text from the ledger and the admin API (a job's error, an operator's
+// reason) reaches a terminal as text, never as an escape sequence, a
+// forged row or text that reads backwards. -o json escapes them as JSON
+// does.
 func printable(s string) string {
 	if utf8.ValidString(s) && !strings.ContainsFunc(s, hidden) {
 		return s

@@ -68,8 +68,8 @@ const (
 // '}' (they would break a Redis Cluster hash tag), UTF-8 without control
 // (Unicode Cc), format (Cf: U+200B, U+202E, ...) or other default-ignorable
 // characters (U+3164, U+034F, variation selectors, ...), and not white
-// space alone: names that would look like other names, or like
-// nothing, to an operator. lease.Client checks every name with it before
+// space alone: names that would look like other names, or like nothing,
+// to an operator. lease.Client checks every name with it before
 // any I/O; backends that derive keys from names check them with it too.
 func CheckName(name string) error {
 	switch {

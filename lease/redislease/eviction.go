@@ -5,8 +5,9 @@ import "github.com/holdfast-go/holdfast/internal/redispolicy"
 // Eviction configures how the Redis backend treats a Redis that may evict
 // keys (Options.Eviction, lease.Options.Eviction). The zero value reads
 // maxmemory-policy with CONFIG GET before the first acquisition (and again
-// a minute after each read that passed) and refuses a Redis that may evict keys (ErrEvictionPolicy) or whose
-// policy cannot be read (ErrEvictionPolicyUnknown). Fields:
+// a minute after each read that passed) and refuses a Redis that may evict
+// keys (ErrEvictionPolicy) or whose policy cannot be read
+// (ErrEvictionPolicyUnknown). Fields:
 //
 //   - Policy declares maxmemory-policy where CONFIG GET is refused
 //     (managed Redis): "noeviction", or any other Redis policy name,
