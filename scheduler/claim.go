@@ -119,19 +119,23 @@ const wakeRetry = time.Second
 // heldRetry is how long a wake-up's claim (a retry time, an operator's
 // request, the recovery at Start) that found the lease held for the n-th
 // time in a row waits before it claims again: wakeRetry, doubled at each
-// try, up to the holder's remaining TTL (err's) plus wakeRetry. A holder
-// that crashed is seen soon after its lease ran out, and a run of hours is
-// not polled every second (the recovery of a replica started during such
-// a run was, for the whole run, once the ledger listed running slots
-// whatever their age).
+// try, up to the holder's remaining TTL (err's) plus wakeRetry, and never
+// more than maxHeldRetry. A holder that crashed is seen soon after its
+// lease ran out, a run of hours is not polled every second (the recovery
+// of a replica started during such a run was, for the whole run, once the
+// ledger listed running slots whatever their age), and what the wake-up
+// was for runs at most maxHeldRetry after the holder let go.
 func heldRetry(n int, err error) time.Duration {
 	ceil := wakeRetry
 	var held *lease.NotAcquiredError
 	if errors.As(err, &held) {
 		ceil += held.RemainingTTL
 	}
-	return min(wakeRetry<<min(max(n-1, 0), 16), ceil)
+	return min(wakeRetry<<min(max(n-1, 0), 16), ceil, maxHeldRetry)
 }
+
+// maxHeldRetry bounds heldRetry (10 s).
+const maxHeldRetry = 10 * time.Second
 
 // noteSeen records that a claim of req starts and returns the latest fire
 // whose claim started before it: a never-begun slot at or before that one

@@ -152,16 +152,21 @@ func TestHeartbeatMadeWhileTheClockMoves(t *testing.T) {
 }
 
 // A wake-up's claim that keeps finding the lease held backs off from
-// wakeRetry to the holder's remaining TTL plus wakeRetry (a review's
-// finding: a replica started during a run of hours polled every second).
+// wakeRetry to the holder's remaining TTL plus wakeRetry, at most 10 s (a
+// review's finding: a replica started during a run of hours polled every
+// second; a second one's: with a long TTL, what the wake-up was for would
+// wait up to that TTL after the holder let go).
 func TestHeldRetryBacksOffToTheRemainingTTL(t *testing.T) {
-	held := &lease.NotAcquiredError{Name: "u", RemainingTTL: 20 * time.Second}
-	var got []time.Duration
-	for n := 1; n <= 7; n++ {
-		got = append(got, heldRetry(n, held))
+	short := &lease.NotAcquiredError{Name: "u", RemainingTTL: 5 * time.Second}
+	long := &lease.NotAcquiredError{Name: "u", RemainingTTL: 10 * time.Minute}
+	var got, gotLong []time.Duration
+	for n := 1; n <= 6; n++ {
+		got = append(got, heldRetry(n, short))
+		gotLong = append(gotLong, heldRetry(n, long))
 	}
-	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 21 * time.Second, 21 * time.Second}, got)
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 6 * time.Second, 6 * time.Second, 6 * time.Second}, got)
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}, gotLong)
 	require.Equal(t, time.Second, heldRetry(1, errors.New("not a NotAcquiredError")))
 	require.Equal(t, time.Second, heldRetry(9, &lease.NotAcquiredError{Name: "u"}), "no remaining TTL known")
-	require.Equal(t, 21*time.Second, heldRetry(1000, held), "no overflow")
+	require.Equal(t, 10*time.Second, heldRetry(1000, long), "no overflow")
 }

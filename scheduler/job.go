@@ -181,8 +181,10 @@ type Job struct {
 	// LeaseTTL is the TTL of the job's lease: loss is signalled within it,
 	// and a crashed holder's slot is taken over once it ran out, at the
 	// unit's next claim (its next fire, a retry or request coming due, a
-	// replica's Start), however old the slot is by then. Default 30 s; at
-	// least leasedriver.MinTTL.
+	// replica's Start), however old the slot is by then. A wake-up (a
+	// retry, a request) that finds the lease held claims again after 1 s,
+	// backing off to at most 10 s. Default 30 s; at least
+	// leasedriver.MinTTL.
 	LeaseTTL time.Duration
 	// Timeout bounds one attempt (0: none). A run that times out is failed
 	// with ClassTimeout and retried.

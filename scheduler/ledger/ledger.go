@@ -252,7 +252,9 @@ type Canceler interface {
 // BeginIfClear answers each request (one result per request, in order): it
 // begins the request's slot as Begin does when nothing else is due for its
 // (job, partition): the job is not paused, no open slot at or after Since
-// nor any pending slot exists but the slot itself, the slot is not waiting
+// nor any pending slot exists but the slot itself, no other slot runs
+// (State lists a running slot whatever its age: its holder lost the lease,
+// and the plan takes it over), the slot is not waiting
 // for its retry time, the latest slot begun or skipped (State.Last) is
 // zero or not before Prev, the schedule's fire before the slot (so no slot
 // between them went unseen), and it is not before Seen, the latest slot

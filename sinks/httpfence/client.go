@@ -87,13 +87,16 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 // The last attempt's outcome is returned unchanged, whatever its status.
 // Every send of a request with a body is one of the attempts: net/http's
 // Transport resends on its own a request with an Idempotency-Key when a
-// reused connection closes before the answer, if the request has no body
-// or a GetBody (http.Transport's retry rule), which would run a handler
-// that released the key (it panicked, say) once more than MaxAttempts
-// allows; so Base gets the request without its GetBody (Transport keeps it
-// to rewind the body for its own attempts). Such a closed connection is
-// then an attempt's error. A request without a body can still be sent again
-// by net/http so, as can a GET, HEAD, OPTIONS or TRACE request.
+// reused connection closes before the answer, rewinding its body with
+// GetBody (http.Transport's retry rule), which would run a handler that
+// released the key (it panicked, say) once more than MaxAttempts allows;
+// so Base gets the request with a GetBody that refuses, and such a closed
+// connection is an attempt's error. net/http still sends again a request
+// it never wrote (a stale keep-alive connection); over HTTP/2, a request
+// the server refused unprocessed (REFUSED_STREAM, GOAWAY) after its body
+// was sent is an attempt's error too. A request without a body can still
+// be sent again by net/http, as can a GET, HEAD, OPTIONS or TRACE request
+// without one.
 //
 // In flight: a 409 whose RFC 9457 problem type ends in "/request-in-flight"
 // (what Middleware sends while another request holds the key, for
@@ -466,17 +469,25 @@ func canResend(r *http.Request) bool {
 	return r.Body == nil || r.Body == http.NoBody || r.GetBody != nil
 }
 
-// sendOnce returns r as Base gets it: without its GetBody when it has a
-// body, so that net/http's Transport does not send it again on its own
-// (see Transport). r itself keeps it.
+// sendOnce returns r as Base gets it when it has a body: with a GetBody
+// that refuses (errSentOnce), so that net/http's Transport does not send
+// again a request whose body it sent (see Transport). net/http calls
+// GetBody only to rewind a body it read; it still sends again one it
+// never wrote (a stale keep-alive connection). r itself keeps its
+// GetBody, to rewind the body for the Transport's own attempts.
 func sendOnce(r *http.Request) *http.Request {
 	if r.GetBody == nil || r.Body == nil || r.Body == http.NoBody {
 		return r
 	}
 	once := *r // a shallow copy, as Request.WithContext makes
-	once.GetBody = nil
+	once.GetBody = func() (io.ReadCloser, error) { return nil, errSentOnce }
 	return &once
 }
+
+// errSentOnce is what net/http's Transport gets when it would send a
+// request again on its own after its connection closed before the answer:
+// the attempt ends with it (see Transport).
+var errSentOnce = errors.New("httpfence: the connection closed after the request was sent, before the answer; net/http does not send it again (each send is one of MaxAttempts)")
 
 // retryableOutcome is the one place that decides whether an attempt's
 // outcome is worth another attempt: any transport error, 409 (in flight

@@ -20,6 +20,7 @@ var optionalCases = []testCase{
 	{"ClearBeginnerSeesAnOlderSlotsRetryDueWithinSince", testClearBeginnerOldRetry},
 	{"ClearBeginnerIsNotClearWhileAnOlderSlotRunsAbandoned", testClearBeginnerOldRun},
 	{"ClearBeginnerSeesAnAbandonedRunBehindAnOldRetry", testClearBeginnerOldRunBehindRetry},
+	{"ClearBeginnerSeesAnAbandonedRunBehindManyOldRetries", testClearBeginnerOldRunBehindRetries},
 	{"PauseReaderFollowsSetPaused", testPauseReader},
 	{"StatesReaderAnswersAsState", testStatesReader},
 }
@@ -315,6 +316,29 @@ func testClearBeginnerOldRunBehindRetry(t *testing.T, x *fixture) {
 	require.NoError(t, res[0].Err)
 	require.False(t, res[0].Clear, "slot 1 runs abandoned behind slot 0's old retry")
 	x.requireAbsent(x.slot(6))
+}
+
+// As testClearBeginnerOldRunBehindRetry, behind 17 failures whose retry
+// times passed: a bounded look at the newest open slots before since
+// missed it (a second review's finding).
+func testClearBeginnerOldRunBehindRetries(t *testing.T, x *fixture) {
+	cb, ok := x.raw.(ledger.ClearBeginner)
+	if !ok {
+		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
+	}
+	a, b := holder(1), holder(2)
+	require.Equal(t, 1, x.begin(x.slot(0), a, 3, x.now(0, time.Second))) // a crashes later
+	for i := 1; i <= 17; i++ {
+		x.fail(x.slot(i), a, x.begin(x.slot(i), a, 3, x.now(i, time.Second)), x.now(i, 2*time.Second))
+	}
+	since := x.at(30)
+	x.requireOpen(x.state("", since), x.at(0))
+	req := ledger.BeginRequest{Slot: x.slot(31), Fence: fill(x.slot(31), b), MaxAttempts: 3, Prev: x.at(17), Since: since}
+	res := cb.BeginIfClear(t.Context(), []ledger.BeginRequest{req}, x.now(31, time.Second))
+	require.Len(t, res, 1)
+	require.NoError(t, res[0].Err)
+	require.False(t, res[0].Clear, "slot 0 runs abandoned behind 17 old retries")
+	x.requireAbsent(x.slot(31))
 }
 
 // sameButPruned reports whether a and b are the same State but for

@@ -22,9 +22,10 @@
 -- the ledger recorded (ledger.BeginRequest.Seen).
 --
 -- Returns {2} when something else needs planning (paused, another open or
--- pending slot, another slot's run abandoned (hot, or one of the newest 16
--- open slots before since whose run says running) whatever its age, another slot's
--- retry due at or after since, the slot
+-- pending slot, another slot's run abandoned (hot, or an open slot before
+-- since whose run says running, of the newest 16; 16 or more such open
+-- slots: not clear) whatever its age, another slot's retry due at or after
+-- since, the slot
 -- waiting for its retry time, a slot between the
 -- last one seen and this one that nobody began, or a last slot missing or
 -- before seen: the store lost data the caller saw, which only a State
@@ -115,8 +116,11 @@ local function begin_if_clear(K, A, run, holder, seen, u)
   -- holder that lost the lease (this call holds it), however old: the
   -- plan takes it over (State lists it). The newest OLD_OPEN of them are
   -- looked at (an abandoned run is the latest begun; older open slots are
-  -- failures whose retry time passed, kept with their retry entries).
-  for _, m in ipairs(redis.call('ZREVRANGEBYSCORE', K[3], '(' .. A[7], '-inf', 'LIMIT', 0, OLD_OPEN)) do
+  -- failures whose retry time passed, kept with their retry entries); when
+  -- there are that many, the plan looks at them all.
+  local old = redis.call('ZREVRANGEBYSCORE', K[3], '(' .. A[7], '-inf', 'LIMIT', 0, OLD_OPEN)
+  if #old >= OLD_OPEN then return {2} end
+  for _, m in ipairs(old) do
     if m ~= slot and not redis.call('ZSCORE', K[6], m) then
       local base = string.sub(unit, 1, #unit - 4)
       if redis.call('HGET', base .. 'run:' .. m, 'status') == 'running' then return {2} end
