@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,8 +20,7 @@ var optionalCases = []testCase{
 	{"ClearBeginnerBeginsOnlyWhenNothingElseIsDue", testClearBeginner},
 	{"ClearBeginnerSeesAnOlderSlotsRetryDueWithinSince", testClearBeginnerOldRetry},
 	{"ClearBeginnerIsNotClearWhileAnOlderSlotRunsAbandoned", testClearBeginnerOldRun},
-	{"ClearBeginnerSeesAnAbandonedRunBehindAnOldRetry", testClearBeginnerOldRunBehindRetry},
-	{"ClearBeginnerSeesAnAbandonedRunBehindManyOldRetries", testClearBeginnerOldRunBehindRetries},
+	{"ClearBeginnerSeesAnAbandonedRunBesideOldRetries", testClearBeginnerOldRunBesideRetries},
 	{"PauseReaderFollowsSetPaused", testPauseReader},
 	{"StatesReaderAnswersAsState", testStatesReader},
 }
@@ -294,51 +294,47 @@ func testClearBeginnerOldRun(t *testing.T, x *fixture) {
 	require.Equal(t, 1, res.Attempt)
 }
 
-// An abandoned run is seen by BeginIfClear behind an older failure whose
-// retry time passed before since (its open and retry entries are kept: a
-// daily job whose retry came due while no replica was up): the first cut
-// looked at the oldest open slot before since only, found its retry entry
-// and answered clear (a review's finding), and the abandoned slot 1 stayed
-// running for good on the Redis ledger.
-func testClearBeginnerOldRunBehindRetry(t *testing.T, x *fixture) {
+// An abandoned run is seen by BeginIfClear beside failures whose retry
+// time passed before since (their open and retry entries are kept: a
+// daily job whose retries came due while no replica was up). In partition
+// "older" one failure before the run: the first cut looked at the oldest
+// open slot before since only, found its retry entry and answered clear (a
+// review's finding), and the run stayed running for good on the Redis
+// ledger. In partition "newer" 17 failures after it: a bounded look at the
+// newest open slots missed it (a second review's finding).
+func testClearBeginnerOldRunBesideRetries(t *testing.T, x *fixture) {
 	cb, ok := x.raw.(ledger.ClearBeginner)
 	if !ok {
 		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
 	}
 	a, b := holder(1), holder(2)
-	x.fail(x.slot(0), a, x.begin(x.slot(0), a, 3, x.now(0, time.Second)), x.now(0, 2*time.Second))
-	require.Equal(t, 1, x.begin(x.slot(1), a, 3, x.now(1, time.Second))) // a crashes
-	since := x.at(5)
-	x.requireOpen(x.state("", since), x.at(1))
-	req := ledger.BeginRequest{Slot: x.slot(6), Fence: fill(x.slot(6), b), MaxAttempts: 3, Prev: x.at(1), Since: since}
-	res := cb.BeginIfClear(t.Context(), []ledger.BeginRequest{req}, x.now(6, time.Second))
-	require.Len(t, res, 1)
-	require.NoError(t, res[0].Err)
-	require.False(t, res[0].Clear, "slot 1 runs abandoned behind slot 0's old retry")
-	x.requireAbsent(x.slot(6))
-}
-
-// As testClearBeginnerOldRunBehindRetry, behind 17 failures whose retry
-// times passed: a bounded look at the newest open slots before since
-// missed it (a second review's finding).
-func testClearBeginnerOldRunBehindRetries(t *testing.T, x *fixture) {
-	cb, ok := x.raw.(ledger.ClearBeginner)
-	if !ok {
-		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
+	for _, tc := range []struct {
+		partition string
+		run       int   // the slot a began and left running
+		failures  []int // the slots that failed, their retries past
+	}{
+		{"older", 1, []int{0}},
+		{"newer", 0, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}},
+	} {
+		slot := func(i int) ledger.Slot { return x.slotIn(tc.partition, i) }
+		for i := 0; i <= 17; i++ {
+			switch {
+			case i == tc.run:
+				require.Equal(t, 1, x.begin(slot(i), a, 3, x.now(i, time.Second)), tc.partition)
+			case slices.Contains(tc.failures, i):
+				x.fail(slot(i), a, x.begin(slot(i), a, 3, x.now(i, time.Second)), x.now(i, 2*time.Second))
+			}
+		}
+		since := x.at(30)
+		x.requireOpen(x.state(tc.partition, since), x.at(tc.run))
+		last := slices.Max(append([]int{tc.run}, tc.failures...))
+		req := ledger.BeginRequest{Slot: slot(31), Fence: fill(slot(31), b), MaxAttempts: 3, Prev: x.at(last), Since: since}
+		res := cb.BeginIfClear(t.Context(), []ledger.BeginRequest{req}, x.now(31, time.Second))
+		require.Len(t, res, 1)
+		require.NoError(t, res[0].Err)
+		require.False(t, res[0].Clear, "%s: slot %d runs abandoned beside old retries", tc.partition, tc.run)
+		x.requireAbsent(slot(31))
 	}
-	a, b := holder(1), holder(2)
-	require.Equal(t, 1, x.begin(x.slot(0), a, 3, x.now(0, time.Second))) // a crashes later
-	for i := 1; i <= 17; i++ {
-		x.fail(x.slot(i), a, x.begin(x.slot(i), a, 3, x.now(i, time.Second)), x.now(i, 2*time.Second))
-	}
-	since := x.at(30)
-	x.requireOpen(x.state("", since), x.at(0))
-	req := ledger.BeginRequest{Slot: x.slot(31), Fence: fill(x.slot(31), b), MaxAttempts: 3, Prev: x.at(17), Since: since}
-	res := cb.BeginIfClear(t.Context(), []ledger.BeginRequest{req}, x.now(31, time.Second))
-	require.Len(t, res, 1)
-	require.NoError(t, res[0].Err)
-	require.False(t, res[0].Clear, "slot 0 runs abandoned behind 17 old retries")
-	x.requireAbsent(x.slot(31))
 }
 
 // sameButPruned reports whether a and b are the same State but for
