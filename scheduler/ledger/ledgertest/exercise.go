@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -59,6 +60,18 @@ func concat(groups ...[]testCase) []testCase {
 		all = append(all, g...)
 	}
 	return all
+}
+
+// implements returns the ledger under test as the optional interface T,
+// or skips t with a message naming T when the ledger does not implement
+// it.
+func implements[T any](t *testing.T, x *fixture) T {
+	t.Helper()
+	v, ok := x.raw.(T)
+	if !ok {
+		t.Skipf("ledgertest: skipped: the ledger does not implement %v", reflect.TypeFor[T]())
+	}
+	return v
 }
 
 // fixture is one subtest's setup: a ledger, a job name nobody else uses,

@@ -29,10 +29,7 @@ var optionalCases = []testCase{
 // the same now: open slots (running, retrying, pending), last, horizon
 // (started by the call for a new pair) and the pause flag.
 func testStatesReader(t *testing.T, x *fixture) {
-	sr, ok := x.raw.(ledger.StatesReader)
-	if !ok {
-		t.Skip("ledgertest: skipped: the ledger does not implement ledger.StatesReader")
-	}
+	sr := implements[ledger.StatesReader](t, x)
 	ctx := t.Context()
 	h := holder(1)
 	x.begin(x.slot(0), h, 3, x.now(0, 0)) // running
@@ -90,10 +87,7 @@ func testStatesReader(t *testing.T, x *fixture) {
 
 // PauseReader: Paused follows SetPaused, per job, and starts no horizon.
 func testPauseReader(t *testing.T, x *fixture) {
-	pr, ok := x.raw.(ledger.PauseReader)
-	if !ok {
-		t.Skip("the ledger does not implement ledger.PauseReader")
-	}
+	pr := implements[ledger.PauseReader](t, x)
 	ctx := t.Context()
 	paused, err := pr.Paused(ctx, x.job)
 	require.NoError(t, err)
@@ -118,10 +112,7 @@ func testPauseReader(t *testing.T, x *fixture) {
 // replica that lost the race for that slot asks for it); one for a later
 // slot makes the running attempt's Heartbeat return ErrCancelRequested.
 func testCanceler(t *testing.T, x *fixture) {
-	c, ok := x.raw.(ledger.Canceler)
-	if !ok {
-		t.Skip("ledgertest: skipped: the ledger does not implement ledger.Canceler")
-	}
+	c := implements[ledger.Canceler](t, x)
 	ctx := t.Context()
 	h := holder(1)
 	n := x.begin(x.slot(0), h, 3, x.now(0, 0))
@@ -136,10 +127,7 @@ func testCanceler(t *testing.T, x *fixture) {
 // ClearBeginner: BeginIfClear begins a slot as Begin does when nothing
 // else is due for its pair, and otherwise changes nothing (Clear false).
 func testClearBeginner(t *testing.T, x *fixture) {
-	cb, ok := x.raw.(ledger.ClearBeginner)
-	if !ok {
-		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
-	}
+	cb := implements[ledger.ClearBeginner](t, x)
 	ctx := t.Context()
 	since := x.at(-60)
 	req := func(i int, f ledger.Fence, prev int) ledger.BeginRequest {
@@ -219,10 +207,7 @@ func testClearBeginner(t *testing.T, x *fixture) {
 // it ran (the fast path would otherwise leave it to a wake-up that a
 // replica's restart loses).
 func testClearBeginnerOldRetry(t *testing.T, x *fixture) {
-	cb, ok := x.raw.(ledger.ClearBeginner)
-	if !ok {
-		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
-	}
+	cb := implements[ledger.ClearBeginner](t, x)
 	ctx := t.Context()
 	a := holder(1)
 	since := x.at(2)
@@ -253,10 +238,7 @@ func testClearBeginnerOldRetry(t *testing.T, x *fixture) {
 // left them running for good once the window passed
 // them (a fresh user's trial: a killed replica's slot).
 func testClearBeginnerOldRun(t *testing.T, x *fixture) {
-	cb, ok := x.raw.(ledger.ClearBeginner)
-	if !ok {
-		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
-	}
+	cb := implements[ledger.ClearBeginner](t, x)
 	ctx := t.Context()
 	a, b := holder(1), holder(2)
 	// prev is the schedule's fire before slot i: the last one begun, so
@@ -303,10 +285,7 @@ func testClearBeginnerOldRun(t *testing.T, x *fixture) {
 // ledger. In partition "newer" 17 failures after it: a bounded look at the
 // newest open slots missed it (a second review's finding).
 func testClearBeginnerOldRunBesideRetries(t *testing.T, x *fixture) {
-	cb, ok := x.raw.(ledger.ClearBeginner)
-	if !ok {
-		t.Skip("ledgertest: skipped: the ledger does not implement ledger.ClearBeginner")
-	}
+	cb := implements[ledger.ClearBeginner](t, x)
 	a, b := holder(1), holder(2)
 	for _, tc := range []struct {
 		partition string

@@ -24,10 +24,7 @@ var pruneCases = []testCase{
 // its record, and an OverlapAllow slot (its own slot fence) that comes
 // due after the refusal begins and succeeds.
 func testPruneRefusesRecentCutoff(t *testing.T, x *fixture) {
-	p, ok := x.raw.(ledger.Pruner)
-	if !ok {
-		t.Skip("the ledger does not implement ledger.Pruner")
-	}
+	p := implements[ledger.Pruner](t, x)
 	ctx := t.Context()
 	h := holder(1)
 	done := x.slot(0) // base is an hour ahead of now: these slots are still to come
@@ -91,10 +88,7 @@ var pruneBase = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // is the same after as before; a retryable slot resumes at its next
 // attempt and a later slot begins at attempt 1, as without the Prune.
 func testPrune(t *testing.T, x *fixture) {
-	p, ok := x.raw.(ledger.Pruner)
-	if !ok {
-		t.Skip("the ledger does not implement ledger.Pruner")
-	}
+	p := implements[ledger.Pruner](t, x)
 	y := *x
 	y.base = pruneBase
 	x = &y
